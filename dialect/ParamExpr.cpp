@@ -1,0 +1,184 @@
+//===- ParamExpr.cpp - integer expressions over pipeline parameters -------===//
+
+#include "dialect/ParamExpr.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/MathExtras.h"
+
+using namespace thdc;
+
+namespace {
+/// Recursive-descent evaluator:
+///   expr := term (('+' | '-') term)*
+///   term := factor (('*' | '/') factor)*
+///   factor := INT | NAME | '(' expr ')' | '-' factor
+class Evaluator {
+public:
+  Evaluator(llvm::StringRef text, std::optional<ParamLookup> lookup,
+            std::string &error)
+      : text(text), lookup(lookup), error(error) {}
+
+  std::optional<int64_t> run() {
+    std::optional<int64_t> value = parseExpr();
+    if (!value)
+      return std::nullopt;
+    skipSpace();
+    if (pos != text.size())
+      return fail("unexpected '" + text.substr(pos, 1).str() + "'");
+    return value;
+  }
+
+private:
+  std::optional<int64_t> fail(const std::string &message) {
+    if (error.empty())
+      error = "in parameter expression \"" + text.str() + "\": " + message;
+    return std::nullopt;
+  }
+
+  void skipSpace() {
+    while (pos < text.size() && llvm::isSpace(text[pos]))
+      ++pos;
+  }
+
+  bool consume(char c) {
+    skipSpace();
+    if (pos < text.size() && text[pos] == c) {
+      ++pos;
+      return true;
+    }
+    return false;
+  }
+
+  std::optional<int64_t> parseExpr() {
+    std::optional<int64_t> lhs = parseTerm();
+    while (lhs) {
+      bool isAdd = consume('+');
+      if (!isAdd && !consume('-'))
+        break;
+      std::optional<int64_t> rhs = parseTerm();
+      if (!rhs)
+        return std::nullopt;
+      int64_t result;
+      bool overflow = isAdd ? llvm::AddOverflow(*lhs, *rhs, result)
+                            : llvm::SubOverflow(*lhs, *rhs, result);
+      if (overflow)
+        return fail("integer overflow");
+      lhs = result;
+    }
+    return lhs;
+  }
+
+  std::optional<int64_t> parseTerm() {
+    std::optional<int64_t> lhs = parseFactor();
+    while (lhs) {
+      bool isMul = consume('*');
+      if (!isMul && !consume('/'))
+        break;
+      std::optional<int64_t> rhs = parseFactor();
+      if (!rhs)
+        return std::nullopt;
+      int64_t result;
+      if (isMul) {
+        if (llvm::MulOverflow(*lhs, *rhs, result))
+          return fail("integer overflow");
+      } else if (!lookup) {
+        result = *lhs; // syntax check only: placeholder values
+      } else {
+        if (*rhs == 0)
+          return fail("division by zero");
+        if (*lhs % *rhs != 0)
+          return fail(std::to_string(*lhs) + " is not divisible by " +
+                      std::to_string(*rhs));
+        result = *lhs / *rhs;
+      }
+      lhs = result;
+    }
+    return lhs;
+  }
+
+  std::optional<int64_t> parseFactor() {
+    skipSpace();
+    if (pos >= text.size())
+      return fail("expected a number, a parameter name or '('");
+    if (consume('(')) {
+      std::optional<int64_t> inner = parseExpr();
+      if (!inner)
+        return std::nullopt;
+      if (!consume(')'))
+        return fail("expected ')'");
+      return inner;
+    }
+    if (consume('-')) {
+      std::optional<int64_t> inner = parseFactor();
+      if (!inner)
+        return std::nullopt;
+      return -*inner;
+    }
+    char c = text[pos];
+    if (llvm::isDigit(c)) {
+      size_t start = pos;
+      while (pos < text.size() && llvm::isDigit(text[pos]))
+        ++pos;
+      int64_t value;
+      if (text.substr(start, pos - start).getAsInteger(10, value))
+        return fail("integer literal out of range");
+      return value;
+    }
+    if (llvm::isAlpha(c) || c == '_') {
+      size_t start = pos;
+      while (pos < text.size() && (llvm::isAlnum(text[pos]) || text[pos] == '_'))
+        ++pos;
+      llvm::StringRef name = text.substr(start, pos - start);
+      if (!lookup)
+        return 1; // syntax check only
+      std::optional<int64_t> value = (*lookup)(name);
+      if (!value)
+        return fail("parameter '" + name.str() + "' is not declared");
+      return value;
+    }
+    return fail("unexpected '" + std::string(1, c) + "'");
+  }
+
+  llvm::StringRef text;
+  std::optional<ParamLookup> lookup;
+  std::string &error;
+  size_t pos = 0;
+};
+} // namespace
+
+std::optional<int64_t> thdc::evaluateParamExpr(llvm::StringRef text,
+                                               ParamLookup lookup,
+                                               std::string &error) {
+  error.clear();
+  return Evaluator(text, lookup, error).run();
+}
+
+bool thdc::isValidParamExprSyntax(llvm::StringRef text, std::string &error) {
+  error.clear();
+  return Evaluator(text, std::nullopt, error).run().has_value();
+}
+
+bool thdc::parseParamAssignment(llvm::StringRef assignment, std::string &name,
+                                int64_t &value, std::string &error) {
+  auto [lhs, rhs] = assignment.split('=');
+  lhs = lhs.trim();
+  rhs = rhs.trim();
+  if (!assignment.contains('=') || lhs.empty() || rhs.empty()) {
+    error = "expected NAME=VALUE in --param, got '" + assignment.str() + "'";
+    return false;
+  }
+  if (!llvm::all_of(lhs, [](char c) { return llvm::isAlnum(c) || c == '_'; }) ||
+      llvm::isDigit(lhs.front())) {
+    error = "invalid parameter name '" + lhs.str() + "' in --param";
+    return false;
+  }
+  std::optional<int64_t> parsed = evaluateParamExpr(
+      rhs, [](llvm::StringRef) { return std::optional<int64_t>(); }, error);
+  if (!parsed) {
+    error = "invalid value for --param " + lhs.str() + ": " + error;
+    return false;
+  }
+  name = lhs.str();
+  value = *parsed;
+  return true;
+}

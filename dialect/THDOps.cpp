@@ -1,0 +1,433 @@
+//===- THDOps.cpp - thd dialect operations: syntax and verifiers ----------===//
+
+#include "dialect/THDOps.h"
+#include "dialect/ParamExpr.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "mlir/IR/OpImplementation.h"
+
+using namespace mlir;
+using namespace mlir::thd;
+
+//===----------------------------------------------------------------------===//
+// Custom syntax: integers or parameter expressions, fill values
+//===----------------------------------------------------------------------===//
+
+/// `8` is an i64 literal; `"C*cp"` an expression over the pipeline parameters.
+static ParseResult parseIntOrParam(OpAsmParser &parser, Attribute &attr) {
+  std::string text;
+  SMLoc loc = parser.getCurrentLocation();
+  if (succeeded(parser.parseOptionalString(&text))) {
+    attr = ExprAttr::getChecked(
+        [&] { return parser.emitError(loc); }, parser.getContext(), StringRef(text));
+    return success(attr != nullptr);
+  }
+  int64_t value = 0;
+  OptionalParseResult parsed = parser.parseOptionalInteger(value);
+  if (!parsed.has_value())
+    return parser.emitError(loc, "expected an integer or a quoted parameter "
+                                 "expression such as \"C*cp\"");
+  if (failed(*parsed))
+    return failure();
+  attr = parser.getBuilder().getI64IntegerAttr(value);
+  return success();
+}
+
+static void printIntOrParam(OpAsmPrinter &printer, Operation *,
+                            Attribute attr) {
+  if (auto expr = dyn_cast<ExprAttr>(attr))
+    printer << '"' << expr.getText() << '"';
+  else
+    printer << cast<IntegerAttr>(attr).getInt();
+}
+
+/// `true`/`false`, an integer (stored as i64) or a float (stored as f64); the
+/// verifier checks that it fits the data's element type.
+static ParseResult parseFill(OpAsmParser &parser, TypedAttr &attr) {
+  Builder &builder = parser.getBuilder();
+  for (bool value : {true, false})
+    if (succeeded(parser.parseOptionalKeyword(value ? "true" : "false"))) {
+      attr = builder.getBoolAttr(value);
+      return success();
+    }
+  // The literal is followed by the op's `: types`, so it is read without a
+  // type suffix: sign, then an integer or a float.
+  bool negative = succeeded(parser.parseOptionalMinus());
+  int64_t integer = 0;
+  OptionalParseResult parsed = parser.parseOptionalInteger(integer);
+  if (parsed.has_value()) {
+    if (failed(*parsed))
+      return failure();
+    attr = builder.getI64IntegerAttr(negative ? -integer : integer);
+    return success();
+  }
+  double value = 0;
+  if (parser.parseFloat(value))
+    return failure();
+  attr = builder.getF64FloatAttr(negative ? -value : value);
+  return success();
+}
+
+static void printFill(OpAsmPrinter &printer, Operation *, TypedAttr attr) {
+  printer.printAttributeWithoutType(attr);
+}
+
+//===----------------------------------------------------------------------===//
+// Verifier helpers
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// The static length of a 1-D tensor value, std::nullopt when dynamic.
+std::optional<int64_t> staticLength(Type type) {
+  auto tensor = cast<RankedTensorType>(type);
+  if (tensor.isDynamicDim(0))
+    return std::nullopt;
+  return tensor.getDimSize(0);
+}
+std::optional<int64_t> staticLength(Value value) {
+  return staticLength(value.getType());
+}
+
+/// Resolves `attr` (when present) and checks `value >= minimum`.
+FailureOr<std::optional<int64_t>> resolveAtLeast(Operation *op, Attribute attr,
+                                                 StringRef name,
+                                                 int64_t minimum) {
+  if (!attr)
+    return std::optional<int64_t>();
+  FailureOr<int64_t> value = resolveIntOrParam(op, attr, name);
+  if (failed(value))
+    return failure();
+  if (*value < minimum)
+    return op->emitOpError() << "'" << name << "' must be at least "
+                             << minimum << ", got " << *value;
+  return std::optional<int64_t>(*value);
+}
+
+/// cu_seqlens and cu_seqlens_padded describe the same sequences: equal length.
+LogicalResult verifyCuPair(Operation *op, Value cu, Value cuPadded) {
+  std::optional<int64_t> a = staticLength(cu), b = staticLength(cuPadded);
+  if (a && b && *a != *b)
+    return op->emitOpError() << "cu_seqlens has " << *a
+                             << " entries but cu_seqlens_padded has " << *b;
+  for (std::optional<int64_t> n : {a, b})
+    if (n && *n < 1)
+      return op->emitOpError()
+             << "cumulative-offset arrays need at least one entry, got "
+             << *n;
+  return success();
+}
+
+/// A result whose length is a runtime value may be static only at `capacity`.
+LogicalResult verifyCapacity(Operation *op, Value result, Attribute attr) {
+  FailureOr<std::optional<int64_t>> capacity =
+      resolveAtLeast(op, attr, "capacity", 0);
+  if (failed(capacity))
+    return failure();
+  std::optional<int64_t> length = staticLength(result);
+  if (*capacity && length && *length != **capacity)
+    return op->emitOpError() << "result has static length " << *length
+                             << " but 'capacity' is " << **capacity;
+  return success();
+}
+
+/// A fill value must be representable in the data's element type.
+LogicalResult verifyFill(Operation *op, TypedAttr fill, Type elementType,
+                         StringRef name) {
+  if (!fill)
+    return success();
+  bool fits;
+  if (auto boolean = dyn_cast<BoolAttr>(fill)) {
+    fits = elementType.isInteger(1);
+  } else if (auto integer = dyn_cast<IntegerAttr>(fill)) {
+    unsigned width = elementType.isIntOrIndex()
+                         ? elementType.getIntOrFloatBitWidth()
+                         : 0;
+    // Integers fill integer data of any width that holds them, and floats.
+    fits = isa<FloatType>(elementType) ||
+           (width > 1 && llvm::isIntN(width, integer.getInt()));
+  } else {
+    fits = isa<FloatType>(elementType);
+  }
+  if (!fits)
+    return op->emitOpError() << "'" << name << "' value " << fill
+                             << " does not fit the element type "
+                             << elementType;
+  return success();
+}
+
+LogicalResult verifySameElementType(Operation *op, Type input, Type result) {
+  Type a = cast<ShapedType>(input).getElementType();
+  Type b = cast<ShapedType>(result).getElementType();
+  if (a != b)
+    return op->emitOpError() << "result element type " << b
+                             << " differs from the input element type " << a;
+  return success();
+}
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Op verifiers
+//===----------------------------------------------------------------------===//
+
+LogicalResult AlignLengthsOp::verify() {
+  if (failed(resolveAtLeast(*this, getCp(), "cp", 1)) ||
+      failed(resolveAtLeast(*this, getTp(), "tp", 1)))
+    return failure();
+  return success();
+}
+
+LogicalResult CuSeqlensOp::verify() {
+  std::optional<int64_t> in = staticLength(getLengths());
+  std::optional<int64_t> out = staticLength(getOffsets());
+  if (in && out && *out != *in + 1)
+    return emitOpError() << "result has " << *out
+                         << " entries; expected one more than the " << *in
+                         << " lengths";
+  return success();
+}
+
+LogicalResult PackOp::verify() {
+  if (failed(verifyCuPair(*this, getCuSeqlens(), getCuSeqlensPadded())) ||
+      failed(verifySameElementType(*this, getPool().getType(),
+                                   getPacked().getType())) ||
+      failed(verifyFill(*this, getPad(), getPool().getType().getElementType(),
+                        "pad")))
+    return failure();
+  return verifyCapacity(*this, getPacked(), getCapacityAttr());
+}
+
+LogicalResult MaxSeqlenOp::verify() {
+  std::optional<int64_t> n = staticLength(getOffsets());
+  if (n && *n < 1)
+    return emitOpError() << "cumulative-offset arrays need at least one "
+                            "entry, got 0";
+  return success();
+}
+
+LogicalResult PaddingMaskOp::verify() {
+  if (failed(verifyCuPair(*this, getCuSeqlens(), getCuSeqlensPadded())))
+    return failure();
+  return verifyCapacity(*this, getMask(), getCapacityAttr());
+}
+
+LogicalResult SanitizeOp::verify() {
+  std::optional<int64_t> rows = staticLength(getInput());
+  std::optional<int64_t> maskRows = staticLength(getMask());
+  if (rows && maskRows && *rows != *maskRows)
+    return emitOpError() << "input has " << *rows << " rows but the mask has "
+                         << *maskRows;
+  return verifyFill(*this, getFillAttr(), getInput().getType().getElementType(),
+                    "fill");
+}
+
+LogicalResult CpSliceOp::verify() {
+  FailureOr<std::optional<int64_t>> cp = resolveAtLeast(*this, getCp(), "cp", 1);
+  if (failed(cp) ||
+      failed(verifySameElementType(*this, getInput().getType(),
+                                   getResult().getType())))
+    return failure();
+  std::optional<int64_t> rows = staticLength(getInput());
+  std::optional<int64_t> out = staticLength(getResult());
+  int64_t ranks = **cp;
+  if (rows && ranks > 1) {
+    int64_t multiple = getMode() == CpMode::zigzag ? 2 * ranks : ranks;
+    if (*rows % multiple != 0)
+      return emitOpError() << "input length " << *rows
+                           << " is not divisible by "
+                           << (getMode() == CpMode::zigzag ? "2*cp = "
+                                                           : "cp = ")
+                           << multiple << " (" << stringifyCpMode(getMode())
+                           << " partitioning)";
+  }
+  if (rows && out && *out * ranks != *rows)
+    return emitOpError() << "result has " << *out << " rows; expected "
+                         << *rows << " / cp = " << *rows / ranks;
+  return success();
+}
+
+LogicalResult PositionIdsOp::verify() {
+  if (failed(verifyCuPair(*this, getCuSeqlens(), getCuSeqlensPadded())))
+    return failure();
+  return verifyCapacity(*this, getPositionIds(), getCapacityAttr());
+}
+
+/// The result of a `length`-row op has exactly `length` rows when static.
+static LogicalResult verifyLength(Operation *op, Attribute attr, Value result) {
+  FailureOr<std::optional<int64_t>> length =
+      resolveAtLeast(op, attr, "length", 0);
+  if (failed(length))
+    return failure();
+  std::optional<int64_t> rows = staticLength(result);
+  if (rows && *rows != **length)
+    return op->emitOpError() << "result has " << *rows << " rows but 'length' is "
+                             << **length;
+  return success();
+}
+
+LogicalResult RopePositionsOp::verify() {
+  if (failed(resolveAtLeast(*this, getCp(), "cp", 1)))
+    return failure();
+  return verifyLength(*this, getLength(), getPositions());
+}
+
+LogicalResult SeqIdxOp::verify() {
+  return verifyLength(*this, getLength(), getSeqIdx());
+}
+
+/// Exactly one of `target` and `alignment`, as the reference asserts.
+static LogicalResult verifyTargetOrAlignment(Operation *op, Attribute target,
+                                             Attribute alignment) {
+  if (target && alignment)
+    return op->emitOpError()
+           << "expects exactly one of 'target' and 'alignment', got both";
+  if (!target && !alignment)
+    return op->emitOpError()
+           << "expects exactly one of 'target' and 'alignment', got neither";
+  return success();
+}
+
+LogicalResult PadTailOp::verify() {
+  if (failed(verifyTargetOrAlignment(*this, getTargetAttr(),
+                                     getAlignmentAttr())) ||
+      failed(verifySameElementType(*this, getInput().getType(),
+                                   getResult().getType())))
+    return failure();
+  FailureOr<std::optional<int64_t>> target =
+      resolveAtLeast(*this, getTargetAttr(), "target", 0);
+  FailureOr<std::optional<int64_t>> alignment =
+      resolveAtLeast(*this, getAlignmentAttr(), "alignment", 1);
+  if (failed(target) || failed(alignment))
+    return failure();
+  auto inputType = cast<RankedTensorType>(getInput().getType());
+  if (failed(verifyFill(*this, getFillAttr(), inputType.getElementType(),
+                        "fill")))
+    return failure();
+  std::optional<int64_t> rows = staticLength(getInput());
+  std::optional<int64_t> out = staticLength(getResult());
+  int64_t expected = -1;
+  if (*target) {
+    if (rows && *rows > **target)
+      return emitOpError() << "input has " << *rows
+                           << " rows, more than the target " << **target
+                           << "; refusing to silently truncate";
+    expected = **target;
+  } else if (rows) {
+    expected = llvm::divideCeil(*rows, **alignment) * **alignment;
+  }
+  if (out && expected >= 0 && *out != expected)
+    return emitOpError() << "result has " << *out << " rows; expected "
+                         << expected;
+  if (out && expected < 0 && **alignment && *out % **alignment != 0)
+    return emitOpError() << "result has " << *out
+                         << " rows, not a multiple of the alignment "
+                         << **alignment;
+  return success();
+}
+
+LogicalResult PadTailMetadataOp::verify() {
+  if (failed(verifyCuPair(*this, getCuSeqlens(), getCuSeqlensPadded())) ||
+      failed(verifyTargetOrAlignment(*this, getTargetAttr(),
+                                     getAlignmentAttr())))
+    return failure();
+  FailureOr<std::optional<int64_t>> cp = resolveAtLeast(*this, getCp(), "cp", 1);
+  FailureOr<std::optional<int64_t>> target =
+      resolveAtLeast(*this, getTargetAttr(), "target", 1);
+  FailureOr<std::optional<int64_t>> alignment =
+      resolveAtLeast(*this, getAlignmentAttr(), "alignment", 1);
+  TailPolicy policy = getPolicy();
+  int64_t minSeqs = policy == TailPolicy::append_dummy_sequence ? 2 : 1;
+  FailureOr<std::optional<int64_t>> maxSeqs =
+      resolveAtLeast(*this, getMaxSeqsAttr(), "max_seqs", 1);
+  if (failed(cp) || failed(target) || failed(alignment) || failed(maxSeqs))
+    return failure();
+  if (*maxSeqs && **maxSeqs < minSeqs)
+    return emitOpError() << "'max_seqs' must be at least 2 with policy "
+                            "append_dummy_sequence (one entry is reserved "
+                            "for the dummy sequence), got "
+                         << **maxSeqs;
+
+  // Zigzag CP needs every offset, the tail's end included, divisible by 2*cp.
+  int64_t ranks = **cp;
+  bool tailIsSequence = policy != TailPolicy::none;
+  if (getMode() == CpMode::zigzag && ranks > 1 && tailIsSequence) {
+    if (*target && (**target * ranks) % (2 * ranks) != 0)
+      return emitOpError() << "global target target*cp = " << **target * ranks
+                           << " is not divisible by 2*cp = " << 2 * ranks
+                           << " under zigzag CP with policy "
+                           << stringifyTailPolicy(policy);
+    if (*alignment && **alignment % 2 != 0)
+      return emitOpError() << "alignment " << **alignment
+                           << " is odd: under zigzag CP with cp = " << ranks
+                           << " the padded tail would not be divisible by "
+                              "2*cp = "
+                           << 2 * ranks;
+  }
+
+  std::optional<int64_t> entries = staticLength(getCuSeqlens());
+  for (Value out : {getCuSeqlensOut(), getCuSeqlensPaddedOut()}) {
+    std::optional<int64_t> outEntries = staticLength(out);
+    if (*maxSeqs && outEntries && *outEntries != **maxSeqs + 1)
+      return emitOpError() << "results must have max_seqs + 1 = "
+                           << **maxSeqs + 1 << " entries, got "
+                           << *outEntries;
+  }
+  if (*maxSeqs && entries && *entries > **maxSeqs + 1)
+    return emitOpError() << "cu_seqlens has " << *entries
+                         << " entries, more than max_seqs + 1 = "
+                         << **maxSeqs + 1;
+  if (!*maxSeqs && entries) {
+    // Without static padding the arrays keep their length, plus the dummy.
+    int64_t extra = policy == TailPolicy::append_dummy_sequence ? 1 : 0;
+    for (Value out : {getCuSeqlensOut(), getCuSeqlensPaddedOut()}) {
+      std::optional<int64_t> outEntries = staticLength(out);
+      if (outEntries && (*outEntries < *entries ||
+                         *outEntries > *entries + extra))
+        return emitOpError() << "result has " << *outEntries
+                             << " entries; expected "
+                             << (extra ? "between " : "") << *entries
+                             << (extra ? " and " + std::to_string(*entries + 1)
+                                       : std::string())
+                             << " without 'max_seqs'";
+    }
+  }
+  return success();
+}
+
+LogicalResult PadCuSeqlensOp::verify() {
+  FailureOr<std::optional<int64_t>> entries =
+      resolveAtLeast(*this, getEntries(), "entries", 1);
+  if (failed(entries))
+    return failure();
+  std::optional<int64_t> in = staticLength(getOffsets());
+  std::optional<int64_t> out = staticLength(getPadded());
+  if (in && *in > **entries)
+    return emitOpError() << "input has " << *in
+                         << " entries, more than the " << **entries
+                         << " requested; num_seqs exceeds the capacity";
+  if (out && *out != **entries)
+    return emitOpError() << "result has " << *out << " entries but 'entries' is "
+                         << **entries;
+  return success();
+}
+
+LogicalResult ValidateOp::verify() {
+  if (failed(verifyCuPair(*this, getCuSeqlens(), getCuSeqlensPadded())) ||
+      failed(resolveAtLeast(*this, getCp(), "cp", 1)) ||
+      failed(resolveAtLeast(*this, getMaxTokens(), "max_tokens", 0)))
+    return failure();
+  FailureOr<std::optional<int64_t>> maxSeqs =
+      resolveAtLeast(*this, getMaxSeqs(), "max_seqs", 0);
+  if (failed(maxSeqs))
+    return failure();
+  std::optional<int64_t> entries = staticLength(getCuSeqlens());
+  if (entries && **maxSeqs + 1 > *entries)
+    return emitOpError() << "'max_seqs' is " << **maxSeqs
+                         << " but the cu arrays hold only " << *entries
+                         << " entries (at most " << *entries - 1
+                         << " sequences)";
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "dialect/THDOps.cpp.inc"

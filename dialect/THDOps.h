@@ -1,0 +1,19 @@
+//===- THDOps.h - thd dialect operations ------------------------*- C++ -*-===//
+
+#ifndef THDC_DIALECT_THDOPS_H
+#define THDC_DIALECT_THDOPS_H
+
+#include "dialect/THDDialect.h"
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#define GET_OP_CLASSES
+#include "dialect/THDOps.h.inc"
+
+#endif // THDC_DIALECT_THDOPS_H

@@ -1,0 +1,391 @@
+//===- THDOps.td - thd dialect operations ------------------*- tablegen -*-===//
+//
+// One op per data-preparation step of the THD semantics (S1..S10). Every op
+// is pure and works on builtin tensors, dynamic or static; counts that are
+// known only on the device travel as `tensor<1xi32>` values.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef THD_OPS_TD
+#define THD_OPS_TD
+
+include "dialect/THDBase.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+class THD_Op<string mnemonic, list<Trait> traits = []>
+    : Op<THD_Dialect, mnemonic, !listconcat(traits, [Pure])> {
+  let hasVerifier = 1;
+}
+
+// Shared clause syntax: `num_seqs %n` limits the meaningful entries of the
+// cu arrays to the first n+1; without it every entry is meaningful.
+
+def THD_AlignLengthsOp : THD_Op<"align_lengths", [AllTypesMatch<["valid_lens", "padded_lens"]>]> {
+  let summary = "per-sequence alignment of lengths (S1)";
+  let description = [{
+    Rounds every valid length `v` up to the alignment granularity
+    `G = cpPad * tpPad`, where `cpPad = 2*cp` when `cp > 1` (else 1) and
+    `tpPad = tp` with `sequence_parallel` (else 1): `p = ceil(v / G) * G`.
+    The padded lengths are the physical lengths of the sequences in the
+    packed buffer; every offset built from them is then divisible by `2*cp`,
+    as zigzag CP partitioning requires.
+
+    ```mlir
+    // cp = 2, tp = 1: G = 4; [3, 2, 4] -> [4, 4, 4]
+    %p = thd.align_lengths %v cp 2 tp 1 : tensor<3xi32>
+    // cp = 2, tp = 2, sequence parallel: G = 8
+    %q = thd.align_lengths %v cp "cp" tp 2 sequence_parallel : tensor<?xi32>
+    ```
+  }];
+  let arguments = (ins THD_Lengths:$valid_lens, THD_IntOrParamAttr:$cp,
+                       THD_IntOrParamAttr:$tp, UnitAttr:$sequence_parallel);
+  let results = (outs THD_Lengths:$padded_lens);
+  let assemblyFormat = [{
+    $valid_lens `cp` custom<IntOrParam>($cp) `tp` custom<IntOrParam>($tp)
+    (`sequence_parallel` $sequence_parallel^)? attr-dict `:` type($valid_lens)
+  }];
+}
+
+def THD_CuSeqlensOp : THD_Op<"cu_seqlens"> {
+  let summary = "cumulative offsets of a list of lengths (S4)";
+  let description = [{
+    Returns `[0, l0, l0+l1, ...]`, one entry more than there are lengths:
+    `cu_seqlens` from valid lengths, `cu_seqlens_padded` from padded ones.
+    With `num_seqs %n`, only the first `n` lengths count and the remaining
+    entries repeat the total (the static padding convention).
+
+    ```mlir
+    // [3, 2, 4] -> [0, 3, 5, 9]
+    %cu = thd.cu_seqlens %v : tensor<3xi32> -> tensor<4xi32>
+    ```
+  }];
+  let arguments = (ins THD_Lengths:$lengths, Optional<THD_Scalar>:$num_seqs);
+  let results = (outs THD_CuSeqlens:$offsets);
+  let assemblyFormat = [{
+    $lengths (`num_seqs` $num_seqs^)? attr-dict `:` type($lengths) `->` type($offsets)
+  }];
+}
+
+def THD_PackOp : THD_Op<"pack"> {
+  let summary = "gather the chosen samples into one packed buffer (S4)";
+  let description = [{
+    Builds the packed 1-D buffer of one microbatch from a pool of samples.
+    Sequence `i` is the sample `sample_ids[i]`, stored in `pool` from
+    `sample_offsets[sample_ids[i]]`; it occupies the rows
+    `[cu_seqlens_padded[i], cu_seqlens_padded[i+1])` of the result: its
+    `cu_seqlens[i+1] - cu_seqlens[i]` valid tokens, then `pad` up to its
+    padded length. The result has `cu_seqlens_padded[n]` rows; `capacity`
+    bounds that length when shapes are made static.
+
+    ```mlir
+    // samples A=[11,12,13], B=[21,22], C=[31,32,33,34]; cu [0,3,5,9], cup [0,4,8,12]
+    // -> [11,12,13,0, 21,22,0,0, 31,32,33,34]
+    %tokens = thd.pack %pool[%offsets, %ids], %cu, %cup pad 0 capacity "C*cp"
+        : tensor<?xi64>, tensor<?xi32>, tensor<?xi32>, tensor<?xi32>, tensor<?xi32> -> tensor<?xi64>
+    ```
+  }];
+  let arguments = (ins THD_TokenData:$pool, THD_Lengths:$sample_offsets,
+                       THD_Lengths:$sample_ids, THD_CuSeqlens:$cu_seqlens,
+                       THD_CuSeqlens:$cu_seqlens_padded,
+                       Optional<THD_Scalar>:$num_seqs, THD_FillAttr:$pad,
+                       OptionalAttr<THD_IntOrParamAttr>:$capacity);
+  let results = (outs THD_TokenData:$packed);
+  let assemblyFormat = [{
+    $pool `[` $sample_offsets `,` $sample_ids `]` `,` $cu_seqlens `,` $cu_seqlens_padded
+    (`num_seqs` $num_seqs^)? `pad` custom<Fill>($pad) (`capacity` custom<IntOrParam>($capacity)^)?
+    attr-dict `:` type($pool) `,` type($sample_offsets) `,` type($sample_ids) `,`
+    type($cu_seqlens) `,` type($cu_seqlens_padded) `->` type($packed)
+  }];
+}
+
+def THD_MaxSeqlenOp : THD_Op<"max_seqlen"> {
+  let summary = "longest sequence of a cumulative-offset array (S4, S13)";
+  let description = [{
+    Returns `max(cu[i+1] - cu[i])` over the meaningful entries, 0 when there
+    is no sequence. Applied to `cu_seqlens_padded` it is the `max_seqlen` of
+    the packed microbatch (over padded, global, pre-CP lengths).
+
+    ```mlir
+    // [0, 4, 8, 12] -> [4]
+    %m = thd.max_seqlen %cup : tensor<?xi32>
+    ```
+  }];
+  let arguments = (ins THD_CuSeqlens:$offsets, Optional<THD_Scalar>:$num_seqs);
+  let results = (outs THD_Scalar:$max_seqlen);
+  let assemblyFormat = [{
+    $offsets (`num_seqs` $num_seqs^)? attr-dict `:` type($offsets)
+  }];
+}
+
+def THD_PaddingMaskOp : THD_Op<"padding_mask"> {
+  let summary = "padding mask from valid and padded offsets (S5)";
+  let description = [{
+    Returns a mask of `cu_seqlens_padded[n]` rows, true on padding: row
+    `pos` of sequence `s` (the `s` with `cup[s] <= pos < cup[s+1]`) is
+    padding when `pos >= cup[s] + max(cu[s+1] - cu[s], 0)`. Zero-length
+    sequences and trailing repeats are skipped; with no sequence every row
+    is padding. `capacity` bounds the row count when shapes are made static.
+
+    ```mlir
+    // cu [0,3,5,9], cup [0,4,8,12] -> [0,0,0,1, 0,0,1,1, 0,0,0,0]
+    %mask = thd.padding_mask %cu, %cup : tensor<4xi32>, tensor<4xi32> -> tensor<12xi1>
+    ```
+  }];
+  let arguments = (ins THD_CuSeqlens:$cu_seqlens, THD_CuSeqlens:$cu_seqlens_padded,
+                       Optional<THD_Scalar>:$num_seqs,
+                       OptionalAttr<THD_IntOrParamAttr>:$capacity);
+  let results = (outs THD_Mask:$mask);
+  let assemblyFormat = [{
+    $cu_seqlens `,` $cu_seqlens_padded (`num_seqs` $num_seqs^)?
+    (`capacity` custom<IntOrParam>($capacity)^)? attr-dict `:`
+    type($cu_seqlens) `,` type($cu_seqlens_padded) `->` type($mask)
+  }];
+}
+
+def THD_SanitizeOp : THD_Op<"sanitize", [AllTypesMatch<["input", "result"]>]> {
+  let summary = "overwrite padded slots with a fill value (S6)";
+  let description = [{
+    Returns `mask[i] ? fill : input[i]` for every row. Megatron fills
+    tokens, labels and position ids with 0 and the loss mask with 0.0; the
+    default `fill` is zero of the element type.
+
+    ```mlir
+    // mask [F,F,T,F,T], tokens [11,12,-1,21,-1] -> [11,12,0,21,0]
+    %t = thd.sanitize %tokens, %mask : tensor<?xi64>, tensor<?xi1>
+    %l = thd.sanitize %loss_mask, %mask fill 0.0 : tensor<?xf32>, tensor<?xi1>
+    ```
+  }];
+  let arguments = (ins THD_TokenData:$input, THD_Mask:$mask,
+                       OptionalAttr<THD_FillAttr>:$fill);
+  let results = (outs THD_TokenData:$result);
+  let assemblyFormat = [{
+    $input `,` $mask (`fill` custom<Fill>($fill)^)? attr-dict `:` type($input) `,` type($mask)
+  }];
+}
+
+def THD_CpSliceOp : THD_Op<"cp_slice"> {
+  let summary = "the rows a context-parallel rank keeps (S7)";
+  let description = [{
+    Returns the `T / cp` rows of `input` (T = `cu_seqlens_padded[n]`) that CP
+    rank `cp_rank` keeps. In `zigzag` mode (TransformerEngine's dual-chunk
+    layout) every sequence is cut into `2*cp` equal chunks and rank `r` keeps
+    chunks `r` and `2*cp-1-r`; every offset must be divisible by `2*cp`.
+    In `contiguous` mode rank `r` keeps rows `[r*T/cp, (r+1)*T/cp)`.
+    With `cp = 1` it returns the input. The rank is an operand, so one
+    compiled pipeline serves every rank.
+
+    ```mlir
+    // cup [0,4,8,12], cp 2: rank 0 keeps rows [0,3,4,7,8,11], rank 1 [1,2,5,6,9,10]
+    %local = thd.cp_slice %tokens, %cup, %rank cp 2 mode zigzag
+        : tensor<12xi64>, tensor<4xi32> -> tensor<6xi64>
+    ```
+  }];
+  let arguments = (ins THD_TokenData:$input, THD_CuSeqlens:$cu_seqlens_padded,
+                       THD_Scalar:$cp_rank, Optional<THD_Scalar>:$num_seqs,
+                       THD_IntOrParamAttr:$cp,
+                       DefaultValuedAttr<THD_CpModeAttr, "::mlir::thd::CpMode::zigzag">:$mode);
+  let results = (outs THD_TokenData:$result);
+  let assemblyFormat = [{
+    $input `,` $cu_seqlens_padded `,` $cp_rank (`num_seqs` $num_seqs^)?
+    `cp` custom<IntOrParam>($cp) `mode` `` $mode attr-dict `:` type($input) `,`
+    type($cu_seqlens_padded) `->` type($result)
+  }];
+}
+
+def THD_PositionIdsOp : THD_Op<"position_ids"> {
+  let summary = "per-sequence position ids, zero on padding (S8)";
+  let description = [{
+    Returns `k` for the `k`-th row of each sequence in the packed buffer
+    and 0 on padding rows, i.e. the dataset's `0..p-1` per sequence after
+    sanitising. The result has `cu_seqlens_padded[n]` rows.
+
+    ```mlir
+    // cu [0,3,5,9], cup [0,4,8,12] -> [0,1,2,0, 0,1,0,0, 0,1,2,3]
+    %pos = thd.position_ids %cu, %cup : tensor<4xi32>, tensor<4xi32> -> tensor<12xi64>
+    ```
+  }];
+  let arguments = (ins THD_CuSeqlens:$cu_seqlens, THD_CuSeqlens:$cu_seqlens_padded,
+                       Optional<THD_Scalar>:$num_seqs,
+                       OptionalAttr<THD_IntOrParamAttr>:$capacity);
+  let results = (outs 1DTensorOf<[AnySignlessInteger]>:$position_ids);
+  let assemblyFormat = [{
+    $cu_seqlens `,` $cu_seqlens_padded (`num_seqs` $num_seqs^)?
+    (`capacity` custom<IntOrParam>($capacity)^)? attr-dict `:`
+    type($cu_seqlens) `,` type($cu_seqlens_padded) `->` type($position_ids)
+  }];
+}
+
+def THD_RopePositionsOp : THD_Op<"rope_positions"> {
+  let summary = "RoPE table row of every CP-local row (S8)";
+  let description = [{
+    For each of the `length` local rows of CP rank `cp_rank`, returns the
+    position of that row inside its global sequence: with local offsets
+    `lcu` (the padded global lengths divided by `cp`), row `t` of sequence
+    `s` at local index `k` has position `k` (cp = 1), `r*h + k` in chunk `r`,
+    or `L*cp - (r+1)*h + (k-h)` in chunk `2cp-1-r` (`L` local length,
+    `h = L/2`). Rows past the last offset continue the last sequence.
+
+    ```mlir
+    // cup [0,4,8,12,16,16,16], cp 2, 8 rows: rank 0 -> [0,3,0,3,0,3,0,3]
+    %rows = thd.rope_positions %cup, %rank cp 2 length 8 : tensor<7xi32> -> tensor<8xi32>
+    ```
+  }];
+  let arguments = (ins THD_CuSeqlens:$cu_seqlens_padded, THD_Scalar:$cp_rank,
+                       Optional<THD_Scalar>:$num_seqs, THD_IntOrParamAttr:$cp,
+                       THD_IntOrParamAttr:$length);
+  let results = (outs 1DTensorOf<[I32]>:$positions);
+  let assemblyFormat = [{
+    $cu_seqlens_padded `,` $cp_rank (`num_seqs` $num_seqs^)? `cp` custom<IntOrParam>($cp)
+    `length` custom<IntOrParam>($length) attr-dict `:` type($cu_seqlens_padded)
+    `->` type($positions)
+  }];
+}
+
+def THD_SeqIdxOp : THD_Op<"seq_idx"> {
+  let summary = "sequence index of every row, for Mamba (S8)";
+  let description = [{
+    Returns, for each of `length` rows, the index of the sequence that
+    covers it; rows past `cu_seqlens_padded[n]` get index `n` (the tail is
+    one more sequence ending at `length`).
+
+    ```mlir
+    // cup [0,5,7,11], 16 rows -> [0,0,0,0,0, 1,1, 2,2,2,2, 3,3,3,3,3]
+    %idx = thd.seq_idx %cup length 16 : tensor<4xi32> -> tensor<16xi32>
+    ```
+  }];
+  let arguments = (ins THD_CuSeqlens:$cu_seqlens_padded,
+                       Optional<THD_Scalar>:$num_seqs, THD_IntOrParamAttr:$length);
+  let results = (outs 1DTensorOf<[I32]>:$seq_idx);
+  let assemblyFormat = [{
+    $cu_seqlens_padded (`num_seqs` $num_seqs^)? `length` custom<IntOrParam>($length)
+    attr-dict `:` type($cu_seqlens_padded) `->` type($seq_idx)
+  }];
+}
+
+def THD_PadTailOp : THD_Op<"pad_tail"> {
+  let summary = "pad a CP-local tensor to an alignment or a static target (S10)";
+  let description = [{
+    Right-pads `input` with `fill` (default zero; use `true` for the padding
+    mask) to `target` rows, or to the next multiple of `alignment`; exactly
+    one of the two is given. An input longer than the target is an error,
+    never a silent truncation.
+
+    ```mlir
+    %t = thd.pad_tail %tokens target "C" : tensor<?xi64> -> tensor<?xi64>
+    %m = thd.pad_tail %mask alignment 128 fill true : tensor<?xi1> -> tensor<?xi1>
+    ```
+  }];
+  let arguments = (ins AnyTypeOf<[THD_TokenData, THD_Mask]>:$input,
+                       OptionalAttr<THD_IntOrParamAttr>:$target,
+                       OptionalAttr<THD_IntOrParamAttr>:$alignment,
+                       OptionalAttr<THD_FillAttr>:$fill);
+  let results = (outs AnyTypeOf<[THD_TokenData, THD_Mask]>:$result);
+  let assemblyFormat = [{
+    $input (`target` custom<IntOrParam>($target)^)?
+    (`alignment` custom<IntOrParam>($alignment)^)? (`fill` custom<Fill>($fill)^)? attr-dict
+    `:` type($input) `->` type($result)
+  }];
+}
+
+def THD_PadTailMetadataOp : THD_Op<"pad_tail_metadata"> {
+  let summary = "cu_seqlens and max_seqlen after tail padding (S10)";
+  let description = [{
+    Computes the metadata of a microbatch whose CP-local tensors are padded
+    to `Lt = target` rows (or `round_up(cup[n] / cp, alignment)`); the global
+    padded length is `gT = Lt * cp` and the tail is `d = gT - cup[n]` rows.
+    The `policy` decides what covers the tail:
+    - `append_dummy_sequence`: when `d > 0`, `cu_seqlens_padded` gets `gT`
+      and `cu_seqlens` gets its last value plus `d` (a dummy sequence);
+    - `extend_last`: the last padded offset is raised to `gT`;
+    - `none`: no sequence covers the tail.
+    With `max_seqs N` both arrays are then padded to `N + 1` entries by
+    repeating their last value and `max_seqlen` is the static `gT`;
+    otherwise `max_seqlen` is the larger of the old one and the tail's
+    sequence. `num_seqs_out` is the new number of meaningful sequences.
+
+    ```mlir
+    // graph mode: cup [0,4,8,12], cp 2, target 8, N 6 -> [0,4,8,12,16,16,16], max_seqlen 16
+    %cu2, %cup2, %ms, %n2 = thd.pad_tail_metadata %cu, %cup, %ms0 num_seqs %n
+        cp 2 mode zigzag target 8 max_seqs 6 policy append_dummy_sequence
+        : tensor<?xi32>, tensor<?xi32> -> tensor<7xi32>, tensor<7xi32>
+    ```
+  }];
+  let arguments = (ins THD_CuSeqlens:$cu_seqlens, THD_CuSeqlens:$cu_seqlens_padded,
+                       THD_Scalar:$max_seqlen, Optional<THD_Scalar>:$num_seqs,
+                       THD_IntOrParamAttr:$cp,
+                       DefaultValuedAttr<THD_CpModeAttr, "::mlir::thd::CpMode::zigzag">:$mode,
+                       OptionalAttr<THD_IntOrParamAttr>:$target,
+                       OptionalAttr<THD_IntOrParamAttr>:$alignment,
+                       OptionalAttr<THD_IntOrParamAttr>:$max_seqs,
+                       THD_TailPolicyAttr:$policy);
+  let results = (outs THD_CuSeqlens:$cu_seqlens_out,
+                      THD_CuSeqlens:$cu_seqlens_padded_out,
+                      THD_Scalar:$max_seqlen_out, THD_Scalar:$num_seqs_out);
+  let assemblyFormat = [{
+    $cu_seqlens `,` $cu_seqlens_padded `,` $max_seqlen (`num_seqs` $num_seqs^)?
+    `cp` custom<IntOrParam>($cp) `mode` `` $mode
+    (`target` custom<IntOrParam>($target)^)? (`alignment` custom<IntOrParam>($alignment)^)?
+    (`max_seqs` custom<IntOrParam>($max_seqs)^)? `policy` `` $policy attr-dict
+    `:` type($cu_seqlens) `,` type($cu_seqlens_padded) `->` type($cu_seqlens_out)
+    `,` type($cu_seqlens_padded_out)
+  }];
+}
+
+def THD_PadCuSeqlensOp : THD_Op<"pad_cu_seqlens"> {
+  let summary = "pad a cumulative-offset array to a static number of entries (S10)";
+  let description = [{
+    Returns `entries` values: the meaningful entries of `offsets`, then
+    repeats of the last one. More meaningful entries than `entries` is an
+    error ("num_seqs exceeds the capacity").
+
+    ```mlir
+    // [0, 4, 8, 12] -> [0, 4, 8, 12, 12, 12, 12]
+    %c = thd.pad_cu_seqlens %cup entries "N+1" : tensor<?xi32> -> tensor<?xi32>
+    ```
+  }];
+  let arguments = (ins THD_CuSeqlens:$offsets, Optional<THD_Scalar>:$num_seqs,
+                       THD_IntOrParamAttr:$entries);
+  let results = (outs THD_CuSeqlens:$padded);
+  let assemblyFormat = [{
+    $offsets (`num_seqs` $num_seqs^)? `entries` custom<IntOrParam>($entries) attr-dict
+    `:` type($offsets) `->` type($padded)
+  }];
+}
+
+def THD_ValidateOp : THD_Op<"validate"> {
+  let summary = "check a microbatch's metadata on the device; fault bits";
+  let description = [{
+    Returns 0 when the microbatch's metadata is valid for the pipeline,
+    otherwise the OR of one bit per fault (`thdc::reference::StatusBit`):
+    - 1: `num_seqs` is negative or above `max_seqs`;
+    - 2: the total padded length `cu_seqlens_padded[n]` is above `max_tokens`;
+    - 4: with `cp > 1`, a `cu_seqlens_padded` entry is not divisible by
+      `2*cp` (zigzag) or `cp` (contiguous);
+    - 8: an array does not start at 0 or decreases;
+    - 16: a valid length is above its padded length;
+    - 32: `cp_rank` is outside `[0, cp)`.
+    This replaces the host-side assertions and device asserts of the
+    reference framework, which need a host synchronisation or poison the
+    CUDA context. A compiled pipeline whose status is nonzero writes only
+    in bounds and returns defined outputs (see the compiler's documentation).
+
+    ```mlir
+    %status = thd.validate %cu, %cup, %rank num_seqs %n cp "cp" mode zigzag
+        max_tokens "C*cp" max_seqs "N-1" : tensor<?xi32>, tensor<?xi32>
+    ```
+  }];
+  let arguments = (ins THD_CuSeqlens:$cu_seqlens, THD_CuSeqlens:$cu_seqlens_padded,
+                       THD_Scalar:$cp_rank, Optional<THD_Scalar>:$num_seqs,
+                       THD_IntOrParamAttr:$cp,
+                       DefaultValuedAttr<THD_CpModeAttr, "::mlir::thd::CpMode::zigzag">:$mode,
+                       THD_IntOrParamAttr:$max_tokens, THD_IntOrParamAttr:$max_seqs);
+  let results = (outs THD_Scalar:$status);
+  let assemblyFormat = [{
+    $cu_seqlens `,` $cu_seqlens_padded `,` $cp_rank (`num_seqs` $num_seqs^)?
+    `cp` custom<IntOrParam>($cp) `mode` `` $mode
+    `max_tokens` custom<IntOrParam>($max_tokens) `max_seqs` custom<IntOrParam>($max_seqs)
+    attr-dict `:` type($cu_seqlens) `,` type($cu_seqlens_padded)
+  }];
+}
+
+#endif // THD_OPS_TD

@@ -1,0 +1,492 @@
+// Every verifier error of the thd dialect, one per split.
+// RUN: thd-opt %s -split-input-file -verify-diagnostics
+
+func.func @f(%v: tensor<?xi32>) -> tensor<?xi32> {
+  // expected-error @+1 {{'cp' must be at least 1, got 0}}
+  %0 = thd.align_lengths %v cp 0 tp 1 : tensor<?xi32>
+  return %0 : tensor<?xi32>
+}
+
+// -----
+
+func.func @f(%v: tensor<?xi32>) -> tensor<?xi32> {
+  // expected-error @+1 {{'tp' must be at least 1, got -2}}
+  %0 = thd.align_lengths %v cp 1 tp -2 : tensor<?xi32>
+  return %0 : tensor<?xi32>
+}
+
+// -----
+
+func.func @f(%v: tensor<3xi32>) -> tensor<3xi32> {
+  // expected-error @+1 {{result has 3 entries; expected one more than the 3 lengths}}
+  %0 = thd.cu_seqlens %v : tensor<3xi32> -> tensor<3xi32>
+  return %0 : tensor<3xi32>
+}
+
+// -----
+
+func.func @f(%p: tensor<?xi64>, %o: tensor<?xi32>, %cu: tensor<?xi32>) -> tensor<?xi64> {
+  // expected-error @+1 {{'pad' value 5.000000e-01 : f64 does not fit the element type 'i64'}}
+  %0 = thd.pack %p[%o, %o], %cu, %cu pad 0.5 : tensor<?xi64>, tensor<?xi32>, tensor<?xi32>, tensor<?xi32>, tensor<?xi32> -> tensor<?xi64>
+  return %0 : tensor<?xi64>
+}
+
+// -----
+
+module attributes {thd.params = {C = 8 : i64, N = 6 : i64, cp = 2 : i64}} {
+func.func @f(%p: tensor<?xi64>, %o: tensor<?xi32>, %cu: tensor<?xi32>) -> tensor<8xi64> {
+  // expected-error @+1 {{result has static length 8 but 'capacity' is 16}}
+  %0 = thd.pack %p[%o, %o], %cu, %cu pad 0 capacity "C*cp" : tensor<?xi64>, tensor<?xi32>, tensor<?xi32>, tensor<?xi32>, tensor<?xi32> -> tensor<8xi64>
+  return %0 : tensor<8xi64>
+}
+}
+
+// -----
+
+func.func @f(%p: tensor<?xi64>, %o: tensor<?xi32>, %cu: tensor<?xi32>) -> tensor<?xi32> {
+  // expected-error @+1 {{result element type 'i32' differs from the input element type 'i64'}}
+  %0 = thd.pack %p[%o, %o], %cu, %cu pad 0 : tensor<?xi64>, tensor<?xi32>, tensor<?xi32>, tensor<?xi32>, tensor<?xi32> -> tensor<?xi32>
+  return %0 : tensor<?xi32>
+}
+
+// -----
+
+func.func @f(%cu: tensor<0xi32>) -> tensor<1xi32> {
+  // expected-error @+1 {{cumulative-offset arrays need at least one entry, got 0}}
+  %0 = thd.max_seqlen %cu : tensor<0xi32>
+  return %0 : tensor<1xi32>
+}
+
+// -----
+
+func.func @f(%cu: tensor<4xi32>, %cup: tensor<5xi32>) -> tensor<?xi1> {
+  // expected-error @+1 {{cu_seqlens has 4 entries but cu_seqlens_padded has 5}}
+  %0 = thd.padding_mask %cu, %cup : tensor<4xi32>, tensor<5xi32> -> tensor<?xi1>
+  return %0 : tensor<?xi1>
+}
+
+// -----
+
+func.func @f(%cu: tensor<0xi32>) -> tensor<?xi1> {
+  // expected-error @+1 {{cumulative-offset arrays need at least one entry, got 0}}
+  %0 = thd.padding_mask %cu, %cu : tensor<0xi32>, tensor<0xi32> -> tensor<?xi1>
+  return %0 : tensor<?xi1>
+}
+
+// -----
+
+func.func @f(%cu: tensor<?xi64>) -> tensor<?xi1> {
+  // expected-error @+1 {{operand #0 must be 1D tensor of 32-bit signless integer values}}
+  %0 = thd.padding_mask %cu, %cu : tensor<?xi64>, tensor<?xi64> -> tensor<?xi1>
+  return %0 : tensor<?xi1>
+}
+
+// -----
+
+func.func @f(%t: tensor<12xi64>, %m: tensor<8xi1>) -> tensor<12xi64> {
+  // expected-error @+1 {{input has 12 rows but the mask has 8}}
+  %0 = thd.sanitize %t, %m : tensor<12xi64>, tensor<8xi1>
+  return %0 : tensor<12xi64>
+}
+
+// -----
+
+func.func @f(%t: tensor<?xi64>, %m: tensor<?xi1>) -> tensor<?xi64> {
+  // expected-error @+1 {{'fill' value true does not fit the element type 'i64'}}
+  %0 = thd.sanitize %t, %m fill true : tensor<?xi64>, tensor<?xi1>
+  return %0 : tensor<?xi64>
+}
+
+// -----
+
+func.func @f(%t: tensor<?xi8>, %m: tensor<?xi1>) -> tensor<?xi8> {
+  // expected-error @+1 {{'fill' value 300 : i64 does not fit the element type 'i8'}}
+  %0 = thd.sanitize %t, %m fill 300 : tensor<?xi8>, tensor<?xi1>
+  return %0 : tensor<?xi8>
+}
+
+// -----
+
+func.func @f(%t: tensor<?xi64>, %m: tensor<?xi32>) -> tensor<?xi64> {
+  // expected-error @+1 {{operand #1 must be 1D tensor of 1-bit signless integer values}}
+  %0 = "thd.sanitize"(%t, %m) : (tensor<?xi64>, tensor<?xi32>) -> tensor<?xi64>
+  return %0 : tensor<?xi64>
+}
+
+// -----
+
+func.func @f(%t: tensor<?xi64>, %cup: tensor<?xi32>, %r: tensor<1xi32>) -> tensor<?xi64> {
+  // expected-error @+1 {{'cp' must be at least 1, got 0}}
+  %0 = thd.cp_slice %t, %cup, %r cp 0 mode zigzag : tensor<?xi64>, tensor<?xi32> -> tensor<?xi64>
+  return %0 : tensor<?xi64>
+}
+
+// -----
+
+func.func @f(%t: tensor<12xi64>, %cup: tensor<?xi32>, %r: tensor<1xi32>) -> tensor<?xi64> {
+  // expected-error @+1 {{input length 12 is not divisible by 2*cp = 8 (zigzag partitioning)}}
+  %0 = thd.cp_slice %t, %cup, %r cp 4 mode zigzag : tensor<12xi64>, tensor<?xi32> -> tensor<?xi64>
+  return %0 : tensor<?xi64>
+}
+
+// -----
+
+func.func @f(%t: tensor<10xi64>, %cup: tensor<?xi32>, %r: tensor<1xi32>) -> tensor<?xi64> {
+  // expected-error @+1 {{input length 10 is not divisible by cp = 4 (contiguous partitioning)}}
+  %0 = thd.cp_slice %t, %cup, %r cp 4 mode contiguous : tensor<10xi64>, tensor<?xi32> -> tensor<?xi64>
+  return %0 : tensor<?xi64>
+}
+
+// -----
+
+module attributes {thd.params = {C = 8 : i64, N = 6 : i64, cp = 2 : i64}} {
+func.func @f(%t: tensor<16xi64>, %cup: tensor<?xi32>, %r: tensor<1xi32>) -> tensor<16xi64> {
+  // expected-error @+1 {{result has 16 rows; expected 16 / cp = 8}}
+  %0 = thd.cp_slice %t, %cup, %r cp "cp" mode zigzag : tensor<16xi64>, tensor<?xi32> -> tensor<16xi64>
+  return %0 : tensor<16xi64>
+}
+}
+
+// -----
+
+func.func @f(%t: tensor<?xi64>, %cup: tensor<?xi32>, %r: tensor<1xi32>) -> tensor<?xi32> {
+  // expected-error @+1 {{result element type 'i32' differs from the input element type 'i64'}}
+  %0 = thd.cp_slice %t, %cup, %r cp 2 mode zigzag : tensor<?xi64>, tensor<?xi32> -> tensor<?xi32>
+  return %0 : tensor<?xi32>
+}
+
+// -----
+
+func.func @f(%t: tensor<?xi64>, %cup: tensor<?xi32>, %r: tensor<2xi32>) -> tensor<?xi64> {
+  // expected-error @+1 {{operand #2 must be tensor<1xi32>}}
+  %0 = "thd.cp_slice"(%t, %cup, %r) <{cp = 2 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 0>}> : (tensor<?xi64>, tensor<?xi32>, tensor<2xi32>) -> tensor<?xi64>
+  return %0 : tensor<?xi64>
+}
+
+// -----
+
+func.func @f(%cup: tensor<?xi32>, %r: tensor<1xi32>) -> tensor<6xi32> {
+  // expected-error @+1 {{result has 6 rows but 'length' is 8}}
+  %0 = thd.rope_positions %cup, %r cp 2 length 8 : tensor<?xi32> -> tensor<6xi32>
+  return %0 : tensor<6xi32>
+}
+
+// -----
+
+func.func @f(%cup: tensor<?xi32>) -> tensor<?xi32> {
+  // expected-error @+1 {{'length' must be at least 0, got -1}}
+  %0 = thd.seq_idx %cup length -1 : tensor<?xi32> -> tensor<?xi32>
+  return %0 : tensor<?xi32>
+}
+
+// -----
+
+func.func @f(%t: tensor<?xi64>) -> tensor<?xi64> {
+  // expected-error @+1 {{expects exactly one of 'target' and 'alignment', got both}}
+  %0 = thd.pad_tail %t target 8 alignment 4 : tensor<?xi64> -> tensor<?xi64>
+  return %0 : tensor<?xi64>
+}
+
+// -----
+
+func.func @f(%t: tensor<?xi64>) -> tensor<?xi64> {
+  // expected-error @+1 {{expects exactly one of 'target' and 'alignment', got neither}}
+  %0 = thd.pad_tail %t : tensor<?xi64> -> tensor<?xi64>
+  return %0 : tensor<?xi64>
+}
+
+// -----
+
+func.func @f(%t: tensor<?xi64>) -> tensor<?xi64> {
+  // expected-error @+1 {{'alignment' must be at least 1, got 0}}
+  %0 = thd.pad_tail %t alignment 0 : tensor<?xi64> -> tensor<?xi64>
+  return %0 : tensor<?xi64>
+}
+
+// -----
+
+module attributes {thd.params = {C = 8 : i64, N = 6 : i64, cp = 2 : i64}} {
+func.func @f(%t: tensor<12xi64>) -> tensor<8xi64> {
+  // expected-error @+1 {{input has 12 rows, more than the target 8; refusing to silently truncate}}
+  %0 = thd.pad_tail %t target "C" : tensor<12xi64> -> tensor<8xi64>
+  return %0 : tensor<8xi64>
+}
+}
+
+// -----
+
+func.func @f(%t: tensor<6xi64>) -> tensor<6xi64> {
+  // expected-error @+1 {{result has 6 rows; expected 8}}
+  %0 = thd.pad_tail %t target 8 : tensor<6xi64> -> tensor<6xi64>
+  return %0 : tensor<6xi64>
+}
+
+// -----
+
+func.func @f(%t: tensor<6xi64>) -> tensor<?xi64> {
+  // expected-error @+1 {{'fill' value true does not fit the element type 'i64'}}
+  %0 = thd.pad_tail %t target 8 fill true : tensor<6xi64> -> tensor<?xi64>
+  return %0 : tensor<?xi64>
+}
+
+// -----
+
+func.func @f(%t: tensor<?xi64>) -> tensor<6xi64> {
+  // expected-error @+1 {{result has 6 rows, not a multiple of the alignment 4}}
+  %0 = thd.pad_tail %t alignment 4 : tensor<?xi64> -> tensor<6xi64>
+  return %0 : tensor<6xi64>
+}
+
+// -----
+
+func.func @f(%cu: tensor<?xi32>, %ms: tensor<1xi32>) -> tensor<?xi32> {
+  // expected-error @+1 {{'max_seqs' must be at least 2 with policy append_dummy_sequence (one entry is reserved for the dummy sequence), got 1}}
+  %a:4 = thd.pad_tail_metadata %cu, %cu, %ms cp 1 mode zigzag target 8 max_seqs 1 policy append_dummy_sequence : tensor<?xi32>, tensor<?xi32> -> tensor<?xi32>, tensor<?xi32>
+  return %a#0 : tensor<?xi32>
+}
+
+// -----
+
+func.func @f(%cu: tensor<?xi32>, %ms: tensor<1xi32>) -> tensor<?xi32> {
+  // expected-error @+1 {{'max_seqs' must be at least 1, got 0}}
+  %a:4 = thd.pad_tail_metadata %cu, %cu, %ms cp 1 mode zigzag target 8 max_seqs 0 policy none : tensor<?xi32>, tensor<?xi32> -> tensor<?xi32>, tensor<?xi32>
+  return %a#0 : tensor<?xi32>
+}
+
+// -----
+
+func.func @f(%cu: tensor<?xi32>, %ms: tensor<1xi32>) -> tensor<?xi32> {
+  // expected-error @+1 {{global target target*cp = 14 is not divisible by 2*cp = 4 under zigzag CP with policy append_dummy_sequence}}
+  %a:4 = thd.pad_tail_metadata %cu, %cu, %ms cp 2 mode zigzag target 7 policy append_dummy_sequence : tensor<?xi32>, tensor<?xi32> -> tensor<?xi32>, tensor<?xi32>
+  return %a#0 : tensor<?xi32>
+}
+
+// -----
+
+func.func @f(%cu: tensor<?xi32>, %ms: tensor<1xi32>) -> tensor<?xi32> {
+  // expected-error @+1 {{global target target*cp = 21 is not divisible by 2*cp = 6 under zigzag CP with policy extend_last}}
+  %a:4 = thd.pad_tail_metadata %cu, %cu, %ms cp 3 mode zigzag target 7 policy extend_last : tensor<?xi32>, tensor<?xi32> -> tensor<?xi32>, tensor<?xi32>
+  return %a#0 : tensor<?xi32>
+}
+
+// -----
+
+func.func @f(%cu: tensor<?xi32>, %ms: tensor<1xi32>) -> tensor<?xi32> {
+  // expected-error @+1 {{alignment 5 is odd: under zigzag CP with cp = 2 the padded tail would not be divisible by 2*cp = 4}}
+  %a:4 = thd.pad_tail_metadata %cu, %cu, %ms cp 2 mode zigzag alignment 5 policy append_dummy_sequence : tensor<?xi32>, tensor<?xi32> -> tensor<?xi32>, tensor<?xi32>
+  return %a#0 : tensor<?xi32>
+}
+
+// -----
+
+func.func @f(%cu: tensor<?xi32>, %ms: tensor<1xi32>) -> tensor<?xi32> {
+  // expected-error @+1 {{expects exactly one of 'target' and 'alignment', got both}}
+  %a:4 = thd.pad_tail_metadata %cu, %cu, %ms cp 1 mode zigzag target 8 alignment 4 policy none : tensor<?xi32>, tensor<?xi32> -> tensor<?xi32>, tensor<?xi32>
+  return %a#0 : tensor<?xi32>
+}
+
+// -----
+
+func.func @f(%cu: tensor<?xi32>, %ms: tensor<1xi32>) -> tensor<?xi32> {
+  // expected-error @+1 {{expects exactly one of 'target' and 'alignment', got neither}}
+  %a:4 = thd.pad_tail_metadata %cu, %cu, %ms cp 1 mode zigzag policy none : tensor<?xi32>, tensor<?xi32> -> tensor<?xi32>, tensor<?xi32>
+  return %a#0 : tensor<?xi32>
+}
+
+// -----
+
+func.func @f(%cu: tensor<?xi32>, %ms: tensor<1xi32>) -> tensor<?xi32> {
+  // expected-error @+1 {{'alignment' must be at least 1, got -4}}
+  %a:4 = thd.pad_tail_metadata %cu, %cu, %ms cp 1 mode zigzag alignment -4 policy none : tensor<?xi32>, tensor<?xi32> -> tensor<?xi32>, tensor<?xi32>
+  return %a#0 : tensor<?xi32>
+}
+
+// -----
+
+func.func @f(%cu: tensor<?xi32>, %ms: tensor<1xi32>) -> tensor<?xi32> {
+  // expected-error @+1 {{'target' must be at least 1, got 0}}
+  %a:4 = thd.pad_tail_metadata %cu, %cu, %ms cp 1 mode zigzag target 0 policy none : tensor<?xi32>, tensor<?xi32> -> tensor<?xi32>, tensor<?xi32>
+  return %a#0 : tensor<?xi32>
+}
+
+// -----
+
+func.func @f(%cu: tensor<?xi32>, %ms: tensor<1xi32>) -> tensor<?xi32> {
+  // expected-error @+1 {{'cp' must be at least 1, got 0}}
+  %a:4 = thd.pad_tail_metadata %cu, %cu, %ms cp 0 mode zigzag target 8 policy none : tensor<?xi32>, tensor<?xi32> -> tensor<?xi32>, tensor<?xi32>
+  return %a#0 : tensor<?xi32>
+}
+
+// -----
+
+module attributes {thd.params = {C = 8 : i64, N = 6 : i64, cp = 2 : i64}} {
+func.func @f(%cu: tensor<?xi32>, %ms: tensor<1xi32>) -> tensor<5xi32> {
+  // expected-error @+1 {{results must have max_seqs + 1 = 7 entries, got 5}}
+  %a:4 = thd.pad_tail_metadata %cu, %cu, %ms cp "cp" mode zigzag target "C" max_seqs "N" policy append_dummy_sequence : tensor<?xi32>, tensor<?xi32> -> tensor<5xi32>, tensor<5xi32>
+  return %a#0 : tensor<5xi32>
+}
+}
+
+// -----
+
+module attributes {thd.params = {C = 8 : i64, N = 6 : i64, cp = 2 : i64}} {
+func.func @f(%cu: tensor<9xi32>, %ms: tensor<1xi32>) -> tensor<7xi32> {
+  // expected-error @+1 {{cu_seqlens has 9 entries, more than max_seqs + 1 = 7}}
+  %a:4 = thd.pad_tail_metadata %cu, %cu, %ms cp "cp" mode zigzag target "C" max_seqs "N" policy append_dummy_sequence : tensor<9xi32>, tensor<9xi32> -> tensor<7xi32>, tensor<7xi32>
+  return %a#0 : tensor<7xi32>
+}
+}
+
+// -----
+
+func.func @f(%cu: tensor<4xi32>, %ms: tensor<1xi32>) -> tensor<6xi32> {
+  // expected-error @+1 {{result has 6 entries; expected between 4 and 5 without 'max_seqs'}}
+  %a:4 = thd.pad_tail_metadata %cu, %cu, %ms cp 1 mode zigzag target 16 policy append_dummy_sequence : tensor<4xi32>, tensor<4xi32> -> tensor<6xi32>, tensor<6xi32>
+  return %a#0 : tensor<6xi32>
+}
+
+// -----
+
+module attributes {thd.params = {C = 8 : i64, N = 6 : i64, cp = 2 : i64}} {
+func.func @f(%cu: tensor<9xi32>) -> tensor<7xi32> {
+  // expected-error @+1 {{input has 9 entries, more than the 7 requested; num_seqs exceeds the capacity}}
+  %0 = thd.pad_cu_seqlens %cu entries "N+1" : tensor<9xi32> -> tensor<7xi32>
+  return %0 : tensor<7xi32>
+}
+}
+
+// -----
+
+func.func @f(%cu: tensor<4xi32>) -> tensor<5xi32> {
+  // expected-error @+1 {{result has 5 entries but 'entries' is 7}}
+  %0 = thd.pad_cu_seqlens %cu entries 7 : tensor<4xi32> -> tensor<5xi32>
+  return %0 : tensor<5xi32>
+}
+
+// -----
+
+func.func @f(%cu: tensor<4xi32>) -> tensor<?xi32> {
+  // expected-error @+1 {{'entries' must be at least 1, got 0}}
+  %0 = thd.pad_cu_seqlens %cu entries 0 : tensor<4xi32> -> tensor<?xi32>
+  return %0 : tensor<?xi32>
+}
+
+// -----
+
+module attributes {thd.params = {C = 8 : i64, N = 6 : i64, cp = 2 : i64}} {
+func.func @f(%cu: tensor<7xi32>, %r: tensor<1xi32>) -> tensor<1xi32> {
+  // expected-error @+1 {{'max_seqs' is 7 but the cu arrays hold only 7 entries (at most 6 sequences)}}
+  %0 = thd.validate %cu, %cu, %r cp "cp" mode zigzag max_tokens "C*cp" max_seqs "N+1" : tensor<7xi32>, tensor<7xi32>
+  return %0 : tensor<1xi32>
+}
+}
+
+// -----
+
+module attributes {thd.params = {C = 8 : i64, N = 6 : i64, cp = 2 : i64}} {
+func.func @f(%cu: tensor<7xi32>, %r: tensor<1xi32>) -> tensor<1xi32> {
+  // expected-error @+1 {{'max_tokens' must be at least 0, got -16}}
+  %0 = thd.validate %cu, %cu, %r cp "cp" mode zigzag max_tokens "-C*cp" max_seqs 2 : tensor<7xi32>, tensor<7xi32>
+  return %0 : tensor<1xi32>
+}
+}
+
+// -----
+
+module attributes {thd.params = {C = 8 : i64, N = 6 : i64, cp = 2 : i64}} {
+func.func @f(%t: tensor<?xi64>) -> tensor<?xi64> {
+  // expected-error @+1 {{cannot evaluate 'target': in parameter expression "K": parameter 'K' is not declared}}
+  %0 = thd.pad_tail %t target "K" : tensor<?xi64> -> tensor<?xi64>
+  return %0 : tensor<?xi64>
+}
+}
+
+// -----
+
+func.func @f(%t: tensor<?xi64>) -> tensor<?xi64> {
+  // expected-error @+1 {{cannot evaluate 'target': in parameter expression "C": parameter 'C' is not declared (no enclosing op declares 'thd.params')}}
+  %0 = thd.pad_tail %t target "C" : tensor<?xi64> -> tensor<?xi64>
+  return %0 : tensor<?xi64>
+}
+
+// -----
+
+module attributes {thd.params = {C = 8 : i64, N = 6 : i64, cp = 2 : i64}} {
+func.func @f(%t: tensor<?xi64>) -> tensor<?xi64> {
+  // expected-error @+1 {{in parameter expression "C*": expected a number, a parameter name or '('}}
+  %0 = thd.pad_tail %t target "C*" : tensor<?xi64> -> tensor<?xi64>
+  return %0 : tensor<?xi64>
+}
+}
+
+// -----
+
+module attributes {thd.params = {C = 8 : i64, N = 6 : i64, cp = 2 : i64}} {
+func.func @f(%t: tensor<?xi64>) -> tensor<?xi64> {
+  // expected-error @+1 {{in parameter expression "C/3": 8 is not divisible by 3}}
+  %0 = thd.pad_tail %t target "C/3" : tensor<?xi64> -> tensor<?xi64>
+  return %0 : tensor<?xi64>
+}
+}
+
+// -----
+
+func.func @f(%t: tensor<?xi64>) -> tensor<?xi64> {
+  // expected-error @+1 {{expected an integer or a quoted parameter expression such as "C*cp"}}
+  %0 = thd.pad_tail %t target C : tensor<?xi64> -> tensor<?xi64>
+  return %0 : tensor<?xi64>
+}
+
+// -----
+
+// expected-error @+1 {{parameter 'C' must have an i64 default, got "big"}}
+module attributes {thd.params = {C = "big"}} {
+}
+
+// -----
+
+// expected-error @+1 {{parameter 'cp' must have an i64 default, got 2 : i32}}
+module attributes {thd.params = {cp = 2 : i32}} {
+}
+
+// -----
+
+// expected-error @+1 {{'thd.params' must be a dictionary of i64 defaults}}
+module attributes {thd.params = [1, 2]} {
+}
+
+// -----
+
+// expected-error @+1 {{unknown thd attribute 'thd.param' on an operation}}
+module attributes {thd.param = {C = 8 : i64}} {
+}
+
+// -----
+
+// expected-error @+1 {{'thd.capacity' of argument #0 needs a 1-D tensor, got 'tensor<2x2xi64>'}}
+func.func @f(%t: tensor<2x2xi64> {thd.capacity = 4 : i64}) {
+  return
+}
+
+// -----
+
+module attributes {thd.params = {C = 8 : i64, N = 6 : i64, cp = 2 : i64}} {
+// expected-error @+1 {{argument #0 has static length 8 but 'thd.capacity' is 16}}
+func.func @f(%t: tensor<8xi64> {thd.capacity = #thd.expr<"C*cp">}) {
+  return
+}
+}
+
+// -----
+
+// expected-error @+1 {{'thd.name' of result #0 must be a non-empty string}}
+func.func @f(%t: tensor<8xi64>) -> (tensor<8xi64> {thd.name = ""}) {
+  return %t : tensor<8xi64>
+}
+
+// -----
+
+// expected-error @+1 {{unknown thd attribute 'thd.size' on argument #0}}
+func.func @f(%t: tensor<8xi64> {thd.size = 8}) {
+  return
+}
