@@ -126,7 +126,8 @@ private:
     }
     if (llvm::isAlpha(c) || c == '_') {
       size_t start = pos;
-      while (pos < text.size() && (llvm::isAlnum(text[pos]) || text[pos] == '_'))
+      while (pos < text.size() &&
+             (llvm::isAlnum(text[pos]) || text[pos] == '_'))
         ++pos;
       llvm::StringRef name = text.substr(start, pos - start);
       if (!lookup)

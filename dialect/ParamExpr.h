@@ -1,4 +1,5 @@
-//===- ParamExpr.h - integer expressions over pipeline parameters -*- C++ -*-===//
+//===- ParamExpr.h - integer expressions over pipeline parameters -*- C++
+//-*-===//
 //
 // A pipeline declares parameters (for example C, cp, N) with defaults; its
 // configuration attributes may be expressions over them, such as "C*cp" or
@@ -25,9 +26,8 @@ using ParamLookup = llvm::function_ref<std::optional<int64_t>(llvm::StringRef)>;
 /// Evaluates `text` (integer literals, identifiers, + - * /, parentheses).
 /// Division must be exact. On failure returns std::nullopt and sets `error`
 /// to a message naming the problem (syntax, undeclared name, overflow...).
-std::optional<int64_t> evaluateParamExpr(llvm::StringRef text,
-                                         ParamLookup lookup,
-                                         std::string &error);
+std::optional<int64_t>
+evaluateParamExpr(llvm::StringRef text, ParamLookup lookup, std::string &error);
 
 /// Checks only the syntax of `text`; names are not looked up.
 bool isValidParamExprSyntax(llvm::StringRef text, std::string &error);

@@ -88,9 +88,8 @@ FailureOr<int64_t> mlir::thd::resolveIntOrParam(Operation *op, Attribute attr,
       },
       error);
   if (!value) {
-    InFlightDiagnostic diag = op->emitOpError()
-                              << "cannot evaluate '" << attrName
-                              << "': " << error;
+    InFlightDiagnostic diag = op->emitOpError() << "cannot evaluate '"
+                                                << attrName << "': " << error;
     if (params.empty())
       diag << " (no enclosing op declares '" << THDDialect::kParamsAttrName
            << "')";
@@ -106,8 +105,8 @@ FailureOr<int64_t> mlir::thd::resolveIntOrParam(Operation *op, Attribute attr,
 LogicalResult THDDialect::verifyOperationAttribute(Operation *op,
                                                    NamedAttribute attr) {
   if (attr.getName() != kParamsAttrName)
-    return op->emitError() << "unknown thd attribute '" << attr.getName().getValue()
-                           << "' on an operation";
+    return op->emitError() << "unknown thd attribute '"
+                           << attr.getName().getValue() << "' on an operation";
   auto dict = dyn_cast<DictionaryAttr>(attr.getValue());
   if (!dict)
     return op->emitError() << "'" << kParamsAttrName
@@ -117,14 +116,14 @@ LogicalResult THDDialect::verifyOperationAttribute(Operation *op,
     StringRef name = entry.getName().getValue();
     auto value = dyn_cast<IntegerAttr>(entry.getValue());
     if (!value || !value.getType().isSignlessInteger(64))
-      return op->emitError() << "parameter '" << name
-                             << "' must have an i64 default, got "
-                             << entry.getValue();
+      return op->emitError()
+             << "parameter '" << name << "' must have an i64 default, got "
+             << entry.getValue();
     if (name.empty() || llvm::isDigit(name.front()) ||
         !llvm::all_of(name,
                       [](char c) { return llvm::isAlnum(c) || c == '_'; }))
-      return op->emitError() << "parameter name '" << name
-                             << "' is not an identifier";
+      return op->emitError()
+             << "parameter name '" << name << "' is not an identifier";
     declared += (declared.empty() ? "" : ", ") + name.str();
   }
   for (const auto &override : paramOverrides)
@@ -152,8 +151,7 @@ static LogicalResult verifyValueAttr(Operation *op, Type type,
     if (!tensor || tensor.getRank() != 1)
       return op->emitOpError() << "'" << name << "' of " << where
                                << " needs a 1-D tensor, got " << type;
-    FailureOr<int64_t> capacity =
-        resolveIntOrParam(op, attr.getValue(), name);
+    FailureOr<int64_t> capacity = resolveIntOrParam(op, attr.getValue(), name);
     if (failed(capacity))
       return failure();
     if (*capacity < 0)
@@ -174,8 +172,8 @@ LogicalResult THDDialect::verifyRegionArgAttribute(Operation *op,
                                                    unsigned argIndex,
                                                    NamedAttribute attr) {
   Region &region = op->getRegion(regionIndex);
-  Type type = region.empty() ? Type()
-                             : region.front().getArgument(argIndex).getType();
+  Type type =
+      region.empty() ? Type() : region.front().getArgument(argIndex).getType();
   if (auto func = dyn_cast<FunctionOpInterface>(op))
     type = func.getArgumentTypes()[argIndex];
   return verifyValueAttr(op, type, attr,

@@ -19,8 +19,8 @@ static ParseResult parseIntOrParam(OpAsmParser &parser, Attribute &attr) {
   std::string text;
   SMLoc loc = parser.getCurrentLocation();
   if (succeeded(parser.parseOptionalString(&text))) {
-    attr = ExprAttr::getChecked(
-        [&] { return parser.emitError(loc); }, parser.getContext(), StringRef(text));
+    attr = ExprAttr::getChecked([&] { return parser.emitError(loc); },
+                                parser.getContext(), StringRef(text));
     return success(attr != nullptr);
   }
   int64_t value = 0;
@@ -90,17 +90,16 @@ std::optional<int64_t> staticLength(Value value) {
 }
 
 /// Resolves `attr` (when present) and checks `value >= minimum`.
-FailureOr<std::optional<int64_t>> resolveAtLeast(Operation *op, Attribute attr,
-                                                 StringRef name,
-                                                 int64_t minimum) {
+FailureOr<std::optional<int64_t>>
+resolveAtLeast(Operation *op, Attribute attr, StringRef name, int64_t minimum) {
   if (!attr)
     return std::optional<int64_t>();
   FailureOr<int64_t> value = resolveIntOrParam(op, attr, name);
   if (failed(value))
     return failure();
   if (*value < minimum)
-    return op->emitOpError() << "'" << name << "' must be at least "
-                             << minimum << ", got " << *value;
+    return op->emitOpError() << "'" << name << "' must be at least " << minimum
+                             << ", got " << *value;
   return std::optional<int64_t>(*value);
 }
 
@@ -113,8 +112,7 @@ LogicalResult verifyCuPair(Operation *op, Value cu, Value cuPadded) {
   for (std::optional<int64_t> n : {a, b})
     if (n && *n < 1)
       return op->emitOpError()
-             << "cumulative-offset arrays need at least one entry, got "
-             << *n;
+             << "cumulative-offset arrays need at least one entry, got " << *n;
   return success();
 }
 
@@ -140,9 +138,8 @@ LogicalResult verifyFill(Operation *op, TypedAttr fill, Type elementType,
   if (auto boolean = dyn_cast<BoolAttr>(fill)) {
     fits = elementType.isInteger(1);
   } else if (auto integer = dyn_cast<IntegerAttr>(fill)) {
-    unsigned width = elementType.isIntOrIndex()
-                         ? elementType.getIntOrFloatBitWidth()
-                         : 0;
+    unsigned width =
+        elementType.isIntOrIndex() ? elementType.getIntOrFloatBitWidth() : 0;
     // Integers fill integer data of any width that holds them, and floats.
     fits = isa<FloatType>(elementType) ||
            (width > 1 && llvm::isIntN(width, integer.getInt()));
@@ -150,9 +147,9 @@ LogicalResult verifyFill(Operation *op, TypedAttr fill, Type elementType,
     fits = isa<FloatType>(elementType);
   }
   if (!fits)
-    return op->emitOpError() << "'" << name << "' value " << fill
-                             << " does not fit the element type "
-                             << elementType;
+    return op->emitOpError()
+           << "'" << name << "' value " << fill
+           << " does not fit the element type " << elementType;
   return success();
 }
 
@@ -222,10 +219,10 @@ LogicalResult SanitizeOp::verify() {
 }
 
 LogicalResult CpSliceOp::verify() {
-  FailureOr<std::optional<int64_t>> cp = resolveAtLeast(*this, getCp(), "cp", 1);
-  if (failed(cp) ||
-      failed(verifySameElementType(*this, getInput().getType(),
-                                   getResult().getType())))
+  FailureOr<std::optional<int64_t>> cp =
+      resolveAtLeast(*this, getCp(), "cp", 1);
+  if (failed(cp) || failed(verifySameElementType(*this, getInput().getType(),
+                                                 getResult().getType())))
     return failure();
   std::optional<int64_t> rows = staticLength(getInput());
   std::optional<int64_t> out = staticLength(getResult());
@@ -241,8 +238,8 @@ LogicalResult CpSliceOp::verify() {
                            << " partitioning)";
   }
   if (rows && out && *out * ranks != *rows)
-    return emitOpError() << "result has " << *out << " rows; expected "
-                         << *rows << " / cp = " << *rows / ranks;
+    return emitOpError() << "result has " << *out << " rows; expected " << *rows
+                         << " / cp = " << *rows / ranks;
   return success();
 }
 
@@ -260,8 +257,8 @@ static LogicalResult verifyLength(Operation *op, Attribute attr, Value result) {
     return failure();
   std::optional<int64_t> rows = staticLength(result);
   if (rows && *rows != **length)
-    return op->emitOpError() << "result has " << *rows << " rows but 'length' is "
-                             << **length;
+    return op->emitOpError()
+           << "result has " << *rows << " rows but 'length' is " << **length;
   return success();
 }
 
@@ -300,8 +297,8 @@ LogicalResult PadTailOp::verify() {
   if (failed(target) || failed(alignment))
     return failure();
   auto inputType = cast<RankedTensorType>(getInput().getType());
-  if (failed(verifyFill(*this, getFillAttr(), inputType.getElementType(),
-                        "fill")))
+  if (failed(
+          verifyFill(*this, getFillAttr(), inputType.getElementType(), "fill")))
     return failure();
   std::optional<int64_t> rows = staticLength(getInput());
   std::optional<int64_t> out = staticLength(getResult());
@@ -327,10 +324,11 @@ LogicalResult PadTailOp::verify() {
 
 LogicalResult PadTailMetadataOp::verify() {
   if (failed(verifyCuPair(*this, getCuSeqlens(), getCuSeqlensPadded())) ||
-      failed(verifyTargetOrAlignment(*this, getTargetAttr(),
-                                     getAlignmentAttr())))
+      failed(
+          verifyTargetOrAlignment(*this, getTargetAttr(), getAlignmentAttr())))
     return failure();
-  FailureOr<std::optional<int64_t>> cp = resolveAtLeast(*this, getCp(), "cp", 1);
+  FailureOr<std::optional<int64_t>> cp =
+      resolveAtLeast(*this, getCp(), "cp", 1);
   FailureOr<std::optional<int64_t>> target =
       resolveAtLeast(*this, getTargetAttr(), "target", 1);
   FailureOr<std::optional<int64_t>> alignment =
@@ -369,8 +367,7 @@ LogicalResult PadTailMetadataOp::verify() {
     std::optional<int64_t> outEntries = staticLength(out);
     if (*maxSeqs && outEntries && *outEntries != **maxSeqs + 1)
       return emitOpError() << "results must have max_seqs + 1 = "
-                           << **maxSeqs + 1 << " entries, got "
-                           << *outEntries;
+                           << **maxSeqs + 1 << " entries, got " << *outEntries;
   }
   if (*maxSeqs && entries && *entries > **maxSeqs + 1)
     return emitOpError() << "cu_seqlens has " << *entries
@@ -381,14 +378,14 @@ LogicalResult PadTailMetadataOp::verify() {
     int64_t extra = policy == TailPolicy::append_dummy_sequence ? 1 : 0;
     for (Value out : {getCuSeqlensOut(), getCuSeqlensPaddedOut()}) {
       std::optional<int64_t> outEntries = staticLength(out);
-      if (outEntries && (*outEntries < *entries ||
-                         *outEntries > *entries + extra))
-        return emitOpError() << "result has " << *outEntries
-                             << " entries; expected "
-                             << (extra ? "between " : "") << *entries
-                             << (extra ? " and " + std::to_string(*entries + 1)
-                                       : std::string())
-                             << " without 'max_seqs'";
+      if (outEntries &&
+          (*outEntries < *entries || *outEntries > *entries + extra))
+        return emitOpError()
+               << "result has " << *outEntries << " entries; expected "
+               << (extra ? "between " : "") << *entries
+               << (extra ? " and " + std::to_string(*entries + 1)
+                         : std::string())
+               << " without 'max_seqs'";
     }
   }
   return success();
@@ -402,12 +399,12 @@ LogicalResult PadCuSeqlensOp::verify() {
   std::optional<int64_t> in = staticLength(getOffsets());
   std::optional<int64_t> out = staticLength(getPadded());
   if (in && *in > **entries)
-    return emitOpError() << "input has " << *in
-                         << " entries, more than the " << **entries
+    return emitOpError() << "input has " << *in << " entries, more than the "
+                         << **entries
                          << " requested; num_seqs exceeds the capacity";
   if (out && *out != **entries)
-    return emitOpError() << "result has " << *out << " entries but 'entries' is "
-                         << **entries;
+    return emitOpError() << "result has " << *out
+                         << " entries but 'entries' is " << **entries;
   return success();
 }
 

@@ -13,6 +13,11 @@ namespace mlir::thd {
 #define GEN_PASS_DECL
 #include "passes/Passes.h.inc"
 
+/// Replaces every parameter expression in `module` by its value and records
+/// the values used in `thd.params`; emits errors and fails on any that
+/// cannot be evaluated. Shared by thd-bind-params and thd-force-static-shapes.
+LogicalResult bindPipelineParams(ModuleOp module);
+
 #define GEN_PASS_REGISTRATION
 #include "passes/Passes.h.inc"
 

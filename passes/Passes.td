@@ -20,4 +20,33 @@ def THDBindParams : Pass<"thd-bind-params", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::thd::THDDialect"];
 }
 
+def THDForceStaticShapes : Pass<"thd-force-static-shapes", "::mlir::ModuleOp"> {
+  let summary = "Give every tensor a static shape at its capacity";
+  let description = [{
+    Binds the pipeline parameters (as `thd-bind-params`), then gives every
+    1-D tensor of every function a static shape at its capacity: arguments
+    from their `thd.capacity`, op results from the op's semantics (a CP
+    slice has `capacity / cp` rows, `pad_tail` its target,
+    `pad_tail_metadata` with `max_seqs N` has `N + 1` entries, ops whose
+    length is a device value from their `capacity`). Real lengths remain
+    device values computed by the compiled code (see dialect/Rationale.md).
+
+    Whatever cannot be bounded is reported as an error that names the op and
+    the reason, e.g. a `pad_tail` by `alignment` (its length depends on the
+    data) or a `padding_mask` without `capacity`. Afterwards every tensor of
+    the module is static, or the pass has failed.
+  }];
+  let dependentDialects = ["::mlir::thd::THDDialect"];
+}
+
+def THDVerifyCapturable : Pass<"thd-verify-capturable", "::mlir::ModuleOp"> {
+  let summary = "Check that a pipeline can be captured in a CUDA graph";
+  let description = [{
+    Fails, with one error per cause, when a function still has a dynamic
+    shape (a data-dependent allocation), an unbound parameter expression, or
+    an op outside the thd dialect whose result the host would have to read
+    (anything but `func.return` and `arith.constant`). Changes nothing.
+  }];
+}
+
 #endif // THD_PASSES_TD

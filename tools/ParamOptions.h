@@ -1,4 +1,5 @@
-//===- ParamOptions.h - the `--param NAME=VALUE` option of every tool -*- C++ -*-===//
+//===- ParamOptions.h - the `--param NAME=VALUE` option of every tool -*- C++
+//-*-===//
 
 #ifndef THDC_TOOLS_PARAMOPTIONS_H
 #define THDC_TOOLS_PARAMOPTIONS_H
