@@ -1,0 +1,789 @@
+//===- Reference.h - Reference semantics of THD data preparation -*- C++
+//-*-===//
+//
+// Plain C++17 reference implementation of every step of the THD
+// data-preparation pipeline described in shared/spec/thd-semantics.md
+// (Megatron-LM PR #4359 semantics, sections S1..S14). It has no MLIR/LLVM
+// dependency and uses no exceptions: fallible steps return `Expected<T>`.
+//
+// Vocabulary (spec section 1):
+//   cu_seqlens         `cu`  = [0, v0, v0+v1, ...]  cumulative valid lengths
+//   cu_seqlens_padded  `cup` = [0, p0, p0+p1, ...]  physical buffer offsets
+//   cp / rank          context-parallel size / rank
+//   C                  max_seqlen_per_dp_cp_rank (token budget per CP rank)
+//   N                  thd_max_packed_sequences (capacity incl. the dummy)
+// Masks are std::vector<uint8_t> holding 0/1, with 1 (true) = padding.
+//
+// This library is the single definition of the semantics: the compiler's
+// lowering is tested against it (see megatronGraphStep).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef THDC_REFERENCE_REFERENCE_H
+#define THDC_REFERENCE_REFERENCE_H
+
+#include <cassert>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace thdc {
+namespace reference {
+
+//===----------------------------------------------------------------------===//
+// Error handling
+//===----------------------------------------------------------------------===//
+
+/// Either a value of type T or an error message naming the offending values.
+/// The reference never throws; every fallible step returns an Expected.
+template <typename T> class Expected {
+public:
+  /// Wraps a successful result.
+  Expected(T value) : storage(std::move(value)) {}
+
+  /// Creates a failed result carrying `message`.
+  static Expected failure(std::string message) {
+    Expected result;
+    result.message = std::move(message);
+    return result;
+  }
+
+  /// True when a value is held.
+  explicit operator bool() const { return storage.has_value(); }
+
+  /// The held value; must only be called on success.
+  T &operator*() {
+    assert(storage && "dereferencing a failed Expected");
+    return *storage;
+  }
+  /// The held value; must only be called on success.
+  const T &operator*() const {
+    assert(storage && "dereferencing a failed Expected");
+    return *storage;
+  }
+  /// Member access to the held value; must only be called on success.
+  T *operator->() { return &**this; }
+  /// Member access to the held value; must only be called on success.
+  const T *operator->() const { return &**this; }
+
+  /// The error message (empty on success).
+  const std::string &error() const { return message; }
+
+private:
+  Expected() = default;
+  std::optional<T> storage;
+  std::string message;
+};
+
+/// Shorthand for `Expected<T>::failure(message)`.
+template <typename T> Expected<T> makeError(std::string message) {
+  return Expected<T>::failure(std::move(message));
+}
+
+namespace detail {
+/// Blocks template argument deduction through a parameter (C++20's
+/// std::type_identity), so that `sanitize(tokens, mask, 0)` deduces T from
+/// the vector only.
+template <typename T> struct Identity { using type = T; };
+/// Message for two arrays whose sizes must agree.
+std::string sizeMismatch(const char *what, const char *firstName,
+                         std::size_t firstSize, const char *secondName,
+                         std::size_t secondSize);
+/// Message for a target length shorter than the input ("refusing to
+/// silently truncate").
+std::string truncationRefused(std::size_t length, int64_t targetLength);
+/// Message for a gather index outside [0, size).
+std::string indexOutOfRange(std::size_t position, int64_t index,
+                            std::size_t size);
+} // namespace detail
+
+//===----------------------------------------------------------------------===//
+// Common helpers
+//===----------------------------------------------------------------------===//
+
+/// Returns ceil(value / multiple) * multiple (the spec's round_up). Requires
+/// multiple > 0; rounds towards +infinity for negative values too.
+int64_t roundUp(int64_t value, int64_t multiple);
+
+/// Returns the largest difference between consecutive entries of a cu array,
+/// i.e. the longest sequence (S4 max_seqlen, S13); 0 when there are fewer
+/// than two entries.
+int32_t maxSeqlenFromCu(const std::vector<int32_t> &cuSeqlens);
+
+//===----------------------------------------------------------------------===//
+// S1. Per-sequence alignment
+//===----------------------------------------------------------------------===//
+
+/// S1: alignment granularity G = cpPad * tpPad, with cpPad = 2*cp if cp > 1
+/// else 1 (dynamic CP: 2*cp*dp always) and tpPad = tp under sequence
+/// parallelism else 1. Golden: cp=2, tp=2, sp -> 8; cp=2, tp=1 -> 4.
+int64_t padGranularity(int64_t cp, int64_t tp, bool sequenceParallel,
+                       int64_t dp = 1, bool dynamicCp = false);
+
+/// S1: padded (physical) lengths p[i] = ceil(v[i] / G) * G of the valid
+/// lengths v. Errors: granularity <= 0, a negative length, a result outside
+/// int32. Golden: G=4, v=[3,2,4] -> [4,4,4].
+Expected<std::vector<int32_t>>
+alignLengths(const std::vector<int32_t> &validLengths, int64_t granularity);
+
+/// S1: one aligned varlen-dataset sample (tensors of length p).
+struct VarlenSample {
+  /// ids[0:p] (padded with padId).
+  std::vector<int64_t> tokens;
+  /// targets[1:p+1] (padded with padId).
+  std::vector<int64_t> labels;
+  /// 0..p-1; padding rows keep counting.
+  std::vector<int64_t> positionIds;
+  /// 1 for rows k < v whose label is not ignoreIndex, else 0.
+  std::vector<float> lossMask;
+  /// v = len(ids) - 1 (number of next-token predictions).
+  int32_t validLength = 0;
+  /// p = round_up(v, G).
+  int32_t paddedLength = 0;
+};
+
+/// S1 (varlen dataset): turns one truncated conversation `ids` (already
+/// ending with EOD, at least 2 ids) and its `targets` (ids with prompt tokens
+/// replaced by ignoreIndex, same length) into an aligned sample with
+/// v = len(ids) - 1 and p = round_up(v, granularity); ids and targets are
+/// right-padded with padId before the next-token shift.
+Expected<VarlenSample> alignVarlenSample(const std::vector<int64_t> &ids,
+                                         const std::vector<int64_t> &targets,
+                                         int64_t granularity, int64_t padId,
+                                         int64_t ignoreIndex);
+
+//===----------------------------------------------------------------------===//
+// S2. Scheduler cap on real sequences
+//===----------------------------------------------------------------------===//
+
+/// S2: the cap K on real sequences per pack given thd_max_packed_sequences N:
+/// None when N is None; N - 1 when an alignment is set and the dummy tail is
+/// enabled (one slot is reserved for the dummy, requires N >= 2); otherwise N
+/// (requires N >= 1). Golden: (32, align, dummy) -> 31; (32, align, no dummy)
+/// -> 32; (32, no align) -> 32; (1, align, dummy) -> error.
+Expected<std::optional<int64_t>>
+schedulerMaxRealNumSeqs(std::optional<int64_t> maxPackedSequences,
+                        bool alignmentSet, bool dummyTail);
+
+//===----------------------------------------------------------------------===//
+// S3. Packing sequences into microbatches
+//===----------------------------------------------------------------------===//
+
+/// S3: result of the dp_balanced scheduler.
+struct PackingResult {
+  /// Sequence ids (indices into the input lengths) of every pack, in order.
+  /// The first pack is empty when the first sequence exceeds C*cp.
+  std::vector<std::vector<int32_t>> packs;
+  /// groups[m][j]: ids for microbatch m on DP x CP rank j = dpIdx*cp + cpIdx,
+  /// i.e. packs[m*dp + j/cp] (all CP ranks of a DP replica share a pack).
+  std::vector<std::vector<std::vector<int32_t>>> groups;
+};
+
+/// S3: in-order next-fit packing of the padded lengths into packs of at most
+/// C*cp tokens and (if set) maxNumSeqs sequences; a sequence that does not
+/// fit closes the current pack (which may be empty). Then the number of packs
+/// is made a multiple of dp*(vppGroup or 1) by moving the last sequence of
+/// the last multi-sequence packs into singleton packs. Errors: non-positive
+/// C/cp/dp/maxNumSeqs/vppGroup, negative lengths, "Not enough samples to
+/// move". Golden: p=[5,3,4,2,2,1,6], C=4, cp=2, K=3 -> [[0,1],[2,3,4],[5,6]].
+Expected<PackingResult>
+dpBalancedGroups(const std::vector<int32_t> &paddedLengths, int64_t maxPerRank,
+                 int64_t cp, int64_t dp,
+                 std::optional<int64_t> maxNumSeqs = std::nullopt,
+                 std::optional<int64_t> vppGroup = std::nullopt);
+
+//===----------------------------------------------------------------------===//
+// S4. Concatenating a pack into one buffer
+//===----------------------------------------------------------------------===//
+
+/// S4: [0, l0, l0+l1, ...] (n+1 entries). Errors: a negative length, a sum
+/// outside int32.
+Expected<std::vector<int32_t>>
+cumulativeLengths(const std::vector<int32_t> &lengths);
+
+/// S4: metadata of a packed microbatch.
+struct PackMetadata {
+  /// cu_seqlens = [0] ++ cumsum(v) (valid, compact coordinates).
+  std::vector<int32_t> cuSeqlens;
+  /// cu_seqlens_padded = [0] ++ cumsum(p) (physical offsets).
+  std::vector<int32_t> cuSeqlensPadded;
+  /// max(p) over the padded lengths (0 for an empty pack).
+  int32_t maxSeqlen = 0;
+};
+
+/// S4: cu_seqlens, cu_seqlens_padded and max_seqlen of a pack with valid
+/// lengths v and padded lengths p. Errors: size mismatch, negative lengths,
+/// v[i] > p[i], int32 overflow. An empty pack gives [0], [0], 0 (the PR
+/// crashes there instead; see the edge-case matrix).
+Expected<PackMetadata> packMetadata(const std::vector<int32_t> &validLengths,
+                                    const std::vector<int32_t> &paddedLengths);
+
+/// S4: how a pack is gathered from a pool of samples.
+struct PackLayout {
+  /// Metadata of the pack (cu, cup, max_seqlen).
+  PackMetadata metadata;
+  /// For every output row (sum(p) rows): the pool row it copies, or -1 for a
+  /// padding row (k >= v[i] within sequence i).
+  std::vector<int64_t> sourceRows;
+};
+
+/// S4: layout of the pack built from a flat pool of `poolSize` rows, where
+/// sample s starts at sampleOffsets[s]: sequence i (sample sampleIds[i])
+/// occupies output rows [cup[i], cup[i+1]), row cup[i]+k copies pool row
+/// sampleOffsets[sampleIds[i]] + k for k < v[i] and is padding for
+/// v[i] <= k < p[i]. Errors: size mismatch, v > p, negative values, sample id
+/// out of range, a read past the end of the pool.
+Expected<PackLayout> packLayout(std::size_t poolSize,
+                                const std::vector<int64_t> &sampleOffsets,
+                                const std::vector<int32_t> &sampleIds,
+                                const std::vector<int32_t> &validLengths,
+                                const std::vector<int32_t> &paddedLengths);
+
+/// S4: one packed token-like buffer plus its metadata.
+template <typename T> struct PackedBuffer {
+  /// The buffer of sum(p) rows.
+  std::vector<T> values;
+  /// cu_seqlens, cu_seqlens_padded, max_seqlen.
+  PackMetadata metadata;
+};
+
+/// S4: packs the chosen samples of `pool` into one buffer (see packLayout),
+/// writing `padValue` into padding rows. Golden: pool A,B,C with v=[3,2,4],
+/// p=[4,4,4] -> [11,12,13,P,21,22,P,P,31,32,33,34], cu [0,3,5,9],
+/// cup [0,4,8,12], max_seqlen 4.
+template <typename T>
+Expected<PackedBuffer<T>>
+pack(const std::vector<T> &pool, const std::vector<int64_t> &sampleOffsets,
+     const std::vector<int32_t> &sampleIds,
+     const std::vector<int32_t> &validLengths,
+     const std::vector<int32_t> &paddedLengths,
+     const typename detail::Identity<T>::type &padValue);
+
+/// S4 (plain form, `_pack_sequences`): concatenates already padded samples
+/// (sample i has exactly p[i] rows) in pack order, keeping their contents.
+/// Errors: a sample whose size differs from p[i], plus packMetadata's.
+template <typename T>
+Expected<PackedBuffer<T>>
+concatSamples(const std::vector<std::vector<T>> &samples,
+              const std::vector<int32_t> &validLengths,
+              const std::vector<int32_t> &paddedLengths);
+
+//===----------------------------------------------------------------------===//
+// S5. Padding mask
+//===----------------------------------------------------------------------===//
+
+/// S5 (`_build_thd_padding_mask`): mask of cup[-1] rows, 1 = padding. Row
+/// pos belongs to sequence s = #{entries of cup[1:] <= pos} and is padding
+/// iff pos >= cup[s] + max(cu[s+1] - cu[s], 0). cup[-1] == 0 -> empty mask;
+/// a single entry -> all padding; zero-length sequences are skipped; v > p
+/// gives no padding in that slot. Errors: size mismatch, empty arrays,
+/// negative cup[-1]. Golden: cu [0,3,5,9], cup [0,4,8,12] ->
+/// [0,0,0,1,0,0,1,1,0,0,0,0].
+Expected<std::vector<uint8_t>>
+paddingMask(const std::vector<int32_t> &cuSeqlens,
+            const std::vector<int32_t> &cuSeqlensPadded);
+
+//===----------------------------------------------------------------------===//
+// S6. Sanitising padded slots
+//===----------------------------------------------------------------------===//
+
+/// S6 (`_sanitize_thd_padding_values`): copy of `values` with every row whose
+/// mask entry is 1 replaced by `fill` (0 for tokens, labels, position_ids;
+/// 0.0 for loss_mask). Error: size mismatch.
+template <typename T>
+Expected<std::vector<T>>
+sanitize(const std::vector<T> &values, const std::vector<uint8_t> &mask,
+         const typename detail::Identity<T>::type &fill);
+
+//===----------------------------------------------------------------------===//
+// S7. Context-parallel slicing
+//===----------------------------------------------------------------------===//
+
+/// S7: how the token axis is split over CP ranks.
+enum class CpMode {
+  /// TE dual-chunk ("zigzag"): each sequence is cut into 2*cp chunks and rank
+  /// r keeps chunks r and 2*cp-1-r.
+  Zigzag,
+  /// [dev-later] rank r keeps rows [r*T/cp, (r+1)*T/cp).
+  Contiguous,
+};
+
+/// S7 (TE `thd_get_partitioned_indices`): the T/cp global rows kept by CP
+/// rank `rank`, in local order. cp == 1 is a no-op: identity [0, T), no error
+/// even for T == 0. Zigzag (cp > 1): for local row t, s = the sequence found
+/// by TE's binary search over cs = cup/cp (rows past cs[n] join the last
+/// entry), L = cs[s+1]-cs[s], k = t-cs[s], index = k + cs[s]*cp + (L/2) *
+/// (k < L/2 ? rank : 2*cp-2-rank). Zigzag errors (TE checks): fewer than 2
+/// entries, T <= 0, T % (2*cp) != 0, an entry of cup not divisible by 2*cp.
+/// Contiguous requires T % cp == 0. Always: cp >= 1, 0 <= rank < cp, T >= 0.
+/// Golden: cup [0,8,16], T=16, cp=2 -> r0 [0,1,6,7,8,9,14,15].
+Expected<std::vector<int32_t>>
+cpPartitionIndices(const std::vector<int32_t> &cuSeqlensPadded,
+                   int64_t totalTokens, int64_t cp, int64_t rank,
+                   CpMode mode = CpMode::Zigzag);
+
+/// S7: gathers values[indices[i]] (the CP slice x[idx]). Error: an index
+/// outside [0, values.size()).
+template <typename T>
+Expected<std::vector<T>> cpSlice(const std::vector<T> &values,
+                                 const std::vector<int32_t> &indices);
+
+/// S14 (TE `thd_sequence_order_to_cp_rank_order`): the concatenation over
+/// ranks r = 0..cp-1 of cpPartitionIndices(cup, cup[-1], cp, r, Zigzag), i.e.
+/// the global rows in CP-rank order. Same errors as cpPartitionIndices.
+Expected<std::vector<int32_t>>
+sequenceOrderToCpRankOrder(const std::vector<int32_t> &cuSeqlensPadded,
+                           int64_t cp);
+
+//===----------------------------------------------------------------------===//
+// S8. Position ids, RoPE positions, seq_idx
+//===----------------------------------------------------------------------===//
+
+/// S8: model-input position_ids of the packed buffer: 0..p_i-1 per sequence
+/// (as the dataset writes them), then S6-sanitised with the S5 mask, so
+/// padding rows are 0. Errors: paddingMask's, cup not starting at 0 or
+/// decreasing. Golden: cu [0,3,5,9], cup [0,4,8,12] ->
+/// [0,1,2,0,0,1,0,0,0,1,2,3].
+Expected<std::vector<int64_t>>
+positionIds(const std::vector<int32_t> &cuSeqlens,
+            const std::vector<int32_t> &cuSeqlensPadded);
+
+/// S8: RoPE table row of each of the `localLength` local rows of CP rank
+/// `rank`, before the optional absolute shift: with local lengths
+/// ll = diff(cuPadded)/cp and lcu = cumsum0(ll), row t belongs to the
+/// sequence s found by searchsorted (clamped to the last entry, so tail rows
+/// continue the last sequence), k = t - lcu[s], h = ll[s]/2, and
+/// pos = k (cp == 1), r*h + k (k < h), or ll[s]*cp - (r+1)*h + (k-h).
+/// Errors: fewer than 2 entries, decreasing cu, cp < 1, rank outside
+/// [0, cp), negative localLength. Golden: cu [0,4,8,12,16,16,16], cp=2,
+/// 8 rows -> r0 [0,3,0,3,0,3,0,3], r1 [1,2,1,2,1,2,1,2].
+Expected<std::vector<int64_t>>
+ropePositions(const std::vector<int32_t> &cuSeqlensPadded, int64_t cp,
+              int64_t rank, int64_t localLength);
+
+/// S8: the RoPE table row actually read: ropePositions plus cu[s] when
+/// freqRows > maxSeqlen (the "absolute" table heuristic), clamped to
+/// [0, freqRows-1]. Errors: ropePositions', freqRows < 1.
+Expected<std::vector<int64_t>>
+ropeTableRows(const std::vector<int32_t> &cuSeqlensPadded, int64_t cp,
+              int64_t rank, int64_t localLength, int64_t maxSeqlen,
+              int64_t freqRows);
+
+/// S8 (Mamba seq_idx): with c = cu ++ [totalTokens], row-wise sequence index
+/// repeat(i, max(c[i+1]-c[i], 0)). Errors: empty cu, a result whose length
+/// differs from totalTokens. Golden: cu [0,5,7,11], total 16 ->
+/// [0]*5 + [1]*2 + [2]*4 + [3]*5.
+Expected<std::vector<int32_t>> seqIdx(const std::vector<int32_t> &cuSeqlens,
+                                      int64_t totalTokens);
+
+//===----------------------------------------------------------------------===//
+// S9. Padding-mode resolution
+//===----------------------------------------------------------------------===//
+
+/// S9: pad_packed_seq_alignment, either "max" or a positive integer.
+struct PadAlignment {
+  /// True for "max".
+  bool isMax = false;
+  /// The integer alignment when !isMax.
+  int64_t value = 0;
+  /// The "max" setting.
+  static PadAlignment maxLength() { return PadAlignment{true, 0}; }
+  /// An integer alignment.
+  static PadAlignment multipleOf(int64_t a) { return PadAlignment{false, a}; }
+};
+
+/// S9: which version of the semantics a mode-dependent step follows.
+enum class SemanticsVersion {
+  /// PR #4359 as merged.
+  PR4359,
+  /// [dev-later] dev branch after #5724 / #5541.
+  DevLater,
+};
+
+/// S9: arguments of the tail-padding step (exactly one of alignment/target).
+struct ThdPaddingKwargs {
+  /// Round the local length up to this multiple.
+  std::optional<int64_t> alignment;
+  /// Pad the local length to exactly this value.
+  std::optional<int64_t> targetLength;
+  /// Pad cu arrays to maxNumSeqs+1 entries (static capacity N).
+  std::optional<int64_t> maxNumSeqs;
+};
+
+/// S9 (`get_thd_padding_kwargs` + config validation): graph -> (None, C, N);
+/// eager "max" -> (None, C, None) [PR] / (None, C, N) [dev]; eager integer a
+/// -> (a, None, None) [PR] / (a, None, N) [dev]. Errors: C < 1; an integer
+/// alignment outside [1, C]; with graphs and (scheduler or dynamic CP) an
+/// alignment other than "max" or C; [dev] graph mode without N.
+Expected<ThdPaddingKwargs>
+thdPaddingKwargs(PadAlignment alignment, int64_t maxSeqlenPerRank,
+                 std::optional<int64_t> maxPackedSequences, bool cudaGraph,
+                 bool schedulerOrDynamicCp, SemanticsVersion version);
+
+//===----------------------------------------------------------------------===//
+// S10. Tail padding
+//===----------------------------------------------------------------------===//
+
+/// S10: what covers the tail rows [gA, gT) of the padded buffer.
+enum class TailPolicy {
+  /// append_dummy_seq: one extra sequence [gA, gT); valid arrays get
+  /// cu[n] + (gT - gA) (compact coordinates, [dev-later]).
+  AppendDummySequence,
+  /// [dev-later] extend_last: the last padded entry is raised to gT.
+  ExtendLast,
+  /// No metadata change: the tail belongs to no sequence (PR, flag off).
+  None,
+};
+
+/// S10: configuration of padTailMetadata.
+struct TailPaddingConfig {
+  /// CP size.
+  int64_t cp = 1;
+  /// CP partitioning mode (zigzag imposes 2*cp divisibility).
+  CpMode mode = CpMode::Zigzag;
+  /// Round the local length up to this multiple (eager mode).
+  std::optional<int64_t> alignment;
+  /// Pad the local length to exactly this (graph mode: C).
+  std::optional<int64_t> target;
+  /// Static capacity N: pad cu arrays to N+1 entries.
+  std::optional<int64_t> maxNumSeqs;
+  /// What covers the tail.
+  TailPolicy policy = TailPolicy::AppendDummySequence;
+};
+
+/// S10: metadata after tail padding.
+struct TailPaddingResult {
+  /// Lt: local (per CP rank) padded length.
+  int64_t localTarget = 0;
+  /// gT = Lt * cp.
+  int64_t globalTarget = 0;
+  /// New cu_seqlens (valid, compact coordinates).
+  std::vector<int32_t> cuSeqlens;
+  /// New cu_seqlens_padded.
+  std::vector<int32_t> cuSeqlensPadded;
+  /// New max_seqlen (gT when maxNumSeqs is set).
+  int32_t maxSeqlen = 0;
+  /// Lt when maxNumSeqs is unset (eager), otherwise none (graph).
+  std::optional<int64_t> totalTokens;
+  /// Lt rows, 1 for local rows >= localLength (the new tail).
+  std::vector<uint8_t> tailMask;
+};
+
+/// S10 (`pad_sequence_for_thd`, tensor path): Lt = target or
+/// round_up(localLength, alignment), gT = Lt*cp, gA = cup[n]. Checks: exactly
+/// one of alignment/target; alignment, target, cp, maxNumSeqs positive;
+/// max(diff(cup)) <= gT ("Individual request length ... exceeds");
+/// localLength <= Lt and gA <= gT ("refusing to silently truncate").
+/// AppendDummySequence: when gT > gA, cup gets gT and cu gets cu[n]+(gT-gA)
+/// (zigzag, cp > 1: gT-gA must be divisible by 2*cp); ExtendLast: cup[n]
+/// raised to gT (needs >= 1 sequence; zigzag, cp > 1: gT % (2*cp) == 0);
+/// None: unchanged. With maxNumSeqs both arrays are padded to maxNumSeqs+1
+/// entries (padCuSeqlens) and max_seqlen = gT; otherwise max_seqlen =
+/// max(old, dummy length) / max(old, last padded length if extended) / old
+/// and totalTokens = Lt. Golden: cp=1, alignment 8, cup [0,4,8,12] ->
+/// Lt 16, cu* [0,4,8,12,16].
+Expected<TailPaddingResult>
+padTailMetadata(const std::vector<int32_t> &cuSeqlens,
+                const std::vector<int32_t> &cuSeqlensPadded, int32_t maxSeqlen,
+                int64_t localLength, const TailPaddingConfig &config);
+
+/// S10 (`_pad_cu_seqlens`): pads a cu array to `entries` entries by
+/// repeating its last value. Errors: empty array, entries < 1, "Actual
+/// num_seqs (k) exceeds thd_max_packed_sequences (N)" when it has more than
+/// `entries` = N+1 entries.
+Expected<std::vector<int32_t>> padCuSeqlens(const std::vector<int32_t> &cu,
+                                            int64_t entries);
+
+/// S10: right-pads a token-like tensor with `fill` to `targetLength` rows.
+/// Error: values longer than targetLength ("refusing to silently truncate").
+template <typename T>
+Expected<std::vector<T>>
+padTail(const std::vector<T> &values, int64_t targetLength,
+        const typename detail::Identity<T>::type &fill);
+
+/// S10: the merged local padding mask of localTarget rows:
+/// pad(oldMask, Lt, fill = 1) OR (row >= localLength). Errors: oldMask or
+/// localLength longer than localTarget. Golden: [0,0,0,1,0,0,1,1], target
+/// 10 -> [0,0,0,1,0,0,1,1,1,1].
+Expected<std::vector<uint8_t>>
+mergeTailMask(const std::vector<uint8_t> &oldMask, int64_t localLength,
+              int64_t localTarget);
+
+/// S10 (PR metadata-only path, middle PP stages): gT = target*cp, or
+/// round_up(gA, alignment) on the *global* length (the tensor path rounds the
+/// local length: the two disagree under CP, e.g. gA=3200, cp=2, a=128 ->
+/// 3200 here vs 3328). Errors: not exactly one of alignment/target,
+/// non-positive values.
+Expected<int64_t> metadataOnlyGlobalTarget(int64_t totalPadded, int64_t cp,
+                                           std::optional<int64_t> alignment,
+                                           std::optional<int64_t> target);
+
+//===----------------------------------------------------------------------===//
+// S11. CUDA-graph static inputs
+//===----------------------------------------------------------------------===//
+
+/// S11: capture seed of the four static cu inputs, [0, C*cp, ..., C*cp]
+/// (N+1 entries: one sequence covering the whole buffer plus zero-length
+/// entries). Requires C >= 1, cp >= 1, N >= 1.
+std::vector<int32_t> graphCaptureCuSeed(int64_t maxSeqlenPerRank, int64_t cp,
+                                        int64_t maxPackedSequences);
+
+//===----------------------------------------------------------------------===//
+// S12. Microbatch count and graph slots
+//===----------------------------------------------------------------------===//
+
+/// S12: upper bound U on microbatches for the dp_balanced scheduler:
+/// s = max(1, floor(C*cp / Lmax)), capped by max(1, K) when K is set;
+/// U = max(1, roundup(ceil(GBS / s), dp*(vppGroup or 1)) / dp).
+/// Errors: non-positive inputs. Golden: GBS 64, dp 2, cp 2, C 4096,
+/// Lmax 2048, K 31 -> 8.
+Expected<int64_t>
+maxMicrobatchesUpperBound(int64_t globalBatchSize, int64_t dp, int64_t cp,
+                          int64_t maxPerRank, int64_t maxSeqLen,
+                          std::optional<int64_t> vppGroup = std::nullopt,
+                          std::optional<int64_t> maxNumSeqs = std::nullopt);
+
+/// S12: graph capture count max(runtimeNmb, upperBound), or runtimeNmb when
+/// the runtime count must be used (EP-overlap or delayed wgrad).
+int64_t graphCaptureCount(int64_t runtimeNumMicrobatches, int64_t upperBound,
+                          bool useRuntimeCount);
+
+/// S12: slot liveness probe for one PP stage: `order` lists chunk ids, +c
+/// for a forward and -c for a backward of (1-based) chunk c; the need is the
+/// max over chunks of the peak number of outstanding forwards (forwards
+/// minus backwards so far). Error: a chunk id 0.
+Expected<int64_t> graphSlotsNeeded(const std::vector<int64_t> &order);
+
+//===----------------------------------------------------------------------===//
+// S14. TE semantics used inside attention
+//===----------------------------------------------------------------------===//
+
+/// S14 (TE `thd_read_half_tensor`): source rows of the half read: with
+/// cs = cuLocal/2, output row j < cs[n] reads row j + cs[s+half], s the
+/// sequence of j in cs. Errors: fewer than 2 entries, odd or decreasing
+/// entries, half not 0/1, a row past `rows`.
+Expected<std::vector<int32_t>> readHalfRows(const std::vector<int32_t> &cuLocal,
+                                            int half, std::size_t rows);
+
+/// S14: concatenation of every sequence's first (half 0) or second (half 1)
+/// half of the local buffer x. Golden: cu [0,4,8] -> half 0 = rows
+/// [0,1,4,5], half 1 = rows [2,3,6,7].
+template <typename T>
+Expected<std::vector<T>> readHalf(const std::vector<T> &x,
+                                  const std::vector<int32_t> &cuLocal,
+                                  int half);
+
+/// S14: LSE merge max(a,b) + log1p(exp(min(a,b) - max(a,b))); -inf when both
+/// are -inf. Golden: lseMerge(0, 0) = ln 2.
+double lseMerge(double a, double b);
+
+/// S14: output correction out + outStep * exp(lseStep - lseFinal), where a
+/// step value exactly 0 contributes 0. Golden: merging two steps of LSE 0
+/// weights each by exp(0 - ln 2) = 0.5.
+double correctOutput(double out, double outStep, double lseStep,
+                     double lseFinal);
+
+//===----------------------------------------------------------------------===//
+// Composite: one microbatch of the CUDA-graph data step
+//===----------------------------------------------------------------------===//
+
+/// Bits of GraphStepOutput::status; 0 = the microbatch is valid.
+enum StatusBit : int32_t {
+  /// numSeqs < 0 or numSeqs > N-1 (no room for the dummy).
+  StatusNumSeqsOutOfRange = 1,
+  /// cu_seqlens_padded[numSeqs] > C*cp (does not fit the budget).
+  StatusTotalExceedsCapacity = 2,
+  /// cp > 1 and a meaningful cu_seqlens_padded entry % (2*cp) != 0.
+  StatusNotDivisibleBy2Cp = 4,
+  /// cu_seqlens or cu_seqlens_padded does not start at 0 or decreases.
+  StatusNotMonotonic = 8,
+  /// Some valid length exceeds its padded length.
+  StatusValidExceedsPadded = 16,
+  /// cpRank outside [0, cp).
+  StatusCpRankOutOfRange = 32,
+};
+
+/// Input of one microbatch of megatronGraphStep, in the static shapes of the
+/// graph: the global (pre-CP) buffer has C*cp rows of which the first
+/// cu_seqlens_padded[numSeqs] are meaningful (the rest is arbitrary); the cu
+/// arrays have N+1 entries of which the first numSeqs+1 are meaningful (the
+/// rest is arbitrary garbage).
+struct GraphStepInput {
+  /// Token ids, C*cp rows.
+  std::vector<int64_t> tokens;
+  /// Labels, C*cp rows.
+  std::vector<int64_t> labels;
+  /// Dataset position ids (0..p_i-1 per sequence), C*cp rows.
+  std::vector<int64_t> positionIds;
+  /// Loss mask, C*cp rows.
+  std::vector<float> lossMask;
+  /// Valid offsets cu_seqlens, N+1 entries.
+  std::vector<int32_t> cuSeqlens;
+  /// Physical offsets cu_seqlens_padded, N+1 entries.
+  std::vector<int32_t> cuSeqlensPadded;
+  /// Number n of real sequences.
+  int32_t numSeqs = 0;
+  /// CP rank r whose slice is produced.
+  int32_t cpRank = 0;
+};
+
+/// Output of megatronGraphStep for one CP rank: static shapes [C] and [N+1].
+struct GraphStepOutput {
+  /// Local tokens, C rows (0 on padding rows).
+  std::vector<int64_t> tokens;
+  /// Local labels, C rows (0 on padding rows).
+  std::vector<int64_t> labels;
+  /// Local position ids, C rows (0 on padding rows).
+  std::vector<int64_t> positionIds;
+  /// Local loss mask, C rows (0 on padding rows).
+  std::vector<float> lossMask;
+  /// Local padding mask, C rows, 1 = padding (incl. the tail).
+  std::vector<uint8_t> paddingMask;
+  /// Global padded offsets with the dummy, N+1 entries.
+  std::vector<int32_t> cuSeqlensPadded;
+  /// Global valid offsets with the dummy (compact), N+1 entries.
+  std::vector<int32_t> cuSeqlens;
+  /// Static max_seqlen = C*cp.
+  int32_t maxSeqlen = 0;
+  /// 0 when valid, else an OR of StatusBit values.
+  int32_t status = 0;
+};
+
+/// Validation of a GraphStepInput: the OR of every StatusBit that applies
+/// (0 = valid). When bit 1 is set the other checks use numSeqs clamped into
+/// [0, N]. Preconditions as for megatronGraphStep.
+int32_t graphStepStatus(const GraphStepInput &input, int64_t maxSeqlenPerRank,
+                        int64_t cp, int64_t maxPackedSequences);
+
+/// One microbatch of the THD data step in CUDA-graph mode for CP rank
+/// input.cpRank, with C = maxSeqlenPerRank and N = maxPackedSequences.
+/// Composed of the steps above, on the meaningful prefix (n = numSeqs,
+/// cu = cuSeqlens[0..n], cup = cuSeqlensPadded[0..n], T = cup[n]):
+///   1. S5 mask = paddingMask(cu, cup) over the first T rows;
+///   2. S6 sanitize tokens, labels, position_ids, loss_mask (fill 0);
+///   3. S7 zigzag CP slice (cpPartitionIndices(cup, T, cp, r)) of the four
+///      data keys and the mask (an empty microbatch, T == 0, has an empty
+///      slice; TE would reject T == 0 under CP);
+///   4. S10 in graph mode: padTailMetadata with target C, maxNumSeqs N,
+///      AppendDummySequence, compact valid coordinates; data keys padded
+///      with 0 and the mask with 1 to C rows (mergeTailMask).
+/// Result: cu_seqlens_padded = cup, then C*cp when T < C*cp (the dummy),
+/// then repeats to N+1 entries; cu_seqlens = cu, then cu[n] + (C*cp - T),
+/// then repeats; max_seqlen = C*cp. When graphStepStatus is nonzero the
+/// outputs are those of an empty microbatch: data 0, mask all 1, both cu
+/// arrays [0, C*cp, ..., C*cp], max_seqlen C*cp, and `status` holds the bits.
+/// Preconditions (checked, abort with a message): C >= 1, cp >= 1, N >= 1,
+/// C even when cp > 1, C*cp fits int32, data sizes C*cp, cu sizes N+1.
+/// Golden (S10 "graph: cp=2, target 8, N=6"): r0 tokens
+/// [11,0,21,0,31,34,0,0], mask [0,1,0,1,0,0,1,1].
+GraphStepOutput megatronGraphStep(const GraphStepInput &input,
+                                  int64_t maxSeqlenPerRank, int64_t cp,
+                                  int64_t maxPackedSequences);
+
+//===----------------------------------------------------------------------===//
+// Template definitions
+//===----------------------------------------------------------------------===//
+
+template <typename T>
+Expected<PackedBuffer<T>>
+pack(const std::vector<T> &pool, const std::vector<int64_t> &sampleOffsets,
+     const std::vector<int32_t> &sampleIds,
+     const std::vector<int32_t> &validLengths,
+     const std::vector<int32_t> &paddedLengths,
+     const typename detail::Identity<T>::type &padValue) {
+  Expected<PackLayout> layout = packLayout(
+      pool.size(), sampleOffsets, sampleIds, validLengths, paddedLengths);
+  if (!layout)
+    return makeError<PackedBuffer<T>>(layout.error());
+  PackedBuffer<T> result;
+  result.values.reserve(layout->sourceRows.size());
+  for (int64_t row : layout->sourceRows)
+    result.values.push_back(row < 0 ? padValue
+                                    : pool[static_cast<std::size_t>(row)]);
+  result.metadata = std::move(layout->metadata);
+  return result;
+}
+
+template <typename T>
+Expected<PackedBuffer<T>>
+concatSamples(const std::vector<std::vector<T>> &samples,
+              const std::vector<int32_t> &validLengths,
+              const std::vector<int32_t> &paddedLengths) {
+  if (samples.size() != paddedLengths.size())
+    return makeError<PackedBuffer<T>>(
+        detail::sizeMismatch("concatSamples", "samples", samples.size(),
+                             "padded lengths", paddedLengths.size()));
+  for (std::size_t i = 0; i < samples.size(); ++i)
+    if (paddedLengths[i] < 0 ||
+        samples[i].size() != static_cast<std::size_t>(paddedLengths[i]))
+      return makeError<PackedBuffer<T>>(
+          "sample " + std::to_string(i) + " has " +
+          std::to_string(samples[i].size()) + " rows but its padded length p[" +
+          std::to_string(i) + "] = " + std::to_string(paddedLengths[i]));
+  Expected<PackMetadata> metadata = packMetadata(validLengths, paddedLengths);
+  if (!metadata)
+    return makeError<PackedBuffer<T>>(metadata.error());
+  PackedBuffer<T> result;
+  for (const std::vector<T> &sample : samples)
+    result.values.insert(result.values.end(), sample.begin(), sample.end());
+  result.metadata = std::move(*metadata);
+  return result;
+}
+
+template <typename T>
+Expected<std::vector<T>>
+sanitize(const std::vector<T> &values, const std::vector<uint8_t> &mask,
+         const typename detail::Identity<T>::type &fill) {
+  if (values.size() != mask.size())
+    return makeError<std::vector<T>>(detail::sizeMismatch(
+        "sanitize", "values", values.size(), "padding mask", mask.size()));
+  std::vector<T> result(values);
+  for (std::size_t i = 0; i < result.size(); ++i)
+    if (mask[i])
+      result[i] = fill;
+  return result;
+}
+
+template <typename T>
+Expected<std::vector<T>> cpSlice(const std::vector<T> &values,
+                                 const std::vector<int32_t> &indices) {
+  std::vector<T> result;
+  result.reserve(indices.size());
+  for (std::size_t i = 0; i < indices.size(); ++i) {
+    if (indices[i] < 0 || static_cast<std::size_t>(indices[i]) >= values.size())
+      return makeError<std::vector<T>>(
+          detail::indexOutOfRange(i, indices[i], values.size()));
+    result.push_back(values[static_cast<std::size_t>(indices[i])]);
+  }
+  return result;
+}
+
+template <typename T>
+Expected<std::vector<T>>
+padTail(const std::vector<T> &values, int64_t targetLength,
+        const typename detail::Identity<T>::type &fill) {
+  if (targetLength < 0 || static_cast<int64_t>(values.size()) > targetLength)
+    return makeError<std::vector<T>>(
+        detail::truncationRefused(values.size(), targetLength));
+  std::vector<T> result(values);
+  result.resize(static_cast<std::size_t>(targetLength), fill);
+  return result;
+}
+
+template <typename T>
+Expected<std::vector<T>> readHalf(const std::vector<T> &x,
+                                  const std::vector<int32_t> &cuLocal,
+                                  int half) {
+  Expected<std::vector<int32_t>> rows = readHalfRows(cuLocal, half, x.size());
+  if (!rows)
+    return makeError<std::vector<T>>(rows.error());
+  return cpSlice(x, *rows);
+}
+
+} // namespace reference
+} // namespace thdc
+
+#endif // THDC_REFERENCE_REFERENCE_H

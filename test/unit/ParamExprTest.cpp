@@ -1,0 +1,103 @@
+//===- ParamExprTest.cpp - parameter expressions and --param values -------===//
+
+#include "dialect/ParamExpr.h"
+
+#include "llvm/ADT/StringMap.h"
+
+#include <gtest/gtest.h>
+
+using namespace thdc;
+
+namespace {
+std::optional<int64_t> eval(llvm::StringRef text, std::string &error) {
+  llvm::StringMap<int64_t> params{{"C", 32768}, {"cp", 4}, {"N", 128}};
+  return evaluateParamExpr(
+      text,
+      [&](llvm::StringRef name) -> std::optional<int64_t> {
+        auto it = params.find(name);
+        if (it == params.end())
+          return std::nullopt;
+        return it->getValue();
+      },
+      error);
+}
+
+int64_t evalOk(llvm::StringRef text) {
+  std::string error;
+  std::optional<int64_t> value = eval(text, error);
+  EXPECT_TRUE(value.has_value()) << text.str() << ": " << error;
+  return value.value_or(-1);
+}
+
+std::string evalError(llvm::StringRef text) {
+  std::string error;
+  EXPECT_FALSE(eval(text, error).has_value()) << text.str();
+  return error;
+}
+} // namespace
+
+TEST(ParamExpr, EvaluatesWithPrecedenceAndParentheses) {
+  EXPECT_EQ(evalOk("C*cp"), 131072);
+  EXPECT_EQ(evalOk("N+1"), 129);
+  EXPECT_EQ(evalOk("N-1"), 127);
+  EXPECT_EQ(evalOk("2 + 3 * 4"), 14);
+  EXPECT_EQ(evalOk("(2 + 3) * 4"), 20);
+  EXPECT_EQ(evalOk("C / cp / 2"), 4096);
+  EXPECT_EQ(evalOk("-C*cp"), -131072);
+  EXPECT_EQ(evalOk("  7 "), 7);
+}
+
+TEST(ParamExpr, ReportsUndeclaredNames) {
+  EXPECT_EQ(evalError("C*tp"),
+            "in parameter expression \"C*tp\": parameter 'tp' is not declared");
+}
+
+TEST(ParamExpr, ReportsSyntaxErrors) {
+  EXPECT_NE(evalError("C*").find("expected a number, a parameter name or '('"),
+            std::string::npos);
+  EXPECT_NE(evalError("(C").find("expected ')'"), std::string::npos);
+  EXPECT_NE(evalError("C cp").find("unexpected 'c'"), std::string::npos);
+  EXPECT_NE(evalError("C % 2").find("unexpected '%'"), std::string::npos);
+  EXPECT_NE(evalError("").find("expected a number"), std::string::npos);
+}
+
+TEST(ParamExpr, ReportsInexactDivisionAndDivisionByZero) {
+  EXPECT_NE(evalError("C/3").find("32768 is not divisible by 3"),
+            std::string::npos);
+  EXPECT_NE(evalError("C/(cp-4)").find("division by zero"), std::string::npos);
+}
+
+TEST(ParamExpr, ReportsOverflow) {
+  EXPECT_NE(evalError("C*C*C*C*C").find("integer overflow"), std::string::npos);
+  EXPECT_NE(evalError("99999999999999999999").find("out of range"),
+            std::string::npos);
+}
+
+TEST(ParamExpr, SyntaxCheckDoesNotLookUpNames) {
+  std::string error;
+  EXPECT_TRUE(isValidParamExprSyntax("C*cp/(cp-2)", error)) << error;
+  EXPECT_FALSE(isValidParamExprSyntax("C*", error));
+}
+
+TEST(ParamAssignment, ParsesNameAndValue) {
+  std::string name, error;
+  int64_t value = 0;
+  ASSERT_TRUE(parseParamAssignment("C=32768", name, value, error)) << error;
+  EXPECT_EQ(name, "C");
+  EXPECT_EQ(value, 32768);
+  ASSERT_TRUE(parseParamAssignment(" cp = 2*4 ", name, value, error)) << error;
+  EXPECT_EQ(name, "cp");
+  EXPECT_EQ(value, 8);
+}
+
+TEST(ParamAssignment, RejectsMalformedAssignments) {
+  std::string name, error;
+  int64_t value = 0;
+  EXPECT_FALSE(parseParamAssignment("C", name, value, error));
+  EXPECT_EQ(error, "expected NAME=VALUE in --param, got 'C'");
+  EXPECT_FALSE(parseParamAssignment("=4", name, value, error));
+  EXPECT_FALSE(parseParamAssignment("1C=4", name, value, error));
+  EXPECT_EQ(error, "invalid parameter name '1C' in --param");
+  EXPECT_FALSE(parseParamAssignment("C=N", name, value, error));
+  EXPECT_NE(error.find("parameter 'N' is not declared"), std::string::npos);
+}

@@ -1,0 +1,1411 @@
+//===- ReferenceTest.cpp - Unit tests of the THD reference semantics ------===//
+//
+// One test per golden vector of shared/spec/thd-semantics.md (and of
+// golden_ref.py), one per row of the spec's edge-case matrix, the composite
+// graph step with a test per status bit, and a randomized property test.
+//
+//===----------------------------------------------------------------------===//
+
+#include "reference/Reference.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace thdc::reference;
+
+namespace {
+
+using I32 = std::vector<int32_t>;
+using I64 = std::vector<int64_t>;
+using F32 = std::vector<float>;
+using Mask = std::vector<uint8_t>;
+
+/// Builds a 0/1 mask from ints (readable literals in the tests).
+Mask mask(std::initializer_list<int> bits) {
+  Mask result;
+  for (int bit : bits)
+    result.push_back(static_cast<uint8_t>(bit));
+  return result;
+}
+
+/// `count` copies of `value` appended to `prefix`.
+template <typename T>
+std::vector<T> withTail(std::vector<T> prefix, std::size_t count, T value) {
+  prefix.insert(prefix.end(), count, value);
+  return prefix;
+}
+
+/// Asserts that `expr` failed with a message containing `substring`.
+#define EXPECT_ERROR(expr, substring)                                          \
+  do {                                                                         \
+    auto result_ = (expr);                                                     \
+    ASSERT_FALSE(result_) << "expected an error containing: " << (substring);  \
+    EXPECT_NE(result_.error().find(substring), std::string::npos)              \
+        << "error was: " << result_.error();                                   \
+  } while (0)
+
+/// Asserts that `expr` succeeded and yields `expected`.
+#define EXPECT_VALUE(expr, expected)                                           \
+  do {                                                                         \
+    auto result_ = (expr);                                                     \
+    ASSERT_TRUE(result_) << result_.error();                                   \
+    EXPECT_EQ(*result_, expected);                                             \
+  } while (0)
+
+// The running example of the spec: three sequences, v = [3,2,4], p = [4,4,4].
+const I32 kCu = {0, 3, 5, 9};
+const I32 kCup = {0, 4, 8, 12};
+const I64 kRawTokens = {11, 12, 13, 99, 21, 22, 99, 99, 31, 32, 33, 34};
+const I64 kSanitizedTokens = {11, 12, 13, 0, 21, 22, 0, 0, 31, 32, 33, 34};
+const Mask kRunningMask = mask({0, 0, 0, 1, 0, 0, 1, 1, 0, 0, 0, 0});
+
+//===----------------------------------------------------------------------===//
+// Expected
+//===----------------------------------------------------------------------===//
+
+TEST(Expected, HoldsValueOrError) {
+  Expected<I32> value = I32{1, 2};
+  ASSERT_TRUE(value);
+  EXPECT_EQ(value->size(), 2u);
+  EXPECT_EQ((*value)[1], 2);
+  EXPECT_TRUE(value.error().empty());
+
+  Expected<I32> failure = makeError<I32>("bad value 3");
+  EXPECT_FALSE(failure);
+  EXPECT_EQ(failure.error(), "bad value 3");
+  EXPECT_FALSE(Expected<int>::failure("x"));
+}
+
+//===----------------------------------------------------------------------===//
+// S1
+//===----------------------------------------------------------------------===//
+
+TEST(S1, GoldenGranularityCp2Tp2Sp) {
+  EXPECT_EQ(padGranularity(2, 2, true), 8);
+}
+
+TEST(S1, GoldenCp2Tp1AlignsRunningExample) {
+  EXPECT_EQ(padGranularity(2, 1, false), 4);
+  EXPECT_EQ(padGranularity(2, 1, true), 4);
+  EXPECT_VALUE(alignLengths({3, 2, 4}, 4), (I32{4, 4, 4}));
+}
+
+TEST(S1, GoldenRefRoundUpToFour) {
+  EXPECT_VALUE(alignLengths({3, 2, 4, 5}, 4), (I32{4, 4, 4, 8}));
+}
+
+TEST(S1, AlreadyAlignedAndUnitGranularityAreUnchanged) {
+  EXPECT_VALUE(alignLengths({8, 4, 0}, 4), (I32{8, 4, 0}));
+  EXPECT_EQ(padGranularity(1, 1, false), 1);
+  EXPECT_EQ(padGranularity(1, 8, false), 1);
+  EXPECT_VALUE(alignLengths({3, 1, 7}, 1), (I32{3, 1, 7}));
+}
+
+TEST(S1, GranularityVariants) {
+  EXPECT_EQ(padGranularity(1, 4, true), 4);
+  EXPECT_EQ(padGranularity(4, 1, false), 8);
+  EXPECT_EQ(padGranularity(2, 2, true, /*dp=*/2, /*dynamicCp=*/true), 16);
+  EXPECT_EQ(padGranularity(1, 1, false, /*dp=*/4, /*dynamicCp=*/true), 8);
+}
+
+TEST(S1, AlignErrors) {
+  EXPECT_ERROR(alignLengths({3}, 0), "G = 0 must be > 0");
+  EXPECT_ERROR(alignLengths({3, -3}, 4), "v[1] = -3 is negative");
+  EXPECT_ERROR(alignLengths({std::numeric_limits<int32_t>::max()}, 4),
+               "outside the int32 range");
+}
+
+TEST(S1, VarlenSampleAlignment) {
+  // ids = prompt (5, 6), answer (7, 8), EOD (2); prompt targets ignored.
+  const I64 ids = {5, 6, 7, 8, 2};
+  const I64 targets = {-100, -100, 7, 8, 2};
+  Expected<VarlenSample> exact = alignVarlenSample(ids, targets, 4, 0, -100);
+  ASSERT_TRUE(exact) << exact.error();
+  EXPECT_EQ(exact->validLength, 4);
+  EXPECT_EQ(exact->paddedLength, 4);
+  EXPECT_EQ(exact->tokens, (I64{5, 6, 7, 8}));
+  EXPECT_EQ(exact->labels, (I64{-100, 7, 8, 2}));
+  EXPECT_EQ(exact->positionIds, (I64{0, 1, 2, 3}));
+  EXPECT_EQ(exact->lossMask, (F32{0, 1, 1, 1}));
+
+  Expected<VarlenSample> padded = alignVarlenSample(ids, targets, 8, 0, -100);
+  ASSERT_TRUE(padded) << padded.error();
+  EXPECT_EQ(padded->paddedLength, 8);
+  EXPECT_EQ(padded->tokens, (I64{5, 6, 7, 8, 2, 0, 0, 0}));
+  EXPECT_EQ(padded->labels, (I64{-100, 7, 8, 2, 0, 0, 0, 0}));
+  EXPECT_EQ(padded->positionIds, (I64{0, 1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(padded->lossMask, (F32{0, 1, 1, 1, 0, 0, 0, 0}));
+}
+
+TEST(S1, VarlenSampleEmptyTokenisationAndErrors) {
+  Expected<VarlenSample> empty = alignVarlenSample({2, 2}, {2, 2}, 4, 0, -100);
+  ASSERT_TRUE(empty) << empty.error();
+  EXPECT_EQ(empty->validLength, 1);
+  EXPECT_EQ(empty->tokens, (I64{2, 2, 0, 0}));
+  EXPECT_EQ(empty->labels, (I64{2, 0, 0, 0}));
+  EXPECT_EQ(empty->lossMask, (F32{1, 0, 0, 0}));
+  EXPECT_ERROR(alignVarlenSample({2}, {2}, 4, 0, -100), "at least 2 ids");
+  EXPECT_ERROR(alignVarlenSample({2, 2}, {2}, 4, 0, -100),
+               "ids has 2 entries but targets has 1");
+}
+
+//===----------------------------------------------------------------------===//
+// S2
+//===----------------------------------------------------------------------===//
+
+TEST(S2, GoldenAlignmentAndDummyReservesOneSlot) {
+  EXPECT_VALUE(schedulerMaxRealNumSeqs(32, true, true),
+               std::optional<int64_t>(31));
+}
+
+TEST(S2, GoldenAlignmentWithoutDummy) {
+  EXPECT_VALUE(schedulerMaxRealNumSeqs(32, true, false),
+               std::optional<int64_t>(32));
+}
+
+TEST(S2, GoldenNoAlignment) {
+  EXPECT_VALUE(schedulerMaxRealNumSeqs(32, false, true),
+               std::optional<int64_t>(32));
+}
+
+TEST(S2, GoldenOneSlotWithDummyIsAnError) {
+  EXPECT_ERROR(schedulerMaxRealNumSeqs(1, true, true),
+               "thd_max_packed_sequences = 1 must be >= 2");
+}
+
+TEST(S2, NoneAndNonPositive) {
+  EXPECT_VALUE(schedulerMaxRealNumSeqs(std::nullopt, true, true),
+               std::optional<int64_t>());
+  EXPECT_ERROR(schedulerMaxRealNumSeqs(0, false, false),
+               "thd_max_packed_sequences = 0 must be >= 1");
+  EXPECT_VALUE(schedulerMaxRealNumSeqs(1, false, true),
+               std::optional<int64_t>(1));
+}
+
+//===----------------------------------------------------------------------===//
+// S3
+//===----------------------------------------------------------------------===//
+
+using Packs = std::vector<I32>;
+
+TEST(S3, GoldenNextFitDp1) {
+  Expected<PackingResult> result =
+      dpBalancedGroups({5, 3, 4, 2, 2, 1, 6}, 4, 2, 1, 3);
+  ASSERT_TRUE(result) << result.error();
+  EXPECT_EQ(result->packs, (Packs{{0, 1}, {2, 3, 4}, {5, 6}}));
+  ASSERT_EQ(result->groups.size(), 3u);
+  for (std::size_t m = 0; m < 3; ++m)
+    EXPECT_EQ(result->groups[m], (Packs{result->packs[m], result->packs[m]}));
+}
+
+TEST(S3, GoldenDp2MovesLastSequence) {
+  Expected<PackingResult> result =
+      dpBalancedGroups({5, 3, 4, 2, 2, 1, 6}, 4, 2, 2, 3);
+  ASSERT_TRUE(result) << result.error();
+  EXPECT_EQ(result->packs, (Packs{{0, 1}, {2, 3, 4}, {5}, {6}}));
+  ASSERT_EQ(result->groups.size(), 2u);
+  EXPECT_EQ(result->groups[0], (Packs{{0, 1}, {0, 1}, {2, 3, 4}, {2, 3, 4}}));
+  EXPECT_EQ(result->groups[1], (Packs{{5}, {5}, {6}, {6}}));
+}
+
+TEST(S3, GoldenCapTriggers) {
+  Expected<PackingResult> result =
+      dpBalancedGroups({1, 1, 1, 1, 1}, 4, 2, 1, 3);
+  ASSERT_TRUE(result) << result.error();
+  EXPECT_EQ(result->packs, (Packs{{0, 1, 2}, {3, 4}}));
+}
+
+TEST(S3, GoldenEqualLengthsDp2) {
+  Expected<PackingResult> result =
+      dpBalancedGroups({3, 3, 3, 3, 3, 3, 3}, 4, 2, 2, 2);
+  ASSERT_TRUE(result) << result.error();
+  EXPECT_EQ(result->packs, (Packs{{0, 1}, {2, 3}, {4, 5}, {6}}));
+  ASSERT_EQ(result->groups.size(), 2u);
+  EXPECT_EQ(result->groups[0], (Packs{{0, 1}, {0, 1}, {2, 3}, {2, 3}}));
+  EXPECT_EQ(result->groups[1], (Packs{{4, 5}, {4, 5}, {6}, {6}}));
+}
+
+TEST(S3, GoldenOversizedFirstSequenceEmitsEmptyPack) {
+  Expected<PackingResult> result = dpBalancedGroups({9, 3}, 4, 2, 1);
+  ASSERT_TRUE(result) << result.error();
+  EXPECT_EQ(result->packs, (Packs{{}, {0}, {1}}));
+}
+
+TEST(S3, VirtualPipelineGroupMultiple) {
+  Expected<PackingResult> result =
+      dpBalancedGroups({2, 2, 2, 2}, 8, 1, 1, std::nullopt, 2);
+  ASSERT_TRUE(result) << result.error();
+  EXPECT_EQ(result->packs, (Packs{{0, 1, 2}, {3}}));
+  EXPECT_EQ(result->groups.size(), 2u);
+}
+
+TEST(S3, Errors) {
+  EXPECT_ERROR(dpBalancedGroups({3}, 4, 2, 2), "Not enough samples to move");
+  EXPECT_ERROR(dpBalancedGroups({3, -1}, 4, 2, 1), "p[1] = -1 is negative");
+  EXPECT_ERROR(dpBalancedGroups({3}, 4, 2, 1, 0), "K = 0 must be >= 1");
+  EXPECT_ERROR(dpBalancedGroups({3}, 0, 2, 1), "C = 0");
+  Expected<PackingResult> empty = dpBalancedGroups({}, 4, 2, 2);
+  ASSERT_TRUE(empty);
+  EXPECT_TRUE(empty->packs.empty());
+  EXPECT_TRUE(empty->groups.empty());
+}
+
+//===----------------------------------------------------------------------===//
+// S4
+//===----------------------------------------------------------------------===//
+
+TEST(S4, GoldenPackFromPool) {
+  // Pool holds the three padded samples A, B, C back to back (P = 99).
+  const I64 pool = kRawTokens;
+  for (int64_t pad : {int64_t(99), int64_t(0)}) {
+    Expected<PackedBuffer<int64_t>> packed =
+        pack(pool, {0, 4, 8}, {0, 1, 2}, {3, 2, 4}, {4, 4, 4}, pad);
+    ASSERT_TRUE(packed) << packed.error();
+    EXPECT_EQ(packed->values,
+              (I64{11, 12, 13, pad, 21, 22, pad, pad, 31, 32, 33, 34}));
+    EXPECT_EQ(packed->metadata.cuSeqlens, kCu);
+    EXPECT_EQ(packed->metadata.cuSeqlensPadded, kCup);
+    EXPECT_EQ(packed->metadata.maxSeqlen, 4);
+  }
+}
+
+TEST(S4, GoldenConcatSamples) {
+  Expected<PackedBuffer<int64_t>> packed = concatSamples<int64_t>(
+      {{11, 12, 13, 99}, {21, 22, 99, 99}, {31, 32, 33, 34}}, {3, 2, 4},
+      {4, 4, 4});
+  ASSERT_TRUE(packed) << packed.error();
+  EXPECT_EQ(packed->values, kRawTokens);
+  EXPECT_EQ(packed->metadata.cuSeqlens, kCu);
+  EXPECT_EQ(packed->metadata.cuSeqlensPadded, kCup);
+  EXPECT_EQ(packed->metadata.maxSeqlen, 4);
+}
+
+TEST(S4, PackReordersUnpaddedPoolAndFloats) {
+  const I64 pool = {11, 12, 13, 21, 22, 31, 32, 33, 34};
+  Expected<PackedBuffer<int64_t>> packed =
+      pack(pool, {0, 3, 5}, {2, 0}, {4, 3}, {4, 8}, -1);
+  ASSERT_TRUE(packed) << packed.error();
+  EXPECT_EQ(packed->values,
+            (I64{31, 32, 33, 34, 11, 12, 13, -1, -1, -1, -1, -1}));
+  EXPECT_EQ(packed->metadata.cuSeqlens, (I32{0, 4, 7}));
+  EXPECT_EQ(packed->metadata.cuSeqlensPadded, (I32{0, 4, 12}));
+  EXPECT_EQ(packed->metadata.maxSeqlen, 8);
+
+  const F32 lossPool = {1, 1, 0.5f, 1, 1};
+  Expected<PackedBuffer<float>> loss =
+      pack(lossPool, {0, 3}, {1, 0}, {2, 3}, {4, 4}, 0.0f);
+  ASSERT_TRUE(loss) << loss.error();
+  EXPECT_EQ(loss->values, (F32{1, 1, 0, 0, 1, 1, 0.5f, 0}));
+}
+
+TEST(S4, CumulativeLengths) {
+  EXPECT_VALUE(cumulativeLengths({3, 2, 4}), kCu);
+  EXPECT_VALUE(cumulativeLengths({}), (I32{0}));
+  EXPECT_VALUE(cumulativeLengths({0, 4, 0}), (I32{0, 0, 4, 4}));
+  EXPECT_ERROR(cumulativeLengths({3, -2}), "lens[1] = -2 is negative");
+  EXPECT_ERROR(cumulativeLengths({std::numeric_limits<int32_t>::max(), 1}),
+               "outside the int32 range");
+}
+
+TEST(S4, PackErrors) {
+  const I64 pool = kRawTokens;
+  EXPECT_ERROR(pack(pool, {0, 4, 8}, {0, 1}, {5, 2}, {4, 4}, 0),
+               "v[0] = 5 exceeds padded length p[0] = 4");
+  EXPECT_ERROR(pack(pool, {0, 4, 8}, {0, 3}, {3, 2}, {4, 4}, 0),
+               "sampleIds[1] = 3 is out of range for 3 samples");
+  EXPECT_ERROR(pack(pool, {0, 4, 10}, {2}, {4}, {4}, 0),
+               "reads pool rows [10, 14) outside the pool of 12 rows");
+  EXPECT_ERROR(pack(pool, {0}, {0, 0}, {3}, {4}, 0), "sample ids has 2");
+  EXPECT_ERROR(concatSamples<int64_t>({{1, 2, 3}}, {3}, {4}),
+               "sample 0 has 3 rows but its padded length p[0] = 4");
+}
+
+//===----------------------------------------------------------------------===//
+// S5
+//===----------------------------------------------------------------------===//
+
+TEST(S5, GoldenRunningExample) {
+  EXPECT_VALUE(paddingMask(kCu, kCup), kRunningMask);
+}
+
+TEST(S5, GoldenSchedulerUnitTest) {
+  EXPECT_VALUE(paddingMask({0, 3, 5}, {0, 4, 8}),
+               mask({0, 0, 0, 1, 0, 0, 1, 1}));
+}
+
+TEST(S5, GoldenTrailingRepeatsGiveSameMask) {
+  EXPECT_VALUE(paddingMask({0, 3, 5, 9, 9, 9}, {0, 4, 8, 12, 12, 12}),
+               kRunningMask);
+}
+
+TEST(S5, NegativeValidLengthClampsToZero) {
+  EXPECT_VALUE(paddingMask({0, 3, 1}, {0, 4, 8}),
+               mask({0, 0, 0, 1, 1, 1, 1, 1}));
+}
+
+TEST(S5, ValidAbovePaddedGivesNoPadding) {
+  EXPECT_VALUE(paddingMask({0, 6, 8}, {0, 4, 8}),
+               mask({0, 0, 0, 0, 0, 0, 1, 1}));
+}
+
+TEST(S5, Errors) {
+  EXPECT_ERROR(paddingMask({0, 3}, {0, 4, 8}),
+               "cu_seqlens has 2 entries but cu_seqlens_padded has 3");
+  EXPECT_ERROR(paddingMask({}, {}), "at least one entry");
+  EXPECT_ERROR(paddingMask({0, 3}, {0, -4}), "cu_seqlens_padded[1] = -4");
+}
+
+//===----------------------------------------------------------------------===//
+// S6
+//===----------------------------------------------------------------------===//
+
+TEST(S6, GoldenRunningExampleTokens) {
+  EXPECT_VALUE(sanitize(kRawTokens, kRunningMask, 0), kSanitizedTokens);
+}
+
+TEST(S6, GoldenPrUnitTest) {
+  const Mask m = mask({0, 0, 1, 0, 1});
+  EXPECT_VALUE(sanitize(I64{11, 12, -1, 21, -1}, m, 0),
+               (I64{11, 12, 0, 21, 0}));
+  EXPECT_VALUE(sanitize(I64{0, 1, 2, 0, 1}, m, 0), (I64{0, 1, 0, 0, 0}));
+  EXPECT_VALUE(sanitize(F32{1, 1, 1, 1, 1}, m, 0.0f), (F32{1, 1, 0, 1, 0}));
+}
+
+TEST(S6, SizeMismatch) {
+  EXPECT_ERROR(sanitize(I64{1, 2, 3}, mask({0, 1}), 0),
+               "values has 3 entries but padding mask has 2");
+}
+
+//===----------------------------------------------------------------------===//
+// S7
+//===----------------------------------------------------------------------===//
+
+TEST(S7, GoldenTeUnitTest) {
+  EXPECT_VALUE(cpPartitionIndices({0, 8, 16}, 16, 2, 0),
+               (I32{0, 1, 6, 7, 8, 9, 14, 15}));
+  EXPECT_VALUE(cpPartitionIndices({0, 8, 16}, 16, 2, 1),
+               (I32{2, 3, 4, 5, 10, 11, 12, 13}));
+}
+
+TEST(S7, GoldenRunningExampleIndices) {
+  EXPECT_VALUE(cpPartitionIndices(kCup, 12, 2, 0), (I32{0, 3, 4, 7, 8, 11}));
+  EXPECT_VALUE(cpPartitionIndices(kCup, 12, 2, 1), (I32{1, 2, 5, 6, 9, 10}));
+}
+
+TEST(S7, GoldenRunningExampleGatheredKeys) {
+  const F32 lossMask = {1, 1, 1, 0, 1, 1, 0, 0, 1, 1, 1, 1};
+  const I32 r0 = {0, 3, 4, 7, 8, 11}, r1 = {1, 2, 5, 6, 9, 10};
+  EXPECT_VALUE(cpSlice(kSanitizedTokens, r0), (I64{11, 0, 21, 0, 31, 34}));
+  EXPECT_VALUE(cpSlice(kSanitizedTokens, r1), (I64{12, 13, 22, 0, 32, 33}));
+  EXPECT_VALUE(cpSlice(kRunningMask, r0), mask({0, 1, 0, 1, 0, 0}));
+  EXPECT_VALUE(cpSlice(kRunningMask, r1), mask({0, 0, 0, 1, 0, 0}));
+  EXPECT_VALUE(cpSlice(lossMask, r0), (F32{1, 0, 1, 0, 1, 1}));
+  EXPECT_VALUE(cpSlice(lossMask, r1), (F32{1, 1, 1, 0, 1, 1}));
+}
+
+TEST(S7, GoldenStaticCuGivesIdenticalIndices) {
+  const I32 staticCup = {0, 4, 8, 12, 12, 12};
+  EXPECT_VALUE(cpPartitionIndices(staticCup, 12, 2, 0),
+               (I32{0, 3, 4, 7, 8, 11}));
+  EXPECT_VALUE(cpPartitionIndices(staticCup, 12, 2, 1),
+               (I32{1, 2, 5, 6, 9, 10}));
+}
+
+TEST(S7, GoldenTotalBeyondLastEntryJoinsLastSequence) {
+  EXPECT_VALUE(cpPartitionIndices(kCup, 16, 2, 0),
+               (I32{0, 3, 4, 7, 8, 11, 12, 13}));
+  EXPECT_VALUE(cpPartitionIndices(kCup, 16, 2, 1),
+               (I32{1, 2, 5, 6, 9, 10, 11, 12}));
+}
+
+TEST(S7, GoldenEntryNotDivisibleBy2Cp) {
+  EXPECT_ERROR(cpPartitionIndices({0, 3, 8}, 8, 2, 0),
+               "cu_seqlens_padded[1] = 3 is not divisible by 2*cp = 4");
+}
+
+TEST(S7, TeHostChecks) {
+  EXPECT_ERROR(cpPartitionIndices({0}, 8, 2, 0), "at least 2 entries");
+  EXPECT_ERROR(cpPartitionIndices(kCup, 12, 2, 2),
+               "CP rank 2 is outside [0, cp = 2)");
+  EXPECT_ERROR(cpPartitionIndices(kCup, 12, 2, -1), "CP rank -1");
+  EXPECT_ERROR(cpPartitionIndices({0, 0}, 0, 2, 0),
+               "total_tokens = 0 must be > 0");
+  EXPECT_ERROR(cpPartitionIndices({0, 4}, 6, 2, 0),
+               "total_tokens = 6 is not divisible by 2*cp = 4");
+  EXPECT_ERROR(cpPartitionIndices(kCup, 12, 0, 0), "cp = 0 must be >= 1");
+}
+
+TEST(S7, Cp1IsIdentity) {
+  EXPECT_VALUE(cpPartitionIndices({0, 3, 5}, 5, 1, 0), (I32{0, 1, 2, 3, 4}));
+  EXPECT_VALUE(cpPartitionIndices({0}, 0, 1, 0), I32{});
+}
+
+TEST(S7, ContiguousMode) {
+  EXPECT_VALUE(cpPartitionIndices(kCup, 12, 2, 1, CpMode::Contiguous),
+               (I32{6, 7, 8, 9, 10, 11}));
+  EXPECT_VALUE(cpPartitionIndices(kCup, 12, 3, 2, CpMode::Contiguous),
+               (I32{8, 9, 10, 11}));
+  EXPECT_VALUE(cpPartitionIndices({0}, 0, 2, 0, CpMode::Contiguous), I32{});
+  EXPECT_ERROR(cpPartitionIndices(kCup, 13, 2, 0, CpMode::Contiguous),
+               "total_tokens = 13 is not divisible by cp = 2");
+}
+
+TEST(S7, SliceIndexOutOfRange) {
+  EXPECT_ERROR(cpSlice(I64{1, 2, 3}, {0, 3}),
+               "indices[1] = 3 is out of range for a buffer of 3 rows");
+}
+
+//===----------------------------------------------------------------------===//
+// S8
+//===----------------------------------------------------------------------===//
+
+TEST(S8, GoldenPositionIdsCp1) {
+  EXPECT_VALUE(positionIds(kCu, kCup),
+               (I64{0, 1, 2, 0, 0, 1, 0, 0, 0, 1, 2, 3}));
+}
+
+TEST(S8, GoldenPositionIdsCp2AfterSlicing) {
+  Expected<I64> positions = positionIds(kCu, kCup);
+  ASSERT_TRUE(positions) << positions.error();
+  for (int rank = 0; rank < 2; ++rank) {
+    Expected<I32> indices = cpPartitionIndices(kCup, 12, 2, rank);
+    ASSERT_TRUE(indices) << indices.error();
+    EXPECT_VALUE(cpSlice(*positions, *indices),
+                 rank == 0 ? (I64{0, 0, 0, 0, 0, 3}) : (I64{1, 2, 1, 0, 1, 2}));
+  }
+}
+
+TEST(S8, GoldenRopeCp2StaticCu) {
+  const I32 cu = {0, 4, 8, 12, 16, 16, 16};
+  EXPECT_VALUE(ropePositions(cu, 2, 0, 8), (I64{0, 3, 0, 3, 0, 3, 0, 3}));
+  EXPECT_VALUE(ropePositions(cu, 2, 1, 8), (I64{1, 2, 1, 2, 1, 2, 1, 2}));
+}
+
+TEST(S8, GoldenRefRopeCp2RunningExample) {
+  EXPECT_VALUE(ropePositions(kCup, 2, 0, 6), (I64{0, 3, 0, 3, 0, 3}));
+  EXPECT_VALUE(ropePositions(kCup, 2, 1, 6), (I64{1, 2, 1, 2, 1, 2}));
+}
+
+TEST(S8, GoldenRopeCp1TailContinuesLastSequence) {
+  EXPECT_VALUE(ropePositions(kCup, 1, 0, 16),
+               (I64{0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 4, 5, 6, 7}));
+}
+
+TEST(S8, RopeTableRowsAbsoluteShiftAndClamp) {
+  // freqRows > max_seqlen: absolute table, shifted by the sequence start.
+  EXPECT_VALUE(ropeTableRows(kCup, 1, 0, 12, 4, 100),
+               (I64{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}));
+  EXPECT_VALUE(ropeTableRows(kCup, 1, 0, 16, 4, 6),
+               (I64{0, 1, 2, 3, 4, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5}));
+  // freqRows <= max_seqlen: no shift, only the clamp.
+  EXPECT_VALUE(ropeTableRows(kCup, 1, 0, 16, 4, 4),
+               (I64{0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 3, 3, 3, 3}));
+  EXPECT_ERROR(ropeTableRows(kCup, 1, 0, 4, 4, 0), "needs at least 1");
+}
+
+TEST(S8, RopeErrors) {
+  EXPECT_ERROR(ropePositions({0}, 1, 0, 4), "at least 2 entries");
+  EXPECT_ERROR(ropePositions(kCup, 2, 2, 4), "CP rank 2 is outside");
+  EXPECT_ERROR(ropePositions({0, 8, 4}, 1, 0, 4), "decreases");
+}
+
+TEST(S8, GoldenSeqIdx) {
+  I32 expected;
+  for (auto [id, count] : {std::pair{0, 5}, {1, 2}, {2, 4}, {3, 5}})
+    expected.insert(expected.end(), count, id);
+  EXPECT_VALUE(seqIdx({0, 5, 7, 11}, 16), expected);
+}
+
+TEST(S8, SeqIdxErrors) {
+  EXPECT_ERROR(seqIdx({0, 5, 7, 11}, 10), "covers 11 rows instead of 10");
+  EXPECT_ERROR(seqIdx({}, 4), "at least one entry");
+}
+
+//===----------------------------------------------------------------------===//
+// S9
+//===----------------------------------------------------------------------===//
+
+void expectKwargs(const Expected<ThdPaddingKwargs> &kwargs,
+                  std::optional<int64_t> alignment,
+                  std::optional<int64_t> target,
+                  std::optional<int64_t> maxNumSeqs) {
+  ASSERT_TRUE(kwargs) << kwargs.error();
+  EXPECT_EQ(kwargs->alignment, alignment);
+  EXPECT_EQ(kwargs->targetLength, target);
+  EXPECT_EQ(kwargs->maxNumSeqs, maxNumSeqs);
+}
+
+TEST(S9, PaddingKwargsTablePr) {
+  const auto pr = SemanticsVersion::PR4359;
+  const auto none = std::nullopt;
+  expectKwargs(
+      thdPaddingKwargs(PadAlignment::maxLength(), 4096, 32, true, true, pr),
+      none, 4096, 32);
+  expectKwargs(
+      thdPaddingKwargs(PadAlignment::maxLength(), 4096, 32, false, true, pr),
+      none, 4096, none);
+  expectKwargs(thdPaddingKwargs(PadAlignment::multipleOf(128), 4096, 32, false,
+                                true, pr),
+               128, none, none);
+}
+
+TEST(S9, PaddingKwargsTableDevLater) {
+  const auto dev = SemanticsVersion::DevLater;
+  const auto none = std::nullopt;
+  expectKwargs(thdPaddingKwargs(PadAlignment::multipleOf(4096), 4096, 32, true,
+                                true, dev),
+               none, 4096, 32);
+  expectKwargs(
+      thdPaddingKwargs(PadAlignment::maxLength(), 4096, 32, false, true, dev),
+      none, 4096, 32);
+  expectKwargs(thdPaddingKwargs(PadAlignment::multipleOf(128), 4096, 32, false,
+                                true, dev),
+               128, none, 32);
+}
+
+TEST(S9, ConfigValidation) {
+  const auto pr = SemanticsVersion::PR4359;
+  EXPECT_ERROR(
+      thdPaddingKwargs(PadAlignment::multipleOf(0), 4096, 32, false, false, pr),
+      "pad_packed_seq_alignment = 0");
+  EXPECT_ERROR(thdPaddingKwargs(PadAlignment::multipleOf(8192), 4096, 32, false,
+                                false, pr),
+               "pad_packed_seq_alignment = 8192");
+  EXPECT_ERROR(
+      thdPaddingKwargs(PadAlignment::multipleOf(128), 4096, 32, true, true, pr),
+      "exactly max_seqlen_per_dp_cp_rank = 4096, got 128");
+  EXPECT_ERROR(
+      thdPaddingKwargs(PadAlignment::maxLength(), 0, 32, false, false, pr),
+      "max_seqlen_per_dp_cp_rank = 0");
+  EXPECT_ERROR(thdPaddingKwargs(PadAlignment::maxLength(), 4096, std::nullopt,
+                                true, true, SemanticsVersion::DevLater),
+               "requires --thd-max-packed-sequences");
+}
+
+//===----------------------------------------------------------------------===//
+// S10
+//===----------------------------------------------------------------------===//
+
+TailPaddingConfig tailConfig(int64_t cp, std::optional<int64_t> alignment,
+                             std::optional<int64_t> target,
+                             std::optional<int64_t> maxNumSeqs,
+                             TailPolicy policy) {
+  TailPaddingConfig config;
+  config.cp = cp;
+  config.alignment = alignment;
+  config.target = target;
+  config.maxNumSeqs = maxNumSeqs;
+  config.policy = policy;
+  return config;
+}
+
+const Mask kTailMask12Of16 = withTail<uint8_t>(Mask(12, 0), 4, 1);
+
+TEST(S10, GoldenAlignment8WithDummy) {
+  Expected<TailPaddingResult> result =
+      padTailMetadata(kCup, kCup, 4, 12,
+                      tailConfig(1, 8, std::nullopt, std::nullopt,
+                                 TailPolicy::AppendDummySequence));
+  ASSERT_TRUE(result) << result.error();
+  EXPECT_EQ(result->localTarget, 16);
+  EXPECT_EQ(result->globalTarget, 16);
+  EXPECT_EQ(result->cuSeqlens, (I32{0, 4, 8, 12, 16}));
+  EXPECT_EQ(result->cuSeqlensPadded, (I32{0, 4, 8, 12, 16}));
+  EXPECT_EQ(result->maxSeqlen, 4);
+  EXPECT_EQ(result->totalTokens, std::optional<int64_t>(16));
+  EXPECT_EQ(result->tailMask, kTailMask12Of16);
+}
+
+TEST(S10, GoldenAlignment8WithoutDummy) {
+  Expected<TailPaddingResult> result = padTailMetadata(
+      kCup, kCup, 4, 12,
+      tailConfig(1, 8, std::nullopt, std::nullopt, TailPolicy::None));
+  ASSERT_TRUE(result) << result.error();
+  EXPECT_EQ(result->localTarget, 16);
+  EXPECT_EQ(result->cuSeqlens, kCup);
+  EXPECT_EQ(result->cuSeqlensPadded, kCup);
+  EXPECT_EQ(result->maxSeqlen, 4);
+  EXPECT_EQ(result->totalTokens, std::optional<int64_t>(16));
+  EXPECT_EQ(result->tailMask, kTailMask12Of16);
+}
+
+TEST(S10, GoldenGraphCp1Target16N6) {
+  Expected<TailPaddingResult> result = padTailMetadata(
+      kCup, kCup, 4, 12,
+      tailConfig(1, std::nullopt, 16, 6, TailPolicy::AppendDummySequence));
+  ASSERT_TRUE(result) << result.error();
+  EXPECT_EQ(result->localTarget, 16);
+  EXPECT_EQ(result->cuSeqlens, (I32{0, 4, 8, 12, 16, 16, 16}));
+  EXPECT_EQ(result->cuSeqlensPadded, (I32{0, 4, 8, 12, 16, 16, 16}));
+  EXPECT_EQ(result->maxSeqlen, 16);
+  EXPECT_EQ(result->totalTokens, std::nullopt);
+  EXPECT_EQ(result->tailMask, kTailMask12Of16);
+}
+
+TEST(S10, GoldenGraphCp2Target8N6Metadata) {
+  Expected<TailPaddingResult> result = padTailMetadata(
+      kCup, kCup, 4, 6,
+      tailConfig(2, std::nullopt, 8, 6, TailPolicy::AppendDummySequence));
+  ASSERT_TRUE(result) << result.error();
+  EXPECT_EQ(result->localTarget, 8);
+  EXPECT_EQ(result->globalTarget, 16);
+  EXPECT_EQ(result->cuSeqlens, (I32{0, 4, 8, 12, 16, 16, 16}));
+  EXPECT_EQ(result->cuSeqlensPadded, (I32{0, 4, 8, 12, 16, 16, 16}));
+  EXPECT_EQ(result->maxSeqlen, 16);
+  EXPECT_EQ(result->totalTokens, std::nullopt);
+  EXPECT_EQ(result->tailMask, mask({0, 0, 0, 0, 0, 0, 1, 1}));
+  // TE assigns local rows 6-7 to the dummy: its chunks r and 2cp-1-r.
+  EXPECT_VALUE(cpPartitionIndices(result->cuSeqlensPadded, 16, 2, 0),
+               (I32{0, 3, 4, 7, 8, 11, 12, 15}));
+  EXPECT_VALUE(cpPartitionIndices(result->cuSeqlensPadded, 16, 2, 1),
+               (I32{1, 2, 5, 6, 9, 10, 13, 14}));
+}
+
+TEST(S10, GoldenDevDummyWithGaps) {
+  Expected<TailPaddingResult> result = padTailMetadata(
+      kCu, kCup, 4, 12,
+      tailConfig(1, std::nullopt, 16, 6, TailPolicy::AppendDummySequence));
+  ASSERT_TRUE(result) << result.error();
+  EXPECT_EQ(result->cuSeqlens, (I32{0, 3, 5, 9, 13, 13, 13}));
+  EXPECT_EQ(result->cuSeqlensPadded, (I32{0, 4, 8, 12, 16, 16, 16}));
+}
+
+TEST(S10, GoldenDevExtendLastCp2Target8) {
+  Expected<TailPaddingResult> result = padTailMetadata(
+      kCu, kCup, 4, 6,
+      tailConfig(2, std::nullopt, 8, std::nullopt, TailPolicy::ExtendLast));
+  ASSERT_TRUE(result) << result.error();
+  EXPECT_EQ(result->cuSeqlensPadded, (I32{0, 4, 8, 16}));
+  EXPECT_EQ(result->cuSeqlens, kCu);
+  EXPECT_EQ(result->maxSeqlen, 8);
+  EXPECT_EQ(result->globalTarget, 16);
+  EXPECT_VALUE(cpPartitionIndices(result->cuSeqlensPadded, 16, 2, 0),
+               (I32{0, 3, 4, 7, 8, 9, 14, 15}));
+  EXPECT_VALUE(cpPartitionIndices(result->cuSeqlensPadded, 16, 2, 1),
+               (I32{1, 2, 5, 6, 10, 11, 12, 13}));
+  // The dummy layout of the same buffer, for contrast.
+  EXPECT_VALUE(cpPartitionIndices({0, 4, 8, 12, 16}, 16, 2, 0),
+               (I32{0, 3, 4, 7, 8, 11, 12, 15}));
+}
+
+TEST(S10, GoldenRefExtendLastCp1Alignment8) {
+  Expected<TailPaddingResult> result = padTailMetadata(
+      kCu, kCup, 4, 12,
+      tailConfig(1, 8, std::nullopt, std::nullopt, TailPolicy::ExtendLast));
+  ASSERT_TRUE(result) << result.error();
+  EXPECT_EQ(result->cuSeqlensPadded, (I32{0, 4, 8, 16}));
+  EXPECT_EQ(result->cuSeqlens, kCu);
+  EXPECT_EQ(result->maxSeqlen, 8);
+  EXPECT_EQ(result->globalTarget, 16);
+}
+
+TEST(S10, GoldenPrTestTarget256N8) {
+  const I32 cu = {0, 100, 150, 180};
+  Expected<TailPaddingResult> result = padTailMetadata(
+      cu, cu, 100, 180,
+      tailConfig(1, std::nullopt, 256, 8, TailPolicy::AppendDummySequence));
+  ASSERT_TRUE(result) << result.error();
+  const I32 expected = {0, 100, 150, 180, 256, 256, 256, 256, 256};
+  EXPECT_EQ(result->cuSeqlens, expected);
+  EXPECT_EQ(result->cuSeqlensPadded, expected);
+  EXPECT_EQ(result->maxSeqlen, 256);
+}
+
+TEST(S10, GoldenPrTestMaskMerge) {
+  EXPECT_VALUE(mergeTailMask(mask({0, 0, 0, 1, 0, 0, 1, 1}), 8, 10),
+               mask({0, 0, 0, 1, 0, 0, 1, 1, 1, 1}));
+  EXPECT_VALUE(padTail(mask({0, 0, 0, 1, 0, 0, 1, 1}), 10, 1),
+               mask({0, 0, 0, 1, 0, 0, 1, 1, 1, 1}));
+  // Rows at or past localLength are padding even if the old mask says 0.
+  EXPECT_VALUE(mergeTailMask(mask({0, 0, 0, 0}), 3, 5), mask({0, 0, 0, 1, 1}));
+  EXPECT_ERROR(mergeTailMask(mask({0, 0, 0}), 3, 2),
+               "refusing to silently truncate");
+}
+
+TEST(S10, GoldenEagerVersusMetadataPathUnderCp) {
+  // cup[-1] = 3200, cp = 2, a = 128: tensor path Lt 1664 / gT 3328, PR
+  // metadata-only path gT 3200.
+  const I32 cup = {0, 3200};
+  Expected<TailPaddingResult> tensorPath =
+      padTailMetadata(cup, cup, 3200, 1600,
+                      tailConfig(2, 128, std::nullopt, std::nullopt,
+                                 TailPolicy::AppendDummySequence));
+  ASSERT_TRUE(tensorPath) << tensorPath.error();
+  EXPECT_EQ(tensorPath->localTarget, 1664);
+  EXPECT_EQ(tensorPath->globalTarget, 3328);
+  EXPECT_EQ(tensorPath->cuSeqlensPadded, (I32{0, 3200, 3328}));
+  EXPECT_VALUE(metadataOnlyGlobalTarget(3200, 2, 128, std::nullopt),
+               int64_t(3200));
+  EXPECT_VALUE(metadataOnlyGlobalTarget(3200, 2, std::nullopt, 2048),
+               int64_t(4096));
+  EXPECT_ERROR(metadataOnlyGlobalTarget(3200, 2, 128, 2048), "exactly one");
+}
+
+TEST(S10, TargetEqualsActualAppendsNoDummy) {
+  Expected<TailPaddingResult> graph = padTailMetadata(
+      kCu, kCup, 4, 12,
+      tailConfig(1, std::nullopt, 12, 6, TailPolicy::AppendDummySequence));
+  ASSERT_TRUE(graph) << graph.error();
+  EXPECT_EQ(graph->cuSeqlensPadded, (I32{0, 4, 8, 12, 12, 12, 12}));
+  EXPECT_EQ(graph->cuSeqlens, (I32{0, 3, 5, 9, 9, 9, 9}));
+  EXPECT_EQ(graph->maxSeqlen, 12);
+  Expected<TailPaddingResult> eager =
+      padTailMetadata(kCu, kCup, 4, 12,
+                      tailConfig(1, 4, std::nullopt, std::nullopt,
+                                 TailPolicy::AppendDummySequence));
+  ASSERT_TRUE(eager) << eager.error();
+  EXPECT_EQ(eager->cuSeqlensPadded, kCup);
+  EXPECT_EQ(eager->cuSeqlens, kCu);
+  EXPECT_EQ(eager->maxSeqlen, 4);
+  EXPECT_EQ(eager->tailMask, Mask(12, 0));
+}
+
+TEST(S10, ConfigErrors) {
+  const auto dummy = TailPolicy::AppendDummySequence;
+  EXPECT_ERROR(padTailMetadata(kCu, kCup, 4, 12,
+                               tailConfig(1, 8, 16, std::nullopt, dummy)),
+               "exactly one of alignment and target");
+  EXPECT_ERROR(padTailMetadata(kCu, kCup, 4, 12,
+                               tailConfig(1, std::nullopt, std::nullopt,
+                                          std::nullopt, dummy)),
+               "alignment = None, target = None");
+  EXPECT_ERROR(
+      padTailMetadata(kCu, kCup, 4, 12,
+                      tailConfig(1, 0, std::nullopt, std::nullopt, dummy)),
+      "alignment = 0 must be > 0");
+  EXPECT_ERROR(
+      padTailMetadata({0, 3}, kCup, 4, 12,
+                      tailConfig(1, 8, std::nullopt, std::nullopt, dummy)),
+      "cu_seqlens has 2 entries");
+}
+
+TEST(S10, DummyLengthNotDivisibleBy2CpUnderZigzag) {
+  // cp = 2, target 7: gT 14, dummy 14 - 12 = 2 is not a multiple of 4.
+  EXPECT_ERROR(padTailMetadata(kCup, kCup, 4, 6,
+                               tailConfig(2, std::nullopt, 7, std::nullopt,
+                                          TailPolicy::AppendDummySequence)),
+               "dummy sequence length 2");
+  // The contiguous layout has no such requirement.
+  TailPaddingConfig contiguous = tailConfig(2, std::nullopt, 7, std::nullopt,
+                                            TailPolicy::AppendDummySequence);
+  contiguous.mode = CpMode::Contiguous;
+  Expected<TailPaddingResult> result =
+      padTailMetadata(kCup, kCup, 4, 6, contiguous);
+  ASSERT_TRUE(result) << result.error();
+  EXPECT_EQ(result->cuSeqlensPadded, (I32{0, 4, 8, 12, 14}));
+}
+
+TEST(S10, ExtendLastErrors) {
+  EXPECT_ERROR(padTailMetadata({0}, {0}, 0, 0,
+                               tailConfig(1, std::nullopt, 8, std::nullopt,
+                                          TailPolicy::ExtendLast)),
+               "at least one real sequence");
+  EXPECT_ERROR(padTailMetadata(kCu, kCup, 4, 6,
+                               tailConfig(2, std::nullopt, 7, std::nullopt,
+                                          TailPolicy::ExtendLast)),
+               "gT = 14 is not divisible by 2*cp = 4");
+}
+
+TEST(S10, PadCuSeqlens) {
+  EXPECT_VALUE(padCuSeqlens({0, 4, 8}, 5), (I32{0, 4, 8, 8, 8}));
+  EXPECT_VALUE(padCuSeqlens({0, 4, 8}, 3), (I32{0, 4, 8}));
+  EXPECT_ERROR(padCuSeqlens({0, 4, 8, 12}, 3),
+               "Actual num_seqs (3) exceeds thd_max_packed_sequences (2)");
+  EXPECT_ERROR(padCuSeqlens({}, 3), "empty");
+}
+
+TEST(S10, PadTailTensors) {
+  EXPECT_VALUE(padTail(I64{11, 0, 21}, 5, 0), (I64{11, 0, 21, 0, 0}));
+  EXPECT_VALUE(padTail(F32{1, 0.5f}, 3, 0.0f), (F32{1, 0.5f, 0}));
+  EXPECT_ERROR(padTail(I64{1, 2, 3}, 2, 0),
+               "length 3 exceeds the target length 2; refusing to silently "
+               "truncate");
+}
+
+//===----------------------------------------------------------------------===//
+// S11
+//===----------------------------------------------------------------------===//
+
+TEST(S11, CaptureSeed) {
+  EXPECT_EQ(graphCaptureCuSeed(8, 2, 6), (I32{0, 16, 16, 16, 16, 16, 16}));
+  EXPECT_EQ(graphCaptureCuSeed(4096, 1, 1), (I32{0, 4096}));
+}
+
+//===----------------------------------------------------------------------===//
+// S12
+//===----------------------------------------------------------------------===//
+
+TEST(S12, GoldenUpperBound) {
+  EXPECT_VALUE(
+      maxMicrobatchesUpperBound(64, 2, 2, 4096, 2048, std::nullopt, 31),
+      int64_t(8));
+}
+
+TEST(S12, UpperBoundVariants) {
+  // VPP group 3: 16 packs round up to 18, / dp 2 = 9.
+  EXPECT_VALUE(maxMicrobatchesUpperBound(64, 2, 2, 4096, 2048, 3, 31),
+               int64_t(9));
+  // The sequence cap K = 2 limits s to 2: 32 packs.
+  EXPECT_VALUE(maxMicrobatchesUpperBound(64, 2, 2, 4096, 2048, std::nullopt, 2),
+               int64_t(16));
+  // Lmax above C*cp: one sample per pack.
+  EXPECT_VALUE(maxMicrobatchesUpperBound(64, 2, 1, 1024, 2048), int64_t(32));
+  EXPECT_VALUE(maxMicrobatchesUpperBound(1, 4, 1, 1024, 128), int64_t(1));
+  EXPECT_ERROR(maxMicrobatchesUpperBound(64, 0, 2, 4096, 2048), "dp = 0");
+}
+
+TEST(S12, CaptureCountAndSlots) {
+  EXPECT_EQ(graphCaptureCount(5, 8, false), 8);
+  EXPECT_EQ(graphCaptureCount(9, 8, false), 9);
+  EXPECT_EQ(graphCaptureCount(5, 8, true), 5);
+  EXPECT_VALUE(graphSlotsNeeded({1, 1, 1, 2, -1, -1, -2, -1}), int64_t(3));
+  EXPECT_VALUE(graphSlotsNeeded({1, -1, 2, -2, 1, -1}), int64_t(1));
+  EXPECT_VALUE(graphSlotsNeeded({}), int64_t(0));
+  EXPECT_ERROR(graphSlotsNeeded({1, 0}), "order[1] = 0");
+}
+
+//===----------------------------------------------------------------------===//
+// S14
+//===----------------------------------------------------------------------===//
+
+TEST(S14, GoldenReadHalf) {
+  const I64 x = {100, 101, 102, 103, 104, 105, 106, 107};
+  EXPECT_VALUE(readHalfRows({0, 4, 8}, 0, 8), (I32{0, 1, 4, 5}));
+  EXPECT_VALUE(readHalfRows({0, 4, 8}, 1, 8), (I32{2, 3, 6, 7}));
+  EXPECT_VALUE(readHalf(x, {0, 4, 8}, 0), (I64{100, 101, 104, 105}));
+  EXPECT_VALUE(readHalf(x, {0, 4, 8}, 1), (I64{102, 103, 106, 107}));
+}
+
+TEST(S14, ReadHalfZeroLengthAndErrors) {
+  EXPECT_VALUE(readHalfRows({0, 4, 4, 8}, 1, 8), (I32{2, 3, 6, 7}));
+  EXPECT_ERROR(readHalfRows({0, 3, 8}, 0, 8), "local cu_seqlens[1] = 3");
+  EXPECT_ERROR(readHalfRows({0, 4, 8}, 2, 8), "half = 2");
+  EXPECT_ERROR(readHalfRows({0, 4, 8}, 1, 6), "outside the local buffer");
+}
+
+TEST(S14, GoldenLseMerge) {
+  const double lse = lseMerge(0.0, 0.0);
+  EXPECT_NEAR(lse, 0.693147, 1e-6);
+  EXPECT_DOUBLE_EQ(lse, std::log(2.0));
+  EXPECT_DOUBLE_EQ(correctOutput(0.0, 1.0, 0.0, lse), 0.5);
+  // Both steps weighted by 0.5: the merged output is their mean.
+  EXPECT_DOUBLE_EQ(
+      correctOutput(correctOutput(0.0, 3.0, 0.0, lse), 5.0, 0.0, lse), 4.0);
+}
+
+TEST(S14, LseMergeEdgeValues) {
+  const double inf = std::numeric_limits<double>::infinity();
+  EXPECT_EQ(lseMerge(-inf, -inf), -inf);
+  EXPECT_DOUBLE_EQ(lseMerge(-inf, 2.0), 2.0);
+  EXPECT_DOUBLE_EQ(lseMerge(1.0, 3.0), 3.0 + std::log1p(std::exp(-2.0)));
+  // A step value exactly 0 contributes 0, even with an overflowing weight.
+  EXPECT_DOUBLE_EQ(correctOutput(1.5, 0.0, inf, 0.0), 1.5);
+}
+
+TEST(S14, TeDocstringSequenceToCpRankOrder) {
+  const I32 expected = {0, 7, 8,  15, 16, 23, 24, 25, 38, 39,  // rank 0
+                        1, 6, 9,  14, 17, 22, 26, 27, 36, 37,  // rank 1
+                        2, 5, 10, 13, 18, 21, 28, 29, 34, 35,  // rank 2
+                        3, 4, 11, 12, 19, 20, 30, 31, 32, 33}; // rank 3
+  EXPECT_VALUE(sequenceOrderToCpRankOrder({0, 8, 16, 24, 40}, 4), expected);
+  EXPECT_ERROR(sequenceOrderToCpRankOrder({0, 6, 16}, 4),
+               "cu_seqlens_padded[1] = 6 is not divisible by 2*cp = 8");
+}
+
+//===----------------------------------------------------------------------===//
+// Edge-case matrix (one test per row)
+//===----------------------------------------------------------------------===//
+
+TEST(EdgeCase, ZeroSequencesInPack) {
+  // S3 emits an empty pack only when the first sequence exceeds C*cp.
+  Expected<PackingResult> packs = dpBalancedGroups({9, 3}, 4, 2, 1);
+  ASSERT_TRUE(packs) << packs.error();
+  EXPECT_TRUE(packs->packs[0].empty());
+  // S4 on an empty pack (the PR raises IndexError; the reference defines it).
+  Expected<PackedBuffer<int64_t>> empty = pack(I64{1, 2}, {0}, {}, {}, {}, 0);
+  ASSERT_TRUE(empty) << empty.error();
+  EXPECT_TRUE(empty->values.empty());
+  EXPECT_EQ(empty->metadata.cuSeqlens, (I32{0}));
+  EXPECT_EQ(empty->metadata.cuSeqlensPadded, (I32{0}));
+  EXPECT_EQ(empty->metadata.maxSeqlen, 0);
+  // S5 with a single cu entry: everything is padding.
+  EXPECT_VALUE(paddingMask({0}, {0}), Mask{});
+  EXPECT_VALUE(paddingMask({0}, {6}), Mask(6, 1));
+}
+
+TEST(EdgeCase, ZeroLengthSequences) {
+  const I32 cu = {0, 3, 3, 5}, cup = {0, 4, 4, 8};
+  EXPECT_VALUE(paddingMask(cu, cup), mask({0, 0, 0, 1, 0, 0, 1, 1}));
+  EXPECT_VALUE(cpPartitionIndices(cup, 8, 2, 0), (I32{0, 3, 4, 7}));
+  EXPECT_VALUE(cpPartitionIndices(cup, 8, 2, 1), (I32{1, 2, 5, 6}));
+  EXPECT_VALUE(positionIds(cu, cup), (I64{0, 1, 2, 0, 0, 1, 0, 0}));
+  EXPECT_VALUE(ropePositions(cup, 2, 0, 4), (I64{0, 3, 0, 3}));
+  EXPECT_VALUE(seqIdx(cup, 8), (I32{0, 0, 0, 0, 2, 2, 2, 2}));
+  // A leading zero-length sequence.
+  EXPECT_VALUE(paddingMask({0, 0, 3}, {0, 0, 4}), mask({0, 0, 0, 1}));
+  EXPECT_VALUE(cpPartitionIndices({0, 0, 4}, 4, 2, 0), (I32{0, 3}));
+}
+
+TEST(EdgeCase, TotalLengthZero) {
+  EXPECT_VALUE(paddingMask({0, 0}, {0, 0}), Mask{});
+  EXPECT_ERROR(cpPartitionIndices({0, 0}, 0, 2, 0),
+               "total_tokens = 0 must be > 0");
+  EXPECT_VALUE(cpPartitionIndices({0, 0}, 0, 1, 0), I32{});
+  // S10 target mode: a single dummy [0, gT].
+  Expected<TailPaddingResult> cp1 =
+      padTailMetadata({0}, {0}, 0, 0,
+                      tailConfig(1, std::nullopt, 8, std::nullopt,
+                                 TailPolicy::AppendDummySequence));
+  ASSERT_TRUE(cp1) << cp1.error();
+  EXPECT_EQ(cp1->cuSeqlensPadded, (I32{0, 8}));
+  EXPECT_EQ(cp1->cuSeqlens, (I32{0, 8}));
+  EXPECT_EQ(cp1->maxSeqlen, 8);
+  Expected<TailPaddingResult> cp2 = padTailMetadata(
+      {0, 0, 0}, {0, 0, 0}, 0, 0,
+      tailConfig(2, std::nullopt, 4, 4, TailPolicy::AppendDummySequence));
+  ASSERT_TRUE(cp2) << cp2.error();
+  EXPECT_EQ(cp2->cuSeqlensPadded, (I32{0, 0, 0, 8, 8}));
+  EXPECT_EQ(cp2->cuSeqlens, (I32{0, 0, 0, 8, 8}));
+  EXPECT_EQ(cp2->tailMask, Mask(4, 1));
+}
+
+TEST(EdgeCase, AlignmentNotDividingC) {
+  // Eager: only a <= C is checked, so Lt can exceed C.
+  Expected<ThdPaddingKwargs> eager = thdPaddingKwargs(
+      PadAlignment::multipleOf(3), 8, 6, false, true, SemanticsVersion::PR4359);
+  ASSERT_TRUE(eager) << eager.error();
+  ASSERT_EQ(eager->alignment, std::optional<int64_t>(3));
+  Expected<TailPaddingResult> result = padTailMetadata(
+      {0, 8}, {0, 8}, 8, 8,
+      tailConfig(1, *eager->alignment, std::nullopt, std::nullopt,
+                 TailPolicy::AppendDummySequence));
+  ASSERT_TRUE(result) << result.error();
+  EXPECT_EQ(result->localTarget, 9);
+  EXPECT_EQ(result->cuSeqlensPadded, (I32{0, 8, 9}));
+  // Graph mode forces target_len = C ...
+  Expected<ThdPaddingKwargs> graph = thdPaddingKwargs(
+      PadAlignment::maxLength(), 8, 6, true, true, SemanticsVersion::PR4359);
+  ASSERT_TRUE(graph) << graph.error();
+  EXPECT_EQ(graph->targetLength, std::optional<int64_t>(8));
+  EXPECT_EQ(graph->alignment, std::nullopt);
+  // ... and rejects an integer alignment other than C with the scheduler.
+  EXPECT_ERROR(thdPaddingKwargs(PadAlignment::multipleOf(3), 8, 6, true, true,
+                                SemanticsVersion::PR4359),
+               "got 3");
+}
+
+TEST(EdgeCase, Cp1) {
+  EXPECT_EQ(padGranularity(1, 2, false), 1);
+  EXPECT_VALUE(cpPartitionIndices(kCup, 12, 1, 0),
+               (I32{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}));
+  EXPECT_VALUE(ropePositions(kCup, 1, 0, 12),
+               (I64{0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3}));
+  Expected<TailPaddingResult> result =
+      padTailMetadata(kCu, kCup, 4, 12,
+                      tailConfig(1, 5, std::nullopt, std::nullopt,
+                                 TailPolicy::AppendDummySequence));
+  ASSERT_TRUE(result) << result.error();
+  EXPECT_EQ(result->globalTarget, result->localTarget);
+  EXPECT_EQ(result->globalTarget, 15);
+}
+
+TEST(EdgeCase, TargetBelowActual) {
+  EXPECT_ERROR(padTailMetadata(kCu, kCup, 4, 12,
+                               tailConfig(1, std::nullopt, 8, std::nullopt,
+                                          TailPolicy::AppendDummySequence)),
+               "local length 12 exceeds the local target length Lt = 8; "
+               "refusing to silently truncate");
+  EXPECT_ERROR(padTailMetadata({0, 12}, {0, 12}, 12, 6,
+                               tailConfig(2, std::nullopt, 4, std::nullopt,
+                                          TailPolicy::AppendDummySequence)),
+               "Individual request length 12 (sequence 0) exceeds the global "
+               "target length gT = 8");
+  EXPECT_ERROR(padTailMetadata(kCu, kCup, 4, 4,
+                               tailConfig(2, std::nullopt, 4, std::nullopt,
+                                          TailPolicy::AppendDummySequence)),
+               "cu_seqlens_padded[3] = 12 exceeds the global target length "
+               "gT = 8");
+}
+
+TEST(EdgeCase, MoreThanNEntries) {
+  EXPECT_ERROR(padTailMetadata(kCup, kCup, 4, 12,
+                               tailConfig(1, std::nullopt, 16, 3,
+                                          TailPolicy::AppendDummySequence)),
+               "Actual num_seqs (4) exceeds thd_max_packed_sequences (3)");
+  // The dp_balanced cap K = N - 1 prevents it.
+  Expected<std::optional<int64_t>> cap = schedulerMaxRealNumSeqs(4, true, true);
+  ASSERT_TRUE(cap && *cap);
+  Expected<PackingResult> packs =
+      dpBalancedGroups(I32(10, 1), 1024, 1, 1, **cap);
+  ASSERT_TRUE(packs) << packs.error();
+  for (const I32 &p : packs->packs)
+    EXPECT_LE(static_cast<int64_t>(p.size()), **cap);
+}
+
+TEST(EdgeCase, CuEntryNotMultipleOf2Cp) {
+  EXPECT_ERROR(cpPartitionIndices({0, 3, 8}, 8, 2, 1),
+               "cu_seqlens_padded[1] = 3 is not divisible by 2*cp = 4");
+  EXPECT_ERROR(cpPartitionIndices({0, 8, 20}, 20, 4, 0),
+               "total_tokens = 20 is not divisible by 2*cp = 8");
+}
+
+//===----------------------------------------------------------------------===//
+// Composite: megatronGraphStep
+//===----------------------------------------------------------------------===//
+
+/// The running example as graph input: C = 8, cp = 2, N = 6, garbage in rows
+/// 12..15 and in cu entries 4..6.
+GraphStepInput runningExampleInput(int32_t rank) {
+  GraphStepInput input;
+  input.tokens = withTail<int64_t>(kRawTokens, 4, 77);
+  input.labels =
+      withTail<int64_t>({12, 13, 2, 99, 22, 2, 99, 99, 32, 33, 34, 2}, 4, 77);
+  input.positionIds =
+      withTail<int64_t>({0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3}, 4, 5);
+  input.lossMask = withTail<float>(
+      {1, 1, 1, 0.25f, 1, 1, 0.25f, 0.25f, 1, 1, 1, 1}, 4, 0.75f);
+  input.cuSeqlens = {0, 3, 5, 9, -5, 1000, 7};
+  input.cuSeqlensPadded = {0, 4, 8, 12, 3, -1, 99};
+  input.numSeqs = 3;
+  input.cpRank = rank;
+  return input;
+}
+
+TEST(GraphStep, GoldenCp2Target8N6Rank0) {
+  GraphStepOutput out = megatronGraphStep(runningExampleInput(0), 8, 2, 6);
+  EXPECT_EQ(out.status, 0);
+  EXPECT_EQ(out.tokens, (I64{11, 0, 21, 0, 31, 34, 0, 0}));
+  EXPECT_EQ(out.labels, (I64{12, 0, 22, 0, 32, 2, 0, 0}));
+  EXPECT_EQ(out.positionIds, (I64{0, 0, 0, 0, 0, 3, 0, 0}));
+  EXPECT_EQ(out.lossMask, (F32{1, 0, 1, 0, 1, 1, 0, 0}));
+  EXPECT_EQ(out.paddingMask, mask({0, 1, 0, 1, 0, 0, 1, 1}));
+  EXPECT_EQ(out.cuSeqlensPadded, (I32{0, 4, 8, 12, 16, 16, 16}));
+  EXPECT_EQ(out.cuSeqlens, (I32{0, 3, 5, 9, 13, 13, 13}));
+  EXPECT_EQ(out.maxSeqlen, 16);
+}
+
+TEST(GraphStep, GoldenCp2Target8N6Rank1) {
+  GraphStepOutput out = megatronGraphStep(runningExampleInput(1), 8, 2, 6);
+  EXPECT_EQ(out.status, 0);
+  EXPECT_EQ(out.tokens, (I64{12, 13, 22, 0, 32, 33, 0, 0}));
+  EXPECT_EQ(out.labels, (I64{13, 2, 2, 0, 33, 34, 0, 0}));
+  EXPECT_EQ(out.positionIds, (I64{1, 2, 1, 0, 1, 2, 0, 0}));
+  EXPECT_EQ(out.lossMask, (F32{1, 1, 1, 0, 1, 1, 0, 0}));
+  EXPECT_EQ(out.paddingMask, mask({0, 0, 0, 1, 0, 0, 1, 1}));
+  EXPECT_EQ(out.cuSeqlensPadded, (I32{0, 4, 8, 12, 16, 16, 16}));
+  EXPECT_EQ(out.cuSeqlens, (I32{0, 3, 5, 9, 13, 13, 13}));
+  EXPECT_EQ(out.maxSeqlen, 16);
+}
+
+TEST(GraphStep, GoldenCp1Target16N6) {
+  GraphStepInput input = runningExampleInput(0);
+  GraphStepOutput out = megatronGraphStep(input, 16, 1, 6);
+  EXPECT_EQ(out.status, 0);
+  EXPECT_EQ(out.tokens, withTail<int64_t>(kSanitizedTokens, 4, 0));
+  EXPECT_EQ(out.paddingMask, withTail<uint8_t>(kRunningMask, 4, 1));
+  EXPECT_EQ(out.positionIds,
+            (I64{0, 1, 2, 0, 0, 1, 0, 0, 0, 1, 2, 3, 0, 0, 0, 0}));
+  EXPECT_EQ(out.cuSeqlensPadded, (I32{0, 4, 8, 12, 16, 16, 16}));
+  EXPECT_EQ(out.cuSeqlens, (I32{0, 3, 5, 9, 13, 13, 13}));
+  EXPECT_EQ(out.maxSeqlen, 16);
+}
+
+TEST(GraphStep, FullBufferHasNoDummy) {
+  GraphStepInput input = runningExampleInput(0);
+  input.tokens.resize(12);
+  input.labels.resize(12);
+  input.positionIds.resize(12);
+  input.lossMask.resize(12);
+  input.cuSeqlens = {0, 3, 5, 9, 1};
+  input.cuSeqlensPadded = {0, 4, 8, 12, 1};
+  GraphStepOutput out = megatronGraphStep(input, 6, 2, 4);
+  EXPECT_EQ(out.status, 0);
+  EXPECT_EQ(out.tokens, (I64{11, 0, 21, 0, 31, 34}));
+  EXPECT_EQ(out.paddingMask, mask({0, 1, 0, 1, 0, 0}));
+  EXPECT_EQ(out.cuSeqlensPadded, (I32{0, 4, 8, 12, 12}));
+  EXPECT_EQ(out.cuSeqlens, (I32{0, 3, 5, 9, 9}));
+  EXPECT_EQ(out.maxSeqlen, 12);
+}
+
+/// Checks the outputs of an invalid (or empty) microbatch: everything is the
+/// dummy sequence.
+void expectEmptyMicrobatch(const GraphStepOutput &out, int64_t c, int64_t cp,
+                           int64_t n) {
+  EXPECT_EQ(out.tokens, I64(c, 0));
+  EXPECT_EQ(out.labels, I64(c, 0));
+  EXPECT_EQ(out.positionIds, I64(c, 0));
+  EXPECT_EQ(out.lossMask, F32(c, 0.0f));
+  EXPECT_EQ(out.paddingMask, Mask(c, 1));
+  EXPECT_EQ(out.cuSeqlensPadded, graphCaptureCuSeed(c, cp, n));
+  EXPECT_EQ(out.cuSeqlens, graphCaptureCuSeed(c, cp, n));
+  EXPECT_EQ(out.maxSeqlen, c * cp);
+}
+
+TEST(GraphStep, EmptyMicrobatchIsValid) {
+  GraphStepInput input = runningExampleInput(1);
+  input.numSeqs = 0;
+  GraphStepOutput out = megatronGraphStep(input, 8, 2, 6);
+  EXPECT_EQ(out.status, 0);
+  expectEmptyMicrobatch(out, 8, 2, 6);
+}
+
+TEST(GraphStep, AllZeroLengthSequencesAreValid) {
+  GraphStepInput input = runningExampleInput(0);
+  input.numSeqs = 2;
+  input.cuSeqlens = {0, 0, 0, 4, 4, 4, 4};
+  input.cuSeqlensPadded = {0, 0, 0, 4, 4, 4, 4};
+  GraphStepOutput out = megatronGraphStep(input, 8, 2, 6);
+  EXPECT_EQ(out.status, 0);
+  EXPECT_EQ(out.paddingMask, Mask(8, 1));
+  EXPECT_EQ(out.tokens, I64(8, 0));
+  EXPECT_EQ(out.cuSeqlensPadded, (I32{0, 0, 0, 16, 16, 16, 16}));
+  EXPECT_EQ(out.cuSeqlens, (I32{0, 0, 0, 16, 16, 16, 16}));
+}
+
+TEST(GraphStep, StatusBit1NumSeqsOutOfRange) {
+  GraphStepInput input = runningExampleInput(0);
+  input.numSeqs = 6; // N - 1 = 5 is the largest with room for the dummy.
+  input.cuSeqlens = {0, 3, 5, 9, 9, 9, 9};
+  input.cuSeqlensPadded = {0, 4, 8, 12, 12, 12, 12};
+  GraphStepOutput out = megatronGraphStep(input, 8, 2, 6);
+  EXPECT_EQ(out.status, StatusNumSeqsOutOfRange);
+  expectEmptyMicrobatch(out, 8, 2, 6);
+  input.numSeqs = -1;
+  EXPECT_EQ(megatronGraphStep(input, 8, 2, 6).status, StatusNumSeqsOutOfRange);
+  input.numSeqs = 5;
+  EXPECT_EQ(megatronGraphStep(input, 8, 2, 6).status, 0);
+}
+
+TEST(GraphStep, StatusBit2TotalExceedsCapacity) {
+  GraphStepInput input = runningExampleInput(0);
+  input.cuSeqlensPadded = {0, 4, 8, 20, 0, 0, 0};
+  GraphStepOutput out = megatronGraphStep(input, 8, 2, 6);
+  EXPECT_EQ(out.status, StatusTotalExceedsCapacity);
+  expectEmptyMicrobatch(out, 8, 2, 6);
+}
+
+TEST(GraphStep, StatusBit4NotDivisibleBy2Cp) {
+  GraphStepInput input = runningExampleInput(1);
+  input.cuSeqlensPadded = {0, 4, 6, 12, 0, 0, 0};
+  GraphStepOutput out = megatronGraphStep(input, 8, 2, 6);
+  EXPECT_EQ(out.status, StatusNotDivisibleBy2Cp);
+  expectEmptyMicrobatch(out, 8, 2, 6);
+  // With cp = 1 the same offsets are fine.
+  EXPECT_EQ(megatronGraphStep(runningExampleInput(0), 16, 1, 6).status, 0);
+}
+
+TEST(GraphStep, StatusBit8NotMonotonic) {
+  GraphStepInput input = runningExampleInput(0);
+  input.cuSeqlens = {0, 3, 2, 5, 0, 0, 0};
+  GraphStepOutput out = megatronGraphStep(input, 8, 2, 6);
+  EXPECT_EQ(out.status, StatusNotMonotonic);
+  expectEmptyMicrobatch(out, 8, 2, 6);
+  input = runningExampleInput(0);
+  input.cuSeqlensPadded = {4, 8, 12, 16, 0, 0, 0};
+  EXPECT_EQ(megatronGraphStep(input, 8, 2, 6).status, StatusNotMonotonic);
+}
+
+TEST(GraphStep, StatusBit16ValidExceedsPadded) {
+  GraphStepInput input = runningExampleInput(0);
+  input.cuSeqlens = {0, 3, 8, 9, 0, 0, 0};
+  GraphStepOutput out = megatronGraphStep(input, 8, 2, 6);
+  EXPECT_EQ(out.status, StatusValidExceedsPadded);
+  expectEmptyMicrobatch(out, 8, 2, 6);
+}
+
+TEST(GraphStep, StatusBit32CpRankOutOfRange) {
+  GraphStepOutput out = megatronGraphStep(runningExampleInput(2), 8, 2, 6);
+  EXPECT_EQ(out.status, StatusCpRankOutOfRange);
+  expectEmptyMicrobatch(out, 8, 2, 6);
+  EXPECT_EQ(megatronGraphStep(runningExampleInput(-1), 8, 2, 6).status,
+            StatusCpRankOutOfRange);
+  EXPECT_EQ(megatronGraphStep(runningExampleInput(1), 16, 1, 6).status,
+            StatusCpRankOutOfRange);
+}
+
+TEST(GraphStep, StatusBitsCombineWithClampedNumSeqs) {
+  GraphStepInput input = runningExampleInput(5);
+  input.numSeqs = 9; // Clamped to N = 6 for the other checks.
+  input.cuSeqlens = {0, 3, 5, 9, 9, 9, 9};
+  input.cuSeqlensPadded = {0, 4, 8, 12, 16, 20, 24};
+  GraphStepOutput out = megatronGraphStep(input, 8, 2, 6);
+  EXPECT_EQ(out.status, StatusNumSeqsOutOfRange | StatusTotalExceedsCapacity |
+                            StatusCpRankOutOfRange);
+  expectEmptyMicrobatch(out, 8, 2, 6);
+  EXPECT_EQ(graphStepStatus(input, 8, 2, 6), out.status);
+}
+
+TEST(GraphStepDeathTest, InputSizesArePreconditions) {
+  GraphStepInput input = runningExampleInput(0);
+  input.tokens.pop_back();
+  EXPECT_DEATH(megatronGraphStep(input, 8, 2, 6), "all must have C\\*cp = 16");
+  input = runningExampleInput(0);
+  input.cuSeqlens.push_back(0);
+  EXPECT_DEATH(megatronGraphStep(input, 8, 2, 6), "N\\+1 = 7");
+  EXPECT_DEATH(megatronGraphStep(runningExampleInput(0), 7, 2, 6),
+               "must be even");
+}
+
+//===----------------------------------------------------------------------===//
+// Randomized properties
+//===----------------------------------------------------------------------===//
+
+TEST(Randomized, PaddingMaskAndPositionsMatchDefinition) {
+  std::mt19937 rng(1234);
+  for (int iteration = 0; iteration < 300; ++iteration) {
+    const int n = std::uniform_int_distribution<int>(0, 6)(rng);
+    I32 valid, padded;
+    for (int i = 0; i < n; ++i) {
+      padded.push_back(std::uniform_int_distribution<int>(0, 9)(rng));
+      valid.push_back(
+          std::uniform_int_distribution<int>(0, padded.back())(rng));
+    }
+    Expected<PackMetadata> metadata = packMetadata(valid, padded);
+    ASSERT_TRUE(metadata) << metadata.error();
+    const I32 &cu = metadata->cuSeqlens, &cup = metadata->cuSeqlensPadded;
+    Mask expectedMask;
+    I64 expectedPositions;
+    for (int i = 0; i < n; ++i)
+      for (int k = 0; k < padded[i]; ++k) {
+        expectedMask.push_back(k >= valid[i]);
+        expectedPositions.push_back(k >= valid[i] ? 0 : k);
+      }
+    EXPECT_VALUE(paddingMask(cu, cup), expectedMask);
+    EXPECT_VALUE(positionIds(cu, cup), expectedPositions);
+  }
+}
+
+TEST(Randomized, GraphStepMicrobatches) {
+  std::mt19937 rng(20260822);
+  auto uniform = [&rng](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  const int64_t cpChoices[] = {1, 2, 4, 8};
+  for (int iteration = 0; iteration < 500; ++iteration) {
+    SCOPED_TRACE("iteration " + std::to_string(iteration));
+    const int64_t cp = cpChoices[uniform(0, 3)];
+    const int64_t granularity = cp > 1 ? 2 * cp : 1;
+    const int64_t n = uniform(1, 12);
+    const int64_t numSeqs = uniform(0, n - 1);
+    I32 valid, padded;
+    for (int64_t i = 0; i < numSeqs; ++i) {
+      padded.push_back(static_cast<int32_t>(granularity * uniform(0, 6)));
+      valid.push_back(static_cast<int32_t>(uniform(0, padded.back())));
+    }
+    Expected<PackMetadata> metadata = packMetadata(valid, padded);
+    ASSERT_TRUE(metadata) << metadata.error();
+    const I32 &cu = metadata->cuSeqlens, &cup = metadata->cuSeqlensPadded;
+    const int64_t total = cup.back();
+    int64_t c = std::max<int64_t>(1, (total + cp - 1) / cp);
+    if (cp > 1)
+      c = roundUp(c, 2);
+    c += (cp > 1 ? 2 : 1) * uniform(0, 3);
+    const int64_t rows = c * cp;
+
+    // The union of the CP slices is a permutation of [0, T).
+    if (total > 0 || cp == 1) {
+      I32 all;
+      for (int64_t rank = 0; rank < cp; ++rank) {
+        Expected<I32> indices = cpPartitionIndices(cup, total, cp, rank);
+        ASSERT_TRUE(indices) << indices.error();
+        EXPECT_EQ(static_cast<int64_t>(indices->size()), total / cp);
+        all.insert(all.end(), indices->begin(), indices->end());
+      }
+      std::sort(all.begin(), all.end());
+      I32 expected(total);
+      std::iota(expected.begin(), expected.end(), 0);
+      EXPECT_EQ(all, expected);
+    }
+
+    // Build the graph input: row content identifies the global row.
+    GraphStepInput input;
+    input.tokens.assign(rows, 77);
+    input.labels.assign(rows, 77);
+    input.positionIds.assign(rows, 7);
+    input.lossMask.assign(rows, 0.75f);
+    for (int64_t i = 0; i < numSeqs; ++i)
+      for (int64_t k = 0; k < padded[i]; ++k) {
+        const int64_t row = cup[i] + k;
+        const bool isValid = k < valid[i];
+        input.tokens[row] = isValid ? 1000 + row : 99;
+        input.labels[row] = isValid ? 5000 + row : 99;
+        input.positionIds[row] = k;
+        input.lossMask[row] = isValid ? 1.0f : 0.25f;
+      }
+    input.cuSeqlens = cu;
+    input.cuSeqlensPadded = cup;
+    for (int64_t i = numSeqs + 1; i <= n; ++i) {
+      input.cuSeqlens.push_back(static_cast<int32_t>(uniform(-50, 50)));
+      input.cuSeqlensPadded.push_back(static_cast<int32_t>(uniform(-50, 50)));
+    }
+    input.numSeqs = static_cast<int32_t>(numSeqs);
+
+    // Expected global metadata.
+    I32 expectedCup = cup, expectedCu = cu;
+    if (total < rows) {
+      expectedCup.push_back(static_cast<int32_t>(rows));
+      expectedCu.push_back(static_cast<int32_t>(cu.back() + rows - total));
+    }
+    expectedCup.resize(n + 1, expectedCup.back());
+    expectedCu.resize(n + 1, expectedCu.back());
+
+    std::vector<int> seen(static_cast<std::size_t>(total), 0);
+    int64_t validRows = 0;
+    for (int64_t rank = 0; rank < cp; ++rank) {
+      input.cpRank = static_cast<int32_t>(rank);
+      GraphStepOutput out = megatronGraphStep(input, c, cp, n);
+      ASSERT_EQ(out.status, 0);
+      ASSERT_EQ(static_cast<int64_t>(out.tokens.size()), c);
+      ASSERT_EQ(static_cast<int64_t>(out.paddingMask.size()), c);
+      EXPECT_EQ(out.cuSeqlensPadded, expectedCup);
+      EXPECT_EQ(out.cuSeqlens, expectedCu);
+      EXPECT_EQ(out.maxSeqlen, rows);
+      for (int64_t t = 0; t < c; ++t) {
+        if (out.paddingMask[t]) {
+          EXPECT_EQ(out.tokens[t], 0);
+          EXPECT_EQ(out.labels[t], 0);
+          EXPECT_EQ(out.positionIds[t], 0);
+          EXPECT_EQ(out.lossMask[t], 0.0f);
+          continue;
+        }
+        ++validRows;
+        ASSERT_LT(t, total / cp) << "tail rows must be padding";
+        const int64_t row = out.tokens[t] - 1000;
+        ASSERT_GE(row, 0);
+        ASSERT_LT(row, total);
+        ++seen[row];
+        EXPECT_EQ(out.labels[t], 5000 + row);
+        EXPECT_EQ(out.lossMask[t], 1.0f);
+        const int64_t s =
+            std::upper_bound(cup.begin(), cup.end(), row) - cup.begin() - 1;
+        EXPECT_EQ(out.positionIds[t], row - cup[s]);
+      }
+      // TE assigns the local tail rows to the dummy: with the padded
+      // metadata the first T/cp indices are unchanged and the rest lie in
+      // [T, C*cp).
+      Expected<I32> paddedIndices =
+          cpPartitionIndices(expectedCup, rows, cp, rank);
+      ASSERT_TRUE(paddedIndices) << paddedIndices.error();
+      for (int64_t t = 0; t < c; ++t) {
+        if (t < total / cp)
+          continue;
+        EXPECT_GE((*paddedIndices)[t], total);
+        EXPECT_LT((*paddedIndices)[t], rows);
+      }
+    }
+    EXPECT_EQ(validRows, cu.back());
+    for (int64_t i = 0; i < numSeqs; ++i)
+      for (int64_t k = 0; k < padded[i]; ++k)
+        EXPECT_EQ(seen[cup[i] + k], k < valid[i] ? 1 : 0);
+  }
+}
+
+} // namespace
