@@ -147,8 +147,9 @@ static LogicalResult verifyValueAttr(Operation *op, Type type,
     return success();
   }
   if (name == THDDialect::kCapacityAttrName) {
-    auto tensor = dyn_cast<RankedTensorType>(type);
-    if (!tensor || tensor.getRank() != 1)
+    // Tensors in pipelines, memrefs once lowered to buffers.
+    auto tensor = dyn_cast_or_null<ShapedType>(type);
+    if (!tensor || !tensor.hasRank() || tensor.getRank() != 1)
       return op->emitOpError() << "'" << name << "' of " << where
                                << " needs a 1-D tensor, got " << type;
     FailureOr<int64_t> capacity = resolveIntOrParam(op, attr.getValue(), name);

@@ -364,13 +364,16 @@ def THD_ValidateOp : THD_Op<"validate"> {
     - 8: an array does not start at 0 or decreases;
     - 16: a valid length is above its padded length;
     - 32: `cp_rank` is outside `[0, cp)`.
+    The second result is `num_seqs` when the status is 0 and 0 otherwise:
+    ops that read it see an empty microbatch when the data is bad, so the
+    pipeline writes in bounds and returns the outputs of an empty
+    microbatch (all rows padding, one dummy sequence covering the tail).
     This replaces the host-side assertions and device asserts of the
     reference framework, which need a host synchronisation or poison the
-    CUDA context. A compiled pipeline whose status is nonzero writes only
-    in bounds and returns defined outputs (see the compiler's documentation).
+    CUDA context.
 
     ```mlir
-    %status = thd.validate %cu, %cup, %rank num_seqs %n cp "cp" mode zigzag
+    %status, %checked_num_seqs = thd.validate %cu, %cup, %rank num_seqs %n cp "cp" mode zigzag
         max_tokens "C*cp" max_seqs "N-1" : tensor<?xi32>, tensor<?xi32>
     ```
   }];
@@ -379,7 +382,7 @@ def THD_ValidateOp : THD_Op<"validate"> {
                        THD_IntOrParamAttr:$cp,
                        DefaultValuedAttr<THD_CpModeAttr, "::mlir::thd::CpMode::zigzag">:$mode,
                        THD_IntOrParamAttr:$max_tokens, THD_IntOrParamAttr:$max_seqs);
-  let results = (outs THD_Scalar:$status);
+  let results = (outs THD_Scalar:$status, THD_Scalar:$checked_num_seqs);
   let assemblyFormat = [{
     $cu_seqlens `,` $cu_seqlens_padded `,` $cp_rank (`num_seqs` $num_seqs^)?
     `cp` custom<IntOrParam>($cp) `mode` `` $mode

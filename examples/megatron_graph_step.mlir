@@ -25,11 +25,13 @@ module attributes {thd.params = {C = 8 : i64, cp = 2 : i64, N = 6 : i64}} {
           tensor<?xi1> {thd.name = "padding_mask"},
           tensor<?xi32> {thd.name = "cu_seqlens_padded"}, tensor<?xi32> {thd.name = "cu_seqlens"},
           tensor<1xi32> {thd.name = "max_seqlen"}, tensor<1xi32> {thd.name = "status"}) {
-    %status = thd.validate %cu_seqlens, %cu_seqlens_padded, %cp_rank num_seqs %num_seqs
+    // Bad metadata sets status bits; the steps below then see no sequence
+    // (%n = 0), so every output is that of an empty microbatch.
+    %status, %n = thd.validate %cu_seqlens, %cu_seqlens_padded, %cp_rank num_seqs %num_seqs
         cp "cp" mode zigzag max_tokens "C*cp" max_seqs "N-1" : tensor<?xi32>, tensor<?xi32>
 
     // S5 + S6: padding mask over the packed buffer, padded slots zeroed.
-    %mask = thd.padding_mask %cu_seqlens, %cu_seqlens_padded num_seqs %num_seqs capacity "C*cp"
+    %mask = thd.padding_mask %cu_seqlens, %cu_seqlens_padded num_seqs %n capacity "C*cp"
         : tensor<?xi32>, tensor<?xi32> -> tensor<?xi1>
     %tok = thd.sanitize %tokens, %mask : tensor<?xi64>, tensor<?xi1>
     %lab = thd.sanitize %labels, %mask : tensor<?xi64>, tensor<?xi1>
@@ -37,15 +39,15 @@ module attributes {thd.params = {C = 8 : i64, cp = 2 : i64, N = 6 : i64}} {
     %lm = thd.sanitize %loss_mask, %mask fill 0.0 : tensor<?xf32>, tensor<?xi1>
 
     // S7: the rows this CP rank keeps (chunks r and 2cp-1-r of each sequence).
-    %tok_r = thd.cp_slice %tok, %cu_seqlens_padded, %cp_rank num_seqs %num_seqs cp "cp" mode zigzag
+    %tok_r = thd.cp_slice %tok, %cu_seqlens_padded, %cp_rank num_seqs %n cp "cp" mode zigzag
         : tensor<?xi64>, tensor<?xi32> -> tensor<?xi64>
-    %lab_r = thd.cp_slice %lab, %cu_seqlens_padded, %cp_rank num_seqs %num_seqs cp "cp" mode zigzag
+    %lab_r = thd.cp_slice %lab, %cu_seqlens_padded, %cp_rank num_seqs %n cp "cp" mode zigzag
         : tensor<?xi64>, tensor<?xi32> -> tensor<?xi64>
-    %pos_r = thd.cp_slice %pos, %cu_seqlens_padded, %cp_rank num_seqs %num_seqs cp "cp" mode zigzag
+    %pos_r = thd.cp_slice %pos, %cu_seqlens_padded, %cp_rank num_seqs %n cp "cp" mode zigzag
         : tensor<?xi64>, tensor<?xi32> -> tensor<?xi64>
-    %lm_r = thd.cp_slice %lm, %cu_seqlens_padded, %cp_rank num_seqs %num_seqs cp "cp" mode zigzag
+    %lm_r = thd.cp_slice %lm, %cu_seqlens_padded, %cp_rank num_seqs %n cp "cp" mode zigzag
         : tensor<?xf32>, tensor<?xi32> -> tensor<?xf32>
-    %mask_r = thd.cp_slice %mask, %cu_seqlens_padded, %cp_rank num_seqs %num_seqs cp "cp" mode zigzag
+    %mask_r = thd.cp_slice %mask, %cu_seqlens_padded, %cp_rank num_seqs %n cp "cp" mode zigzag
         : tensor<?xi1>, tensor<?xi32> -> tensor<?xi1>
 
     // S10, graph mode: every rank pads to C rows; a dummy sequence covers the tail.
@@ -54,9 +56,9 @@ module attributes {thd.params = {C = 8 : i64, cp = 2 : i64, N = 6 : i64}} {
     %pos_out = thd.pad_tail %pos_r target "C" : tensor<?xi64> -> tensor<?xi64>
     %lm_out = thd.pad_tail %lm_r target "C" fill 0.0 : tensor<?xf32> -> tensor<?xf32>
     %mask_out = thd.pad_tail %mask_r target "C" fill true : tensor<?xi1> -> tensor<?xi1>
-    %max_seqlen = thd.max_seqlen %cu_seqlens_padded num_seqs %num_seqs : tensor<?xi32>
+    %max_seqlen = thd.max_seqlen %cu_seqlens_padded num_seqs %n : tensor<?xi32>
     %cu_out, %cup_out, %max_seqlen_out, %num_seqs_out = thd.pad_tail_metadata
-        %cu_seqlens, %cu_seqlens_padded, %max_seqlen num_seqs %num_seqs
+        %cu_seqlens, %cu_seqlens_padded, %max_seqlen num_seqs %n
         cp "cp" mode zigzag target "C" max_seqs "N" policy append_dummy_sequence
         : tensor<?xi32>, tensor<?xi32> -> tensor<?xi32>, tensor<?xi32>
 

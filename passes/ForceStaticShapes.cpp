@@ -51,7 +51,9 @@ FailureOr<SmallVector<int64_t>> capacitiesOf(Operation *op) {
       .Case(
           [&](PositionIdsOp op) { return fromCapacity(op.getCapacityAttr()); })
       .Case([](MaxSeqlenOp) { return SmallVector<int64_t>{1}; })
-      .Case([](ValidateOp) { return SmallVector<int64_t>{1}; })
+      .Case([](ValidateOp) {
+        return SmallVector<int64_t>{1, 1};
+      })
       .Case([&](SanitizeOp op) -> FailureOr<SmallVector<int64_t>> {
         int64_t rows = lengthOf(op.getInput()),
                 maskRows = lengthOf(op.getMask());

@@ -19,6 +19,8 @@ config.environment["FILECHECK_OPTS"] = "--enable-var-scope"
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 
+config.substitutions.append(("%mlir_lib_dir", os.path.join(os.path.dirname(config.llvm_tools_dir), "lib")))
+
 tool_dirs = [config.thdc_tools_dir, config.llvm_tools_dir]
-tools = ["thd-opt", "thd-golden-step"]
+tools = ["thd-opt", "thd-golden-step", "mlir-opt", "mlir-runner"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)

@@ -376,7 +376,7 @@ func.func @f(%cu: tensor<4xi32>) -> tensor<?xi32> {
 module attributes {thd.params = {C = 8 : i64, N = 6 : i64, cp = 2 : i64}} {
 func.func @f(%cu: tensor<7xi32>, %r: tensor<1xi32>) -> tensor<1xi32> {
   // expected-error @+1 {{'max_seqs' is 7 but the cu arrays hold only 7 entries (at most 6 sequences)}}
-  %0 = thd.validate %cu, %cu, %r cp "cp" mode zigzag max_tokens "C*cp" max_seqs "N+1" : tensor<7xi32>, tensor<7xi32>
+  %0, %1 = thd.validate %cu, %cu, %r cp "cp" mode zigzag max_tokens "C*cp" max_seqs "N+1" : tensor<7xi32>, tensor<7xi32>
   return %0 : tensor<1xi32>
 }
 }
@@ -386,7 +386,7 @@ func.func @f(%cu: tensor<7xi32>, %r: tensor<1xi32>) -> tensor<1xi32> {
 module attributes {thd.params = {C = 8 : i64, N = 6 : i64, cp = 2 : i64}} {
 func.func @f(%cu: tensor<7xi32>, %r: tensor<1xi32>) -> tensor<1xi32> {
   // expected-error @+1 {{'max_tokens' must be at least 0, got -16}}
-  %0 = thd.validate %cu, %cu, %r cp "cp" mode zigzag max_tokens "-C*cp" max_seqs 2 : tensor<7xi32>, tensor<7xi32>
+  %0, %1 = thd.validate %cu, %cu, %r cp "cp" mode zigzag max_tokens "-C*cp" max_seqs 2 : tensor<7xi32>, tensor<7xi32>
   return %0 : tensor<1xi32>
 }
 }
@@ -489,4 +489,26 @@ func.func @f(%t: tensor<8xi64>) -> (tensor<8xi64> {thd.name = ""}) {
 // expected-error @+1 {{unknown thd attribute 'thd.size' on argument #0}}
 func.func @f(%t: tensor<8xi64> {thd.size = 8}) {
   return
+}
+
+// -----
+
+// expected-error @+1 {{parameter name '1C' is not an identifier}}
+module attributes {thd.params = {"1C" = 8 : i64}} {
+}
+
+// -----
+
+// expected-error @+1 {{in parameter expression "C*": expected a number, a parameter name or '('}}
+func.func @f(%t: tensor<?xi64> {thd.capacity = #thd.expr<"C*">}) {
+  return
+}
+
+// -----
+
+module attributes {thd.params = {C = 8 : i64}} {
+  // expected-error @+1 {{'thd.capacity' of argument #0 must be non-negative, got -8}}
+  func.func @f(%t: tensor<?xi64> {thd.capacity = #thd.expr<"-C">}) {
+    return
+  }
 }

@@ -123,7 +123,7 @@ func.func @pad_cu_seqlens(%cup: tensor<4xi32>, %n: tensor<1xi32>) -> (tensor<7xi
 // CHECK-LABEL: func @validate
 func.func @validate(%cu: tensor<?xi32>, %cup: tensor<?xi32>, %r: tensor<1xi32>, %n: tensor<1xi32>) -> tensor<1xi32> {
   // CHECK: thd.validate %{{.+}}, %{{.+}}, %{{.+}} num_seqs %{{.+}} cp "cp" mode zigzag max_tokens "C*cp" max_seqs "N-1" : tensor<?xi32>, tensor<?xi32>
-  %0 = thd.validate %cu, %cup, %r num_seqs %n cp "cp" mode zigzag max_tokens "C*cp" max_seqs "N-1" : tensor<?xi32>, tensor<?xi32>
+  %0, %1 = thd.validate %cu, %cup, %r num_seqs %n cp "cp" mode zigzag max_tokens "C*cp" max_seqs "N-1" : tensor<?xi32>, tensor<?xi32>
   return %0 : tensor<1xi32>
 }
 

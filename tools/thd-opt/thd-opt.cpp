@@ -10,11 +10,13 @@
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
 #include "passes/Passes.h"
+#include "codegen/CodegenPasses.h"
 
 int main(int argc, char **argv) {
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();
   mlir::thd::registerTHDPasses();
+  mlir::thd::registerTHDCodegenPasses();
   thdc::registerParamOption();
 
   mlir::DialectRegistry registry;

@@ -1,0 +1,606 @@
+//===- LowerToLoops.cpp - thd pipelines to fused loops over memrefs -------===//
+//
+// Every result of a pipeline is computed element by element, pulling each
+// element through the chain of thd ops that defines it: the row of a tail-
+// padded CP slice of a sanitised token is one load, one binary search and a
+// few selects, with no intermediate buffer. This is the fusion that makes a
+// microbatch one kernel; the same loops run on the CPU and, mapped onto GPU
+// threads, on the device.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/CodegenPasses.h"
+
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+namespace mlir::thd {
+#define GEN_PASS_DEF_THDLOWERTOLOOPS
+#include "codegen/CodegenPasses.h.inc"
+} // namespace mlir::thd
+
+using namespace mlir;
+using namespace mlir::thd;
+
+namespace {
+int64_t staticLength(Value value) {
+  return cast<RankedTensorType>(value.getType()).getDimSize(0);
+}
+int64_t intAttr(Attribute attr) { return cast<IntegerAttr>(attr).getInt(); }
+
+/// Emits the element-wise computation of one pipeline function.
+class PipelineLowering {
+public:
+  PipelineLowering(func::FuncOp pipeline)
+      : pipeline(pipeline), b(pipeline.getContext()), loc(pipeline.getLoc()) {}
+
+  LogicalResult run();
+
+private:
+  // Constants and conversions. Positions are `index`, offsets `i32`.
+  Value idx(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
+  Value i32(int64_t v) {
+    return arith::ConstantIntOp::create(b, loc, b.getI32Type(), v);
+  }
+  Value toIndex(Value v) {
+    return arith::IndexCastOp::create(b, loc, b.getIndexType(), v);
+  }
+  Value toI32(Value v) {
+    return arith::IndexCastOp::create(b, loc, b.getI32Type(), v);
+  }
+  Value minIdx(Value a, Value c) {
+    return arith::MinSIOp::create(b, loc, a, c);
+  }
+  Value maxIdx(Value a, Value c) {
+    return arith::MaxSIOp::create(b, loc, a, c);
+  }
+  Value clamp(Value v, int64_t lo, int64_t hi) {
+    return minIdx(maxIdx(v, idx(lo)), idx(hi));
+  }
+  Value cmp(arith::CmpIPredicate p, Value a, Value c) {
+    return arith::CmpIOp::create(b, loc, p, a, c);
+  }
+  Value select(Value c, Value t, Value f) {
+    return arith::SelectOp::create(b, loc, c, t, f);
+  }
+  Value add(Value a, Value c) { return arith::AddIOp::create(b, loc, a, c); }
+  Value sub(Value a, Value c) { return arith::SubIOp::create(b, loc, a, c); }
+  Value mul(Value a, Value c) { return arith::MulIOp::create(b, loc, a, c); }
+  Value divS(Value a, Value c) { return arith::DivSIOp::create(b, loc, a, c); }
+  Value remS(Value a, Value c) { return arith::RemSIOp::create(b, loc, a, c); }
+  Value andI(Value a, Value c) { return arith::AndIOp::create(b, loc, a, c); }
+  Value orI(Value a, Value c) { return arith::OrIOp::create(b, loc, a, c); }
+
+  /// A load from a kernel buffer, its index clamped into the buffer.
+  Value load(Value memref, Value index) {
+    int64_t size = cast<MemRefType>(memref.getType()).getDimSize(0);
+    return memref::LoadOp::create(b, loc, memref,
+                                  ValueRange{clamp(index, 0, size - 1)});
+  }
+
+  Value fillValue(TypedAttr fill, Type elementType);
+  Value scalar(Value tensor);
+  Value entry(Value array, Value i);
+  Value cuAt(Value array, Value i);
+  Value count(Value numSeqs, Value array);
+  Value findSequence(Value cuPadded, Value n, Value pos, int64_t divisor);
+  Value realLength(Value tensor);
+  Value row(Value tensor, Value r);
+  Value paddingAt(Value cu, Value cuPadded, Value n, Value r);
+  void validate(ValidateOp op);
+  void tailMetadata(PadTailMetadataOp op);
+
+  /// Scalars of one pad_tail_metadata op, computed before the loops.
+  struct TailScalars {
+    Value n, outCount;        // index
+    Value globalTarget, tail; // i32: gT and d = gT - gA (>= 0)
+  };
+  DenseMap<Operation *, TailScalars> tails;
+
+  func::FuncOp pipeline, kernel;
+  OpBuilder b;
+  Location loc;
+  IRMapping memrefOf;
+  Operation *scalarAnchor = nullptr;
+  DenseMap<Value, Value> scalars;
+  DenseMap<std::pair<Value, Value>, Value> rows;
+  LogicalResult status = success();
+};
+
+Value PipelineLowering::fillValue(TypedAttr fill, Type elementType) {
+  if (auto floatType = dyn_cast<FloatType>(elementType)) {
+    double value = 0;
+    if (auto f = dyn_cast_or_null<FloatAttr>(fill))
+      value = f.getValueAsDouble();
+    else if (auto i = dyn_cast_or_null<IntegerAttr>(fill))
+      value = double(i.getInt());
+    return arith::ConstantOp::create(b, loc, b.getFloatAttr(floatType, value));
+  }
+  int64_t value = 0;
+  if (auto boolean = dyn_cast_or_null<BoolAttr>(fill))
+    value = boolean.getValue();
+  else if (auto i = dyn_cast_or_null<IntegerAttr>(fill))
+    value = i.getInt();
+  return arith::ConstantIntOp::create(b, loc, elementType, value);
+}
+
+/// A tensor<1xi32> value as an i32, computed once before every loop.
+Value PipelineLowering::scalar(Value tensor) {
+  if (Value cached = scalars.lookup(tensor))
+    return cached;
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(scalarAnchor);
+  if (auto arg = dyn_cast<BlockArgument>(tensor)) {
+    scalars[tensor] = load(memrefOf.lookup(arg), idx(0));
+    return scalars[tensor];
+  }
+  Operation *def = tensor.getDefiningOp();
+  TypeSwitch<Operation *>(def)
+      .Case([&](ValidateOp op) { validate(op); })
+      .Case([&](PadTailMetadataOp op) { tailMetadata(op); })
+      .Case([&](MaxSeqlenOp op) {
+        Value n = count(op.getNumSeqs(), op.getOffsets());
+        auto loop = scf::ForOp::create(b, loc, idx(1), add(n, idx(1)), idx(1),
+                                       ValueRange{i32(0)});
+        OpBuilder::InsertionGuard inner(b);
+        b.setInsertionPointToStart(loop.getBody());
+        Value i = loop.getInductionVar();
+        Value len = sub(cuAt(op.getOffsets(), i),
+                        cuAt(op.getOffsets(), sub(i, idx(1))));
+        scf::YieldOp::create(b, loc,
+                             ValueRange{arith::MaxSIOp::create(
+                                 b, loc, loop.getRegionIterArgs()[0], len)});
+        scalars[tensor] = loop.getResult(0);
+      })
+      .Default([&](Operation *op) {
+        status = op->emitOpError("cannot be lowered as a scalar");
+        scalars[tensor] = i32(0);
+      });
+  return scalars.lookup(tensor);
+}
+
+/// The meaningful sequence count of an array read with `numSeqs` (or all of
+/// its entries), clamped into the array.
+Value PipelineLowering::count(Value numSeqs, Value array) {
+  int64_t last = staticLength(array) - 1;
+  if (!numSeqs)
+    return idx(last);
+  return clamp(toIndex(scalar(numSeqs)), 0, last);
+}
+
+/// Entry 0 of a cumulative-offset array is 0 by definition (spec invariant).
+Value PipelineLowering::cuAt(Value array, Value i) {
+  return select(cmp(arith::CmpIPredicate::eq, i, idx(0)), i32(0),
+                entry(array, i));
+}
+
+Value PipelineLowering::entry(Value array, Value i) {
+  if (auto arg = dyn_cast<BlockArgument>(array))
+    return load(memrefOf.lookup(arg), i);
+  Operation *def = array.getDefiningOp();
+  return TypeSwitch<Operation *, Value>(def)
+      .Case([&](AlignLengthsOp op) {
+        int64_t cp = intAttr(op.getCp()), tp = intAttr(op.getTp());
+        int64_t g = (cp > 1 ? 2 * cp : 1) * (op.getSequenceParallel() ? tp : 1);
+        Value v = entry(op.getValidLens(), i);
+        return mul(divS(add(v, i32(g - 1)), i32(g)), i32(g));
+      })
+      .Case([&](CuSeqlensOp op) {
+        Value n = count(op.getNumSeqs(), op.getOffsets());
+        Value upto = minIdx(i, n);
+        auto loop = scf::ForOp::create(b, loc, idx(0), upto, idx(1),
+                                       ValueRange{i32(0)});
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPointToStart(loop.getBody());
+        Value sum = add(loop.getRegionIterArgs()[0],
+                        entry(op.getLengths(), loop.getInductionVar()));
+        scf::YieldOp::create(b, loc, ValueRange{sum});
+        return loop.getResult(0);
+      })
+      .Case([&](PadCuSeqlensOp op) {
+        Value n = count(op.getNumSeqs(), op.getOffsets());
+        return cuAt(op.getOffsets(), minIdx(i, n));
+      })
+      .Case([&](PadTailMetadataOp op) {
+        // Entries 0..n are the input's, entry n+1 the dummy (if any), then
+        // repeats of the last one.
+        scalar(op.getNumSeqsOut());
+        const TailScalars &t = tails[op];
+        Value j = minIdx(i, t.outCount);
+        bool padded = array == op.getCuSeqlensPaddedOut();
+        Value source = padded ? op.getCuSeqlensPadded() : op.getCuSeqlens();
+        Value original = cuAt(source, minIdx(j, t.n));
+        Value isNew = cmp(arith::CmpIPredicate::ugt, j, t.n);
+        switch (op.getPolicy()) {
+        case TailPolicy::append_dummy_sequence: {
+          Value dummyEnd = padded ? t.globalTarget
+                                  : add(cuAt(op.getCuSeqlens(), t.n), t.tail);
+          return select(isNew, dummyEnd, original);
+        }
+        case TailPolicy::extend_last: {
+          if (!padded)
+            return original;
+          Value isLast = andI(cmp(arith::CmpIPredicate::eq, j, t.n),
+                              cmp(arith::CmpIPredicate::sgt, t.n, idx(0)));
+          return select(isLast, t.globalTarget, original);
+        }
+        case TailPolicy::none:
+          return original;
+        }
+        llvm_unreachable("unknown tail policy");
+      })
+      .Default([&](Operation *op) {
+        status = op->emitOpError("cannot be lowered as an offset array");
+        return i32(0);
+      });
+}
+} // namespace
+
+namespace {
+/// Largest s in [0, n-1] with cuPadded[s] / divisor <= pos (0 when n == 0):
+/// the sequence that covers `pos`; positions past the end join the last one.
+Value PipelineLowering::findSequence(Value cuPadded, Value n, Value pos,
+                                     int64_t divisor) {
+  Type indexType = b.getIndexType();
+  auto loop = scf::WhileOp::create(b, loc, TypeRange{indexType, indexType},
+                                   ValueRange{idx(1), add(n, idx(1))});
+  {
+    OpBuilder::InsertionGuard guard(b);
+    Block *before = b.createBlock(&loop.getBefore(), {}, {indexType, indexType},
+                                  {loc, loc});
+    Value lo = before->getArgument(0), hi = before->getArgument(1);
+    scf::ConditionOp::create(b, loc, cmp(arith::CmpIPredicate::slt, lo, hi),
+                             ValueRange{lo, hi});
+    Block *after =
+        b.createBlock(&loop.getAfter(), {}, {indexType, indexType}, {loc, loc});
+    lo = after->getArgument(0);
+    hi = after->getArgument(1);
+    Value mid = arith::ShRUIOp::create(b, loc, add(lo, hi), idx(1));
+    Value start = toIndex(divS(entry(cuPadded, mid), i32(divisor)));
+    Value goRight = cmp(arith::CmpIPredicate::sle, start, pos);
+    scf::YieldOp::create(b, loc,
+                         ValueRange{select(goRight, add(mid, idx(1)), lo),
+                                    select(goRight, hi, mid)});
+  }
+  Value s = sub(loop.getResult(0), idx(1));
+  return maxIdx(minIdx(s, sub(n, idx(1))), idx(0));
+}
+
+/// Whether row `r` of the buffer described by (cu, cuPadded, n) is padding.
+Value PipelineLowering::paddingAt(Value cu, Value cuPadded, Value n, Value r) {
+  Value s = findSequence(cuPadded, n, r, 1);
+  Value start = toIndex(cuAt(cuPadded, s));
+  Value next = add(s, idx(1));
+  Value valid = maxIdx(toIndex(sub(cuAt(cu, next), cuAt(cu, s))), idx(0));
+  Value total = toIndex(cuAt(cuPadded, n));
+  Value isPad = cmp(arith::CmpIPredicate::sge, r, add(start, valid));
+  isPad = orI(isPad, cmp(arith::CmpIPredicate::sge, r, total));
+  return orI(isPad, cmp(arith::CmpIPredicate::eq, n, idx(0)));
+}
+
+/// The number of meaningful rows of a per-token value (a device value).
+Value PipelineLowering::realLength(Value tensor) {
+  int64_t capacity = staticLength(tensor);
+  if (isa<BlockArgument>(tensor))
+    return idx(capacity);
+  auto totalOf = [&](Value cuPadded, Value numSeqs) {
+    Value n = count(numSeqs, cuPadded);
+    return minIdx(toIndex(cuAt(cuPadded, n)), idx(capacity));
+  };
+  Operation *def = tensor.getDefiningOp();
+  return TypeSwitch<Operation *, Value>(def)
+      .Case([&](PaddingMaskOp op) {
+        return totalOf(op.getCuSeqlensPadded(), op.getNumSeqs());
+      })
+      .Case([&](PositionIdsOp op) {
+        return totalOf(op.getCuSeqlensPadded(), op.getNumSeqs());
+      })
+      .Case([&](PackOp op) {
+        return totalOf(op.getCuSeqlensPadded(), op.getNumSeqs());
+      })
+      .Case([&](SanitizeOp op) {
+        return minIdx(realLength(op.getInput()), realLength(op.getMask()));
+      })
+      .Case([&](CpSliceOp op) {
+        int64_t cp = intAttr(op.getCp());
+        if (cp == 1)
+          return realLength(op.getInput());
+        Value n = count(op.getNumSeqs(), op.getCuSeqlensPadded());
+        Value total = toIndex(cuAt(op.getCuSeqlensPadded(), n));
+        return minIdx(
+            arith::DivUIOp::create(b, loc, maxIdx(total, idx(0)), idx(cp)),
+            idx(capacity));
+      })
+      .Case([&](PadTailOp op) -> Value {
+        if (op.getTargetAttr())
+          return idx(capacity);
+        int64_t a = intAttr(op.getAlignmentAttr());
+        Value rows = realLength(op.getInput());
+        Value rounded =
+            mul(arith::CeilDivUIOp::create(b, loc, rows, idx(a)), idx(a));
+        return minIdx(rounded, idx(capacity));
+      })
+      .Default([&](Operation *) { return idx(capacity); });
+}
+
+/// Element `r` of a per-token value, computed through its defining chain.
+Value PipelineLowering::row(Value tensor, Value r) {
+  auto key = std::make_pair(tensor, r);
+  if (Value cached = rows.lookup(key))
+    return cached;
+  Value result;
+  if (auto arg = dyn_cast<BlockArgument>(tensor)) {
+    result = load(memrefOf.lookup(arg), r);
+  } else {
+    Operation *def = tensor.getDefiningOp();
+    result =
+        TypeSwitch<Operation *, Value>(def)
+            .Case([&](PaddingMaskOp op) {
+              Value n = count(op.getNumSeqs(), op.getCuSeqlensPadded());
+              return paddingAt(op.getCuSeqlens(), op.getCuSeqlensPadded(), n,
+                               r);
+            })
+            .Case([&](SanitizeOp op) {
+              Value inMask =
+                  cmp(arith::CmpIPredicate::slt, r, realLength(op.getMask()));
+              Value isPad = select(
+                  inMask, row(op.getMask(), r),
+                  arith::ConstantIntOp::create(b, loc, b.getI1Type(), 1));
+              Type element = getElementTypeOrSelf(op.getInput().getType());
+              return select(isPad, fillValue(op.getFillAttr(), element),
+                            row(op.getInput(), r));
+            })
+            .Case([&](CpSliceOp op) {
+              int64_t cp = intAttr(op.getCp());
+              if (cp == 1)
+                return row(op.getInput(), r);
+              Value cup = op.getCuSeqlensPadded();
+              Value n = count(op.getNumSeqs(), cup);
+              Value rank = clamp(toIndex(scalar(op.getCpRank())), 0, cp - 1);
+              Value source;
+              if (op.getMode() == CpMode::contiguous) {
+                Value total = maxIdx(toIndex(cuAt(cup, n)), idx(0));
+                Value share = arith::DivUIOp::create(b, loc, total, idx(cp));
+                source = add(mul(rank, share), r);
+              } else {
+                // TE dual-chunk: chunk r and chunk 2cp-1-r of each sequence.
+                Value s = findSequence(cup, n, r, cp);
+                Value start = toIndex(cuAt(cup, s));
+                Value localStart = divS(start, idx(cp));
+                Value localLen =
+                    sub(divS(toIndex(cuAt(cup, add(s, idx(1)))), idx(cp)),
+                        localStart);
+                Value half = arith::DivUIOp::create(
+                    b, loc, maxIdx(localLen, idx(0)), idx(2));
+                Value safeHalf = maxIdx(half, idx(1));
+                Value k = sub(r, localStart);
+                Value firstChunk = cmp(arith::CmpIPredicate::slt, k, half);
+                Value chunk =
+                    select(firstChunk, rank, sub(idx(2 * cp - 1), rank));
+                Value within =
+                    select(cmp(arith::CmpIPredicate::eq, half, idx(0)), k,
+                           arith::RemUIOp::create(b, loc, maxIdx(k, idx(0)),
+                                                  safeHalf));
+                source = add(add(start, mul(chunk, half)), within);
+              }
+              return row(op.getInput(), source);
+            })
+            .Case([&](PadTailOp op) {
+              Value inside =
+                  cmp(arith::CmpIPredicate::slt, r, realLength(op.getInput()));
+              Type element = getElementTypeOrSelf(op.getInput().getType());
+              return select(inside, row(op.getInput(), r),
+                            fillValue(op.getFillAttr(), element));
+            })
+            .Case([&](PositionIdsOp op) {
+              Value cup = op.getCuSeqlensPadded();
+              Value n = count(op.getNumSeqs(), cup);
+              Value s = findSequence(cup, n, r, 1);
+              Value k = sub(r, toIndex(cuAt(cup, s)));
+              Type element =
+                  getElementTypeOrSelf(op.getPositionIds().getType());
+              Value position = arith::IndexCastOp::create(b, loc, element, k);
+              Value isPad = paddingAt(op.getCuSeqlens(), cup, n, r);
+              return select(isPad, fillValue({}, element), position);
+            })
+            .Case([&](PackOp op) {
+              Value cup = op.getCuSeqlensPadded();
+              Value n = count(op.getNumSeqs(), cup);
+              Value s = findSequence(cup, n, r, 1);
+              Value k = sub(r, toIndex(cuAt(cup, s)));
+              Value id = toIndex(entry(op.getSampleIds(), s));
+              Value offset = toIndex(entry(op.getSampleOffsets(), id));
+              Value value = row(op.getPool(), add(offset, k));
+              Value isPad = paddingAt(op.getCuSeqlens(), cup, n, r);
+              Type element = getElementTypeOrSelf(op.getPool().getType());
+              return select(isPad, fillValue(op.getPad(), element), value);
+            })
+            .Default([&](Operation *op) {
+              status = op->emitOpError("cannot be lowered per row");
+              return fillValue({}, getElementTypeOrSelf(tensor.getType()));
+            });
+  }
+  rows[key] = result;
+  return result;
+}
+
+void PipelineLowering::validate(ValidateOp op) {
+  Value cu = op.getCuSeqlens(), cup = op.getCuSeqlensPadded();
+  int64_t last = staticLength(cu) - 1;
+  int64_t cp = intAttr(op.getCp());
+  int64_t multiple =
+      cp == 1 ? 1 : (op.getMode() == CpMode::zigzag ? 2 * cp : cp);
+  Value raw = op.getNumSeqs() ? scalar(op.getNumSeqs()) : i32(last);
+  Value bits = select(
+      orI(cmp(arith::CmpIPredicate::slt, raw, i32(0)),
+          cmp(arith::CmpIPredicate::sgt, raw, i32(intAttr(op.getMaxSeqs())))),
+      i32(1), i32(0));
+  Value n = clamp(toIndex(raw), 0, last);
+  Value rank = scalar(op.getCpRank());
+  Value badRank = orI(cmp(arith::CmpIPredicate::slt, rank, i32(0)),
+                      cmp(arith::CmpIPredicate::sge, rank, i32(cp)));
+  bits = orI(bits, select(badRank, i32(32), i32(0)));
+  Value badStart =
+      orI(cmp(arith::CmpIPredicate::ne, entry(cu, idx(0)), i32(0)),
+          cmp(arith::CmpIPredicate::ne, entry(cup, idx(0)), i32(0)));
+  bits = orI(bits, select(badStart, i32(8), i32(0)));
+  bits = orI(bits, select(cmp(arith::CmpIPredicate::sgt, entry(cup, n),
+                              i32(intAttr(op.getMaxTokens()))),
+                          i32(2), i32(0)));
+  auto loop = scf::ForOp::create(b, loc, idx(1), add(n, idx(1)), idx(1),
+                                 ValueRange{bits});
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value i = loop.getInductionVar(), prev = sub(i, idx(1));
+    Value c0 = entry(cu, prev), c1 = entry(cu, i);
+    Value p0 = entry(cup, prev), p1 = entry(cup, i);
+    Value acc = loop.getRegionIterArgs()[0];
+    Value decreasing = orI(cmp(arith::CmpIPredicate::slt, c1, c0),
+                           cmp(arith::CmpIPredicate::slt, p1, p0));
+    acc = orI(acc, select(decreasing, i32(8), i32(0)));
+    Value longer = cmp(arith::CmpIPredicate::sgt, sub(c1, c0), sub(p1, p0));
+    acc = orI(acc, select(longer, i32(16), i32(0)));
+    if (multiple > 1) {
+      Value indivisible =
+          cmp(arith::CmpIPredicate::ne, remS(p1, i32(multiple)), i32(0));
+      acc = orI(acc, select(indivisible, i32(4), i32(0)));
+    }
+    scf::YieldOp::create(b, loc, ValueRange{acc});
+  }
+  Value statusBits = loop.getResult(0);
+  scalars[op.getStatus()] = statusBits;
+  scalars[op.getCheckedNumSeqs()] =
+      select(cmp(arith::CmpIPredicate::eq, statusBits, i32(0)), raw, i32(0));
+}
+
+void PipelineLowering::tailMetadata(PadTailMetadataOp op) {
+  int64_t cp = intAttr(op.getCp());
+  TailScalars t;
+  t.n = count(op.getNumSeqs(), op.getCuSeqlens());
+  Value gA = cuAt(op.getCuSeqlensPadded(), t.n);
+  Value localTarget;
+  if (op.getTargetAttr()) {
+    localTarget = i32(intAttr(op.getTargetAttr()));
+  } else {
+    int64_t a = intAttr(op.getAlignmentAttr());
+    Value local = divS(maxIdx(gA, i32(0)), i32(cp));
+    localTarget = mul(divS(add(local, i32(a - 1)), i32(a)), i32(a));
+  }
+  t.globalTarget = mul(localTarget, i32(cp));
+  t.tail = arith::MaxSIOp::create(b, loc, sub(t.globalTarget, gA), i32(0));
+  Value hasTail = cmp(arith::CmpIPredicate::sgt, t.tail, i32(0));
+  t.outCount = t.n;
+  Value oldMax = scalar(op.getMaxSeqlen());
+  Value maxSeqlen = oldMax;
+  switch (op.getPolicy()) {
+  case TailPolicy::append_dummy_sequence:
+    t.outCount = select(hasTail, add(t.n, idx(1)), t.n);
+    maxSeqlen = arith::MaxSIOp::create(b, loc, oldMax, t.tail);
+    break;
+  case TailPolicy::extend_last: {
+    Value prev =
+        cuAt(op.getCuSeqlensPadded(), maxIdx(sub(t.n, idx(1)), idx(0)));
+    maxSeqlen = arith::MaxSIOp::create(
+        b, loc, oldMax, select(hasTail, sub(t.globalTarget, prev), oldMax));
+    break;
+  }
+  case TailPolicy::none:
+    break;
+  }
+  if (op.getMaxSeqsAttr()) {
+    t.outCount = minIdx(t.outCount, idx(intAttr(op.getMaxSeqsAttr())));
+    maxSeqlen = t.globalTarget;
+  }
+  tails[op] = t;
+  scalars[op.getMaxSeqlenOut()] = maxSeqlen;
+  scalars[op.getNumSeqsOut()] = toI32(t.outCount);
+}
+
+LogicalResult PipelineLowering::run() {
+  // The kernel takes the pipeline's buffers, then one buffer per result.
+  SmallVector<Type> argTypes;
+  auto toMemRef = [&](Type type) -> Type {
+    auto tensor = dyn_cast<RankedTensorType>(type);
+    if (!tensor || !tensor.hasStaticShape() || tensor.getRank() != 1)
+      return {};
+    return MemRefType::get(tensor.getShape(), tensor.getElementType());
+  };
+  for (Type type : llvm::concat<const Type>(pipeline.getArgumentTypes(),
+                                            pipeline.getResultTypes())) {
+    Type memref = toMemRef(type);
+    if (!memref)
+      return pipeline.emitError()
+             << "cannot lower a pipeline with the non-static type " << type
+             << " (run thd-force-static-shapes first)";
+    argTypes.push_back(memref);
+  }
+  unsigned numInputs = pipeline.getNumArguments();
+  b.setInsertionPoint(pipeline);
+  kernel = func::FuncOp::create(b, loc, pipeline.getName(),
+                                b.getFunctionType(argTypes, {}));
+  for (unsigned i = 0; i < numInputs; ++i)
+    if (DictionaryAttr attrs = pipeline.getArgAttrDict(i))
+      kernel.setArgAttrs(i, attrs);
+  for (unsigned i = 0, e = pipeline.getNumResults(); i < e; ++i)
+    if (DictionaryAttr attrs = pipeline.getResultAttrDict(i))
+      kernel.setArgAttrs(numInputs + i, attrs);
+  Block *body = kernel.addEntryBlock();
+  for (unsigned i = 0; i < numInputs; ++i)
+    memrefOf.map(pipeline.getArgument(i), body->getArgument(i));
+  // Scalars go before the anchor, the loops after it.
+  b.setInsertionPointToStart(body);
+  scalarAnchor = idx(0).getDefiningOp();
+  b.setInsertionPoint(func::ReturnOp::create(b, loc));
+
+  auto ret = cast<func::ReturnOp>(pipeline.front().getTerminator());
+  for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
+    Value out = body->getArgument(numInputs + i);
+    int64_t length = staticLength(value);
+    Operation *def = value.getDefiningOp();
+    bool isScalar = def && isa<ValidateOp, MaxSeqlenOp>(def);
+    isScalar |= def && isa<PadTailMetadataOp>(def) &&
+                (value == def->getResult(2) || value == def->getResult(3));
+    bool isArray =
+        def &&
+        isa<CuSeqlensOp, AlignLengthsOp, PadCuSeqlensOp, PadTailMetadataOp>(
+            def) &&
+        !isScalar;
+    if (isScalar) {
+      memref::StoreOp::create(b, loc, scalar(value), out, ValueRange{idx(0)});
+      continue;
+    }
+    auto loop = scf::ForOp::create(b, loc, idx(0), idx(length), idx(1));
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(loop.getBody()->getTerminator());
+    rows.clear();
+    Value r = loop.getInductionVar();
+    Value element = isArray ? entry(value, r) : row(value, r);
+    memref::StoreOp::create(b, loc, element, out, ValueRange{r});
+  }
+  if (failed(status)) {
+    kernel.erase();
+    return failure();
+  }
+  pipeline.erase();
+  return success();
+}
+
+struct LowerToLoopsPass
+    : mlir::thd::impl::THDLowerToLoopsBase<LowerToLoopsPass> {
+  void runOnOperation() override {
+    SmallVector<func::FuncOp> pipelines;
+    for (auto func : getOperation().getOps<func::FuncOp>())
+      if (!func.isExternal() && func.walk([](Operation *op) {
+                                      return isa<THDDialect>(op->getDialect())
+                                                 ? WalkResult::interrupt()
+                                                 : WalkResult::advance();
+                                    })
+                                    .wasInterrupted())
+        pipelines.push_back(func);
+    for (func::FuncOp func : pipelines)
+      if (failed(PipelineLowering(func).run()))
+        return signalPassFailure();
+  }
+};
+} // namespace

@@ -1,0 +1,19 @@
+// thd-lower-to-loops: the static example becomes one function over buffers,
+// one loop per output, no thd op and no intermediate buffer left.
+// RUN: thd-opt %thdc_src/examples/megatron_graph_step.mlir --thd-force-static-shapes --thd-lower-to-loops | FileCheck %s
+// RUN: not thd-opt %thdc_src/examples/megatron_graph_step.mlir --thd-lower-to-loops 2>&1 | FileCheck %s --check-prefix=DYNAMIC
+
+// CHECK-LABEL: func.func @megatron_graph_step(
+// CHECK-SAME: %[[TOK:[a-z0-9]+]]: memref<16xi64> {thd.capacity = 16 : i64, thd.name = "tokens"}
+// CHECK-SAME: %[[OUT:[a-z0-9]+]]: memref<8xi64> {thd.name = "tokens"}
+// CHECK-SAME: %[[STATUS:[a-z0-9]+]]: memref<1xi32> {thd.name = "status"})
+// CHECK-NOT: thd.
+// CHECK-NOT: memref.alloc
+// CHECK: scf.for
+// CHECK: scf.while
+// CHECK: memref.store %{{.+}}, %[[OUT]]
+// CHECK-COUNT-6: scf.for
+// CHECK: memref.store %{{.+}}, %[[STATUS]]
+// CHECK: return
+
+// DYNAMIC: error: cannot lower a pipeline with the non-static type 'tensor<?xi64>' (run thd-force-static-shapes first)
