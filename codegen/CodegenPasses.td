@@ -23,4 +23,25 @@ def THDLowerToLoops : Pass<"thd-lower-to-loops", "::mlir::ModuleOp"> {
                            "::mlir::func::FuncDialect"];
 }
 
+def THDLowerToGPU : Pass<"thd-lower-to-gpu", "::mlir::ModuleOp"> {
+  let summary = "Lower static thd pipelines to one GPU kernel each";
+  let description = [{
+    Replaces every function of static thd ops by a `gpu.func` kernel of the
+    same name in a `gpu.module` named `thd_kernels`, taking the pipeline's
+    buffers then one output buffer per result (static memrefs, passed as
+    bare pointers). Thread `t` (the global x index) computes element `t` of
+    every output that long; the scalars are computed by every thread from
+    the metadata. The kernel carries its launch geometry in `thd.block` and
+    `thd.grid`, for the runtime's manifest.
+  }];
+  let options = [
+    Option<"blockSize", "block-size", "int64_t", /*default=*/"256",
+           "Threads per block">
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::gpu::GPUDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::scf::SCFDialect"];
+}
+
 #endif // THD_CODEGEN_PASSES_TD

@@ -58,6 +58,9 @@ def THD_Dialect : Dialect {
     static constexpr llvm::StringLiteral kParamsAttrName = "thd.params";
     static constexpr llvm::StringLiteral kCapacityAttrName = "thd.capacity";
     static constexpr llvm::StringLiteral kNameAttrName = "thd.name";
+    /// Launch geometry of a lowered kernel, [x, y, z].
+    static constexpr llvm::StringLiteral kBlockAttrName = "thd.block";
+    static constexpr llvm::StringLiteral kGridAttrName = "thd.grid";
 
   private:
     llvm::StringMap<int64_t> paramOverrides;

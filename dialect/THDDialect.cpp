@@ -104,6 +104,14 @@ FailureOr<int64_t> mlir::thd::resolveIntOrParam(Operation *op, Attribute attr,
 
 LogicalResult THDDialect::verifyOperationAttribute(Operation *op,
                                                    NamedAttribute attr) {
+  if (attr.getName() == kBlockAttrName || attr.getName() == kGridAttrName) {
+    auto dims = dyn_cast<DenseI64ArrayAttr>(attr.getValue());
+    if (!dims || dims.size() != 3 ||
+        llvm::any_of(dims.asArrayRef(), [](int64_t d) { return d < 1; }))
+      return op->emitError() << "'" << attr.getName().getValue()
+                             << "' must be three positive sizes [x, y, z]";
+    return success();
+  }
   if (attr.getName() != kParamsAttrName)
     return op->emitError() << "unknown thd attribute '"
                            << attr.getName().getValue() << "' on an operation";

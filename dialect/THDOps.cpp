@@ -426,5 +426,20 @@ LogicalResult ValidateOp::verify() {
   return success();
 }
 
+LogicalResult FusedOp::verify() {
+  auto yield = cast<YieldOp>(getBody().front().getTerminator());
+  if (yield.getValues().getTypes() != getResultTypes())
+    return emitOpError() << "yields " << yield.getValues().size()
+                         << " values of types " << yield.getValues().getTypes()
+                         << " but has results of types " << getResultTypes();
+  for (Operation &op : getBody().front().without_terminator()) {
+    bool isConstant = op.hasTrait<OpTrait::ConstantLike>();
+    if ((!isa<THDDialect>(op.getDialect()) && !isConstant) || isa<FusedOp>(op))
+      return op.emitOpError() << "cannot run inside a fused kernel: only "
+                                 "thd steps and constants can";
+  }
+  return success();
+}
+
 #define GET_OP_CLASSES
 #include "dialect/THDOps.cpp.inc"

@@ -11,6 +11,7 @@
 
 include "dialect/THDBase.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/ControlFlowInterfaces.td"
 
 class THD_Op<string mnemonic, list<Trait> traits = []>
     : Op<THD_Dialect, mnemonic, !listconcat(traits, [Pure])> {
@@ -389,6 +390,38 @@ def THD_ValidateOp : THD_Op<"validate"> {
     `max_tokens` custom<IntOrParam>($max_tokens) `max_seqs` custom<IntOrParam>($max_seqs)
     attr-dict `:` type($cu_seqlens) `,` type($cu_seqlens_padded)
   }];
+}
+
+def THD_FusedOp : Op<THD_Dialect, "fused", [
+    RecursiveMemoryEffects, SingleBlockImplicitTerminator<"::mlir::thd::YieldOp">]> {
+  let summary = "steps that run as one kernel";
+  let description = [{
+    The thd ops of the region run as one kernel: every result is computed
+    element by element through the chain of steps that defines it, with no
+    intermediate buffer and no synchronisation between the steps. Values
+    from above are the kernel's inputs; the yielded values are its outputs.
+    `thd-fuse` forms it; `thd-lower-to-loops` and `thd-lower-to-gpu` lower
+    each one to one loop nest or one GPU kernel.
+
+    ```mlir
+    %t, %m = thd.fused -> tensor<8xi64>, tensor<8xi1> {
+      %mask = thd.padding_mask ...
+      ...
+      thd.yield %tok, %mask_out : tensor<8xi64>, tensor<8xi1>
+    }
+    ```
+  }];
+  let results = (outs Variadic<AnyRankedTensor>:$results);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "(`->` type($results)^)? $body attr-dict";
+  let hasVerifier = 1;
+}
+
+def THD_YieldOp : Op<THD_Dialect, "yield", [Pure, Terminator, HasParent<"FusedOp">, ReturnLike]> {
+  let summary = "the outputs of a fused kernel";
+  let arguments = (ins Variadic<AnyRankedTensor>:$values);
+  let assemblyFormat = "($values^ `:` type($values))? attr-dict";
+  let builders = [OpBuilder<(ins), [{ build($_builder, $_state, ::mlir::ValueRange()); }]>];
 }
 
 #endif // THD_OPS_TD

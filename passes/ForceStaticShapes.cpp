@@ -105,6 +105,14 @@ FailureOr<SmallVector<int64_t>> capacitiesOf(Operation *op) {
         int64_t entries = intValue(op.getMaxSeqsAttr()) + 1;
         return SmallVector<int64_t>{entries, entries, 1, 1};
       })
+      .Case([](FusedOp op) {
+        SmallVector<int64_t> lengths;
+        auto yield = cast<YieldOp>(op.getBody().front().getTerminator());
+        for (Value value : yield.getValues())
+          lengths.push_back(lengthOf(value));
+        return lengths;
+      })
+      .Case([](YieldOp) { return SmallVector<int64_t>{}; })
       .Case([](PadCuSeqlensOp op) {
         return SmallVector<int64_t>{intValue(op.getEntries())};
       })

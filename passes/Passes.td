@@ -39,6 +39,22 @@ def THDForceStaticShapes : Pass<"thd-force-static-shapes", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::thd::THDDialect"];
 }
 
+def THDFuse : Pass<"thd-fuse", "::mlir::ModuleOp"> {
+  let summary = "Group the steps of each pipeline into one fused kernel";
+  let description = [{
+    Moves the thd steps of every function into one `thd.fused` op, so that
+    the per-token steps (mask, sanitise, CP gather, tail padding, positions)
+    and the metadata steps (validation, dummy sequence, cu_seqlens padding,
+    max_seqlen) become a single kernel. Constants used by the steps are
+    copied in. A function whose steps are interleaved with other ops that
+    depend on them cannot be fused; the pass names the op in the way.
+
+    Afterwards each function holds at most one `thd.fused` op, and no thd
+    step outside it.
+  }];
+  let dependentDialects = ["::mlir::thd::THDDialect"];
+}
+
 def THDVerifyCapturable : Pass<"thd-verify-capturable", "::mlir::ModuleOp"> {
   let summary = "Check that a pipeline can be captured in a CUDA graph";
   let description = [{

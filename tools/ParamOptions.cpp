@@ -21,6 +21,14 @@ struct ParamOption {
 };
 llvm::ManagedStatic<ParamOption> paramOption;
 
+llvm::StringMap<int64_t> parseOverrides();
+} // namespace
+
+llvm::StringMap<int64_t> thdc::parsedParamOverrides() {
+  return parseOverrides();
+}
+
+namespace {
 llvm::StringMap<int64_t> parseOverrides() {
   llvm::StringMap<int64_t> overrides;
   for (const std::string &assignment : paramOption->values) {

@@ -5,12 +5,17 @@
 #define THDC_TOOLS_PARAMOPTIONS_H
 
 #include "mlir/IR/DialectRegistry.h"
+#include "llvm/ADT/StringMap.h"
 
 namespace thdc {
 
 /// Registers `--param NAME=VALUE` (repeatable) with LLVM's command line.
 /// Call before the command line is parsed.
 void registerParamOption();
+
+/// The parsed `--param` values. Malformed values are reported on stderr and
+/// end the process with exit code 1.
+llvm::StringMap<int64_t> parsedParamOverrides();
 
 /// Makes every context created from `registry` apply the parsed `--param`
 /// values to the `thd` dialect when it loads. Malformed values are reported

@@ -4,7 +4,7 @@
 // RUN: not thd-opt %thdc_src/examples/megatron_graph_step.mlir --thd-lower-to-loops 2>&1 | FileCheck %s --check-prefix=DYNAMIC
 
 // CHECK-LABEL: func.func @megatron_graph_step(
-// CHECK-SAME: %[[TOK:[a-z0-9]+]]: memref<16xi64> {thd.capacity = 16 : i64, thd.name = "tokens"}
+// CHECK-SAME: %[[TOK:[a-z0-9]+]]: memref<16xi64> {thd.name = "tokens"}
 // CHECK-SAME: %[[OUT:[a-z0-9]+]]: memref<8xi64> {thd.name = "tokens"}
 // CHECK-SAME: %[[STATUS:[a-z0-9]+]]: memref<1xi32> {thd.name = "status"})
 // CHECK-NOT: thd.

@@ -16,6 +16,7 @@
 
 namespace mlir::thd {
 #define GEN_PASS_DEF_THDLOWERTOLOOPS
+#define GEN_PASS_DEF_THDLOWERTOGPU
 #include "codegen/CodegenPasses.h.inc"
 } // namespace mlir::thd
 
@@ -28,11 +29,15 @@ int64_t staticLength(Value value) {
 }
 int64_t intAttr(Attribute attr) { return cast<IntegerAttr>(attr).getInt(); }
 
+/// Where the element-wise code runs: loops on the host or GPU threads.
+enum class Target { Loops, GPU };
+
 /// Emits the element-wise computation of one pipeline function.
 class PipelineLowering {
 public:
-  PipelineLowering(func::FuncOp pipeline)
-      : pipeline(pipeline), b(pipeline.getContext()), loc(pipeline.getLoc()) {}
+  PipelineLowering(func::FuncOp pipeline, Target target, int64_t blockSize = 1)
+      : pipeline(pipeline), b(pipeline.getContext()), loc(pipeline.getLoc()),
+        target(target), blockSize(blockSize) {}
 
   LogicalResult run();
 
@@ -97,9 +102,22 @@ private:
   };
   DenseMap<Operation *, TailScalars> tails;
 
-  func::FuncOp pipeline, kernel;
+  /// The value a fused kernel yields for one of its results.
+  static Value resolve(Value value) {
+    if (auto fused = value.getDefiningOp<FusedOp>()) {
+      auto yield = cast<YieldOp>(fused.getBody().front().getTerminator());
+      return yield.getValues()[cast<OpResult>(value).getResultNumber()];
+    }
+    return value;
+  }
+  Block *createKernel(ArrayRef<Type> argTypes);
+
+  func::FuncOp pipeline;
+  Operation *kernel = nullptr;
   OpBuilder b;
   Location loc;
+  Target target;
+  int64_t blockSize;
   IRMapping memrefOf;
   Operation *scalarAnchor = nullptr;
   DenseMap<Value, Value> scalars;
@@ -126,6 +144,7 @@ Value PipelineLowering::fillValue(TypedAttr fill, Type elementType) {
 
 /// A tensor<1xi32> value as an i32, computed once before every loop.
 Value PipelineLowering::scalar(Value tensor) {
+  tensor = resolve(tensor);
   if (Value cached = scalars.lookup(tensor))
     return cached;
   OpBuilder::InsertionGuard guard(b);
@@ -175,6 +194,7 @@ Value PipelineLowering::cuAt(Value array, Value i) {
 }
 
 Value PipelineLowering::entry(Value array, Value i) {
+  array = resolve(array);
   if (auto arg = dyn_cast<BlockArgument>(array))
     return load(memrefOf.lookup(arg), i);
   Operation *def = array.getDefiningOp();
@@ -280,6 +300,7 @@ Value PipelineLowering::paddingAt(Value cu, Value cuPadded, Value n, Value r) {
 
 /// The number of meaningful rows of a per-token value (a device value).
 Value PipelineLowering::realLength(Value tensor) {
+  tensor = resolve(tensor);
   int64_t capacity = staticLength(tensor);
   if (isa<BlockArgument>(tensor))
     return idx(capacity);
@@ -325,6 +346,7 @@ Value PipelineLowering::realLength(Value tensor) {
 
 /// Element `r` of a per-token value, computed through its defining chain.
 Value PipelineLowering::row(Value tensor, Value r) {
+  tensor = resolve(tensor);
   auto key = std::make_pair(tensor, r);
   if (Value cached = rows.lookup(key))
     return cached;
@@ -517,6 +539,50 @@ void PipelineLowering::tailMetadata(PadTailMetadataOp op) {
   scalars[op.getNumSeqsOut()] = toI32(t.outCount);
 }
 
+Block *PipelineLowering::createKernel(ArrayRef<Type> argTypes) {
+  unsigned numInputs = pipeline.getNumArguments();
+  FunctionType type = b.getFunctionType(argTypes, {});
+  FunctionOpInterface func;
+  if (target == Target::Loops) {
+    b.setInsertionPoint(pipeline);
+    func = func::FuncOp::create(b, loc, pipeline.getName(), type);
+    kernel = func;
+    Block *body = cast<func::FuncOp>(kernel).addEntryBlock();
+    b.setInsertionPointToStart(body);
+    func::ReturnOp::create(b, loc);
+  } else {
+    auto module = pipeline->getParentOfType<ModuleOp>();
+    auto kernels = module.lookupSymbol<gpu::GPUModuleOp>("thd_kernels");
+    if (!kernels) {
+      b.setInsertionPointToEnd(module.getBody());
+      kernels = gpu::GPUModuleOp::create(b, loc, "thd_kernels");
+      module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
+                      b.getUnitAttr());
+    }
+    b.setInsertionPointToStart(kernels.getBody());
+    auto gpuFunc = gpu::GPUFuncOp::create(b, loc, pipeline.getName(), type);
+    gpuFunc->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
+    kernel = gpuFunc;
+    func = gpuFunc;
+    b.setInsertionPointToEnd(&gpuFunc.getBody().front());
+    gpu::ReturnOp::create(b, loc);
+  }
+  // Buffers keep their names; capacities are now their static sizes.
+  auto named = [&](DictionaryAttr attrs) -> NamedAttrList {
+    NamedAttrList kept;
+    if (attrs)
+      if (Attribute name = attrs.get(THDDialect::kNameAttrName))
+        kept.append(THDDialect::kNameAttrName, name);
+    return kept;
+  };
+  for (unsigned i = 0; i < numInputs; ++i)
+    func.setArgAttrs(i, named(pipeline.getArgAttrDict(i)).getAttrs());
+  for (unsigned i = 0, e = pipeline.getNumResults(); i < e; ++i)
+    func.setArgAttrs(numInputs + i,
+                     named(pipeline.getResultAttrDict(i)).getAttrs());
+  return &func.getFunctionBody().front();
+}
+
 LogicalResult PipelineLowering::run() {
   // The kernel takes the pipeline's buffers, then one buffer per result.
   SmallVector<Type> argTypes;
@@ -536,27 +602,25 @@ LogicalResult PipelineLowering::run() {
     argTypes.push_back(memref);
   }
   unsigned numInputs = pipeline.getNumArguments();
-  b.setInsertionPoint(pipeline);
-  kernel = func::FuncOp::create(b, loc, pipeline.getName(),
-                                b.getFunctionType(argTypes, {}));
-  for (unsigned i = 0; i < numInputs; ++i)
-    if (DictionaryAttr attrs = pipeline.getArgAttrDict(i))
-      kernel.setArgAttrs(i, attrs);
-  for (unsigned i = 0, e = pipeline.getNumResults(); i < e; ++i)
-    if (DictionaryAttr attrs = pipeline.getResultAttrDict(i))
-      kernel.setArgAttrs(numInputs + i, attrs);
-  Block *body = kernel.addEntryBlock();
+  Block *body = createKernel(argTypes);
   for (unsigned i = 0; i < numInputs; ++i)
     memrefOf.map(pipeline.getArgument(i), body->getArgument(i));
-  // Scalars go before the anchor, the loops after it.
+
+  // Scalars go before the anchor, the element loops after it.
   b.setInsertionPointToStart(body);
   scalarAnchor = idx(0).getDefiningOp();
-  b.setInsertionPoint(func::ReturnOp::create(b, loc));
+  b.setInsertionPoint(body->getTerminator());
+  Value thread;
+  if (target == Target::GPU)
+    thread = gpu::GlobalIdOp::create(b, loc, gpu::Dimension::x);
 
   auto ret = cast<func::ReturnOp>(pipeline.front().getTerminator());
-  for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
+  int64_t threads = 1;
+  for (auto [i, returned] : llvm::enumerate(ret.getOperands())) {
+    Value value = resolve(returned);
     Value out = body->getArgument(numInputs + i);
     int64_t length = staticLength(value);
+    threads = std::max(threads, length);
     Operation *def = value.getDefiningOp();
     bool isScalar = def && isa<ValidateOp, MaxSeqlenOp>(def);
     isScalar |= def && isa<PadTailMetadataOp>(def) &&
@@ -566,40 +630,73 @@ LogicalResult PipelineLowering::run() {
         isa<CuSeqlensOp, AlignLengthsOp, PadCuSeqlensOp, PadTailMetadataOp>(
             def) &&
         !isScalar;
-    if (isScalar) {
-      memref::StoreOp::create(b, loc, scalar(value), out, ValueRange{idx(0)});
-      continue;
-    }
-    auto loop = scf::ForOp::create(b, loc, idx(0), idx(length), idx(1));
     OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPoint(loop.getBody()->getTerminator());
     rows.clear();
-    Value r = loop.getInductionVar();
-    Value element = isArray ? entry(value, r) : row(value, r);
-    memref::StoreOp::create(b, loc, element, out, ValueRange{r});
+    Value element;
+    if (target == Target::Loops) {
+      auto loop = scf::ForOp::create(b, loc, idx(0), idx(length), idx(1));
+      b.setInsertionPoint(loop.getBody()->getTerminator());
+      element = loop.getInductionVar();
+    } else {
+      auto inside = scf::IfOp::create(
+          b, loc, cmp(arith::CmpIPredicate::ult, thread, idx(length)),
+          /*withElseRegion=*/false);
+      b.setInsertionPoint(inside.thenBlock()->getTerminator());
+      element = thread;
+    }
+    Value stored = isScalar  ? scalar(value)
+                   : isArray ? entry(value, element)
+                             : row(value, element);
+    memref::StoreOp::create(b, loc, stored, out, ValueRange{element});
+  }
+  if (target == Target::GPU) {
+    int64_t grid = (threads + blockSize - 1) / blockSize;
+    kernel->setAttr("thd.block", b.getDenseI64ArrayAttr({blockSize, 1, 1}));
+    kernel->setAttr("thd.grid", b.getDenseI64ArrayAttr({grid, 1, 1}));
+    cast<gpu::GPUFuncOp>(kernel).setKnownBlockSizeAttr(
+        b.getDenseI32ArrayAttr({int32_t(blockSize), 1, 1}));
   }
   if (failed(status)) {
-    kernel.erase();
+    kernel->erase();
     return failure();
   }
   pipeline.erase();
   return success();
 }
 
+/// The functions of `module` that hold thd steps.
+SmallVector<func::FuncOp> pipelinesOf(ModuleOp module) {
+  SmallVector<func::FuncOp> pipelines;
+  for (auto func : module.getOps<func::FuncOp>())
+    if (!func.isExternal() && func.walk([](Operation *op) {
+                                    return isa<THDDialect>(op->getDialect())
+                                               ? WalkResult::interrupt()
+                                               : WalkResult::advance();
+                                  })
+                                  .wasInterrupted())
+      pipelines.push_back(func);
+  return pipelines;
+}
+
 struct LowerToLoopsPass
     : mlir::thd::impl::THDLowerToLoopsBase<LowerToLoopsPass> {
   void runOnOperation() override {
-    SmallVector<func::FuncOp> pipelines;
-    for (auto func : getOperation().getOps<func::FuncOp>())
-      if (!func.isExternal() && func.walk([](Operation *op) {
-                                      return isa<THDDialect>(op->getDialect())
-                                                 ? WalkResult::interrupt()
-                                                 : WalkResult::advance();
-                                    })
-                                    .wasInterrupted())
-        pipelines.push_back(func);
-    for (func::FuncOp func : pipelines)
-      if (failed(PipelineLowering(func).run()))
+    for (func::FuncOp func : pipelinesOf(getOperation()))
+      if (failed(PipelineLowering(func, Target::Loops).run()))
+        return signalPassFailure();
+  }
+};
+
+struct LowerToGPUPass : mlir::thd::impl::THDLowerToGPUBase<LowerToGPUPass> {
+  using Base::Base;
+  void runOnOperation() override {
+    if (blockSize < 1 || blockSize > 1024) {
+      getOperation().emitError() << "block-size must be in [1, 1024], got "
+                                 << static_cast<int64_t>(blockSize);
+      return signalPassFailure();
+    }
+    for (func::FuncOp func : pipelinesOf(getOperation()))
+      if (failed(PipelineLowering(func, Target::GPU, blockSize).run()))
         return signalPassFailure();
   }
 };

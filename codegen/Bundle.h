@@ -1,0 +1,38 @@
+//===- Bundle.h - write a compiled pipeline for the runtime -----*- C++ -*-===//
+//
+// A bundle is a folder the runtime loads without MLIR:
+//   manifest.json    the entry, parameters, buffers (name, direction, element
+//                    type, elements) in kernel parameter order, the kernel's
+//                    launch geometry and the files below;
+//   <entry>.ptx      the one GPU kernel, bare pointer parameters;
+//   <entry>.host.so  the same pipeline for the host CPU, exporting
+//                    `void <entry>(T0 *, T1 *, ...)`.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef THDC_CODEGEN_BUNDLE_H
+#define THDC_CODEGEN_BUNDLE_H
+
+#include "codegen/Compiler.h"
+
+namespace thdc {
+
+/// Manifest format version; bump on incompatible changes.
+constexpr int kBundleFormatVersion = 1;
+
+/// Everything a bundle's manifest records.
+struct BundleContents {
+  PipelineSignature signature;
+  std::string chip;
+  int64_t grid[3] = {1, 1, 1};
+  int64_t block[3] = {1, 1, 1};
+  std::string ptxFile;  ///< relative to the bundle folder
+  std::string hostFile; ///< relative to the bundle folder; empty if none
+};
+
+/// The manifest as JSON text.
+std::string renderManifest(const BundleContents &contents);
+
+} // namespace thdc
+
+#endif // THDC_CODEGEN_BUNDLE_H

@@ -1,0 +1,333 @@
+//===- Compiler.cpp - thdc's compilation pipeline as a library ------------===//
+
+#include "codegen/Compiler.h"
+#include "codegen/CodegenPasses.h"
+#include "dialect/THDOps.h"
+#include "passes/Passes.h"
+
+#include "mlir/Conversion/Passes.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
+#include "mlir/Dialect/Func/Extensions/InlinerExtension.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
+#include "mlir/Dialect/Index/IR/IndexDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/ExecutionEngine/ExecutionEngine.h"
+#include "mlir/ExecutionEngine/OptUtils.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Target/LLVM/NVVM/Target.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Export.h"
+#include "mlir/Transforms/Passes.h"
+
+#include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
+#include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
+#include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVM.h"
+#include "mlir/Conversion/IndexToLLVM/IndexToLLVM.h"
+#include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
+#include "mlir/Conversion/NVVMToLLVM/NVVMToLLVM.h"
+
+#include "llvm/IR/LLVMContext.h"
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/IR/Module.h"
+#include "llvm/MC/TargetRegistry.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/raw_ostream.h"
+#include "llvm/Target/TargetMachine.h"
+#include "llvm/TargetParser/Host.h"
+
+using namespace mlir;
+
+void thdc::registerCompilerDialects(DialectRegistry &registry) {
+  registry.insert<thd::THDDialect, func::FuncDialect, arith::ArithDialect,
+                  tensor::TensorDialect, memref::MemRefDialect, scf::SCFDialect,
+                  cf::ControlFlowDialect, gpu::GPUDialect, NVVM::NVVMDialect,
+                  LLVM::LLVMDialect, index::IndexDialect>();
+  NVVM::registerNVVMTargetInterfaceExternalModels(registry);
+  registerBuiltinDialectTranslation(registry);
+  registerLLVMDialectTranslation(registry);
+  registerNVVMDialectTranslation(registry);
+  registerGPUDialectTranslation(registry);
+  arith::registerConvertArithToLLVMInterface(registry);
+  cf::registerConvertControlFlowToLLVMInterface(registry);
+  registerConvertFuncToLLVMInterface(registry);
+  registerConvertMemRefToLLVMInterface(registry);
+  index::registerConvertIndexToLLVMInterface(registry);
+  registerConvertNVVMToLLVMInterface(registry);
+}
+
+OwningOpRef<ModuleOp>
+thdc::loadPipeline(MLIRContext &context, llvm::SourceMgr &sourceMgr,
+                   const llvm::StringMap<int64_t> &params) {
+  context.getOrLoadDialect<thd::THDDialect>()->setParamOverrides(params);
+  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
+  if (!module)
+    return {};
+  auto functions = llvm::to_vector(module->getOps<func::FuncOp>());
+  if (llvm::count_if(functions,
+                     [](func::FuncOp f) { return !f.isExternal(); }) != 1) {
+    module->emitError() << "expected exactly one pipeline function, found "
+                        << functions.size();
+    return {};
+  }
+  PassManager pm(&context);
+  pm.addPass(thd::createTHDForceStaticShapes());
+  pm.addPass(thd::createTHDVerifyCapturable());
+  pm.addPass(thd::createTHDFuse());
+  if (failed(pm.run(*module)))
+    return {};
+  return module;
+}
+
+/// Buffer names are for the manifest; LLVM IR has no place for them.
+static void dropBufferNames(Operation *root) {
+  root->walk([](FunctionOpInterface func) {
+    for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i)
+      func.removeArgAttr(i, thd::THDDialect::kNameAttrName);
+  });
+}
+
+static std::string elementTypeName(Type type) {
+  std::string name;
+  llvm::raw_string_ostream os(name);
+  os << type;
+  return name;
+}
+
+FailureOr<thdc::PipelineSignature> thdc::describePipeline(ModuleOp module) {
+  auto functions = llvm::to_vector(module.getOps<func::FuncOp>());
+  if (functions.size() != 1)
+    return module.emitError("expected exactly one pipeline function");
+  func::FuncOp func = functions.front();
+  PipelineSignature signature;
+  signature.entry = func.getName().str();
+  auto add = [&](Type type, DictionaryAttr attrs, bool isOutput,
+                 unsigned index) -> LogicalResult {
+    auto tensor = dyn_cast<RankedTensorType>(type);
+    if (!tensor || !tensor.hasStaticShape() || tensor.getRank() != 1)
+      return func.emitError()
+             << "buffer #" << index << " is not a static 1-D tensor: " << type;
+    BufferInfo info;
+    auto name = attrs ? attrs.getAs<StringAttr>(thd::THDDialect::kNameAttrName)
+                      : StringAttr();
+    info.name = name ? name.getValue().str()
+                     : (isOutput ? "result" : "arg") + std::to_string(index);
+    info.elementType = elementTypeName(tensor.getElementType());
+    info.elements = tensor.getDimSize(0);
+    info.isOutput = isOutput;
+    signature.buffers.push_back(info);
+    return success();
+  };
+  for (unsigned i = 0; i < func.getNumArguments(); ++i)
+    if (failed(
+            add(func.getArgumentTypes()[i], func.getArgAttrDict(i), false, i)))
+      return failure();
+  for (unsigned i = 0; i < func.getNumResults(); ++i)
+    if (failed(
+            add(func.getResultTypes()[i], func.getResultAttrDict(i), true, i)))
+      return failure();
+  for (const auto &param : thd::getPipelineParams(module))
+    signature.params[param.getKey()] = param.getValue();
+  return signature;
+}
+
+FailureOr<std::string> thdc::compileToPtx(ModuleOp module,
+                                          const GpuOptions &options,
+                                          int64_t grid[3], int64_t block[3]) {
+  if (options.chip != "sm_90" && options.chip != "sm_80")
+    return module.emitError() << "unsupported GPU architecture '"
+                              << options.chip << "' (use sm_90 or sm_80)";
+  OwningOpRef<ModuleOp> gpuModule(cast<ModuleOp>(module->clone()));
+  PassManager pm(module.getContext());
+  thd::THDLowerToGPUOptions lowering;
+  lowering.blockSize = options.blockSize;
+  pm.addPass(thd::createTHDLowerToGPU(lowering));
+  GpuNVVMAttachTargetOptions target;
+  target.chip = options.chip;
+  target.features = "+ptx80";
+  target.optLevel = 3;
+  pm.addPass(createGpuNVVMAttachTarget(target));
+  OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
+  kernels.addPass(createSCFToControlFlowPass());
+  ConvertGpuOpsToNVVMOpsOptions toNVVM;
+  toNVVM.useBarePtrCallConv = true;
+  kernels.addPass(createConvertGpuOpsToNVVMOps(toNVVM));
+  kernels.addPass(createCanonicalizerPass());
+  kernels.addPass(createCSEPass());
+  kernels.addPass(createReconcileUnrealizedCastsPass());
+  GpuModuleToBinaryPassOptions binary;
+  binary.compilationTarget = "isa";
+  // The kernel's geometry is read before the binary replaces the module.
+  if (failed(pm.run(*gpuModule)))
+    return failure();
+  return [&]() -> FailureOr<std::string> {
+    gpu::GPUModuleOp kernelModule;
+    gpuModule->walk([&](gpu::GPUModuleOp op) { kernelModule = op; });
+    if (!kernelModule)
+      return module.emitError("the pipeline produced no GPU kernel");
+    int kernelsFound = 0;
+    kernelModule.walk([&](LLVM::LLVMFuncOp func) {
+      if (auto b = func->getAttrOfType<DenseI64ArrayAttr>(
+              thd::THDDialect::kBlockAttrName)) {
+        auto g = func->getAttrOfType<DenseI64ArrayAttr>(
+            thd::THDDialect::kGridAttrName);
+        for (int d = 0; d < 3; ++d) {
+          block[d] = b[d];
+          grid[d] = g[d];
+        }
+        ++kernelsFound;
+      }
+    });
+    if (kernelsFound != 1)
+      return module.emitError()
+             << "expected one kernel, found " << kernelsFound;
+    dropBufferNames(*gpuModule);
+    PassManager toBinary(module.getContext());
+    toBinary.addPass(createGpuModuleToBinaryPass(binary));
+    if (failed(toBinary.run(*gpuModule)))
+      return failure();
+    std::string ptx;
+    gpuModule->walk([&](gpu::BinaryOp binaryOp) {
+      for (Attribute object : binaryOp.getObjects())
+        if (auto obj = dyn_cast<gpu::ObjectAttr>(object))
+          if (obj.getFormat() == gpu::CompilationTarget::Assembly)
+            ptx = obj.getObject().getValue().str();
+    });
+    if (ptx.empty())
+      return module.emitError("the GPU back end produced no PTX");
+    return ptx;
+  }();
+}
+
+LogicalResult thdc::lowerToHostLLVM(ModuleOp module) {
+  PassManager pm(module.getContext());
+  pm.addPass(thd::createTHDLowerToLoops());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  pm.addPass(createSCFToControlFlowPass());
+  pm.addPass(createArithToLLVMConversionPass());
+  pm.addPass(createConvertIndexToLLVMPass());
+  pm.addPass(createFinalizeMemRefToLLVMConversionPass());
+  ConvertFuncToLLVMPassOptions func;
+  func.useBarePtrCallConv = true;
+  pm.addPass(createConvertFuncToLLVMPass(func));
+  pm.addPass(createConvertControlFlowToLLVMPass());
+  pm.addPass(createReconcileUnrealizedCastsPass());
+  if (failed(pm.run(module)))
+    return failure();
+  dropBufferNames(module);
+  return success();
+}
+
+LogicalResult thdc::emitHostSharedObject(ModuleOp module,
+                                         llvm::StringRef path) {
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  llvm::LLVMContext llvmContext;
+  std::unique_ptr<llvm::Module> llvmModule =
+      translateModuleToLLVMIR(module, llvmContext);
+  if (!llvmModule)
+    return module.emitError("cannot translate the host code to LLVM IR");
+  std::string triple = llvm::sys::getDefaultTargetTriple();
+  std::string error;
+  const llvm::Target *target =
+      llvm::TargetRegistry::lookupTarget(llvm::Triple(triple), error);
+  if (!target)
+    return module.emitError() << "no LLVM target for the host: " << error;
+  llvm::TargetOptions targetOptions;
+  std::unique_ptr<llvm::TargetMachine> machine(target->createTargetMachine(
+      llvm::Triple(triple), "generic", "", targetOptions, llvm::Reloc::PIC_));
+  llvmModule->setDataLayout(machine->createDataLayout());
+  llvmModule->setTargetTriple(llvm::Triple(triple));
+
+  std::string objectPath = (path + ".o").str();
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream object(objectPath, ec, llvm::sys::fs::OF_None);
+    if (ec)
+      return module.emitError()
+             << "cannot write " << objectPath << ": " << ec.message();
+    llvm::legacy::PassManager codegen;
+    if (machine->addPassesToEmitFile(codegen, object, nullptr,
+                                     llvm::CodeGenFileType::ObjectFile))
+      return module.emitError("the host target cannot emit object files");
+    codegen.run(*llvmModule);
+  }
+  llvm::ErrorOr<std::string> cc = llvm::sys::findProgramByName("cc");
+  if (!cc)
+    return module.emitError(
+        "no C compiler ('cc') on PATH to link the host shared object");
+  std::string out = path.str();
+  llvm::SmallVector<llvm::StringRef> args = {*cc, "-shared", "-o", out,
+                                             objectPath};
+  std::string message;
+  int rc =
+      llvm::sys::ExecuteAndWait(*cc, args, std::nullopt, {}, 0, 0, &message);
+  llvm::sys::fs::remove(objectPath);
+  if (rc != 0)
+    return module.emitError()
+           << "linking " << out << " failed: "
+           << (message.empty() ? "cc exited with code " + std::to_string(rc)
+                               : message);
+  return success();
+}
+
+FailureOr<std::unique_ptr<thdc::HostPipeline>>
+thdc::HostPipeline::compile(ModuleOp module) {
+  FailureOr<PipelineSignature> signature = describePipeline(module);
+  if (failed(signature))
+    return failure();
+  OwningOpRef<ModuleOp> host(cast<ModuleOp>(module->clone()));
+  if (failed(lowerToHostLLVM(*host)))
+    return failure();
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  ExecutionEngineOptions options;
+  options.transformer = makeOptimizingTransformer(/*optLevel=*/2,
+                                                  /*sizeLevel=*/0,
+                                                  /*targetMachine=*/nullptr);
+  auto engine = ExecutionEngine::create(*host, options);
+  if (!engine) {
+    std::string message = llvm::toString(engine.takeError());
+    return module.emitError() << "JIT compilation failed: " << message;
+  }
+  std::unique_ptr<HostPipeline> pipeline(new HostPipeline());
+  pipeline->sig = std::move(*signature);
+  pipeline->engine = std::move(*engine);
+  return pipeline;
+}
+
+thdc::HostPipeline::~HostPipeline() = default;
+
+bool thdc::HostPipeline::run(llvm::ArrayRef<void *> buffers,
+                             std::string &error) const {
+  if (buffers.size() != sig.buffers.size()) {
+    error = "expected " + std::to_string(sig.buffers.size()) +
+            " buffers, got " + std::to_string(buffers.size());
+    return false;
+  }
+  // The packed interface takes a pointer to each (pointer) argument.
+  llvm::SmallVector<void *> pointers(buffers.begin(), buffers.end());
+  llvm::SmallVector<void *> packed;
+  for (void *&pointer : pointers)
+    packed.push_back(&pointer);
+  if (llvm::Error err = engine->invokePacked(sig.entry, packed)) {
+    error = llvm::toString(std::move(err));
+    return false;
+  }
+  return true;
+}

@@ -1,0 +1,101 @@
+//===- Compiler.h - thdc's compilation pipeline as a library ----*- C++ -*-===//
+//
+// From pipeline text to what the runtime needs: the static signature of the
+// pipeline, the PTX of its one kernel, and its host (CPU) code. Used by the
+// `thdc` and `thd-run` drivers and by the JIT.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef THDC_CODEGEN_COMPILER_H
+#define THDC_CODEGEN_COMPILER_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/SourceMgr.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mlir {
+class DialectRegistry;
+class ExecutionEngine;
+} // namespace mlir
+
+namespace thdc {
+
+/// Registers every dialect, interface and translation the compiler uses.
+void registerCompilerDialects(mlir::DialectRegistry &registry);
+
+/// One buffer of a compiled pipeline: its arguments, then its results.
+struct BufferInfo {
+  std::string name;        ///< thd.name, or argN / resultN
+  std::string elementType; ///< "i1", "i32", "i64", "f32", ...
+  int64_t elements = 0;    ///< static length
+  bool isOutput = false;
+};
+
+/// What the runtime needs to call a compiled pipeline.
+struct PipelineSignature {
+  std::string entry;               ///< the function (and kernel) name
+  std::vector<BufferInfo> buffers; ///< kernel parameter order
+  llvm::StringMap<int64_t> params; ///< the parameter values compiled in
+};
+
+/// Options of the GPU back end.
+struct GpuOptions {
+  std::string chip = "sm_90"; ///< sm_90 (default) or sm_80
+  int64_t blockSize = 256;
+};
+
+/// Parses `sourceMgr`'s main buffer with `params` overriding the declared
+/// defaults, then forces static shapes, checks that the pipeline is
+/// capturable and fuses it into one kernel. Diagnostics go to the context's
+/// handler. The module must hold exactly one pipeline function.
+mlir::OwningOpRef<mlir::ModuleOp>
+loadPipeline(mlir::MLIRContext &context, llvm::SourceMgr &sourceMgr,
+             const llvm::StringMap<int64_t> &params);
+
+/// The signature of the fused pipeline in `module` (after loadPipeline).
+mlir::FailureOr<PipelineSignature> describePipeline(mlir::ModuleOp module);
+
+/// Lowers a copy of `module` to one GPU kernel and returns its PTX; also
+/// the launch geometry in `grid` and `block`.
+mlir::FailureOr<std::string> compileToPtx(mlir::ModuleOp module,
+                                          const GpuOptions &options,
+                                          int64_t grid[3], int64_t block[3]);
+
+/// Lowers `module` in place to the LLVM dialect for the host CPU: the
+/// pipeline becomes `void entry(T0 *, T1 *, ...)` over bare pointers.
+mlir::LogicalResult lowerToHostLLVM(mlir::ModuleOp module);
+
+/// Compiles a module lowered by lowerToHostLLVM to a shared object at
+/// `path`, through an object file and the system C compiler (`cc`).
+mlir::LogicalResult emitHostSharedObject(mlir::ModuleOp module,
+                                         llvm::StringRef path);
+
+/// A pipeline compiled in-process for the host CPU (MLIR's ExecutionEngine).
+class HostPipeline {
+public:
+  /// Lowers a copy of `module` (after loadPipeline) and JIT-compiles it.
+  static mlir::FailureOr<std::unique_ptr<HostPipeline>>
+  compile(mlir::ModuleOp module);
+  ~HostPipeline();
+
+  const PipelineSignature &signature() const { return sig; }
+
+  /// Runs the pipeline on `buffers`, one pointer per signature buffer in
+  /// order (inputs, then outputs), each holding `elements` values (i1 as
+  /// one byte). Returns false and sets `error` if the engine fails.
+  bool run(llvm::ArrayRef<void *> buffers, std::string &error) const;
+
+private:
+  HostPipeline() = default;
+  PipelineSignature sig;
+  std::unique_ptr<mlir::ExecutionEngine> engine;
+};
+
+} // namespace thdc
+
+#endif // THDC_CODEGEN_COMPILER_H

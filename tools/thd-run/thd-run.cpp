@@ -1,0 +1,111 @@
+//===- thd-run.cpp - run a pipeline on JSON data --------------------------===//
+//
+//   thd-run PIPELINE.mlir --input IN.json [--output OUT.json]
+//           [--param NAME=VALUE ...] [--backend cpu|cuda]
+//
+// Compiles the pipeline in-process (static shapes, one fused kernel) and runs
+// it once. IN.json maps every argument name to a flat array; the results are
+// written under their names (booleans as 0/1), to OUT.json or stdout.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/Compiler.h"
+#include "runtime/HostBuffers.h"
+#include "tools/ParamOptions.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace cl = llvm::cl;
+using namespace thdc;
+
+static cl::opt<std::string>
+    pipelineFile(cl::Positional, cl::desc("<pipeline.mlir>"), cl::Required);
+static cl::opt<std::string> inputFile("input", cl::desc("JSON inputs"),
+                                      cl::value_desc("file"), cl::Required);
+static cl::opt<std::string>
+    outputFile("output", cl::desc("JSON outputs (default: stdout)"),
+               cl::value_desc("file"), cl::init("-"));
+static cl::opt<std::string>
+    backend("backend", cl::desc("Where to run: cpu or cuda"), cl::init("cpu"));
+
+static int fail(const llvm::Twine &message) {
+  llvm::errs() << "error: " << message << "\n";
+  return 1;
+}
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  registerParamOption();
+  cl::ParseCommandLineOptions(argc, argv, "thd-run: run a THD pipeline\n");
+  if (backend != "cpu" && backend != "cuda")
+    return fail("unknown backend '" + backend + "' (use cpu or cuda)");
+  if (backend == "cuda")
+    return fail("the cuda backend needs the thdc CUDA runtime, which this "
+                "build of thd-run does not include; use --backend cpu");
+  llvm::StringMap<int64_t> params = parsedParamOverrides();
+
+  mlir::DialectRegistry registry;
+  registerCompilerDialects(registry);
+  mlir::MLIRContext context(registry);
+  context.printOpOnDiagnostic(false);
+  llvm::SourceMgr sourceMgr;
+  mlir::SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
+  std::string error;
+  auto pipelineText = mlir::openInputFile(pipelineFile, &error);
+  if (!pipelineText)
+    return fail(error);
+  sourceMgr.AddNewSourceBuffer(std::move(pipelineText), llvm::SMLoc());
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      loadPipeline(context, sourceMgr, params);
+  if (!module)
+    return 1;
+  auto compiled = HostPipeline::compile(*module);
+  if (mlir::failed(compiled))
+    return 1;
+  const PipelineSignature &signature = (*compiled)->signature();
+
+  std::vector<runtime::BufferSpec> inputSpecs, outputSpecs;
+  for (const BufferInfo &buffer : signature.buffers) {
+    std::optional<runtime::ElementType> type =
+        runtime::parseElementType(buffer.elementType);
+    if (!type)
+      return fail("buffer '" + buffer.name + "' has the element type " +
+                  buffer.elementType + ", which thd-run cannot exchange");
+    runtime::BufferSpec spec{buffer.name, *type, buffer.elements};
+    (buffer.isOutput ? outputSpecs : inputSpecs).push_back(spec);
+  }
+
+  auto inputText = mlir::openInputFile(inputFile, &error);
+  if (!inputText)
+    return fail(error);
+  llvm::Expected<std::vector<runtime::HostBuffer>> inputs =
+      runtime::readInputs(inputText->getBuffer(), inputSpecs);
+  if (!inputs)
+    return fail(inputFile + ": " + llvm::toString(inputs.takeError()));
+  std::vector<runtime::HostBuffer> outputs;
+  for (const runtime::BufferSpec &spec : outputSpecs)
+    outputs.emplace_back(spec);
+
+  std::vector<void *> pointers;
+  for (runtime::HostBuffer &buffer : *inputs)
+    pointers.push_back(buffer.data());
+  for (runtime::HostBuffer &buffer : outputs)
+    pointers.push_back(buffer.data());
+  if (!(*compiled)->run(pointers, error))
+    return fail("running " + signature.entry + " failed: " + error);
+
+  auto output = mlir::openOutputFile(outputFile, &error);
+  if (!output)
+    return fail(error);
+  output->os() << runtime::writeOutputs(outputs, /*pretty=*/true) << "\n";
+  output->keep();
+  return 0;
+}

@@ -1,0 +1,123 @@
+//===- thdc.cpp - compile a pipeline into a bundle ------------------------===//
+//
+//   thdc PIPELINE.mlir -o OUT [--param NAME=VALUE ...] [--chip sm_90|sm_80]
+//   thdc PIPELINE.mlir --emit-ptx
+//
+// Forces static shapes, fuses the pipeline into one kernel and writes the
+// bundle (see codegen/Bundle.h) into the folder OUT.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/Bundle.h"
+#include "codegen/Compiler.h"
+#include "tools/ParamOptions.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace cl = llvm::cl;
+
+static cl::opt<std::string>
+    inputFile(cl::Positional, cl::desc("<pipeline.mlir>"), cl::Required);
+static cl::opt<std::string> outputDir("o", cl::desc("Bundle folder to write"),
+                                      cl::value_desc("folder"));
+static cl::opt<bool> emitPtx("emit-ptx",
+                             cl::desc("Print the kernel's PTX and exit"));
+static cl::opt<std::string> chip("chip", cl::desc("GPU architecture"),
+                                 cl::init("sm_90"));
+static cl::opt<int64_t> blockSize("block-size", cl::desc("Threads per block"),
+                                  cl::init(256));
+static cl::opt<bool> noHost("no-host",
+                            cl::desc("Do not build the host shared object"));
+
+static bool writeFile(llvm::StringRef path, llvm::StringRef text) {
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec);
+  if (ec) {
+    llvm::errs() << "error: cannot write " << path << ": " << ec.message()
+                 << "\n";
+    return false;
+  }
+  os << text;
+  return true;
+}
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  thdc::registerParamOption();
+  cl::ParseCommandLineOptions(argc, argv, "thdc: compile a THD pipeline\n");
+  if (!emitPtx && outputDir.empty()) {
+    llvm::errs() << "error: give -o FOLDER for the bundle, or --emit-ptx\n";
+    return 1;
+  }
+  llvm::StringMap<int64_t> params = thdc::parsedParamOverrides();
+
+  mlir::DialectRegistry registry;
+  thdc::registerCompilerDialects(registry);
+  mlir::MLIRContext context(registry);
+  context.printOpOnDiagnostic(false);
+  llvm::SourceMgr sourceMgr;
+  mlir::SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
+  std::string error;
+  auto file = mlir::openInputFile(inputFile, &error);
+  if (!file) {
+    llvm::errs() << "error: " << error << "\n";
+    return 1;
+  }
+  sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
+
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      thdc::loadPipeline(context, sourceMgr, params);
+  if (!module)
+    return 1;
+  thdc::BundleContents contents;
+  mlir::FailureOr<thdc::PipelineSignature> signature =
+      thdc::describePipeline(*module);
+  if (mlir::failed(signature))
+    return 1;
+  contents.signature = *signature;
+  thdc::GpuOptions gpu;
+  gpu.chip = chip;
+  gpu.blockSize = blockSize;
+  mlir::FailureOr<std::string> ptx =
+      thdc::compileToPtx(*module, gpu, contents.grid, contents.block);
+  if (mlir::failed(ptx))
+    return 1;
+  if (emitPtx) {
+    llvm::outs() << *ptx;
+    return 0;
+  }
+
+  if (std::error_code ec = llvm::sys::fs::create_directories(outputDir)) {
+    llvm::errs() << "error: cannot create " << outputDir << ": " << ec.message()
+                 << "\n";
+    return 1;
+  }
+  contents.chip = chip;
+  contents.ptxFile = contents.signature.entry + ".ptx";
+  llvm::SmallString<256> path(outputDir);
+  llvm::sys::path::append(path, contents.ptxFile);
+  if (!writeFile(path, *ptx))
+    return 1;
+  if (!noHost) {
+    contents.hostFile = contents.signature.entry + ".host.so";
+    path = outputDir;
+    llvm::sys::path::append(path, contents.hostFile);
+    if (mlir::failed(thdc::lowerToHostLLVM(*module)) ||
+        mlir::failed(thdc::emitHostSharedObject(*module, path)))
+      return 1;
+  }
+  path = outputDir;
+  llvm::sys::path::append(path, "manifest.json");
+  if (!writeFile(path, thdc::renderManifest(contents)))
+    return 1;
+  return 0;
+}
