@@ -205,6 +205,14 @@ Value PipelineLowering::entry(Value array, Value i) {
         Value v = entry(op.getValidLens(), i);
         return mul(divS(add(v, i32(g - 1)), i32(g)), i32(g));
       })
+      .Case([&](GatherOp op) {
+        int64_t ids = staticLength(op.getIds());
+        Value n = op.getNumSeqs()
+                      ? clamp(toIndex(scalar(op.getNumSeqs())), 0, ids)
+                      : idx(ids);
+        Value value = entry(op.getValues(), toIndex(entry(op.getIds(), i)));
+        return select(cmp(arith::CmpIPredicate::slt, i, n), value, i32(0));
+      })
       .Case([&](CuSeqlensOp op) {
         Value n = count(op.getNumSeqs(), op.getOffsets());
         Value upto = minIdx(i, n);

@@ -174,6 +174,18 @@ LogicalResult AlignLengthsOp::verify() {
   return success();
 }
 
+LogicalResult GatherOp::verify() {
+  std::optional<int64_t> ids = staticLength(getIds());
+  std::optional<int64_t> out = staticLength(getResult());
+  if (ids && out && *ids != *out)
+    return emitOpError() << "result has " << *out << " entries but there are "
+                         << *ids << " ids";
+  std::optional<int64_t> values = staticLength(getValues());
+  if (values && *values < 1)
+    return emitOpError() << "gathers from an empty array";
+  return success();
+}
+
 LogicalResult CuSeqlensOp::verify() {
   std::optional<int64_t> in = staticLength(getLengths());
   std::optional<int64_t> out = staticLength(getOffsets());

@@ -47,6 +47,30 @@ def THD_AlignLengthsOp : THD_Op<"align_lengths", [AllTypesMatch<["valid_lens", "
   }];
 }
 
+def THD_GatherOp : THD_Op<"gather"> {
+  let summary = "per-sample values of the chosen samples (S3/S4)";
+  let description = [{
+    Returns `values[ids[i]]` for each of the first `n` ids (all of them
+    without `num_seqs`), and 0 for the entries beyond: for example the valid
+    lengths of the samples that the planner chose for this microbatch, out
+    of the lengths of every sample in the pool. Ids are clamped into
+    `values`, so a bad id never reads out of bounds.
+
+    ```mlir
+    // lengths of a pool of 5 samples, samples 4, 0, 2 chosen
+    %v = thd.gather %sample_lengths[%sample_ids] num_seqs %n
+        : tensor<5xi32>, tensor<3xi32> -> tensor<3xi32>
+    ```
+  }];
+  let arguments = (ins THD_Lengths:$values, THD_Lengths:$ids,
+                       Optional<THD_Scalar>:$num_seqs);
+  let results = (outs THD_Lengths:$result);
+  let assemblyFormat = [{
+    $values `[` $ids `]` (`num_seqs` $num_seqs^)? attr-dict `:` type($values) `,`
+    type($ids) `->` type($result)
+  }];
+}
+
 def THD_CuSeqlensOp : THD_Op<"cu_seqlens"> {
   let summary = "cumulative offsets of a list of lengths (S4)";
   let description = [{

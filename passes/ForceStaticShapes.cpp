@@ -42,6 +42,9 @@ FailureOr<SmallVector<int64_t>> capacitiesOf(Operation *op) {
       .Case([](AlignLengthsOp op) {
         return SmallVector<int64_t>{lengthOf(op.getValidLens())};
       })
+      .Case([](GatherOp op) {
+        return SmallVector<int64_t>{lengthOf(op.getIds())};
+      })
       .Case([](CuSeqlensOp op) {
         return SmallVector<int64_t>{lengthOf(op.getLengths()) + 1};
       })

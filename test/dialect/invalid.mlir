@@ -512,3 +512,48 @@ module attributes {thd.params = {C = 8 : i64}} {
     return
   }
 }
+
+// -----
+
+func.func @f(%v: tensor<5xi32>, %ids: tensor<3xi32>) -> tensor<4xi32> {
+  // expected-error @+1 {{result has 4 entries but there are 3 ids}}
+  %0 = thd.gather %v[%ids] : tensor<5xi32>, tensor<3xi32> -> tensor<4xi32>
+  return %0 : tensor<4xi32>
+}
+
+// -----
+
+func.func @f(%v: tensor<0xi32>, %ids: tensor<3xi32>) -> tensor<3xi32> {
+  // expected-error @+1 {{gathers from an empty array}}
+  %0 = thd.gather %v[%ids] : tensor<0xi32>, tensor<3xi32> -> tensor<3xi32>
+  return %0 : tensor<3xi32>
+}
+
+// -----
+
+func.func @f(%t: tensor<8xi64>, %m: tensor<8xi1>) -> tensor<8xi32> {
+  // expected-error @+1 {{yields 1 values of types 'tensor<8xi64>' but has results of types 'tensor<8xi32>'}}
+  %0 = thd.fused -> tensor<8xi32> {
+    %s = thd.sanitize %t, %m : tensor<8xi64>, tensor<8xi1>
+    thd.yield %s : tensor<8xi64>
+  }
+  return %0 : tensor<8xi32>
+}
+
+// -----
+
+func.func @f(%t: tensor<8xi64>) -> tensor<8xi64> {
+  %0 = thd.fused -> tensor<8xi64> {
+    // expected-error @+1 {{cannot run inside a fused kernel: only thd steps and constants can}}
+    %c = tensor.cast %t : tensor<8xi64> to tensor<8xi64>
+    thd.yield %c : tensor<8xi64>
+  }
+  return %0 : tensor<8xi64>
+}
+
+// -----
+
+// expected-error @+1 {{'thd.grid' must be three positive sizes [x, y, z]}}
+func.func @f() attributes {thd.grid = array<i64: 1, 0, 1>} {
+  return
+}

@@ -16,6 +16,27 @@ func.func @align_lengths(%v: tensor<?xi32>) -> (tensor<?xi32>, tensor<3xi32>) {
   return %0, %1 : tensor<?xi32>, tensor<3xi32>
 }
 
+// CHECK-LABEL: func @gather
+func.func @gather(%lengths: tensor<5xi32>, %ids: tensor<3xi32>, %n: tensor<1xi32>) -> (tensor<3xi32>, tensor<?xi32>) {
+  // CHECK: thd.gather %{{.+}}[%{{.+}}] : tensor<5xi32>, tensor<3xi32> -> tensor<3xi32>
+  %0 = thd.gather %lengths[%ids] : tensor<5xi32>, tensor<3xi32> -> tensor<3xi32>
+  // CHECK: thd.gather %{{.+}}[%{{.+}}] num_seqs %{{.+}} : tensor<5xi32>, tensor<3xi32> -> tensor<?xi32>
+  %1 = thd.gather %lengths[%ids] num_seqs %n : tensor<5xi32>, tensor<3xi32> -> tensor<?xi32>
+  return %0, %1 : tensor<3xi32>, tensor<?xi32>
+}
+
+// CHECK-LABEL: func @fused
+func.func @fused(%t: tensor<8xi64>, %m: tensor<8xi1>) -> tensor<8xi64> {
+  // CHECK: %[[R:.+]] = thd.fused -> tensor<8xi64> {
+  // CHECK-NEXT: %[[S:.+]] = thd.sanitize
+  // CHECK-NEXT: thd.yield %[[S]] : tensor<8xi64>
+  %0 = thd.fused -> tensor<8xi64> {
+    %s = thd.sanitize %t, %m : tensor<8xi64>, tensor<8xi1>
+    thd.yield %s : tensor<8xi64>
+  }
+  return %0 : tensor<8xi64>
+}
+
 // CHECK-LABEL: func @cu_seqlens
 // CHECK-SAME: (%[[L:.+]]: tensor<3xi32>, %[[N:.+]]: tensor<1xi32>)
 func.func @cu_seqlens(%l: tensor<3xi32>, %n: tensor<1xi32>) -> (tensor<4xi32>, tensor<4xi32>) {
