@@ -477,6 +477,11 @@ void PipelineLowering::validate(ValidateOp op) {
   bits = orI(bits, select(cmp(arith::CmpIPredicate::sgt, entry(cup, n),
                               i32(intAttr(op.getMaxTokens()))),
                           i32(2), i32(0)));
+  if (multiple > 1) {
+    Value indivisible = cmp(arith::CmpIPredicate::ne,
+                            remS(entry(cup, idx(0)), i32(multiple)), i32(0));
+    bits = orI(bits, select(indivisible, i32(4), i32(0)));
+  }
   auto loop = scf::ForOp::create(b, loc, idx(1), add(n, idx(1)), idx(1),
                                  ValueRange{bits});
   {
@@ -489,7 +494,12 @@ void PipelineLowering::validate(ValidateOp op) {
     Value decreasing = orI(cmp(arith::CmpIPredicate::slt, c1, c0),
                            cmp(arith::CmpIPredicate::slt, p1, p0));
     acc = orI(acc, select(decreasing, i32(8), i32(0)));
-    Value longer = cmp(arith::CmpIPredicate::sgt, sub(c1, c0), sub(p1, p0));
+    // Lengths in 64 bits: differences of arbitrary i32 offsets can wrap.
+    auto wide = [&](Value v) {
+      return arith::ExtSIOp::create(b, loc, b.getI64Type(), v).getResult();
+    };
+    Value longer = cmp(arith::CmpIPredicate::sgt, sub(wide(c1), wide(c0)),
+                       sub(wide(p1), wide(p0)));
     acc = orI(acc, select(longer, i32(16), i32(0)));
     if (multiple > 1) {
       Value indivisible =

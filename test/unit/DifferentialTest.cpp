@@ -1,0 +1,1164 @@
+//===- DifferentialTest.cpp - compiled pipeline vs the reference ----------===//
+//
+// Differential tests of examples/megatron_graph_step.mlir compiled for the
+// host CPU (thdc::HostPipeline) against the reference semantics
+// (reference/Reference.h): randomized microbatches over cp in {1, 2, 4, 8},
+// the three tail policies, small and large capacities, zero-length
+// sequences, empty batches and batches at exactly full capacity, every CP
+// rank of each microbatch; every output element must match exactly. The
+// BadData tests check the status bits of thd.validate and that a bad
+// microbatch yields the outputs of an empty one, and run random garbage
+// metadata through the compiled code.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/Compiler.h"
+#include "reference/Reference.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+using namespace thdc::reference;
+
+namespace {
+
+constexpr int32_t kInt32Min = std::numeric_limits<int32_t>::min();
+constexpr int32_t kInt32Max = std::numeric_limits<int32_t>::max();
+
+/// The `policy` keyword of thd.pad_tail_metadata.
+const char *policyKeyword(TailPolicy policy) {
+  switch (policy) {
+  case TailPolicy::AppendDummySequence:
+    return "append_dummy_sequence";
+  case TailPolicy::ExtendLast:
+    return "extend_last";
+  case TailPolicy::None:
+    return "none";
+  }
+  return "?";
+}
+
+/// One compiled configuration of the example pipeline.
+struct StepConfig {
+  int64_t C = 0;  ///< tokens per CP rank
+  int64_t cp = 1; ///< CP size
+  int64_t N = 0;  ///< sequence capacity, the dummy included
+  TailPolicy policy = TailPolicy::AppendDummySequence;
+
+  std::string str() const {
+    std::ostringstream os;
+    os << "C=" << C << " cp=" << cp << " N=" << N
+       << " policy=" << policyKeyword(policy);
+    return os.str();
+  }
+};
+
+/// The example pipeline with its tail policy replaced by `policy`.
+std::string pipelineText(TailPolicy policy, std::string &error) {
+  const std::string path =
+      std::string(THDC_SOURCE_DIR) + "/examples/megatron_graph_step.mlir";
+  std::ifstream file(path);
+  if (!file) {
+    error = "cannot read " + path;
+    return "";
+  }
+  std::stringstream contents;
+  contents << file.rdbuf();
+  std::string text = contents.str();
+  const std::string original = "policy append_dummy_sequence";
+  const std::size_t at = text.find(original);
+  if (at == std::string::npos ||
+      text.find(original, at + original.size()) != std::string::npos) {
+    error = "expected exactly one '" + original + "' in " + path;
+    return "";
+  }
+  text.replace(at, original.size(),
+               std::string("policy ") + policyKeyword(policy));
+  return text;
+}
+
+/// The MLIR context shared by every compilation of a test process.
+mlir::MLIRContext &compilerContext() {
+  static mlir::MLIRContext *context = [] {
+    mlir::DialectRegistry registry;
+    thdc::registerCompilerDialects(registry);
+    auto *created = new mlir::MLIRContext(registry);
+    created->printOpOnDiagnostic(false);
+    return created;
+  }();
+  return *context;
+}
+
+/// The example pipeline compiled for the host CPU for one configuration,
+/// with its buffers allocated once and reused for every microbatch.
+class CompiledGraphStep {
+public:
+  /// Compiles `config`; null with `error` set on failure.
+  static std::unique_ptr<CompiledGraphStep> compile(const StepConfig &config,
+                                                    std::string &error) {
+    std::string text = pipelineText(config.policy, error);
+    if (text.empty())
+      return nullptr;
+    mlir::MLIRContext &context = compilerContext();
+    llvm::SourceMgr sourceMgr;
+    std::string diagnostics;
+    llvm::raw_string_ostream diagnosticStream(diagnostics);
+    mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context,
+                                             diagnosticStream);
+    sourceMgr.AddNewSourceBuffer(
+        llvm::MemoryBuffer::getMemBufferCopy(text, "megatron_graph_step.mlir"),
+        llvm::SMLoc());
+    llvm::StringMap<int64_t> params{
+        {"C", config.C}, {"cp", config.cp}, {"N", config.N}};
+    mlir::OwningOpRef<mlir::ModuleOp> module =
+        thdc::loadPipeline(context, sourceMgr, params);
+    if (!module) {
+      error = "loadPipeline failed for " + config.str() + ":\n" + diagnostics;
+      return nullptr;
+    }
+    mlir::FailureOr<std::unique_ptr<thdc::HostPipeline>> pipeline =
+        thdc::HostPipeline::compile(*module);
+    if (mlir::failed(pipeline)) {
+      error = "HostPipeline::compile failed for " + config.str() + ":\n" +
+              diagnostics;
+      return nullptr;
+    }
+    std::unique_ptr<CompiledGraphStep> step(new CompiledGraphStep(config));
+    step->pipeline = std::move(*pipeline);
+    if (!step->bindBuffers(error))
+      return nullptr;
+    return step;
+  }
+
+  const StepConfig &config() const { return cfg; }
+
+  /// Runs one microbatch; every output element is poisoned first so that an
+  /// element the kernel does not write shows up as a mismatch.
+  bool run(const GraphStepInput &input, GraphStepOutput &output,
+           std::string &error) {
+    tokens = input.tokens;
+    labels = input.labels;
+    positionIds = input.positionIds;
+    lossMask = input.lossMask;
+    cuSeqlens = input.cuSeqlens;
+    cuSeqlensPadded = input.cuSeqlensPadded;
+    numSeqs = input.numSeqs;
+    cpRank = input.cpRank;
+
+    output.tokens.assign(cfg.C, kPoison64);
+    output.labels.assign(cfg.C, kPoison64);
+    output.positionIds.assign(cfg.C, kPoison64);
+    output.lossMask.assign(cfg.C, kPoisonF32);
+    output.paddingMask.assign(cfg.C, kPoison8);
+    output.cuSeqlensPadded.assign(cfg.N + 1, kPoison32);
+    output.cuSeqlens.assign(cfg.N + 1, kPoison32);
+    output.maxSeqlen = kPoison32;
+    output.status = kPoison32;
+
+    std::vector<void *> pointers;
+    for (Slot slot : slots)
+      pointers.push_back(addressOf(slot, output));
+    return pipeline->run(pointers, error);
+  }
+
+  static constexpr int64_t kPoison64 = 0x5a5a5a5a5a5a5a5a;
+  static constexpr int32_t kPoison32 = 0x5a5a5a5a;
+  static constexpr uint8_t kPoison8 = 0x5a;
+  static constexpr float kPoisonF32 = -12345.5f;
+
+private:
+  /// Which vector backs each signature buffer.
+  enum class Slot {
+    Tokens,
+    Labels,
+    PositionIds,
+    LossMask,
+    CuSeqlens,
+    CuSeqlensPadded,
+    NumSeqs,
+    CpRank,
+    OutTokens,
+    OutLabels,
+    OutPositionIds,
+    OutLossMask,
+    OutPaddingMask,
+    OutCuSeqlensPadded,
+    OutCuSeqlens,
+    OutMaxSeqlen,
+    OutStatus,
+  };
+
+  explicit CompiledGraphStep(const StepConfig &config) : cfg(config) {}
+
+  /// Maps the signature's buffers onto slots, checking names, element
+  /// types and static lengths against the example's interface.
+  bool bindBuffers(std::string &error) {
+    struct Expected {
+      const char *name;
+      bool isOutput;
+      const char *type;
+      int64_t elements;
+      Slot slot;
+    };
+    const int64_t rows = cfg.C * cfg.cp, entries = cfg.N + 1;
+    const Expected expected[] = {
+        {"tokens", false, "i64", rows, Slot::Tokens},
+        {"labels", false, "i64", rows, Slot::Labels},
+        {"position_ids", false, "i64", rows, Slot::PositionIds},
+        {"loss_mask", false, "f32", rows, Slot::LossMask},
+        {"cu_seqlens", false, "i32", entries, Slot::CuSeqlens},
+        {"cu_seqlens_padded", false, "i32", entries, Slot::CuSeqlensPadded},
+        {"num_seqs", false, "i32", 1, Slot::NumSeqs},
+        {"cp_rank", false, "i32", 1, Slot::CpRank},
+        {"tokens", true, "i64", cfg.C, Slot::OutTokens},
+        {"labels", true, "i64", cfg.C, Slot::OutLabels},
+        {"position_ids", true, "i64", cfg.C, Slot::OutPositionIds},
+        {"loss_mask", true, "f32", cfg.C, Slot::OutLossMask},
+        {"padding_mask", true, "i1", cfg.C, Slot::OutPaddingMask},
+        {"cu_seqlens_padded", true, "i32", entries, Slot::OutCuSeqlensPadded},
+        {"cu_seqlens", true, "i32", entries, Slot::OutCuSeqlens},
+        {"max_seqlen", true, "i32", 1, Slot::OutMaxSeqlen},
+        {"status", true, "i32", 1, Slot::OutStatus},
+    };
+    for (const thdc::BufferInfo &buffer : pipeline->signature().buffers) {
+      const Expected *match = nullptr;
+      for (const Expected &candidate : expected)
+        if (buffer.name == candidate.name &&
+            buffer.isOutput == candidate.isOutput)
+          match = &candidate;
+      if (!match || buffer.elementType != match->type ||
+          buffer.elements != match->elements) {
+        error = "unexpected buffer " + buffer.name + " (" +
+                (buffer.isOutput ? "output" : "input") + ", " +
+                buffer.elementType + "[" + std::to_string(buffer.elements) +
+                "]) in the signature for " + cfg.str();
+        return false;
+      }
+      slots.push_back(match->slot);
+    }
+    if (slots.size() != std::size(expected)) {
+      error = "the signature for " + cfg.str() + " has " +
+              std::to_string(slots.size()) + " buffers, expected " +
+              std::to_string(std::size(expected));
+      return false;
+    }
+    return true;
+  }
+
+  void *addressOf(Slot slot, GraphStepOutput &output) {
+    switch (slot) {
+    case Slot::Tokens:
+      return tokens.data();
+    case Slot::Labels:
+      return labels.data();
+    case Slot::PositionIds:
+      return positionIds.data();
+    case Slot::LossMask:
+      return lossMask.data();
+    case Slot::CuSeqlens:
+      return cuSeqlens.data();
+    case Slot::CuSeqlensPadded:
+      return cuSeqlensPadded.data();
+    case Slot::NumSeqs:
+      return &numSeqs;
+    case Slot::CpRank:
+      return &cpRank;
+    case Slot::OutTokens:
+      return output.tokens.data();
+    case Slot::OutLabels:
+      return output.labels.data();
+    case Slot::OutPositionIds:
+      return output.positionIds.data();
+    case Slot::OutLossMask:
+      return output.lossMask.data();
+    case Slot::OutPaddingMask:
+      return output.paddingMask.data();
+    case Slot::OutCuSeqlensPadded:
+      return output.cuSeqlensPadded.data();
+    case Slot::OutCuSeqlens:
+      return output.cuSeqlens.data();
+    case Slot::OutMaxSeqlen:
+      return &output.maxSeqlen;
+    case Slot::OutStatus:
+      return &output.status;
+    }
+    return nullptr;
+  }
+
+  StepConfig cfg;
+  std::unique_ptr<thdc::HostPipeline> pipeline;
+  std::vector<Slot> slots;
+  // Input copies: the kernel only reads them.
+  std::vector<int64_t> tokens, labels, positionIds;
+  std::vector<float> lossMask;
+  std::vector<int32_t> cuSeqlens, cuSeqlensPadded;
+  int32_t numSeqs = 0, cpRank = 0;
+};
+
+/// The reference of the example pipeline with tail policy `policy`,
+/// composed from the reference steps exactly as the pipeline composes its
+/// ops: thd.validate (graphStepStatus; bad metadata leaves no sequence),
+/// S5 padding mask over the meaningful prefix, S6 sanitize (fill 0), S7
+/// zigzag CP slice, S10 pad_tail to C (data 0, mask 1), thd.max_seqlen, and
+/// padTailMetadata{cp, zigzag, target C, max_seqs N, policy}. For the
+/// example's own policy it must agree with megatronGraphStep.
+Expected<GraphStepOutput> referenceGraphStep(const GraphStepInput &input,
+                                             const StepConfig &config) {
+  using Result = GraphStepOutput;
+  GraphStepOutput output;
+  output.status = graphStepStatus(input, config.C, config.cp, config.N);
+  const bool valid = output.status == 0;
+  // thd.validate: bad metadata leaves no sequence for the steps below.
+  std::vector<int32_t> cu = {0}, cup = {0};
+  if (valid) {
+    const std::size_t entries = std::size_t(input.numSeqs) + 1;
+    cu.assign(input.cuSeqlens.begin(), input.cuSeqlens.begin() + entries);
+    cup.assign(input.cuSeqlensPadded.begin(),
+               input.cuSeqlensPadded.begin() + entries);
+  }
+  const int64_t rank = valid ? input.cpRank : 0;
+
+  Expected<std::vector<uint8_t>> mask = paddingMask(cu, cup);
+  if (!mask)
+    return makeError<Result>("S5: " + mask.error());
+  const std::size_t total = mask->size();
+  // An empty microbatch has an empty slice (TE would reject T == 0 under CP).
+  std::vector<int32_t> indices;
+  if (config.cp == 1 || total > 0) {
+    Expected<std::vector<int32_t>> partition = cpPartitionIndices(
+        cup, int64_t(total), config.cp, rank, CpMode::Zigzag);
+    if (!partition)
+      return makeError<Result>("S7: " + partition.error());
+    indices = std::move(*partition);
+  }
+
+  std::string error;
+  auto prepare = [&](const auto &values, auto &out) {
+    using T = typename std::decay_t<decltype(values)>::value_type;
+    if (!error.empty())
+      return;
+    const std::vector<T> prefix(values.begin(), values.begin() + total);
+    Expected<std::vector<T>> clean = sanitize(prefix, *mask, T(0));
+    if (!clean) {
+      error = "S6: " + clean.error();
+      return;
+    }
+    Expected<std::vector<T>> local = cpSlice(*clean, indices);
+    if (!local) {
+      error = "S7: " + local.error();
+      return;
+    }
+    Expected<std::vector<T>> padded = padTail(*local, config.C, T(0));
+    if (!padded) {
+      error = "S10: " + padded.error();
+      return;
+    }
+    out = std::move(*padded);
+  };
+  prepare(input.tokens, output.tokens);
+  prepare(input.labels, output.labels);
+  prepare(input.positionIds, output.positionIds);
+  prepare(input.lossMask, output.lossMask);
+  if (!error.empty())
+    return makeError<Result>(error);
+  Expected<std::vector<uint8_t>> localMask = cpSlice(*mask, indices);
+  if (!localMask)
+    return makeError<Result>("S7: " + localMask.error());
+  Expected<std::vector<uint8_t>> paddedMask =
+      padTail(*localMask, config.C, uint8_t(1));
+  if (!paddedMask)
+    return makeError<Result>("S10: " + paddedMask.error());
+  output.paddingMask = std::move(*paddedMask);
+
+  TailPaddingConfig tailConfig;
+  tailConfig.cp = config.cp;
+  tailConfig.mode = CpMode::Zigzag;
+  tailConfig.alignment = std::nullopt;
+  tailConfig.target = config.C;
+  tailConfig.maxNumSeqs = config.N;
+  tailConfig.policy = config.policy;
+  Expected<TailPaddingResult> tail = padTailMetadata(
+      cu, cup, maxSeqlenFromCu(cup), int64_t(indices.size()), tailConfig);
+  if (!tail)
+    return makeError<Result>("S10: " + tail.error());
+  output.cuSeqlensPadded = std::move(tail->cuSeqlensPadded);
+  output.cuSeqlens = std::move(tail->cuSeqlens);
+  output.maxSeqlen = tail->maxSeqlen;
+  return output;
+}
+
+/// The outputs of an empty microbatch under append_dummy_sequence, as
+/// megatronGraphStep documents them: data 0, padding mask all 1, both cu
+/// arrays [0, C*cp, ..., C*cp], max_seqlen C*cp.
+GraphStepOutput emptyMicrobatchOutput(int64_t C, int64_t cp, int64_t N,
+                                      int32_t status) {
+  GraphStepOutput output;
+  output.tokens.assign(C, 0);
+  output.labels.assign(C, 0);
+  output.positionIds.assign(C, 0);
+  output.lossMask.assign(C, 0.0f);
+  output.paddingMask.assign(C, 1);
+  output.cuSeqlensPadded.assign(N + 1, int32_t(C * cp));
+  output.cuSeqlensPadded[0] = 0;
+  output.cuSeqlens = output.cuSeqlensPadded;
+  output.maxSeqlen = int32_t(C * cp);
+  output.status = status;
+  return output;
+}
+
+template <typename T> std::string join(const std::vector<T> &values) {
+  std::ostringstream os;
+  os << "[";
+  for (std::size_t i = 0; i < values.size(); ++i)
+    os << (i ? ", " : "") << +values[i];
+  return os.str() + "]";
+}
+
+/// Exact, bitwise for floats (so 0.0 vs -0.0 and NaN count as different).
+template <typename T> bool sameValue(const T &a, const T &b) {
+  return std::memcmp(&a, &b, sizeof(T)) == 0;
+}
+
+template <typename T>
+void findMismatch(const char *name, const std::vector<T> &actual,
+                  const std::vector<T> &expected, std::string &mismatch) {
+  if (!mismatch.empty())
+    return;
+  if (actual.size() != expected.size()) {
+    mismatch = std::string(name) + " has " + std::to_string(actual.size()) +
+               " elements, the reference " + std::to_string(expected.size());
+    return;
+  }
+  for (std::size_t i = 0; i < actual.size(); ++i)
+    if (!sameValue(actual[i], expected[i])) {
+      std::ostringstream os;
+      os.precision(9);
+      os << name << "[" << i << "] = " << +actual[i] << ", reference "
+         << +expected[i];
+      mismatch = os.str();
+      return;
+    }
+}
+
+/// The first output element where `actual` and `expected` differ, or "".
+/// With `checkMetadata` false only the per-row outputs are compared.
+std::string firstMismatch(const GraphStepOutput &actual,
+                          const GraphStepOutput &expected,
+                          bool checkMetadata = true) {
+  std::string mismatch;
+  findMismatch("status", std::vector<int32_t>{actual.status},
+               std::vector<int32_t>{expected.status}, mismatch);
+  findMismatch("tokens", actual.tokens, expected.tokens, mismatch);
+  findMismatch("labels", actual.labels, expected.labels, mismatch);
+  findMismatch("position_ids", actual.positionIds, expected.positionIds,
+               mismatch);
+  findMismatch("loss_mask", actual.lossMask, expected.lossMask, mismatch);
+  findMismatch("padding_mask", actual.paddingMask, expected.paddingMask,
+               mismatch);
+  if (checkMetadata) {
+    findMismatch("cu_seqlens_padded", actual.cuSeqlensPadded,
+                 expected.cuSeqlensPadded, mismatch);
+    findMismatch("cu_seqlens", actual.cuSeqlens, expected.cuSeqlens, mismatch);
+    findMismatch("max_seqlen", std::vector<int32_t>{actual.maxSeqlen},
+                 std::vector<int32_t>{expected.maxSeqlen}, mismatch);
+  }
+  return mismatch;
+}
+
+/// The metadata of a microbatch, for failure messages.
+std::string describe(const StepConfig &config, const GraphStepInput &input) {
+  std::ostringstream os;
+  os << config.str() << ", num_seqs=" << input.numSeqs
+     << ", cp_rank=" << input.cpRank << ", cu_seqlens=" << join(input.cuSeqlens)
+     << ", cu_seqlens_padded=" << join(input.cuSeqlensPadded);
+  return os.str();
+}
+
+//===----------------------------------------------------------------------===//
+// Random microbatches
+//===----------------------------------------------------------------------===//
+
+/// Which edge cases the generated microbatches covered.
+struct Coverage {
+  int microbatches = 0;
+  int rankRuns = 0;
+  int empty = 0;             ///< num_seqs == 0 or total length 0
+  int zeroLength = 0;        ///< some real sequence of valid length 0
+  int fullCapacity = 0;      ///< cu_seqlens_padded[n] == C*cp
+  int atMaxSeqs = 0;         ///< num_seqs == N-1
+  int fullAndMaxSeqs = 0;    ///< both at once
+  int validEqualsPadded = 0; ///< some v_i == p_i > 0
+};
+
+int64_t uniform(std::mt19937 &rng, int64_t lo, int64_t hi) {
+  return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+}
+
+/// A valid random microbatch for `config` with cp_rank 0: n real sequences
+/// whose padded lengths are multiples of 2*cp (cp > 1) summing to at most
+/// C*cp, valid lengths in [0, p_i], garbage in every cu entry past n and in
+/// every row past cu_seqlens_padded[n], and dataset-like padding rows inside
+/// sequences (overwritten by S6).
+GraphStepInput randomMicrobatch(std::mt19937 &rng, const StepConfig &config,
+                                bool allowNoSequence, Coverage &coverage) {
+  const int64_t C = config.C, cp = config.cp, N = config.N;
+  const int64_t granularity = cp > 1 ? 2 * cp : 1;
+  const int64_t units = C * cp / granularity;
+
+  int64_t n;
+  switch (uniform(rng, 0, 9)) {
+  case 0:
+    n = 0;
+    break;
+  case 1:
+  case 2:
+    n = N - 1;
+    break;
+  default:
+    n = uniform(rng, 0, N - 1);
+  }
+  if (!allowNoSequence)
+    n = std::max<int64_t>(n, 1);
+
+  int64_t totalUnits = 0;
+  if (n > 0) {
+    switch (uniform(rng, 0, 9)) {
+    case 0:
+    case 1:
+    case 2:
+      totalUnits = units;
+      break;
+    case 3:
+      totalUnits = 0;
+      break;
+    default:
+      totalUnits = uniform(rng, 0, units);
+    }
+  }
+
+  // Padded lengths: some sequences are empty, the others share the units.
+  std::vector<int64_t> padded(n, 0), valid(n, 0);
+  std::vector<int64_t> nonEmpty;
+  for (int64_t i = 0; i < n; ++i)
+    if (uniform(rng, 0, 5) != 0)
+      nonEmpty.push_back(i);
+  if (totalUnits > 0 && nonEmpty.empty())
+    nonEmpty.push_back(uniform(rng, 0, n - 1));
+  if (!nonEmpty.empty()) {
+    std::vector<int64_t> cuts;
+    for (std::size_t i = 0; i + 1 < nonEmpty.size(); ++i)
+      cuts.push_back(uniform(rng, 0, totalUnits));
+    cuts.push_back(0);
+    cuts.push_back(totalUnits);
+    std::sort(cuts.begin(), cuts.end());
+    for (std::size_t i = 0; i < nonEmpty.size(); ++i)
+      padded[nonEmpty[i]] = (cuts[i + 1] - cuts[i]) * granularity;
+  }
+
+  // Valid lengths: aligned (p = round_up(v, 2cp), or a little padding for
+  // cp == 1), exact (v == p) or loose (any v in [0, p]).
+  const int64_t validMode = uniform(rng, 0, 3);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t p = padded[i];
+    if (p == 0)
+      valid[i] = 0;
+    else if (validMode == 0)
+      valid[i] = p;
+    else if (validMode == 1)
+      valid[i] = uniform(rng, 0, p);
+    else
+      valid[i] = p - uniform(rng, 0, std::min<int64_t>(p, granularity) - 1);
+  }
+
+  GraphStepInput input;
+  const int64_t rows = C * cp;
+  input.tokens.resize(rows);
+  input.labels.resize(rows);
+  input.positionIds.resize(rows);
+  input.lossMask.resize(rows);
+  input.cuSeqlens.assign(N + 1, 0);
+  input.cuSeqlensPadded.assign(N + 1, 0);
+  input.numSeqs = int32_t(n);
+  for (int64_t i = 0; i < n; ++i) {
+    input.cuSeqlens[i + 1] = int32_t(input.cuSeqlens[i] + valid[i]);
+    input.cuSeqlensPadded[i + 1] =
+        int32_t(input.cuSeqlensPadded[i] + padded[i]);
+  }
+  const int64_t total = input.cuSeqlensPadded[n];
+
+  // Entries past n are never read: fill them with garbage.
+  const int64_t garbageMode = uniform(rng, 0, 3);
+  for (int64_t i = n + 1; i <= N; ++i) {
+    int32_t a, b;
+    switch (garbageMode) {
+    case 0:
+      a = b = -1;
+      break;
+    case 1:
+      a = int32_t(uniform(rng, kInt32Min, kInt32Max));
+      b = int32_t(uniform(rng, kInt32Min, kInt32Max));
+      break;
+    case 2:
+      a = int32_t(uniform(rng, -3 * rows, 3 * rows));
+      b = int32_t(uniform(rng, -3 * rows, 3 * rows));
+      break;
+    default:
+      a = i % 2 ? kInt32Max : kInt32Min;
+      b = i % 2 ? kInt32Min : kInt32Max;
+    }
+    input.cuSeqlens[i] = a;
+    input.cuSeqlensPadded[i] = b;
+  }
+
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t k = 0; k < padded[i]; ++k) {
+      const int64_t row = input.cuSeqlensPadded[i] + k;
+      input.positionIds[row] = k;
+      if (k < valid[i]) {
+        input.tokens[row] = uniform(rng, 1, 151935);
+        input.labels[row] =
+            uniform(rng, 0, 9) == 0 ? -100 : uniform(rng, 1, 151935);
+        input.lossMask[row] = uniform(rng, 0, 4) == 0 ? 0.0f : 1.0f;
+      } else {
+        input.tokens[row] = 99; // the dataset's pad id
+        input.labels[row] = uniform(rng, 0, 1) ? 99 : -100;
+        input.lossMask[row] = uniform(rng, 0, 1) ? 0.0f : 0.75f;
+      }
+    }
+  for (int64_t row = total; row < rows; ++row) {
+    input.tokens[row] = uniform(rng, std::numeric_limits<int64_t>::min(),
+                                std::numeric_limits<int64_t>::max());
+    input.labels[row] = -7;
+    input.positionIds[row] = uniform(rng, -1000000, 1000000);
+    input.lossMask[row] = uniform(rng, 0, 1)
+                              ? std::numeric_limits<float>::quiet_NaN()
+                              : float(uniform(rng, -1000, 1000)) * 0.5f;
+  }
+
+  ++coverage.microbatches;
+  if (n == 0 || total == 0)
+    ++coverage.empty;
+  if (std::any_of(valid.begin(), valid.end(), [](int64_t v) { return !v; }))
+    ++coverage.zeroLength;
+  if (total == rows)
+    ++coverage.fullCapacity;
+  if (n == N - 1)
+    ++coverage.atMaxSeqs;
+  if (total == rows && n == N - 1)
+    ++coverage.fullAndMaxSeqs;
+  for (int64_t i = 0; i < n; ++i)
+    if (valid[i] == padded[i] && padded[i] > 0) {
+      ++coverage.validEqualsPadded;
+      break;
+    }
+  return input;
+}
+
+/// Compares the compiled pipeline with the reference on `count` random
+/// microbatches of `config`, every CP rank of each. Returns false after the
+/// first mismatch (reported as a test failure).
+bool differential(const StepConfig &config, int count, uint32_t seed,
+                  Coverage &coverage) {
+  std::string error;
+  std::unique_ptr<CompiledGraphStep> step =
+      CompiledGraphStep::compile(config, error);
+  if (!step) {
+    ADD_FAILURE() << error;
+    return false;
+  }
+  std::mt19937 rng(seed);
+  const bool allowNoSequence = config.policy != TailPolicy::ExtendLast;
+  for (int m = 0; m < count; ++m) {
+    GraphStepInput input =
+        randomMicrobatch(rng, config, allowNoSequence, coverage);
+    for (int32_t rank = 0; rank < config.cp; ++rank) {
+      input.cpRank = rank;
+      ++coverage.rankRuns;
+      Expected<GraphStepOutput> expected = referenceGraphStep(input, config);
+      if (!expected) {
+        ADD_FAILURE() << "the reference rejects a valid microbatch ("
+                      << expected.error() << "): seed " << seed
+                      << ", microbatch " << m << ", "
+                      << describe(config, input);
+        return false;
+      }
+      if (expected->status != 0) {
+        ADD_FAILURE() << "generated an invalid microbatch (status "
+                      << expected->status << "): seed " << seed
+                      << ", microbatch " << m << ", "
+                      << describe(config, input);
+        return false;
+      }
+      if (config.policy == TailPolicy::AppendDummySequence) {
+        // The composition must be the reference's own graph step.
+        GraphStepOutput graphStep =
+            megatronGraphStep(input, config.C, config.cp, config.N);
+        std::string mismatch = firstMismatch(*expected, graphStep);
+        if (!mismatch.empty()) {
+          ADD_FAILURE() << "referenceGraphStep and megatronGraphStep differ: "
+                        << mismatch << "; seed " << seed << ", microbatch " << m
+                        << ", " << describe(config, input);
+          return false;
+        }
+      }
+      GraphStepOutput actual;
+      if (!step->run(input, actual, error)) {
+        ADD_FAILURE() << "run failed: " << error << "; "
+                      << describe(config, input);
+        return false;
+      }
+      std::string mismatch = firstMismatch(actual, *expected);
+      if (!mismatch.empty()) {
+        ADD_FAILURE() << "compiled pipeline differs from the reference: "
+                      << mismatch << "; seed " << seed << ", microbatch " << m
+                      << ", " << describe(config, input);
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+/// Runs the differential comparison for one CP size and tail policy over
+/// small and large capacities and several sequence capacities.
+void runDifferentialSuite(int64_t cp, TailPolicy policy) {
+  struct Shape {
+    int64_t C, N;
+    int count;
+  };
+  // Small capacities get many microbatches, large ones fewer (each is up to
+  // C*cp = 32768 rows).
+  const Shape shapes[] = {
+      {8, 2, 40},     {16, 3, 40},    {16, 8, 40},  {24, 33, 40},
+      {256, 128, 16}, {1024, 33, 10}, {4096, 8, 6},
+  };
+  Coverage coverage;
+  uint32_t seed = 0x7d1f0000u + uint32_t(cp) * 16 + uint32_t(policy);
+  for (const Shape &shape : shapes) {
+    StepConfig config{shape.C, cp, shape.N, policy};
+    if (!differential(config, shape.count, seed++, coverage))
+      return;
+  }
+  std::printf("[differential] cp=%lld policy=%s: %d microbatches, %d rank "
+              "runs, 0 mismatches (empty %d, zero-length %d, full %d, "
+              "num_seqs=N-1 %d, full and N-1 %d, v==p %d)\n",
+              (long long)cp, policyKeyword(policy), coverage.microbatches,
+              coverage.rankRuns, coverage.empty, coverage.zeroLength,
+              coverage.fullCapacity, coverage.atMaxSeqs,
+              coverage.fullAndMaxSeqs, coverage.validEqualsPadded);
+  EXPECT_GT(coverage.empty, 0);
+  EXPECT_GT(coverage.zeroLength, 0);
+  EXPECT_GT(coverage.fullCapacity, 0);
+  EXPECT_GT(coverage.atMaxSeqs, 0);
+  EXPECT_GT(coverage.fullAndMaxSeqs, 0);
+  EXPECT_GT(coverage.validEqualsPadded, 0);
+}
+
+#define DIFFERENTIAL_TEST(NAME, POLICY, CP)                                    \
+  TEST(Differential, GraphStepZigzag##NAME##_cp##CP) {                         \
+    runDifferentialSuite(CP, TailPolicy::POLICY);                              \
+  }
+
+DIFFERENTIAL_TEST(AppendDummy, AppendDummySequence, 1)
+DIFFERENTIAL_TEST(AppendDummy, AppendDummySequence, 2)
+DIFFERENTIAL_TEST(AppendDummy, AppendDummySequence, 4)
+DIFFERENTIAL_TEST(AppendDummy, AppendDummySequence, 8)
+DIFFERENTIAL_TEST(ExtendLast, ExtendLast, 1)
+DIFFERENTIAL_TEST(ExtendLast, ExtendLast, 2)
+DIFFERENTIAL_TEST(ExtendLast, ExtendLast, 4)
+DIFFERENTIAL_TEST(ExtendLast, ExtendLast, 8)
+DIFFERENTIAL_TEST(NoTailPolicy, None, 1)
+DIFFERENTIAL_TEST(NoTailPolicy, None, 2)
+DIFFERENTIAL_TEST(NoTailPolicy, None, 4)
+DIFFERENTIAL_TEST(NoTailPolicy, None, 8)
+
+#undef DIFFERENTIAL_TEST
+
+// extend_last needs a real sequence to extend: the reference rejects an
+// empty microbatch, which is why the extend_last suites never generate one.
+TEST(Differential, ExtendLastRejectsEmptyMicrobatchInReference) {
+  const StepConfig config{16, 2, 6, TailPolicy::ExtendLast};
+  GraphStepInput input;
+  input.tokens.assign(32, 1);
+  input.labels.assign(32, 1);
+  input.positionIds.assign(32, 1);
+  input.lossMask.assign(32, 1.0f);
+  input.cuSeqlens.assign(7, -1);
+  input.cuSeqlensPadded.assign(7, -1);
+  input.cuSeqlens[0] = input.cuSeqlensPadded[0] = 0;
+  input.numSeqs = 0;
+  Expected<GraphStepOutput> expected = referenceGraphStep(input, config);
+  ASSERT_FALSE(expected);
+  EXPECT_NE(expected.error().find("extend_last needs at least one"),
+            std::string::npos)
+      << expected.error();
+}
+
+//===----------------------------------------------------------------------===//
+// Bad data
+//===----------------------------------------------------------------------===//
+
+/// C = 16, cp = 2, N = 6 with the example's policy (append_dummy_sequence).
+class BadData : public ::testing::Test {
+protected:
+  static constexpr int64_t C = 16, cp = 2, N = 6;
+
+  static void SetUpTestSuite() {
+    std::string error;
+    step = CompiledGraphStep::compile(
+               StepConfig{C, cp, N, TailPolicy::AppendDummySequence}, error)
+               .release();
+    if (!step)
+      compileError = new std::string(error);
+  }
+  static void TearDownTestSuite() {
+    delete step;
+    step = nullptr;
+  }
+
+  void SetUp() override {
+    if (!step)
+      GTEST_SKIP() << "cannot compile: " << *compileError;
+  }
+
+  /// The spec's running example (v = [3, 2, 4], p = [4, 4, 4]) with the cu
+  /// arrays padded by repeats, so that every entry up to N is well formed
+  /// and each test introduces exactly the faults it names.
+  static GraphStepInput validInput() {
+    GraphStepInput input;
+    const int64_t rows = C * cp;
+    for (int64_t row = 0; row < rows; ++row) {
+      input.tokens.push_back(1000 + row);
+      input.labels.push_back(2000 + row);
+      input.positionIds.push_back(row % 4);
+      input.lossMask.push_back(1.0f);
+    }
+    input.cuSeqlens = {0, 3, 5, 9, 9, 9, 9};
+    input.cuSeqlensPadded = {0, 4, 8, 12, 12, 12, 12};
+    input.numSeqs = 3;
+    input.cpRank = 1;
+    return input;
+  }
+
+  /// Checks the status bits and the empty-microbatch outputs of `input`,
+  /// against both the literal definition and megatronGraphStep.
+  static void expectEmptyMicrobatch(const GraphStepInput &input,
+                                    int32_t expectedStatus) {
+    const StepConfig config{C, cp, N, TailPolicy::AppendDummySequence};
+    GraphStepOutput actual;
+    std::string error;
+    ASSERT_TRUE(step->run(input, actual, error)) << error;
+    EXPECT_EQ(actual.status, expectedStatus) << describe(config, input);
+    GraphStepOutput reference = megatronGraphStep(input, C, cp, N);
+    EXPECT_EQ(reference.status, expectedStatus)
+        << "the reference disagrees with the test's expectation; "
+        << describe(config, input);
+    std::string mismatch =
+        firstMismatch(actual, emptyMicrobatchOutput(C, cp, N, expectedStatus));
+    EXPECT_TRUE(mismatch.empty())
+        << "not the empty-microbatch outputs: " << mismatch << "; "
+        << describe(config, input);
+    mismatch = firstMismatch(actual, reference);
+    EXPECT_TRUE(mismatch.empty())
+        << "differs from megatronGraphStep: " << mismatch << "; "
+        << describe(config, input);
+  }
+
+  static CompiledGraphStep *step;
+  static std::string *compileError;
+};
+
+CompiledGraphStep *BadData::step = nullptr;
+std::string *BadData::compileError = nullptr;
+
+TEST_F(BadData, BaselineIsValid) {
+  GraphStepInput input = validInput();
+  GraphStepOutput actual;
+  std::string error;
+  ASSERT_TRUE(step->run(input, actual, error)) << error;
+  EXPECT_EQ(actual.status, 0);
+  std::string mismatch =
+      firstMismatch(actual, megatronGraphStep(input, C, cp, N));
+  EXPECT_TRUE(mismatch.empty()) << mismatch;
+  // The tail is covered by a dummy sequence [12, 32).
+  EXPECT_EQ(actual.cuSeqlensPadded,
+            (std::vector<int32_t>{0, 4, 8, 12, 32, 32, 32}));
+  EXPECT_EQ(actual.cuSeqlens, (std::vector<int32_t>{0, 3, 5, 9, 29, 29, 29}));
+}
+
+TEST_F(BadData, NumSeqsAboveCapacity) {
+  GraphStepInput input = validInput();
+  input.numSeqs = N; // no room for the dummy
+  expectEmptyMicrobatch(input, StatusNumSeqsOutOfRange);
+  input.numSeqs = N + 1;
+  expectEmptyMicrobatch(input, StatusNumSeqsOutOfRange);
+  input.numSeqs = kInt32Max;
+  expectEmptyMicrobatch(input, StatusNumSeqsOutOfRange);
+}
+
+TEST_F(BadData, NumSeqsNegative) {
+  GraphStepInput input = validInput();
+  input.numSeqs = -1;
+  expectEmptyMicrobatch(input, StatusNumSeqsOutOfRange);
+  input.numSeqs = kInt32Min;
+  expectEmptyMicrobatch(input, StatusNumSeqsOutOfRange);
+}
+
+TEST_F(BadData, TotalAboveCapacity) {
+  GraphStepInput input = validInput();
+  input.cuSeqlensPadded = {0, 4, 8, 36, 36, 36, 36}; // 36 > C*cp = 32
+  expectEmptyMicrobatch(input, StatusTotalExceedsCapacity);
+}
+
+TEST_F(BadData, PaddedOffsetNotDivisibleBy2Cp) {
+  GraphStepInput input = validInput();
+  input.cuSeqlensPadded = {0, 4, 6, 12, 12, 12, 12}; // 6 % 4 != 0
+  input.cuSeqlens = {0, 3, 5, 9, 9, 9, 9};
+  expectEmptyMicrobatch(input, StatusNotDivisibleBy2Cp);
+}
+
+TEST_F(BadData, DecreasingOffsets) {
+  GraphStepInput input = validInput();
+  // Padded lengths 8, -4, 8; valid lengths 3, -4, 4 (none above its padded
+  // length), so only the order is wrong.
+  input.cuSeqlensPadded = {0, 8, 4, 12, 12, 12, 12};
+  input.cuSeqlens = {0, 3, -1, 3, 3, 3, 3};
+  expectEmptyMicrobatch(input, StatusNotMonotonic);
+}
+
+TEST_F(BadData, DecreasingValidOffsets) {
+  GraphStepInput input = validInput();
+  input.cuSeqlens = {0, 3, 2, 6, 6, 6, 6};
+  expectEmptyMicrobatch(input, StatusNotMonotonic);
+}
+
+TEST_F(BadData, CuSeqlensNotStartingAtZero) {
+  GraphStepInput input = validInput();
+  input.cuSeqlens = {1, 3, 5, 9, 9, 9, 9};
+  expectEmptyMicrobatch(input, StatusNotMonotonic);
+}
+
+TEST_F(BadData, CuSeqlensPaddedNotStartingAtZero) {
+  GraphStepInput input = validInput();
+  input.cuSeqlensPadded = {-4, 4, 8, 12, 12, 12, 12}; // divisible by 2*cp
+  expectEmptyMicrobatch(input, StatusNotMonotonic);
+}
+
+TEST_F(BadData, ValidAbovePadded) {
+  GraphStepInput input = validInput();
+  input.cuSeqlens = {0, 3, 5, 10, 10, 10, 10}; // v2 = 5 > p2 = 4
+  expectEmptyMicrobatch(input, StatusValidExceedsPadded);
+}
+
+TEST_F(BadData, CpRankEqualsCp) {
+  GraphStepInput input = validInput();
+  input.cpRank = cp;
+  expectEmptyMicrobatch(input, StatusCpRankOutOfRange);
+}
+
+TEST_F(BadData, CpRankNegative) {
+  GraphStepInput input = validInput();
+  input.cpRank = -1;
+  expectEmptyMicrobatch(input, StatusCpRankOutOfRange);
+}
+
+TEST_F(BadData, TwoFaults) {
+  GraphStepInput input = validInput();
+  input.cpRank = cp;
+  input.cuSeqlensPadded = {0, 4, 8, 36, 36, 36, 36};
+  expectEmptyMicrobatch(input,
+                        StatusCpRankOutOfRange | StatusTotalExceedsCapacity);
+
+  input = validInput();
+  input.cuSeqlensPadded = {0, 4, 6, 12, 12, 12, 12};
+  input.cuSeqlens = {0, 3, 6, 9, 9, 9, 9}; // v1 = 3 > p1 = 2
+  expectEmptyMicrobatch(input,
+                        StatusNotDivisibleBy2Cp | StatusValidExceedsPadded);
+
+  input = validInput();
+  input.numSeqs = -1;
+  input.cpRank = -1;
+  expectEmptyMicrobatch(input,
+                        StatusNumSeqsOutOfRange | StatusCpRankOutOfRange);
+}
+
+// Entry 0 is checked for divisibility by 2*cp too, not only entries 1..n.
+TEST_F(BadData, FirstPaddedOffsetNotDivisibleBy2Cp) {
+  GraphStepInput input = validInput();
+  input.cuSeqlensPadded = {2, 4, 8, 12, 12, 12, 12};
+  input.cuSeqlens = {0, 2, 5, 9, 9, 9, 9}; // v0 = 2 <= p0 = 2
+  expectEmptyMicrobatch(input, StatusNotMonotonic | StatusNotDivisibleBy2Cp);
+}
+
+// Lengths of extreme offsets are computed without wrapping around: with
+// cu_seqlens_padded = [INT32_MIN, 4, ...] the padded length 4 - INT32_MIN is
+// large (no bit 16); with cu_seqlens = [INT32_MIN, 4, ...] the valid length is.
+TEST_F(BadData, LengthsOfExtremeOffsetsDoNotWrap) {
+  GraphStepInput input = validInput();
+  input.numSeqs = 1;
+  input.cuSeqlens = {0, 4, 4, 4, 4, 4, 4};
+  input.cuSeqlensPadded = {kInt32Min, 4, 4, 4, 4, 4, 4};
+  expectEmptyMicrobatch(input, StatusNotMonotonic);
+
+  input.cuSeqlens = {kInt32Min, 4, 4, 4, 4, 4, 4};
+  input.cuSeqlensPadded = {0, 4, 4, 4, 4, 4, 4};
+  expectEmptyMicrobatch(input, StatusNotMonotonic | StatusValidExceedsPadded);
+}
+
+//===----------------------------------------------------------------------===//
+// Random garbage metadata
+//===----------------------------------------------------------------------===//
+
+/// A value that tends to break index arithmetic.
+int32_t nastyValue(std::mt19937 &rng, int64_t C, int64_t cp) {
+  const int32_t rows = int32_t(C * cp);
+  const int32_t values[] = {
+      kInt32Min, kInt32Min + 1,   -2 * rows, -1,   0,
+      1,         int32_t(2 * cp), rows - 1,  rows, rows + 1,
+      2 * rows,  kInt32Max - 1,   kInt32Max};
+  if (uniform(rng, 0, 2) == 0)
+    return int32_t(uniform(rng, kInt32Min, kInt32Max));
+  if (uniform(rng, 0, 1) == 0)
+    return int32_t(uniform(rng, -rows, 2 * rows));
+  return values[uniform(rng, 0, std::size(values) - 1)];
+}
+
+/// Garbage metadata: a random valid microbatch whose cu arrays are replaced
+/// by random values or get a few random mutations, with random num_seqs and
+/// cp_rank (huge and negative values included).
+GraphStepInput garbageInput(std::mt19937 &rng, const StepConfig &config) {
+  Coverage ignored;
+  GraphStepInput input = randomMicrobatch(rng, config, true, ignored);
+  const int64_t N = config.N;
+  if (uniform(rng, 0, 3) == 0) {
+    for (int64_t i = 0; i <= N; ++i) {
+      input.cuSeqlens[i] = nastyValue(rng, config.C, config.cp);
+      input.cuSeqlensPadded[i] = nastyValue(rng, config.C, config.cp);
+    }
+  } else {
+    for (int64_t mutations = uniform(rng, 1, 3); mutations > 0; --mutations) {
+      std::vector<int32_t> &array =
+          uniform(rng, 0, 1) ? input.cuSeqlens : input.cuSeqlensPadded;
+      array[uniform(rng, 0, N)] = nastyValue(rng, config.C, config.cp);
+    }
+  }
+  switch (uniform(rng, 0, 4)) {
+  case 0:
+    input.numSeqs = nastyValue(rng, config.C, config.cp);
+    break;
+  case 1:
+    input.numSeqs = int32_t(uniform(rng, -2, N + 2));
+    break;
+  default:
+    break;
+  }
+  if (uniform(rng, 0, 3) == 0)
+    input.cpRank = nastyValue(rng, config.C, config.cp);
+  else
+    input.cpRank = int32_t(uniform(rng, 0, config.cp - 1));
+  return input;
+}
+
+/// The configurations the garbage tests run.
+const StepConfig kGarbageConfigs[] = {
+    {16, 2, 6, TailPolicy::AppendDummySequence},
+    {8, 1, 3, TailPolicy::AppendDummySequence},
+    {24, 4, 8, TailPolicy::None},
+    {16, 8, 5, TailPolicy::ExtendLast},
+    {32, 2, 2, TailPolicy::AppendDummySequence},
+};
+constexpr int kGarbageTrials = 80;
+
+/// Garbage metadata must never crash the compiled code (every access is
+/// clamped); a microbatch the reference accepts must give its outputs, and a
+/// rejected one a nonzero status and the outputs of an empty microbatch.
+TEST_F(BadData, RandomGarbageNeverCrashes) {
+  std::mt19937 rng(20240917);
+  int runs = 0, rejected = 0, accepted = 0;
+  for (const StepConfig &config : kGarbageConfigs) {
+    std::string error;
+    std::unique_ptr<CompiledGraphStep> step =
+        CompiledGraphStep::compile(config, error);
+    ASSERT_TRUE(step) << error;
+    for (int trial = 0; trial < kGarbageTrials; ++trial) {
+      GraphStepInput input = garbageInput(rng, config);
+      GraphStepOutput actual;
+      ASSERT_TRUE(step->run(input, actual, error)) << error;
+      ++runs;
+      const int32_t referenceStatus =
+          graphStepStatus(input, config.C, config.cp, config.N);
+      (referenceStatus == 0 ? accepted : rejected) += 1;
+      ASSERT_EQ(actual.status, referenceStatus)
+          << "compiled status " << actual.status << ", reference "
+          << referenceStatus << "; " << describe(config, input);
+      GraphStepOutput comparable = actual;
+      Expected<GraphStepOutput> expected = referenceGraphStep(input, config);
+      std::string mismatch;
+      if (expected) {
+        mismatch = firstMismatch(comparable, *expected);
+      } else {
+        // Only extend_last without a sequence has no reference (nothing to
+        // extend); its data and mask are still those of an empty microbatch.
+        ASSERT_EQ(config.policy, TailPolicy::ExtendLast) << expected.error();
+        ASSERT_TRUE(referenceStatus != 0 || input.numSeqs == 0)
+            << expected.error();
+        mismatch =
+            firstMismatch(comparable,
+                          emptyMicrobatchOutput(config.C, config.cp, config.N,
+                                                referenceStatus),
+                          /*checkMetadata=*/false);
+      }
+      ASSERT_TRUE(mismatch.empty())
+          << mismatch << "; " << describe(config, input);
+    }
+  }
+  std::printf("[garbage] %d runs: %d accepted, %d rejected\n", runs, accepted,
+              rejected);
+  EXPECT_GT(accepted, 0);
+  EXPECT_GT(rejected, 0);
+}
+
+/// The exact status bits of all garbage metadata equal graphStepStatus's.
+TEST_F(BadData, GarbageStatusBitsMatchReference) {
+  std::mt19937 rng(20240917);
+  int mismatches = 0;
+  std::string first;
+  for (const StepConfig &config : kGarbageConfigs) {
+    std::string error;
+    std::unique_ptr<CompiledGraphStep> step =
+        CompiledGraphStep::compile(config, error);
+    ASSERT_TRUE(step) << error;
+    for (int trial = 0; trial < kGarbageTrials; ++trial) {
+      GraphStepInput input = garbageInput(rng, config);
+      GraphStepOutput actual;
+      ASSERT_TRUE(step->run(input, actual, error)) << error;
+      const int32_t referenceStatus =
+          graphStepStatus(input, config.C, config.cp, config.N);
+      if (actual.status != referenceStatus) {
+        if (mismatches++ < 10)
+          std::printf("status %d, reference %d: %s\n", actual.status,
+                      referenceStatus, describe(config, input).c_str());
+      }
+    }
+  }
+  EXPECT_EQ(mismatches, 0);
+}
+
+} // namespace
