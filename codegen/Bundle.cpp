@@ -52,7 +52,7 @@ std::string thdc::renderManifest(const BundleContents &contents) {
     if (!contents.hostFile.empty())
       json.attributeObject("host", [&] {
         json.attribute("library", contents.hostFile);
-        json.attribute("symbol", contents.signature.entry);
+        json.attribute("symbol", contents.signature.entry + kPackedSuffix.str());
       });
   });
   os << "\n";

@@ -6,7 +6,8 @@
 //                    launch geometry and the files below;
 //   <entry>.ptx      the one GPU kernel, bare pointer parameters;
 //   <entry>.host.so  the same pipeline for the host CPU, exporting
-//                    `void <entry>(T0 *, T1 *, ...)`.
+//                    `void <entry>(T0 *, T1 *, ...)` and
+//                    `void <entry>_packed(void **buffers)`.
 //
 //===----------------------------------------------------------------------===//
 

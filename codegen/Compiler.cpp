@@ -230,6 +230,36 @@ LogicalResult thdc::lowerToHostLLVM(ModuleOp module) {
   if (failed(pm.run(module)))
     return failure();
   dropBufferNames(module);
+
+  // `<entry>_packed(void **buffers)`: one signature for every pipeline, so
+  // that the runtime can call the host code without knowing its arity.
+  SmallVector<LLVM::LLVMFuncOp> entries;
+  for (auto func : module.getOps<LLVM::LLVMFuncOp>())
+    if (!func.isExternal())
+      entries.push_back(func);
+  if (entries.size() != 1)
+    return module.emitError()
+           << "expected one host function, found " << entries.size();
+  LLVM::LLVMFuncOp entry = entries.front();
+  MLIRContext *context = module.getContext();
+  Location loc = entry.getLoc();
+  OpBuilder b(context);
+  b.setInsertionPointToEnd(module.getBody());
+  auto pointer = LLVM::LLVMPointerType::get(context);
+  auto packed = LLVM::LLVMFuncOp::create(
+      b, loc, (entry.getName() + kPackedSuffix).str(),
+      LLVM::LLVMFunctionType::get(LLVM::LLVMVoidType::get(context), {pointer}));
+  Block *body = packed.addEntryBlock(b);
+  b.setInsertionPointToStart(body);
+  SmallVector<Value> arguments;
+  for (unsigned i = 0, e = entry.getNumArguments(); i < e; ++i) {
+    Value slot =
+        LLVM::GEPOp::create(b, loc, pointer, pointer, body->getArgument(0),
+                            ArrayRef<LLVM::GEPArg>{int32_t(i)});
+    arguments.push_back(LLVM::LoadOp::create(b, loc, pointer, slot));
+  }
+  LLVM::CallOp::create(b, loc, entry, arguments);
+  LLVM::ReturnOp::create(b, loc, ValueRange{});
   return success();
 }
 

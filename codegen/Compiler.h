@@ -66,8 +66,12 @@ mlir::FailureOr<std::string> compileToPtx(mlir::ModuleOp module,
                                           const GpuOptions &options,
                                           int64_t grid[3], int64_t block[3]);
 
+/// Suffix of the host entry that takes all buffers as one `void **`.
+constexpr llvm::StringLiteral kPackedSuffix = "_packed";
+
 /// Lowers `module` in place to the LLVM dialect for the host CPU: the
-/// pipeline becomes `void entry(T0 *, T1 *, ...)` over bare pointers.
+/// pipeline becomes `void entry(T0 *, T1 *, ...)` over bare pointers, plus
+/// `void entry_packed(void **buffers)` calling it.
 mlir::LogicalResult lowerToHostLLVM(mlir::ModuleOp module);
 
 /// Compiles a module lowered by lowerToHostLLVM to a shared object at

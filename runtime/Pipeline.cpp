@@ -1,0 +1,464 @@
+//===- Pipeline.cpp - load a bundle, launch it, capture it ----------------===//
+
+#include "runtime/Pipeline.h"
+#include "runtime/CudaDriver.h"
+#include "runtime/Json.h"
+
+#include <array>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <dlfcn.h>
+#include <fstream>
+#include <sstream>
+#include <sys/stat.h>
+#include <unistd.h>
+
+using namespace thdc::runtime;
+
+namespace {
+/// Kernel parameters are passed through a fixed array: no allocation.
+constexpr size_t kMaxBuffers = 64;
+
+Result<std::string> readFile(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return Status::error("cannot read " + path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::string join(const std::string &dir, const std::string &file) {
+  return dir.empty() || dir.back() == '/' ? dir + file : dir + "/" + file;
+}
+
+/// FNV-1a, for cache keys.
+uint64_t hash(const std::string &text, uint64_t seed = 1469598103934665603ull) {
+  for (unsigned char c : text)
+    seed = (seed ^ c) * 1099511628211ull;
+  return seed;
+}
+
+std::string cacheDirectory(const std::string &requested) {
+  if (!requested.empty())
+    return requested;
+  if (const char *dir = std::getenv("THDC_CACHE_DIR"))
+    return dir;
+  if (const char *xdg = std::getenv("XDG_CACHE_HOME"))
+    return join(xdg, "thdc");
+  if (const char *home = std::getenv("HOME"))
+    return join(join(home, ".cache"), "thdc");
+  return "";
+}
+
+void makeDirectories(const std::string &path) {
+  for (size_t i = 1; i <= path.size(); ++i)
+    if (i == path.size() || path[i] == '/')
+      mkdir(path.substr(0, i).c_str(), 0755);
+}
+
+double microsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::micro>(
+             std::chrono::steady_clock::now() - start)
+      .count();
+}
+} // namespace
+
+size_t BufferDesc::bytes() const {
+  size_t width = type == "i1" || type == "i8"     ? 1
+                 : type == "i32" || type == "f32" ? 4
+                                                  : 8;
+  return size_t(elements) * width;
+}
+
+int Manifest::find(const std::string &name) const {
+  for (size_t i = 0; i < buffers.size(); ++i)
+    if (buffers[i].name == name)
+      return int(i);
+  return -1;
+}
+
+Result<Manifest> thdc::runtime::readManifest(const std::string &bundleDir) {
+  std::string path = join(bundleDir, "manifest.json");
+  Result<std::string> text = readFile(path);
+  if (!text)
+    return Status::error(text.status().message() +
+                         " (is it a bundle written by thdc?)");
+  Result<json::Value> root = json::parse(*text);
+  if (!root)
+    return Status::error(path + ": " + root.status().message());
+  auto bad = [&](const std::string &what) {
+    return Status::error(path + ": " + what);
+  };
+  using Kind = json::Value::Kind;
+  auto string = [&](const json::Value *v, std::string &out) {
+    if (!v || v->kind != Kind::String)
+      return false;
+    out = v->string;
+    return true;
+  };
+  Manifest m;
+  const json::Value *format = root->get("format");
+  if (!format || format->kind != Kind::Integer)
+    return bad("missing \"format\"");
+  m.format = int(format->integer);
+  if (m.format != 1)
+    return bad("bundle format " + std::to_string(m.format) +
+               " is not supported by this runtime (it reads format 1)");
+  string(root->get("thdc_version"), m.thdcVersion);
+  if (!string(root->get("entry"), m.entry))
+    return bad("missing \"entry\"");
+  if (const json::Value *params = root->get("params"))
+    for (const auto &[name, value] : params->object)
+      m.params[name] = value.integer;
+  const json::Value *buffers = root->get("buffers");
+  if (!buffers || buffers->kind != Kind::Array || buffers->array.empty())
+    return bad("missing \"buffers\"");
+  if (buffers->array.size() > kMaxBuffers)
+    return bad("more than " + std::to_string(kMaxBuffers) + " buffers");
+  for (const json::Value &entry : buffers->array) {
+    BufferDesc buffer;
+    std::string direction;
+    const json::Value *elements = entry.get("elements");
+    if (!string(entry.get("name"), buffer.name) ||
+        !string(entry.get("type"), buffer.type) ||
+        !string(entry.get("direction"), direction) || !elements ||
+        elements->kind != Kind::Integer || elements->integer < 0)
+      return bad("malformed buffer entry");
+    buffer.elements = elements->integer;
+    buffer.isOutput = direction == "output";
+    m.buffers.push_back(buffer);
+  }
+  const json::Value *kernel = root->get("kernel");
+  if (!kernel || !string(kernel->get("name"), m.kernelName) ||
+      !string(kernel->get("ptx"), m.ptxFile))
+    return bad("missing \"kernel\"");
+  string(kernel->get("chip"), m.chip);
+  for (const char *key : {"grid", "block"}) {
+    const json::Value *dims = kernel->get(key);
+    if (!dims || dims->kind != Kind::Array || dims->array.size() != 3)
+      return bad(std::string("kernel \"") + key + "\" must have 3 sizes");
+    for (int d = 0; d < 3; ++d)
+      (std::string(key) == "grid" ? m.grid : m.block)[d] =
+          unsigned(dims->array[d].integer);
+  }
+  if (const json::Value *host = root->get("host")) {
+    string(host->get("library"), m.hostLibrary);
+    string(host->get("symbol"), m.hostSymbol);
+  }
+  return m;
+}
+
+Result<std::unique_ptr<Pipeline>> Pipeline::load(const std::string &bundleDir,
+                                                 const LoadOptions &options) {
+  Result<Manifest> manifest = readManifest(bundleDir);
+  if (!manifest)
+    return manifest.status();
+  std::unique_ptr<Pipeline> pipeline(new Pipeline());
+  pipeline->manifest_ = *manifest;
+  const Manifest &m = pipeline->manifest_;
+  auto start = std::chrono::steady_clock::now();
+
+  Result<const CudaDriver *> driver =
+      options.backend == Backend::Host
+          ? Result<const CudaDriver *>(Status::error("host requested"))
+          : CudaDriver::get();
+  if (options.backend == Backend::Cuda && !driver)
+    return driver.status();
+
+  if (driver) {
+    const CudaDriver &cu = **driver;
+    Result<std::string> ptx = readFile(join(bundleDir, m.ptxFile));
+    if (!ptx)
+      return ptx.status();
+    std::string arch = cu.architecture();
+    // The cache key covers the PTX, the GPU and the driver that compiles it.
+    std::string key = std::to_string(
+        hash(*ptx, hash(arch + "/" + std::to_string(cu.driverVersion))));
+    std::string dir = cacheDirectory(options.cacheDir);
+    std::string cubinPath = dir.empty() || dir == "-"
+                                ? std::string()
+                                : join(dir, "cubin-" + key + ".cubin");
+    CUmodule module = nullptr;
+    Result<std::string> cached = cubinPath.empty()
+                                     ? Result<std::string>(Status::error(""))
+                                     : readFile(cubinPath);
+    if (cached &&
+        cu.cuModuleLoadData(&module, cached->data()) == CUDA_SUCCESS) {
+      pipeline->info_.cubinFromCache = true;
+    } else {
+      CUlinkState link = nullptr;
+      void *cubin = nullptr;
+      size_t cubinSize = 0;
+      CUresult r = cu.cuLinkCreate(0, nullptr, nullptr, &link);
+      if (r == CUDA_SUCCESS)
+        r = cu.cuLinkAddData(link, CU_JIT_INPUT_PTX,
+                             const_cast<char *>(ptx->c_str()), ptx->size() + 1,
+                             m.kernelName.c_str(), 0, nullptr, nullptr);
+      if (r == CUDA_SUCCESS)
+        r = cu.cuLinkComplete(link, &cubin, &cubinSize);
+      if (r == CUDA_SUCCESS)
+        r = cu.cuModuleLoadData(&module, cubin);
+      if (r == CUDA_SUCCESS && !cubinPath.empty()) {
+        makeDirectories(dir);
+        std::string temporary = cubinPath + ".tmp" + std::to_string(getpid());
+        std::ofstream out(temporary, std::ios::binary);
+        out.write(static_cast<const char *>(cubin), std::streamsize(cubinSize));
+        out.close();
+        if (out)
+          std::rename(temporary.c_str(), cubinPath.c_str());
+      }
+      if (link)
+        cu.cuLinkDestroy(link);
+      if (r != CUDA_SUCCESS)
+        return Status::error("loading the PTX of kernel '" + m.kernelName +
+                             "' for " + arch + ": " +
+                             cu.describe("cuLinkAddData/cuModuleLoadData", r));
+    }
+    CUfunction function = nullptr;
+    CUresult r =
+        cu.cuModuleGetFunction(&function, module, m.kernelName.c_str());
+    if (r != CUDA_SUCCESS)
+      return Status::error("kernel '" + m.kernelName +
+                           "': " + cu.describe("cuModuleGetFunction", r));
+    pipeline->module_ = module;
+    pipeline->function_ = function;
+    pipeline->info_.backend = Backend::Cuda;
+    char name[256] = {0};
+    cu.cuDeviceGetName(name, sizeof(name) - 1, cu.device);
+    pipeline->info_.device = name;
+  } else {
+    if (m.hostLibrary.empty())
+      return Status::error("no GPU (" + driver.status().message() +
+                           ") and the bundle has no host code");
+    std::string library = join(bundleDir, m.hostLibrary);
+    if (library.front() != '/') {
+      char cwd[4096];
+      if (getcwd(cwd, sizeof(cwd)))
+        library = join(cwd, library);
+    }
+    void *handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!handle)
+      return Status::error(std::string("cannot load the host code: ") +
+                           dlerror());
+    void *symbol = dlsym(handle, m.hostSymbol.c_str());
+    if (!symbol) {
+      dlclose(handle);
+      return Status::error("the host code has no symbol '" + m.hostSymbol +
+                           "'");
+    }
+    pipeline->library_ = handle;
+    pipeline->hostEntry_ = reinterpret_cast<void (*)(void **)>(symbol);
+    pipeline->info_.backend = Backend::Host;
+    pipeline->info_.device = "host CPU";
+  }
+  pipeline->info_.loadMicros = microsSince(start);
+  return pipeline;
+}
+
+Pipeline::~Pipeline() {
+  if (module_)
+    if (Result<const CudaDriver *> driver = CudaDriver::get())
+      (*driver)->cuModuleUnload(static_cast<CUmodule>(module_));
+  if (library_)
+    dlclose(library_);
+}
+
+Status Pipeline::launch(void *const *buffers, void *stream) const {
+  size_t count = manifest_.buffers.size();
+  if (info_.backend == Backend::Host) {
+    std::array<void *, kMaxBuffers> pointers;
+    std::memcpy(pointers.data(), buffers, count * sizeof(void *));
+    hostEntry_(pointers.data());
+    return Status();
+  }
+  const CudaDriver *cu = *CudaDriver::get();
+  std::array<void *, kMaxBuffers> arguments;
+  for (size_t i = 0; i < count; ++i)
+    arguments[i] = const_cast<void **>(&buffers[i]);
+  CUresult r = cu->cuLaunchKernel(
+      static_cast<CUfunction>(function_), manifest_.grid[0], manifest_.grid[1],
+      manifest_.grid[2], manifest_.block[0], manifest_.block[1],
+      manifest_.block[2], 0, static_cast<CUstream>(stream), arguments.data(),
+      nullptr);
+  if (r != CUDA_SUCCESS)
+    return Status::error("launching kernel '" + manifest_.kernelName +
+                         "': " + cu->describe("cuLaunchKernel", r));
+  return Status();
+}
+
+//===----------------------------------------------------------------------===//
+// Buffers
+//===----------------------------------------------------------------------===//
+
+Result<Buffers> Buffers::allocate(const Pipeline &pipeline) {
+  Buffers buffers;
+  buffers.backend_ = pipeline.backend();
+  for (const BufferDesc &desc : pipeline.manifest().buffers) {
+    size_t bytes = std::max<size_t>(desc.bytes(), 1);
+    void *pointer = nullptr;
+    if (buffers.backend_ == Backend::Cuda) {
+      const CudaDriver *cu = *CudaDriver::get();
+      CUdeviceptr device = 0;
+      CUresult r = cu->cuMemAlloc(&device, bytes);
+      if (r != CUDA_SUCCESS)
+        return Status::error("allocating buffer '" + desc.name + "' (" +
+                             std::to_string(bytes) +
+                             " bytes): " + cu->describe("cuMemAlloc", r));
+      pointer = reinterpret_cast<void *>(device);
+    } else {
+      pointer = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+      std::memset(pointer, 0, bytes);
+    }
+    buffers.pointers_.push_back(pointer);
+    buffers.bytes_.push_back(desc.bytes());
+  }
+  return buffers;
+}
+
+Buffers::Buffers(Buffers &&other) noexcept { *this = std::move(other); }
+
+Buffers &Buffers::operator=(Buffers &&other) noexcept {
+  std::swap(backend_, other.backend_);
+  std::swap(pointers_, other.pointers_);
+  std::swap(bytes_, other.bytes_);
+  return *this;
+}
+
+Buffers::~Buffers() {
+  for (void *pointer : pointers_) {
+    if (backend_ == Backend::Cuda) {
+      if (Result<const CudaDriver *> cu = CudaDriver::get())
+        (*cu)->cuMemFree(reinterpret_cast<CUdeviceptr>(pointer));
+    } else {
+      std::free(pointer);
+    }
+  }
+}
+
+Status Buffers::upload(size_t index, const void *host, void *stream) const {
+  if (backend_ == Backend::Host) {
+    std::memcpy(pointers_[index], host, bytes_[index]);
+    return Status();
+  }
+  const CudaDriver *cu = *CudaDriver::get();
+  CUresult r =
+      cu->cuMemcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(pointers_[index]),
+                            host, bytes_[index], static_cast<CUstream>(stream));
+  return r == CUDA_SUCCESS
+             ? Status()
+             : Status::error(cu->describe("cuMemcpyHtoDAsync", r));
+}
+
+Status Buffers::download(size_t index, void *host, void *stream) const {
+  if (backend_ == Backend::Host) {
+    std::memcpy(host, pointers_[index], bytes_[index]);
+    return Status();
+  }
+  const CudaDriver *cu = *CudaDriver::get();
+  CUresult r = cu->cuMemcpyDtoHAsync(
+      host, reinterpret_cast<CUdeviceptr>(pointers_[index]), bytes_[index],
+      static_cast<CUstream>(stream));
+  return r == CUDA_SUCCESS
+             ? Status()
+             : Status::error(cu->describe("cuMemcpyDtoHAsync", r));
+}
+
+//===----------------------------------------------------------------------===//
+// CUDA graphs
+//===----------------------------------------------------------------------===//
+
+Result<CapturedLaunch> CapturedLaunch::capture(const Pipeline &pipeline,
+                                               void *const *buffers,
+                                               void *stream) {
+  CapturedLaunch captured;
+  captured.pipeline_ = &pipeline;
+  captured.buffers_ = buffers;
+  if (pipeline.backend() == Backend::Host)
+    return captured;
+  const CudaDriver *cu = *CudaDriver::get();
+  if (!stream)
+    return Status::error("capturing needs a stream other than the legacy "
+                         "default stream");
+  CUstream s = static_cast<CUstream>(stream);
+  CUresult r = cu->cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+  if (r != CUDA_SUCCESS)
+    return Status::error(cu->describe("cuStreamBeginCapture", r));
+  Status launched = pipeline.launch(buffers, stream);
+  CUgraph graph = nullptr;
+  r = cu->cuStreamEndCapture(s, &graph);
+  if (!launched)
+    return launched;
+  if (r != CUDA_SUCCESS)
+    return Status::error(cu->describe("cuStreamEndCapture", r));
+  CUgraphExec exec = nullptr;
+  r = cu->cuGraphInstantiateWithFlags(&exec, graph, 0);
+  if (r != CUDA_SUCCESS) {
+    cu->cuGraphDestroy(graph);
+    return Status::error(cu->describe("cuGraphInstantiate", r));
+  }
+  captured.graph_ = graph;
+  captured.exec_ = exec;
+  return captured;
+}
+
+CapturedLaunch::CapturedLaunch(CapturedLaunch &&other) noexcept {
+  *this = std::move(other);
+}
+
+CapturedLaunch &CapturedLaunch::operator=(CapturedLaunch &&other) noexcept {
+  std::swap(pipeline_, other.pipeline_);
+  std::swap(buffers_, other.buffers_);
+  std::swap(graph_, other.graph_);
+  std::swap(exec_, other.exec_);
+  return *this;
+}
+
+CapturedLaunch::~CapturedLaunch() {
+  if (!exec_ && !graph_)
+    return;
+  if (Result<const CudaDriver *> cu = CudaDriver::get()) {
+    if (exec_)
+      (*cu)->cuGraphExecDestroy(static_cast<CUgraphExec>(exec_));
+    if (graph_)
+      (*cu)->cuGraphDestroy(static_cast<CUgraph>(graph_));
+  }
+}
+
+Status CapturedLaunch::replay(void *stream) const {
+  if (!exec_)
+    return pipeline_->launch(buffers_, stream);
+  const CudaDriver *cu = *CudaDriver::get();
+  CUresult r = cu->cuGraphLaunch(static_cast<CUgraphExec>(exec_),
+                                 static_cast<CUstream>(stream));
+  return r == CUDA_SUCCESS ? Status()
+                           : Status::error(cu->describe("cuGraphLaunch", r));
+}
+
+Result<void *> thdc::runtime::createStream(Backend backend) {
+  if (backend != Backend::Cuda)
+    return static_cast<void *>(nullptr);
+  const CudaDriver *cu = *CudaDriver::get();
+  CUstream stream = nullptr;
+  CUresult r = cu->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING);
+  if (r != CUDA_SUCCESS)
+    return Status::error(cu->describe("cuStreamCreate", r));
+  return static_cast<void *>(stream);
+}
+
+Status thdc::runtime::synchronizeStream(Backend backend, void *stream) {
+  if (backend != Backend::Cuda)
+    return Status();
+  const CudaDriver *cu = *CudaDriver::get();
+  CUresult r = cu->cuStreamSynchronize(static_cast<CUstream>(stream));
+  return r == CUDA_SUCCESS
+             ? Status()
+             : Status::error(cu->describe("cuStreamSynchronize", r));
+}
+
+void thdc::runtime::destroyStream(Backend backend, void *stream) {
+  if (backend == Backend::Cuda && stream)
+    if (Result<const CudaDriver *> cu = CudaDriver::get())
+      (*cu)->cuStreamDestroy(static_cast<CUstream>(stream));
+}

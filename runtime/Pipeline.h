@@ -1,0 +1,157 @@
+//===- Pipeline.h - load a bundle, launch it, capture it -------*- C++ -*-===//
+//
+// The runtime half of thdc, with no MLIR dependency: loads a bundle written
+// by `thdc` (codegen/Bundle.h), launches its kernel on the caller's stream,
+// and captures a launch in a CUDA graph to replay while the data in the
+// buffers changes. Without a driver or GPU the same API runs the bundle's host
+// code on the CPU, so programs using it run everywhere.
+//
+// The launch path allocates nothing, synchronises nothing and creates no
+// stream.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef THDC_RUNTIME_PIPELINE_H
+#define THDC_RUNTIME_PIPELINE_H
+
+#include "runtime/Status.h"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace thdc::runtime {
+
+/// Where a pipeline runs.
+enum class Backend { Auto, Cuda, Host };
+
+/// One kernel parameter: a buffer of the pipeline.
+struct BufferDesc {
+  std::string name;
+  std::string type; ///< "i1", "i32", "i64", "f32", ...
+  int64_t elements = 0;
+  bool isOutput = false;
+  /// Size in bytes (i1 is one byte per element).
+  size_t bytes() const;
+};
+
+/// The contents of a bundle's manifest.json.
+struct Manifest {
+  int format = 0;
+  std::string thdcVersion, entry;
+  std::map<std::string, int64_t> params;
+  std::vector<BufferDesc> buffers; ///< inputs, then outputs
+  std::string kernelName, ptxFile, chip;
+  unsigned grid[3] = {1, 1, 1}, block[3] = {1, 1, 1};
+  std::string hostLibrary, hostSymbol; ///< empty when the bundle has none
+
+  /// The index of the buffer called `name`, or -1.
+  int find(const std::string &name) const;
+};
+
+/// Reads and checks `bundleDir`/manifest.json.
+Result<Manifest> readManifest(const std::string &bundleDir);
+
+/// How a pipeline was loaded, for reports.
+struct LoadInfo {
+  Backend backend = Backend::Host;
+  std::string device; ///< GPU name, or "host CPU"
+  bool cubinFromCache = false;
+  double loadMicros = 0; ///< module load (and PTX compile, if any)
+};
+
+/// Options of Pipeline::load.
+struct LoadOptions {
+  Backend backend = Backend::Auto;
+  /// Where driver-compiled cubins are cached; empty: $THDC_CACHE_DIR, else
+  /// $XDG_CACHE_HOME/thdc, else ~/.cache/thdc. "-" disables the cache.
+  std::string cacheDir;
+};
+
+/// A loaded bundle, ready to launch.
+class Pipeline {
+public:
+  /// Loads `bundleDir`. With Backend::Auto, the GPU when a driver and a GPU
+  /// are present, else the host code.
+  static Result<std::unique_ptr<Pipeline>>
+  load(const std::string &bundleDir, const LoadOptions &options = {});
+  ~Pipeline();
+
+  const Manifest &manifest() const { return manifest_; }
+  const LoadInfo &loadInfo() const { return info_; }
+  Backend backend() const { return info_.backend; }
+
+  /// Runs the pipeline once on `buffers` (one pointer per manifest buffer,
+  /// in order). On the GPU: device pointers, enqueued on `stream` (a
+  /// CUstream; null = the legacy default stream), returns without waiting.
+  /// On the host: host pointers, runs before returning; `stream` is ignored.
+  Status launch(void *const *buffers, void *stream = nullptr) const;
+
+private:
+  Pipeline() = default;
+  Manifest manifest_;
+  LoadInfo info_;
+  void *module_ = nullptr;   // CUmodule
+  void *function_ = nullptr; // CUfunction
+  void *library_ = nullptr;  // dlopen handle of the host code
+  void (*hostEntry_)(void **) = nullptr;
+};
+
+/// Buffers for every manifest buffer of a pipeline, on its backend (device
+/// memory on the GPU, aligned host memory otherwise).
+class Buffers {
+public:
+  static Result<Buffers> allocate(const Pipeline &pipeline);
+  Buffers(Buffers &&other) noexcept;
+  Buffers &operator=(Buffers &&other) noexcept;
+  ~Buffers();
+
+  /// One pointer per buffer, in manifest order, for Pipeline::launch.
+  void *const *pointers() const { return pointers_.data(); }
+  void *pointer(size_t index) const { return pointers_[index]; }
+
+  /// Copies into / out of buffer `index` (asynchronous on `stream` on the GPU;
+  /// the host memory must stay valid until the stream reaches the copy).
+  Status upload(size_t index, const void *host, void *stream = nullptr) const;
+  Status download(size_t index, void *host, void *stream = nullptr) const;
+
+private:
+  Buffers() = default;
+  Backend backend_ = Backend::Host;
+  std::vector<void *> pointers_;
+  std::vector<size_t> bytes_;
+};
+
+/// One launch captured in a CUDA graph, replayed with whatever the buffers
+/// hold at replay time. On the host backend, replay runs the host code.
+class CapturedLaunch {
+public:
+  /// Captures `pipeline.launch(buffers, stream)` on `stream` (which must not
+  /// be the legacy default stream on the GPU) and instantiates the graph.
+  static Result<CapturedLaunch> capture(const Pipeline &pipeline,
+                                        void *const *buffers, void *stream);
+  CapturedLaunch(CapturedLaunch &&other) noexcept;
+  CapturedLaunch &operator=(CapturedLaunch &&other) noexcept;
+  ~CapturedLaunch();
+
+  /// Enqueues the graph on `stream`.
+  Status replay(void *stream) const;
+
+private:
+  CapturedLaunch() = default;
+  const Pipeline *pipeline_ = nullptr;
+  void *const *buffers_ = nullptr;
+  void *graph_ = nullptr; // CUgraph
+  void *exec_ = nullptr;  // CUgraphExec
+};
+
+/// Creates / destroys / waits for a stream on the GPU (null on the host).
+Result<void *> createStream(Backend backend);
+Status synchronizeStream(Backend backend, void *stream);
+void destroyStream(Backend backend, void *stream);
+
+} // namespace thdc::runtime
+
+#endif // THDC_RUNTIME_PIPELINE_H

@@ -1,0 +1,360 @@
+//===- RuntimeCheck.cpp - a bundle through the runtime, against the reference
+//===//
+//
+//   thdc-runtime-check [--replays N] [--microbatches N] BUNDLE...
+//
+// For each bundle of examples/megatron_graph_step.mlir: random microbatches
+// launched through the runtime for every CP rank and compared with the
+// reference; on a GPU, also compared with the bundle's host code (the CPU
+// path); one launch captured in a CUDA graph and replayed with new data
+// (different num_seqs and lengths) every replay; and every status bit on bad
+// data. Runs on the GPU when there is one, else on the host code. Prints
+// `N passed, N failed` last; exits 1 on any failure.
+//
+//===----------------------------------------------------------------------===//
+
+#include "reference/Reference.h"
+#include "runtime/Pipeline.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace thdc;
+using namespace thdc::reference;
+using namespace thdc::runtime;
+
+namespace {
+int passed = 0, failed = 0;
+
+void report(bool ok, const std::string &what) {
+  (ok ? passed : failed) += 1;
+  std::printf("%s: %s\n", ok ? "PASS" : "FAIL", what.c_str());
+}
+
+struct Shape {
+  int64_t C, cp, N;
+};
+
+/// A random valid microbatch: zero-length sequences, empty and full batches.
+GraphStepInput randomInput(std::mt19937 &rng, const Shape &s) {
+  auto uniform = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  int64_t granularity = s.cp > 1 ? 2 * s.cp : 1;
+  int64_t budget = s.C * s.cp;
+  GraphStepInput in;
+  int64_t n = uniform(0, 4) == 0 ? s.N - 1 : uniform(0, s.N - 1);
+  std::vector<int32_t> cu{0}, cup{0};
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t left = budget - cup.back();
+    int64_t padded =
+        std::min(left, uniform(0, 2 * budget / std::max<int64_t>(n, 1)));
+    padded = padded / granularity * granularity;
+    int64_t valid = uniform(0, 3) == 0 ? padded : uniform(0, padded);
+    cu.push_back(int32_t(cu.back() + valid));
+    cup.push_back(int32_t(cup.back() + padded));
+  }
+  if (n > 0 && uniform(0, 3) == 0) { // exactly full
+    int64_t extra = budget - cup.back();
+    cup.back() += int32_t(extra);
+  }
+  in.numSeqs = int32_t(n);
+  in.cuSeqlens = cu;
+  in.cuSeqlensPadded = cup;
+  for (int64_t i = n + 1; i <= s.N; ++i) { // garbage beyond num_seqs + 1
+    in.cuSeqlens.push_back(int32_t(uniform(-1000, 1000)));
+    in.cuSeqlensPadded.push_back(int32_t(uniform(-1000, 1000)));
+  }
+  for (int64_t row = 0; row < budget; ++row) {
+    in.tokens.push_back(uniform(0, 50000));
+    in.labels.push_back(uniform(0, 50000));
+    in.positionIds.push_back(uniform(0, 4096));
+    in.lossMask.push_back(float(uniform(0, 1)));
+  }
+  in.cpRank = int32_t(uniform(0, s.cp - 1));
+  return in;
+}
+
+/// Host copies of a pipeline's buffers, by name.
+struct HostData {
+  std::vector<std::vector<uint8_t>> bytes;
+};
+
+HostData pack(const Manifest &m, const GraphStepInput &in) {
+  HostData data;
+  auto put = [&](const char *name, const void *source, size_t size) {
+    int index = m.find(name);
+    if (index < 0)
+      return;
+    data.bytes[index].assign(static_cast<const uint8_t *>(source),
+                             static_cast<const uint8_t *>(source) + size);
+  };
+  data.bytes.resize(m.buffers.size());
+  for (size_t i = 0; i < m.buffers.size(); ++i)
+    data.bytes[i].assign(m.buffers[i].bytes(), 0xAB); // outputs: a marker
+  put("tokens", in.tokens.data(), in.tokens.size() * 8);
+  put("labels", in.labels.data(), in.labels.size() * 8);
+  put("position_ids", in.positionIds.data(), in.positionIds.size() * 8);
+  put("loss_mask", in.lossMask.data(), in.lossMask.size() * 4);
+  put("cu_seqlens", in.cuSeqlens.data(), in.cuSeqlens.size() * 4);
+  put("cu_seqlens_padded", in.cuSeqlensPadded.data(),
+      in.cuSeqlensPadded.size() * 4);
+  put("num_seqs", &in.numSeqs, 4);
+  put("cp_rank", &in.cpRank, 4);
+  return data;
+}
+
+/// The first difference between the outputs in `data` and `expected`.
+std::string compare(const Manifest &m, const HostData &data,
+                    const GraphStepOutput &expected) {
+  auto check = [&](const char *name, const void *want,
+                   size_t size) -> std::string {
+    int index = -1;
+    for (size_t i = 0; i < m.buffers.size(); ++i)
+      if (m.buffers[i].isOutput && m.buffers[i].name == name)
+        index = int(i);
+    if (index < 0)
+      return std::string("no output '") + name + "'";
+    if (data.bytes[index].size() != size)
+      return std::string("size of '") + name + "'";
+    if (std::memcmp(data.bytes[index].data(), want, size) != 0)
+      return std::string("'") + name + "' differs";
+    return "";
+  };
+  std::string diff;
+  for (std::string d :
+       {check("tokens", expected.tokens.data(), expected.tokens.size() * 8),
+        check("labels", expected.labels.data(), expected.labels.size() * 8),
+        check("position_ids", expected.positionIds.data(),
+              expected.positionIds.size() * 8),
+        check("loss_mask", expected.lossMask.data(),
+              expected.lossMask.size() * 4),
+        check("padding_mask", expected.paddingMask.data(),
+              expected.paddingMask.size()),
+        check("cu_seqlens_padded", expected.cuSeqlensPadded.data(),
+              expected.cuSeqlensPadded.size() * 4),
+        check("cu_seqlens", expected.cuSeqlens.data(),
+              expected.cuSeqlens.size() * 4),
+        check("max_seqlen", &expected.maxSeqlen, 4),
+        check("status", &expected.status, 4)})
+    if (diff.empty())
+      diff = d;
+  return diff;
+}
+
+/// Uploads the inputs, runs `run`, downloads everything.
+template <typename Run>
+Status execute(const Pipeline &p, const Buffers &buffers, HostData &data,
+               void *stream, Run run) {
+  const Manifest &m = p.manifest();
+  for (size_t i = 0; i < m.buffers.size(); ++i)
+    if (Status s = buffers.upload(i, data.bytes[i].data(), stream); !s)
+      return s;
+  if (Status s = run(); !s)
+    return s;
+  for (size_t i = 0; i < m.buffers.size(); ++i)
+    if (m.buffers[i].isOutput)
+      if (Status s = buffers.download(i, data.bytes[i].data(), stream); !s)
+        return s;
+  return synchronizeStream(p.backend(), stream);
+}
+
+std::string describe(const GraphStepInput &in) {
+  std::string text = "num_seqs " + std::to_string(in.numSeqs) + ", rank " +
+                     std::to_string(in.cpRank) + ", cu_seqlens_padded [";
+  for (int32_t i = 0; i <= std::clamp(in.numSeqs, 0, 8); ++i)
+    text += (i ? "," : "") + std::to_string(in.cuSeqlensPadded[size_t(i)]);
+  return text + (in.numSeqs > 8 ? ",...]" : "]");
+}
+
+void checkBundle(const std::string &dir, int microbatches, int replays) {
+  Result<std::unique_ptr<Pipeline>> loaded = Pipeline::load(dir);
+  if (!loaded) {
+    report(false, "load " + dir + ": " + loaded.status().message());
+    return;
+  }
+  const Pipeline &p = **loaded;
+  const Manifest &m = p.manifest();
+  Shape s{m.params.at("C"), m.params.at("cp"), m.params.at("N")};
+  std::string name = m.entry + " C=" + std::to_string(s.C) +
+                     " cp=" + std::to_string(s.cp) +
+                     " N=" + std::to_string(s.N) + " on " + p.loadInfo().device;
+  std::printf("bundle %s: %s, module load %.0f us%s\n", dir.c_str(),
+              name.c_str(), p.loadInfo().loadMicros,
+              p.loadInfo().cubinFromCache ? " (cached cubin)" : "");
+  Result<Buffers> buffers = Buffers::allocate(p);
+  Result<void *> stream = createStream(p.backend());
+  if (!buffers || !stream) {
+    report(false,
+           name + ": " +
+               (!buffers ? buffers.status() : stream.status()).message());
+    return;
+  }
+  // On a GPU, the bundle's host code runs the same microbatches: the GPU
+  // path is compared with the CPU path, not only with the reference.
+  std::unique_ptr<Pipeline> host;
+  std::unique_ptr<Buffers> hostBuffers;
+  if (p.backend() == Backend::Cuda) {
+    LoadOptions options;
+    options.backend = Backend::Host;
+    Result<std::unique_ptr<Pipeline>> h = Pipeline::load(dir, options);
+    if (h) {
+      host = std::move(*h);
+      hostBuffers =
+          std::make_unique<Buffers>(std::move(*Buffers::allocate(*host)));
+    }
+  }
+
+  std::mt19937 rng(uint32_t(s.C * 31 + s.cp * 7 + s.N));
+  int mismatches = 0, hostMismatches = 0;
+  std::string first;
+  for (int i = 0; i < microbatches; ++i) {
+    GraphStepInput in = randomInput(rng, s);
+    for (int32_t rank = 0; rank < s.cp; ++rank) {
+      in.cpRank = rank;
+      HostData data = pack(m, in);
+      Status st = execute(p, *buffers, data, *stream, [&] {
+        return p.launch(buffers->pointers(), *stream);
+      });
+      std::string diff =
+          st ? compare(m, data, megatronGraphStep(in, s.C, s.cp, s.N))
+             : st.message();
+      if (!diff.empty() && mismatches++ == 0)
+        first = diff + " (" + describe(in) + ")";
+      if (host) {
+        HostData hostData = pack(m, in);
+        Status hs = execute(*host, *hostBuffers, hostData, nullptr, [&] {
+          return host->launch(hostBuffers->pointers());
+        });
+        if (!hs || hostData.bytes != data.bytes)
+          ++hostMismatches;
+      }
+    }
+  }
+  report(mismatches == 0,
+         name + ": " + std::to_string(microbatches) +
+             " random microbatches x every rank match the reference" +
+             (first.empty() ? ""
+                            : ": " + std::to_string(mismatches) +
+                                  " mismatches, first " + first));
+  if (host)
+    report(hostMismatches == 0,
+           name + ": GPU outputs equal the host code's, byte for byte" +
+               (hostMismatches
+                    ? " (" + std::to_string(hostMismatches) + " differ)"
+                    : ""));
+
+  // One capture, many replays, new data (num_seqs, lengths, rank) each time.
+  {
+    GraphStepInput in = randomInput(rng, s);
+    HostData data = pack(m, in);
+    for (size_t i = 0; i < m.buffers.size(); ++i)
+      (void)buffers->upload(i, data.bytes[i].data(), *stream);
+    Result<CapturedLaunch> graph =
+        CapturedLaunch::capture(p, buffers->pointers(), *stream);
+    if (!graph) {
+      report(false, name + ": capture: " + graph.status().message());
+    } else {
+      int bad = 0, distinctCounts = 0;
+      std::vector<bool> seen(size_t(s.N) + 1, false);
+      for (int r = 0; r < replays; ++r) {
+        GraphStepInput next = randomInput(rng, s);
+        if (!seen[size_t(next.numSeqs)])
+          seen[size_t(next.numSeqs)] = true, ++distinctCounts;
+        HostData d = pack(m, next);
+        Status st = execute(p, *buffers, d, *stream,
+                            [&] { return graph->replay(*stream); });
+        std::string diff =
+            st ? compare(m, d, megatronGraphStep(next, s.C, s.cp, s.N))
+               : st.message();
+        if (!diff.empty() && bad++ == 0)
+          first = diff + " (" + describe(next) + ")";
+      }
+      report(bad == 0, name + ": " + std::to_string(replays) +
+                           " replays of one captured graph, " +
+                           std::to_string(distinctCounts) +
+                           " distinct num_seqs, all match the reference" +
+                           (bad ? ": " + std::to_string(bad) +
+                                      " mismatches, first " + first
+                                : ""));
+    }
+  }
+
+  // Every fault, through the same launch path.
+  struct Fault {
+    const char *what;
+    void (*apply)(GraphStepInput &, const Shape &);
+  };
+  const Fault faults[] = {
+      {"num_seqs above N-1",
+       [](GraphStepInput &in, const Shape &s) { in.numSeqs = int32_t(s.N); }},
+      {"negative num_seqs",
+       [](GraphStepInput &in, const Shape &) { in.numSeqs = -1; }},
+      {"total above C*cp",
+       [](GraphStepInput &in, const Shape &s) {
+         in.numSeqs = 1;
+         in.cuSeqlens[1] = 1;
+         in.cuSeqlensPadded[1] = int32_t(s.C * s.cp + 2 * s.cp);
+       }},
+      {"offset not divisible by 2*cp",
+       [](GraphStepInput &in, const Shape &s) {
+         in.numSeqs = 1;
+         in.cuSeqlens[1] = 1;
+         in.cuSeqlensPadded[1] = s.cp > 1 ? 1 : -1;
+       }},
+      {"decreasing offsets",
+       [](GraphStepInput &in, const Shape &s) {
+         in.numSeqs = 2;
+         in.cuSeqlens[1] = 0, in.cuSeqlens[2] = 0;
+         in.cuSeqlensPadded[1] = int32_t(4 * s.cp), in.cuSeqlensPadded[2] = 0;
+       }},
+      {"valid longer than padded",
+       [](GraphStepInput &in, const Shape &s) {
+         in.numSeqs = 1;
+         in.cuSeqlens[1] = int32_t(2 * s.cp + 1);
+         in.cuSeqlensPadded[1] = int32_t(2 * s.cp);
+       }},
+      {"cp_rank out of range",
+       [](GraphStepInput &in, const Shape &s) { in.cpRank = int32_t(s.cp); }},
+  };
+  for (const Fault &fault : faults) {
+    GraphStepInput in = randomInput(rng, s);
+    in.cpRank = 0;
+    fault.apply(in, s);
+    GraphStepOutput want = megatronGraphStep(in, s.C, s.cp, s.N);
+    HostData data = pack(m, in);
+    Status st = execute(p, *buffers, data, *stream,
+                        [&] { return p.launch(buffers->pointers(), *stream); });
+    std::string diff = st ? compare(m, data, want) : st.message();
+    report(diff.empty() && want.status != 0,
+           name + ": status " + std::to_string(want.status) + " for " +
+               fault.what + (diff.empty() ? "" : ": " + diff));
+  }
+  destroyStream(p.backend(), *stream);
+}
+} // namespace
+
+int main(int argc, char **argv) {
+  int microbatches = 50, replays = 1000;
+  std::vector<std::string> bundles;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if ((arg == "--replays" || arg == "--microbatches") && i + 1 < argc)
+      (arg == "--replays" ? replays : microbatches) = std::atoi(argv[++i]);
+    else
+      bundles.push_back(arg);
+  }
+  if (bundles.empty()) {
+    std::fprintf(stderr, "usage: thdc-runtime-check [--replays N] "
+                         "[--microbatches N] BUNDLE...\n");
+    return 2;
+  }
+  for (const std::string &bundle : bundles)
+    checkBundle(bundle, microbatches, replays);
+  std::printf("%d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
+}
