@@ -1,0 +1,331 @@
+//===- Planner.cpp - Host-side microbatch planner -------------------------===//
+//
+// Next-fit is delegated to the reference scheduler; this file adds the
+// up-front checks (oversize sequences), the plan validation and the
+// first-fit-decreasing alternative.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/Planner.h"
+
+#include <algorithm>
+#include <cassert>
+#include <limits>
+#include <numeric>
+#include <sstream>
+#include <utility>
+
+using namespace thdc;
+using namespace thdc::runtime;
+
+namespace {
+
+/// Streams all arguments into one string (error messages).
+template <typename... Args> std::string concat(const Args &...args) {
+  std::ostringstream stream;
+  (stream << ... << args);
+  return stream.str();
+}
+
+/// The limits every pack of a plan must respect.
+struct PackingLimits {
+  /// C*cp.
+  int64_t capacity = 0;
+  /// S2 cap K (nullopt: none).
+  std::optional<int64_t> maxRealSeqs;
+  /// dp * (vppGroup or 1).
+  int64_t packMultiple = 1;
+};
+
+/// Resolves and checks the limits of a planning call, then checks that every
+/// sequence fits a pack on its own.
+Expected<PackingLimits> resolveLimits(const std::vector<int32_t> &lengths,
+                                      const PlannerConfig &config) {
+  Expected<std::optional<int64_t>> cap = plannerSequenceCap(config);
+  if (!cap)
+    return makeError<PackingLimits>(cap.error());
+  // The reference owns the parameter checks (C, cp, dp, K, vppGroup >= 1):
+  // running it on an empty batch applies exactly those.
+  Expected<reference::PackingResult> parameters = reference::dpBalancedGroups(
+      {}, config.maxSeqlenPerRank, config.cp, config.dp, *cap, config.vppGroup);
+  if (!parameters)
+    return makeError<PackingLimits>(parameters.error());
+
+  constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
+  const int64_t vppGroup = config.vppGroup.value_or(1);
+  if (config.maxSeqlenPerRank > kInt64Max / config.cp ||
+      vppGroup > kInt64Max / config.dp)
+    return makeError<PackingLimits>(concat(
+        "C*cp = ", config.maxSeqlenPerRank, "*", config.cp,
+        " or dp*vppGroup = ", config.dp, "*", vppGroup, " overflows int64"));
+  if (lengths.size() > std::size_t(std::numeric_limits<int32_t>::max()))
+    return makeError<PackingLimits>(
+        concat(lengths.size(), " sequences do not fit int32 sequence ids"));
+
+  PackingLimits limits;
+  limits.capacity = config.maxSeqlenPerRank * config.cp;
+  limits.maxRealSeqs = *cap;
+  limits.packMultiple = config.dp * vppGroup;
+  for (std::size_t i = 0; i < lengths.size(); ++i) {
+    if (lengths[i] < 0)
+      return makeError<PackingLimits>(
+          concat("padded length p[", i, "] = ", lengths[i], " is negative"));
+    if (lengths[i] > limits.capacity)
+      return makeError<PackingLimits>(concat(
+          "sequence ", i, " has padded length p[", i, "] = ", lengths[i],
+          ", more than the pack budget C*cp = ", config.maxSeqlenPerRank, "*",
+          config.cp, " = ", limits.capacity,
+          "; no microbatch can hold it: raise max_seqlen_per_dp_cp_rank or "
+          "truncate the sequence"));
+  }
+  return limits;
+}
+
+/// The first violated invariant of `plan` under `limits`, or nullopt.
+std::optional<std::string> findViolation(const MicrobatchPlan &plan,
+                                         const std::vector<int32_t> &lengths,
+                                         const PackingLimits &limits,
+                                         const PlannerConfig &config) {
+  if (plan.capacity != limits.capacity)
+    return concat("plan records capacity ", plan.capacity,
+                  " but C*cp = ", limits.capacity);
+  if (plan.maxRealSeqs != limits.maxRealSeqs)
+    return concat("plan records sequence cap ",
+                  plan.maxRealSeqs ? std::to_string(*plan.maxRealSeqs)
+                                   : std::string("none"),
+                  " but S2 gives ",
+                  limits.maxRealSeqs ? std::to_string(*limits.maxRealSeqs)
+                                     : std::string("none"));
+  if (plan.packTokens.size() != plan.packs.size())
+    return concat("plan has ", plan.packs.size(), " packs but ",
+                  plan.packTokens.size(), " token totals");
+  if (int64_t(plan.packs.size()) % limits.packMultiple)
+    return concat("plan has ", plan.packs.size(),
+                  " packs, not a multiple of dp * (vppGroup or 1) = ",
+                  limits.packMultiple);
+
+  std::vector<int64_t> packOf(lengths.size(), -1);
+  for (std::size_t k = 0; k < plan.packs.size(); ++k) {
+    const Pack &pack = plan.packs[k];
+    if (pack.empty())
+      return concat("pack ", k, " is empty");
+    if (limits.maxRealSeqs && int64_t(pack.size()) > *limits.maxRealSeqs)
+      return concat("pack ", k, " has ", pack.size(),
+                    " sequences, more than the cap K = ", *limits.maxRealSeqs);
+    int64_t tokens = 0;
+    for (std::size_t e = 0; e < pack.size(); ++e) {
+      int32_t id = pack[e];
+      if (id < 0 || std::size_t(id) >= lengths.size())
+        return concat("pack ", k, " holds sequence id ", id, ", outside [0, ",
+                      lengths.size(), ")");
+      if (packOf[id] >= 0)
+        return concat("sequence ", id, " is in both pack ", packOf[id],
+                      " and pack ", k);
+      packOf[id] = int64_t(k);
+      if (e > 0 && pack[e - 1] >= id)
+        return concat("pack ", k, " is not in increasing id order at ", id);
+      tokens += lengths[id];
+    }
+    if (tokens != plan.packTokens[k])
+      return concat("pack ", k, " holds ", tokens, " tokens but records ",
+                    plan.packTokens[k]);
+    if (tokens > limits.capacity)
+      return concat("pack ", k, " holds ", tokens,
+                    " tokens, more than the budget C*cp = ", limits.capacity);
+  }
+  for (std::size_t id = 0; id < lengths.size(); ++id)
+    if (packOf[id] < 0)
+      return concat("sequence ", id, " is in no pack");
+  if (plan.groups != microbatchGroups(plan.packs, config.dp, config.cp))
+    return std::string("groups differ from the S3 mapping packs[m*dp + j/cp]");
+  return std::nullopt;
+}
+
+/// Builds a plan (token totals, recorded limits) from finished packs.
+MicrobatchPlan makePlan(std::vector<Pack> packs, MicrobatchGroups groups,
+                        const std::vector<int32_t> &lengths,
+                        const PackingLimits &limits, PlanAlgorithm algorithm) {
+  MicrobatchPlan plan;
+  for (const Pack &pack : packs) {
+    int64_t tokens = 0;
+    for (int32_t id : pack)
+      tokens += lengths[id];
+    plan.packTokens.push_back(tokens);
+  }
+  plan.packs = std::move(packs);
+  plan.groups = std::move(groups);
+  plan.capacity = limits.capacity;
+  plan.maxRealSeqs = limits.maxRealSeqs;
+  plan.algorithm = algorithm;
+  return plan;
+}
+
+/// Max segment tree over the residual capacity of the packs, answering
+/// "leftmost pack with residual >= length" in O(log n). Packs not yet opened
+/// or full by sequence count hold -1, so no length (>= 0) fits them.
+class FirstFitTree {
+public:
+  explicit FirstFitTree(std::size_t maxPacks) {
+    while (leaves < maxPacks)
+      leaves *= 2;
+    tree.assign(2 * leaves, -1);
+  }
+
+  /// Sets the residual capacity of pack `index`.
+  void set(std::size_t index, int64_t residual) {
+    std::size_t node = leaves + index;
+    tree[node] = residual;
+    for (node /= 2; node >= 1; node /= 2)
+      tree[node] = std::max(tree[2 * node], tree[2 * node + 1]);
+  }
+
+  /// The leftmost pack whose residual is >= length, or -1.
+  int64_t firstFitting(int64_t length) const {
+    if (tree[1] < length)
+      return -1;
+    std::size_t node = 1;
+    while (node < leaves)
+      node = tree[2 * node] >= length ? 2 * node : 2 * node + 1;
+    return int64_t(node - leaves);
+  }
+
+private:
+  std::size_t leaves = 1;
+  std::vector<int64_t> tree;
+};
+
+} // namespace
+
+Expected<std::optional<int64_t>>
+thdc::runtime::plannerSequenceCap(const PlannerConfig &config) {
+  return reference::schedulerMaxRealNumSeqs(
+      config.maxPackedSequences, config.alignmentSet, config.dummyTail);
+}
+
+MicrobatchGroups thdc::runtime::microbatchGroups(const std::vector<Pack> &packs,
+                                                 int64_t dp, int64_t cp) {
+  assert(dp >= 1 && cp >= 1 && int64_t(packs.size()) % dp == 0 &&
+         "microbatchGroups needs dp, cp >= 1 and a multiple of dp packs");
+  MicrobatchGroups groups(packs.size() / std::size_t(dp));
+  for (std::size_t m = 0; m < groups.size(); ++m)
+    for (int64_t j = 0; j < dp * cp; ++j)
+      groups[m].push_back(packs[m * dp + j / cp]);
+  return groups;
+}
+
+Expected<MicrobatchPlan>
+thdc::runtime::nextFitPlan(const std::vector<int32_t> &paddedLengths,
+                           const PlannerConfig &config) {
+  Expected<PackingLimits> limits = resolveLimits(paddedLengths, config);
+  if (!limits)
+    return makeError<MicrobatchPlan>(limits.error());
+  Expected<reference::PackingResult> packing = reference::dpBalancedGroups(
+      paddedLengths, config.maxSeqlenPerRank, config.cp, config.dp,
+      limits->maxRealSeqs, config.vppGroup);
+  if (!packing)
+    return makeError<MicrobatchPlan>(packing.error());
+  MicrobatchPlan plan =
+      makePlan(std::move(packing->packs), std::move(packing->groups),
+               paddedLengths, *limits, PlanAlgorithm::NextFit);
+  if (std::optional<std::string> violation =
+          findViolation(plan, paddedLengths, *limits, config))
+    return makeError<MicrobatchPlan>("next-fit plan is invalid: " + *violation);
+  return plan;
+}
+
+Expected<MicrobatchPlan>
+thdc::runtime::firstFitDecreasingPlan(const std::vector<int32_t> &paddedLengths,
+                                      const PlannerConfig &config) {
+  Expected<PackingLimits> limits = resolveLimits(paddedLengths, config);
+  if (!limits)
+    return makeError<MicrobatchPlan>(limits.error());
+  const std::optional<int64_t> cap = limits->maxRealSeqs;
+
+  std::vector<int32_t> order(paddedLengths.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+    return paddedLengths[a] > paddedLengths[b];
+  });
+
+  std::vector<Pack> packs;
+  std::vector<int64_t> tokens;
+  FirstFitTree openPacks(paddedLengths.size());
+  for (int32_t id : order) {
+    int64_t index = openPacks.firstFitting(paddedLengths[id]);
+    if (index < 0) {
+      index = int64_t(packs.size());
+      packs.emplace_back();
+      tokens.push_back(0);
+    }
+    packs[index].push_back(id);
+    tokens[index] += paddedLengths[id];
+    bool full = cap && int64_t(packs[index].size()) >= *cap;
+    openPacks.set(std::size_t(index),
+                  full ? -1 : limits->capacity - tokens[index]);
+  }
+  for (Pack &pack : packs)
+    std::sort(pack.begin(), pack.end());
+
+  // Splitting the heaviest pack keeps both halves within the budget and the
+  // cap, and evens out the load of the microbatches.
+  const int64_t initialPacks = int64_t(packs.size());
+  while (int64_t(packs.size()) % limits->packMultiple) {
+    int64_t heaviest = -1;
+    for (std::size_t k = 0; k < packs.size(); ++k)
+      if (packs[k].size() > 1 && (heaviest < 0 || tokens[k] > tokens[heaviest]))
+        heaviest = int64_t(k);
+    if (heaviest < 0)
+      return makeError<MicrobatchPlan>(
+          concat("Not enough samples to move: ", initialPacks,
+                 " packs must be split into a multiple of dp * vppGroup = ",
+                 limits->packMultiple, " but only ", paddedLengths.size(),
+                 " sequences exist"));
+    Pack &source = packs[heaviest];
+    std::size_t longest = 0;
+    for (std::size_t e = 1; e < source.size(); ++e)
+      if (paddedLengths[source[e]] >= paddedLengths[source[longest]])
+        longest = e;
+    int32_t moved = source[longest];
+    source.erase(source.begin() + longest);
+    tokens[heaviest] -= paddedLengths[moved];
+    packs.push_back({moved});
+    tokens.push_back(paddedLengths[moved]);
+  }
+  std::sort(packs.begin(), packs.end(),
+            [](const Pack &a, const Pack &b) { return a.front() < b.front(); });
+
+  MicrobatchGroups groups = microbatchGroups(packs, config.dp, config.cp);
+  MicrobatchPlan plan =
+      makePlan(std::move(packs), std::move(groups), paddedLengths, *limits,
+               PlanAlgorithm::FirstFitDecreasing);
+  if (std::optional<std::string> violation =
+          findViolation(plan, paddedLengths, *limits, config))
+    return makeError<MicrobatchPlan>("first-fit-decreasing plan is invalid: " +
+                                     *violation);
+  return plan;
+}
+
+Expected<MicrobatchPlan>
+thdc::runtime::balancedPlan(const std::vector<int32_t> &paddedLengths,
+                            const PlannerConfig &config) {
+  Expected<MicrobatchPlan> nextFit = nextFitPlan(paddedLengths, config);
+  Expected<MicrobatchPlan> firstFit =
+      firstFitDecreasingPlan(paddedLengths, config);
+  if (!firstFit)
+    return nextFit;
+  if (!nextFit)
+    return firstFit;
+  if (firstFit->numMicrobatches() <= nextFit->numMicrobatches())
+    return firstFit;
+  return nextFit;
+}
+
+std::optional<std::string>
+thdc::runtime::findPlanViolation(const MicrobatchPlan &plan,
+                                 const std::vector<int32_t> &paddedLengths,
+                                 const PlannerConfig &config) {
+  Expected<PackingLimits> limits = resolveLimits(paddedLengths, config);
+  if (!limits)
+    return "the config or lengths admit no plan: " + limits.error();
+  return findViolation(plan, paddedLengths, *limits, config);
+}

@@ -1,0 +1,616 @@
+//===- PlannerTest.cpp - Unit tests of the microbatch planner -------------===//
+//
+// The S2, S3 and S12 golden vectors of shared/spec/thd-semantics.md as
+// planner tests, the planner's errors, plan validation, edge cases, and a
+// randomized comparison of first-fit-decreasing with next-fit (and of
+// next-fit with the reference scheduler) on a fixed seed.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/Planner.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace thdc;
+using namespace thdc::runtime;
+
+namespace {
+
+using I32 = std::vector<int32_t>;
+using I64 = std::vector<int64_t>;
+using Packs = std::vector<Pack>;
+
+/// Asserts that `expr` failed with a message containing `substring`.
+#define EXPECT_ERROR(expr, substring)                                          \
+  do {                                                                         \
+    auto result_ = (expr);                                                     \
+    ASSERT_FALSE(result_) << "expected an error containing: " << (substring);  \
+    EXPECT_NE(result_.error().find(substring), std::string::npos)              \
+        << "error was: " << result_.error();                                   \
+  } while (0)
+
+/// A config with budget C, sizes cp and dp, and the S2 inputs.
+PlannerConfig makeConfig(int64_t maxSeqlenPerRank, int64_t cp, int64_t dp,
+                         std::optional<int64_t> maxPackedSequences,
+                         bool alignmentSet = false, bool dummyTail = false,
+                         std::optional<int64_t> vppGroup = std::nullopt) {
+  PlannerConfig config;
+  config.maxSeqlenPerRank = maxSeqlenPerRank;
+  config.cp = cp;
+  config.dp = dp;
+  config.maxPackedSequences = maxPackedSequences;
+  config.alignmentSet = alignmentSet;
+  config.dummyTail = dummyTail;
+  config.vppGroup = vppGroup;
+  return config;
+}
+
+/// A config whose S2 cap is exactly K (N = K without the dummy policy).
+PlannerConfig capConfig(int64_t maxSeqlenPerRank, int64_t cp, int64_t dp,
+                        std::optional<int64_t> cap,
+                        std::optional<int64_t> vppGroup = std::nullopt) {
+  return makeConfig(maxSeqlenPerRank, cp, dp, cap, false, false, vppGroup);
+}
+
+/// Runs `planner`, asserts success and a valid plan, and returns the plan.
+template <typename Planner>
+MicrobatchPlan planOrFail(Planner planner, const I32 &lengths,
+                          const PlannerConfig &config) {
+  Expected<MicrobatchPlan> plan = planner(lengths, config);
+  EXPECT_TRUE(plan) << plan.error();
+  if (!plan)
+    return MicrobatchPlan();
+  std::optional<std::string> violation =
+      findPlanViolation(*plan, lengths, config);
+  EXPECT_FALSE(violation) << *violation;
+  return *plan;
+}
+
+MicrobatchPlan nextFit(const I32 &lengths, const PlannerConfig &config) {
+  return planOrFail(nextFitPlan, lengths, config);
+}
+MicrobatchPlan firstFit(const I32 &lengths, const PlannerConfig &config) {
+  return planOrFail(firstFitDecreasingPlan, lengths, config);
+}
+MicrobatchPlan balanced(const I32 &lengths, const PlannerConfig &config) {
+  return planOrFail(balancedPlan, lengths, config);
+}
+
+// The S3 running example: Cap = C*cp = 4*2 = 8.
+const I32 kExample = {5, 3, 4, 2, 2, 1, 6};
+
+//===----------------------------------------------------------------------===//
+// S2
+//===----------------------------------------------------------------------===//
+
+TEST(PlannerS2, GoldenCaps) {
+  auto cap = [](std::optional<int64_t> n, bool align, bool dummy) {
+    return plannerSequenceCap(makeConfig(4, 2, 1, n, align, dummy));
+  };
+  Expected<std::optional<int64_t>> withDummy = cap(32, true, true);
+  ASSERT_TRUE(withDummy) << withDummy.error();
+  EXPECT_EQ(*withDummy, std::optional<int64_t>(31));
+  EXPECT_EQ(*cap(32, true, false), std::optional<int64_t>(32));
+  EXPECT_EQ(*cap(32, false, true), std::optional<int64_t>(32));
+  EXPECT_EQ(*cap(std::nullopt, true, true), std::nullopt);
+  EXPECT_EQ(*cap(1, false, true), std::optional<int64_t>(1));
+  EXPECT_ERROR(cap(1, true, true), "must be >= 2 when THD padding appends");
+  EXPECT_ERROR(cap(0, false, false), "= 0 must be >= 1");
+}
+
+TEST(PlannerS2, PlansRecordTheCapAndPropagateItsErrors) {
+  EXPECT_EQ(nextFit({1}, makeConfig(4, 2, 1, 32, true, true)).maxRealSeqs,
+            std::optional<int64_t>(31));
+  EXPECT_EQ(balanced({1}, makeConfig(4, 2, 1, std::nullopt)).maxRealSeqs,
+            std::nullopt);
+  EXPECT_ERROR(nextFitPlan({1}, makeConfig(4, 2, 1, 1, true, true)),
+               "must be >= 2 when THD padding appends");
+  EXPECT_ERROR(balancedPlan({1}, makeConfig(4, 2, 1, 1, true, true)),
+               "must be >= 2 when THD padding appends");
+}
+
+TEST(PlannerS2, DummyReservesOneSlotInEveryPack) {
+  // N = 4 with alignment and dummy: K = 3, so the S3 "cap triggers" golden.
+  const PlannerConfig config = makeConfig(4, 2, 1, 4, true, true);
+  EXPECT_EQ(nextFit({1, 1, 1, 1, 1}, config).packs, (Packs{{0, 1, 2}, {3, 4}}));
+  EXPECT_EQ(balanced({1, 1, 1, 1, 1}, config).packs,
+            (Packs{{0, 1, 2}, {3, 4}}));
+  // Without the dummy all four slots hold real sequences.
+  EXPECT_EQ(nextFit({1, 1, 1, 1, 1}, makeConfig(4, 2, 1, 4, true, false)).packs,
+            (Packs{{0, 1, 2, 3}, {4}}));
+}
+
+//===----------------------------------------------------------------------===//
+// S3 next-fit (the reference scheduler)
+//===----------------------------------------------------------------------===//
+
+TEST(PlannerS3, GoldenNextFitDp1) {
+  MicrobatchPlan plan = nextFit(kExample, capConfig(4, 2, 1, 3));
+  EXPECT_EQ(plan.algorithm, PlanAlgorithm::NextFit);
+  EXPECT_EQ(plan.packs, (Packs{{0, 1}, {2, 3, 4}, {5, 6}}));
+  EXPECT_EQ(plan.packTokens, (I64{8, 8, 7}));
+  EXPECT_EQ(plan.capacity, 8);
+  ASSERT_EQ(plan.numMicrobatches(), 3);
+  for (std::size_t m = 0; m < 3; ++m)
+    EXPECT_EQ(plan.groups[m], (Packs{plan.packs[m], plan.packs[m]}));
+}
+
+TEST(PlannerS3, GoldenNextFitDp2MovesLastSequence) {
+  MicrobatchPlan plan = nextFit(kExample, capConfig(4, 2, 2, 3));
+  EXPECT_EQ(plan.packs, (Packs{{0, 1}, {2, 3, 4}, {5}, {6}}));
+  EXPECT_EQ(plan.packTokens, (I64{8, 8, 1, 6}));
+  ASSERT_EQ(plan.numMicrobatches(), 2);
+  EXPECT_EQ(plan.groups[0], (Packs{{0, 1}, {0, 1}, {2, 3, 4}, {2, 3, 4}}));
+  EXPECT_EQ(plan.groups[1], (Packs{{5}, {5}, {6}, {6}}));
+}
+
+TEST(PlannerS3, GoldenNextFitCapTriggers) {
+  MicrobatchPlan plan = nextFit({1, 1, 1, 1, 1}, capConfig(4, 2, 1, 3));
+  EXPECT_EQ(plan.packs, (Packs{{0, 1, 2}, {3, 4}}));
+  EXPECT_EQ(plan.packTokens, (I64{3, 2}));
+}
+
+TEST(PlannerS3, GoldenNextFitEqualLengthsDp2) {
+  MicrobatchPlan plan = nextFit({3, 3, 3, 3, 3, 3, 3}, capConfig(4, 2, 2, 2));
+  EXPECT_EQ(plan.packs, (Packs{{0, 1}, {2, 3}, {4, 5}, {6}}));
+  ASSERT_EQ(plan.numMicrobatches(), 2);
+  EXPECT_EQ(plan.groups[0], (Packs{{0, 1}, {0, 1}, {2, 3}, {2, 3}}));
+  EXPECT_EQ(plan.groups[1], (Packs{{4, 5}, {4, 5}, {6}, {6}}));
+}
+
+TEST(PlannerS3, GoldenOversizedFirstSequenceIsAnErrorNotAnEmptyPack) {
+  // The reference emits [[], [0], [1]]; the planner names the sequence.
+  const PlannerConfig config = capConfig(4, 2, 1, std::nullopt);
+  const char *message = "sequence 0 has padded length p[0] = 9, more than "
+                        "the pack budget C*cp = 4*2 = 8";
+  EXPECT_ERROR(nextFitPlan({9, 3}, config), message);
+  EXPECT_ERROR(firstFitDecreasingPlan({9, 3}, config), message);
+  EXPECT_ERROR(balancedPlan({9, 3}, config), message);
+}
+
+TEST(PlannerS3, OversizedLaterSequenceIsAnErrorNotAnOversizePack) {
+  // The reference emits the oversize singleton [[0], [1]].
+  EXPECT_ERROR(nextFitPlan({3, 9}, capConfig(4, 2, 1, std::nullopt)),
+               "sequence 1 has padded length p[1] = 9");
+  EXPECT_ERROR(balancedPlan({3, 9}, capConfig(4, 2, 1, std::nullopt)),
+               "sequence 1 has padded length p[1] = 9");
+}
+
+TEST(PlannerS3, VirtualPipelineGroupMultiple) {
+  MicrobatchPlan plan =
+      nextFit({2, 2, 2, 2}, capConfig(8, 1, 1, std::nullopt, 2));
+  EXPECT_EQ(plan.packs, (Packs{{0, 1, 2}, {3}}));
+  EXPECT_EQ(plan.numMicrobatches(), 2);
+  MicrobatchPlan better =
+      balanced({2, 2, 2, 2}, capConfig(8, 1, 1, std::nullopt, 2));
+  EXPECT_EQ(better.packs, (Packs{{0, 1, 2}, {3}}));
+}
+
+TEST(PlannerS3, ParameterErrorsComeFromTheReference) {
+  const I32 lengths = {3};
+  EXPECT_ERROR(nextFitPlan(lengths, capConfig(0, 2, 1, 3)), "C = 0");
+  EXPECT_ERROR(nextFitPlan(lengths, capConfig(4, 0, 1, 3)), "cp = 0");
+  EXPECT_ERROR(balancedPlan(lengths, capConfig(4, 2, 0, 3)), "dp = 0");
+  EXPECT_ERROR(balancedPlan(lengths, capConfig(4, 2, 1, 3, 0)),
+               "microbatch_group_size_per_vp_stage = 0");
+  EXPECT_ERROR(nextFitPlan({3, -1}, capConfig(4, 2, 1, 3)),
+               "p[1] = -1 is negative");
+  EXPECT_ERROR(balancedPlan({3, -1}, capConfig(4, 2, 1, 3)),
+               "p[1] = -1 is negative");
+  EXPECT_ERROR(nextFitPlan(lengths, capConfig(4, 2, 2, 3)),
+               "Not enough samples to move");
+  EXPECT_ERROR(balancedPlan(lengths, capConfig(4, 2, 2, 3)),
+               "Not enough samples to move");
+}
+
+//===----------------------------------------------------------------------===//
+// S3 first-fit decreasing and the balanced plan
+//===----------------------------------------------------------------------===//
+
+TEST(PlannerBalanced, GoldenRunningExampleDp1) {
+  // FFD: 6 -> A, 5 -> B, 4 -> C, 3 -> B, 2 -> A, 2 -> C, 1 -> C.
+  MicrobatchPlan plan = balanced(kExample, capConfig(4, 2, 1, 3));
+  EXPECT_EQ(plan.algorithm, PlanAlgorithm::FirstFitDecreasing);
+  EXPECT_EQ(plan.packs, (Packs{{0, 1}, {2, 4, 5}, {3, 6}}));
+  EXPECT_EQ(plan.packTokens, (I64{8, 7, 8}));
+  EXPECT_EQ(plan.numMicrobatches(), 3);
+}
+
+TEST(PlannerBalanced, GoldenRunningExampleDp2SplitsHeaviestPack) {
+  // Three FFD packs; the heaviest multi-sequence pack {3, 6} (8 tokens,
+  // created first) gives up its longest sequence 6.
+  MicrobatchPlan plan = balanced(kExample, capConfig(4, 2, 2, 3));
+  EXPECT_EQ(plan.packs, (Packs{{0, 1}, {2, 4, 5}, {3}, {6}}));
+  EXPECT_EQ(plan.packTokens, (I64{8, 7, 2, 6}));
+  ASSERT_EQ(plan.numMicrobatches(), 2);
+  EXPECT_EQ(plan.groups[0], (Packs{{0, 1}, {0, 1}, {2, 4, 5}, {2, 4, 5}}));
+  EXPECT_EQ(plan.groups[1], (Packs{{3}, {3}, {6}, {6}}));
+}
+
+TEST(PlannerBalanced, GoldenCapAndEqualLengthsMatchNextFit) {
+  EXPECT_EQ(balanced({1, 1, 1, 1, 1}, capConfig(4, 2, 1, 3)).packs,
+            (Packs{{0, 1, 2}, {3, 4}}));
+  MicrobatchPlan plan = balanced({3, 3, 3, 3, 3, 3, 3}, capConfig(4, 2, 2, 2));
+  EXPECT_EQ(plan.packs, (Packs{{0, 1}, {2, 3}, {4, 5}, {6}}));
+  EXPECT_EQ(plan.groups[0], (Packs{{0, 1}, {0, 1}, {2, 3}, {2, 3}}));
+}
+
+TEST(PlannerBalanced, FirstFitDecreasingSavesAMicrobatch) {
+  // Next-fit: [5] [4,3] [4]; FFD: [5,3] [4,4].
+  const I32 lengths = {5, 4, 3, 4};
+  const PlannerConfig config = capConfig(4, 2, 1, std::nullopt);
+  EXPECT_EQ(nextFit(lengths, config).packs, (Packs{{0}, {1, 2}, {3}}));
+  MicrobatchPlan plan = balanced(lengths, config);
+  EXPECT_EQ(plan.algorithm, PlanAlgorithm::FirstFitDecreasing);
+  EXPECT_EQ(plan.packs, (Packs{{0, 2}, {1, 3}}));
+  EXPECT_EQ(plan.packTokens, (I64{8, 8}));
+}
+
+TEST(PlannerBalanced, FallsBackToNextFitWhenFirstFitNeedsMore) {
+  // With K = 3 next-fit finds [1,1,2] [1,1,6]; FFD puts 6 and 2 together
+  // first and needs three packs.
+  const I32 capped = {1, 1, 2, 1, 1, 6};
+  const PlannerConfig cappedConfig = capConfig(4, 2, 1, 3);
+  EXPECT_EQ(firstFit(capped, cappedConfig).packs,
+            (Packs{{0, 1, 3}, {2, 5}, {4}}));
+  MicrobatchPlan plan = balanced(capped, cappedConfig);
+  EXPECT_EQ(plan.algorithm, PlanAlgorithm::NextFit);
+  EXPECT_EQ(plan.packs, (Packs{{0, 1, 2}, {3, 4, 5}}));
+
+  // Without a cap (Cap 12): next-fit [7,3,2] [12] [2,4,6]; FFD needs four.
+  const I32 uncapped = {7, 3, 2, 12, 2, 4, 6};
+  const PlannerConfig uncappedConfig = capConfig(12, 1, 1, std::nullopt);
+  EXPECT_EQ(firstFit(uncapped, uncappedConfig).numMicrobatches(), 4);
+  MicrobatchPlan fallback = balanced(uncapped, uncappedConfig);
+  EXPECT_EQ(fallback.algorithm, PlanAlgorithm::NextFit);
+  EXPECT_EQ(fallback.packs, (Packs{{0, 1, 2}, {3}, {4, 5, 6}}));
+}
+
+TEST(PlannerBalanced, SucceedsWhereNextFitHasNotEnoughSamplesToMove) {
+  // dp = 2, Cap 8: next-fit makes three singletons and cannot split them;
+  // FFD makes [7] [2,6].
+  const I32 lengths = {2, 7, 6};
+  const PlannerConfig config = capConfig(8, 1, 2, std::nullopt);
+  EXPECT_ERROR(nextFitPlan(lengths, config), "Not enough samples to move");
+  MicrobatchPlan plan = balanced(lengths, config);
+  EXPECT_EQ(plan.packs, (Packs{{0, 2}, {1}}));
+  EXPECT_EQ(plan.numMicrobatches(), 1);
+}
+
+//===----------------------------------------------------------------------===//
+// S12
+//===----------------------------------------------------------------------===//
+
+TEST(PlannerS12, GoldenUpperBoundIsReached) {
+  // GBS 64, dp 2, cp 2, C 4096, Lmax 2048, K 31 (N 32 with the dummy):
+  // s = 4 sequences per pack, 16 packs, U = 8 microbatches.
+  const I32 lengths(64, 2048);
+  const PlannerConfig config = makeConfig(4096, 2, 2, 32, true, true);
+  Expected<int64_t> bound = reference::maxMicrobatchesUpperBound(
+      64, 2, 2, 4096, 2048, std::nullopt, 31);
+  ASSERT_TRUE(bound) << bound.error();
+  EXPECT_EQ(*bound, 8);
+  EXPECT_EQ(nextFit(lengths, config).numMicrobatches(), 8);
+  EXPECT_EQ(balanced(lengths, config).numMicrobatches(), 8);
+}
+
+TEST(PlannerS12, UpperBoundVariantsAreReached) {
+  // VPP group 3: 16 packs split into 18, / dp 2 = 9.
+  const I32 lengths(64, 2048);
+  const PlannerConfig vpp = makeConfig(4096, 2, 2, 32, true, true, 3);
+  EXPECT_EQ(*reference::maxMicrobatchesUpperBound(64, 2, 2, 4096, 2048, 3, 31),
+            9);
+  EXPECT_EQ(nextFit(lengths, vpp).numMicrobatches(), 9);
+  EXPECT_EQ(balanced(lengths, vpp).numMicrobatches(), 9);
+  // K = 2 limits s to 2: 32 packs, 16 microbatches.
+  const PlannerConfig capped = capConfig(4096, 2, 2, 2);
+  EXPECT_EQ(nextFit(lengths, capped).numMicrobatches(), 16);
+  EXPECT_EQ(balanced(lengths, capped).numMicrobatches(), 16);
+}
+
+//===----------------------------------------------------------------------===//
+// Plan validation
+//===----------------------------------------------------------------------===//
+
+TEST(PlannerValidation, FindsEveryKindOfViolation) {
+  const PlannerConfig config = capConfig(4, 2, 2, 3);
+  const MicrobatchPlan valid = nextFit(kExample, config);
+  auto violation = [&](auto corrupt) {
+    MicrobatchPlan plan = valid;
+    corrupt(plan);
+    std::optional<std::string> found =
+        findPlanViolation(plan, kExample, config);
+    return found ? *found : std::string("(valid)");
+  };
+  auto regroup = [](MicrobatchPlan &plan) {
+    plan.groups = microbatchGroups(plan.packs, 2, 2);
+  };
+  EXPECT_EQ(findPlanViolation(valid, kExample, config), std::nullopt);
+  EXPECT_EQ(violation([](MicrobatchPlan &plan) { plan.packs[3] = {5}; }),
+            "sequence 5 is in both pack 2 and pack 3");
+  EXPECT_EQ(violation([&](MicrobatchPlan &plan) {
+              plan.packs[0] = {0};
+              plan.packTokens[0] = 5;
+              regroup(plan);
+            }),
+            "sequence 1 is in no pack");
+  EXPECT_EQ(violation([](MicrobatchPlan &plan) {
+              plan.packs[2].clear();
+              plan.packs[3] = {5, 6};
+            }),
+            "pack 2 is empty");
+  EXPECT_EQ(violation([](MicrobatchPlan &plan) {
+              plan.packs[0] = {1, 0};
+            }),
+            "pack 0 is not in increasing id order at 0");
+  EXPECT_EQ(violation([](MicrobatchPlan &plan) { plan.packTokens[1] = 7; }),
+            "pack 1 holds 8 tokens but records 7");
+  EXPECT_EQ(violation([&](MicrobatchPlan &plan) {
+              plan.packs = {{0, 1}, {2, 3, 4}, {5, 6}};
+              plan.packTokens = {8, 8, 7};
+            }),
+            "plan has 3 packs, not a multiple of dp * (vppGroup or 1) = 2");
+  EXPECT_EQ(violation([](MicrobatchPlan &plan) { plan.packs[3] = {7}; }),
+            "pack 3 holds sequence id 7, outside [0, 7)");
+  EXPECT_EQ(violation([](MicrobatchPlan &plan) { plan.groups[1][0] = {6}; }),
+            "groups differ from the S3 mapping packs[m*dp + j/cp]");
+  EXPECT_EQ(violation([](MicrobatchPlan &plan) { plan.capacity = 9; }),
+            "plan records capacity 9 but C*cp = 8");
+  EXPECT_EQ(violation([](MicrobatchPlan &plan) { plan.maxRealSeqs = 4; }),
+            "plan records sequence cap 4 but S2 gives 3");
+
+  // Budget and cap, on a one-microbatch config.
+  const PlannerConfig single = capConfig(4, 2, 1, 3);
+  MicrobatchPlan overBudget = nextFit({4, 4, 1}, single);
+  overBudget.packs = {{0, 1, 2}};
+  overBudget.packTokens = {9};
+  overBudget.groups = microbatchGroups(overBudget.packs, 1, 2);
+  EXPECT_EQ(findPlanViolation(overBudget, {4, 4, 1}, single),
+            "pack 0 holds 9 tokens, more than the budget C*cp = 8");
+  MicrobatchPlan overCap = nextFit({1, 1, 1, 1}, single);
+  overCap.packs = {{0, 1, 2, 3}};
+  overCap.packTokens = {4};
+  overCap.groups = microbatchGroups(overCap.packs, 1, 2);
+  EXPECT_EQ(findPlanViolation(overCap, {1, 1, 1, 1}, single),
+            "pack 0 has 4 sequences, more than the cap K = 3");
+  EXPECT_EQ(*findPlanViolation(valid, {9}, single),
+            "the config or lengths admit no plan: sequence 0 has padded "
+            "length p[0] = 9, more than the pack budget C*cp = 4*2 = 8; no "
+            "microbatch can hold it: raise max_seqlen_per_dp_cp_rank or "
+            "truncate the sequence");
+}
+
+TEST(PlannerValidation, GroupMappingMatchesTheReference) {
+  // The reference builds next-fit's groups itself; they must equal the
+  // planner's mapping used for FFD.
+  Expected<reference::PackingResult> reference =
+      reference::dpBalancedGroups(kExample, 4, 2, 2, 3);
+  ASSERT_TRUE(reference) << reference.error();
+  EXPECT_EQ(microbatchGroups(reference->packs, 2, 2), reference->groups);
+  EXPECT_EQ(microbatchGroups({{0}, {1}, {2}}, 3, 1),
+            (MicrobatchGroups{{{0}, {1}, {2}}}));
+}
+
+//===----------------------------------------------------------------------===//
+// Edge cases
+//===----------------------------------------------------------------------===//
+
+TEST(PlannerEdges, NoSequences) {
+  for (auto planner : {nextFitPlan, firstFitDecreasingPlan, balancedPlan}) {
+    MicrobatchPlan plan = planOrFail(planner, {}, capConfig(4, 2, 2, 3, 2));
+    EXPECT_TRUE(plan.packs.empty());
+    EXPECT_TRUE(plan.packTokens.empty());
+    EXPECT_EQ(plan.numMicrobatches(), 0);
+  }
+}
+
+TEST(PlannerEdges, OneSequenceExactlyAtBudget) {
+  for (auto planner : {nextFitPlan, firstFitDecreasingPlan, balancedPlan}) {
+    MicrobatchPlan plan = planOrFail(planner, {8}, capConfig(4, 2, 1, 3));
+    EXPECT_EQ(plan.packs, (Packs{{0}}));
+    EXPECT_EQ(plan.packTokens, (I64{8}));
+    EXPECT_EQ(plan.groups, (MicrobatchGroups{{{0}, {0}}}));
+  }
+  // Two sequences at budget never share a pack.
+  EXPECT_EQ(balanced({8, 8}, capConfig(4, 2, 1, std::nullopt)).packs,
+            (Packs{{0}, {1}}));
+}
+
+TEST(PlannerEdges, CapOfOneSequence) {
+  const I32 lengths = {1, 2, 3};
+  for (auto planner : {nextFitPlan, firstFitDecreasingPlan, balancedPlan}) {
+    EXPECT_EQ(planOrFail(planner, lengths, capConfig(4, 2, 1, 1)).packs,
+              (Packs{{0}, {1}, {2}}));
+    EXPECT_EQ(
+        planOrFail(planner, lengths, capConfig(4, 2, 3, 1)).numMicrobatches(),
+        1);
+    // N = 2 with the dummy reserves one slot: K = 1.
+    EXPECT_EQ(
+        planOrFail(planner, lengths, makeConfig(4, 2, 1, 2, true, true)).packs,
+        (Packs{{0}, {1}, {2}}));
+    EXPECT_ERROR(planner(lengths, capConfig(4, 2, 2, 1)),
+                 "Not enough samples to move");
+  }
+}
+
+TEST(PlannerEdges, ZeroLengthSequencesAreKept) {
+  MicrobatchPlan plan = balanced({0, 8, 0}, capConfig(4, 2, 1, std::nullopt));
+  EXPECT_EQ(plan.packs, (Packs{{0, 1, 2}}));
+  EXPECT_EQ(plan.packTokens, (I64{8}));
+}
+
+//===----------------------------------------------------------------------===//
+// Randomized: FFD vs next-fit, next-fit vs the reference, the S12 bound
+//===----------------------------------------------------------------------===//
+
+/// Deterministic draws from the (standardized) mt19937_64 output, so the
+/// same batches are generated with every standard library.
+class Draw {
+public:
+  explicit Draw(uint64_t seed) : engine(seed) {}
+  /// An integer in [lo, hi].
+  int64_t integer(int64_t lo, int64_t hi) {
+    return lo + int64_t(engine() % uint64_t(hi - lo + 1));
+  }
+  /// A real in (0, 1].
+  double unit() { return double((engine() >> 11) + 1) * 0x1.0p-53; }
+
+private:
+  std::mt19937_64 engine;
+};
+
+/// The length distributions of the comparison.
+enum Family { Uniform, PowerLaw, AllEqual, ManyTiny, FewNearBudget };
+const char *const kFamilyNames[] = {"uniform", "power-law", "all-equal",
+                                    "many-tiny", "few-near-budget"};
+constexpr int kNumFamilies = 5;
+
+/// Valid lengths (>= 1, <= capacity) of `count` sequences from `family`.
+I32 drawValidLengths(Draw &draw, Family family, int64_t count,
+                     int64_t capacity) {
+  I32 lengths;
+  const int64_t equal = draw.integer(1, capacity);
+  const double alpha = 1.05 + draw.unit();
+  const double minimum = std::max<double>(1.0, double(capacity) / 64);
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t length = 1;
+    switch (family) {
+    case Uniform:
+      length = draw.integer(1, capacity);
+      break;
+    case PowerLaw: // Pareto(alpha) from `minimum`, clipped to the budget.
+      length = int64_t(std::min<double>(
+          double(capacity),
+          std::ceil(minimum / std::pow(draw.unit(), 1 / alpha))));
+      break;
+    case AllEqual:
+      length = equal;
+      break;
+    case ManyTiny:
+      length = draw.integer(1, std::max<int64_t>(1, capacity / 32));
+      break;
+    case FewNearBudget:
+      length = draw.integer(1, 10) == 1
+                   ? draw.integer(capacity * 4 / 5, capacity)
+                   : draw.integer(1, std::max<int64_t>(1, capacity / 8));
+      break;
+    }
+    lengths.push_back(int32_t(std::min(length, capacity)));
+  }
+  return lengths;
+}
+
+TEST(PlannerRandomized, BalancedNeverNeedsMoreMicrobatchesThanNextFit) {
+  constexpr int kTrialsPerFamily = 60;
+  Draw draw(20250704);
+  int trials = 0, compared = 0, nextFitFailures = 0, rescued = 0;
+  int fallbacks = 0, improved = 0;
+  double totalReduction = 0;
+  double familyReduction[kNumFamilies] = {};
+  int familyCompared[kNumFamilies] = {};
+  for (int trial = 0; trial < kNumFamilies * kTrialsPerFamily; ++trial) {
+    const Family family = Family(trial % kNumFamilies);
+    // C even, so C*cp is a multiple of the S1 granularity 2*cp.
+    const int64_t cp = std::vector<int64_t>{1, 2, 4}[draw.integer(0, 2)];
+    const int64_t maxPerRank = 2 * draw.integer(8, 1024);
+    const int64_t dp = std::vector<int64_t>{1, 2, 4, 8}[draw.integer(0, 3)];
+    std::optional<int64_t> maxPacked;
+    if (draw.integer(0, 2))
+      maxPacked = draw.integer(2, 48);
+    const bool alignment = draw.integer(0, 1);
+    const bool dummy = draw.integer(0, 1);
+    std::optional<int64_t> vppGroup;
+    if (draw.integer(0, 3) == 0)
+      vppGroup = draw.integer(2, 4);
+    const PlannerConfig config =
+        makeConfig(maxPerRank, cp, dp, maxPacked, alignment, dummy, vppGroup);
+    const int64_t capacity = maxPerRank * cp;
+    const I32 valid =
+        drawValidLengths(draw, family, draw.integer(1, 400), capacity);
+    Expected<I32> lengths =
+        reference::alignLengths(valid, reference::padGranularity(cp, 1, false));
+    ASSERT_TRUE(lengths) << lengths.error();
+    ++trials;
+    SCOPED_TRACE("trial " + std::to_string(trial) + " (" +
+                 kFamilyNames[family] + ")");
+
+    Expected<std::optional<int64_t>> cap = plannerSequenceCap(config);
+    ASSERT_TRUE(cap) << cap.error();
+    Expected<reference::PackingResult> reference = reference::dpBalancedGroups(
+        *lengths, maxPerRank, cp, dp, *cap, vppGroup);
+    Expected<MicrobatchPlan> nextFit = nextFitPlan(*lengths, config);
+    Expected<MicrobatchPlan> firstFit =
+        firstFitDecreasingPlan(*lengths, config);
+    Expected<MicrobatchPlan> best = balancedPlan(*lengths, config);
+
+    // Next-fit is the reference scheduler, exactly.
+    ASSERT_EQ(bool(nextFit), bool(reference));
+    if (firstFit) {
+      EXPECT_EQ(findPlanViolation(*firstFit, *lengths, config), std::nullopt);
+    }
+    if (!nextFit) {
+      EXPECT_NE(nextFit.error().find("Not enough samples to move"),
+                std::string::npos)
+          << nextFit.error();
+      ++nextFitFailures;
+      rescued += bool(best);
+      continue;
+    }
+    EXPECT_EQ(nextFit->packs, reference->packs);
+    EXPECT_EQ(nextFit->groups, reference->groups);
+    EXPECT_EQ(findPlanViolation(*nextFit, *lengths, config), std::nullopt);
+
+    ASSERT_TRUE(best) << best.error();
+    EXPECT_EQ(findPlanViolation(*best, *lengths, config), std::nullopt);
+    EXPECT_LE(best->numMicrobatches(), nextFit->numMicrobatches());
+    if (firstFit && firstFit->numMicrobatches() <= nextFit->numMicrobatches()) {
+      EXPECT_EQ(best->algorithm, PlanAlgorithm::FirstFitDecreasing);
+    } else {
+      ++fallbacks;
+    }
+
+    // S12: both stay within the capture bound of the dp_balanced scheduler.
+    const int32_t longest = *std::max_element(lengths->begin(), lengths->end());
+    Expected<int64_t> bound = reference::maxMicrobatchesUpperBound(
+        int64_t(lengths->size()), dp, cp, maxPerRank, longest, vppGroup, *cap);
+    ASSERT_TRUE(bound) << bound.error();
+    EXPECT_LE(nextFit->numMicrobatches(), *bound);
+
+    const double reduction =
+        double(nextFit->numMicrobatches() - best->numMicrobatches()) /
+        double(nextFit->numMicrobatches());
+    ++compared;
+    improved += reduction > 0;
+    totalReduction += reduction;
+    familyReduction[family] += reduction;
+    ++familyCompared[family];
+  }
+
+  ASSERT_GE(compared, 200);
+  const double average = totalReduction / compared;
+  std::printf("[ planner  ] %d random batches, %d compared (next-fit failed "
+              "with \"Not enough samples to move\" on %d, balanced rescued "
+              "%d); FFD fewer microbatches on %d, fell back to next-fit on "
+              "%d; average reduction %.2f%%\n",
+              trials, compared, nextFitFailures, rescued, improved, fallbacks,
+              100 * average);
+  for (int f = 0; f < kNumFamilies; ++f)
+    if (familyCompared[f])
+      std::printf("[ planner  ]   %-16s %3d batches, average reduction "
+                  "%.2f%%\n",
+                  kFamilyNames[f], familyCompared[f],
+                  100 * familyReduction[f] / familyCompared[f]);
+  RecordProperty("average_microbatch_reduction_percent",
+                 std::to_string(100 * average));
+  EXPECT_GT(average, 0.0);
+}
+
+} // namespace
