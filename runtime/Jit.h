@@ -1,0 +1,77 @@
+//===- Jit.h - compile pipelines in-process, with a cache ------*- C++ -*-===//
+//
+// Compiles pipeline text plus parameter values into a loaded Pipeline. A
+// compiled pipeline is cached in memory and on disk (as a bundle), keyed by
+// the pipeline text, the parameters, the GPU architecture (or the host),
+// thdc's version and LLVM's version; a later process gets a warm hit.
+//
+// This part of the runtime links the compiler (MLIR); the launch path
+// (Pipeline.h) does not.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef THDC_RUNTIME_JIT_H
+#define THDC_RUNTIME_JIT_H
+
+#include "runtime/Pipeline.h"
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+namespace thdc::runtime {
+
+/// How one Jit::compile call was served.
+struct CompileInfo {
+  enum class Source {
+    Compiled,
+    MemoryCache,
+    DiskCache
+  } source = Source::Compiled;
+  double micros = 0; ///< wall time of the whole call
+  std::string key;   ///< the cache key
+  std::string bundleDir;
+};
+
+/// Options of the JIT.
+struct JitOptions {
+  /// Where the GPU runs (Auto: the GPU if there is one, else the host).
+  Backend backend = Backend::Auto;
+  /// Disk cache folder; empty: $THDC_CACHE_DIR, else $XDG_CACHE_HOME/thdc,
+  /// else ~/.cache/thdc. "-" keeps compiled bundles in a temporary folder.
+  std::string cacheDir;
+  /// Threads per block of the kernel.
+  int64_t blockSize = 256;
+};
+
+/// An in-process compiler with a cache. Thread-safe.
+class Jit {
+public:
+  explicit Jit(JitOptions options = {});
+  ~Jit();
+
+  /// Compiles `pipelineText` with `params` overriding its declared defaults
+  /// (or returns the cached result). Compiler diagnostics, with locations in
+  /// `sourceName`, are in the error.
+  Result<std::shared_ptr<Pipeline>>
+  compile(const std::string &pipelineText,
+          const std::map<std::string, int64_t> &params = {},
+          CompileInfo *info = nullptr,
+          const std::string &sourceName = "pipeline.mlir");
+
+  /// The cache key of a compile call, for tools and tests.
+  std::string cacheKey(const std::string &pipelineText,
+                       const std::map<std::string, int64_t> &params) const;
+
+private:
+  JitOptions options;
+  Backend target = Backend::Host;
+  std::string targetName; ///< "sm_90", or "host-x86_64"
+  std::mutex mutex;
+  std::map<std::string, std::shared_ptr<Pipeline>> memory;
+};
+
+} // namespace thdc::runtime
+
+#endif // THDC_RUNTIME_JIT_H
