@@ -93,6 +93,11 @@ private:
   Value row(Value tensor, Value r);
   Value paddingAt(Value cu, Value cuPadded, Value n, Value r);
   void validate(ValidateOp op);
+  /// A loop over entries [1, end) whose iterations are spread over the
+  /// threads of a block on the GPU (then combined with `combine`), or all
+  /// run by one thread on the host. `body(i, acc)` returns the new acc.
+  Value reduceEntries(Value end, Value init, gpu::AllReduceOperation combine,
+                      function_ref<Value(Value, Value)> body);
   void tailMetadata(PadTailMetadataOp op);
 
   /// Scalars of one pad_tail_metadata op, computed before the loops.
@@ -159,17 +164,13 @@ Value PipelineLowering::scalar(Value tensor) {
       .Case([&](PadTailMetadataOp op) { tailMetadata(op); })
       .Case([&](MaxSeqlenOp op) {
         Value n = count(op.getNumSeqs(), op.getOffsets());
-        auto loop = scf::ForOp::create(b, loc, idx(1), add(n, idx(1)), idx(1),
-                                       ValueRange{i32(0)});
-        OpBuilder::InsertionGuard inner(b);
-        b.setInsertionPointToStart(loop.getBody());
-        Value i = loop.getInductionVar();
-        Value len = sub(cuAt(op.getOffsets(), i),
-                        cuAt(op.getOffsets(), sub(i, idx(1))));
-        scf::YieldOp::create(b, loc,
-                             ValueRange{arith::MaxSIOp::create(
-                                 b, loc, loop.getRegionIterArgs()[0], len)});
-        scalars[tensor] = loop.getResult(0);
+        scalars[tensor] = reduceEntries(
+            add(n, idx(1)), i32(0), gpu::AllReduceOperation::MAXSI,
+            [&](Value i, Value acc) -> Value {
+              Value len = sub(cuAt(op.getOffsets(), i),
+                              cuAt(op.getOffsets(), sub(i, idx(1))));
+              return arith::MaxSIOp::create(b, loc, acc, len);
+            });
       })
       .Default([&](Operation *op) {
         status = op->emitOpError("cannot be lowered as a scalar");
@@ -454,6 +455,31 @@ Value PipelineLowering::row(Value tensor, Value r) {
   return result;
 }
 
+Value PipelineLowering::reduceEntries(Value end, Value init,
+                                      gpu::AllReduceOperation combine,
+                                      function_ref<Value(Value, Value)> body) {
+  Value first = idx(1), step = idx(1);
+  if (target == Target::GPU) {
+    first = add(first, gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x));
+    step = idx(blockSize);
+  }
+  auto loop = scf::ForOp::create(b, loc, first, end, step, ValueRange{init});
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    scf::YieldOp::create(
+        b, loc,
+        ValueRange{body(loop.getInductionVar(), loop.getRegionIterArgs()[0])});
+  }
+  Value result = loop.getResult(0);
+  if (target == Target::GPU)
+    result = gpu::AllReduceOp::create(
+        b, loc, result.getType(), result,
+        gpu::AllReduceOperationAttr::get(b.getContext(), combine),
+        b.getUnitAttr());
+  return result;
+}
+
 void PipelineLowering::validate(ValidateOp op) {
   Value cu = op.getCuSeqlens(), cup = op.getCuSeqlensPadded();
   int64_t last = staticLength(cu) - 1;
@@ -482,33 +508,29 @@ void PipelineLowering::validate(ValidateOp op) {
                             remS(entry(cup, idx(0)), i32(multiple)), i32(0));
     bits = orI(bits, select(indivisible, i32(4), i32(0)));
   }
-  auto loop = scf::ForOp::create(b, loc, idx(1), add(n, idx(1)), idx(1),
-                                 ValueRange{bits});
-  {
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(loop.getBody());
-    Value i = loop.getInductionVar(), prev = sub(i, idx(1));
-    Value c0 = entry(cu, prev), c1 = entry(cu, i);
-    Value p0 = entry(cup, prev), p1 = entry(cup, i);
-    Value acc = loop.getRegionIterArgs()[0];
-    Value decreasing = orI(cmp(arith::CmpIPredicate::slt, c1, c0),
-                           cmp(arith::CmpIPredicate::slt, p1, p0));
-    acc = orI(acc, select(decreasing, i32(8), i32(0)));
-    // Lengths in 64 bits: differences of arbitrary i32 offsets can wrap.
-    auto wide = [&](Value v) {
-      return arith::ExtSIOp::create(b, loc, b.getI64Type(), v).getResult();
-    };
-    Value longer = cmp(arith::CmpIPredicate::sgt, sub(wide(c1), wide(c0)),
-                       sub(wide(p1), wide(p0)));
-    acc = orI(acc, select(longer, i32(16), i32(0)));
-    if (multiple > 1) {
-      Value indivisible =
-          cmp(arith::CmpIPredicate::ne, remS(p1, i32(multiple)), i32(0));
-      acc = orI(acc, select(indivisible, i32(4), i32(0)));
-    }
-    scf::YieldOp::create(b, loc, ValueRange{acc});
-  }
-  Value statusBits = loop.getResult(0);
+  Value statusBits = reduceEntries(
+      add(n, idx(1)), bits, gpu::AllReduceOperation::OR,
+      [&](Value i, Value acc) {
+        Value prev = sub(i, idx(1));
+        Value c0 = entry(cu, prev), c1 = entry(cu, i);
+        Value p0 = entry(cup, prev), p1 = entry(cup, i);
+        Value decreasing = orI(cmp(arith::CmpIPredicate::slt, c1, c0),
+                               cmp(arith::CmpIPredicate::slt, p1, p0));
+        acc = orI(acc, select(decreasing, i32(8), i32(0)));
+        // Lengths in 64 bits: differences of arbitrary i32 offsets can wrap.
+        auto wide = [&](Value v) {
+          return arith::ExtSIOp::create(b, loc, b.getI64Type(), v).getResult();
+        };
+        Value longer = cmp(arith::CmpIPredicate::sgt, sub(wide(c1), wide(c0)),
+                           sub(wide(p1), wide(p0)));
+        acc = orI(acc, select(longer, i32(16), i32(0)));
+        if (multiple > 1) {
+          Value indivisible =
+              cmp(arith::CmpIPredicate::ne, remS(p1, i32(multiple)), i32(0));
+          acc = orI(acc, select(indivisible, i32(4), i32(0)));
+        }
+        return acc;
+      });
   scalars[op.getStatus()] = statusBits;
   scalars[op.getCheckedNumSeqs()] =
       select(cmp(arith::CmpIPredicate::eq, statusBits, i32(0)), raw, i32(0));
