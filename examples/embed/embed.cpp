@@ -104,6 +104,12 @@ int main(int argc, char **argv) {
               (*pipeline)->loadInfo().device.c_str(), compiled.micros / 1000,
               source[int(compiled.source)]);
 
+  CompileInfo again;
+  if (!jit.compile(text.str(), params, &again, path))
+    return 1;
+  std::printf("compiling it again: %.3f ms (%s)\n", again.micros / 1000,
+              source[int(again.source)]);
+
   // 2. Buffers and one captured launch.
   Result<Buffers> buffers = Buffers::allocate(**pipeline);
   Result<void *> stream = createStream((*pipeline)->backend());

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Runs on a GPU host, which needs CUDA, CMake, Ninja and Python (PyTorch for
+# the eager baseline) but no MLIR: builds the parts of thdc without MLIR and
+# runs, on bundles compiled elsewhere by scripts/make-gpu-bundles.sh,
+#   check: the GPU suite (thdc-runtime-check: random microbatches, 1000 graph
+#          replays with new data, every status bit, GPU against host code),
+#          then under compute-sanitizer memcheck and racecheck;
+#   jit:   cold and warm JIT compile times, when a thdc-embed binary and the
+#          LLVM/MLIR runtime libraries are given (THDC_EMBED, THDC_MLIR_DEBS);
+#   bench: bench/thdc_bench and bench/eager.py in one run, then
+#          bench/report.py writes the results table.
+#   scripts/gpu-suite.sh [check|jit|bench|all] RESULTS_DIR
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+mode=${1:-all}
+out=${2:-$root/gpu-results}
+bundles=${THDC_BUNDLES:-$root/build-gpu-bundles}
+build=$root/build-gpu
+mkdir -p "$out"
+status=0
+run() { # name command...: logs to $out/name.txt, keeps going on failure
+  local name=$1; shift
+  echo "== $name: $*" | tee -a "$out/summary.txt"
+  "$@" > "$out/$name.txt" 2>&1
+  local rc=$?
+  tail -n 3 "$out/$name.txt" | sed 's/^/   /' | tee -a "$out/summary.txt"
+  [ $rc -eq 0 ] || { echo "   exit code $rc" | tee -a "$out/summary.txt"; status=1; }
+}
+
+{ date -u +"%Y-%m-%d %H:%M UTC"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; nvcc --version | tail -1; } > "$out/machine.txt" 2>&1
+cmake -G Ninja -S "$root" -B "$build" -DTHDC_RUNTIME_ONLY=ON -DCMAKE_BUILD_TYPE=Release > "$out/build.txt" 2>&1 &&
+  cmake --build "$build" >> "$out/build.txt" 2>&1 || { echo "build failed"; tail -30 "$out/build.txt"; exit 1; }
+
+if [ "$mode" = check ] || [ "$mode" = all ]; then
+  export THDC_CACHE_DIR=$(mktemp -d)
+  run gpu-suite "$build/bin/thdc-runtime-check" --replays 1000 "$bundles"/check/*
+  run gpu-suite-cached "$build/bin/thdc-runtime-check" --replays 10 --microbatches 2 "$bundles"/check/C32768_cp2_N64
+  sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  for tool in memcheck racecheck; do
+    run "sanitizer-$tool" "$sanitizer" --tool "$tool" --error-exitcode 1 \
+      "$build/bin/thdc-runtime-check" --replays 20 --microbatches 3 \
+      "$bundles/check/C8_cp2_N6" "$bundles/check/C1024_cp4_N33" "$bundles/check/C4096_cp8_N64"
+  done
+fi
+
+if [ "$mode" = jit ] || [ "$mode" = all ]; then
+  if [ -n "${THDC_EMBED:-}" ] && [ -n "${THDC_MLIR_DEBS:-}" ]; then
+    libs=$(mktemp -d)
+    for deb in "$THDC_MLIR_DEBS"/*.deb; do dpkg -x "$deb" "$libs"; done
+    export LD_LIBRARY_PATH=$libs/usr/lib/llvm-22/lib:$libs/usr/lib/x86_64-linux-gnu
+    cache=$(mktemp -d)
+    for attempt in cold warm; do
+      run "jit-$attempt" env THDC_CACHE_DIR="$cache" "$THDC_EMBED" "$root/examples/megatron_graph_step.mlir" \
+        --param C=32768 --param cp=2 --param N=64
+    done
+  else
+    echo "== jit: skipped (set THDC_EMBED and THDC_MLIR_DEBS)" | tee -a "$out/summary.txt"
+  fi
+fi
+
+if [ "$mode" = bench ] || [ "$mode" = all ]; then
+  run bench-thdc sh -c "\"$build/bench/thdc_bench\" \"$bundles/bench\" > \"$out/bench.jsonl\""
+  run bench-eager sh -c "python3 \"$root/bench/eager.py\" --bench > \"$out/eager.jsonl\""
+  run bench-report python3 "$root/bench/report.py" "$out/bench.jsonl" "$out/eager.jsonl" "$out/machine.txt" --output "$out/RESULTS.md"
+fi
+exit $status

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Compiles the bundles that the GPU suite and the benchmark load, into
+# build-gpu-bundles/ (a GPU host has no MLIR: it gets them from here).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+bin=${THDC_BUILD_DIR:-$root/build}/bin
+out=${1:-$root/build-gpu-bundles}
+example="$root/examples/megatron_graph_step.mlir"
+rm -rf "$out"
+mkdir -p "$out/check" "$out/bench"
+# Checked against the reference on the GPU and against their host code.
+for shape in "8 2 6" "1024 4 33" "2048 1 128" "4096 8 64" "32768 2 64"; do
+  set -- $shape
+  "$bin/thdc" "$example" --param C=$1 --param cp=$2 --param N=$3 -o "$out/check/C$1_cp$2_N$3"
+done
+# The benchmark's configurations (bench/inputs.h).
+for shape in "8192 1 64" "32768 2 64" "32768 4 128" "131072 2 256" "1048576 2 1024"; do
+  set -- $shape
+  "$bin/thdc" "$example" --param C=$1 --param cp=$2 --param N=$3 --no-host -o "$out/bench/C$1_cp$2_N$3"
+done
+echo "bundles written to $out"
