@@ -1,0 +1,1100 @@
+//===- PackDifferentialTest.cpp - pack pipeline vs the reference ----------===//
+//
+// Differential tests of examples/pack_microbatch.mlir compiled for the host
+// CPU (thdc::HostPipeline) against the reference steps of
+// reference/Reference.h, composed exactly as the pipeline composes its ops.
+// Random pools of samples (zero-length samples, contiguous or with gaps),
+// random chosen ids (repeats allowed, garbage past num_seqs), num_seqs up to
+// N-1 and totals up to exactly C*cp, cp in {1, 2, 4, 8}, every CP rank;
+// every output element must match exactly. The BadData tests check the
+// status bits of thd.validate and that a rejected microbatch yields the
+// outputs of an empty one.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/Compiler.h"
+#include "reference/Reference.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <sstream>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+using namespace thdc::reference;
+
+namespace {
+
+constexpr int32_t kInt32Min = std::numeric_limits<int32_t>::min();
+constexpr int32_t kInt32Max = std::numeric_limits<int32_t>::max();
+
+/// The parameters of examples/pack_microbatch.mlir.
+struct PackConfig {
+  int64_t C = 0;  ///< tokens per CP rank
+  int64_t cp = 1; ///< CP size
+  int64_t N = 0;  ///< sequence capacity, the dummy included
+  int64_t P = 0;  ///< pool capacity in tokens
+  int64_t S = 0;  ///< pool capacity in samples
+
+  std::string str() const {
+    std::ostringstream os;
+    os << "C=" << C << " cp=" << cp << " N=" << N << " P=" << P << " S=" << S;
+    return os.str();
+  }
+};
+
+/// The inputs of the pipeline, in their static shapes.
+struct PackInput {
+  std::vector<int64_t> tokenPool;     ///< P rows
+  std::vector<int64_t> labelPool;     ///< P rows
+  std::vector<int32_t> sampleOffsets; ///< S entries
+  std::vector<int32_t> sampleLengths; ///< S entries
+  std::vector<int32_t> sampleIds;     ///< N-1 entries
+  int32_t numSeqs = 0;
+  int32_t cpRank = 0;
+};
+
+/// The outputs of the pipeline, in their static shapes.
+struct PackOutput {
+  std::vector<int64_t> tokens;          ///< C rows
+  std::vector<int64_t> labels;          ///< C rows
+  std::vector<int64_t> positionIds;     ///< C rows
+  std::vector<uint8_t> paddingMask;     ///< C rows, one byte each
+  std::vector<int32_t> cuSeqlensPadded; ///< N+1 entries
+  std::vector<int32_t> cuSeqlens;       ///< N+1 entries
+  int32_t maxSeqlen = 0;
+  int32_t status = 0;
+};
+
+/// The example pipeline's text.
+std::string pipelineText(std::string &error) {
+  const std::string path =
+      std::string(THDC_SOURCE_DIR) + "/examples/pack_microbatch.mlir";
+  std::ifstream file(path);
+  if (!file) {
+    error = "cannot read " + path;
+    return "";
+  }
+  std::stringstream contents;
+  contents << file.rdbuf();
+  return contents.str();
+}
+
+/// The MLIR context shared by every compilation of a test process.
+mlir::MLIRContext &compilerContext() {
+  static mlir::MLIRContext *context = [] {
+    mlir::DialectRegistry registry;
+    thdc::registerCompilerDialects(registry);
+    auto *created = new mlir::MLIRContext(registry);
+    created->printOpOnDiagnostic(false);
+    return created;
+  }();
+  return *context;
+}
+
+/// The example pipeline compiled for the host CPU for one configuration.
+class CompiledPack {
+public:
+  /// Compiles `config`; null with `error` set on failure.
+  static std::unique_ptr<CompiledPack> compile(const PackConfig &config,
+                                               std::string &error) {
+    std::string text = pipelineText(error);
+    if (text.empty())
+      return nullptr;
+    mlir::MLIRContext &context = compilerContext();
+    llvm::SourceMgr sourceMgr;
+    std::string diagnostics;
+    llvm::raw_string_ostream diagnosticStream(diagnostics);
+    mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context,
+                                             diagnosticStream);
+    sourceMgr.AddNewSourceBuffer(
+        llvm::MemoryBuffer::getMemBufferCopy(text, "pack_microbatch.mlir"),
+        llvm::SMLoc());
+    llvm::StringMap<int64_t> params{{"C", config.C},
+                                    {"cp", config.cp},
+                                    {"N", config.N},
+                                    {"P", config.P},
+                                    {"S", config.S}};
+    mlir::OwningOpRef<mlir::ModuleOp> module =
+        thdc::loadPipeline(context, sourceMgr, params);
+    if (!module) {
+      error = "loadPipeline failed for " + config.str() + ":\n" + diagnostics;
+      return nullptr;
+    }
+    mlir::FailureOr<std::unique_ptr<thdc::HostPipeline>> pipeline =
+        thdc::HostPipeline::compile(*module);
+    if (mlir::failed(pipeline)) {
+      error = "HostPipeline::compile failed for " + config.str() + ":\n" +
+              diagnostics;
+      return nullptr;
+    }
+    std::unique_ptr<CompiledPack> compiled(new CompiledPack(config));
+    compiled->pipeline = std::move(*pipeline);
+    if (!compiled->bindBuffers(error))
+      return nullptr;
+    return compiled;
+  }
+
+  /// Runs one microbatch; every output element is first set to a marker so
+  /// that an element the kernel does not write shows up as a mismatch.
+  bool run(const PackInput &input, PackOutput &output, std::string &error) {
+    in = input;
+    output.tokens.assign(cfg.C, kMarker64);
+    output.labels.assign(cfg.C, kMarker64);
+    output.positionIds.assign(cfg.C, kMarker64);
+    output.paddingMask.assign(cfg.C, kMarker8);
+    output.cuSeqlensPadded.assign(cfg.N + 1, kMarker32);
+    output.cuSeqlens.assign(cfg.N + 1, kMarker32);
+    output.maxSeqlen = kMarker32;
+    output.status = kMarker32;
+    std::vector<void *> pointers;
+    for (Slot slot : slots)
+      pointers.push_back(addressOf(slot, output));
+    return pipeline->run(pointers, error);
+  }
+
+  static constexpr int64_t kMarker64 = 0x5a5a5a5a5a5a5a5a;
+  static constexpr int32_t kMarker32 = 0x5a5a5a5a;
+  static constexpr uint8_t kMarker8 = 0x5a;
+
+private:
+  /// Which vector backs each signature buffer.
+  enum class Slot {
+    TokenPool,
+    LabelPool,
+    SampleOffsets,
+    SampleLengths,
+    SampleIds,
+    NumSeqs,
+    CpRank,
+    Tokens,
+    Labels,
+    PositionIds,
+    PaddingMask,
+    CuSeqlensPadded,
+    CuSeqlens,
+    MaxSeqlen,
+    Status,
+  };
+
+  explicit CompiledPack(const PackConfig &config) : cfg(config) {}
+
+  /// Maps the signature's buffers onto slots, checking names, element types
+  /// and static lengths against the example's interface.
+  bool bindBuffers(std::string &error) {
+    struct BufferSpec {
+      const char *name;
+      bool isOutput;
+      const char *type;
+      int64_t elements;
+      Slot slot;
+    };
+    const BufferSpec specs[] = {
+        {"token_pool", false, "i64", cfg.P, Slot::TokenPool},
+        {"label_pool", false, "i64", cfg.P, Slot::LabelPool},
+        {"sample_offsets", false, "i32", cfg.S, Slot::SampleOffsets},
+        {"sample_lengths", false, "i32", cfg.S, Slot::SampleLengths},
+        {"sample_ids", false, "i32", cfg.N - 1, Slot::SampleIds},
+        {"num_seqs", false, "i32", 1, Slot::NumSeqs},
+        {"cp_rank", false, "i32", 1, Slot::CpRank},
+        {"tokens", true, "i64", cfg.C, Slot::Tokens},
+        {"labels", true, "i64", cfg.C, Slot::Labels},
+        {"position_ids", true, "i64", cfg.C, Slot::PositionIds},
+        {"padding_mask", true, "i1", cfg.C, Slot::PaddingMask},
+        {"cu_seqlens_padded", true, "i32", cfg.N + 1, Slot::CuSeqlensPadded},
+        {"cu_seqlens", true, "i32", cfg.N + 1, Slot::CuSeqlens},
+        {"max_seqlen", true, "i32", 1, Slot::MaxSeqlen},
+        {"status", true, "i32", 1, Slot::Status},
+    };
+    for (const thdc::BufferInfo &buffer : pipeline->signature().buffers) {
+      const BufferSpec *match = nullptr;
+      for (const BufferSpec &candidate : specs)
+        if (buffer.name == candidate.name &&
+            buffer.isOutput == candidate.isOutput)
+          match = &candidate;
+      if (!match || buffer.elementType != match->type ||
+          buffer.elements != match->elements) {
+        error = "unexpected buffer " + buffer.name + " (" +
+                (buffer.isOutput ? "output" : "input") + ", " +
+                buffer.elementType + "[" + std::to_string(buffer.elements) +
+                "]) in the signature for " + cfg.str();
+        return false;
+      }
+      slots.push_back(match->slot);
+    }
+    if (slots.size() != std::size(specs)) {
+      error = "the signature for " + cfg.str() + " has " +
+              std::to_string(slots.size()) + " buffers, expected " +
+              std::to_string(std::size(specs));
+      return false;
+    }
+    return true;
+  }
+
+  void *addressOf(Slot slot, PackOutput &output) {
+    switch (slot) {
+    case Slot::TokenPool:
+      return in.tokenPool.data();
+    case Slot::LabelPool:
+      return in.labelPool.data();
+    case Slot::SampleOffsets:
+      return in.sampleOffsets.data();
+    case Slot::SampleLengths:
+      return in.sampleLengths.data();
+    case Slot::SampleIds:
+      return in.sampleIds.data();
+    case Slot::NumSeqs:
+      return &in.numSeqs;
+    case Slot::CpRank:
+      return &in.cpRank;
+    case Slot::Tokens:
+      return output.tokens.data();
+    case Slot::Labels:
+      return output.labels.data();
+    case Slot::PositionIds:
+      return output.positionIds.data();
+    case Slot::PaddingMask:
+      return output.paddingMask.data();
+    case Slot::CuSeqlensPadded:
+      return output.cuSeqlensPadded.data();
+    case Slot::CuSeqlens:
+      return output.cuSeqlens.data();
+    case Slot::MaxSeqlen:
+      return &output.maxSeqlen;
+    case Slot::Status:
+      return &output.status;
+    }
+    return nullptr;
+  }
+
+  PackConfig cfg;
+  std::unique_ptr<thdc::HostPipeline> pipeline;
+  std::vector<Slot> slots;
+  /// A copy of the inputs (the kernel only reads them).
+  PackInput in;
+};
+
+/// The reference of examples/pack_microbatch.mlir, composed from the
+/// reference steps exactly as the pipeline composes its ops:
+///   thd.gather: v[i] = sample_lengths[sample_ids[i]] for the first num_seqs
+///     ids (clamped into [0, N-1]: the ids array has N-1 entries);
+///   thd.align_lengths: p = alignLengths(v, G), G = 2*cp (cp > 1) or 1;
+///   thd.cu_seqlens: cu, cup = cumulativeLengths(v), (p), padded to N+1
+///     entries by repeats for thd.validate (graphStepStatus), which sees the
+///     raw num_seqs and cp_rank; a nonzero status leaves no sequence (and
+///     rank 0) for the steps below;
+///   thd.pack: tokens, labels = pack(pool, offsets, ids, v, p, 0);
+///   thd.padding_mask (S5), thd.sanitize (S6), thd.position_ids (S8);
+///   thd.cp_slice (S7 zigzag) for cp_rank, thd.pad_tail to C (data 0, mask
+///     1), thd.max_seqlen and padTailMetadata{cp, zigzag, target C, max_seqs
+///     N, append_dummy_sequence}.
+/// Fails where the reference steps refuse the data (a chosen id outside
+/// [0, S), a negative length, int32 overflow, a read outside the pool).
+Expected<PackOutput> referencePackMicrobatch(const PackInput &input,
+                                             const PackConfig &config) {
+  using Result = PackOutput;
+  const int64_t C = config.C, cp = config.cp, N = config.N;
+  const int64_t granularity = cp > 1 ? 2 * cp : 1;
+
+  const std::size_t gathered =
+      std::size_t(std::clamp<int64_t>(input.numSeqs, 0, N - 1));
+  std::vector<int32_t> ids(input.sampleIds.begin(),
+                           input.sampleIds.begin() + gathered);
+  std::vector<int32_t> valid;
+  for (std::size_t i = 0; i < gathered; ++i) {
+    if (ids[i] < 0 || ids[i] >= int64_t(input.sampleLengths.size()))
+      return makeError<Result>(
+          "gather: sample id sample_ids[" + std::to_string(i) +
+          "] = " + std::to_string(ids[i]) + " is out of range");
+    valid.push_back(input.sampleLengths[std::size_t(ids[i])]);
+  }
+  Expected<std::vector<int32_t>> padded = alignLengths(valid, granularity);
+  if (!padded)
+    return makeError<Result>("S1: " + padded.error());
+  Expected<std::vector<int32_t>> cu = cumulativeLengths(valid);
+  Expected<std::vector<int32_t>> cup = cumulativeLengths(*padded);
+  if (!cu || !cup)
+    return makeError<Result>("S4: " + (!cu ? cu.error() : cup.error()));
+
+  GraphStepInput statusInput;
+  statusInput.tokens.assign(std::size_t(C * cp), 0);
+  statusInput.labels = statusInput.positionIds = statusInput.tokens;
+  statusInput.lossMask.assign(std::size_t(C * cp), 0.0f);
+  statusInput.cuSeqlens = *cu;
+  statusInput.cuSeqlens.resize(std::size_t(N + 1), cu->back());
+  statusInput.cuSeqlensPadded = *cup;
+  statusInput.cuSeqlensPadded.resize(std::size_t(N + 1), cup->back());
+  statusInput.numSeqs = input.numSeqs;
+  statusInput.cpRank = input.cpRank;
+  PackOutput output;
+  output.status = graphStepStatus(statusInput, C, cp, N);
+
+  int64_t rank = input.cpRank;
+  if (output.status != 0) {
+    ids.clear();
+    valid.clear();
+    padded->clear();
+    *cu = {0};
+    *cup = {0};
+    rank = 0;
+  }
+
+  const std::vector<int64_t> offsets(input.sampleOffsets.begin(),
+                                     input.sampleOffsets.end());
+  Expected<PackedBuffer<int64_t>> tokens =
+      pack(input.tokenPool, offsets, ids, valid, *padded, 0);
+  Expected<PackedBuffer<int64_t>> labels =
+      pack(input.labelPool, offsets, ids, valid, *padded, 0);
+  if (!tokens || !labels)
+    return makeError<Result>("S4: " +
+                             (!tokens ? tokens.error() : labels.error()));
+  Expected<std::vector<uint8_t>> mask = paddingMask(*cu, *cup);
+  if (!mask)
+    return makeError<Result>("S5: " + mask.error());
+  Expected<std::vector<int64_t>> cleanTokens =
+      sanitize(tokens->values, *mask, 0);
+  Expected<std::vector<int64_t>> cleanLabels =
+      sanitize(labels->values, *mask, 0);
+  if (!cleanTokens || !cleanLabels)
+    return makeError<Result>(
+        "S6: " + (!cleanTokens ? cleanTokens.error() : cleanLabels.error()));
+  Expected<std::vector<int64_t>> positions = positionIds(*cu, *cup);
+  if (!positions)
+    return makeError<Result>("S8: " + positions.error());
+
+  // An empty microbatch has an empty slice (TE would reject T == 0 under CP).
+  const int64_t total = cup->back();
+  std::vector<int32_t> indices;
+  if (cp == 1 || total > 0) {
+    Expected<std::vector<int32_t>> partition =
+        cpPartitionIndices(*cup, total, cp, rank, CpMode::Zigzag);
+    if (!partition)
+      return makeError<Result>("S7: " + partition.error());
+    indices = std::move(*partition);
+  }
+  std::string error;
+  auto sliceAndPad = [&](const auto &values, auto fill, auto &out) {
+    using T = typename std::decay_t<decltype(values)>::value_type;
+    if (!error.empty())
+      return;
+    Expected<std::vector<T>> local = cpSlice(values, indices);
+    if (!local) {
+      error = "S7: " + local.error();
+      return;
+    }
+    Expected<std::vector<T>> paddedLocal = padTail(*local, C, T(fill));
+    if (!paddedLocal) {
+      error = "S10: " + paddedLocal.error();
+      return;
+    }
+    out = std::move(*paddedLocal);
+  };
+  sliceAndPad(*cleanTokens, 0, output.tokens);
+  sliceAndPad(*cleanLabels, 0, output.labels);
+  sliceAndPad(*positions, 0, output.positionIds);
+  sliceAndPad(*mask, 1, output.paddingMask);
+  if (!error.empty())
+    return makeError<Result>(error);
+
+  TailPaddingConfig tailConfig;
+  tailConfig.cp = cp;
+  tailConfig.mode = CpMode::Zigzag;
+  tailConfig.target = C;
+  tailConfig.maxNumSeqs = N;
+  tailConfig.policy = TailPolicy::AppendDummySequence;
+  Expected<TailPaddingResult> tail = padTailMetadata(
+      *cu, *cup, maxSeqlenFromCu(*cup), int64_t(indices.size()), tailConfig);
+  if (!tail)
+    return makeError<Result>("S10: " + tail.error());
+  output.cuSeqlensPadded = std::move(tail->cuSeqlensPadded);
+  output.cuSeqlens = std::move(tail->cuSeqlens);
+  output.maxSeqlen = tail->maxSeqlen;
+  return output;
+}
+
+/// The outputs of an empty microbatch: data 0, padding mask all 1, both cu
+/// arrays [0, C*cp, ..., C*cp], max_seqlen C*cp.
+PackOutput emptyMicrobatchOutput(const PackConfig &config, int32_t status) {
+  PackOutput output;
+  output.tokens.assign(config.C, 0);
+  output.labels.assign(config.C, 0);
+  output.positionIds.assign(config.C, 0);
+  output.paddingMask.assign(config.C, 1);
+  output.cuSeqlensPadded.assign(config.N + 1, int32_t(config.C * config.cp));
+  output.cuSeqlensPadded[0] = 0;
+  output.cuSeqlens = output.cuSeqlensPadded;
+  output.maxSeqlen = int32_t(config.C * config.cp);
+  output.status = status;
+  return output;
+}
+
+template <typename T> std::string join(const std::vector<T> &values) {
+  std::ostringstream os;
+  os << "[";
+  for (std::size_t i = 0; i < values.size(); ++i)
+    os << (i ? ", " : "") << +values[i];
+  return os.str() + "]";
+}
+
+template <typename T>
+void findMismatch(const char *name, const std::vector<T> &actual,
+                  const std::vector<T> &expected, std::string &mismatch) {
+  if (!mismatch.empty())
+    return;
+  if (actual.size() != expected.size()) {
+    mismatch = std::string(name) + " has " + std::to_string(actual.size()) +
+               " elements, the reference " + std::to_string(expected.size());
+    return;
+  }
+  for (std::size_t i = 0; i < actual.size(); ++i)
+    if (actual[i] != expected[i]) {
+      std::ostringstream os;
+      os << name << "[" << i << "] = " << +actual[i] << ", reference "
+         << +expected[i] << " (" << name << " = " << join(actual)
+         << ", reference " << join(expected) << ")";
+      mismatch = os.str();
+      return;
+    }
+}
+
+/// The first output element where `actual` and `expected` differ, or "".
+std::string firstMismatch(const PackOutput &actual,
+                          const PackOutput &expected) {
+  std::string mismatch;
+  findMismatch("status", std::vector<int32_t>{actual.status},
+               std::vector<int32_t>{expected.status}, mismatch);
+  findMismatch("tokens", actual.tokens, expected.tokens, mismatch);
+  findMismatch("labels", actual.labels, expected.labels, mismatch);
+  findMismatch("position_ids", actual.positionIds, expected.positionIds,
+               mismatch);
+  findMismatch("padding_mask", actual.paddingMask, expected.paddingMask,
+               mismatch);
+  findMismatch("cu_seqlens_padded", actual.cuSeqlensPadded,
+               expected.cuSeqlensPadded, mismatch);
+  findMismatch("cu_seqlens", actual.cuSeqlens, expected.cuSeqlens, mismatch);
+  findMismatch("max_seqlen", std::vector<int32_t>{actual.maxSeqlen},
+               std::vector<int32_t>{expected.maxSeqlen}, mismatch);
+  return mismatch;
+}
+
+/// The metadata of a microbatch, for failure messages.
+std::string describe(const PackConfig &config, const PackInput &input) {
+  std::ostringstream os;
+  os << config.str() << ", num_seqs=" << input.numSeqs
+     << ", cp_rank=" << input.cpRank << ", sample_ids=" << join(input.sampleIds)
+     << ", sample_lengths=" << join(input.sampleLengths)
+     << ", sample_offsets=" << join(input.sampleOffsets);
+  return os.str();
+}
+
+/// The composition agrees with the reference's own graph step fed with the
+/// packed buffer: a check of the test's reference, not of the compiler.
+std::string graphStepMismatch(const PackInput &input, const PackConfig &config,
+                              const PackOutput &expected) {
+  const int64_t C = config.C, cp = config.cp, N = config.N;
+  const int64_t granularity = cp > 1 ? 2 * cp : 1;
+  GraphStepInput step;
+  step.tokens.assign(std::size_t(C * cp), -3);
+  step.labels = step.positionIds = step.tokens;
+  step.lossMask.assign(std::size_t(C * cp), 1.0f);
+  step.cuSeqlens.assign(std::size_t(N + 1), 0);
+  step.cuSeqlensPadded.assign(std::size_t(N + 1), 0);
+  step.numSeqs = input.numSeqs;
+  step.cpRank = input.cpRank;
+  int64_t row = 0;
+  for (int32_t i = 0; i < input.numSeqs; ++i) {
+    const int32_t id = input.sampleIds[std::size_t(i)];
+    const int32_t v = input.sampleLengths[std::size_t(id)];
+    const int64_t p = roundUp(v, granularity);
+    for (int64_t k = 0; k < p; ++k, ++row) {
+      const std::size_t source = std::size_t(input.sampleOffsets[id] + k);
+      step.tokens[row] = k < v ? input.tokenPool[source] : 99;
+      step.labels[row] = k < v ? input.labelPool[source] : -100;
+      step.positionIds[row] = k;
+    }
+    step.cuSeqlens[i + 1] = step.cuSeqlens[i] + v;
+    step.cuSeqlensPadded[i + 1] = int32_t(row);
+  }
+  for (int64_t i = input.numSeqs + 1; i <= N; ++i) {
+    step.cuSeqlens[i] = -1; // never read
+    step.cuSeqlensPadded[i] = -1;
+  }
+  GraphStepOutput graph = megatronGraphStep(step, C, cp, N);
+  PackOutput converted;
+  converted.tokens = graph.tokens;
+  converted.labels = graph.labels;
+  converted.positionIds = graph.positionIds;
+  converted.paddingMask = graph.paddingMask;
+  converted.cuSeqlensPadded = graph.cuSeqlensPadded;
+  converted.cuSeqlens = graph.cuSeqlens;
+  converted.maxSeqlen = graph.maxSeqlen;
+  converted.status = graph.status;
+  return firstMismatch(expected, converted);
+}
+
+//===----------------------------------------------------------------------===//
+// Random microbatches
+//===----------------------------------------------------------------------===//
+
+/// Which edge cases the generated microbatches covered.
+struct Coverage {
+  int microbatches = 0;
+  int rankRuns = 0;
+  int empty = 0;          ///< num_seqs == 0 or total length 0
+  int zeroLength = 0;     ///< some chosen sample of length 0
+  int fullCapacity = 0;   ///< cu_seqlens_padded[n] == C*cp
+  int atMaxSeqs = 0;      ///< num_seqs == N-1
+  int fullAndMaxSeqs = 0; ///< both at once
+  int repeatedIds = 0;    ///< some sample chosen twice
+  int gaps = 0;           ///< samples laid out with gaps
+  int badTrailingIds = 0; ///< an id past num_seqs outside [0, S)
+};
+
+int64_t uniform(std::mt19937 &rng, int64_t lo, int64_t hi) {
+  return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+}
+
+/// A valid random microbatch for `config` with cp_rank 0: a pool of S
+/// samples (zero-length ones included, laid out contiguously or with gaps,
+/// in a random order), n <= N-1 chosen ids (repeats allowed) whose aligned
+/// lengths sum to at most C*cp (often exactly), garbage ids past n (out of
+/// range ones included) and garbage pool rows outside the samples.
+PackInput randomPackInput(std::mt19937 &rng, const PackConfig &config,
+                          Coverage &coverage) {
+  const int64_t C = config.C, cp = config.cp, N = config.N, P = config.P,
+                S = config.S;
+  const int64_t granularity = cp > 1 ? 2 * cp : 1;
+  const int64_t units = C * cp / granularity;
+
+  int64_t n;
+  switch (uniform(rng, 0, 9)) {
+  case 0:
+    n = 0;
+    break;
+  case 1:
+  case 2:
+    n = N - 1;
+    break;
+  default:
+    n = uniform(rng, 0, N - 1);
+  }
+
+  // Sequence i is the sample of slot slotOf[i]; a slot may be chosen twice.
+  std::vector<int64_t> slotOf(n), multiplicity;
+  for (int64_t i = 0; i < n; ++i) {
+    const bool reuse =
+        !multiplicity.empty() &&
+        (int64_t(multiplicity.size()) == S || uniform(rng, 0, 4) == 0);
+    if (reuse) {
+      slotOf[i] = uniform(rng, 0, int64_t(multiplicity.size()) - 1);
+      ++multiplicity[slotOf[i]];
+    } else {
+      slotOf[i] = int64_t(multiplicity.size());
+      multiplicity.push_back(1);
+    }
+  }
+  const int64_t slots = int64_t(multiplicity.size());
+
+  int64_t targetUnits = 0;
+  if (n > 0) {
+    switch (uniform(rng, 0, 9)) {
+    case 0:
+    case 1:
+    case 2:
+      targetUnits = units;
+      break;
+    case 3:
+      targetUnits = 0;
+      break;
+    default:
+      targetUnits = uniform(rng, 0, units);
+    }
+  }
+
+  // Aligned lengths (in units of G) of the slots: the units are shared out
+  // among the slots that may be non-empty, each taking multiplicity * units.
+  std::vector<int64_t> slotUnits(slots, 0);
+  std::vector<bool> mayBeNonEmpty(slots);
+  for (int64_t s = 0; s < slots; ++s)
+    mayBeNonEmpty[s] = uniform(rng, 0, 5) != 0;
+  for (int64_t remaining = targetUnits; remaining > 0;) {
+    std::vector<int64_t> candidates;
+    for (int64_t s = 0; s < slots; ++s)
+      if (mayBeNonEmpty[s] && multiplicity[s] <= remaining)
+        candidates.push_back(s);
+    if (candidates.empty())
+      for (int64_t s = 0; s < slots; ++s)
+        if (multiplicity[s] <= remaining)
+          candidates.push_back(s);
+    if (candidates.empty())
+      break;
+    const int64_t s = candidates[uniform(rng, 0, candidates.size() - 1)];
+    const int64_t most = remaining / multiplicity[s];
+    const int64_t chunk =
+        uniform(rng, 1, std::max<int64_t>(1, most / uniform(rng, 1, 3)));
+    slotUnits[s] += chunk;
+    remaining -= chunk * multiplicity[s];
+  }
+
+  // Sample lengths: aligning them gives exactly slotUnits * G.
+  std::vector<int64_t> sampleOf(S);
+  std::iota(sampleOf.begin(), sampleOf.end(), 0);
+  std::shuffle(sampleOf.begin(), sampleOf.end(), rng);
+  PackInput input;
+  input.sampleLengths.assign(S, 0);
+  input.sampleOffsets.assign(S, 0);
+  const bool exactLengths = uniform(rng, 0, 3) == 0;
+  int64_t used = 0;
+  for (int64_t s = 0; s < slots; ++s) {
+    const int64_t p = slotUnits[s] * granularity;
+    const int64_t v =
+        p == 0 || exactLengths ? p : uniform(rng, p - granularity + 1, p);
+    input.sampleLengths[sampleOf[s]] = int32_t(v);
+    used += v;
+  }
+  // The other samples, never chosen, take some of the room left.
+  int64_t room = P - used;
+  for (int64_t s = slots; s < S; ++s) {
+    const int64_t length =
+        uniform(rng, 0, 3) == 0 ? 0 : uniform(rng, 0, std::min(room, 2 * C));
+    input.sampleLengths[sampleOf[s]] = int32_t(length);
+    room -= length;
+  }
+
+  // Layout: samples in a random order, contiguous or with gaps.
+  std::vector<int64_t> order(S);
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), rng);
+  const bool withGaps = uniform(rng, 0, 1) == 0 && room > 0;
+  input.tokenPool.resize(P);
+  input.labelPool.resize(P);
+  for (int64_t row = 0; row < P; ++row) {
+    input.tokenPool[row] = uniform(rng, std::numeric_limits<int64_t>::min(),
+                                   std::numeric_limits<int64_t>::max());
+    input.labelPool[row] = -7;
+  }
+  int64_t next = 0;
+  for (int64_t sample : order) {
+    if (withGaps) {
+      const int64_t gap = uniform(rng, 0, std::min<int64_t>(room, 5));
+      next += gap;
+      room -= gap;
+    }
+    input.sampleOffsets[sample] = int32_t(next);
+    for (int64_t k = 0; k < input.sampleLengths[sample]; ++k) {
+      input.tokenPool[next + k] = uniform(rng, 1, 151935);
+      input.labelPool[next + k] =
+          uniform(rng, 0, 9) == 0 ? -100 : uniform(rng, 1, 151935);
+    }
+    next += input.sampleLengths[sample];
+  }
+
+  // Ids: the chosen ones, then garbage that must be ignored.
+  input.sampleIds.assign(N - 1, 0);
+  for (int64_t i = 0; i < n; ++i)
+    input.sampleIds[i] = int32_t(sampleOf[slotOf[i]]);
+  const int64_t garbageMode = uniform(rng, 0, 3);
+  bool badTrailingId = false;
+  for (int64_t i = n; i < N - 1; ++i) {
+    int32_t id;
+    switch (garbageMode) {
+    case 0:
+      id = -1;
+      break;
+    case 1:
+      id = int32_t(uniform(rng, -3 * S, 3 * S));
+      break;
+    case 2:
+      id = i % 2 ? kInt32Max : kInt32Min;
+      break;
+    default:
+      id = int32_t(uniform(rng, 0, S - 1)); // in range, still ignored
+    }
+    input.sampleIds[i] = id;
+    badTrailingId |= id < 0 || id >= S;
+  }
+  input.numSeqs = int32_t(n);
+  input.cpRank = 0;
+
+  int64_t total = 0;
+  bool zeroLength = false;
+  for (int64_t i = 0; i < n; ++i) {
+    total += slotUnits[slotOf[i]] * granularity;
+    zeroLength |= slotUnits[slotOf[i]] == 0;
+  }
+  ++coverage.microbatches;
+  coverage.empty += n == 0 || total == 0;
+  coverage.zeroLength += zeroLength;
+  coverage.fullCapacity += total == C * cp;
+  coverage.atMaxSeqs += n == N - 1;
+  coverage.fullAndMaxSeqs += total == C * cp && n == N - 1;
+  coverage.repeatedIds += slots < n;
+  coverage.gaps += withGaps;
+  coverage.badTrailingIds += badTrailingId;
+  return input;
+}
+
+/// Compares the compiled pipeline with the reference on `count` random
+/// microbatches of `config`, every CP rank of each. Returns false after the
+/// first mismatch (reported as a test failure).
+bool differential(const PackConfig &config, int count, uint32_t seed,
+                  Coverage &coverage) {
+  std::string error;
+  std::unique_ptr<CompiledPack> compiled = CompiledPack::compile(config, error);
+  if (!compiled) {
+    ADD_FAILURE() << error;
+    return false;
+  }
+  std::mt19937 rng(seed);
+  for (int m = 0; m < count; ++m) {
+    PackInput input = randomPackInput(rng, config, coverage);
+    for (int32_t rank = 0; rank < config.cp; ++rank) {
+      input.cpRank = rank;
+      ++coverage.rankRuns;
+      Expected<PackOutput> expected = referencePackMicrobatch(input, config);
+      if (!expected) {
+        ADD_FAILURE() << "the reference rejects a valid microbatch ("
+                      << expected.error() << "): seed " << seed
+                      << ", microbatch " << m << ", "
+                      << describe(config, input);
+        return false;
+      }
+      if (expected->status != 0) {
+        ADD_FAILURE() << "generated an invalid microbatch (status "
+                      << expected->status << "): seed " << seed
+                      << ", microbatch " << m << ", "
+                      << describe(config, input);
+        return false;
+      }
+      std::string mismatch = graphStepMismatch(input, config, *expected);
+      if (!mismatch.empty()) {
+        ADD_FAILURE() << "the composition differs from megatronGraphStep: "
+                      << mismatch << "; seed " << seed << ", microbatch " << m
+                      << ", " << describe(config, input);
+        return false;
+      }
+      PackOutput actual;
+      if (!compiled->run(input, actual, error)) {
+        ADD_FAILURE() << "run failed: " << error << "; "
+                      << describe(config, input);
+        return false;
+      }
+      mismatch = firstMismatch(actual, *expected);
+      if (!mismatch.empty()) {
+        ADD_FAILURE() << "compiled pipeline differs from the reference: "
+                      << mismatch << "; seed " << seed << ", microbatch " << m
+                      << ", " << describe(config, input);
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+/// Runs the differential comparison for one CP size over several pool and
+/// sequence capacities.
+void runDifferentialSuite(int64_t cp) {
+  struct Shape {
+    int64_t C, N;
+    int64_t extraPool; ///< P = C*cp + extraPool
+    int64_t S;
+    int count;
+  };
+  const Shape shapes[] = {
+      {8, 2, 0, 1, 30},    // one sequence at most; pool exactly C*cp
+      {16, 4, 13, 2, 40},  // fewer samples than sequences: repeats forced
+      {16, 8, 40, 16, 40}, // a pool of many short samples
+      {24, 33, 100, 40, 30}, {256, 17, 300, 64, 12}, {1024, 9, 2000, 12, 6},
+  };
+  Coverage coverage;
+  uint32_t seed = 0x9ac40000u + uint32_t(cp);
+  for (const Shape &shape : shapes) {
+    const PackConfig config{shape.C, cp, shape.N,
+                            shape.C * cp + shape.extraPool, shape.S};
+    if (!differential(config, shape.count, seed++, coverage))
+      return;
+  }
+  std::printf("[pack differential] cp=%lld: %d microbatches, %d rank runs, 0 "
+              "mismatches (empty %d, zero-length %d, full %d, num_seqs=N-1 "
+              "%d, full and N-1 %d, repeated ids %d, gaps %d, bad trailing "
+              "ids %d)\n",
+              (long long)cp, coverage.microbatches, coverage.rankRuns,
+              coverage.empty, coverage.zeroLength, coverage.fullCapacity,
+              coverage.atMaxSeqs, coverage.fullAndMaxSeqs, coverage.repeatedIds,
+              coverage.gaps, coverage.badTrailingIds);
+  EXPECT_GT(coverage.empty, 0);
+  EXPECT_GT(coverage.zeroLength, 0);
+  EXPECT_GT(coverage.fullCapacity, 0);
+  EXPECT_GT(coverage.atMaxSeqs, 0);
+  EXPECT_GT(coverage.fullAndMaxSeqs, 0);
+  EXPECT_GT(coverage.repeatedIds, 0);
+  EXPECT_GT(coverage.gaps, 0);
+  EXPECT_GT(coverage.badTrailingIds, 0);
+}
+
+TEST(PackDifferential, Zigzag_cp1) { runDifferentialSuite(1); }
+TEST(PackDifferential, Zigzag_cp2) { runDifferentialSuite(2); }
+TEST(PackDifferential, Zigzag_cp4) { runDifferentialSuite(4); }
+TEST(PackDifferential, Zigzag_cp8) { runDifferentialSuite(8); }
+
+//===----------------------------------------------------------------------===//
+// Golden vectors and bad data
+//===----------------------------------------------------------------------===//
+
+/// The example's default parameters: C = 8, cp = 2, N = 6, P = 64, S = 8.
+class PackBadData : public ::testing::Test {
+protected:
+  static constexpr PackConfig config{8, 2, 6, 64, 8};
+
+  static void SetUpTestSuite() {
+    std::string error;
+    compiled = CompiledPack::compile(config, error).release();
+    if (!compiled)
+      compileError = new std::string(error);
+  }
+  static void TearDownTestSuite() {
+    delete compiled;
+    compiled = nullptr;
+  }
+
+  void SetUp() override {
+    if (!compiled)
+      GTEST_SKIP() << "cannot compile: " << *compileError;
+  }
+
+  /// The spec's running example A = [11,12,13], B = [21,22], C =
+  /// [31,32,33,34] (labels +100) stored out of order with gaps (B at 0, A at
+  /// 5, C at 20), five more samples of lengths 0, 1, 5, 8, 2, and the ids
+  /// of A, B, C chosen, then garbage ids.
+  static PackInput spec() {
+    PackInput input;
+    input.tokenPool.assign(config.P, -1);
+    input.labelPool.assign(config.P, -1);
+    input.sampleLengths = {3, 2, 4, 0, 1, 5, 8, 2};
+    input.sampleOffsets = {5, 0, 20, 30, 30, 31, 36, 44};
+    for (int64_t s = 0; s < config.S; ++s)
+      for (int64_t k = 0; k < input.sampleLengths[s]; ++k) {
+        input.tokenPool[input.sampleOffsets[s] + k] = 10 * (s + 1) + k + 1;
+        input.labelPool[input.sampleOffsets[s] + k] = 10 * (s + 1) + k + 101;
+      }
+    input.sampleIds = {0, 1, 2, -1, 99};
+    input.numSeqs = 3;
+    input.cpRank = 0;
+    return input;
+  }
+
+  static PackOutput run(const PackInput &input) {
+    PackOutput output;
+    std::string error;
+    EXPECT_TRUE(compiled->run(input, output, error)) << error;
+    return output;
+  }
+
+  /// Checks the status bits and the empty-microbatch outputs of `input`,
+  /// and, where the reference steps accept the data, the composition.
+  static void expectEmptyMicrobatch(const PackInput &input,
+                                    int32_t expectedStatus) {
+    const PackOutput actual = run(input);
+    std::string mismatch =
+        firstMismatch(actual, emptyMicrobatchOutput(config, expectedStatus));
+    EXPECT_TRUE(mismatch.empty())
+        << "not the empty-microbatch outputs: " << mismatch << "; "
+        << describe(config, input);
+    Expected<PackOutput> reference = referencePackMicrobatch(input, config);
+    if (reference) {
+      mismatch = firstMismatch(actual, *reference);
+      EXPECT_TRUE(mismatch.empty())
+          << "differs from the reference: " << mismatch << "; "
+          << describe(config, input);
+    }
+  }
+
+  static CompiledPack *compiled;
+  static std::string *compileError;
+};
+
+CompiledPack *PackBadData::compiled = nullptr;
+std::string *PackBadData::compileError = nullptr;
+
+// Golden: S10 "graph: cp=2, target 8, N=6" from a pool.
+TEST_F(PackBadData, SpecExampleBothRanks) {
+  PackInput input = spec();
+  PackOutput rank0 = run(input);
+  EXPECT_EQ(rank0.status, 0);
+  EXPECT_EQ(rank0.tokens, (std::vector<int64_t>{11, 0, 21, 0, 31, 34, 0, 0}));
+  EXPECT_EQ(rank0.labels,
+            (std::vector<int64_t>{111, 0, 121, 0, 131, 134, 0, 0}));
+  EXPECT_EQ(rank0.positionIds, (std::vector<int64_t>{0, 0, 0, 0, 0, 3, 0, 0}));
+  EXPECT_EQ(rank0.paddingMask, (std::vector<uint8_t>{0, 1, 0, 1, 0, 0, 1, 1}));
+  EXPECT_EQ(rank0.cuSeqlensPadded,
+            (std::vector<int32_t>{0, 4, 8, 12, 16, 16, 16}));
+  EXPECT_EQ(rank0.cuSeqlens, (std::vector<int32_t>{0, 3, 5, 9, 13, 13, 13}));
+  EXPECT_EQ(rank0.maxSeqlen, 16);
+
+  input.cpRank = 1;
+  PackOutput rank1 = run(input);
+  EXPECT_EQ(rank1.status, 0);
+  EXPECT_EQ(rank1.tokens, (std::vector<int64_t>{12, 13, 22, 0, 32, 33, 0, 0}));
+  EXPECT_EQ(rank1.positionIds, (std::vector<int64_t>{1, 2, 1, 0, 1, 2, 0, 0}));
+  EXPECT_EQ(rank1.paddingMask, (std::vector<uint8_t>{0, 0, 0, 1, 0, 0, 1, 1}));
+  EXPECT_EQ(rank1.cuSeqlensPadded, rank0.cuSeqlensPadded);
+  EXPECT_EQ(rank1.cuSeqlens, rank0.cuSeqlens);
+
+  for (int32_t rank : {0, 1}) {
+    input.cpRank = rank;
+    Expected<PackOutput> reference = referencePackMicrobatch(input, config);
+    ASSERT_TRUE(reference) << reference.error();
+    std::string mismatch = firstMismatch(rank == 0 ? rank0 : rank1, *reference);
+    EXPECT_TRUE(mismatch.empty()) << mismatch;
+  }
+}
+
+// Exactly C*cp = 16 tokens is valid: A, C, C, A align to 4 + 4 + 4 + 4.
+TEST_F(PackBadData, TotalAtCapacityIsValid) {
+  PackInput input = spec();
+  input.sampleIds = {0, 2, 2, 0, kInt32Min};
+  input.numSeqs = 4;
+  for (int32_t rank : {0, 1}) {
+    input.cpRank = rank;
+    PackOutput actual = run(input);
+    EXPECT_EQ(actual.status, 0);
+    EXPECT_EQ(actual.cuSeqlensPadded,
+              (std::vector<int32_t>{0, 4, 8, 12, 16, 16, 16}));
+    EXPECT_EQ(actual.cuSeqlens,
+              (std::vector<int32_t>{0, 3, 7, 11, 14, 14, 14}));
+    Expected<PackOutput> reference = referencePackMicrobatch(input, config);
+    ASSERT_TRUE(reference) << reference.error();
+    std::string mismatch = firstMismatch(actual, *reference);
+    EXPECT_TRUE(mismatch.empty()) << mismatch;
+  }
+}
+
+TEST_F(PackBadData, NumSeqsAboveCapacity) {
+  PackInput input = spec();
+  input.sampleIds = {0, 1, 3, 4, 7}; // aligned 4 + 4 + 0 + 4 + 4 = 16 fits
+  input.numSeqs = config.N;          // no room for the dummy
+  expectEmptyMicrobatch(input, StatusNumSeqsOutOfRange);
+  input.numSeqs = config.N + 1;
+  expectEmptyMicrobatch(input, StatusNumSeqsOutOfRange);
+  input.numSeqs = kInt32Max;
+  expectEmptyMicrobatch(input, StatusNumSeqsOutOfRange);
+}
+
+TEST_F(PackBadData, NumSeqsNegative) {
+  PackInput input = spec();
+  input.numSeqs = -1;
+  expectEmptyMicrobatch(input, StatusNumSeqsOutOfRange);
+  input.numSeqs = kInt32Min;
+  expectEmptyMicrobatch(input, StatusNumSeqsOutOfRange);
+}
+
+TEST_F(PackBadData, TooManyTokens) {
+  PackInput input = spec();
+  input.sampleIds = {0, 1, 2, 5, 99}; // aligned 4 + 4 + 4 + 8 = 20 > 16
+  input.numSeqs = 4;
+  expectEmptyMicrobatch(input, StatusTotalExceedsCapacity);
+  input.sampleIds = {6, 4, -1, -1, -1}; // aligned 8 + 4 = 12 fits
+  input.numSeqs = 2;
+  EXPECT_EQ(run(input).status, 0);
+  input.sampleLengths[6] = 17; // one sample longer than C*cp
+  input.numSeqs = 1;
+  expectEmptyMicrobatch(input, StatusTotalExceedsCapacity);
+  input.cpRank = 1;
+  expectEmptyMicrobatch(input, StatusTotalExceedsCapacity);
+}
+
+TEST_F(PackBadData, CpRankOutOfRange) {
+  PackInput input = spec();
+  input.cpRank = int32_t(config.cp);
+  expectEmptyMicrobatch(input, StatusCpRankOutOfRange);
+  input.cpRank = -1;
+  expectEmptyMicrobatch(input, StatusCpRankOutOfRange);
+  input.cpRank = kInt32Max;
+  expectEmptyMicrobatch(input, StatusCpRankOutOfRange);
+}
+
+TEST_F(PackBadData, SeveralFaults) {
+  PackInput input = spec();
+  input.sampleIds = {5, 6, 0, 1, 2}; // aligned 8 + 8 + 4 + 4 + 4 = 28 > 16
+  input.numSeqs = config.N;
+  input.cpRank = int32_t(config.cp);
+  expectEmptyMicrobatch(input, StatusNumSeqsOutOfRange |
+                                   StatusTotalExceedsCapacity |
+                                   StatusCpRankOutOfRange);
+}
+
+// A negative sample length makes cu_seqlens decrease (bit 8); the reference
+// steps refuse negative lengths, so only the literal outputs are checked.
+TEST_F(PackBadData, NegativeSampleLength) {
+  PackInput input = spec();
+  for (int32_t length : {-1, -4, -5, kInt32Min}) {
+    input.sampleLengths[1] = length;
+    expectEmptyMicrobatch(input, StatusNotMonotonic);
+  }
+}
+
+// Lengths near INT32_MAX overflow int32 when aligned or summed; the wrapped
+// arrays decrease, so the microbatch is rejected rather than read out of
+// bounds. The exact bits depend on how the values wrapped.
+TEST_F(PackBadData, OverflowingSampleLengthsAreRejected) {
+  PackInput input = spec();
+  for (int32_t length : {kInt32Max, kInt32Max - 2, kInt32Max / 2 + 1}) {
+    input.sampleLengths = {length, length, length, 0, 1, 5, 8, 2};
+    for (int32_t numSeqs : {1, 2, 3}) {
+      input.numSeqs = numSeqs;
+      const PackOutput actual = run(input);
+      EXPECT_NE(actual.status, 0) << describe(config, input);
+      EXPECT_NE(actual.status, CompiledPack::kMarker32);
+      std::string mismatch =
+          firstMismatch(actual, emptyMicrobatchOutput(config, actual.status));
+      EXPECT_TRUE(mismatch.empty())
+          << mismatch << "; " << describe(config, input);
+    }
+  }
+}
+
+// A chosen id outside [0, S) must not crash. The compiled code clamps it
+// into [0, S-1] (thd.gather clamps ids into the values; thd.pack clamps its
+// offset loads and pool reads likewise): with the spec example, id -1 or
+// INT32_MIN reads sample 0 (A) and id S or INT32_MAX sample S-1 (length 2),
+// with status 0. The reference steps refuse such ids, so only the absence
+// of a crash and a fully written output are asserted.
+TEST_F(PackBadData, ChosenIdOutOfRangeDoesNotCrash) {
+  for (int32_t badId : {-1, int32_t(config.S), kInt32Min, kInt32Max}) {
+    for (int32_t position : {0, 2}) {
+      PackInput input = spec();
+      input.sampleIds[position] = badId;
+      ASSERT_FALSE(referencePackMicrobatch(input, config));
+      const PackOutput actual = run(input);
+      EXPECT_NE(actual.status, CompiledPack::kMarker32);
+      EXPECT_NE(actual.maxSeqlen, CompiledPack::kMarker32);
+      for (int64_t row = 0; row < config.C; ++row) {
+        EXPECT_NE(actual.tokens[row], CompiledPack::kMarker64);
+        EXPECT_NE(actual.labels[row], CompiledPack::kMarker64);
+        EXPECT_NE(actual.positionIds[row], CompiledPack::kMarker64);
+        EXPECT_NE(actual.paddingMask[row], CompiledPack::kMarker8);
+      }
+      for (int64_t i = 0; i <= config.N; ++i) {
+        EXPECT_NE(actual.cuSeqlens[i], CompiledPack::kMarker32);
+        EXPECT_NE(actual.cuSeqlensPadded[i], CompiledPack::kMarker32);
+      }
+    }
+  }
+}
+
+} // namespace
