@@ -52,7 +52,8 @@ std::string thdc::renderManifest(const BundleContents &contents) {
     if (!contents.hostFile.empty())
       json.attributeObject("host", [&] {
         json.attribute("library", contents.hostFile);
-        json.attribute("symbol", contents.signature.entry + kPackedSuffix.str());
+        json.attribute("symbol",
+                       contents.signature.entry + kPackedSuffix.str());
       });
   });
   os << "\n";

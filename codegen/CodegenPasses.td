@@ -30,13 +30,18 @@ def THDLowerToGPU : Pass<"thd-lower-to-gpu", "::mlir::ModuleOp"> {
     same name in a `gpu.module` named `thd_kernels`, taking the pipeline's
     buffers then one output buffer per result (static memrefs, passed as
     bare pointers). Thread `t` (the global x index) computes element `t` of
-    every output that long; the scalars are computed by every thread from
-    the metadata. The kernel carries its launch geometry in `thd.block` and
+    every output that long (and `t + k * threads` with `max-blocks`); the
+    scalars are computed by every block from the metadata, which is staged
+    in shared memory. The kernel carries its launch geometry in `thd.block` and
     `thd.grid`, for the runtime's manifest.
   }];
   let options = [
-    Option<"blockSize", "block-size", "int64_t", /*default=*/"256",
-           "Threads per block">
+    Option<"blockSize", "block-size", "int64_t", /*default=*/"0",
+           "Threads per block (0: 1024 for outputs of 2^18 elements or "
+           "more, else 256)">,
+    Option<"maxBlocks", "max-blocks", "int64_t", /*default=*/"0",
+           "At most this many blocks (0: one thread per element); threads "
+           "then loop over the elements with a grid stride">
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::gpu::GPUDialect",

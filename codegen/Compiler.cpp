@@ -154,14 +154,15 @@ FailureOr<std::string> thdc::compileToPtx(ModuleOp module,
   if (!llvm::StringRef(options.chip).consume_front("sm_") ||
       llvm::StringRef(options.chip).drop_front(3).getAsInteger(10, arch) ||
       arch < 75)
-    return module.emitError() << "unsupported GPU architecture '"
-                              << options.chip
-                              << "' (use sm_90 or sm_80; CUDA 13 needs sm_75 "
-                                 "or newer)";
+    return module.emitError()
+           << "unsupported GPU architecture '" << options.chip
+           << "' (use sm_90 or sm_80; CUDA 13 needs sm_75 "
+              "or newer)";
   OwningOpRef<ModuleOp> gpuModule(cast<ModuleOp>(module->clone()));
   PassManager pm(module.getContext());
   thd::THDLowerToGPUOptions lowering;
   lowering.blockSize = options.blockSize;
+  lowering.maxBlocks = options.maxBlocks;
   pm.addPass(thd::createTHDLowerToGPU(lowering));
   GpuNVVMAttachTargetOptions target;
   target.chip = options.chip;

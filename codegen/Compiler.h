@@ -46,7 +46,8 @@ struct PipelineSignature {
 /// Options of the GPU back end.
 struct GpuOptions {
   std::string chip = "sm_90"; ///< sm_90 (default) or sm_80
-  int64_t blockSize = 256;
+  int64_t blockSize = 0;      ///< 0: chosen from the output lengths
+  int64_t maxBlocks = 0;      ///< 0: one thread per element
 };
 
 /// Parses `sourceMgr`'s main buffer with `params` overriding the declared

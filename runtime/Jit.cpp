@@ -201,8 +201,13 @@ Jit::compile(const std::string &pipelineText,
       llvm::sys::fs::rename(temporary, manifest))
     return Status::error("cannot write " + std::string(manifest));
 
+  out.compileMicros = std::chrono::duration<double, std::micro>(
+                          std::chrono::steady_clock::now() - start)
+                          .count();
   Result<std::unique_ptr<Pipeline>> loaded =
       Pipeline::load(out.bundleDir, load);
+  if (loaded)
+    out.loadMicros = (*loaded)->loadInfo().loadMicros;
   if (options.cacheDir == "-") {
     // Loaded (the host code is mapped): the temporary bundle can go.
     llvm::sys::fs::remove_directories(bundle);

@@ -29,8 +29,10 @@ struct CompileInfo {
     MemoryCache,
     DiskCache
   } source = Source::Compiled;
-  double micros = 0; ///< wall time of the whole call
-  std::string key;   ///< the cache key
+  double micros = 0;        ///< wall time of the whole call
+  double compileMicros = 0; ///< of which the compiler (MLIR to PTX/host code)
+  double loadMicros = 0;    ///< of which loading the module (driver JIT)
+  std::string key;          ///< the cache key
   std::string bundleDir;
 };
 
@@ -41,8 +43,8 @@ struct JitOptions {
   /// Disk cache folder; empty: $THDC_CACHE_DIR, else $XDG_CACHE_HOME/thdc,
   /// else ~/.cache/thdc. "-" keeps compiled bundles in a temporary folder.
   std::string cacheDir;
-  /// Threads per block of the kernel.
-  int64_t blockSize = 256;
+  /// Threads per block of the kernel (0: chosen from the output lengths).
+  int64_t blockSize = 0;
 };
 
 /// An in-process compiler with a cache. Thread-safe.

@@ -103,6 +103,11 @@ int main(int argc, char **argv) {
               m.entry.c_str(), (long long)C, (long long)cp, (long long)N,
               (*pipeline)->loadInfo().device.c_str(), compiled.micros / 1000,
               source[int(compiled.source)]);
+  if (compiled.source == CompileInfo::Source::Compiled)
+    std::printf("  of which the compiler %.1f ms, the module load %.1f ms%s\n",
+                compiled.compileMicros / 1000, compiled.loadMicros / 1000,
+                (*pipeline)->loadInfo().cubinFromCache ? " (cached cubin)"
+                                                       : "");
 
   CompileInfo again;
   if (!jit.compile(text.str(), params, &again, path))

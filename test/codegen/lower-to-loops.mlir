@@ -1,5 +1,5 @@
 // thd-lower-to-loops: the static example becomes one function over buffers,
-// one loop per output, no thd op and no intermediate buffer left.
+// one loop per output length, no thd op and no intermediate buffer left.
 // RUN: thd-opt %thdc_src/examples/megatron_graph_step.mlir --thd-force-static-shapes --thd-lower-to-loops | FileCheck %s
 // RUN: not thd-opt %thdc_src/examples/megatron_graph_step.mlir --thd-lower-to-loops 2>&1 | FileCheck %s --check-prefix=DYNAMIC
 
@@ -9,10 +9,17 @@
 // CHECK-SAME: %[[STATUS:[a-z0-9]+]]: memref<1xi32> {thd.name = "status"})
 // CHECK-NOT: thd.
 // CHECK-NOT: memref.alloc
-// CHECK: scf.for
+// One loop per output length; the five per-token outputs share one binary
+// search per row (the CP slice's; the mask reuses its sequence).
+// CHECK: scf.for %[[ROW:.+]] = %{{.+}} to %c8 step
 // CHECK: scf.while
-// CHECK: memref.store %{{.+}}, %[[OUT]]
-// CHECK-COUNT-6: scf.for
+// CHECK-NOT: scf.while
+// CHECK: memref.store %{{.+}}, %[[OUT]][%[[ROW]]] : memref<8xi64>
+// CHECK-COUNT-4: memref.store
+// CHECK: scf.for %[[ENTRY:.+]] = %{{.+}} to %c7 step
+// CHECK-COUNT-2: memref.store %{{.+}}[%[[ENTRY]]] : memref<7xi32>
+// CHECK: scf.for %{{.+}} = %{{.+}} to %c1
+// CHECK: memref.store
 // CHECK: memref.store %{{.+}}, %[[STATUS]]
 // CHECK: return
 

@@ -33,8 +33,15 @@ static cl::opt<bool> emitPtx("emit-ptx",
                              cl::desc("Print the kernel's PTX and exit"));
 static cl::opt<std::string> chip("chip", cl::desc("GPU architecture"),
                                  cl::init("sm_90"));
-static cl::opt<int64_t> blockSize("block-size", cl::desc("Threads per block"),
-                                  cl::init(256));
+static cl::opt<int64_t>
+    blockSize("block-size",
+              cl::desc("Threads per block (0: chosen from the output lengths)"),
+              cl::init(0));
+static cl::opt<int64_t>
+    maxBlocks("max-blocks",
+              cl::desc("At most this many blocks; threads then loop over "
+                       "the elements (0: one thread per element)"),
+              cl::init(0));
 static cl::opt<bool> noHost("no-host",
                             cl::desc("Do not build the host shared object"));
 
@@ -87,6 +94,7 @@ int main(int argc, char **argv) {
   thdc::GpuOptions gpu;
   gpu.chip = chip;
   gpu.blockSize = blockSize;
+  gpu.maxBlocks = maxBlocks;
   mlir::FailureOr<std::string> ptx =
       thdc::compileToPtx(*module, gpu, contents.grid, contents.block);
   if (mlir::failed(ptx))
