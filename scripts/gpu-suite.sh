@@ -60,7 +60,14 @@ fi
 
 if [ "$mode" = bench ] || [ "$mode" = all ]; then
   run bench-thdc sh -c "\"$build/bench/thdc_bench\" \"$bundles/bench\" > \"$out/bench.jsonl\""
-  run bench-eager sh -c "python3 \"$root/bench/eager.py\" --bench > \"$out/eager.jsonl\""
-  run bench-report python3 "$root/bench/report.py" "$out/bench.jsonl" "$out/eager.jsonl" "$out/machine.txt" --output "$out/RESULTS.md"
+  for variant in "$bundles"/bench-b*; do # launch-geometry variants, if any
+    [ -d "$variant" ] || continue
+    name=$(basename "$variant")
+    run "bench-thdc-$name" sh -c "\"$build/bench/thdc_bench\" \"$variant\" > \"$out/$name.jsonl\""
+  done
+  run bench-handwritten-check "$build/bench/handwritten_check"
+  run bench-eager-check python3 "$root/bench/eager.py" --selftest
+  run bench-eager python3 "$root/bench/eager.py" --time --iters 100 --json "$out/eager.json"
+  run bench-report python3 "$root/bench/report.py" "$out/bench.jsonl" "$out/eager.json" "$out/machine.txt" --output "$out/RESULTS.md"
 fi
 exit $status
