@@ -39,6 +39,9 @@ def THDLowerToGPU : Pass<"thd-lower-to-gpu", "::mlir::ModuleOp"> {
     Option<"blockSize", "block-size", "int64_t", /*default=*/"0",
            "Threads per block (0: 1024 for outputs of 2^18 elements or "
            "more, else 256)">,
+    Option<"rowsPerThread", "rows-per-thread", "int64_t", /*default=*/"1",
+           "Elements each thread computes (unrolled, a grid stride apart), "
+           "for more memory accesses in flight">,
     Option<"maxBlocks", "max-blocks", "int64_t", /*default=*/"0",
            "At most this many blocks (0: one thread per element); threads "
            "then loop over the elements with a grid stride">

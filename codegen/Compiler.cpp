@@ -163,6 +163,7 @@ FailureOr<std::string> thdc::compileToPtx(ModuleOp module,
   thd::THDLowerToGPUOptions lowering;
   lowering.blockSize = options.blockSize;
   lowering.maxBlocks = options.maxBlocks;
+  lowering.rowsPerThread = options.rowsPerThread;
   pm.addPass(thd::createTHDLowerToGPU(lowering));
   GpuNVVMAttachTargetOptions target;
   target.chip = options.chip;

@@ -48,6 +48,7 @@ struct GpuOptions {
   std::string chip = "sm_90"; ///< sm_90 (default) or sm_80
   int64_t blockSize = 0;      ///< 0: chosen from the output lengths
   int64_t maxBlocks = 0;      ///< 0: one thread per element
+  int64_t rowsPerThread = 1;  ///< elements per GPU thread, unrolled
 };
 
 /// Parses `sourceMgr`'s main buffer with `params` overriding the declared

@@ -37,9 +37,10 @@ enum class Target { Loops, GPU };
 class PipelineLowering {
 public:
   PipelineLowering(func::FuncOp pipeline, Target target, int64_t blockSize = 1,
-                   int64_t maxBlocks = 0)
+                   int64_t maxBlocks = 0, int64_t rowsPerThread = 1)
       : pipeline(pipeline), b(pipeline.getContext()), loc(pipeline.getLoc()),
-        target(target), blockSize(blockSize), maxBlocks(maxBlocks) {}
+        target(target), blockSize(blockSize), maxBlocks(maxBlocks),
+        rowsPerThread(rowsPerThread) {}
 
   LogicalResult run();
 
@@ -78,6 +79,14 @@ private:
   Value andI(Value a, Value c) { return arith::AndIOp::create(b, loc, a, c); }
   Value orI(Value a, Value c) { return arith::OrIOp::create(b, loc, a, c); }
 
+  /// Buffers are naturally aligned (the runtime's contract): telling LLVM
+  /// keeps 8-byte elements in one access instead of two 4-byte ones.
+  static llvm::MaybeAlign alignOf(Value memref) {
+    Type element = cast<MemRefType>(memref.getType()).getElementType();
+    return llvm::Align(
+        std::max<unsigned>(1, element.getIntOrFloatBitWidth() / 8));
+  }
+
   /// A load from a kernel buffer, its index clamped into the buffer unless
   /// `inBounds`: the caller knows the index is inside (search probes and
   /// sequence indices below the clamped count), so the clamp is skipped on
@@ -85,7 +94,8 @@ private:
   Value load(Value memref, Value index, bool inBounds = false) {
     int64_t size = cast<MemRefType>(memref.getType()).getDimSize(0);
     Value at = inBounds ? index : clamp(index, 0, size - 1);
-    return memref::LoadOp::create(b, loc, memref, ValueRange{at});
+    return memref::LoadOp::create(b, loc, memref, ValueRange{at},
+                                  /*nontemporal=*/false, alignOf(memref));
   }
 
   Value fillValue(TypedAttr fill, Type elementType);
@@ -130,6 +140,7 @@ private:
   Target target;
   int64_t blockSize;
   int64_t maxBlocks;
+  int64_t rowsPerThread;
   IRMapping memrefOf;
   Operation *scalarAnchor = nullptr;
   DenseMap<Value, Value> scalars;
@@ -243,8 +254,9 @@ Value PipelineLowering::stagedArray(BlockArgument argument) {
   b.setInsertionPoint(loop.getBody()->getTerminator());
   Value i = loop.getInductionVar();
   memref::StoreOp::create(b, loc,
-                          memref::LoadOp::create(b, loc, global, ValueRange{i}),
-                          copy, ValueRange{i});
+                          memref::LoadOp::create(b, loc, global, ValueRange{i},
+                                                 false, alignOf(global)),
+                          copy, ValueRange{i}, false, alignOf(copy));
   b.setInsertionPointAfter(loop);
   gpu::BarrierOp::create(b, loc);
   return staged[argument] = copy;
@@ -763,7 +775,9 @@ LogicalResult PipelineLowering::run() {
     byLength[staticLength(returned)].push_back(unsigned(i));
     threads = std::max(threads, staticLength(returned));
   }
-  int64_t grid = (threads + blockSize - 1) / blockSize;
+  int64_t perThread = target == Target::GPU ? rowsPerThread : 1;
+  int64_t grid =
+      (threads + blockSize * perThread - 1) / (blockSize * perThread);
   bool gridStride = target == Target::GPU && maxBlocks > 0 && grid > maxBlocks;
   if (gridStride)
     grid = maxBlocks;
@@ -779,6 +793,15 @@ LogicalResult PipelineLowering::run() {
       auto loop = scf::ForOp::create(b, loc, first, idx(length), step);
       b.setInsertionPoint(loop.getBody()->getTerminator());
       element = loop.getInductionVar();
+    } else if (perThread > 1) {
+      // A constant trip count: LLVM unrolls it, and the rows' loads overlap.
+      auto loop = scf::ForOp::create(b, loc, idx(0), idx(perThread), idx(1));
+      b.setInsertionPoint(loop.getBody()->getTerminator());
+      element = add(thread, mul(loop.getInductionVar(), idx(grid * blockSize)));
+      auto inside = scf::IfOp::create(
+          b, loc, cmp(arith::CmpIPredicate::ult, element, idx(length)),
+          /*withElseRegion=*/false);
+      b.setInsertionPoint(inside.thenBlock()->getTerminator());
     } else {
       auto inside = scf::IfOp::create(
           b, loc, cmp(arith::CmpIPredicate::ult, thread, idx(length)),
@@ -800,7 +823,8 @@ LogicalResult PipelineLowering::run() {
       Value stored = isScalar  ? scalar(value)
                      : isArray ? entry(value, element)
                                : row(value, element);
-      memref::StoreOp::create(b, loc, stored, out, ValueRange{element});
+      memref::StoreOp::create(b, loc, stored, out, ValueRange{element},
+                              /*nontemporal=*/false, alignOf(out));
     }
   }
   if (target == Target::GPU) {
@@ -850,14 +874,18 @@ struct LowerToGPUPass : mlir::thd::impl::THDLowerToGPUBase<LowerToGPUPass> {
           << static_cast<int64_t>(blockSize);
       return signalPassFailure();
     }
-    if (maxBlocks < 0) {
-      getOperation().emitError() << "max-blocks must be at least 0, got "
-                                 << static_cast<int64_t>(maxBlocks);
+    if (maxBlocks < 0 || rowsPerThread < 1) {
+      getOperation().emitError()
+          << "max-blocks must be at least 0 and rows-per-thread at least 1, "
+             "got "
+          << static_cast<int64_t>(maxBlocks) << " and "
+          << static_cast<int64_t>(rowsPerThread);
       return signalPassFailure();
     }
     for (func::FuncOp func : pipelinesOf(getOperation()))
-      if (failed(
-              PipelineLowering(func, Target::GPU, blockSize, maxBlocks).run()))
+      if (failed(PipelineLowering(func, Target::GPU, blockSize, maxBlocks,
+                                  rowsPerThread)
+                     .run()))
         return signalPassFailure();
   }
 };

@@ -60,7 +60,7 @@ fi
 
 if [ "$mode" = bench ] || [ "$mode" = all ]; then
   run bench-thdc sh -c "\"$build/bench/thdc_bench\" \"$bundles/bench\" > \"$out/bench.jsonl\""
-  for variant in "$bundles"/bench-b*; do # launch-geometry variants, if any
+  for variant in "$bundles"/bench-*; do # launch-geometry variants, if any
     [ -d "$variant" ] || continue
     name=$(basename "$variant")
     run "bench-thdc-$name" sh -c "\"$build/bench/thdc_bench\" \"$variant\" > \"$out/$name.jsonl\""

@@ -13,8 +13,10 @@ for shape in "8 2 6" "1024 4 33" "2048 1 128" "4096 8 64" "32768 2 64"; do
   set -- $shape
   "$bin/thdc" "$example" --param C=$1 --param cp=$2 --param N=$3 -o "$out/check/C$1_cp$2_N$3"
 done
-# Threads looping over several rows each (a capped grid), checked too.
+# Threads computing several rows each (a capped grid; unrolled rows), checked
+# too.
 "$bin/thdc" "$example" --param C=32768 --param cp=2 --param N=64 --block-size 512 --max-blocks 8 -o "$out/check/C32768_cp2_N64_grid8x512"
+"$bin/thdc" "$example" --param C=32768 --param cp=2 --param N=64 --rows-per-thread 4 -o "$out/check/C32768_cp2_N64_rows4"
 # The benchmark's configurations (bench/inputs.h).
 for shape in "8192 1 64" "32768 2 64" "32768 4 128" "131072 2 256" "1048576 2 1024"; do
   set -- $shape

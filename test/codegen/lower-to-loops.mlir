@@ -14,10 +14,10 @@
 // CHECK: scf.for %[[ROW:.+]] = %{{.+}} to %c8 step
 // CHECK: scf.while
 // CHECK-NOT: scf.while
-// CHECK: memref.store %{{.+}}, %[[OUT]][%[[ROW]]] : memref<8xi64>
+// CHECK: memref.store %{{.+}}, %[[OUT]][%[[ROW]]] {alignment = 8 : i64} : memref<8xi64>
 // CHECK-COUNT-4: memref.store
 // CHECK: scf.for %[[ENTRY:.+]] = %{{.+}} to %c7 step
-// CHECK-COUNT-2: memref.store %{{.+}}[%[[ENTRY]]] : memref<7xi32>
+// CHECK-COUNT-2: memref.store %{{.+}}[%[[ENTRY]]] {alignment = 4 : i64} : memref<7xi32>
 // CHECK: scf.for %{{.+}} = %{{.+}} to %c1
 // CHECK: memref.store
 // CHECK: memref.store %{{.+}}, %[[STATUS]]

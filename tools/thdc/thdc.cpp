@@ -42,6 +42,10 @@ static cl::opt<int64_t>
               cl::desc("At most this many blocks; threads then loop over "
                        "the elements (0: one thread per element)"),
               cl::init(0));
+static cl::opt<int64_t> rowsPerThread(
+    "rows-per-thread",
+    cl::desc("Elements each GPU thread computes, a grid stride apart"),
+    cl::init(1));
 static cl::opt<bool> noHost("no-host",
                             cl::desc("Do not build the host shared object"));
 
@@ -95,6 +99,7 @@ int main(int argc, char **argv) {
   gpu.chip = chip;
   gpu.blockSize = blockSize;
   gpu.maxBlocks = maxBlocks;
+  gpu.rowsPerThread = rowsPerThread;
   mlir::FailureOr<std::string> ptx =
       thdc::compileToPtx(*module, gpu, contents.grid, contents.block);
   if (mlir::failed(ptx))
