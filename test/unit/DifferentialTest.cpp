@@ -14,6 +14,7 @@
 
 #include "codegen/Compiler.h"
 #include "reference/Reference.h"
+#include "test/unit/HostCompile.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -72,16 +73,10 @@ struct StepConfig {
 
 /// The example pipeline with its tail policy replaced by `policy`.
 std::string pipelineText(TailPolicy policy, std::string &error) {
-  const std::string path =
-      std::string(THDC_SOURCE_DIR) + "/examples/megatron_graph_step.mlir";
-  std::ifstream file(path);
-  if (!file) {
-    error = "cannot read " + path;
+  const std::string path = "examples/megatron_graph_step.mlir";
+  std::string text = thdc::testing::readSourceFile(path, error);
+  if (text.empty())
     return "";
-  }
-  std::stringstream contents;
-  contents << file.rdbuf();
-  std::string text = contents.str();
   const std::string original = "policy append_dummy_sequence";
   const std::size_t at = text.find(original);
   if (at == std::string::npos ||
@@ -94,18 +89,6 @@ std::string pipelineText(TailPolicy policy, std::string &error) {
   return text;
 }
 
-/// The MLIR context shared by every compilation of a test process.
-mlir::MLIRContext &compilerContext() {
-  static mlir::MLIRContext *context = [] {
-    mlir::DialectRegistry registry;
-    thdc::registerCompilerDialects(registry);
-    auto *created = new mlir::MLIRContext(registry);
-    created->printOpOnDiagnostic(false);
-    return created;
-  }();
-  return *context;
-}
-
 /// The example pipeline compiled for the host CPU for one configuration,
 /// with its buffers allocated once and reused for every microbatch.
 class CompiledGraphStep {
@@ -116,32 +99,17 @@ public:
     std::string text = pipelineText(config.policy, error);
     if (text.empty())
       return nullptr;
-    mlir::MLIRContext &context = compilerContext();
-    llvm::SourceMgr sourceMgr;
-    std::string diagnostics;
-    llvm::raw_string_ostream diagnosticStream(diagnostics);
-    mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context,
-                                             diagnosticStream);
-    sourceMgr.AddNewSourceBuffer(
-        llvm::MemoryBuffer::getMemBufferCopy(text, "megatron_graph_step.mlir"),
-        llvm::SMLoc());
     llvm::StringMap<int64_t> params{
         {"C", config.C}, {"cp", config.cp}, {"N", config.N}};
-    mlir::OwningOpRef<mlir::ModuleOp> module =
-        thdc::loadPipeline(context, sourceMgr, params);
-    if (!module) {
-      error = "loadPipeline failed for " + config.str() + ":\n" + diagnostics;
-      return nullptr;
-    }
-    mlir::FailureOr<std::unique_ptr<thdc::HostPipeline>> pipeline =
-        thdc::HostPipeline::compile(*module);
-    if (mlir::failed(pipeline)) {
-      error = "HostPipeline::compile failed for " + config.str() + ":\n" +
-              diagnostics;
+    std::unique_ptr<thdc::HostPipeline> pipeline =
+        thdc::testing::compileForHost(text, "megatron_graph_step.mlir", params,
+                                      error);
+    if (!pipeline) {
+      error = "compiling for " + config.str() + ": " + error;
       return nullptr;
     }
     std::unique_ptr<CompiledGraphStep> step(new CompiledGraphStep(config));
-    step->pipeline = std::move(*pipeline);
+    step->pipeline = std::move(pipeline);
     if (!step->bindBuffers(error))
       return nullptr;
     return step;
@@ -210,55 +178,43 @@ private:
   /// Maps the signature's buffers onto slots, checking names, element
   /// types and static lengths against the example's interface.
   bool bindBuffers(std::string &error) {
-    struct Expected {
-      const char *name;
-      bool isOutput;
-      const char *type;
-      int64_t elements;
-      Slot slot;
-    };
     const int64_t rows = cfg.C * cfg.cp, entries = cfg.N + 1;
-    const Expected expected[] = {
-        {"tokens", false, "i64", rows, Slot::Tokens},
-        {"labels", false, "i64", rows, Slot::Labels},
-        {"position_ids", false, "i64", rows, Slot::PositionIds},
-        {"loss_mask", false, "f32", rows, Slot::LossMask},
-        {"cu_seqlens", false, "i32", entries, Slot::CuSeqlens},
-        {"cu_seqlens_padded", false, "i32", entries, Slot::CuSeqlensPadded},
-        {"num_seqs", false, "i32", 1, Slot::NumSeqs},
-        {"cp_rank", false, "i32", 1, Slot::CpRank},
-        {"tokens", true, "i64", cfg.C, Slot::OutTokens},
-        {"labels", true, "i64", cfg.C, Slot::OutLabels},
-        {"position_ids", true, "i64", cfg.C, Slot::OutPositionIds},
-        {"loss_mask", true, "f32", cfg.C, Slot::OutLossMask},
-        {"padding_mask", true, "i1", cfg.C, Slot::OutPaddingMask},
-        {"cu_seqlens_padded", true, "i32", entries, Slot::OutCuSeqlensPadded},
-        {"cu_seqlens", true, "i32", entries, Slot::OutCuSeqlens},
-        {"max_seqlen", true, "i32", 1, Slot::OutMaxSeqlen},
-        {"status", true, "i32", 1, Slot::OutStatus},
+    const thdc::testing::ExpectedBuffer expected[] = {
+        {"tokens", false, "i64", rows},
+        {"labels", false, "i64", rows},
+        {"position_ids", false, "i64", rows},
+        {"loss_mask", false, "f32", rows},
+        {"cu_seqlens", false, "i32", entries},
+        {"cu_seqlens_padded", false, "i32", entries},
+        {"num_seqs", false, "i32", 1},
+        {"cp_rank", false, "i32", 1},
+        {"tokens", true, "i64", cfg.C},
+        {"labels", true, "i64", cfg.C},
+        {"position_ids", true, "i64", cfg.C},
+        {"loss_mask", true, "f32", cfg.C},
+        {"padding_mask", true, "i1", cfg.C},
+        {"cu_seqlens_padded", true, "i32", entries},
+        {"cu_seqlens", true, "i32", entries},
+        {"max_seqlen", true, "i32", 1},
+        {"status", true, "i32", 1},
     };
-    for (const thdc::BufferInfo &buffer : pipeline->signature().buffers) {
-      const Expected *match = nullptr;
-      for (const Expected &candidate : expected)
-        if (buffer.name == candidate.name &&
-            buffer.isOutput == candidate.isOutput)
-          match = &candidate;
-      if (!match || buffer.elementType != match->type ||
-          buffer.elements != match->elements) {
-        error = "unexpected buffer " + buffer.name + " (" +
-                (buffer.isOutput ? "output" : "input") + ", " +
-                buffer.elementType + "[" + std::to_string(buffer.elements) +
-                "]) in the signature for " + cfg.str();
-        return false;
-      }
-      slots.push_back(match->slot);
-    }
-    if (slots.size() != std::size(expected)) {
-      error = "the signature for " + cfg.str() + " has " +
-              std::to_string(slots.size()) + " buffers, expected " +
-              std::to_string(std::size(expected));
+    const Slot slotOf[] = {Slot::Tokens,         Slot::Labels,
+                           Slot::PositionIds,    Slot::LossMask,
+                           Slot::CuSeqlens,      Slot::CuSeqlensPadded,
+                           Slot::NumSeqs,        Slot::CpRank,
+                           Slot::OutTokens,      Slot::OutLabels,
+                           Slot::OutPositionIds, Slot::OutLossMask,
+                           Slot::OutPaddingMask, Slot::OutCuSeqlensPadded,
+                           Slot::OutCuSeqlens,   Slot::OutMaxSeqlen,
+                           Slot::OutStatus};
+    std::vector<size_t> order;
+    if (!thdc::testing::matchSignature(pipeline->signature(), expected, order,
+                                       error)) {
+      error += " for " + cfg.str();
       return false;
     }
+    for (size_t index : order)
+      slots.push_back(slotOf[index]);
     return true;
   }
 

@@ -14,6 +14,7 @@
 
 #include "codegen/Compiler.h"
 #include "reference/Reference.h"
+#include "test/unit/HostCompile.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -83,28 +84,7 @@ struct PackOutput {
 
 /// The example pipeline's text.
 std::string pipelineText(std::string &error) {
-  const std::string path =
-      std::string(THDC_SOURCE_DIR) + "/examples/pack_microbatch.mlir";
-  std::ifstream file(path);
-  if (!file) {
-    error = "cannot read " + path;
-    return "";
-  }
-  std::stringstream contents;
-  contents << file.rdbuf();
-  return contents.str();
-}
-
-/// The MLIR context shared by every compilation of a test process.
-mlir::MLIRContext &compilerContext() {
-  static mlir::MLIRContext *context = [] {
-    mlir::DialectRegistry registry;
-    thdc::registerCompilerDialects(registry);
-    auto *created = new mlir::MLIRContext(registry);
-    created->printOpOnDiagnostic(false);
-    return created;
-  }();
-  return *context;
+  return thdc::testing::readSourceFile("examples/pack_microbatch.mlir", error);
 }
 
 /// The example pipeline compiled for the host CPU for one configuration.
@@ -116,35 +96,20 @@ public:
     std::string text = pipelineText(error);
     if (text.empty())
       return nullptr;
-    mlir::MLIRContext &context = compilerContext();
-    llvm::SourceMgr sourceMgr;
-    std::string diagnostics;
-    llvm::raw_string_ostream diagnosticStream(diagnostics);
-    mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context,
-                                             diagnosticStream);
-    sourceMgr.AddNewSourceBuffer(
-        llvm::MemoryBuffer::getMemBufferCopy(text, "pack_microbatch.mlir"),
-        llvm::SMLoc());
     llvm::StringMap<int64_t> params{{"C", config.C},
                                     {"cp", config.cp},
                                     {"N", config.N},
                                     {"P", config.P},
                                     {"S", config.S}};
-    mlir::OwningOpRef<mlir::ModuleOp> module =
-        thdc::loadPipeline(context, sourceMgr, params);
-    if (!module) {
-      error = "loadPipeline failed for " + config.str() + ":\n" + diagnostics;
-      return nullptr;
-    }
-    mlir::FailureOr<std::unique_ptr<thdc::HostPipeline>> pipeline =
-        thdc::HostPipeline::compile(*module);
-    if (mlir::failed(pipeline)) {
-      error = "HostPipeline::compile failed for " + config.str() + ":\n" +
-              diagnostics;
+    std::unique_ptr<thdc::HostPipeline> pipeline =
+        thdc::testing::compileForHost(text, "pack_microbatch.mlir", params,
+                                      error);
+    if (!pipeline) {
+      error = "compiling for " + config.str() + ": " + error;
       return nullptr;
     }
     std::unique_ptr<CompiledPack> compiled(new CompiledPack(config));
-    compiled->pipeline = std::move(*pipeline);
+    compiled->pipeline = std::move(pipeline);
     if (!compiled->bindBuffers(error))
       return nullptr;
     return compiled;
@@ -197,52 +162,37 @@ private:
   /// Maps the signature's buffers onto slots, checking names, element types
   /// and static lengths against the example's interface.
   bool bindBuffers(std::string &error) {
-    struct BufferSpec {
-      const char *name;
-      bool isOutput;
-      const char *type;
-      int64_t elements;
-      Slot slot;
+    const thdc::testing::ExpectedBuffer expected[] = {
+        {"token_pool", false, "i64", cfg.P},
+        {"label_pool", false, "i64", cfg.P},
+        {"sample_offsets", false, "i32", cfg.S},
+        {"sample_lengths", false, "i32", cfg.S},
+        {"sample_ids", false, "i32", cfg.N - 1},
+        {"num_seqs", false, "i32", 1},
+        {"cp_rank", false, "i32", 1},
+        {"tokens", true, "i64", cfg.C},
+        {"labels", true, "i64", cfg.C},
+        {"position_ids", true, "i64", cfg.C},
+        {"padding_mask", true, "i1", cfg.C},
+        {"cu_seqlens_padded", true, "i32", cfg.N + 1},
+        {"cu_seqlens", true, "i32", cfg.N + 1},
+        {"max_seqlen", true, "i32", 1},
+        {"status", true, "i32", 1},
     };
-    const BufferSpec specs[] = {
-        {"token_pool", false, "i64", cfg.P, Slot::TokenPool},
-        {"label_pool", false, "i64", cfg.P, Slot::LabelPool},
-        {"sample_offsets", false, "i32", cfg.S, Slot::SampleOffsets},
-        {"sample_lengths", false, "i32", cfg.S, Slot::SampleLengths},
-        {"sample_ids", false, "i32", cfg.N - 1, Slot::SampleIds},
-        {"num_seqs", false, "i32", 1, Slot::NumSeqs},
-        {"cp_rank", false, "i32", 1, Slot::CpRank},
-        {"tokens", true, "i64", cfg.C, Slot::Tokens},
-        {"labels", true, "i64", cfg.C, Slot::Labels},
-        {"position_ids", true, "i64", cfg.C, Slot::PositionIds},
-        {"padding_mask", true, "i1", cfg.C, Slot::PaddingMask},
-        {"cu_seqlens_padded", true, "i32", cfg.N + 1, Slot::CuSeqlensPadded},
-        {"cu_seqlens", true, "i32", cfg.N + 1, Slot::CuSeqlens},
-        {"max_seqlen", true, "i32", 1, Slot::MaxSeqlen},
-        {"status", true, "i32", 1, Slot::Status},
-    };
-    for (const thdc::BufferInfo &buffer : pipeline->signature().buffers) {
-      const BufferSpec *match = nullptr;
-      for (const BufferSpec &candidate : specs)
-        if (buffer.name == candidate.name &&
-            buffer.isOutput == candidate.isOutput)
-          match = &candidate;
-      if (!match || buffer.elementType != match->type ||
-          buffer.elements != match->elements) {
-        error = "unexpected buffer " + buffer.name + " (" +
-                (buffer.isOutput ? "output" : "input") + ", " +
-                buffer.elementType + "[" + std::to_string(buffer.elements) +
-                "]) in the signature for " + cfg.str();
-        return false;
-      }
-      slots.push_back(match->slot);
-    }
-    if (slots.size() != std::size(specs)) {
-      error = "the signature for " + cfg.str() + " has " +
-              std::to_string(slots.size()) + " buffers, expected " +
-              std::to_string(std::size(specs));
+    const Slot slotOf[] = {
+        Slot::TokenPool,     Slot::LabelPool,   Slot::SampleOffsets,
+        Slot::SampleLengths, Slot::SampleIds,   Slot::NumSeqs,
+        Slot::CpRank,        Slot::Tokens,      Slot::Labels,
+        Slot::PositionIds,   Slot::PaddingMask, Slot::CuSeqlensPadded,
+        Slot::CuSeqlens,     Slot::MaxSeqlen,   Slot::Status};
+    std::vector<size_t> order;
+    if (!thdc::testing::matchSignature(pipeline->signature(), expected, order,
+                                       error)) {
+      error += " for " + cfg.str();
       return false;
     }
+    for (size_t index : order)
+      slots.push_back(slotOf[index]);
     return true;
   }
 

@@ -1,0 +1,126 @@
+//===- HostCompile.h - compile a pipeline for the host, in a test -*- C++
+//-*-===//
+//
+// What the differential tests share: the source text of an example, one MLIR
+// context per test process, a compile for the host CPU with diagnostics in
+// the error, and the check that a signature is the example's interface.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef THDC_TEST_UNIT_HOSTCOMPILE_H
+#define THDC_TEST_UNIT_HOSTCOMPILE_H
+
+#include "codegen/Compiler.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace thdc::testing {
+
+/// The text of `relative` under the source tree; empty with `error` set if
+/// it cannot be read.
+inline std::string readSourceFile(const std::string &relative,
+                                  std::string &error) {
+  const std::string path = std::string(THDC_SOURCE_DIR) + "/" + relative;
+  std::ifstream file(path);
+  if (!file) {
+    error = "cannot read " + path;
+    return "";
+  }
+  std::stringstream contents;
+  contents << file.rdbuf();
+  return contents.str();
+}
+
+/// The MLIR context shared by every compilation of a test process.
+inline mlir::MLIRContext &compilerContext() {
+  static mlir::MLIRContext *context = [] {
+    mlir::DialectRegistry registry;
+    thdc::registerCompilerDialects(registry);
+    auto *created = new mlir::MLIRContext(registry);
+    created->printOpOnDiagnostic(false);
+    return created;
+  }();
+  return *context;
+}
+
+/// `text` (named `name` in diagnostics) compiled for the host CPU with
+/// `params`; null with `error` set, diagnostics included, on failure.
+inline std::unique_ptr<thdc::HostPipeline>
+compileForHost(const std::string &text, const std::string &name,
+               const llvm::StringMap<int64_t> &params, std::string &error) {
+  mlir::MLIRContext &context = compilerContext();
+  llvm::SourceMgr sourceMgr;
+  std::string diagnostics;
+  llvm::raw_string_ostream diagnosticStream(diagnostics);
+  mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context,
+                                           diagnosticStream);
+  sourceMgr.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(text, name),
+                               llvm::SMLoc());
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      thdc::loadPipeline(context, sourceMgr, params);
+  if (!module) {
+    error = "loadPipeline failed:\n" + diagnostics;
+    return nullptr;
+  }
+  mlir::FailureOr<std::unique_ptr<thdc::HostPipeline>> pipeline =
+      thdc::HostPipeline::compile(*module);
+  if (mlir::failed(pipeline)) {
+    error = "HostPipeline::compile failed:\n" + diagnostics;
+    return nullptr;
+  }
+  return std::move(*pipeline);
+}
+
+/// One buffer of an example's interface.
+struct ExpectedBuffer {
+  const char *name;
+  bool isOutput;
+  const char *type;
+  int64_t elements;
+};
+
+/// For each buffer of `signature`, its index in `expected` (matched by name
+/// and direction, then checked for element type and length). False with
+/// `error` set when the signature is not exactly `expected`.
+inline bool matchSignature(const thdc::PipelineSignature &signature,
+                           llvm::ArrayRef<ExpectedBuffer> expected,
+                           std::vector<size_t> &order, std::string &error) {
+  order.clear();
+  for (const thdc::BufferInfo &buffer : signature.buffers) {
+    const ExpectedBuffer *match = nullptr;
+    for (const ExpectedBuffer &candidate : expected)
+      if (buffer.name == candidate.name &&
+          buffer.isOutput == candidate.isOutput)
+        match = &candidate;
+    if (!match || buffer.elementType != match->type ||
+        buffer.elements != match->elements) {
+      error = "unexpected buffer " + buffer.name + " (" +
+              (buffer.isOutput ? "output" : "input") + ", " +
+              buffer.elementType + "[" + std::to_string(buffer.elements) +
+              "]) in the signature";
+      return false;
+    }
+    order.push_back(size_t(match - expected.data()));
+  }
+  if (order.size() != expected.size()) {
+    error = "the signature has " + std::to_string(order.size()) +
+            " buffers, expected " + std::to_string(expected.size());
+    return false;
+  }
+  return true;
+}
+
+} // namespace thdc::testing
+
+#endif // THDC_TEST_UNIT_HOSTCOMPILE_H
