@@ -174,6 +174,9 @@ FailureOr<std::string> thdc::compileToPtx(ModuleOp module,
   kernels.addPass(createSCFToControlFlowPass());
   ConvertGpuOpsToNVVMOpsOptions toNVVM;
   toNVVM.useBarePtrCallConv = true;
+  // Row and entry indices fit 32 bits (offsets are i32): 64-bit index
+  // arithmetic would cost GPU integer pipes twice the instructions.
+  toNVVM.indexBitwidth = 32;
   kernels.addPass(createConvertGpuOpsToNVVMOps(toNVVM));
   kernels.addPass(createCanonicalizerPass());
   kernels.addPass(createCSEPass());
