@@ -32,3 +32,17 @@ ptxas = shutil.which("ptxas", path=os.pathsep.join(["/usr/local/cuda/bin", confi
 if ptxas:
     config.available_features.add("ptxas")
     config.substitutions.append(("%ptxas", ptxas))
+
+# A CUDA driver with a GPU: tests that launch on it require `cuda-device`;
+# elsewhere (CI) they are reported unsupported, and the host-code path runs.
+def _has_cuda_device():
+    import ctypes
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+        count = ctypes.c_int(0)
+        return cuda.cuInit(0) == 0 and cuda.cuDeviceGetCount(ctypes.byref(count)) == 0 and count.value > 0
+    except OSError:
+        return False
+
+if _has_cuda_device():
+    config.available_features.add("cuda-device")

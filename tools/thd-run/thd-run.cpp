@@ -10,7 +10,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "codegen/Compiler.h"
+#include "runtime/CudaDriver.h"
 #include "runtime/HostBuffers.h"
+#include "runtime/Jit.h"
 #include "tools/ParamOptions.h"
 
 #include "mlir/IR/Diagnostics.h"
@@ -41,16 +43,100 @@ static int fail(const llvm::Twine &message) {
   return 1;
 }
 
+/// Reads the JSON inputs for `specs`; reports errors naming the argument.
+static llvm::Expected<std::vector<runtime::HostBuffer>>
+readInputFile(llvm::ArrayRef<runtime::BufferSpec> specs) {
+  std::string error;
+  auto inputText = mlir::openInputFile(inputFile, &error);
+  if (!inputText)
+    return llvm::createStringError(error);
+  llvm::Expected<std::vector<runtime::HostBuffer>> inputs =
+      runtime::readInputs(inputText->getBuffer(), specs);
+  if (!inputs)
+    return llvm::createStringError(inputFile + ": " +
+                                   llvm::toString(inputs.takeError()));
+  return inputs;
+}
+
+static int writeOutputFile(llvm::ArrayRef<runtime::HostBuffer> outputs) {
+  std::string error;
+  auto output = mlir::openOutputFile(outputFile, &error);
+  if (!output)
+    return fail(error);
+  output->os() << runtime::writeOutputs(outputs, /*pretty=*/true) << "\n";
+  output->keep();
+  return 0;
+}
+
+/// --backend cuda: compiled by the JIT for the GPU found, run through the
+/// runtime on a stream of its own.
+static int runOnGpu(const llvm::StringMap<int64_t> &overrides) {
+  if (auto driver = runtime::CudaDriver::get(); !driver)
+    return fail("--backend cuda: " + driver.status().message());
+  std::string error;
+  auto text = mlir::openInputFile(pipelineFile, &error);
+  if (!text)
+    return fail(error);
+  std::map<std::string, int64_t> params;
+  for (const auto &param : overrides)
+    params[param.getKey().str()] = param.getValue();
+  runtime::JitOptions options;
+  options.backend = runtime::Backend::Cuda;
+  runtime::Jit jit(options);
+  auto pipeline =
+      jit.compile(text->getBuffer().str(), params, nullptr, pipelineFile);
+  if (!pipeline)
+    return fail(pipeline.status().message());
+  const runtime::Manifest &manifest = (*pipeline)->manifest();
+  std::vector<runtime::BufferSpec> inputSpecs, outputSpecs;
+  for (const runtime::BufferDesc &buffer : manifest.buffers) {
+    std::optional<runtime::ElementType> type =
+        runtime::parseElementType(buffer.type);
+    if (!type)
+      return fail("buffer '" + buffer.name + "' has the element type " +
+                  buffer.type + ", which thd-run cannot exchange");
+    (buffer.isOutput ? outputSpecs : inputSpecs)
+        .push_back({buffer.name, *type, buffer.elements});
+  }
+  llvm::Expected<std::vector<runtime::HostBuffer>> inputs =
+      readInputFile(inputSpecs);
+  if (!inputs)
+    return fail(llvm::toString(inputs.takeError()));
+  std::vector<runtime::HostBuffer> outputs;
+  for (const runtime::BufferSpec &spec : outputSpecs)
+    outputs.emplace_back(spec);
+
+  auto buffers = runtime::Buffers::allocate(**pipeline);
+  auto stream = runtime::createStream(runtime::Backend::Cuda);
+  if (!buffers || !stream)
+    return fail((!buffers ? buffers.status() : stream.status()).message());
+  runtime::Status status;
+  size_t index = 0;
+  for (runtime::HostBuffer &buffer : *inputs)
+    if (status)
+      status = buffers->upload(index++, buffer.data(), *stream);
+  if (status)
+    status = (*pipeline)->launch(buffers->pointers(), *stream);
+  for (runtime::HostBuffer &buffer : outputs)
+    if (status)
+      status = buffers->download(index++, buffer.data(), *stream);
+  if (status)
+    status = runtime::synchronizeStream(runtime::Backend::Cuda, *stream);
+  runtime::destroyStream(runtime::Backend::Cuda, *stream);
+  if (!status)
+    return fail(status.message());
+  return writeOutputFile(outputs);
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   registerParamOption();
   cl::ParseCommandLineOptions(argc, argv, "thd-run: run a THD pipeline\n");
   if (backend != "cpu" && backend != "cuda")
     return fail("unknown backend '" + backend + "' (use cpu or cuda)");
-  if (backend == "cuda")
-    return fail("the cuda backend needs the thdc CUDA runtime, which this "
-                "build of thd-run does not include; use --backend cpu");
   llvm::StringMap<int64_t> params = parsedParamOverrides();
+  if (backend == "cuda")
+    return runOnGpu(params);
 
   mlir::DialectRegistry registry;
   registerCompilerDialects(registry);
@@ -83,13 +169,10 @@ int main(int argc, char **argv) {
     (buffer.isOutput ? outputSpecs : inputSpecs).push_back(spec);
   }
 
-  auto inputText = mlir::openInputFile(inputFile, &error);
-  if (!inputText)
-    return fail(error);
   llvm::Expected<std::vector<runtime::HostBuffer>> inputs =
-      runtime::readInputs(inputText->getBuffer(), inputSpecs);
+      readInputFile(inputSpecs);
   if (!inputs)
-    return fail(inputFile + ": " + llvm::toString(inputs.takeError()));
+    return fail(llvm::toString(inputs.takeError()));
   std::vector<runtime::HostBuffer> outputs;
   for (const runtime::BufferSpec &spec : outputSpecs)
     outputs.emplace_back(spec);
@@ -102,10 +185,5 @@ int main(int argc, char **argv) {
   if (!(*compiled)->run(pointers, error))
     return fail("running " + signature.entry + " failed: " + error);
 
-  auto output = mlir::openOutputFile(outputFile, &error);
-  if (!output)
-    return fail(error);
-  output->os() << runtime::writeOutputs(outputs, /*pretty=*/true) << "\n";
-  output->keep();
-  return 0;
+  return writeOutputFile(outputs);
 }
