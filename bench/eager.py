@@ -2,7 +2,7 @@
 """PyTorch eager baseline: one microbatch of megatron_graph_step, run the way the
 reference framework (Megatron-LM PR #4359 with TransformerEngine) runs it.
 
-The op sequence and host syncs follow shared/spec/thd-semantics.md (S5, S6,
+The op sequence and host syncs follow the THD semantics specification (S5, S6,
 S7, S10 and the "Host syncs / data-dependent shapes" table):
 
   S5   mask length from cup[-1].item(); searchsorted-based padding mask
