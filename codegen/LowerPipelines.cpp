@@ -537,6 +537,40 @@ Value PipelineLowering::row(Value tensor, Value r) {
               Type element = getElementTypeOrSelf(op.getPool().getType());
               return select(isPad, fillValue(op.getPad(), element), value);
             })
+            .Case([&](SeqIdxOp op) {
+              // The sequence covering the row; rows past the last offset
+              // belong to one more sequence (the tail), index n.
+              Value cup = op.getCuSeqlensPadded();
+              Value n = count(op.getNumSeqs(), cup);
+              Value s = findSequence(cup, n, r, 1);
+              Value total = toIndex(cuAt(cup, n));
+              Value index =
+                  select(cmp(arith::CmpIPredicate::sge, r, total), n, s);
+              return toI32(index);
+            })
+            .Case([&](RopePositionsOp op) {
+              // Spec S8: the position of a CP-local row in its global
+              // sequence (chunk r, or chunk 2cp-1-r in the second half).
+              int64_t cp = intAttr(op.getCp());
+              Value cup = op.getCuSeqlensPadded();
+              Value n = count(op.getNumSeqs(), cup);
+              Value s = findSequence(cup, n, r, cp);
+              Value localStart = divS(toIndex(cuAt(cup, s)), idx(cp));
+              Value localLen =
+                  sub(divS(toIndex(cuAt(cup, add(s, idx(1)))), idx(cp)),
+                      localStart);
+              Value k = sub(r, localStart);
+              if (cp == 1)
+                return toI32(k);
+              Value rank = clamp(toIndex(scalar(op.getCpRank())), 0, cp - 1);
+              Value half = divS(localLen, idx(2));
+              Value first = add(mul(rank, half), k);
+              Value second =
+                  add(sub(mul(localLen, idx(cp)), mul(add(rank, idx(1)), half)),
+                      sub(k, half));
+              return toI32(select(cmp(arith::CmpIPredicate::slt, k, half),
+                                  first, second));
+            })
             .Default([&](Operation *op) {
               status = op->emitOpError("cannot be lowered per row");
               return fillValue({}, getElementTypeOrSelf(tensor.getType()));
