@@ -14,7 +14,7 @@
 
 #include "codegen/Compiler.h"
 #include "reference/Reference.h"
-#include "test/unit/HostCompile.h"
+#include "test/unit/DifferentialHarness.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -39,6 +39,8 @@
 using namespace thdc::reference;
 
 namespace {
+using thdc::testing::findMismatch;
+using thdc::testing::join;
 
 constexpr int32_t kInt32Min = std::numeric_limits<int32_t>::min();
 constexpr int32_t kInt32Max = std::numeric_limits<int32_t>::max();
@@ -377,40 +379,6 @@ GraphStepOutput emptyMicrobatchOutput(int64_t C, int64_t cp, int64_t N,
   output.maxSeqlen = int32_t(C * cp);
   output.status = status;
   return output;
-}
-
-template <typename T> std::string join(const std::vector<T> &values) {
-  std::ostringstream os;
-  os << "[";
-  for (std::size_t i = 0; i < values.size(); ++i)
-    os << (i ? ", " : "") << +values[i];
-  return os.str() + "]";
-}
-
-/// Exact, bitwise for floats (so 0.0 vs -0.0 and NaN count as different).
-template <typename T> bool sameValue(const T &a, const T &b) {
-  return std::memcmp(&a, &b, sizeof(T)) == 0;
-}
-
-template <typename T>
-void findMismatch(const char *name, const std::vector<T> &actual,
-                  const std::vector<T> &expected, std::string &mismatch) {
-  if (!mismatch.empty())
-    return;
-  if (actual.size() != expected.size()) {
-    mismatch = std::string(name) + " has " + std::to_string(actual.size()) +
-               " elements, the reference " + std::to_string(expected.size());
-    return;
-  }
-  for (std::size_t i = 0; i < actual.size(); ++i)
-    if (!sameValue(actual[i], expected[i])) {
-      std::ostringstream os;
-      os.precision(9);
-      os << name << "[" << i << "] = " << +actual[i] << ", reference "
-         << +expected[i];
-      mismatch = os.str();
-      return;
-    }
 }
 
 /// The first output element where `actual` and `expected` differ, or "".

@@ -3,12 +3,13 @@
 //
 // What the differential tests share: the source text of an example, one MLIR
 // context per test process, a compile for the host CPU with diagnostics in
-// the error, and the check that a signature is the example's interface.
+// the error, the check that a signature is the example's interface, and the
+// exact comparison of outputs with a message naming the first difference.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef THDC_TEST_UNIT_HOSTCOMPILE_H
-#define THDC_TEST_UNIT_HOSTCOMPILE_H
+#ifndef THDC_TEST_UNIT_DIFFERENTIALHARNESS_H
+#define THDC_TEST_UNIT_DIFFERENTIALHARNESS_H
 
 #include "codegen/Compiler.h"
 
@@ -19,6 +20,7 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -121,6 +123,46 @@ inline bool matchSignature(const thdc::PipelineSignature &signature,
   return true;
 }
 
+/// "[1, 2, 3]"; bytes print as numbers.
+template <typename T> std::string join(const std::vector<T> &values) {
+  std::ostringstream os;
+  os << "[";
+  for (std::size_t i = 0; i < values.size(); ++i)
+    os << (i ? ", " : "") << +values[i];
+  return os.str() + "]";
+}
+
+/// Exact, bitwise for floats (so 0.0 vs -0.0 and NaN count as different).
+template <typename T> bool sameValue(const T &a, const T &b) {
+  return std::memcmp(&a, &b, sizeof(T)) == 0;
+}
+
+/// Unless `mismatch` already names one, names the first element where
+/// `actual` differs from `expected` (with both arrays when they are short).
+template <typename T>
+void findMismatch(const char *name, const std::vector<T> &actual,
+                  const std::vector<T> &expected, std::string &mismatch) {
+  if (!mismatch.empty())
+    return;
+  if (actual.size() != expected.size()) {
+    mismatch = std::string(name) + " has " + std::to_string(actual.size()) +
+               " elements, the reference " + std::to_string(expected.size());
+    return;
+  }
+  for (std::size_t i = 0; i < actual.size(); ++i)
+    if (!sameValue(actual[i], expected[i])) {
+      std::ostringstream os;
+      os.precision(9);
+      os << name << "[" << i << "] = " << +actual[i] << ", reference "
+         << +expected[i];
+      if (actual.size() <= 64)
+        os << " (" << name << " = " << join(actual) << ", reference "
+           << join(expected) << ")";
+      mismatch = os.str();
+      return;
+    }
+}
+
 } // namespace thdc::testing
 
-#endif // THDC_TEST_UNIT_HOSTCOMPILE_H
+#endif // THDC_TEST_UNIT_DIFFERENTIALHARNESS_H
