@@ -26,6 +26,7 @@
 
 #include "bench/handwritten.h"
 #include "bench/inputs.h"
+#include "bench/step_input.h"
 
 #include "reference/Reference.h"
 
@@ -60,16 +61,7 @@ namespace {
 
 /// The pipeline input of `mb` for `rank`.
 ref::GraphStepInput toInput(const Microbatch &mb, int32_t rank) {
-  ref::GraphStepInput input;
-  input.tokens = mb.tokens;
-  input.labels = mb.labels;
-  input.positionIds = mb.positionIds;
-  input.lossMask = mb.lossMask;
-  input.cuSeqlens = mb.cuSeqlens;
-  input.cuSeqlensPadded = mb.cuSeqlensPadded;
-  input.numSeqs = mb.numSeqs;
-  input.cpRank = rank;
-  return input;
+  return toGraphStepInput(mb, rank);
 }
 
 /// A hand-made microbatch: garbage from the generator, then sequences with

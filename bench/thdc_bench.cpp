@@ -18,6 +18,7 @@
 
 #include "bench/handwritten.h"
 #include "bench/inputs.h"
+#include "bench/step_input.h"
 #include "reference/Reference.h"
 #include "runtime/Pipeline.h"
 
@@ -143,17 +144,8 @@ void upload(const DeviceStep &step, const Microbatch &mb, int32_t rank) {
 /// Whether the outputs in `step` equal the reference for `mb` on `rank`.
 bool matchesReference(const DeviceStep &step, const Microbatch &mb,
                       int32_t rank) {
-  reference::GraphStepInput in;
-  in.tokens = mb.tokens;
-  in.labels = mb.labels;
-  in.positionIds = mb.positionIds;
-  in.lossMask = mb.lossMask;
-  in.cuSeqlens = mb.cuSeqlens;
-  in.cuSeqlensPadded = mb.cuSeqlensPadded;
-  in.numSeqs = mb.numSeqs;
-  in.cpRank = rank;
-  reference::GraphStepOutput want =
-      reference::megatronGraphStep(in, mb.C, mb.cp, mb.N);
+  reference::GraphStepOutput want = reference::megatronGraphStep(
+      toGraphStepInput(mb, rank), mb.C, mb.cp, mb.N);
   const void *expected[] = {want.tokens.data(),
                             want.labels.data(),
                             want.positionIds.data(),
