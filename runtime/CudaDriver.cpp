@@ -2,6 +2,9 @@
 
 #include "runtime/CudaDriver.h"
 
+#include <algorithm>
+#include <array>
+#include <atomic>
 #include <dlfcn.h>
 #include <mutex>
 
@@ -36,18 +39,24 @@ Result<CudaDriver> loadDriver() {
   if (result != CUDA_SUCCESS)
     return Status::error(driver.describe("cuInit", result));
   driver.cuDriverGetVersion(&driver.driverVersion);
-  int count = 0;
-  result = driver.cuDeviceGetCount(&count);
+  result = driver.cuDeviceGetCount(&driver.deviceCount);
   if (result != CUDA_SUCCESS)
     return Status::error(driver.describe("cuDeviceGetCount", result));
-  if (count == 0)
+  if (driver.deviceCount == 0)
     return Status::error("the CUDA driver found no GPU");
-  if ((result = driver.cuDeviceGet(&driver.device, 0)) != CUDA_SUCCESS)
-    return Status::error(driver.describe("cuDeviceGet", result));
-  if ((result = driver.cuDevicePrimaryCtxRetain(&driver.context,
-                                                driver.device)) != CUDA_SUCCESS)
-    return Status::error(driver.describe("cuDevicePrimaryCtxRetain", result));
+  driver.deviceCount = std::min(driver.deviceCount, CudaDriver::kMaxDevices);
   return driver;
+}
+
+/// Primary contexts, retained once per device for the life of the process.
+struct PrimaryContexts {
+  std::mutex mutex;
+  std::array<std::atomic<CUcontext>, CudaDriver::kMaxDevices> contexts{};
+};
+
+PrimaryContexts &primaryContexts() {
+  static PrimaryContexts *table = new PrimaryContexts();
+  return *table;
 }
 } // namespace
 
@@ -57,19 +66,75 @@ Result<const CudaDriver *> CudaDriver::get() {
   std::call_once(once, [] { loaded = new Result<CudaDriver>(loadDriver()); });
   if (!*loaded)
     return loaded->status();
-  const CudaDriver *driver = &**loaded;
-  if (Status status = driver->makeContextCurrent(); !status)
-    return status;
-  return driver;
+  return &**loaded;
 }
 
-Status CudaDriver::makeContextCurrent() const {
+int CudaDriver::currentDevice() const {
   CUcontext current = nullptr;
-  if (cuCtxGetCurrent(&current) == CUDA_SUCCESS && current == context)
-    return Status();
-  CUresult result = cuCtxSetCurrent(context);
+  if (cuCtxGetCurrent(&current) != CUDA_SUCCESS || !current)
+    return -1;
+  CUdevice device = -1;
+  if (cuCtxGetDevice(&device) != CUDA_SUCCESS)
+    return -1;
+  return int(device);
+}
+
+Result<int> CudaDriver::resolveDevice(int requested) const {
+  int device = requested >= 0 ? requested : currentDevice();
+  if (device < 0)
+    device = 0;
+  if (device >= deviceCount)
+    return Status::error("CUDA device " + std::to_string(device) +
+                         " does not exist (the driver sees " +
+                         std::to_string(deviceCount) + ")");
+  return device;
+}
+
+Result<CUcontext> CudaDriver::primaryContext(int device) const {
+  PrimaryContexts &table = primaryContexts();
+  if (device < 0 || device >= deviceCount)
+    return Status::error("CUDA device " + std::to_string(device) +
+                         " does not exist");
+  if (CUcontext context = table.contexts[device].load(std::memory_order_acquire))
+    return context;
+  std::lock_guard<std::mutex> lock(table.mutex);
+  if (CUcontext context = table.contexts[device].load(std::memory_order_relaxed))
+    return context;
+  CUdevice handle = 0;
+  CUresult result = cuDeviceGet(&handle, device);
+  CUcontext context = nullptr;
+  if (result == CUDA_SUCCESS)
+    result = cuDevicePrimaryCtxRetain(&context, handle);
   if (result != CUDA_SUCCESS)
-    return Status::error(describe("cuCtxSetCurrent", result));
+    return Status::error(describe("cuDevicePrimaryCtxRetain", result));
+  table.contexts[device].store(context, std::memory_order_release);
+  return context;
+}
+
+ScopedDevice::~ScopedDevice() {
+  if (pushed_) {
+    CUcontext popped = nullptr;
+    driver_->cuCtxPopCurrent(&popped);
+  }
+}
+
+Status ScopedDevice::enter(const CudaDriver &driver, int device) {
+  driver_ = &driver;
+  Result<int> resolved = driver.resolveDevice(device);
+  if (!resolved)
+    return resolved.status();
+  device_ = *resolved;
+  Result<CUcontext> primary = driver.primaryContext(device_);
+  if (!primary)
+    return primary.status();
+  CUcontext current = nullptr;
+  driver.cuCtxGetCurrent(&current);
+  if (current == *primary)
+    return Status();
+  CUresult result = driver.cuCtxPushCurrent(*primary);
+  if (result != CUDA_SUCCESS)
+    return Status::error(driver.describe("cuCtxPushCurrent", result));
+  pushed_ = true;
   return Status();
 }
 
@@ -83,11 +148,21 @@ std::string CudaDriver::describe(const char *call, CUresult result) const {
          (text ? text : ("code " + std::to_string(int(result))).c_str()) + ")";
 }
 
-std::string CudaDriver::architecture() const {
+std::string CudaDriver::architecture(int device) const {
+  CUdevice handle = 0;
   int major = 0, minor = 0;
+  cuDeviceGet(&handle, device);
   cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
-                       device);
+                       handle);
   cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
-                       device);
+                       handle);
   return "sm_" + std::to_string(major) + std::to_string(minor);
+}
+
+std::string CudaDriver::name(int device) const {
+  CUdevice handle = 0;
+  char text[256] = {0};
+  cuDeviceGet(&handle, device);
+  cuDeviceGetName(text, sizeof(text) - 1, handle);
+  return text;
 }

@@ -27,8 +27,10 @@ struct CudaDriver {
   X(cuDeviceGetAttribute)                                                      \
   X(cuDeviceGetName)                                                           \
   X(cuDevicePrimaryCtxRetain)                                                  \
-  X(cuCtxSetCurrent)                                                           \
   X(cuCtxGetCurrent)                                                           \
+  X(cuCtxGetDevice)                                                            \
+  X(cuCtxPushCurrent)                                                          \
+  X(cuCtxPopCurrent)                                                           \
   X(cuModuleLoadData)                                                          \
   X(cuModuleUnload)                                                            \
   X(cuModuleGetFunction)                                                       \
@@ -64,23 +66,55 @@ struct CudaDriver {
   THDC_CUDA_FUNCTIONS(THDC_DECLARE)
 #undef THDC_DECLARE
 
-  /// The loaded driver, initialised, with the primary context of device 0
-  /// current on the calling thread; an error when there is no driver or no
-  /// GPU. Loads once per process.
+  /// Most devices the runtime addresses (ordinals 0 .. kMaxDevices-1).
+  static constexpr int kMaxDevices = 64;
+
+  /// The loaded and initialised driver; an error when there is no driver or
+  /// no GPU. Loads once per process and changes no context.
   static Result<const CudaDriver *> get();
 
   /// "cuLaunchKernel: CUDA_ERROR_INVALID_VALUE (invalid argument)".
   std::string describe(const char *call, CUresult result) const;
 
-  /// Makes the primary context current on the calling thread.
-  Status makeContextCurrent() const;
+  /// The device of the calling thread's current context, or -1 when the
+  /// thread has none.
+  int currentDevice() const;
+
+  /// `requested` when it is >= 0, else the current device, else 0; an error
+  /// for an ordinal the driver does not have.
+  Result<int> resolveDevice(int requested) const;
+
+  /// The primary context of `device`, retained on first use (the context
+  /// PyTorch, CuPy and the CUDA runtime use).
+  Result<CUcontext> primaryContext(int device) const;
 
   /// The device's compute capability as "sm_90".
-  std::string architecture() const;
+  std::string architecture(int device) const;
+  /// The device's name, e.g. "NVIDIA H200".
+  std::string name(int device) const;
 
-  CUdevice device = 0;
-  CUcontext context = nullptr;
+  int deviceCount = 0;
   int driverVersion = 0;
+};
+
+/// Makes the primary context of a device current for a scope, and restores
+/// the caller's context afterwards: nothing is pushed when it is current
+/// already, so the common case costs one cuCtxGetCurrent.
+class ScopedDevice {
+public:
+  ScopedDevice() = default;
+  ScopedDevice(const ScopedDevice &) = delete;
+  ScopedDevice &operator=(const ScopedDevice &) = delete;
+  ~ScopedDevice();
+
+  /// Enters `device` (-1: the current device, else 0).
+  Status enter(const CudaDriver &driver, int device);
+  int device() const { return device_; }
+
+private:
+  const CudaDriver *driver_ = nullptr;
+  int device_ = -1;
+  bool pushed_ = false;
 };
 
 } // namespace thdc::runtime

@@ -67,7 +67,9 @@ Jit::Jit(JitOptions opts) : options(std::move(opts)) {
           : CudaDriver::get();
   if (driver) {
     target = Backend::Cuda;
-    targetName = (*driver)->architecture();
+    // The chip of the device current when the JIT is made (else device 0).
+    Result<int> device = (*driver)->resolveDevice(-1);
+    targetName = (*driver)->architecture(device ? *device : 0);
   } else {
     target = Backend::Host;
     targetName = "host-" + llvm::sys::getDefaultTargetTriple();

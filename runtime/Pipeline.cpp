@@ -5,6 +5,7 @@
 #include "runtime/Json.h"
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -150,6 +151,82 @@ Result<Manifest> thdc::runtime::readManifest(const std::string &bundleDir) {
   return m;
 }
 
+/// A module and its kernel for each device, loaded on first use.
+struct Pipeline::DeviceModules {
+  std::mutex mutex;
+  std::array<std::atomic<CUfunction>, CudaDriver::kMaxDevices> functions{};
+  std::array<CUmodule, CudaDriver::kMaxDevices> modules{};
+};
+
+Pipeline::Pipeline() = default;
+
+Status Pipeline::loadModule(int device) const {
+  const CudaDriver &cu = **CudaDriver::get();
+  std::lock_guard<std::mutex> lock(modules_->mutex);
+  if (modules_->functions[device].load(std::memory_order_relaxed))
+    return Status();
+  ScopedDevice scope;
+  if (Status entered = scope.enter(cu, device); !entered)
+    return entered;
+  std::string arch = cu.architecture(device);
+  // The cache key covers the PTX, the GPU and the driver that compiles it.
+  std::string key = std::to_string(
+      hash(ptx_, hash(arch + "/" + std::to_string(cu.driverVersion))));
+  const std::string &dir = cubinCacheDir_;
+  std::string cubinPath = dir.empty() || dir == "-"
+                              ? std::string()
+                              : join(dir, "cubin-" + key + ".cubin");
+  CUmodule module = nullptr;
+  Result<std::string> cached = cubinPath.empty()
+                                   ? Result<std::string>(Status::error(""))
+                                   : readFile(cubinPath);
+  bool fromCache = false;
+  if (cached && cu.cuModuleLoadData(&module, cached->data()) == CUDA_SUCCESS) {
+    fromCache = true;
+  } else {
+    CUlinkState link = nullptr;
+    void *cubin = nullptr;
+    size_t cubinSize = 0;
+    CUresult r = cu.cuLinkCreate(0, nullptr, nullptr, &link);
+    if (r == CUDA_SUCCESS)
+      r = cu.cuLinkAddData(link, CU_JIT_INPUT_PTX,
+                           const_cast<char *>(ptx_.c_str()), ptx_.size() + 1,
+                           manifest_.kernelName.c_str(), 0, nullptr, nullptr);
+    if (r == CUDA_SUCCESS)
+      r = cu.cuLinkComplete(link, &cubin, &cubinSize);
+    if (r == CUDA_SUCCESS)
+      r = cu.cuModuleLoadData(&module, cubin);
+    if (r == CUDA_SUCCESS && !cubinPath.empty()) {
+      makeDirectories(dir);
+      std::string temporary = cubinPath + ".tmp" + std::to_string(getpid());
+      std::ofstream out(temporary, std::ios::binary);
+      out.write(static_cast<const char *>(cubin), std::streamsize(cubinSize));
+      out.close();
+      if (out)
+        std::rename(temporary.c_str(), cubinPath.c_str());
+    }
+    if (link)
+      cu.cuLinkDestroy(link);
+    if (r != CUDA_SUCCESS)
+      return Status::error("loading the PTX of kernel '" +
+                           manifest_.kernelName + "' for " + arch + ": " +
+                           cu.describe("cuLinkAddData/cuModuleLoadData", r));
+  }
+  CUfunction function = nullptr;
+  CUresult r =
+      cu.cuModuleGetFunction(&function, module, manifest_.kernelName.c_str());
+  if (r != CUDA_SUCCESS) {
+    cu.cuModuleUnload(module);
+    return Status::error("kernel '" + manifest_.kernelName +
+                         "': " + cu.describe("cuModuleGetFunction", r));
+  }
+  if (device == info_.deviceOrdinal)
+    const_cast<LoadInfo &>(info_).cubinFromCache = fromCache;
+  modules_->modules[device] = module;
+  modules_->functions[device].store(function, std::memory_order_release);
+  return Status();
+}
+
 Result<std::unique_ptr<Pipeline>> Pipeline::load(const std::string &bundleDir,
                                                  const LoadOptions &options) {
   Result<Manifest> manifest = readManifest(bundleDir);
@@ -170,65 +247,20 @@ Result<std::unique_ptr<Pipeline>> Pipeline::load(const std::string &bundleDir,
 
   if (driver) {
     const CudaDriver &cu = **driver;
+    Result<int> device = cu.resolveDevice(options.device);
+    if (!device)
+      return device.status();
     Result<std::string> ptx = readFile(join(bundleDir, m.ptxFile));
     if (!ptx)
       return ptx.status();
-    std::string arch = cu.architecture();
-    // The cache key covers the PTX, the GPU and the driver that compiles it.
-    std::string key = std::to_string(
-        hash(*ptx, hash(arch + "/" + std::to_string(cu.driverVersion))));
-    std::string dir = cacheDirectory(options.cacheDir);
-    std::string cubinPath = dir.empty() || dir == "-"
-                                ? std::string()
-                                : join(dir, "cubin-" + key + ".cubin");
-    CUmodule module = nullptr;
-    Result<std::string> cached = cubinPath.empty()
-                                     ? Result<std::string>(Status::error(""))
-                                     : readFile(cubinPath);
-    if (cached &&
-        cu.cuModuleLoadData(&module, cached->data()) == CUDA_SUCCESS) {
-      pipeline->info_.cubinFromCache = true;
-    } else {
-      CUlinkState link = nullptr;
-      void *cubin = nullptr;
-      size_t cubinSize = 0;
-      CUresult r = cu.cuLinkCreate(0, nullptr, nullptr, &link);
-      if (r == CUDA_SUCCESS)
-        r = cu.cuLinkAddData(link, CU_JIT_INPUT_PTX,
-                             const_cast<char *>(ptx->c_str()), ptx->size() + 1,
-                             m.kernelName.c_str(), 0, nullptr, nullptr);
-      if (r == CUDA_SUCCESS)
-        r = cu.cuLinkComplete(link, &cubin, &cubinSize);
-      if (r == CUDA_SUCCESS)
-        r = cu.cuModuleLoadData(&module, cubin);
-      if (r == CUDA_SUCCESS && !cubinPath.empty()) {
-        makeDirectories(dir);
-        std::string temporary = cubinPath + ".tmp" + std::to_string(getpid());
-        std::ofstream out(temporary, std::ios::binary);
-        out.write(static_cast<const char *>(cubin), std::streamsize(cubinSize));
-        out.close();
-        if (out)
-          std::rename(temporary.c_str(), cubinPath.c_str());
-      }
-      if (link)
-        cu.cuLinkDestroy(link);
-      if (r != CUDA_SUCCESS)
-        return Status::error("loading the PTX of kernel '" + m.kernelName +
-                             "' for " + arch + ": " +
-                             cu.describe("cuLinkAddData/cuModuleLoadData", r));
-    }
-    CUfunction function = nullptr;
-    CUresult r =
-        cu.cuModuleGetFunction(&function, module, m.kernelName.c_str());
-    if (r != CUDA_SUCCESS)
-      return Status::error("kernel '" + m.kernelName +
-                           "': " + cu.describe("cuModuleGetFunction", r));
-    pipeline->module_ = module;
-    pipeline->function_ = function;
+    pipeline->ptx_ = std::move(*ptx);
+    pipeline->cubinCacheDir_ = cacheDirectory(options.cacheDir);
+    pipeline->modules_ = std::make_unique<DeviceModules>();
     pipeline->info_.backend = Backend::Cuda;
-    char name[256] = {0};
-    cu.cuDeviceGetName(name, sizeof(name) - 1, cu.device);
-    pipeline->info_.device = name;
+    pipeline->info_.deviceOrdinal = *device;
+    pipeline->info_.device = cu.name(*device);
+    if (Status loaded = pipeline->loadModule(*device); !loaded)
+      return loaded;
   } else {
     if (m.hostLibrary.empty())
       return Status::error("no GPU (" + driver.status().message() +
@@ -259,14 +291,31 @@ Result<std::unique_ptr<Pipeline>> Pipeline::load(const std::string &bundleDir,
 }
 
 Pipeline::~Pipeline() {
-  if (module_)
+  if (modules_)
     if (Result<const CudaDriver *> driver = CudaDriver::get())
-      (*driver)->cuModuleUnload(static_cast<CUmodule>(module_));
+      for (int device = 0; device < CudaDriver::kMaxDevices; ++device)
+        if (CUmodule module = modules_->modules[device]) {
+          ScopedDevice scope;
+          if (scope.enter(**driver, device))
+            (*driver)->cuModuleUnload(module);
+        }
   if (library_)
     dlclose(library_);
 }
 
-Status Pipeline::launch(void *const *buffers, void *stream) const {
+Status Pipeline::prepare(int device) const {
+  if (info_.backend == Backend::Host)
+    return Status();
+  const CudaDriver &cu = **CudaDriver::get();
+  Result<int> resolved = cu.resolveDevice(device);
+  if (!resolved)
+    return resolved.status();
+  if (modules_->functions[*resolved].load(std::memory_order_acquire))
+    return Status();
+  return loadModule(*resolved);
+}
+
+Status Pipeline::launch(void *const *buffers, void *stream, int device) const {
   size_t count = manifest_.buffers.size();
   if (info_.backend == Backend::Host) {
     std::array<void *, kMaxBuffers> pointers;
@@ -275,17 +324,28 @@ Status Pipeline::launch(void *const *buffers, void *stream) const {
     return Status();
   }
   const CudaDriver *cu = *CudaDriver::get();
+  ScopedDevice scope;
+  if (Status entered = scope.enter(*cu, device); !entered)
+    return entered;
+  CUfunction function =
+      modules_->functions[scope.device()].load(std::memory_order_acquire);
+  if (!function) {
+    if (Status loaded = loadModule(scope.device()); !loaded)
+      return loaded;
+    function =
+        modules_->functions[scope.device()].load(std::memory_order_acquire);
+  }
   std::array<void *, kMaxBuffers> arguments;
   for (size_t i = 0; i < count; ++i)
     arguments[i] = const_cast<void **>(&buffers[i]);
   CUresult r = cu->cuLaunchKernel(
-      static_cast<CUfunction>(function_), manifest_.grid[0], manifest_.grid[1],
-      manifest_.grid[2], manifest_.block[0], manifest_.block[1],
-      manifest_.block[2], 0, static_cast<CUstream>(stream), arguments.data(),
-      nullptr);
+      function, manifest_.grid[0], manifest_.grid[1], manifest_.grid[2],
+      manifest_.block[0], manifest_.block[1], manifest_.block[2], 0,
+      static_cast<CUstream>(stream), arguments.data(), nullptr);
   if (r != CUDA_SUCCESS)
     return Status::error("launching kernel '" + manifest_.kernelName +
-                         "': " + cu->describe("cuLaunchKernel", r));
+                         "' on device " + std::to_string(scope.device()) +
+                         ": " + cu->describe("cuLaunchKernel", r));
   return Status();
 }
 
@@ -293,9 +353,15 @@ Status Pipeline::launch(void *const *buffers, void *stream) const {
 // Buffers
 //===----------------------------------------------------------------------===//
 
-Result<Buffers> Buffers::allocate(const Pipeline &pipeline) {
+Result<Buffers> Buffers::allocate(const Pipeline &pipeline, int device) {
   Buffers buffers;
   buffers.backend_ = pipeline.backend();
+  ScopedDevice scope;
+  if (buffers.backend_ == Backend::Cuda) {
+    if (Status entered = scope.enter(**CudaDriver::get(), device); !entered)
+      return entered;
+    buffers.device_ = scope.device();
+  }
   for (const BufferDesc &desc : pipeline.manifest().buffers) {
     size_t bytes = std::max<size_t>(desc.bytes(), 1);
     void *pointer = nullptr;
@@ -322,20 +388,24 @@ Buffers::Buffers(Buffers &&other) noexcept { *this = std::move(other); }
 
 Buffers &Buffers::operator=(Buffers &&other) noexcept {
   std::swap(backend_, other.backend_);
+  std::swap(device_, other.device_);
   std::swap(pointers_, other.pointers_);
   std::swap(bytes_, other.bytes_);
   return *this;
 }
 
 Buffers::~Buffers() {
-  for (void *pointer : pointers_) {
-    if (backend_ == Backend::Cuda) {
-      if (Result<const CudaDriver *> cu = CudaDriver::get())
-        (*cu)->cuMemFree(reinterpret_cast<CUdeviceptr>(pointer));
-    } else {
+  if (backend_ != Backend::Cuda) {
+    for (void *pointer : pointers_)
       std::free(pointer);
-    }
+    return;
   }
+  Result<const CudaDriver *> cu = CudaDriver::get();
+  ScopedDevice scope;
+  if (pointers_.empty() || !cu || !scope.enter(**cu, device_))
+    return;
+  for (void *pointer : pointers_)
+    (*cu)->cuMemFree(reinterpret_cast<CUdeviceptr>(pointer));
 }
 
 Status Buffers::upload(size_t index, const void *host, void *stream) const {
@@ -344,6 +414,9 @@ Status Buffers::upload(size_t index, const void *host, void *stream) const {
     return Status();
   }
   const CudaDriver *cu = *CudaDriver::get();
+  ScopedDevice scope;
+  if (Status entered = scope.enter(*cu, device_); !entered)
+    return entered;
   CUresult r =
       cu->cuMemcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(pointers_[index]),
                             host, bytes_[index], static_cast<CUstream>(stream));
@@ -358,6 +431,9 @@ Status Buffers::download(size_t index, void *host, void *stream) const {
     return Status();
   }
   const CudaDriver *cu = *CudaDriver::get();
+  ScopedDevice scope;
+  if (Status entered = scope.enter(*cu, device_); !entered)
+    return entered;
   CUresult r = cu->cuMemcpyDtoHAsync(
       host, reinterpret_cast<CUdeviceptr>(pointers_[index]), bytes_[index],
       static_cast<CUstream>(stream));
@@ -372,7 +448,7 @@ Status Buffers::download(size_t index, void *host, void *stream) const {
 
 Result<CapturedLaunch> CapturedLaunch::capture(const Pipeline &pipeline,
                                                void *const *buffers,
-                                               void *stream) {
+                                               void *stream, int device) {
   CapturedLaunch captured;
   captured.pipeline_ = &pipeline;
   captured.buffers_ = buffers;
@@ -382,11 +458,18 @@ Result<CapturedLaunch> CapturedLaunch::capture(const Pipeline &pipeline,
   if (!stream)
     return Status::error("capturing needs a stream other than the legacy "
                          "default stream");
+  ScopedDevice scope;
+  if (Status entered = scope.enter(*cu, device); !entered)
+    return entered;
+  captured.device_ = scope.device();
+  // Loaded before the capture begins: no module load inside a capture.
+  if (Status prepared = pipeline.prepare(captured.device_); !prepared)
+    return prepared;
   CUstream s = static_cast<CUstream>(stream);
   CUresult r = cu->cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
   if (r != CUDA_SUCCESS)
     return Status::error(cu->describe("cuStreamBeginCapture", r));
-  Status launched = pipeline.launch(buffers, stream);
+  Status launched = pipeline.launch(buffers, stream, captured.device_);
   CUgraph graph = nullptr;
   r = cu->cuStreamEndCapture(s, &graph);
   if (!launched)
@@ -411,6 +494,7 @@ CapturedLaunch::CapturedLaunch(CapturedLaunch &&other) noexcept {
 CapturedLaunch &CapturedLaunch::operator=(CapturedLaunch &&other) noexcept {
   std::swap(pipeline_, other.pipeline_);
   std::swap(buffers_, other.buffers_);
+  std::swap(device_, other.device_);
   std::swap(graph_, other.graph_);
   std::swap(exec_, other.exec_);
   return *this;
@@ -419,7 +503,9 @@ CapturedLaunch &CapturedLaunch::operator=(CapturedLaunch &&other) noexcept {
 CapturedLaunch::~CapturedLaunch() {
   if (!exec_ && !graph_)
     return;
-  if (Result<const CudaDriver *> cu = CudaDriver::get()) {
+  Result<const CudaDriver *> cu = CudaDriver::get();
+  ScopedDevice scope;
+  if (cu && scope.enter(**cu, device_)) {
     if (exec_)
       (*cu)->cuGraphExecDestroy(static_cast<CUgraphExec>(exec_));
     if (graph_)
@@ -431,16 +517,22 @@ Status CapturedLaunch::replay(void *stream) const {
   if (!exec_)
     return pipeline_->launch(buffers_, stream);
   const CudaDriver *cu = *CudaDriver::get();
+  ScopedDevice scope;
+  if (Status entered = scope.enter(*cu, device_); !entered)
+    return entered;
   CUresult r = cu->cuGraphLaunch(static_cast<CUgraphExec>(exec_),
                                  static_cast<CUstream>(stream));
   return r == CUDA_SUCCESS ? Status()
                            : Status::error(cu->describe("cuGraphLaunch", r));
 }
 
-Result<void *> thdc::runtime::createStream(Backend backend) {
+Result<void *> thdc::runtime::createStream(Backend backend, int device) {
   if (backend != Backend::Cuda)
     return static_cast<void *>(nullptr);
   const CudaDriver *cu = *CudaDriver::get();
+  ScopedDevice scope;
+  if (Status entered = scope.enter(*cu, device); !entered)
+    return entered;
   CUstream stream = nullptr;
   CUresult r = cu->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING);
   if (r != CUDA_SUCCESS)
@@ -448,18 +540,25 @@ Result<void *> thdc::runtime::createStream(Backend backend) {
   return static_cast<void *>(stream);
 }
 
-Status thdc::runtime::synchronizeStream(Backend backend, void *stream) {
+Status thdc::runtime::synchronizeStream(Backend backend, void *stream,
+                                        int device) {
   if (backend != Backend::Cuda)
     return Status();
   const CudaDriver *cu = *CudaDriver::get();
+  ScopedDevice scope;
+  if (Status entered = scope.enter(*cu, device); !entered)
+    return entered;
   CUresult r = cu->cuStreamSynchronize(static_cast<CUstream>(stream));
   return r == CUDA_SUCCESS
              ? Status()
              : Status::error(cu->describe("cuStreamSynchronize", r));
 }
 
-void thdc::runtime::destroyStream(Backend backend, void *stream) {
-  if (backend == Backend::Cuda && stream)
-    if (Result<const CudaDriver *> cu = CudaDriver::get())
-      (*cu)->cuStreamDestroy(static_cast<CUstream>(stream));
+void thdc::runtime::destroyStream(Backend backend, void *stream, int device) {
+  if (backend != Backend::Cuda || !stream)
+    return;
+  Result<const CudaDriver *> cu = CudaDriver::get();
+  ScopedDevice scope;
+  if (cu && scope.enter(**cu, device))
+    (*cu)->cuStreamDestroy(static_cast<CUstream>(stream));
 }

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,7 @@ Result<Manifest> readManifest(const std::string &bundleDir);
 struct LoadInfo {
   Backend backend = Backend::Host;
   std::string device; ///< GPU name, or "host CPU"
+  int deviceOrdinal = -1; ///< the device loaded at load time; -1 on the host
   bool cubinFromCache = false;
   double loadMicros = 0; ///< module load (and PTX compile, if any)
 };
@@ -68,6 +70,10 @@ struct LoadOptions {
   /// Where driver-compiled cubins are cached; empty: $THDC_CACHE_DIR, else
   /// $XDG_CACHE_HOME/thdc, else ~/.cache/thdc. "-" disables the cache.
   std::string cacheDir;
+  /// The device whose module is loaded by load() (-1: the device of the
+  /// calling thread's current context, else 0). Other devices load theirs on
+  /// their first launch.
+  int device = -1;
 };
 
 /// A loaded bundle, ready to launch.
@@ -85,17 +91,29 @@ public:
 
   /// Runs the pipeline once on `buffers` (one pointer per manifest buffer,
   /// in order). On the GPU: device pointers, enqueued on `stream` (a
-  /// CUstream; null = the legacy default stream), returns without waiting.
-  /// On the host: host pointers, runs before returning; `stream` is ignored.
-  Status launch(void *const *buffers, void *stream = nullptr) const;
+  /// CUstream of that device; null = the legacy default stream), returns
+  /// without waiting. It runs on `device`, or when that is -1 on the device
+  /// of the calling thread's current context (what torch.cuda.set_device
+  /// selects), else on device 0; the module is loaded on a device's first
+  /// launch, and the caller's current context is the same afterwards.
+  /// On the host: host pointers, runs before returning; `stream` and
+  /// `device` are ignored.
+  Status launch(void *const *buffers, void *stream = nullptr,
+                int device = -1) const;
+
+  /// Loads the module on `device` (-1 as in launch) now rather than at its
+  /// first launch, e.g. before a CUDA graph capture. No-op on the host.
+  Status prepare(int device = -1) const;
 
 private:
-  Pipeline() = default;
+  struct DeviceModules;
+  Pipeline();
+  Status loadModule(int device) const;
   Manifest manifest_;
   LoadInfo info_;
-  void *module_ = nullptr;   // CUmodule
-  void *function_ = nullptr; // CUfunction
-  void *library_ = nullptr;  // dlopen handle of the host code
+  std::string ptx_, cubinCacheDir_;
+  std::unique_ptr<DeviceModules> modules_; // per device, GPU only
+  void *library_ = nullptr;                // dlopen handle of the host code
   void (*hostEntry_)(void **) = nullptr;
 };
 
@@ -103,7 +121,8 @@ private:
 /// memory on the GPU, aligned host memory otherwise).
 class Buffers {
 public:
-  static Result<Buffers> allocate(const Pipeline &pipeline);
+  /// Allocates on `device` (-1: the current device, else 0) on the GPU.
+  static Result<Buffers> allocate(const Pipeline &pipeline, int device = -1);
   Buffers(Buffers &&other) noexcept;
   Buffers &operator=(Buffers &&other) noexcept;
   ~Buffers();
@@ -120,6 +139,7 @@ public:
 private:
   Buffers() = default;
   Backend backend_ = Backend::Host;
+  int device_ = -1;
   std::vector<void *> pointers_;
   std::vector<size_t> bytes_;
 };
@@ -128,10 +148,12 @@ private:
 /// hold at replay time. On the host backend, replay runs the host code.
 class CapturedLaunch {
 public:
-  /// Captures `pipeline.launch(buffers, stream)` on `stream` (which must not
-  /// be the legacy default stream on the GPU) and instantiates the graph.
+  /// Captures `pipeline.launch(buffers, stream, device)` on `stream` (which
+  /// must not be the legacy default stream on the GPU) and instantiates the
+  /// graph.
   static Result<CapturedLaunch> capture(const Pipeline &pipeline,
-                                        void *const *buffers, void *stream);
+                                        void *const *buffers, void *stream,
+                                        int device = -1);
   CapturedLaunch(CapturedLaunch &&other) noexcept;
   CapturedLaunch &operator=(CapturedLaunch &&other) noexcept;
   ~CapturedLaunch();
@@ -143,14 +165,16 @@ private:
   CapturedLaunch() = default;
   const Pipeline *pipeline_ = nullptr;
   void *const *buffers_ = nullptr;
+  int device_ = -1;
   void *graph_ = nullptr; // CUgraph
   void *exec_ = nullptr;  // CUgraphExec
 };
 
-/// Creates / destroys / waits for a stream on the GPU (null on the host).
-Result<void *> createStream(Backend backend);
-Status synchronizeStream(Backend backend, void *stream);
-void destroyStream(Backend backend, void *stream);
+/// Creates / destroys / waits for a stream on the GPU (null on the host), on
+/// `device` (-1: the current device, else 0).
+Result<void *> createStream(Backend backend, int device = -1);
+Status synchronizeStream(Backend backend, void *stream, int device = -1);
+void destroyStream(Backend backend, void *stream, int device = -1);
 
 } // namespace thdc::runtime
 
