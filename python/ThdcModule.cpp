@@ -1,0 +1,793 @@
+//===- ThdcModule.cpp - thdc's Python module (thdc._thdc) -----------------===//
+//
+// Binds the MLIR-free runtime (runtime/Pipeline.h) and, when the build has
+// MLIR, the JIT (runtime/Jit.h) to Python. A call takes any DLPack arrays:
+// torch tensors through the framework's C exchange table (no capsule, no
+// Python call per tensor), everything else through nanobind's DLPack and
+// buffer-protocol import. Every argument is checked against the bundle's
+// signature (dtype, shape, contiguity, device) before anything is launched;
+// with the outputs given, a call allocates nothing and never synchronises, so
+// it can be captured in a CUDA graph.
+//
+//===----------------------------------------------------------------------===//
+
+#include "python/DLPackExchange.h"
+#include "reference/Reference.h"
+#include "runtime/CudaDriver.h"
+#include "runtime/Pipeline.h"
+#ifdef THDC_PYTHON_JIT
+#include "runtime/Jit.h"
+#endif
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/map.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <array>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace nb = nanobind;
+using namespace thdc;
+using namespace thdc::runtime;
+namespace dl = thdc::python::dlpack;
+
+namespace {
+
+constexpr size_t kMaxArguments = 64;
+
+std::string quoted(const std::string &name) { return "'" + name + "'"; }
+
+/// Expected DLPack dtype of a manifest element type.
+dl::DataType dtypeOf(const std::string &type) {
+  if (type == "i1")
+    return {dl::kBool, 8, 1};
+  if (type == "i8")
+    return {dl::kInt, 8, 1};
+  if (type == "i16")
+    return {dl::kInt, 16, 1};
+  if (type == "i32")
+    return {dl::kInt, 32, 1};
+  if (type == "i64")
+    return {dl::kInt, 64, 1};
+  if (type == "f32")
+    return {dl::kFloat, 32, 1};
+  if (type == "f64")
+    return {dl::kFloat, 64, 1};
+  return {255, 0, 0};
+}
+
+/// The NumPy / PyTorch spelling of a manifest element type.
+const char *dtypeName(const std::string &type) {
+  if (type == "i1")
+    return "bool";
+  if (type == "i8")
+    return "int8";
+  if (type == "i16")
+    return "int16";
+  if (type == "i32")
+    return "int32";
+  if (type == "i64")
+    return "int64";
+  if (type == "f32")
+    return "float32";
+  if (type == "f64")
+    return "float64";
+  return "unknown";
+}
+
+std::string describeDtype(dl::DataType t) {
+  const char *kind = t.code == dl::kInt     ? "int"
+                     : t.code == dl::kUInt  ? "uint"
+                     : t.code == dl::kFloat ? "float"
+                     : t.code == dl::kBool  ? "bool"
+                                            : "dtype code ";
+  std::string text = kind;
+  if (t.code == dl::kBool)
+    return text;
+  if (t.code > dl::kFloat)
+    text += std::to_string(t.code) + " with ";
+  text += std::to_string(t.bits);
+  if (t.lanes != 1)
+    text += "x" + std::to_string(t.lanes);
+  return text;
+}
+
+std::string describeDevice(int32_t type, int32_t id) {
+  switch (type) {
+  case dl::kCPU:
+    return "cpu";
+  case dl::kCUDA:
+    return "cuda:" + std::to_string(id);
+  case dl::kCUDAHost:
+    return "pinned host memory";
+  case dl::kCUDAManaged:
+    return "CUDA managed memory";
+  default:
+    return "a device of DLPack type " + std::to_string(type);
+  }
+}
+
+/// An array argument, read through DLPack; the owner keeps nanobind's
+/// import alive for the duration of the call.
+struct ArrayView {
+  void *data = nullptr;
+  dl::Device device{0, 0};
+  dl::DataType dtype{0, 0, 0};
+  int32_t ndim = 0;
+  std::array<int64_t, 8> shape{};
+  std::array<int64_t, 8> strides{};
+  bool hasStrides = false;
+  const dl::ExchangeApi *api = nullptr; ///< set when read through a table
+};
+
+/// The exchange table of an array type, cached per type (a training step
+/// sees one or two types).
+const dl::ExchangeApi *exchangeApiOf(PyTypeObject *type) {
+  static PyTypeObject *cachedTypes[4] = {nullptr, nullptr, nullptr, nullptr};
+  static const dl::ExchangeApi *cachedApis[4] = {nullptr, nullptr, nullptr,
+                                                  nullptr};
+  for (int i = 0; i < 4; ++i)
+    if (cachedTypes[i] == type)
+      return cachedApis[i];
+  const dl::ExchangeApi *api = nullptr;
+  PyObject *capsule = PyObject_GetAttrString(reinterpret_cast<PyObject *>(type),
+                                             dl::kExchangeApiAttribute);
+  if (!capsule) {
+    PyErr_Clear();
+  } else {
+    if (PyCapsule_IsValid(capsule, dl::kExchangeApiCapsule)) {
+      auto *candidate = static_cast<const dl::ExchangeApi *>(
+          PyCapsule_GetPointer(capsule, dl::kExchangeApiCapsule));
+      if (candidate && candidate->header.version.major == 1 &&
+          candidate->dltensorFromPyObjectNoSync &&
+          candidate->currentWorkStream)
+        api = candidate;
+    }
+    Py_DECREF(capsule);
+  }
+  for (int i = 0; i < 4; ++i)
+    if (!cachedTypes[i]) {
+      Py_INCREF(reinterpret_cast<PyObject *>(type));
+      cachedTypes[i] = type;
+      cachedApis[i] = api;
+      break;
+    }
+  return api;
+}
+
+[[noreturn]] void raiseArgument(PyObject *kind, const std::string &text) {
+  PyErr_SetString(kind, text.c_str());
+  throw nb::python_error();
+}
+
+/// Reads `object` as an array. `writable` asks nanobind's import for a
+/// writable view (outputs); a framework exchange table gives writable views.
+/// nanobind imports kept alive for the duration of a call.
+struct ArrayOwners {
+  std::vector<nb::ndarray<>> writable;
+  std::vector<nb::ndarray<nb::ro>> readOnly;
+  std::vector<nb::object> objects;
+};
+
+void readArray(nb::handle object, bool writable, const std::string &role,
+               ArrayView &view, ArrayOwners &owners) {
+  if (const dl::ExchangeApi *api = exchangeApiOf(Py_TYPE(object.ptr()))) {
+    dl::Tensor tensor;
+    if (api->dltensorFromPyObjectNoSync(object.ptr(), &tensor) != 0) {
+      nb::python_error error;
+      raiseArgument(PyExc_TypeError, role + " cannot be read through DLPack: " +
+                                         std::string(error.what()));
+    }
+    if (tensor.ndim > int32_t(view.shape.size()))
+      raiseArgument(PyExc_ValueError,
+                    role + " has " + std::to_string(tensor.ndim) +
+                        " dimensions; thdc takes 1-D arrays");
+    view.data = static_cast<char *>(tensor.data) + tensor.byteOffset;
+    view.device = tensor.device;
+    view.dtype = tensor.dtype;
+    view.ndim = tensor.ndim;
+    for (int32_t d = 0; d < tensor.ndim; ++d) {
+      view.shape[d] = tensor.shape[d];
+      if (tensor.strides)
+        view.strides[d] = tensor.strides[d];
+    }
+    view.hasStrides = tensor.strides != nullptr;
+    view.api = api;
+    return;
+  }
+  auto fill = [&](const auto &nd) {
+    if (nd.ndim() > view.shape.size())
+      raiseArgument(PyExc_ValueError,
+                    role + " has " + std::to_string(nd.ndim()) +
+                        " dimensions; thdc takes 1-D arrays");
+    view.data = const_cast<void *>(static_cast<const void *>(nd.data()));
+    view.device = {nd.device_type(), nd.device_id()};
+    nb::dlpack::dtype t = nd.dtype();
+    view.dtype = {t.code, t.bits, t.lanes};
+    view.ndim = int32_t(nd.ndim());
+    for (size_t d = 0; d < nd.ndim(); ++d) {
+      view.shape[d] = int64_t(nd.shape(d));
+      view.strides[d] = nd.stride(d);
+    }
+    view.hasStrides = true;
+  };
+  bool imported = false;
+  if (writable) {
+    nb::ndarray<> nd;
+    if ((imported = nb::try_cast(object, nd))) {
+      fill(nd);
+      owners.writable.push_back(std::move(nd));
+    }
+  } else {
+    nb::ndarray<nb::ro> nd;
+    if ((imported = nb::try_cast(object, nd))) {
+      fill(nd);
+      owners.readOnly.push_back(std::move(nd));
+    }
+  }
+  if (!imported)
+    raiseArgument(PyExc_TypeError,
+                  role + " must be an array with DLPack support (torch, "
+                         "CuPy, NumPy, JAX)" +
+                      std::string(writable ? " and writable" : "") +
+                      "; got " + nb::type_name(object.type()).c_str());
+}
+
+/// Checks `view` against `desc`: dtype, element count in a 1-D (or
+/// [1, n]-like) shape, contiguity.
+void checkArray(const ArrayView &view, const BufferDesc &desc,
+                const std::string &role) {
+  dl::DataType want = dtypeOf(desc.type);
+  if (view.dtype.code != want.code || view.dtype.bits != want.bits ||
+      view.dtype.lanes != want.lanes)
+    raiseArgument(PyExc_TypeError, role + " must have dtype " +
+                                       dtypeName(desc.type) + "; got " +
+                                       describeDtype(view.dtype));
+  int64_t count = 1;
+  int longAxis = -1;
+  for (int32_t d = 0; d < view.ndim; ++d) {
+    count *= view.shape[d];
+    if (view.shape[d] != 1) {
+      if (longAxis >= 0)
+        longAxis = -2;
+      else if (longAxis == -1)
+        longAxis = d;
+    }
+  }
+  auto shapeText = [&] {
+    std::string text = "(";
+    for (int32_t d = 0; d < view.ndim; ++d)
+      text += std::to_string(view.shape[d]) + (view.ndim == 1 ? "," : "") +
+              (d + 1 < view.ndim ? ", " : "");
+    return text + ")";
+  };
+  if (count != desc.elements || longAxis == -2)
+    raiseArgument(PyExc_ValueError,
+                  role + " must have shape (" + std::to_string(desc.elements) +
+                      ",) (leading dimensions of 1 are accepted); got " +
+                      shapeText());
+  if (longAxis >= 0 && view.hasStrides && view.strides[longAxis] != 1)
+    raiseArgument(PyExc_ValueError,
+                  role + " must be contiguous; its stride is " +
+                      std::to_string(view.strides[longAxis]) +
+                      " elements (call .contiguous() or pass a copy)");
+}
+
+Backend parseBackend(const std::string &name) {
+  if (name == "auto")
+    return Backend::Auto;
+  if (name == "cuda")
+    return Backend::Cuda;
+  if (name == "host" || name == "cpu")
+    return Backend::Host;
+  throw nb::value_error(("backend must be 'auto', 'cuda' or 'host'; got '" +
+                         name + "'")
+                            .c_str());
+}
+
+/// A stream argument: an int handle, an object with `cuda_stream`
+/// (torch.cuda.Stream) or `ptr` (cupy), or the `__cuda_stream__` protocol.
+void *streamHandle(nb::handle stream) {
+  if (PyLong_Check(stream.ptr()))
+    return reinterpret_cast<void *>(nb::cast<uintptr_t>(stream));
+  if (nb::hasattr(stream, "__cuda_stream__")) {
+    nb::object pair = stream.attr("__cuda_stream__")();
+    return reinterpret_cast<void *>(nb::cast<uintptr_t>(pair[1]));
+  }
+  if (nb::hasattr(stream, "cuda_stream"))
+    return reinterpret_cast<void *>(
+        nb::cast<uintptr_t>(stream.attr("cuda_stream")));
+  if (nb::hasattr(stream, "ptr"))
+    return reinterpret_cast<void *>(nb::cast<uintptr_t>(stream.attr("ptr")));
+  throw nb::type_error(
+      "stream must be an int handle, a torch.cuda.Stream, a cupy Stream or "
+      "an object with __cuda_stream__");
+}
+
+/// How a compile was served, for `Kernel.compile_info`.
+struct CompileRecord {
+  std::string source; ///< "bundle", "compiled", "memory-cache", "disk-cache"
+  double micros = 0, compileMicros = 0, loadMicros = 0;
+  std::string key;
+};
+
+/// A loaded pipeline, callable from Python.
+class Kernel {
+public:
+  explicit Kernel(std::shared_ptr<Pipeline> pipeline)
+      : pipeline_(std::move(pipeline)) {
+    const Manifest &m = pipeline_->manifest();
+    for (size_t i = 0; i < m.buffers.size(); ++i)
+      (m.buffers[i].isOutput ? outputs_ : inputs_).push_back(int(i));
+  }
+
+  const Manifest &manifest() const { return pipeline_->manifest(); }
+  const Pipeline &pipeline() const { return *pipeline_; }
+  CompileRecord record;
+  nb::object resultType = nb::none();
+  nb::object allocator = nb::none();
+
+  nb::list signature() const {
+    nb::list list;
+    for (const BufferDesc &b : manifest().buffers)
+      list.append(nb::make_tuple(b.name, dtypeName(b.type),
+                                 nb::make_tuple(b.elements),
+                                 b.isOutput ? "output" : "input"));
+    return list;
+  }
+
+  nb::object call(nb::args args, nb::kwargs kwargs) {
+    const Manifest &m = manifest();
+    std::array<PyObject *, kMaxArguments> objects{};
+    nb::handle stream = nb::none(), outArg = nb::none(), deviceArg = nb::none();
+
+    if (args.size() > inputs_.size())
+      raiseArgument(PyExc_TypeError,
+                    m.entry + "() takes " + std::to_string(inputs_.size()) +
+                        " inputs; got " + std::to_string(args.size()) +
+                        " positional arguments");
+    for (size_t i = 0; i < args.size(); ++i)
+      objects[inputs_[i]] = args[i].ptr();
+    PyObject *key = nullptr, *value = nullptr;
+    Py_ssize_t position = 0;
+    while (PyDict_Next(kwargs.ptr(), &position, &key, &value)) {
+      const char *name = PyUnicode_AsUTF8(key);
+      if (std::strcmp(name, "stream") == 0) {
+        stream = value;
+        continue;
+      }
+      if (std::strcmp(name, "out") == 0) {
+        outArg = value;
+        continue;
+      }
+      if (std::strcmp(name, "device") == 0) {
+        deviceArg = value;
+        continue;
+      }
+      int found = -1;
+      for (int index : inputs_)
+        if (m.buffers[index].name == name)
+          found = index;
+      if (found < 0)
+        raiseArgument(PyExc_TypeError, m.entry +
+                                           "() got an unexpected argument '" +
+                                           name + "'" + inputNamesHint());
+      if (objects[found])
+        raiseArgument(PyExc_TypeError, m.entry +
+                                           "() got input '" + name +
+                                           "' both by position and by name");
+      objects[found] = value;
+    }
+    for (int index : inputs_)
+      if (!objects[index])
+        raiseArgument(PyExc_TypeError, m.entry + "() is missing input " +
+                                           quoted(m.buffers[index].name) +
+                                           inputNamesHint());
+
+    bool allocate = outArg.is_none();
+    if (!allocate) {
+      if (PyDict_Check(outArg.ptr())) {
+        size_t matched = 0;
+        for (int index : outputs_) {
+          PyObject *given = PyDict_GetItemString(outArg.ptr(),
+                                                 m.buffers[index].name.c_str());
+          if (!given)
+            raiseArgument(PyExc_TypeError,
+                          m.entry + "(): out= is missing output " +
+                              quoted(m.buffers[index].name) +
+                              outputNamesHint());
+          objects[index] = given;
+          ++matched;
+        }
+        if (size_t(PyDict_Size(outArg.ptr())) != matched)
+          raiseArgument(PyExc_TypeError,
+                        m.entry + "(): out= names an unknown output" +
+                            outputNamesHint());
+      } else {
+        if (!PySequence_Check(outArg.ptr()) ||
+            size_t(nb::len(outArg)) != outputs_.size())
+          raiseArgument(PyExc_TypeError,
+                        m.entry + "(): out= must be a dict by name or a "
+                                  "sequence of " +
+                            std::to_string(outputs_.size()) + " arrays" +
+                            outputNamesHint());
+        for (size_t i = 0; i < outputs_.size(); ++i) {
+          PyObject *item = PySequence_GetItem(outArg.ptr(), Py_ssize_t(i));
+          Py_DECREF(item); // the sequence keeps it alive
+          objects[outputs_[i]] = item;
+        }
+      }
+    }
+
+    // The device of the launch: an explicit ordinal, else the current one.
+    bool onGpu = pipeline_->backend() == Backend::Cuda;
+    int device = -1;
+    if (onGpu) {
+      const CudaDriver &cu = **CudaDriver::get();
+      int requested = deviceArg.is_none() ? -1 : nb::cast<int>(deviceArg);
+      Result<int> resolved = cu.resolveDevice(requested);
+      if (!resolved)
+        raiseArgument(PyExc_ValueError, resolved.status().message());
+      device = *resolved;
+    }
+
+    ArrayOwners owners;
+    std::array<ArrayView, kMaxArguments> views;
+    std::array<void *, kMaxArguments> pointers{};
+    auto check = [&](int index) {
+      const BufferDesc &desc = m.buffers[index];
+      std::string role = (desc.isOutput ? "output " : "input ") +
+                         quoted(desc.name);
+      readArray(objects[index], desc.isOutput, role, views[index], owners);
+      checkArray(views[index], desc, role);
+      const ArrayView &view = views[index];
+      if (onGpu) {
+        if (view.device.type != dl::kCUDA &&
+            view.device.type != dl::kCUDAManaged)
+          raiseArgument(PyExc_ValueError,
+                        role + " is in " +
+                            describeDevice(view.device.type, view.device.id) +
+                            ", but the kernel runs on cuda:" +
+                            std::to_string(device) + "; move it to the GPU");
+        if (view.device.id != device)
+          raiseArgument(
+              PyExc_ValueError,
+              role + " is on " +
+                  describeDevice(view.device.type, view.device.id) +
+                  ", but the launch is on cuda:" + std::to_string(device) +
+                  (deviceArg.is_none()
+                       ? " (the current device; select it with "
+                         "torch.cuda.set_device or pass device=)"
+                       : " (device=)"));
+      } else if (view.device.type != dl::kCPU &&
+                 view.device.type != dl::kCUDAHost) {
+        raiseArgument(PyExc_ValueError,
+                      role + " is on " +
+                          describeDevice(view.device.type, view.device.id) +
+                          ", but this kernel runs on the host CPU (no GPU "
+                          "was found when it was loaded)");
+      }
+      pointers[index] = view.data;
+    };
+    for (int index : inputs_)
+      check(index);
+
+    if (allocate) {
+      if (allocator.is_none())
+        raiseArgument(PyExc_RuntimeError, "no output allocator is set");
+      nb::handle like = objects[inputs_.empty() ? 0 : inputs_[0]];
+      for (int index : outputs_) {
+        const BufferDesc &desc = m.buffers[index];
+        nb::object array =
+            allocator(like, dtypeName(desc.type), desc.elements,
+                      onGpu ? int(dl::kCUDA) : int(dl::kCPU), device);
+        objects[index] = array.ptr();
+        owners.objects.push_back(std::move(array));
+      }
+    }
+    for (int index : outputs_)
+      check(index);
+
+    void *launchStream = nullptr;
+    if (onGpu) {
+      if (!stream.is_none()) {
+        launchStream = streamHandle(stream);
+      } else if (const dl::ExchangeApi *api = views[inputs_[0]].api) {
+        if (api->currentWorkStream(dl::kCUDA, device, &launchStream) != 0)
+          throw nb::python_error();
+      } else if (std::strncmp(Py_TYPE(objects[inputs_[0]])->tp_name, "cupy",
+                              4) == 0 ||
+                 std::strncmp(Py_TYPE(objects[inputs_[0]])->tp_name,
+                              "ndarray", 7) == 0) {
+        nb::object module = nb::module_::import_("sys").attr("modules");
+        if (PyDict_GetItemString(module.ptr(), "cupy"))
+          launchStream = streamHandle(nb::module_::import_("cupy.cuda")
+                                          .attr("get_current_stream")());
+      }
+    }
+
+    Status launched;
+    if (onGpu) {
+      launched = pipeline_->launch(pointers.data(), launchStream, device);
+    } else {
+      nb::gil_scoped_release release;
+      launched = pipeline_->launch(pointers.data(), nullptr, -1);
+    }
+    if (!launched)
+      raiseArgument(PyExc_RuntimeError, launched.message());
+
+    PyObject *result = PyTuple_New(Py_ssize_t(outputs_.size()));
+    for (size_t i = 0; i < outputs_.size(); ++i) {
+      Py_INCREF(objects[outputs_[i]]);
+      PyTuple_SET_ITEM(result, Py_ssize_t(i), objects[outputs_[i]]);
+    }
+    nb::object tuple = nb::steal(result);
+    if (resultType.is_none())
+      return tuple;
+    PyObject *wrapped = PyObject_Call(resultType.ptr(), tuple.ptr(), nullptr);
+    if (!wrapped)
+      throw nb::python_error();
+    return nb::steal(wrapped);
+  }
+
+  /// Launches on raw pointers (inputs then outputs, manifest order).
+  void launchPointers(const std::vector<uintptr_t> &addresses, uintptr_t stream,
+                      int device) const {
+    if (addresses.size() != manifest().buffers.size())
+      throw nb::value_error(("launch_pointers takes " +
+                             std::to_string(manifest().buffers.size()) +
+                             " pointers; got " +
+                             std::to_string(addresses.size()))
+                                .c_str());
+    std::vector<void *> pointers;
+    for (uintptr_t address : addresses)
+      pointers.push_back(reinterpret_cast<void *>(address));
+    Status launched = pipeline_->launch(
+        pointers.data(), reinterpret_cast<void *>(stream), device);
+    if (!launched)
+      throw std::runtime_error(launched.message());
+  }
+
+private:
+  std::string inputNamesHint() const {
+    std::string text = " (inputs:";
+    for (int index : inputs_)
+      text += " " + manifest().buffers[index].name;
+    return text + ")";
+  }
+  std::string outputNamesHint() const {
+    std::string text = " (outputs:";
+    for (int index : outputs_)
+      text += " " + manifest().buffers[index].name;
+    return text + ")";
+  }
+
+  std::shared_ptr<Pipeline> pipeline_;
+  std::vector<int> inputs_, outputs_;
+};
+
+std::shared_ptr<Kernel> loadBundle(const std::string &bundle,
+                                   const std::string &backend,
+                                   const std::string &cacheDir, int device) {
+  LoadOptions options;
+  options.backend = parseBackend(backend);
+  options.cacheDir = cacheDir;
+  options.device = device;
+  Result<std::unique_ptr<Pipeline>> loaded = Pipeline::load(bundle, options);
+  if (!loaded)
+    throw std::runtime_error(loaded.status().message());
+  auto kernel =
+      std::make_shared<Kernel>(std::shared_ptr<Pipeline>(std::move(*loaded)));
+  kernel->record.source = "bundle";
+  kernel->record.loadMicros = kernel->pipeline().loadInfo().loadMicros;
+  return kernel;
+}
+
+#ifdef THDC_PYTHON_JIT
+/// One JIT per (backend, cache folder), shared by every compile call.
+Jit &jitFor(const std::string &backend, const std::string &cacheDir) {
+  static std::mutex mutex;
+  static std::map<std::string, std::unique_ptr<Jit>> jits;
+  std::lock_guard<std::mutex> lock(mutex);
+  std::unique_ptr<Jit> &jit = jits[backend + "\n" + cacheDir];
+  if (!jit) {
+    JitOptions options;
+    options.backend = parseBackend(backend);
+    options.cacheDir = cacheDir;
+    jit = std::make_unique<Jit>(options);
+  }
+  return *jit;
+}
+
+std::shared_ptr<Kernel> compileText(const std::string &text,
+                                    const std::map<std::string, int64_t> &params,
+                                    const std::string &backend,
+                                    const std::string &cacheDir,
+                                    const std::string &sourceName) {
+  CompileInfo info;
+  Jit &jit = jitFor(backend, cacheDir);
+  Result<std::shared_ptr<Pipeline>> compiled = [&] {
+    nb::gil_scoped_release release;
+    return jit.compile(text, params, &info, sourceName);
+  }();
+  if (!compiled)
+    throw std::runtime_error(compiled.status().message());
+  auto kernel = std::make_shared<Kernel>(*compiled);
+  static const char *sources[] = {"compiled", "memory-cache", "disk-cache"};
+  kernel->record.source = sources[int(info.source)];
+  kernel->record.micros = info.micros;
+  kernel->record.compileMicros = info.compileMicros;
+  kernel->record.loadMicros = info.loadMicros;
+  kernel->record.key = info.key;
+  return kernel;
+}
+#endif
+
+//===----------------------------------------------------------------------===//
+// The reference semantics, for tests
+//===----------------------------------------------------------------------===//
+
+template <typename T>
+using HostArray = nb::ndarray<const T, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+
+template <typename T> std::vector<T> toVector(const HostArray<T> &array) {
+  return std::vector<T>(array.data(), array.data() + array.shape(0));
+}
+
+template <typename T> nb::object toNumpy(const std::vector<T> &values) {
+  auto *copy = new std::vector<T>(values);
+  nb::capsule owner(copy, [](void *p) noexcept {
+    delete static_cast<std::vector<T> *>(p);
+  });
+  return nb::cast(nb::ndarray<nb::numpy, T, nb::ndim<1>>(
+      copy->data(), {copy->size()}, owner));
+}
+
+nb::dict referenceGraphStep(HostArray<int64_t> tokens,
+                            HostArray<int64_t> labels,
+                            HostArray<int64_t> positionIds,
+                            HostArray<float> lossMask,
+                            HostArray<int32_t> cuSeqlens,
+                            HostArray<int32_t> cuSeqlensPadded,
+                            int32_t numSeqs, int32_t cpRank, int64_t C,
+                            int64_t cp, int64_t N) {
+  // megatronGraphStep aborts on broken preconditions: check them here.
+  if (C < 1 || cp < 1 || N < 1 || (cp > 1 && C % 2) ||
+      C * cp > int64_t(INT32_MAX))
+    throw nb::value_error("graph_step needs C >= 1, cp >= 1, N >= 1, C even "
+                          "when cp > 1 and C*cp within int32");
+  for (size_t size : {tokens.shape(0), labels.shape(0), positionIds.shape(0),
+                      lossMask.shape(0)})
+    if (int64_t(size) != C * cp)
+      throw nb::value_error("graph_step: data arrays need C*cp rows");
+  if (int64_t(cuSeqlens.shape(0)) != N + 1 ||
+      int64_t(cuSeqlensPadded.shape(0)) != N + 1)
+    throw nb::value_error("graph_step: cu arrays need N+1 entries");
+  reference::GraphStepInput input;
+  input.tokens = toVector(tokens);
+  input.labels = toVector(labels);
+  input.positionIds = toVector(positionIds);
+  input.lossMask = toVector(lossMask);
+  input.cuSeqlens = toVector(cuSeqlens);
+  input.cuSeqlensPadded = toVector(cuSeqlensPadded);
+  input.numSeqs = numSeqs;
+  input.cpRank = cpRank;
+  reference::GraphStepOutput out;
+  {
+    nb::gil_scoped_release release;
+    out = reference::megatronGraphStep(input, C, cp, N);
+  }
+  nb::dict result;
+  result["tokens"] = toNumpy(out.tokens);
+  result["labels"] = toNumpy(out.labels);
+  result["position_ids"] = toNumpy(out.positionIds);
+  result["loss_mask"] = toNumpy(out.lossMask);
+  result["padding_mask"] = toNumpy(out.paddingMask);
+  result["cu_seqlens_padded"] = toNumpy(out.cuSeqlensPadded);
+  result["cu_seqlens"] = toNumpy(out.cuSeqlens);
+  result["max_seqlen"] = out.maxSeqlen;
+  result["status"] = out.status;
+  return result;
+}
+
+nb::object referenceSeqIdx(HostArray<int32_t> cuSeqlens, int64_t totalTokens) {
+  reference::Expected<std::vector<int32_t>> result =
+      reference::seqIdx(toVector(cuSeqlens), totalTokens);
+  if (!result)
+    throw nb::value_error(result.error().c_str());
+  return toNumpy(*result);
+}
+
+} // namespace
+
+NB_MODULE(_thdc, m) {
+  m.doc() = "thdc's runtime (and JIT, where built with MLIR) for Python";
+
+  nb::class_<Kernel>(m, "Kernel")
+      .def_prop_ro("entry", [](const Kernel &k) { return k.manifest().entry; })
+      .def_prop_ro("params",
+                   [](const Kernel &k) { return k.manifest().params; })
+      .def_prop_ro("signature", &Kernel::signature,
+                   "(name, dtype, shape, direction) per buffer, inputs then "
+                   "outputs")
+      .def_prop_ro("backend",
+                   [](const Kernel &k) {
+                     return k.pipeline().backend() == Backend::Cuda ? "cuda"
+                                                                    : "host";
+                   })
+      .def_prop_ro("device_name",
+                   [](const Kernel &k) { return k.pipeline().loadInfo().device; })
+      .def_prop_ro("launch_geometry",
+                   [](const Kernel &k) {
+                     const Manifest &m = k.manifest();
+                     return nb::make_tuple(
+                         nb::make_tuple(m.grid[0], m.grid[1], m.grid[2]),
+                         nb::make_tuple(m.block[0], m.block[1], m.block[2]));
+                   })
+      .def_prop_ro("compile_info",
+                   [](const Kernel &k) {
+                     nb::dict info;
+                     info["source"] = k.record.source;
+                     info["micros"] = k.record.micros;
+                     info["compile_micros"] = k.record.compileMicros;
+                     info["load_micros"] = k.record.loadMicros;
+                     info["key"] = k.record.key;
+                     return info;
+                   })
+      .def("_set_result_type",
+           [](Kernel &k, nb::object type) { k.resultType = std::move(type); })
+      .def("_set_allocator",
+           [](Kernel &k, nb::object allocator) {
+             k.allocator = std::move(allocator);
+           })
+      .def("__call__", &Kernel::call,
+           "Runs the pipeline: inputs by position or name, outputs in out= "
+           "(a sequence or a dict by name; allocated when omitted), on "
+           "stream= (default: the framework's current stream) and device= "
+           "(default: the current device).")
+      .def("prepare",
+           [](const Kernel &k, int device) {
+             Status status = k.pipeline().prepare(device);
+             if (!status)
+               throw std::runtime_error(status.message());
+           },
+           nb::arg("device") = -1,
+           "Loads the module on a device now (else on its first launch).")
+      .def("launch_pointers", &Kernel::launchPointers, nb::arg("pointers"),
+           nb::arg("stream") = 0, nb::arg("device") = -1,
+           "Launches on raw addresses, one per buffer in signature order; "
+           "nothing is checked.");
+
+  m.def("load", &loadBundle, nb::arg("bundle"), nb::arg("backend") = "auto",
+        nb::arg("cache_dir") = "", nb::arg("device") = -1);
+#ifdef THDC_PYTHON_JIT
+  m.def("compile", &compileText, nb::arg("text"), nb::arg("params"),
+        nb::arg("backend") = "auto", nb::arg("cache_dir") = "",
+        nb::arg("source_name") = "pipeline.mlir");
+  m.attr("has_jit") = true;
+#else
+  m.attr("has_jit") = false;
+#endif
+  m.def("cuda_available", [] { return bool(CudaDriver::get()); });
+  m.def("current_device", [] {
+    Result<const CudaDriver *> cu = CudaDriver::get();
+    return cu ? (*cu)->currentDevice() : -1;
+  });
+
+  nb::module_ reference = m.def_submodule(
+      "reference", "The reference semantics (plain C++), for tests");
+  reference.def("graph_step", &referenceGraphStep, nb::arg("tokens"),
+                nb::arg("labels"), nb::arg("position_ids"),
+                nb::arg("loss_mask"), nb::arg("cu_seqlens"),
+                nb::arg("cu_seqlens_padded"), nb::arg("num_seqs"),
+                nb::arg("cp_rank"), nb::arg("C"), nb::arg("cp"), nb::arg("N"));
+  reference.def("seq_idx", &referenceSeqIdx, nb::arg("cu_seqlens"),
+                nb::arg("total_tokens"));
+}

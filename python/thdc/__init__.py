@@ -1,0 +1,145 @@
+"""thdc from Python: THD data preparation as one fused, CUDA-graph-capturable
+kernel, called on DLPack arrays (PyTorch, CuPy, NumPy, JAX).
+
+    import thdc
+    step = thdc.load("step.bundle")              # a bundle written by `thdc`
+    step = thdc.compile("pipeline.mlir", {"C": 32768, "cp": 2, "N": 64})  # JIT
+    out = step(tokens, labels, ..., out=static_outputs)   # no alloc, no sync
+
+A call checks every argument against the signature (dtype, shape,
+contiguity, device) and raises TypeError or ValueError naming the argument.
+It launches on `stream=` when given, else on the current stream of the
+arrays' framework (PyTorch's, CuPy's), on `device=` when given, else on the
+current device (what torch.cuda.set_device selects). Without a GPU the same
+calls run the bundle's host code on NumPy arrays.
+"""
+from __future__ import annotations
+
+import collections
+import keyword
+import os
+from typing import Mapping, NamedTuple, Optional, Union
+
+from . import _thdc
+from ._thdc import Kernel, cuda_available, current_device, has_jit
+
+__all__ = [
+    "Arg",
+    "Kernel",
+    "compile",
+    "cuda_available",
+    "current_device",
+    "has_jit",
+    "load",
+    "reference",
+    "signature",
+]
+__version__ = "0.1.0"
+
+reference = _thdc.reference
+
+
+class Arg(NamedTuple):
+    """One buffer of a kernel's signature."""
+
+    name: str
+    dtype: str  # "bool", "int32", "int64", "float32", ...
+    shape: tuple
+    direction: str  # "input" or "output"
+
+
+def signature(kernel: Kernel) -> list:
+    """The kernel's buffers as `Arg`s: inputs, then outputs."""
+    return [Arg(*entry) for entry in kernel.signature]
+
+
+def _allocate(like, dtype: str, elements: int, device_type: int, device_id: int):
+    """Allocates one output in the framework of the first input `like`."""
+    framework = type(like).__module__.split(".")[0]
+    on_gpu = device_type == 2
+    if framework == "torch":
+        import torch
+
+        device = torch.device("cuda", device_id) if on_gpu else torch.device("cpu")
+        return torch.empty(elements, dtype=getattr(torch, dtype), device=device)
+    if framework == "cupy":
+        import cupy
+
+        with cupy.cuda.Device(device_id):
+            return cupy.empty(elements, dtype=dtype)
+    if not on_gpu:
+        import numpy
+
+        return numpy.empty(elements, dtype=dtype)
+    raise TypeError(
+        f"thdc cannot allocate GPU outputs for {type(like).__module__}."
+        f"{type(like).__name__} inputs; pass out= (arrays from torch or CuPy)"
+    )
+
+
+def _finish(kernel: Kernel) -> Kernel:
+    outputs = [a.name for a in signature(kernel) if a.direction == "output"]
+    valid = all(n.isidentifier() and not keyword.iskeyword(n) for n in outputs)
+    if valid and len(set(outputs)) == len(outputs):
+        kernel._set_result_type(
+            collections.namedtuple(f"{kernel.entry}_outputs", outputs)
+        )
+    kernel._set_allocator(_allocate)
+    return kernel
+
+
+def load(
+    bundle: Union[str, os.PathLike],
+    *,
+    backend: str = "auto",
+    cache_dir: str = "",
+    device: int = -1,
+) -> Kernel:
+    """Loads a bundle written by `thdc` (a folder with manifest.json).
+
+    backend: "auto" (the GPU if there is one, else the host code), "cuda" or
+    "host". device: whose module is loaded now (-1: the current device);
+    other devices load theirs on their first call. cache_dir: where
+    driver-compiled cubins are kept ($THDC_CACHE_DIR by default).
+    """
+    return _finish(_thdc.load(os.fspath(bundle), backend, cache_dir, device))
+
+
+def compile(
+    pipeline: Union[str, os.PathLike],
+    params: Optional[Mapping[str, int]] = None,
+    *,
+    backend: str = "auto",
+    cache_dir: str = "",
+) -> Kernel:
+    """Compiles pipeline text, or a .mlir file, with parameter values.
+
+    Compiled kernels are cached in memory and on disk (cache_dir, else
+    $THDC_CACHE_DIR, else ~/.cache/thdc; "-" for no disk cache), keyed by the
+    text, the parameters, the chip and the compiler's version.
+    `kernel.compile_info` says how the call was served. Needs a build of
+    thdc with MLIR (`thdc.has_jit`); elsewhere load a bundle instead.
+    """
+    if not has_jit:
+        raise RuntimeError(
+            "this build of thdc has no JIT (it was built without MLIR): "
+            "compile a bundle with the `thdc` tool and use thdc.load()"
+        )
+    source_name = "pipeline.mlir"
+    text = os.fspath(pipeline)
+    if isinstance(pipeline, os.PathLike) or (
+        "\n" not in text and text.endswith(".mlir")
+    ):
+        source_name = text
+        with open(text, encoding="utf-8") as f:
+            text = f.read()
+    values = {str(k): int(v) for k, v in (params or {}).items()}
+    return _finish(_thdc.compile(text, values, backend, cache_dir, source_name))
+
+
+def pipeline_path(name: str) -> str:
+    """The path of a pipeline shipped with the package (e.g. "megatron_step")."""
+    path = os.path.join(os.path.dirname(__file__), "pipelines", name + ".mlir")
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"thdc ships no pipeline named {name!r}")
+    return path
