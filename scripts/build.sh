@@ -8,6 +8,7 @@ if [ ! -f "$build/build.ninja" ]; then
     -DCMAKE_BUILD_TYPE=Release \
     -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir \
     -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit \
-    -DMLIR_LINK_MLIR_DYLIB=ON
+    -DMLIR_LINK_MLIR_DYLIB=ON \
+    -DPython_EXECUTABLE="$(python3 -c 'import sys; print(sys.executable)')"
 fi
 cmake --build "$build" -j "$(nproc)"

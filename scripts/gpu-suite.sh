@@ -8,8 +8,13 @@
 #   jit:   cold and warm JIT compile times, when a thdc-embed binary and the
 #          LLVM/MLIR runtime libraries are given (THDC_EMBED, THDC_MLIR_DEBS);
 #   bench: bench/thdc_bench and bench/eager.py in one run, then
-#          bench/report.py writes the results table.
-#   scripts/gpu-suite.sh [check|jit|bench|all] RESULTS_DIR
+#          bench/report.py writes the results table;
+#   python: the Python package built there (nanobind) and its pytest suites
+#          on PyTorch (test/python), torchrun with cp = 2 when there are two
+#          GPUs, and bench/python_call.py beside bench/thdc_bench.
+#   scripts/gpu-suite.sh [check|jit|bench|python|all][,...] RESULTS_DIR
+# A Python package missing there (megatron-core) can be given as wheels in
+# THDC_WHEELS; they are installed into a temporary folder.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 mode=${1:-all}
@@ -28,10 +33,12 @@ run() { # name command...: logs to $out/name.txt, keeps going on failure
 }
 
 { date -u +"%Y-%m-%d %H:%M UTC"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; nvcc --version | tail -1; } > "$out/machine.txt" 2>&1
-cmake -G Ninja -S "$root" -B "$build" -DTHDC_RUNTIME_ONLY=ON -DCMAKE_BUILD_TYPE=Release > "$out/build.txt" 2>&1 &&
+wants() { [[ ",$mode," == *",$1,"* || ",$mode," == *",all,"* ]]; }
+cmake -G Ninja -S "$root" -B "$build" -DTHDC_RUNTIME_ONLY=ON -DCMAKE_BUILD_TYPE=Release \
+  -DPython_EXECUTABLE="$(python3 -c 'import sys; print(sys.executable)')" > "$out/build.txt" 2>&1 &&
   cmake --build "$build" >> "$out/build.txt" 2>&1 || { echo "build failed"; tail -30 "$out/build.txt"; exit 1; }
 
-if [ "$mode" = check ] || [ "$mode" = all ]; then
+if wants check; then
   export THDC_CACHE_DIR=$(mktemp -d)
   run gpu-suite "$build/bin/thdc-runtime-check" --replays 1000 "$bundles"/check/*
   run gpu-suite-cached "$build/bin/thdc-runtime-check" --replays 10 --microbatches 2 "$bundles"/check/C32768_cp2_N64
@@ -43,7 +50,7 @@ if [ "$mode" = check ] || [ "$mode" = all ]; then
   done
 fi
 
-if [ "$mode" = jit ] || [ "$mode" = all ]; then
+if wants jit; then
   if [ -n "${THDC_EMBED:-}" ] && [ -n "${THDC_MLIR_DEBS:-}" ]; then
     libs=$(mktemp -d)
     for deb in "$THDC_MLIR_DEBS"/*.deb; do dpkg -x "$deb" "$libs"; done
@@ -58,7 +65,7 @@ if [ "$mode" = jit ] || [ "$mode" = all ]; then
   fi
 fi
 
-if [ "$mode" = bench ] || [ "$mode" = all ]; then
+if wants bench; then
   run bench-thdc sh -c "\"$build/bench/thdc_bench\" \"$bundles/bench\" > \"$out/bench.jsonl\""
   for variant in "$bundles"/bench-*; do # launch-geometry variants, if any
     [ -d "$variant" ] || continue
@@ -69,5 +76,26 @@ if [ "$mode" = bench ] || [ "$mode" = all ]; then
   run bench-eager-check python3 "$root/bench/eager.py" --selftest
   run bench-eager python3 "$root/bench/eager.py" --time --iters 100 --json "$out/eager.json"
   run bench-report python3 "$root/bench/report.py" "$out/bench.jsonl" "$out/eager.json" "$out/machine.txt" --output "$out/RESULTS.md"
+fi
+if wants python; then
+  if [ -n "${THDC_WHEELS:-}" ]; then
+    site=$(mktemp -d)
+    python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" "$THDC_WHEELS"/*.whl &&
+      export PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH}
+  fi
+  export PYTHONPATH=$build/python${PYTHONPATH:+:$PYTHONPATH} THDC_BUNDLES=$bundles
+  export THDC_CACHE_DIR=$(mktemp -d)
+  run python-pytest python3 -m pytest -v -p no:cacheprovider "$root/test/python"
+  gpus=$(python3 -c 'import torch; print(torch.cuda.device_count())')
+  if [ "$gpus" -ge 2 ]; then
+    export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+    run python-torchrun torchrun --standalone --nproc-per-node 2 "$root/test/python/torchrun_cp.py" \
+      --bundle "$bundles/python/megatron_step_C1024_cp2_N33" --microbatches 500
+  else
+    echo "== python-torchrun: skipped (one GPU)" | tee -a "$out/summary.txt"
+  fi
+  run python-bench-cpp sh -c "\"$build/bench/thdc_bench\" \"$bundles/bench\" > \"$out/python-bench-cpp.jsonl\""
+  run python-bench python3 "$root/bench/python_call.py" "$bundles/bench" \
+    --json "$out/python-call.jsonl" --cpp "$out/python-bench-cpp.jsonl"
 fi
 exit $status

@@ -13,4 +13,10 @@ if [ ${#missing[@]} -gt 0 ]; then
   $sudo_cmd apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}"
 fi
+# The Python package: nanobind to build it, NumPy and pytest to test it (on
+# the CPU path; PyTorch is only needed for the GPU tests).
+python_packages=(nanobind==3.1.0 numpy pytest)
+if ! python3 -c "import nanobind, numpy, pytest" 2>/dev/null; then
+  python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore "${python_packages[@]}"
+fi
 echo "thdc dependencies are installed."

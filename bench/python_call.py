@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""thdc from Python on a GPU: the host time of one call with the outputs
+given, and the device time of a graph replay captured from Python, for the
+benchmark's bundles (bench/inputs.py data, the last CP rank, as
+bench/thdc_bench does for the C++ path).
+
+    python3 bench/python_call.py BUNDLE_ROOT [--json FILE] [--cpp BENCH.jsonl]
+
+Host time: calls are issued in bursts of 200 (well under the driver's launch
+queue, so the GPU never holds the host back), each burst timed with a host
+clock; the median burst's time per call is reported, for thdc's checked
+call on torch tensors and for `launch_pointers` (the C++ launch path with no
+argument checks). Device time: one call captured in torch.cuda.graph, CUDA
+events around each replay (the median, as thdc_bench's device_us), and the
+mean of 1000 back-to-back replays. With --cpp (thdc_bench's output from the
+same run) a Markdown table sets each Python replay beside the C++ path's
+(`thdc_graph`: a CapturedLaunch replayed on the same data)."""
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(__file__))
+import inputs as bench_inputs  # noqa: E402
+import thdc  # noqa: E402
+
+NAMES = ("tokens", "labels", "position_ids", "loss_mask", "cu_seqlens",
+         "cu_seqlens_padded", "num_seqs", "cp_rank")
+
+
+def host_micros_per_call(call, bursts=50, burst=200):
+    for _ in range(burst):
+        call()
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(bursts):
+        start = time.perf_counter()
+        for _ in range(burst):
+            call()
+        samples.append((time.perf_counter() - start) / burst * 1e6)
+        torch.cuda.synchronize()
+    return statistics.median(samples)
+
+
+def replay_micros(graph, iterations=1000):
+    for _ in range(50):
+        graph.replay()
+    torch.cuda.synchronize()
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+              for _ in range(iterations)]
+    for begin, end in events:
+        begin.record()
+        graph.replay()
+        end.record()
+    torch.cuda.synchronize()
+    latency = statistics.median(b.elapsed_time(e) * 1000 for b, e in events)
+    first, last = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    first.record()
+    for _ in range(iterations):
+        graph.replay()
+    last.record()
+    torch.cuda.synchronize()
+    return latency, first.elapsed_time(last) * 1000 / iterations
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("bundle_root")
+    parser.add_argument("--json", default=None)
+    parser.add_argument("--cpp", default=None, help="thdc_bench output of the same run")
+    args = parser.parse_args()
+    rows = []
+    for C, cp, N in bench_inputs.CONFIGS:
+        path = os.path.join(args.bundle_root, f"C{C}_cp{cp}_N{N}")
+        if not os.path.isdir(path):
+            print(f"skipping {path}: no bundle", file=sys.stderr)
+            continue
+        kernel = thdc.load(path, backend="cuda")
+        for mix in ("long", "short"):
+            mb = bench_inputs.generate(C, cp, N, mix, 1)
+            data = bench_inputs.pipeline_inputs(mb, cp - 1)
+            dtypes = {"loss_mask": torch.float32, "cu_seqlens": torch.int32,
+                      "cu_seqlens_padded": torch.int32, "num_seqs": torch.int32,
+                      "cp_rank": torch.int32}
+            ins = [torch.tensor(data[n], dtype=dtypes.get(n, torch.int64), device="cuda")
+                   for n in NAMES]
+            outs = list(kernel(*ins))
+            expected = thdc.reference.graph_step(*(t.cpu().numpy() for t in ins[:6]),
+                                                 mb.num_seqs, cp - 1, C, cp, N)
+            ok = torch.equal(outs[0].cpu(), torch.from_numpy(expected["tokens"])) and \
+                int(outs[8].item()) == expected["status"]
+            pointers = [t.data_ptr() for t in ins + outs]
+            stream = torch.cuda.current_stream().cuda_stream
+            checked = host_micros_per_call(lambda: kernel(*ins, out=outs))
+            raw = host_micros_per_call(lambda: kernel.launch_pointers(pointers, stream))
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                kernel(*ins, out=outs)
+            latency, throughput = replay_micros(graph)
+            row = {"C": C, "cp": cp, "N": N, "mix": mix, "num_seqs": mb.num_seqs,
+                   "tensors": len(ins) + len(outs), "correct": ok,
+                   "python_call_us": round(checked, 3),
+                   "launch_pointers_us": round(raw, 3),
+                   "graph_replay_event_us": round(latency, 3),
+                   "graph_replay_mean_us": round(throughput, 3),
+                   "device": torch.cuda.get_device_name()}
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            for row in rows:
+                f.write(json.dumps(row) + "\n")
+    if args.cpp:
+        cpp = {}
+        with open(args.cpp) as f:
+            for line in f:
+                entry = json.loads(line)
+                if entry.get("variant") == "thdc_graph":
+                    cpp[(entry["C"], entry["cp"], entry["N"], entry["mix"])] = entry
+        print("\n| C | cp | N | mix | Python call, outputs given (µs, host) "
+              "| launch_pointers (µs, host) | graph replay from Python (µs, events) "
+              "| C++ CapturedLaunch replay (µs, events) | Python replay, back to back (µs) |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        for r in rows:
+            c = cpp.get((r["C"], r["cp"], r["N"], r["mix"]), {})
+            print(f"| {r['C']} | {r['cp']} | {r['N']} | {r['mix']} | {r['python_call_us']:.2f} "
+                  f"| {r['launch_pointers_us']:.2f} | {r['graph_replay_event_us']:.2f} "
+                  f"| {c.get('device_us', float('nan')):.2f} | {r['graph_replay_mean_us']:.2f} |")
+    return 0 if rows and all(r["correct"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,84 @@
+"""thdc kernels as PyTorch custom ops, so that torch.compile traces through a
+call without a graph break.
+
+    import thdc, thdc.torch
+    kernel = thdc.load("step.bundle")
+    op = thdc.torch.op(kernel)          # op(*inputs) -> list of outputs
+    op_out = thdc.torch.op(kernel, out=True)   # op_out(inputs, outputs)
+
+Both ops are registered once (`thdc::run`, functional, outputs allocated;
+`thdc::run_out`, writes into given outputs); a kernel is named by a string key,
+and the fake implementations give the output shapes from its signature.
+"""
+from __future__ import annotations
+
+from typing import Callable, Dict, List
+
+import torch
+
+from . import Kernel, signature
+
+_KERNELS: Dict[str, Kernel] = {}
+
+
+def register(kernel: Kernel, name: str = "") -> str:
+    """Makes `kernel` callable through the custom ops under a key."""
+    key = name or f"{kernel.entry}:{id(kernel):x}"
+    existing = _KERNELS.get(key)
+    if existing is not None and existing is not kernel:
+        raise ValueError(f"a different kernel is registered as {key!r}")
+    _KERNELS[key] = kernel
+    return key
+
+
+def _kernel(key: str) -> Kernel:
+    try:
+        return _KERNELS[key]
+    except KeyError:
+        raise KeyError(f"no thdc kernel is registered as {key!r}") from None
+
+
+def _output_specs(key: str):
+    return [a for a in signature(_kernel(key)) if a.direction == "output"]
+
+
+@torch.library.custom_op("thdc::run", mutates_args=())
+def run(key: str, inputs: List[torch.Tensor]) -> List[torch.Tensor]:
+    """Runs kernel `key` on `inputs`; outputs are allocated on their device."""
+    return list(_kernel(key)(*inputs))
+
+
+@run.register_fake
+def _run_fake(key: str, inputs: List[torch.Tensor]) -> List[torch.Tensor]:
+    device = inputs[0].device if inputs else torch.device("cpu")
+    return [
+        torch.empty(a.shape, dtype=getattr(torch, a.dtype), device=device)
+        for a in _output_specs(key)
+    ]
+
+
+@torch.library.custom_op("thdc::run_out", mutates_args=("outputs",))
+def run_out(key: str, inputs: List[torch.Tensor], outputs: List[torch.Tensor]) -> None:
+    """Runs kernel `key`, writing into `outputs` (no allocation)."""
+    _kernel(key)(*inputs, out=outputs)
+
+
+@run_out.register_fake
+def _run_out_fake(key: str, inputs: List[torch.Tensor], outputs: List[torch.Tensor]) -> None:
+    return None
+
+
+def op(kernel: Kernel, *, out: bool = False, name: str = "") -> Callable:
+    """A callable over the custom op for `kernel`: `f(*inputs)` returning the
+    outputs, or with out=True `f(inputs, outputs)` writing into them."""
+    key = register(kernel, name)
+    if out:
+        def call_out(inputs, outputs):
+            torch.ops.thdc.run_out(key, list(inputs), list(outputs))
+
+        return call_out
+
+    def call(*inputs):
+        return torch.ops.thdc.run(key, list(inputs))
+
+    return call

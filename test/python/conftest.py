@@ -1,0 +1,32 @@
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+import thdc  # noqa: E402
+
+SOURCE_DIR = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+EXAMPLE = os.path.join(SOURCE_DIR, "examples", "megatron_graph_step.mlir")
+
+
+def build_bin_dir():
+    return os.environ.get("THDC_BIN_DIR", os.path.join(SOURCE_DIR, "build", "bin"))
+
+
+@pytest.fixture(scope="session")
+def cache_dir(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("thdc-cache"))
+
+
+@pytest.fixture(scope="session")
+def compile_host(cache_dir):
+    """Compiles a pipeline for the host CPU through the JIT (cached)."""
+    if not thdc.has_jit:
+        pytest.skip("this build of thdc has no JIT")
+
+    def compile_(path, **params):
+        return thdc.compile(path, params, backend="host", cache_dir=cache_dir)
+
+    return compile_

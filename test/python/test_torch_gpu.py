@@ -1,0 +1,359 @@
+"""thdc from PyTorch on a GPU: calls on torch tensors against the reference,
+one call captured in torch.cuda.graph and replayed with new microbatches,
+torch.compile through the custom op, the megatron drop-in (PackedSeqParams,
+seq_idx against megatron-core, capture), PyTorch's variable-length attention
+fed with the outputs, CuPy arrays, no host synchronisation, and, with two
+GPUs, the caller's device. Skipped without PyTorch or a GPU.
+
+Kernels come from bundles compiled elsewhere (THDC_BUNDLES, written by
+scripts/make-gpu-bundles.sh) or, where thdc has a JIT, are compiled here."""
+import os
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA device", allow_module_level=True)
+
+import thdc  # noqa: E402
+import thdc.megatron  # noqa: E402
+import thdc.torch  # noqa: E402
+from conftest import EXAMPLE, SOURCE_DIR  # noqa: E402
+from microbatches import INPUTS, mismatches, random_microbatch, reference  # noqa: E402
+
+BUNDLES = os.environ.get("THDC_BUNDLES", os.path.join(SOURCE_DIR, "build-gpu-bundles"))
+
+
+def bundle_name(pipeline, C, cp, N):
+    return f"{pipeline}_C{C}_cp{cp}_N{N}"
+
+
+def gpu_kernel(pipeline, C, cp, N, device=-1):
+    """The kernel of `pipeline` ("megatron_graph_step" or "megatron_step")."""
+    path = os.path.join(BUNDLES, "python", bundle_name(pipeline, C, cp, N))
+    if os.path.isdir(path):
+        return thdc.load(path, backend="cuda", device=device), path
+    if thdc.has_jit:
+        source = EXAMPLE if pipeline == "megatron_graph_step" else thdc.pipeline_path(pipeline)
+        return thdc.compile(source, {"C": C, "cp": cp, "N": N}, backend="cuda"), None
+    pytest.skip(f"no bundle {path} and no JIT")
+
+
+def to_device(mb, device="cuda"):
+    return {k: torch.from_numpy(v).to(device) for k, v in mb.items()}
+
+
+def host(outputs):
+    return {k: v.cpu().numpy() for k, v in outputs._asdict().items()}
+
+
+def test_torch_tensors_match_reference():
+    C, cp, N = 1024, 2, 33
+    kernel, _ = gpu_kernel("megatron_graph_step", C, cp, N)
+    assert kernel.backend == "cuda"
+    rng = np.random.default_rng(1)
+    for _ in range(50):
+        mb = random_microbatch(rng, C, cp, N)
+        out = kernel(**to_device(mb))
+        assert mismatches(host(out), reference(mb, C, cp, N)) == []
+
+
+def test_graph_capture_replays_with_new_microbatches():
+    """One call captured in torch.cuda.graph, replayed 1000 times; before each
+    replay a new microbatch (new num_seqs and lengths) is copied into the
+    static inputs, and after it every output is compared with the reference."""
+    C, cp, N = 1024, 2, 33
+    kernel, _ = gpu_kernel("megatron_graph_step", C, cp, N)
+    rng = np.random.default_rng(2)
+    static_in = to_device(random_microbatch(rng, C, cp, N))
+    spec = [a for a in thdc.signature(kernel) if a.direction == "output"]
+    static_out = [torch.empty(a.shape, dtype=getattr(torch, a.dtype), device="cuda") for a in spec]
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up outside the capture
+        kernel(**static_in, out=static_out)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        kernel(**static_in, out=static_out)
+    failures, num_seqs_seen = [], set()
+    for replay in range(1000):
+        mb = random_microbatch(rng, C, cp, N)
+        num_seqs_seen.add(int(mb["num_seqs"][0]))
+        for name, value in mb.items():
+            static_in[name].copy_(torch.from_numpy(value))
+        for t in static_out:
+            t.fill_(0x55 if t.dtype != torch.bool else True)
+        graph.replay()
+        outputs = dict(zip((a.name for a in spec), (t.cpu().numpy() for t in static_out)))
+        bad = mismatches(outputs, reference(mb, C, cp, N))
+        if bad:
+            failures.append((replay, bad))
+    assert failures == []
+    assert len(num_seqs_seen) > 10
+
+
+def test_calls_with_outputs_given_do_not_synchronise():
+    C, cp, N = 1024, 2, 33
+    kernel, _ = gpu_kernel("megatron_graph_step", C, cp, N)
+    inputs = to_device(random_microbatch(np.random.default_rng(3), C, cp, N))
+    outputs = kernel(**inputs)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for _ in range(10):
+            kernel(**inputs, out=outputs)
+        kernel(**inputs, out=outputs, stream=torch.cuda.current_stream())
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+
+
+def test_runs_on_the_current_torch_stream():
+    C, cp, N = 1024, 2, 33
+    kernel, _ = gpu_kernel("megatron_graph_step", C, cp, N)
+    mb = random_microbatch(np.random.default_rng(4), C, cp, N)
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        inputs = to_device(mb)
+        out = kernel(**inputs)
+        # Ordered after the copies on this stream, and before this read.
+        result = host(out)
+    assert mismatches(result, reference(mb, C, cp, N)) == []
+
+
+def test_bad_calls_on_gpu_raise():
+    C, cp, N = 1024, 2, 33
+    kernel, _ = gpu_kernel("megatron_graph_step", C, cp, N)
+    mb = random_microbatch(np.random.default_rng(5), C, cp, N)
+    inputs = to_device(mb)
+    cpu_inputs = dict(inputs, tokens=inputs["tokens"].cpu())
+    with pytest.raises(ValueError, match="input 'tokens' is in cpu, but the kernel runs on cuda:"):
+        kernel(**cpu_inputs)
+    with pytest.raises(TypeError, match="input 'labels' must have dtype int64; got int32"):
+        kernel(**dict(inputs, labels=inputs["labels"].int()))
+    strided = torch.zeros(2 * C * cp, dtype=torch.int64, device="cuda")[::2]
+    with pytest.raises(ValueError, match="input 'tokens' must be contiguous"):
+        kernel(**dict(inputs, tokens=strided))
+    with pytest.raises(ValueError, match="must have shape"):
+        kernel(**dict(inputs, cu_seqlens=inputs["cu_seqlens"][:-1]))
+
+
+def test_torch_compile_traces_through_the_custom_op():
+    C, cp, N = 1024, 2, 33
+    kernel, _ = gpu_kernel("megatron_graph_step", C, cp, N)
+    run = thdc.torch.op(kernel)
+    mb = random_microbatch(np.random.default_rng(6), C, cp, N)
+    inputs = [to_device(mb)[name] for name in INPUTS]
+
+    @torch.compile(fullgraph=True, backend="aot_eager")
+    def step(*args):
+        outs = run(*args)
+        return outs[0] * 2, outs[8]
+
+    doubled, status = step(*inputs)
+    expected = reference(mb, C, cp, N)
+    assert np.array_equal(doubled.cpu().numpy(), expected["tokens"] * 2)
+    assert int(status.item()) == expected["status"]
+
+    run_out = thdc.torch.op(kernel, out=True)
+    outs = list(kernel(*inputs))
+    for t in outs:
+        t.zero_()
+
+    @torch.compile(fullgraph=True, backend="aot_eager")
+    def step_out(args, results):
+        run_out(args, results)
+        return results[0] + 0
+
+    assert np.array_equal(step_out(inputs, outs).cpu().numpy(), expected["tokens"])
+
+
+def test_cupy_arrays():
+    cupy = pytest.importorskip("cupy")
+    C, cp, N = 1024, 2, 33
+    kernel, _ = gpu_kernel("megatron_graph_step", C, cp, N)
+    mb = random_microbatch(np.random.default_rng(7), C, cp, N)
+    out = kernel(**{k: cupy.asarray(v) for k, v in mb.items()})
+    assert type(out.tokens).__module__.startswith("cupy")
+    assert mismatches({k: cupy.asnumpy(v) for k, v in out._asdict().items()},
+                      reference(mb, C, cp, N)) == []
+
+
+def step_inputs(mb, C, cp):
+    """A microbatch as the reference framework hands it over: data [1, T]
+    with T the packed rows, cu arrays of num_seqs+1 entries."""
+    n = int(mb["num_seqs"][0])
+    rows = int(mb["cu_seqlens_padded"][n])
+    take = lambda name, count: torch.from_numpy(mb[name][:count].copy()).cuda()
+    return dict(
+        tokens=take("tokens", rows).view(1, -1), labels=take("labels", rows).view(1, -1),
+        loss_mask=take("loss_mask", rows).view(1, -1),
+        position_ids=take("position_ids", rows).view(1, -1),
+        cu_seqlens=take("cu_seqlens", n + 1), cu_seqlens_padded=take("cu_seqlens_padded", n + 1))
+
+
+@pytest.mark.parametrize("cp", [1, 2])
+def test_megatron_graph_step_dropin(cp):
+    C, N = 1024, 33 if cp > 1 else 17
+    kernel, bundle = gpu_kernel("megatron_step", C, cp, N)
+    rng = np.random.default_rng(8 + cp)
+    rank = cp - 1
+    step = thdc.megatron.GraphStep(C, N, cp, rank, bundle=bundle)
+    static_batch, params = step.run()
+    # The reference framework's graph-mode convention.
+    assert params.qkv_format == "thd" and params.pad_between_seqs is False
+    assert params.cu_seqlens_q is params.cu_seqlens_kv is params.cu_seqlens_q_padded
+    assert params.cu_seqlens_q_padded is params.cu_seqlens_kv_padded
+    assert params.max_seqlen_q == params.max_seqlen_kv == C * cp
+    assert params.total_tokens is None
+    assert (params.seq_idx is None) == (cp > 1)
+    assert static_batch["tokens"].shape == (1, C) and static_batch["padding_mask"].dtype == torch.bool
+
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step.run()
+    flag = torch.zeros(1, dtype=torch.int32, device="cuda")
+    for trial in range(200):
+        mb = random_microbatch(rng, C, cp, N, rank=rank)
+        if trial % 2:
+            step.load_inputs(**step_inputs(mb, C, cp))
+            graph.replay()
+        else:
+            batch, params = step(**step_inputs(mb, C, cp))
+            assert batch["tokens"] is static_batch["tokens"]
+        step.accumulate_status(flag)
+        expected = reference(mb, C, cp, N)
+        got = host(step.outputs)
+        assert mismatches(got, expected) == [], f"trial {trial}"
+        if cp == 1:
+            assert np.array_equal(got["seq_idx"],
+                                  thdc.reference.seq_idx(expected["cu_seqlens_padded"], C))
+    assert int(flag.item()) == 0
+
+    compact = thdc.megatron.GraphStep(C, N, cp, rank, bundle=bundle, convention="compact")
+    _, params = compact.run()
+    assert params.pad_between_seqs is True
+    assert params.cu_seqlens_q is compact.outputs.cu_seqlens
+    assert params.cu_seqlens_q_padded is compact.outputs.cu_seqlens_padded
+
+
+def test_megatron_seq_idx_equals_megatron_core():
+    """seq_idx made by the kernel equals what megatron-core's PackedSeqParams
+    computes (outside capture: it synchronises) from the same padded cu
+    array with total_tokens = C."""
+    packed_seq_params = pytest.importorskip("megatron.core.packed_seq_params")
+    C, N = 1024, 17
+    _, bundle = gpu_kernel("megatron_step", C, 1, N)
+    step = thdc.megatron.GraphStep(C, N, 1, 0, bundle=bundle)
+    assert thdc.megatron.USING_MEGATRON_CORE
+    assert isinstance(step.packed_seq_params, packed_seq_params.PackedSeqParams)
+    rng = np.random.default_rng(9)
+    for _ in range(100):
+        mb = random_microbatch(rng, C, 1, N, rank=0)
+        _, params = step(**step_inputs(mb, C, 1))
+        theirs = packed_seq_params.PackedSeqParams(
+            qkv_format="thd", cu_seqlens_q_padded=params.cu_seqlens_q_padded.clone(),
+            total_tokens=C)
+        assert torch.equal(params.seq_idx, theirs.seq_idx)
+
+
+def test_megatron_dropin_under_sync_debug_mode():
+    C, N = 1024, 17
+    _, bundle = gpu_kernel("megatron_step", C, 1, N)
+    step = thdc.megatron.GraphStep(C, N, 1, 0, bundle=bundle)
+    mb = step_inputs(random_microbatch(np.random.default_rng(10), C, 1, N, rank=0), C, 1)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for _ in range(5):
+            step(**mb)
+            step.accumulate_status(torch.zeros(1, dtype=torch.int32, device="cuda"))
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+
+
+def _varlen_attn(q, k, v, cu, max_len):
+    from torch.nn.attention.varlen import varlen_attn
+
+    try:
+        return varlen_attn(q, k, v, cu, cu, max_len, max_len, window_size=(-1, 0))
+    except TypeError:  # releases that spell causal as is_causal
+        return varlen_attn(q, k, v, cu, cu, max_len, max_len, is_causal=True)
+
+
+def test_outputs_drive_varlen_attention():
+    """cp = 1: the step's cu arrays and max_seqlen fed to PyTorch's
+    variable-length (flash) attention give every real token the causal
+    attention over its own sequence, computed separately per sequence."""
+    pytest.importorskip("torch.nn.attention.varlen")
+    C, N, heads, dim = 1024, 17, 4, 64
+    _, bundle = gpu_kernel("megatron_step", C, 1, N)
+    step = thdc.megatron.GraphStep(C, N, 1, 0, bundle=bundle)
+    rng = np.random.default_rng(12)
+    torch.manual_seed(12)
+    checked = 0
+    for _ in range(10):
+        mb = random_microbatch(rng, C, 1, N, rank=0)
+        batch, params = step(**step_inputs(mb, C, 1))
+        q, k, v = (torch.randn(C, heads, dim, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+        out = _varlen_attn(q, k, v, params.cu_seqlens_q, params.max_seqlen_q)
+        n = int(mb["num_seqs"][0])
+        cu, cup = mb["cu_seqlens"], mb["cu_seqlens_padded"]
+        real = ~batch["padding_mask"][0]
+        for i in range(n):
+            start, valid = int(cup[i]), int(cu[i + 1] - cu[i])
+            if valid == 0:
+                continue
+            rows = slice(start, start + valid)
+            assert bool(real[rows].all())
+            expected = torch.nn.functional.scaled_dot_product_attention(
+                q[rows].transpose(0, 1).float(), k[rows].transpose(0, 1).float(),
+                v[rows].transpose(0, 1).float(), is_causal=True).transpose(0, 1)
+            torch.testing.assert_close(out[rows].float(), expected, atol=2e-2, rtol=2e-2)
+            checked += 1
+    assert checked > 20
+
+
+two_gpus = pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
+
+
+@two_gpus
+def test_set_device_1_runs_on_device_1():
+    C, cp, N = 1024, 2, 33
+    mb = random_microbatch(np.random.default_rng(13), C, cp, N)
+    previous = torch.cuda.current_device()
+    try:
+        torch.cuda.set_device(1)
+        kernel, _ = gpu_kernel("megatron_graph_step", C, cp, N)
+        out = kernel(**to_device(mb, "cuda:1"))
+        assert out.tokens.device == torch.device("cuda:1")
+        assert torch.cuda.current_device() == 1 and thdc.current_device() == 1
+        assert mismatches(host(out), reference(mb, C, cp, N)) == []
+    finally:
+        torch.cuda.set_device(previous)
+
+
+@two_gpus
+def test_explicit_device_and_mismatch():
+    C, cp, N = 1024, 2, 33
+    mb = random_microbatch(np.random.default_rng(14), C, cp, N)
+    torch.cuda.set_device(0)
+    kernel, _ = gpu_kernel("megatron_graph_step", C, cp, N, device=0)
+    on_one = to_device(mb, "cuda:1")
+    with pytest.raises(ValueError, match="input 'tokens' is on cuda:1, but the launch is on cuda:0"):
+        kernel(**on_one)
+    # An explicit ordinal: the module is loaded on device 1 at its first call,
+    # on device 1's current stream, and the current device stays 0.
+    out = kernel(**on_one, device=1, stream=torch.cuda.current_stream(1))
+    torch.cuda.synchronize(1)
+    assert torch.cuda.current_device() == 0 and thdc.current_device() == 0
+    assert mismatches(host(out), reference(mb, C, cp, N)) == []
+    # Both devices in one process, interleaved.
+    on_zero = to_device(mb, "cuda:0")
+    for _ in range(3):
+        a = kernel(**on_zero)
+        with torch.cuda.device(1):
+            b = kernel(**on_one)
+        assert torch.equal(a.tokens.cpu(), b.tokens.cpu())
+    assert torch.cuda.current_device() == 0
