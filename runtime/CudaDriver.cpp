@@ -25,14 +25,22 @@ Result<CudaDriver> loadDriver() {
                          "driver for CUDA 12 or newer is required");
   CudaDriver driver;
   CUdriverProcAddressQueryResult found;
-  // Names without the _v2 suffixes: cuGetProcAddress picks the version that
-  // matches the CUDA headers this runtime was built with.
-#define THDC_RESOLVE(name)                                                     \
-  if (getProc(#name, reinterpret_cast<void **>(&driver.name), CUDA_VERSION,    \
+  // Names without the _v2 suffixes (stringized before cuda.h's macros can
+  // expand them): cuGetProcAddress picks the version that matches the CUDA
+  // headers this runtime was built with, or the one named in
+  // THDC_CUDA_VERSIONED_FUNCTIONS.
+#define THDC_RESOLVE_AT(member, symbol, version)                               \
+  if (getProc(symbol, reinterpret_cast<void **>(&driver.member), version,      \
               CU_GET_PROC_ADDRESS_DEFAULT, &found) != CUDA_SUCCESS ||          \
-      !driver.name)                                                            \
-    return Status::error("the CUDA driver lacks " #name);
+      !driver.member)                                                          \
+    return Status::error("the CUDA driver lacks " symbol);
+#define THDC_RESOLVE(name) THDC_RESOLVE_AT(name, #name, CUDA_VERSION)
+#define THDC_RESOLVE_VERSIONED(name, version)                                  \
+  THDC_RESOLVE_AT(name, #name, version)
   THDC_CUDA_FUNCTIONS(THDC_RESOLVE)
+  THDC_CUDA_VERSIONED_FUNCTIONS(THDC_RESOLVE_VERSIONED)
+#undef THDC_RESOLVE_VERSIONED
+#undef THDC_RESOLVE_AT
 #undef THDC_RESOLVE
 
   CUresult result = driver.cuInit(0);

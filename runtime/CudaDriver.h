@@ -28,7 +28,6 @@ struct CudaDriver {
   X(cuDeviceGetName)                                                           \
   X(cuDevicePrimaryCtxRetain)                                                  \
   X(cuCtxGetCurrent)                                                           \
-  X(cuCtxGetDevice)                                                            \
   X(cuCtxPushCurrent)                                                          \
   X(cuCtxPopCurrent)                                                           \
   X(cuModuleLoadData)                                                          \
@@ -62,8 +61,17 @@ struct CudaDriver {
   X(cuGetErrorName)                                                            \
   X(cuGetErrorString)
 
+// Entry points whose newest version (the one cuGetProcAddress returns for
+// CUDA_VERSION) has another signature than the header's name: resolved at
+// the version that header declares. CUDA 13 added cuCtxGetDevice(device,
+// context); cuda.h's cuCtxGetDevice is still the CUDA 2.0 one.
+#define THDC_CUDA_VERSIONED_FUNCTIONS(X) X(cuCtxGetDevice, 2000)
+
 #define THDC_DECLARE(name) decltype(&::name) name = nullptr;
+#define THDC_DECLARE_VERSIONED(name, version) THDC_DECLARE(name)
   THDC_CUDA_FUNCTIONS(THDC_DECLARE)
+  THDC_CUDA_VERSIONED_FUNCTIONS(THDC_DECLARE_VERSIONED)
+#undef THDC_DECLARE_VERSIONED
 #undef THDC_DECLARE
 
   /// Most devices the runtime addresses (ordinals 0 .. kMaxDevices-1).
