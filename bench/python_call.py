@@ -10,11 +10,10 @@ Host time: calls are issued in bursts of 200 (well under the driver's launch
 queue, so the GPU never holds the host back), each burst timed with a host
 clock; the median burst's time per call is reported, for thdc's checked
 call on torch tensors and for `launch_pointers` (the C++ launch path with no
-argument checks). Device time: one call captured in torch.cuda.graph, CUDA
-events around each replay (the median, as thdc_bench's device_us), and the
-mean of 1000 back-to-back replays. With --cpp (thdc_bench's output from the
-same run) a Markdown table sets each Python replay beside the C++ path's
-(`thdc_graph`: a CapturedLaunch replayed on the same data)."""
+argument checks). Device time: one call captured in torch.cuda.graph, and
+the same launch captured by the runtime's own CapturedLaunch (the C++ path),
+each timed three ways (replay_micros). With --cpp (thdc_bench's output from
+the same run) the Markdown table also shows thdc_bench's graph timing."""
 import argparse
 import json
 import os
@@ -33,7 +32,7 @@ NAMES = ("tokens", "labels", "position_ids", "loss_mask", "cu_seqlens",
 
 
 def host_micros_per_call(call, bursts=50, burst=200):
-    for _ in range(burst):
+    for _ in range(5 * burst):
         call()
     torch.cuda.synchronize()
     samples = []
@@ -46,25 +45,45 @@ def host_micros_per_call(call, bursts=50, burst=200):
     return statistics.median(samples)
 
 
-def replay_micros(graph, iterations=1000):
+def replay_micros(replay, iterations=1000, batch=200):
+    """Three timings of a replay: `latency`, CUDA events around each replay
+    issued to an idle GPU (so the host's submission is inside the pair, as
+    thdc_bench's device_us); `device`, events around each replay while a
+    sleeping kernel holds the GPU until every replay of a batch is queued (so
+    a pair spans the replay's own device time); `mean`, back-to-back replays."""
     for _ in range(50):
-        graph.replay()
+        replay()
     torch.cuda.synchronize()
-    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-              for _ in range(iterations)]
+
+    def pairs(count):
+        return [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                for _ in range(count)]
+
+    events = pairs(iterations)
     for begin, end in events:
         begin.record()
-        graph.replay()
+        replay()
         end.record()
-    torch.cuda.synchronize()
+        end.synchronize()
     latency = statistics.median(b.elapsed_time(e) * 1000 for b, e in events)
+    device = []
+    for _ in range(iterations // batch):
+        events = pairs(batch)
+        torch.cuda._sleep(20_000_000)  # ~10 ms at 2 GHz: longer than queueing a batch
+        for begin, end in events:
+            begin.record()
+            replay()
+            end.record()
+        torch.cuda.synchronize()
+        device += [b.elapsed_time(e) * 1000 for b, e in events]
     first, last = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     first.record()
     for _ in range(iterations):
-        graph.replay()
+        replay()
     last.record()
     torch.cuda.synchronize()
-    return latency, first.elapsed_time(last) * 1000 / iterations
+    return {"latency": latency, "device": statistics.median(device),
+            "mean": first.elapsed_time(last) * 1000 / iterations}
 
 
 def main():
@@ -100,14 +119,17 @@ def main():
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph):
                 kernel(*ins, out=outs)
-            latency, throughput = replay_micros(graph)
+            torch_graph = replay_micros(graph.replay)
+            runtime_graph = thdc._thdc.capture_pointers(kernel, pointers, stream)
+            cpp_graph = replay_micros(lambda: runtime_graph.replay(stream))
             row = {"C": C, "cp": cp, "N": N, "mix": mix, "num_seqs": mb.num_seqs,
                    "tensors": len(ins) + len(outs), "correct": ok,
                    "python_call_us": round(checked, 3),
                    "launch_pointers_us": round(raw, 3),
-                   "graph_replay_event_us": round(latency, 3),
-                   "graph_replay_mean_us": round(throughput, 3),
                    "device": torch.cuda.get_device_name()}
+            for name, timing in (("torch_graph", torch_graph), ("runtime_graph", cpp_graph)):
+                for key, value in timing.items():
+                    row[f"{name}_{key}_us"] = round(value, 3)
             rows.append(row)
             print(json.dumps(row), flush=True)
     if args.json:
@@ -122,15 +144,18 @@ def main():
                 if entry.get("variant") == "thdc_graph":
                     cpp[(entry["C"], entry["cp"], entry["N"], entry["mix"])] = entry
         print("\n| C | cp | N | mix | Python call, outputs given (µs, host) "
-              "| launch_pointers (µs, host) | graph replay from Python (µs, events) "
-              "| C++ CapturedLaunch replay (µs, events) | Python replay, back to back (µs) |")
+              "| launch_pointers (µs, host) | device time of a replay: torch.cuda.graph "
+              "/ runtime graph (µs) | replay, back to back: torch / runtime (µs) "
+              "| events around a replay on an idle GPU: torch / runtime / thdc_bench (µs) |")
         print("|---|---|---|---|---|---|---|---|---|")
         for r in rows:
             c = cpp.get((r["C"], r["cp"], r["N"], r["mix"]), {})
             print(f"| {r['C']} | {r['cp']} | {r['N']} | {r['mix']} | {r['python_call_us']:.2f} "
-                  f"| {r['launch_pointers_us']:.2f} | {r['graph_replay_event_us']:.2f} "
-                  f"| {c.get('device_us', float('nan')):.2f} | {r['graph_replay_mean_us']:.2f} |")
-    return 0 if rows and all(r["correct"] for r in rows) else 1
+                  f"| {r['launch_pointers_us']:.2f} "
+                  f"| {r['torch_graph_device_us']:.2f} / {r['runtime_graph_device_us']:.2f} "
+                  f"| {r['torch_graph_mean_us']:.2f} / {r['runtime_graph_mean_us']:.2f} "
+                  f"| {r['torch_graph_latency_us']:.2f} / {r['runtime_graph_latency_us']:.2f} "
+                  f"/ {c.get('device_us', float('nan')):.2f} |")
 
 
 if __name__ == "__main__":

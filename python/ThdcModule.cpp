@@ -24,6 +24,7 @@
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
 
 #include <array>
@@ -176,18 +177,25 @@ struct ArrayOwners {
   std::vector<nb::object> objects;
 };
 
-void readArray(nb::handle object, bool writable, const std::string &role,
-               ArrayView &view, ArrayOwners &owners) {
+/// "input 'tokens'" / "output 'status'", for messages.
+std::string roleOf(const BufferDesc &desc) {
+  return (desc.isOutput ? "output " : "input ") + quoted(desc.name);
+}
+
+void readArray(nb::handle object, const BufferDesc &desc, ArrayView &view,
+               ArrayOwners &owners) {
+  bool writable = desc.isOutput;
   if (const dl::ExchangeApi *api = exchangeApiOf(Py_TYPE(object.ptr()))) {
     dl::Tensor tensor;
     if (api->dltensorFromPyObjectNoSync(object.ptr(), &tensor) != 0) {
       nb::python_error error;
-      raiseArgument(PyExc_TypeError, role + " cannot be read through DLPack: " +
+      raiseArgument(PyExc_TypeError, roleOf(desc) +
+                                         " cannot be read through DLPack: " +
                                          std::string(error.what()));
     }
     if (tensor.ndim > int32_t(view.shape.size()))
       raiseArgument(PyExc_ValueError,
-                    role + " has " + std::to_string(tensor.ndim) +
+                    roleOf(desc) + " has " + std::to_string(tensor.ndim) +
                         " dimensions; thdc takes 1-D arrays");
     view.data = static_cast<char *>(tensor.data) + tensor.byteOffset;
     view.device = tensor.device;
@@ -205,7 +213,7 @@ void readArray(nb::handle object, bool writable, const std::string &role,
   auto fill = [&](const auto &nd) {
     if (nd.ndim() > view.shape.size())
       raiseArgument(PyExc_ValueError,
-                    role + " has " + std::to_string(nd.ndim()) +
+                    roleOf(desc) + " has " + std::to_string(nd.ndim()) +
                         " dimensions; thdc takes 1-D arrays");
     view.data = const_cast<void *>(static_cast<const void *>(nd.data()));
     view.device = {nd.device_type(), nd.device_id()};
@@ -234,7 +242,7 @@ void readArray(nb::handle object, bool writable, const std::string &role,
   }
   if (!imported)
     raiseArgument(PyExc_TypeError,
-                  role + " must be an array with DLPack support (torch, "
+                  roleOf(desc) + " must be an array with DLPack support (torch, "
                          "CuPy, NumPy, JAX)" +
                       std::string(writable ? " and writable" : "") +
                       "; got " + nb::type_name(object.type()).c_str());
@@ -242,12 +250,11 @@ void readArray(nb::handle object, bool writable, const std::string &role,
 
 /// Checks `view` against `desc`: dtype, element count in a 1-D (or
 /// [1, n]-like) shape, contiguity.
-void checkArray(const ArrayView &view, const BufferDesc &desc,
-                const std::string &role) {
+void checkArray(const ArrayView &view, const BufferDesc &desc) {
   dl::DataType want = dtypeOf(desc.type);
   if (view.dtype.code != want.code || view.dtype.bits != want.bits ||
       view.dtype.lanes != want.lanes)
-    raiseArgument(PyExc_TypeError, role + " must have dtype " +
+    raiseArgument(PyExc_TypeError, roleOf(desc) + " must have dtype " +
                                        dtypeName(desc.type) + "; got " +
                                        describeDtype(view.dtype));
   int64_t count = 1;
@@ -270,12 +277,13 @@ void checkArray(const ArrayView &view, const BufferDesc &desc,
   };
   if (count != desc.elements || longAxis == -2)
     raiseArgument(PyExc_ValueError,
-                  role + " must have shape (" + std::to_string(desc.elements) +
+                  roleOf(desc) + " must have shape (" +
+                      std::to_string(desc.elements) +
                       ",) (leading dimensions of 1 are accepted); got " +
                       shapeText());
   if (longAxis >= 0 && view.hasStrides && view.strides[longAxis] != 1)
     raiseArgument(PyExc_ValueError,
-                  role + " must be contiguous; its stride is " +
+                  roleOf(desc) + " must be contiguous; its stride is " +
                       std::to_string(view.strides[longAxis]) +
                       " elements (call .contiguous() or pass a copy)");
 }
@@ -443,23 +451,21 @@ public:
     std::array<void *, kMaxArguments> pointers{};
     auto check = [&](int index) {
       const BufferDesc &desc = m.buffers[index];
-      std::string role = (desc.isOutput ? "output " : "input ") +
-                         quoted(desc.name);
-      readArray(objects[index], desc.isOutput, role, views[index], owners);
-      checkArray(views[index], desc, role);
+      readArray(objects[index], desc, views[index], owners);
+      checkArray(views[index], desc);
       const ArrayView &view = views[index];
       if (onGpu) {
         if (view.device.type != dl::kCUDA &&
             view.device.type != dl::kCUDAManaged)
           raiseArgument(PyExc_ValueError,
-                        role + " is in " +
+                        roleOf(desc) + " is in " +
                             describeDevice(view.device.type, view.device.id) +
                             ", but the kernel runs on cuda:" +
                             std::to_string(device) + "; move it to the GPU");
         if (view.device.id != device)
           raiseArgument(
               PyExc_ValueError,
-              role + " is on " +
+              roleOf(desc) + " is on " +
                   describeDevice(view.device.type, view.device.id) +
                   ", but the launch is on cuda:" + std::to_string(device) +
                   (deviceArg.is_none()
@@ -469,7 +475,7 @@ public:
       } else if (view.device.type != dl::kCPU &&
                  view.device.type != dl::kCUDAHost) {
         raiseArgument(PyExc_ValueError,
-                      role + " is on " +
+                      roleOf(desc) + " is on " +
                           describeDevice(view.device.type, view.device.id) +
                           ", but this kernel runs on the host CPU (no GPU "
                           "was found when it was loaded)");
@@ -523,18 +529,21 @@ public:
     if (!launched)
       raiseArgument(PyExc_RuntimeError, launched.message());
 
-    PyObject *result = PyTuple_New(Py_ssize_t(outputs_.size()));
+    // The named tuple is made directly (its type is a tuple subclass): its
+    // Python-level __new__ would cost more than the rest of the call.
+    PyObject *result =
+        resultType.is_none()
+            ? PyTuple_New(Py_ssize_t(outputs_.size()))
+            : reinterpret_cast<PyTypeObject *>(resultType.ptr())
+                  ->tp_alloc(reinterpret_cast<PyTypeObject *>(resultType.ptr()),
+                             Py_ssize_t(outputs_.size()));
+    if (!result)
+      throw nb::python_error();
     for (size_t i = 0; i < outputs_.size(); ++i) {
       Py_INCREF(objects[outputs_[i]]);
       PyTuple_SET_ITEM(result, Py_ssize_t(i), objects[outputs_[i]]);
     }
-    nb::object tuple = nb::steal(result);
-    if (resultType.is_none())
-      return tuple;
-    PyObject *wrapped = PyObject_Call(resultType.ptr(), tuple.ptr(), nullptr);
-    if (!wrapped)
-      throw nb::python_error();
-    return nb::steal(wrapped);
+    return nb::steal(result);
   }
 
   /// Launches on raw pointers (inputs then outputs, manifest order).
@@ -629,6 +638,37 @@ std::shared_ptr<Kernel> compileText(const std::string &text,
   return kernel;
 }
 #endif
+
+/// A launch captured by the runtime (CapturedLaunch) on raw addresses: the
+/// C++ graph path, for comparisons with a capture made by a framework.
+class RuntimeGraph {
+public:
+  RuntimeGraph(std::shared_ptr<Kernel> kernel,
+               const std::vector<uintptr_t> &addresses, uintptr_t stream,
+               int device)
+      : kernel_(std::move(kernel)) {
+    if (addresses.size() != kernel_->manifest().buffers.size())
+      throw nb::value_error("capture_pointers takes one address per buffer");
+    for (uintptr_t address : addresses)
+      pointers_.push_back(reinterpret_cast<void *>(address));
+    Result<CapturedLaunch> captured = CapturedLaunch::capture(
+        kernel_->pipeline(), pointers_.data(),
+        reinterpret_cast<void *>(stream), device);
+    if (!captured)
+      throw std::runtime_error(captured.status().message());
+    launch_ = std::make_unique<CapturedLaunch>(std::move(*captured));
+  }
+  void replay(uintptr_t stream) const {
+    Status status = launch_->replay(reinterpret_cast<void *>(stream));
+    if (!status)
+      throw std::runtime_error(status.message());
+  }
+
+private:
+  std::shared_ptr<Kernel> kernel_;
+  std::vector<void *> pointers_;
+  std::unique_ptr<CapturedLaunch> launch_;
+};
 
 //===----------------------------------------------------------------------===//
 // The reference semantics, for tests
@@ -742,7 +782,14 @@ NB_MODULE(_thdc, m) {
                      return info;
                    })
       .def("_set_result_type",
-           [](Kernel &k, nb::object type) { k.resultType = std::move(type); })
+           [](Kernel &k, nb::object type) {
+             if (!PyType_Check(type.ptr()) ||
+                 !PyType_IsSubtype(
+                     reinterpret_cast<PyTypeObject *>(type.ptr()),
+                     &PyTuple_Type))
+               throw nb::type_error("the result type must subclass tuple");
+             k.resultType = std::move(type);
+           })
       .def("_set_allocator",
            [](Kernel &k, nb::object allocator) {
              k.allocator = std::move(allocator);
@@ -765,6 +812,19 @@ NB_MODULE(_thdc, m) {
            "Launches on raw addresses, one per buffer in signature order; "
            "nothing is checked.");
 
+  nb::class_<RuntimeGraph>(m, "RuntimeGraph")
+      .def("replay", &RuntimeGraph::replay, nb::arg("stream"));
+  m.def("capture_pointers",
+        [](std::shared_ptr<Kernel> kernel,
+           const std::vector<uintptr_t> &addresses, uintptr_t stream,
+           int device) {
+          return std::make_unique<RuntimeGraph>(std::move(kernel), addresses,
+                                                stream, device);
+        },
+        nb::arg("kernel"), nb::arg("pointers"), nb::arg("stream"),
+        nb::arg("device") = -1,
+        "Captures one launch on raw addresses with the runtime's own CUDA "
+        "graph (the C++ path); nothing is checked.");
   m.def("load", &loadBundle, nb::arg("bundle"), nb::arg("backend") = "auto",
         nb::arg("cache_dir") = "", nb::arg("device") = -1);
 #ifdef THDC_PYTHON_JIT

@@ -86,6 +86,8 @@ if wants python; then
   export PYTHONPATH=$build/python${PYTHONPATH:+:$PYTHONPATH} THDC_BUNDLES=$bundles
   export THDC_CACHE_DIR=$(mktemp -d)
   run python-pytest python3 -m pytest -v -p no:cacheprovider "$root/test/python"
+  run python-quickstart env THDC_STEP_BUNDLE="$bundles/python/megatron_step_C4096_cp2_N64" \
+    python3 "$root/examples/python/quickstart.py"
   gpus=$(python3 -c 'import torch; print(torch.cuda.device_count())')
   if [ "$gpus" -ge 2 ]; then
     export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1

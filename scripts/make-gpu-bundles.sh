@@ -28,11 +28,12 @@ for shape in "131072 2 256" "1048576 2 1024"; do
   set -- $shape
   "$bin/thdc" "$example" --param C=$1 --param cp=$2 --param N=$3 --no-host --block-size 256 -o "$out/bench-b256/C$1_cp$2_N$3"
 done
-# The Python tests' kernels (test/python/test_torch_gpu.py, torchrun_cp.py):
-# the example and the megatron drop-in's pipeline.
+# The Python tests' kernels (test/python/test_torch_gpu.py, torchrun_cp.py)
+# and examples/python/quickstart.py's: the example and the megatron
+# drop-in's pipeline.
 mkdir -p "$out/python"
 "$bin/thdc" "$example" --param C=1024 --param cp=2 --param N=33 -o "$out/python/megatron_graph_step_C1024_cp2_N33"
-for shape in "1024 1 17" "1024 2 33"; do
+for shape in "1024 1 17" "1024 2 33" "4096 2 64"; do
   set -- $shape
   "$bin/thdc" "$root/python/thdc/pipelines/megatron_step.mlir" --param C=$1 --param cp=$2 --param N=$3 \
     -o "$out/python/megatron_step_C$1_cp$2_N$3"

@@ -2,7 +2,8 @@
 # The main job: installs what is missing, builds thdc, compiles the bundled
 # pipeline examples/megatron_graph_step.mlir and runs it: on the GPU if there
 # is one, else on the CPU path. 100 random microbatches go through one
-# captured launch and each is checked against the reference semantics.
+# captured launch and each is checked against the reference semantics; then
+# the same from Python (examples/python/quickstart.py).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/setup.sh" >/dev/null
@@ -27,3 +28,7 @@ echo "== one microbatch of the spec's running example, through the reference =="
 echo
 echo "== compiled in-process, captured once, replayed for 100 microbatches =="
 "$bin/thdc-embed" "$example" "${params[@]}"
+echo
+echo "== the same from Python (thdc package; PyTorch and a GPU when present) =="
+PYTHONPATH="${THDC_BUILD_DIR:-$root/build}/python${PYTHONPATH:+:$PYTHONPATH}" \
+  python3 "$root/examples/python/quickstart.py"
