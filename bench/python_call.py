@@ -93,6 +93,10 @@ def main():
     parser.add_argument("--cpp", default=None, help="thdc_bench output of the same run")
     args = parser.parse_args()
     rows = []
+    # A stream of its own: the runtime's capture refuses the legacy default
+    # stream, which is PyTorch's current stream unless one is set.
+    stream_scope = torch.cuda.stream(torch.cuda.Stream())
+    stream_scope.__enter__()
     for C, cp, N in bench_inputs.CONFIGS:
         path = os.path.join(args.bundle_root, f"C{C}_cp{cp}_N{N}")
         if not os.path.isdir(path):
