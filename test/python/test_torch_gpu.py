@@ -180,6 +180,28 @@ def test_cupy_arrays():
                       reference(mb, C, cp, N)) == []
 
 
+def test_jax_inputs():
+    """JAX arrays (read-only, no exchange table) as inputs through nanobind's
+    DLPack import; outputs given as torch tensors on the same GPU."""
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    jax = pytest.importorskip("jax")
+    if not any(d.platform == "gpu" for d in jax.devices()):
+        pytest.skip("JAX sees no GPU")
+    jax.config.update("jax_enable_x64", True)
+    C, cp, N = 1024, 2, 33
+    kernel, _ = gpu_kernel("megatron_graph_step", C, cp, N)
+    mb = random_microbatch(np.random.default_rng(15), C, cp, N)
+    gpu = [d for d in jax.devices() if d.platform == "gpu"][0]
+    inputs = {k: jax.device_put(v, gpu) for k, v in mb.items()}
+    for value in inputs.values():
+        value.block_until_ready()
+    spec = [a for a in thdc.signature(kernel) if a.direction == "output"]
+    outs = [torch.empty(a.shape, dtype=getattr(torch, a.dtype), device="cuda") for a in spec]
+    out = kernel(**inputs, out=outs)
+    torch.cuda.synchronize()
+    assert mismatches(host(out), reference(mb, C, cp, N)) == []
+
+
 def step_inputs(mb, C, cp):
     """A microbatch as the reference framework hands it over: data [1, T]
     with T the packed rows, cu arrays of num_seqs+1 entries."""
