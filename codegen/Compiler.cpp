@@ -50,6 +50,8 @@
 #include "llvm/Target/TargetMachine.h"
 #include "llvm/TargetParser/Host.h"
 
+#include <functional>
+
 using namespace mlir;
 
 void thdc::registerCompilerDialects(DialectRegistry &registry) {
@@ -149,15 +151,17 @@ FailureOr<std::string> thdc::compileToPtx(ModuleOp module,
                                           const GpuOptions &options,
                                           int64_t grid[3], int64_t block[3]) {
   // sm_90 is the default and sm_80 the tested alternative; the JIT asks for
-  // the architecture of the GPU it finds. CUDA 13 supports sm_75 and newer.
+  // the architecture of the GPU it finds. CUDA 13 supports sm_75 and newer,
+  // and the PTX 8.0 emitted here covers up to sm_90: a newer chip is a
+  // diagnostic here, not a fatal error in the NVPTX back end.
   unsigned arch = 0;
   if (!llvm::StringRef(options.chip).consume_front("sm_") ||
       llvm::StringRef(options.chip).drop_front(3).getAsInteger(10, arch) ||
-      arch < 75)
+      arch < 75 || arch > 90)
     return module.emitError()
            << "unsupported GPU architecture '" << options.chip
-           << "' (use sm_90 or sm_80; CUDA 13 needs sm_75 "
-              "or newer)";
+           << "' (this thdc emits PTX 8.0 for sm_75 to sm_90; use sm_90 or "
+              "sm_80)";
   OwningOpRef<ModuleOp> gpuModule(cast<ModuleOp>(module->clone()));
   PassManager pm(module.getContext());
   thd::THDLowerToGPUOptions lowering;
@@ -308,6 +312,15 @@ LogicalResult thdc::emitHostSharedObject(ModuleOp module,
                                      llvm::CodeGenFileType::ObjectFile))
       return module.emitError("the host target cannot emit object files");
     codegen.run(*llvmModule);
+    object.close();
+    // An unchecked stream error (a full disk) would end the process.
+    if (object.has_error()) {
+      std::string message = object.error().message();
+      object.clear_error();
+      llvm::sys::fs::remove(objectPath);
+      return module.emitError()
+             << "cannot write " << objectPath << ": " << message;
+    }
   }
   llvm::ErrorOr<std::string> cc = llvm::sys::findProgramByName("cc");
   if (!cc)
@@ -338,10 +351,13 @@ thdc::HostPipeline::compile(ModuleOp module) {
     return failure();
   llvm::InitializeNativeTarget();
   llvm::InitializeNativeTargetAsmPrinter();
+  // ExecutionEngineOptions holds a function_ref: the transformer it refers
+  // to must outlive ExecutionEngine::create.
+  std::function<llvm::Error(llvm::Module *)> transformer =
+      makeOptimizingTransformer(/*optLevel=*/2, /*sizeLevel=*/0,
+                                /*targetMachine=*/nullptr);
   ExecutionEngineOptions options;
-  options.transformer = makeOptimizingTransformer(/*optLevel=*/2,
-                                                  /*sizeLevel=*/0,
-                                                  /*targetMachine=*/nullptr);
+  options.transformer = transformer;
   auto engine = ExecutionEngine::create(*host, options);
   if (!engine) {
     std::string message = llvm::toString(engine.takeError());

@@ -3,12 +3,16 @@
 #include "runtime/Jit.h"
 #include "codegen/Bundle.h"
 #include "codegen/Compiler.h"
+#include "codegen/FatalErrorGuard.h"
+#include "runtime/Cache.h"
 #include "runtime/CudaDriver.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/Config/llvm-config.h"
+#include "llvm/Support/ErrorHandling.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -18,7 +22,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <unistd.h>
+#include <optional>
 
 #ifndef THDC_VERSION
 #define THDC_VERSION "unknown"
@@ -34,29 +38,17 @@ uint64_t fnv1a(llvm::StringRef text, uint64_t seed) {
   return seed;
 }
 
-std::string defaultCacheDir(const std::string &requested) {
-  if (!requested.empty())
-    return requested;
-  if (const char *dir = std::getenv("THDC_CACHE_DIR"))
-    return dir;
-  llvm::SmallString<256> path;
-  if (const char *xdg = std::getenv("XDG_CACHE_HOME"))
-    path = xdg;
-  else if (const char *home = std::getenv("HOME"))
-    llvm::sys::path::append(path, home, ".cache");
-  else
-    return "-";
-  llvm::sys::path::append(path, "thdc");
-  return std::string(path);
-}
-
-bool writeFile(llvm::StringRef path, llvm::StringRef text) {
-  std::error_code ec;
-  llvm::raw_fd_ostream os(path, ec);
-  if (ec)
-    return false;
-  os << text;
-  return !os.has_error();
+/// Moves a damaged cache entry out of the way and deletes it.
+void discardEntry(const std::string &entry) {
+  llvm::SmallString<256> aside;
+  if (!llvm::sys::fs::createUniqueDirectory(entry + ".discarded", aside)) {
+    llvm::sys::fs::remove(aside);
+    if (!llvm::sys::fs::rename(entry, aside)) {
+      llvm::sys::fs::remove_directories(aside);
+      return;
+    }
+  }
+  llvm::sys::fs::remove_directories(entry);
 }
 } // namespace
 
@@ -74,7 +66,14 @@ Jit::Jit(JitOptions opts) : options(std::move(opts)) {
     target = Backend::Host;
     targetName = "host-" + llvm::sys::getDefaultTargetTriple();
   }
-  options.cacheDir = defaultCacheDir(options.cacheDir);
+  options.cacheDir = cacheDirectory(options.cacheDir);
+  if (options.cacheDir != "-") {
+    // Absolute, so that staging folders are made beside the entries (and
+    // renamed within one file system).
+    llvm::SmallString<256> absolute(options.cacheDir);
+    llvm::sys::fs::make_absolute(absolute);
+    options.cacheDir = std::string(absolute);
+  }
 }
 
 Jit::~Jit() = default;
@@ -83,7 +82,8 @@ std::string Jit::cacheKey(const std::string &pipelineText,
                           const std::map<std::string, int64_t> &params) const {
   std::string identity = std::string("thdc ") + THDC_VERSION + "\nllvm " +
                          LLVM_VERSION_STRING + "\ntarget " + targetName +
-                         "\nblock " + std::to_string(options.blockSize) + "\n";
+                         "\nchip " + options.chip + "\nblock " +
+                         std::to_string(options.blockSize) + "\n";
   for (const auto &[name, value] : params)
     identity += "param " + name + "=" + std::to_string(value) + "\n";
   char key[40];
@@ -99,127 +99,173 @@ Jit::compile(const std::string &pipelineText,
              const std::map<std::string, int64_t> &params, CompileInfo *info,
              const std::string &sourceName) {
   auto start = std::chrono::steady_clock::now();
+  auto microsSince = [](std::chrono::steady_clock::time_point from) {
+    return std::chrono::duration<double, std::micro>(
+               std::chrono::steady_clock::now() - from)
+        .count();
+  };
   CompileInfo local;
   CompileInfo &out = info ? *info : local;
+  out = CompileInfo();
   out.key = cacheKey(pipelineText, params);
-  auto finish = [&]() {
-    out.micros = std::chrono::duration<double, std::micro>(
-                     std::chrono::steady_clock::now() - start)
-                     .count();
-  };
   std::lock_guard<std::mutex> lock(mutex);
   if (auto it = memory.find(out.key); it != memory.end()) {
     out.source = CompileInfo::Source::MemoryCache;
-    finish();
+    out.micros = microsSince(start);
     return it->second;
   }
 
-  llvm::SmallString<256> bundle;
-  if (options.cacheDir == "-") {
-    if (llvm::sys::fs::createUniqueDirectory("thdc-jit", bundle))
-      return Status::error("cannot create a temporary folder for the JIT");
-  } else {
-    bundle = options.cacheDir;
-    llvm::sys::path::append(bundle, "jit-" + out.key);
-  }
-  out.bundleDir = std::string(bundle);
   LoadOptions load;
   load.backend = target;
   load.cacheDir = options.cacheDir;
-  llvm::SmallString<256> manifest(bundle);
-  llvm::sys::path::append(manifest, "manifest.json");
-  if (llvm::sys::fs::exists(manifest)) {
+  load.requireHashes = true;
+  const std::string &dir = options.cacheDir;
+  const std::string entry = joinPath(dir, "jit-" + out.key);
+  bool useDisk = dir != "-";
+  if (useDisk)
+    if (Status prepared = prepareCacheDirectory(dir); !prepared) {
+      useDisk = false;
+      out.cacheNote = prepared.message();
+    }
+  // One compile per key across processes: the others wait here, then load
+  // what it published.
+  std::optional<FileLock> keyLock;
+  if (useDisk) {
+    Result<FileLock> acquired =
+        FileLock::acquire(joinPath(dir, "jit-" + out.key + ".lock"));
+    if (acquired) {
+      keyLock.emplace(std::move(*acquired));
+    } else {
+      useDisk = false;
+      out.cacheNote = acquired.status().message();
+    }
+  }
+  if (useDisk && llvm::sys::fs::exists(joinPath(entry, "manifest.json"))) {
+    Status owned = checkPrivate(entry);
     Result<std::unique_ptr<Pipeline>> cached =
-        Pipeline::load(out.bundleDir, load);
+        owned ? Pipeline::load(entry, load)
+              : Result<std::unique_ptr<Pipeline>>(owned);
     if (cached) {
       std::shared_ptr<Pipeline> pipeline(std::move(*cached));
       memory[out.key] = pipeline;
       out.source = CompileInfo::Source::DiskCache;
-      finish();
+      out.bundleDir = entry;
+      out.loadMicros = pipeline->loadInfo().loadMicros;
+      out.micros = microsSince(start);
       return pipeline;
     }
-    // A damaged cache entry is compiled again below.
+    out.cacheNote = "compiled again: " + cached.status().message();
+    if (owned)
+      discardEntry(entry);
+    else
+      useDisk = false; // not ours to delete
   }
 
-  // Compile: diagnostics are collected into the error message.
-  mlir::DialectRegistry registry;
-  registerCompilerDialects(registry);
-  mlir::MLIRContext context(registry);
-  context.printOpOnDiagnostic(false);
-  llvm::SourceMgr sourceMgr;
+  // Compile into a staging folder: beside the entry when caching, so that
+  // publishing is one rename; else (or when the cache cannot be written) in
+  // the temporary folder.
   std::string diagnostics;
-  llvm::raw_string_ostream diagnosticStream(diagnostics);
-  mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context,
-                                           diagnosticStream);
-  sourceMgr.AddNewSourceBuffer(
-      llvm::MemoryBuffer::getMemBufferCopy(pipelineText, sourceName),
-      llvm::SMLoc());
-  llvm::StringMap<int64_t> overrides;
-  for (const auto &[name, value] : params)
-    overrides[name] = value;
+  auto compileInto = [&](const std::string &staging) {
+    diagnostics.clear();
+    std::string fatal;
+    bool ok = runWithFatalErrorsAsFailures(
+        [&] {
+          mlir::DialectRegistry registry;
+          registerCompilerDialects(registry);
+          mlir::MLIRContext context(registry);
+          context.disableMultithreading();
+          context.printOpOnDiagnostic(false);
+          llvm::SourceMgr sourceMgr;
+          llvm::raw_string_ostream diagnosticStream(diagnostics);
+          mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context,
+                                                   diagnosticStream);
+          sourceMgr.AddNewSourceBuffer(
+              llvm::MemoryBuffer::getMemBufferCopy(pipelineText, sourceName),
+              llvm::SMLoc());
+          llvm::StringMap<int64_t> overrides;
+          for (const auto &[name, value] : params)
+            overrides[name] = value;
+          mlir::OwningOpRef<mlir::ModuleOp> module =
+              loadPipeline(context, sourceMgr, overrides);
+          if (!module)
+            return false;
+          GpuOptions gpu;
+          gpu.chip = !options.chip.empty()       ? options.chip
+                     : target == Backend::Cuda ? targetName
+                                               : "sm_90";
+          gpu.blockSize = options.blockSize;
+          return mlir::succeeded(writeBundle(*module, gpu,
+                                             target == Backend::Host, staging));
+        },
+        fatal);
+    if (!fatal.empty())
+      diagnostics += (diagnostics.empty() ? "" : "\n") +
+                     std::string("the compiler stopped with a fatal error: ") +
+                     fatal;
+    return ok;
+  };
   auto failure = [&](const std::string &what) {
     return Status::error(what +
                          (diagnostics.empty() ? "" : ":\n" + diagnostics));
   };
-  mlir::OwningOpRef<mlir::ModuleOp> module =
-      loadPipeline(context, sourceMgr, overrides);
-  if (!module)
-    return failure("compiling " + sourceName + " failed");
-  BundleContents contents;
-  mlir::FailureOr<PipelineSignature> signature = describePipeline(*module);
-  if (mlir::failed(signature))
-    return failure("compiling " + sourceName + " failed");
-  contents.signature = *signature;
-  GpuOptions gpu;
-  gpu.chip = target == Backend::Cuda ? targetName : "sm_90";
-  gpu.blockSize = options.blockSize;
-  contents.chip = gpu.chip;
-  mlir::FailureOr<std::string> ptx =
-      compileToPtx(*module, gpu, contents.grid, contents.block);
-  if (mlir::failed(ptx))
-    return failure("compiling " + sourceName + " for " + gpu.chip + " failed");
-  if (std::error_code ec = llvm::sys::fs::create_directories(bundle))
-    return Status::error("cannot create " + out.bundleDir + ": " +
-                         ec.message());
-  // Written under temporary names and renamed: a concurrent process never
-  // sees a partial bundle.
-  std::string suffix = ".tmp" + std::to_string(getpid());
-  contents.ptxFile = contents.signature.entry + ".ptx";
-  llvm::SmallString<256> path(bundle);
-  llvm::sys::path::append(path, contents.ptxFile);
-  if (!writeFile(path, *ptx))
-    return Status::error("cannot write " + std::string(path));
-  if (target == Backend::Host) {
-    contents.hostFile = contents.signature.entry + ".host.so";
-    path = bundle;
-    llvm::sys::path::append(path, contents.hostFile);
-    if (mlir::failed(lowerToHostLLVM(*module)) ||
-        mlir::failed(emitHostSharedObject(*module, path)))
-      return failure("building the host code of " + sourceName + " failed");
-  }
-  llvm::SmallString<256> temporary(manifest);
-  temporary += suffix;
-  if (!writeFile(temporary, renderManifest(contents)) ||
-      llvm::sys::fs::rename(temporary, manifest))
-    return Status::error("cannot write " + std::string(manifest));
+  auto makeStaging = [&](bool inCache, llvm::SmallString<256> &staging) {
+    return inCache ? llvm::sys::fs::createUniqueDirectory(
+                         entry + ".staging", staging)
+                   : llvm::sys::fs::createUniqueDirectory("thdc-jit", staging);
+  };
 
-  out.compileMicros = std::chrono::duration<double, std::micro>(
-                          std::chrono::steady_clock::now() - start)
-                          .count();
-  Result<std::unique_ptr<Pipeline>> loaded =
-      Pipeline::load(out.bundleDir, load);
-  if (loaded)
-    out.loadMicros = (*loaded)->loadInfo().loadMicros;
-  if (options.cacheDir == "-") {
-    // Loaded (the host code is mapped): the temporary bundle can go.
-    llvm::sys::fs::remove_directories(bundle);
-    out.bundleDir.clear();
+  llvm::SmallString<256> staging;
+  bool inCache = useDisk;
+  if (std::error_code ec = makeStaging(inCache, staging)) {
+    if (!inCache)
+      return Status::error("cannot create a folder for the JIT: " +
+                           ec.message());
+    out.cacheNote = "cannot write into the cache " + dir + ": " + ec.message();
+    inCache = false;
+    if ((ec = makeStaging(false, staging)))
+      return Status::error("cannot create a folder for the JIT: " +
+                           ec.message());
   }
+  bool compiled = compileInto(std::string(staging));
+  if (!compiled && inCache) {
+    // Perhaps the cache could not be written (a full disk): once more in
+    // the temporary folder; a compile error fails there too.
+    llvm::sys::fs::remove_directories(staging);
+    std::string firstAttempt = diagnostics;
+    inCache = false;
+    if (std::error_code ec = makeStaging(false, staging))
+      return Status::error("cannot create a folder for the JIT: " +
+                           ec.message());
+    compiled = compileInto(std::string(staging));
+    if (compiled)
+      out.cacheNote = "cannot write into the cache " + dir + ": " + firstAttempt;
+  }
+  if (!compiled) {
+    llvm::sys::fs::remove_directories(staging);
+    return failure("compiling " + sourceName + " failed");
+  }
+  out.compileMicros = microsSince(start);
+
+  std::string bundle(staging);
+  if (inCache) {
+    if (std::error_code ec = llvm::sys::fs::rename(staging, entry)) {
+      out.cacheNote = "cannot publish " + entry + ": " + ec.message();
+      inCache = false;
+    } else {
+      bundle = entry;
+    }
+  }
+  Result<std::unique_ptr<Pipeline>> loaded = Pipeline::load(bundle, load);
+  if (!inCache)
+    // Loaded (the host code is mapped): the private copy can go.
+    llvm::sys::fs::remove_directories(bundle);
   if (!loaded)
     return loaded.status();
+  out.loadMicros = (*loaded)->loadInfo().loadMicros;
+  out.bundleDir = inCache ? entry : std::string();
   std::shared_ptr<Pipeline> pipeline(std::move(*loaded));
   memory[out.key] = pipeline;
   out.source = CompileInfo::Source::Compiled;
-  finish();
+  out.micros = microsSince(start);
   return pipeline;
 }

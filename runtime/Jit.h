@@ -33,7 +33,11 @@ struct CompileInfo {
   double compileMicros = 0; ///< of which the compiler (MLIR to PTX/host code)
   double loadMicros = 0;    ///< of which loading the module (driver JIT)
   std::string key;          ///< the cache key
-  std::string bundleDir;
+  std::string bundleDir;    ///< the cache entry; empty when not cached
+  /// Why the disk cache was not used or an entry was compiled again (a
+  /// cache folder another user can write to, a full disk, a damaged
+  /// entry); the compile succeeded all the same. Empty when all went well.
+  std::string cacheNote;
 };
 
 /// Options of the JIT.
@@ -45,9 +49,16 @@ struct JitOptions {
   std::string cacheDir;
   /// Threads per block of the kernel (0: chosen from the output lengths).
   int64_t blockSize = 0;
+  /// The GPU chip to compile for ("sm_90"); empty: the device's own.
+  std::string chip;
 };
 
-/// An in-process compiler with a cache. Thread-safe.
+/// An in-process compiler with a cache. Thread-safe, and safe for several
+/// processes sharing one cache folder: a lock per key makes concurrent
+/// compiles of one key produce one entry, entries are published whole (a
+/// staging folder renamed into place), each file is checked against the
+/// hash in its manifest before it is used, and a damaged entry is compiled
+/// again. Errors, LLVM fatal errors included, are returned, never ended in.
 class Jit {
 public:
   explicit Jit(JitOptions options = {});

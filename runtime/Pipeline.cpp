@@ -1,8 +1,10 @@
 //===- Pipeline.cpp - load a bundle, launch it, capture it ----------------===//
 
 #include "runtime/Pipeline.h"
+#include "runtime/Cache.h"
 #include "runtime/CudaDriver.h"
 #include "runtime/Json.h"
+#include "runtime/Sha256.h"
 
 #include <array>
 #include <atomic>
@@ -10,8 +12,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
-#include <fstream>
-#include <sstream>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -21,42 +21,47 @@ namespace {
 /// Kernel parameters are passed through a fixed array: no allocation.
 constexpr size_t kMaxBuffers = 64;
 
-Result<std::string> readFile(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return Status::error("cannot read " + path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+/// Largest element count a manifest may declare: 2^40 elements, far above
+/// what 32-bit offsets address and far below a byte count that overflows.
+constexpr int64_t kMaxElements = int64_t(1) << 40;
+
+/// A file name inside the bundle folder: no folders, no parent.
+bool isPlainFileName(const std::string &name) {
+  return !name.empty() && name != "." && name != ".." &&
+         name.find('/') == std::string::npos;
 }
 
-std::string join(const std::string &dir, const std::string &file) {
-  return dir.empty() || dir.back() == '/' ? dir + file : dir + "/" + file;
+size_t elementWidth(const std::string &type) {
+  if (type == "i1" || type == "i8")
+    return 1;
+  if (type == "i16")
+    return 2;
+  if (type == "i32" || type == "f32")
+    return 4;
+  if (type == "i64" || type == "f64")
+    return 8;
+  return 0;
 }
 
-/// FNV-1a, for cache keys.
-uint64_t hash(const std::string &text, uint64_t seed = 1469598103934665603ull) {
-  for (unsigned char c : text)
-    seed = (seed ^ c) * 1099511628211ull;
-  return seed;
-}
-
-std::string cacheDirectory(const std::string &requested) {
-  if (!requested.empty())
-    return requested;
-  if (const char *dir = std::getenv("THDC_CACHE_DIR"))
-    return dir;
-  if (const char *xdg = std::getenv("XDG_CACHE_HOME"))
-    return join(xdg, "thdc");
-  if (const char *home = std::getenv("HOME"))
-    return join(join(home, ".cache"), "thdc");
-  return "";
-}
-
-void makeDirectories(const std::string &path) {
-  for (size_t i = 1; i <= path.size(); ++i)
-    if (i == path.size() || path[i] == '/')
-      mkdir(path.substr(0, i).c_str(), 0755);
+/// Reads a bundle file and checks it against the manifest's hash.
+Result<std::string> readBundleFile(const std::string &bundleDir,
+                                   const Manifest &m, const std::string &file,
+                                   bool requireHash) {
+  Result<std::string> bytes = readWholeFile(joinPath(bundleDir, file));
+  if (!bytes)
+    return bytes.status();
+  auto expected = m.fileHashes.find(file);
+  if (expected == m.fileHashes.end()) {
+    if (requireHash)
+      return Status::error(joinPath(bundleDir, file) +
+                           ": the manifest records no hash for it");
+    return bytes;
+  }
+  if (sha256Hex(*bytes) != expected->second)
+    return Status::error(joinPath(bundleDir, file) +
+                         " does not match the hash in its manifest (damaged "
+                         "or replaced); refusing to load it");
+  return bytes;
 }
 
 double microsSince(std::chrono::steady_clock::time_point start) {
@@ -67,10 +72,7 @@ double microsSince(std::chrono::steady_clock::time_point start) {
 } // namespace
 
 size_t BufferDesc::bytes() const {
-  size_t width = type == "i1" || type == "i8"     ? 1
-                 : type == "i32" || type == "f32" ? 4
-                                                  : 8;
-  return size_t(elements) * width;
+  return size_t(elements) * elementWidth(type);
 }
 
 int Manifest::find(const std::string &name) const {
@@ -81,8 +83,8 @@ int Manifest::find(const std::string &name) const {
 }
 
 Result<Manifest> thdc::runtime::readManifest(const std::string &bundleDir) {
-  std::string path = join(bundleDir, "manifest.json");
-  Result<std::string> text = readFile(path);
+  std::string path = joinPath(bundleDir, "manifest.json");
+  Result<std::string> text = readWholeFile(path);
   if (!text)
     return Status::error(text.status().message() +
                          " (is it a bundle written by thdc?)");
@@ -125,8 +127,19 @@ Result<Manifest> thdc::runtime::readManifest(const std::string &bundleDir) {
     if (!string(entry.get("name"), buffer.name) ||
         !string(entry.get("type"), buffer.type) ||
         !string(entry.get("direction"), direction) || !elements ||
-        elements->kind != Kind::Integer || elements->integer < 0)
-      return bad("malformed buffer entry");
+        elements->kind != Kind::Integer)
+      return bad("buffer " + std::to_string(m.buffers.size()) +
+                 " needs a name, a type, a direction and an element count");
+    if (elementWidth(buffer.type) == 0)
+      return bad("buffer '" + buffer.name + "' has the unknown type '" +
+                 buffer.type + "'");
+    if (elements->integer < 1 || elements->integer > kMaxElements)
+      return bad("buffer '" + buffer.name + "' has " +
+                 std::to_string(elements->integer) +
+                 " elements; a bundle's buffers hold 1 to 2^40");
+    if (direction != "input" && direction != "output")
+      return bad("buffer '" + buffer.name + "' has the direction '" +
+                 direction + "' (input or output)");
     buffer.elements = elements->integer;
     buffer.isOutput = direction == "output";
     m.buffers.push_back(buffer);
@@ -136,17 +149,41 @@ Result<Manifest> thdc::runtime::readManifest(const std::string &bundleDir) {
       !string(kernel->get("ptx"), m.ptxFile))
     return bad("missing \"kernel\"");
   string(kernel->get("chip"), m.chip);
+  if (!isPlainFileName(m.ptxFile))
+    return bad("the kernel file '" + m.ptxFile +
+               "' must be a file name inside the bundle folder");
   for (const char *key : {"grid", "block"}) {
     const json::Value *dims = kernel->get(key);
     if (!dims || dims->kind != Kind::Array || dims->array.size() != 3)
       return bad(std::string("kernel \"") + key + "\" must have 3 sizes");
-    for (int d = 0; d < 3; ++d)
+    int64_t limit = std::string(key) == "grid" ? INT32_MAX : 1024;
+    for (int d = 0; d < 3; ++d) {
+      const json::Value &size = dims->array[d];
+      if (size.kind != Kind::Integer || size.integer < 1 ||
+          size.integer > limit)
+        return bad(std::string("kernel \"") + key + "\" sizes must be 1 to " +
+                   std::to_string(limit));
       (std::string(key) == "grid" ? m.grid : m.block)[d] =
-          unsigned(dims->array[d].integer);
+          unsigned(size.integer);
+    }
   }
+  if (int64_t(m.block[0]) * m.block[1] * m.block[2] > 1024)
+    return bad("a kernel block has at most 1024 threads");
   if (const json::Value *host = root->get("host")) {
-    string(host->get("library"), m.hostLibrary);
-    string(host->get("symbol"), m.hostSymbol);
+    if (!string(host->get("library"), m.hostLibrary) ||
+        !string(host->get("symbol"), m.hostSymbol) ||
+        !isPlainFileName(m.hostLibrary) || m.hostSymbol.empty())
+      return bad("\"host\" needs a library file inside the bundle folder "
+                 "and a symbol");
+  }
+  if (const json::Value *hashes = root->get("sha256")) {
+    if (hashes->kind != Kind::Object)
+      return bad("\"sha256\" must map file names to hashes");
+    for (const auto &[file, hash] : hashes->object) {
+      if (hash.kind != Kind::String || hash.string.size() != 64)
+        return bad("the hash of '" + file + "' is not a SHA-256");
+      m.fileHashes[file] = hash.string;
+    }
   }
   return m;
 }
@@ -170,16 +207,18 @@ Status Pipeline::loadModule(int device) const {
     return entered;
   std::string arch = cu.architecture(device);
   // The cache key covers the PTX, the GPU and the driver that compiles it.
-  std::string key = std::to_string(
-      hash(ptx_, hash(arch + "/" + std::to_string(cu.driverVersion))));
+  std::string key = sha256Hex(ptx_ + "\n" + arch + "\n" +
+                              std::to_string(cu.driverVersion))
+                        .substr(0, 32);
   const std::string &dir = cubinCacheDir_;
-  std::string cubinPath = dir.empty() || dir == "-"
+  // A cache folder that another user could write to is not read.
+  std::string cubinPath = dir == "-" || !prepareCacheDirectory(dir)
                               ? std::string()
-                              : join(dir, "cubin-" + key + ".cubin");
+                              : joinPath(dir, "cubin-" + key + ".cubin");
   CUmodule module = nullptr;
-  Result<std::string> cached = cubinPath.empty()
+  Result<std::string> cached = cubinPath.empty() || !checkPrivate(cubinPath)
                                    ? Result<std::string>(Status::error(""))
-                                   : readFile(cubinPath);
+                                   : readWholeFile(cubinPath);
   bool fromCache = false;
   if (cached && cu.cuModuleLoadData(&module, cached->data()) == CUDA_SUCCESS) {
     fromCache = true;
@@ -196,15 +235,12 @@ Status Pipeline::loadModule(int device) const {
       r = cu.cuLinkComplete(link, &cubin, &cubinSize);
     if (r == CUDA_SUCCESS)
       r = cu.cuModuleLoadData(&module, cubin);
-    if (r == CUDA_SUCCESS && !cubinPath.empty()) {
-      makeDirectories(dir);
-      std::string temporary = cubinPath + ".tmp" + std::to_string(getpid());
-      std::ofstream out(temporary, std::ios::binary);
-      out.write(static_cast<const char *>(cubin), std::streamsize(cubinSize));
-      out.close();
-      if (out)
-        std::rename(temporary.c_str(), cubinPath.c_str());
-    }
+    // A cubin that cannot be cached (a full disk) only costs the next
+    // process the driver's compile again.
+    if (r == CUDA_SUCCESS && !cubinPath.empty())
+      (void)writeFileAtomically(
+          cubinPath,
+          std::string_view(static_cast<const char *>(cubin), cubinSize));
     if (link)
       cu.cuLinkDestroy(link);
     if (r != CUDA_SUCCESS)
@@ -250,7 +286,8 @@ Result<std::unique_ptr<Pipeline>> Pipeline::load(const std::string &bundleDir,
     Result<int> device = cu.resolveDevice(options.device);
     if (!device)
       return device.status();
-    Result<std::string> ptx = readFile(join(bundleDir, m.ptxFile));
+    Result<std::string> ptx =
+        readBundleFile(bundleDir, m, m.ptxFile, options.requireHashes);
     if (!ptx)
       return ptx.status();
     pipeline->ptx_ = std::move(*ptx);
@@ -265,11 +302,17 @@ Result<std::unique_ptr<Pipeline>> Pipeline::load(const std::string &bundleDir,
     if (m.hostLibrary.empty())
       return Status::error("no GPU (" + driver.status().message() +
                            ") and the bundle has no host code");
-    std::string library = join(bundleDir, m.hostLibrary);
+    // Checked against the manifest before it is mapped: a truncated or
+    // replaced library is refused, never dlopened.
+    if (Result<std::string> bytes = readBundleFile(bundleDir, m, m.hostLibrary,
+                                                   options.requireHashes);
+        !bytes)
+      return bytes.status();
+    std::string library = joinPath(bundleDir, m.hostLibrary);
     if (library.front() != '/') {
       char cwd[4096];
       if (getcwd(cwd, sizeof(cwd)))
-        library = join(cwd, library);
+        library = joinPath(cwd, library);
     }
     void *handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!handle)

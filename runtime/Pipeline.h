@@ -47,12 +47,17 @@ struct Manifest {
   std::string kernelName, ptxFile, chip;
   unsigned grid[3] = {1, 1, 1}, block[3] = {1, 1, 1};
   std::string hostLibrary, hostSymbol; ///< empty when the bundle has none
+  /// SHA-256 (hex) of the bundle's files by name; checked before a file is
+  /// used. Bundles written before hashes were recorded have none.
+  std::map<std::string, std::string> fileHashes;
 
   /// The index of the buffer called `name`, or -1.
   int find(const std::string &name) const;
 };
 
-/// Reads and checks `bundleDir`/manifest.json.
+/// Reads and checks `bundleDir`/manifest.json: known element types, element
+/// counts whose byte sizes cannot overflow, files named inside the bundle
+/// folder, a launch geometry the GPU accepts.
 Result<Manifest> readManifest(const std::string &bundleDir);
 
 /// How a pipeline was loaded, for reports.
@@ -74,6 +79,8 @@ struct LoadOptions {
   /// calling thread's current context, else 0). Other devices load theirs on
   /// their first launch.
   int device = -1;
+  /// Refuse a bundle whose manifest lacks the hash of a file it uses.
+  bool requireHashes = false;
 };
 
 /// A loaded bundle, ready to launch.

@@ -1,12 +1,16 @@
 //===- JitTest.cpp - the in-process compiler and its caches ---------------===//
 
 #include "runtime/Jit.h"
+#include "codegen/FatalErrorGuard.h"
+
+#include "llvm/Support/ErrorHandling.h"
 
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <sys/stat.h>
 #include <unistd.h>
 
 using namespace thdc::runtime;
@@ -115,4 +119,118 @@ TEST(Jit, ErrorsCarryDiagnosticsWithLocations) {
   ASSERT_FALSE(broken);
   EXPECT_NE(broken.status().message().find("compiling pipeline.mlir failed"),
             std::string::npos);
+}
+
+//===----------------------------------------------------------------------===//
+// A cache that is safe to share and to race on
+//===----------------------------------------------------------------------===//
+
+namespace {
+std::map<std::string, int64_t> smallParams() { return {{"C", 32}, {"N", 6}}; }
+
+/// Truncates (or overwrites) a file of a cache entry.
+void damage(const std::string &path, const std::string &bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << bytes;
+}
+} // namespace
+
+TEST(JitCache, DamagedEntryIsCompiledAgain) {
+  std::string cache = freshCacheDir();
+  std::string text = exampleText();
+  CompileInfo first, second;
+  {
+    Jit jit(hostOptions(cache));
+    ASSERT_TRUE(jit.compile(text, smallParams(), &first));
+  }
+  ASSERT_FALSE(first.bundleDir.empty());
+  // A cut .so (as a full disk or a killed writer leaves it) used to be
+  // dlopened and fault; now its hash fails and the entry is rebuilt.
+  damage(first.bundleDir + "/megatron_graph_step.host.so", "\x7f" "ELF");
+  Jit jit(hostOptions(cache));
+  auto again = jit.compile(text, smallParams(), &second);
+  ASSERT_TRUE(again) << again.status().message();
+  EXPECT_EQ(second.source, CompileInfo::Source::Compiled);
+  EXPECT_NE(second.cacheNote.find("does not match the hash"), std::string::npos)
+      << second.cacheNote;
+  CompileInfo third;
+  Jit later(hostOptions(cache));
+  ASSERT_TRUE(later.compile(text, smallParams(), &third));
+  EXPECT_EQ(third.source, CompileInfo::Source::DiskCache);
+}
+
+TEST(JitCache, PlantedLibraryIsNeverLoaded) {
+  std::string cache = freshCacheDir();
+  std::string text = exampleText();
+  CompileInfo first, second;
+  {
+    Jit jit(hostOptions(cache));
+    ASSERT_TRUE(jit.compile(text, smallParams(), &first));
+  }
+  // Another library under the predictable key: refused by its hash.
+  std::string self = "/proc/self/exe";
+  std::ifstream in(self, std::ios::binary);
+  std::stringstream other;
+  other << in.rdbuf();
+  damage(first.bundleDir + "/megatron_graph_step.host.so", other.str());
+  Jit jit(hostOptions(cache));
+  ASSERT_TRUE(jit.compile(text, smallParams(), &second));
+  EXPECT_EQ(second.source, CompileInfo::Source::Compiled);
+}
+
+TEST(JitCache, SharedWritableFolderIsNotUsed) {
+  std::string cache = freshCacheDir();
+  ASSERT_EQ(chmod(cache.c_str(), 0777), 0);
+  Jit jit(hostOptions(cache));
+  CompileInfo info;
+  auto compiled = jit.compile(exampleText(), smallParams(), &info);
+  ASSERT_TRUE(compiled) << compiled.status().message();
+  EXPECT_EQ(info.source, CompileInfo::Source::Compiled);
+  EXPECT_TRUE(info.bundleDir.empty());
+  EXPECT_NE(info.cacheNote.find("writable by other users"), std::string::npos)
+      << info.cacheNote;
+}
+
+TEST(JitCache, UnwritableCacheStillCompiles) {
+  // The cache folder cannot be created (its parent is a file): the compile
+  // succeeds from a temporary folder and says why nothing was cached.
+  std::string cache = freshCacheDir();
+  damage(cache + "/file", "not a folder");
+  Jit jit(hostOptions(cache + "/file/cache"));
+  CompileInfo info;
+  auto compiled = jit.compile(exampleText(), smallParams(), &info);
+  ASSERT_TRUE(compiled) << compiled.status().message();
+  EXPECT_TRUE(info.bundleDir.empty());
+  EXPECT_NE(info.cacheNote.find("cannot create the cache folder"),
+            std::string::npos)
+      << info.cacheNote;
+}
+
+TEST(JitErrors, UnsupportedChipIsAnErrorNotAnExit) {
+  // A chip the PTX version does not cover used to end the process with an
+  // LLVM fatal error in the NVPTX back end.
+  JitOptions options = hostOptions("-");
+  options.chip = "sm_100";
+  Jit jit(options);
+  auto result = jit.compile(exampleText(), smallParams());
+  ASSERT_FALSE(result);
+  EXPECT_NE(result.status().message().find(
+                "unsupported GPU architecture 'sm_100'"),
+            std::string::npos)
+      << result.status().message();
+}
+
+TEST(JitErrors, FatalErrorsInsideTheGuardAreFailures) {
+  std::string message;
+  bool ok = thdc::runWithFatalErrorsAsFailures(
+      [] {
+        llvm::report_fatal_error("IO failure on output stream");
+        return true;
+      },
+      message);
+  EXPECT_FALSE(ok);
+  EXPECT_EQ(message, "IO failure on output stream");
+  // The process goes on, and so does a later guarded call.
+  EXPECT_TRUE(thdc::runWithFatalErrorsAsFailures([] { return true; }, message));
+  EXPECT_TRUE(message.empty());
 }

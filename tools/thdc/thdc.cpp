@@ -49,18 +49,6 @@ static cl::opt<int64_t> rowsPerThread(
 static cl::opt<bool> noHost("no-host",
                             cl::desc("Do not build the host shared object"));
 
-static bool writeFile(llvm::StringRef path, llvm::StringRef text) {
-  std::error_code ec;
-  llvm::raw_fd_ostream os(path, ec);
-  if (ec) {
-    llvm::errs() << "error: cannot write " << path << ": " << ec.message()
-                 << "\n";
-    return false;
-  }
-  os << text;
-  return true;
-}
-
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   thdc::registerParamOption();
@@ -89,48 +77,25 @@ int main(int argc, char **argv) {
       thdc::loadPipeline(context, sourceMgr, params);
   if (!module)
     return 1;
-  thdc::BundleContents contents;
-  mlir::FailureOr<thdc::PipelineSignature> signature =
-      thdc::describePipeline(*module);
-  if (mlir::failed(signature))
-    return 1;
-  contents.signature = *signature;
   thdc::GpuOptions gpu;
   gpu.chip = chip;
   gpu.blockSize = blockSize;
   gpu.maxBlocks = maxBlocks;
   gpu.rowsPerThread = rowsPerThread;
-  mlir::FailureOr<std::string> ptx =
-      thdc::compileToPtx(*module, gpu, contents.grid, contents.block);
-  if (mlir::failed(ptx))
-    return 1;
   if (emitPtx) {
+    int64_t grid[3], block[3];
+    mlir::FailureOr<std::string> ptx =
+        thdc::compileToPtx(*module, gpu, grid, block);
+    if (mlir::failed(ptx))
+      return 1;
     llvm::outs() << *ptx;
     return 0;
   }
-
   if (std::error_code ec = llvm::sys::fs::create_directories(outputDir)) {
     llvm::errs() << "error: cannot create " << outputDir << ": " << ec.message()
                  << "\n";
     return 1;
   }
-  contents.chip = chip;
-  contents.ptxFile = contents.signature.entry + ".ptx";
-  llvm::SmallString<256> path(outputDir);
-  llvm::sys::path::append(path, contents.ptxFile);
-  if (!writeFile(path, *ptx))
-    return 1;
-  if (!noHost) {
-    contents.hostFile = contents.signature.entry + ".host.so";
-    path = outputDir;
-    llvm::sys::path::append(path, contents.hostFile);
-    if (mlir::failed(thdc::lowerToHostLLVM(*module)) ||
-        mlir::failed(thdc::emitHostSharedObject(*module, path)))
-      return 1;
-  }
-  path = outputDir;
-  llvm::sys::path::append(path, "manifest.json");
-  if (!writeFile(path, thdc::renderManifest(contents)))
-    return 1;
-  return 0;
+  return mlir::failed(thdc::writeBundle(*module, gpu, !noHost, outputDir)) ? 1
+                                                                           : 0;
 }

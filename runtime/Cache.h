@@ -1,0 +1,69 @@
+//===- Cache.h - thdc's on-disk cache: where, who, and how to write -*- C++ -*-===//
+//
+// One definition of the cache folder (the JIT's bundles and the runtime's
+// driver-compiled cubins) and of the rules that make it safe to share
+// between the processes of a training job and to race on:
+//   - the folder is created private (0700) and used only when it belongs to
+//     this user and nobody else can write into it, so that nothing planted
+//     there by another user is loaded;
+//   - every file is written under a unique temporary name and renamed into
+//     place, so a reader never sees a partial file;
+//   - an exclusive lock per cache key makes concurrent compiles of one key
+//     produce one entry.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef THDC_RUNTIME_CACHE_H
+#define THDC_RUNTIME_CACHE_H
+
+#include "runtime/Status.h"
+
+#include <string>
+#include <string_view>
+
+namespace thdc::runtime {
+
+/// `requested` when not empty, else $THDC_CACHE_DIR, else
+/// $XDG_CACHE_HOME/thdc, else $HOME/.cache/thdc; "-" (no disk cache) when
+/// none of them is set. "-" passed in stays "-".
+std::string cacheDirectory(const std::string &requested);
+
+/// Creates `dir` and its parents if missing (new folders 0700) and checks
+/// that it is a folder this user owns and that neither group nor others may
+/// write to; the error says which rule failed.
+Status prepareCacheDirectory(const std::string &dir);
+
+/// Checks that `path` (a file or folder) belongs to this user and is not
+/// writable by group or others.
+Status checkPrivate(const std::string &path);
+
+/// Writes `bytes` to `path` through a unique temporary file in the same
+/// folder, flushed and renamed into place; on any failure (a full disk, no
+/// permission) nothing is left behind and the error names the path.
+Status writeFileAtomically(const std::string &path, std::string_view bytes);
+
+/// Reads a whole file.
+Result<std::string> readWholeFile(const std::string &path);
+
+/// `dir`/`name`.
+std::string joinPath(const std::string &dir, const std::string &name);
+
+/// An exclusive advisory lock (flock) on a lock file, held until destroyed.
+class FileLock {
+public:
+  /// Blocks until the lock on `path` (created if missing) is held.
+  static Result<FileLock> acquire(const std::string &path);
+  FileLock(FileLock &&other) noexcept;
+  FileLock &operator=(FileLock &&other) noexcept;
+  FileLock(const FileLock &) = delete;
+  FileLock &operator=(const FileLock &) = delete;
+  ~FileLock();
+
+private:
+  FileLock() = default;
+  int fd_ = -1;
+};
+
+} // namespace thdc::runtime
+
+#endif // THDC_RUNTIME_CACHE_H
