@@ -874,6 +874,25 @@ LogicalResult PipelineLowering::run() {
 }
 
 /// The functions of `module` that hold thd steps.
+/// The lowering reads every configuration attribute as an integer: an
+/// expression left unbound (no thd-bind-params or thd-force-static-shapes
+/// before it) is an error here, not a crash later.
+LogicalResult requireBoundParams(ModuleOp module) {
+  WalkResult walk = module.walk([](Operation *op) {
+    for (NamedAttribute attr : op->getAttrs())
+      if (auto expr = dyn_cast<ExprAttr>(attr.getValue())) {
+        op->emitOpError()
+            << "still holds the parameter expression \""
+            << expr.getText() << "\" in '" << attr.getName().getValue()
+            << "'; bind the parameters first (thd-bind-params or "
+               "thd-force-static-shapes)";
+        return WalkResult::interrupt();
+      }
+    return WalkResult::advance();
+  });
+  return failure(walk.wasInterrupted());
+}
+
 SmallVector<func::FuncOp> pipelinesOf(ModuleOp module) {
   SmallVector<func::FuncOp> pipelines;
   for (auto func : module.getOps<func::FuncOp>())
@@ -890,6 +909,8 @@ SmallVector<func::FuncOp> pipelinesOf(ModuleOp module) {
 struct LowerToLoopsPass
     : mlir::thd::impl::THDLowerToLoopsBase<LowerToLoopsPass> {
   void runOnOperation() override {
+    if (failed(requireBoundParams(getOperation())))
+      return signalPassFailure();
     for (func::FuncOp func : pipelinesOf(getOperation()))
       if (failed(PipelineLowering(func, Target::Loops).run()))
         return signalPassFailure();
@@ -906,14 +927,18 @@ struct LowerToGPUPass : mlir::thd::impl::THDLowerToGPUBase<LowerToGPUPass> {
           << static_cast<int64_t>(blockSize);
       return signalPassFailure();
     }
-    if (maxBlocks < 0 || rowsPerThread < 1) {
+    // Bounded so that blocks * threads * rows stays far inside 32 bits.
+    if (maxBlocks < 0 || maxBlocks > INT32_MAX || rowsPerThread < 1 ||
+        rowsPerThread > 64) {
       getOperation().emitError()
-          << "max-blocks must be at least 0 and rows-per-thread at least 1, "
-             "got "
+          << "max-blocks must be in [0, 2147483647] and rows-per-thread in "
+             "[1, 64], got "
           << static_cast<int64_t>(maxBlocks) << " and "
           << static_cast<int64_t>(rowsPerThread);
       return signalPassFailure();
     }
+    if (failed(requireBoundParams(getOperation())))
+      return signalPassFailure();
     for (func::FuncOp func : pipelinesOf(getOperation()))
       if (failed(PipelineLowering(func, Target::GPU, blockSize, maxBlocks,
                                   rowsPerThread)

@@ -5,6 +5,8 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/MathExtras.h"
 
+#include <limits>
+
 using namespace thdc;
 
 namespace {
@@ -86,6 +88,9 @@ private:
       } else {
         if (*rhs == 0)
           return fail("division by zero");
+        // INT64_MIN / -1 does not fit (and traps on x86).
+        if (*lhs == std::numeric_limits<int64_t>::min() && *rhs == -1)
+          return fail("integer overflow");
         if (*lhs % *rhs != 0)
           return fail(std::to_string(*lhs) + " is not divisible by " +
                       std::to_string(*rhs));
@@ -96,23 +101,29 @@ private:
     return lhs;
   }
 
+  /// Parentheses and unary minus nest at most this deep, so that the
+  /// recursion stays far from the stack's end.
+  static constexpr int kMaxNesting = 200;
+
   std::optional<int64_t> parseFactor() {
     skipSpace();
     if (pos >= text.size())
       return fail("expected a number, a parameter name or '('");
-    if (consume('(')) {
-      std::optional<int64_t> inner = parseExpr();
+    bool open = consume('(');
+    bool minus = !open && consume('-');
+    if (open || minus) {
+      if (++nesting > kMaxNesting)
+        return fail("nested more than " + std::to_string(kMaxNesting) +
+                    " levels deep");
+      std::optional<int64_t> inner = open ? parseExpr() : parseFactor();
+      --nesting;
       if (!inner)
         return std::nullopt;
-      if (!consume(')'))
+      if (open && !consume(')'))
         return fail("expected ')'");
-      return inner;
-    }
-    if (consume('-')) {
-      std::optional<int64_t> inner = parseFactor();
-      if (!inner)
-        return std::nullopt;
-      return -*inner;
+      if (minus && *inner == std::numeric_limits<int64_t>::min())
+        return fail("integer overflow");
+      return minus ? -*inner : *inner;
     }
     char c = text[pos];
     if (llvm::isDigit(c)) {
@@ -144,6 +155,7 @@ private:
   std::optional<ParamLookup> lookup;
   std::string &error;
   size_t pos = 0;
+  int nesting = 0;
 };
 } // namespace
 

@@ -20,6 +20,23 @@ int64_t lengthOf(Value value) {
   return cast<RankedTensorType>(value.getType()).getDimSize(0);
 }
 
+/// Offsets and GPU row indices are 32-bit, and an empty buffer has no row to
+/// load: every static length must be in [1, 2^31 - 1].
+constexpr int64_t kMaxLength = INT32_MAX;
+
+bool isAddressableLength(int64_t length) {
+  return length >= 1 && length <= kMaxLength;
+}
+
+InFlightDiagnostic emitLengthError(Operation *op, const Twine &what,
+                                   int64_t length) {
+  return op->emitOpError()
+         << "cannot be made static: " << what << " would have " << length
+         << " rows; thdc needs 1 to " << kMaxLength
+         << " (offsets and GPU indices are 32-bit, and an empty buffer has "
+            "nothing to read)";
+}
+
 RankedTensorType withLength(Type type, int64_t length) {
   auto tensor = cast<RankedTensorType>(type);
   return RankedTensorType::get({length}, tensor.getElementType());
@@ -105,7 +122,11 @@ FailureOr<SmallVector<int64_t>> capacitiesOf(Operation *op) {
                  << "cannot be made static: without 'max_seqs' the number "
                     "of entries depends on the data (a dummy sequence may be "
                     "appended); set max_seqs (graph mode uses N)";
-        int64_t entries = intValue(op.getMaxSeqsAttr()) + 1;
+        int64_t maxSeqs = intValue(op.getMaxSeqsAttr());
+        if (maxSeqs < 0 || maxSeqs >= kMaxLength)
+          return emitLengthError(op, "its cu_seqlens outputs", maxSeqs)
+                 << " (max_seqs + 1 entries)";
+        int64_t entries = maxSeqs + 1;
         return SmallVector<int64_t>{entries, entries, 1, 1};
       })
       .Case([](FusedOp op) {
@@ -150,6 +171,16 @@ LogicalResult forceStaticShapes(func::FuncOp func) {
       argTypes.push_back(arg.getType());
       continue;
     }
+    if (!isAddressableLength(capacity.getInt())) {
+      auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                    THDDialect::kNameAttrName);
+      emitLengthError(func, "argument #" + Twine(arg.getArgNumber()) +
+                                (name ? " ('" + name.getValue() + "')" : ""),
+                      capacity.getInt());
+      ok = false;
+      argTypes.push_back(arg.getType());
+      continue;
+    }
     arg.setType(withLength(tensor, capacity.getInt()));
     argTypes.push_back(arg.getType());
   }
@@ -174,6 +205,11 @@ LogicalResult forceStaticShapes(func::FuncOp func) {
     FailureOr<SmallVector<int64_t>> lengths = capacitiesOf(op);
     if (failed(lengths))
       return WalkResult::interrupt();
+    for (auto [index, length] : llvm::enumerate(*lengths))
+      if (!isAddressableLength(length)) {
+        emitLengthError(op, "result #" + Twine(index), length);
+        return WalkResult::interrupt();
+      }
     for (auto [result, length] : llvm::zip(op->getResults(), *lengths))
       result.setType(withLength(result.getType(), length));
     return WalkResult::advance();

@@ -310,9 +310,38 @@ llvm::Error readInput(const json::Value &value, HostBuffer &buffer) {
 
 } // namespace
 
+/// The deepest nesting of arrays and objects in JSON text (outside strings),
+/// measured before parsing: llvm::json's parser recurses once per level.
+static size_t jsonNestingDepth(llvm::StringRef text) {
+  size_t depth = 0, deepest = 0;
+  bool inString = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (inString) {
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        inString = false;
+    } else if (c == '"') {
+      inString = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
 llvm::Expected<std::vector<HostBuffer>>
 thdc::runtime::readInputs(llvm::StringRef jsonText,
                           llvm::ArrayRef<BufferSpec> specs) {
+  constexpr size_t kMaxNesting = 64;
+  if (size_t depth = jsonNestingDepth(jsonText); depth > kMaxNesting)
+    return llvm::createStringError(
+        "invalid JSON input: nested " + llvm::Twine(depth) +
+        " levels deep; inputs are one object of flat arrays (at most " +
+        llvm::Twine(kMaxNesting) + " levels are read)");
   llvm::Expected<json::Value> root = json::parse(jsonText);
   if (!root)
     return llvm::createStringError("invalid JSON input: " +
@@ -353,6 +382,13 @@ thdc::runtime::readInputs(llvm::StringRef jsonText,
       return llvm::createStringError("missing input '" + spec.name +
                                      "' (expected " + countOf(spec.elements) +
                                      " of type " + toString(spec.type) + ")");
+    // The length is checked before the buffer is allocated: a pipeline with
+    // a huge capacity and a short input is an error, not an allocation.
+    if (const json::Array *array = value->getAsArray();
+        array && static_cast<int64_t>(array->size()) != spec.elements)
+      return llvm::createStringError("input '" + spec.name + "' has " +
+                                     countOf(array->size()) + "; expected " +
+                                     llvm::Twine(spec.elements));
     buffers.emplace_back(spec);
     if (llvm::Error error = readInput(*value, buffers.back()))
       return std::move(error);

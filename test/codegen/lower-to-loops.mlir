@@ -2,6 +2,7 @@
 // one loop per output length, no thd op and no intermediate buffer left.
 // RUN: thd-opt %thdc_src/examples/megatron_graph_step.mlir --thd-force-static-shapes --thd-lower-to-loops | FileCheck %s
 // RUN: not thd-opt %thdc_src/examples/megatron_graph_step.mlir --thd-lower-to-loops 2>&1 | FileCheck %s --check-prefix=DYNAMIC
+// RUN: not thd-opt %thdc_src/examples/megatron_graph_step.mlir --thd-bind-params --thd-lower-to-loops 2>&1 | FileCheck %s --check-prefix=UNFORCED
 
 // CHECK-LABEL: func.func @megatron_graph_step(
 // CHECK-SAME: %[[TOK:[a-z0-9]+]]: memref<16xi64> {thd.name = "tokens"}
@@ -23,4 +24,5 @@
 // CHECK: memref.store %{{.+}}, %[[STATUS]]
 // CHECK: return
 
-// DYNAMIC: error: cannot lower a pipeline with the non-static type 'tensor<?xi64>' (run thd-force-static-shapes first)
+// UNFORCED: error: cannot lower a pipeline with the non-static type 'tensor<?xi64>' (run thd-force-static-shapes first)
+// DYNAMIC: error: 'thd.validate' op still holds the parameter expression "cp" in 'cp'; bind the parameters first (thd-bind-params or thd-force-static-shapes)

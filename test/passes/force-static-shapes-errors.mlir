@@ -78,3 +78,48 @@ module attributes {thd.params = {C = 8 : i64, cp = 2 : i64}} {
     return %c : tensor<?xi64>
   }
 }
+
+// -----
+
+// Offsets and GPU indices are 32-bit: C = 2^30 with cp = 2 used to compile
+// to a kernel that never loaded its inputs.
+module attributes {thd.params = {C = 1073741824 : i64, cp = 2 : i64}} {
+  // expected-error @+1 {{cannot be made static: argument #0 ('tokens') would have 2147483648 rows; thdc needs 1 to 2147483647}}
+  func.func @too_long(%t: tensor<?xi64> {thd.name = "tokens", thd.capacity = #thd.expr<"C*cp">}) -> tensor<?xi64> {
+    return %t : tensor<?xi64>
+  }
+}
+
+// -----
+
+// A zero capacity used to compile to code that loads element -1.
+module attributes {thd.params = {P = 0 : i64}} {
+  // expected-error @+1 {{cannot be made static: argument #0 ('pool') would have 0 rows; thdc needs 1 to 2147483647}}
+  func.func @empty(%t: tensor<?xi64> {thd.name = "pool", thd.capacity = #thd.expr<"P">}) -> tensor<?xi64> {
+    return %t : tensor<?xi64>
+  }
+}
+
+// -----
+
+module attributes {thd.params = {C = 8 : i64, N = 4611686018427387904 : i64}} {
+  func.func @huge_metadata(%cu: tensor<?xi32> {thd.capacity = 7 : i64},
+                           %cup: tensor<?xi32> {thd.capacity = 7 : i64},
+                           %n: tensor<1xi32>, %m: tensor<1xi32>) -> tensor<?xi32> {
+    // expected-error @+1 {{cannot be made static: its cu_seqlens outputs would have 4611686018427387904 rows; thdc needs 1 to 2147483647}}
+    %a, %b, %c, %d = thd.pad_tail_metadata %cu, %cup, %m num_seqs %n
+        cp 1 mode zigzag target "C" max_seqs "N" policy append_dummy_sequence
+        : tensor<?xi32>, tensor<?xi32> -> tensor<?xi32>, tensor<?xi32>
+    return %a : tensor<?xi32>
+  }
+}
+
+// -----
+
+module attributes {thd.params = {C = 8 : i64}} {
+  func.func @target_too_long(%t: tensor<?xi64> {thd.capacity = #thd.expr<"C">}) -> tensor<?xi64> {
+    // expected-error @+1 {{cannot be made static: result #0 would have 4294967296 rows; thdc needs 1 to 2147483647}}
+    %p = thd.pad_tail %t target 4294967296 : tensor<?xi64> -> tensor<?xi64>
+    return %p : tensor<?xi64>
+  }
+}

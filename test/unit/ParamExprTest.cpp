@@ -73,6 +73,29 @@ TEST(ParamExpr, ReportsOverflow) {
             std::string::npos);
 }
 
+TEST(ParamExpr, MostNegativeOverflowsInsteadOfTrapping) {
+  // INT64_MIN / -1 raised SIGFPE in every tool; -INT64_MIN was undefined.
+  EXPECT_NE(evalError("(-9223372036854775807-1)/(0-1)").find("integer overflow"),
+            std::string::npos);
+  EXPECT_NE(evalError("-(-9223372036854775807-1)").find("integer overflow"),
+            std::string::npos);
+  EXPECT_EQ(evalOk("-9223372036854775807-1"), INT64_MIN);
+}
+
+TEST(ParamExpr, DeepNestingIsAnErrorNotAStackOverflow) {
+  // 30,000 leading '-' overflowed the stack.
+  std::string minus(30000, '-');
+  EXPECT_NE(evalError(minus + "1").find("nested more than 200 levels deep"),
+            std::string::npos);
+  std::string parens = std::string(30000, '(') + "1" + std::string(30000, ')');
+  EXPECT_NE(evalError(parens).find("nested more than 200 levels deep"),
+            std::string::npos);
+  std::string error;
+  EXPECT_FALSE(isValidParamExprSyntax(minus + "1", error));
+  EXPECT_EQ(evalOk(std::string(100, '(') + "C" + std::string(100, ')')), 32768);
+  EXPECT_EQ(evalOk("--C"), 32768);
+}
+
 TEST(ParamExpr, SyntaxCheckDoesNotLookUpNames) {
   std::string error;
   EXPECT_TRUE(isValidParamExprSyntax("C*cp/(cp-2)", error)) << error;
