@@ -323,7 +323,7 @@ void *streamHandle(nb::handle stream) {
 struct CompileRecord {
   std::string source; ///< "bundle", "compiled", "memory-cache", "disk-cache"
   double micros = 0, compileMicros = 0, loadMicros = 0;
-  std::string key;
+  std::string key, cacheNote;
 };
 
 /// A loaded pipeline, callable from Python.
@@ -601,15 +601,17 @@ std::shared_ptr<Kernel> loadBundle(const std::string &bundle,
 
 #ifdef THDC_PYTHON_JIT
 /// One JIT per (backend, cache folder), shared by every compile call.
-Jit &jitFor(const std::string &backend, const std::string &cacheDir) {
+Jit &jitFor(const std::string &backend, const std::string &cacheDir,
+            const std::string &chip) {
   static std::mutex mutex;
   static std::map<std::string, std::unique_ptr<Jit>> jits;
   std::lock_guard<std::mutex> lock(mutex);
-  std::unique_ptr<Jit> &jit = jits[backend + "\n" + cacheDir];
+  std::unique_ptr<Jit> &jit = jits[backend + "\n" + cacheDir + "\n" + chip];
   if (!jit) {
     JitOptions options;
     options.backend = parseBackend(backend);
     options.cacheDir = cacheDir;
+    options.chip = chip;
     jit = std::make_unique<Jit>(options);
   }
   return *jit;
@@ -619,9 +621,10 @@ std::shared_ptr<Kernel> compileText(const std::string &text,
                                     const std::map<std::string, int64_t> &params,
                                     const std::string &backend,
                                     const std::string &cacheDir,
-                                    const std::string &sourceName) {
+                                    const std::string &sourceName,
+                                    const std::string &chip) {
   CompileInfo info;
-  Jit &jit = jitFor(backend, cacheDir);
+  Jit &jit = jitFor(backend, cacheDir, chip);
   Result<std::shared_ptr<Pipeline>> compiled = [&] {
     nb::gil_scoped_release release;
     return jit.compile(text, params, &info, sourceName);
@@ -635,6 +638,7 @@ std::shared_ptr<Kernel> compileText(const std::string &text,
   kernel->record.compileMicros = info.compileMicros;
   kernel->record.loadMicros = info.loadMicros;
   kernel->record.key = info.key;
+  kernel->record.cacheNote = info.cacheNote;
   return kernel;
 }
 #endif
@@ -779,6 +783,7 @@ NB_MODULE(_thdc, m) {
                      info["compile_micros"] = k.record.compileMicros;
                      info["load_micros"] = k.record.loadMicros;
                      info["key"] = k.record.key;
+                     info["cache_note"] = k.record.cacheNote;
                      return info;
                    })
       .def("_set_result_type",
@@ -830,7 +835,7 @@ NB_MODULE(_thdc, m) {
 #ifdef THDC_PYTHON_JIT
   m.def("compile", &compileText, nb::arg("text"), nb::arg("params"),
         nb::arg("backend") = "auto", nb::arg("cache_dir") = "",
-        nb::arg("source_name") = "pipeline.mlir");
+        nb::arg("source_name") = "pipeline.mlir", nb::arg("chip") = "");
   m.attr("has_jit") = true;
 #else
   m.attr("has_jit") = false;

@@ -88,7 +88,12 @@ Result<Manifest> thdc::runtime::readManifest(const std::string &bundleDir) {
   if (!text)
     return Status::error(text.status().message() +
                          " (is it a bundle written by thdc?)");
-  Result<json::Value> root = json::parse(*text);
+  return parseManifest(*text, path);
+}
+
+Result<Manifest> thdc::runtime::parseManifest(const std::string &text,
+                                              const std::string &path) {
+  Result<json::Value> root = json::parse(text);
   if (!root)
     return Status::error(path + ": " + root.status().message());
   auto bad = [&](const std::string &what) {

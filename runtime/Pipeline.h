@@ -60,6 +60,10 @@ struct Manifest {
 /// folder, a launch geometry the GPU accepts.
 Result<Manifest> readManifest(const std::string &bundleDir);
 
+/// The same checks on manifest text; `path` names it in messages.
+Result<Manifest> parseManifest(const std::string &text,
+                               const std::string &path);
+
 /// How a pipeline was loaded, for reports.
 struct LoadInfo {
   Backend backend = Backend::Host;

@@ -111,14 +111,19 @@ def compile(
     *,
     backend: str = "auto",
     cache_dir: str = "",
+    chip: str = "",
 ) -> Kernel:
     """Compiles pipeline text, or a .mlir file, with parameter values.
 
     Compiled kernels are cached in memory and on disk (cache_dir, else
     $THDC_CACHE_DIR, else ~/.cache/thdc; "-" for no disk cache), keyed by the
     text, the parameters, the chip and the compiler's version.
-    `kernel.compile_info` says how the call was served. Needs a build of
-    thdc with MLIR (`thdc.has_jit`); elsewhere load a bundle instead.
+    `kernel.compile_info` says how the call was served (and, under
+    "cache_note", why the disk cache was not used if it was not). chip: the
+    GPU architecture ("sm_90"); by default the current device's. Needs a
+    build of thdc with MLIR (`thdc.has_jit`); elsewhere load a bundle.
+    Processes sharing a cache folder may compile the same key at once: one
+    compiles, the others wait for it and load its result.
     """
     if not has_jit:
         raise RuntimeError(
@@ -134,7 +139,7 @@ def compile(
         with open(text, encoding="utf-8") as f:
             text = f.read()
     values = {str(k): int(v) for k, v in (params or {}).items()}
-    return _finish(_thdc.compile(text, values, backend, cache_dir, source_name))
+    return _finish(_thdc.compile(text, values, backend, cache_dir, source_name, chip))
 
 
 def pipeline_path(name: str) -> str:

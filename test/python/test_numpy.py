@@ -198,6 +198,25 @@ def test_compile_errors_are_exceptions(cache_dir):
         thdc.compile("/nonexistent/pipeline.mlir", {}, backend="host")
 
 
+def test_unknown_chip_is_an_exception(cache_dir):
+    if not thdc.has_jit:
+        pytest.skip("no JIT")
+    with pytest.raises(RuntimeError, match="unsupported GPU architecture 'sm_100'"):
+        thdc.compile(EXAMPLE, {"C": 8}, backend="host", cache_dir=cache_dir, chip="sm_100")
+
+
+def test_shared_writable_cache_is_not_used(tmp_path):
+    if not thdc.has_jit:
+        pytest.skip("no JIT")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    kernel = thdc.compile(EXAMPLE, {"C": 24, "cp": 2, "N": 6}, backend="host",
+                          cache_dir=str(shared))
+    assert "writable by other users" in kernel.compile_info["cache_note"]
+    assert list(shared.iterdir()) == []
+
+
 def test_jit_memory_cache(compile_host):
     first = compile_host(EXAMPLE, C=16, cp=2, N=6)
     second = compile_host(EXAMPLE, C=16, cp=2, N=6)

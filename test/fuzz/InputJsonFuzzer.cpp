@@ -1,0 +1,31 @@
+//===- InputJsonFuzzer.cpp - thd-run's JSON input reader ------------------===//
+//
+// Arbitrary text as thd-run's --input for the example's signature at C = 8,
+// cp = 2, N = 6 (runtime::readInputs), and written back when it reads.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/HostBuffers.h"
+
+#include "llvm/Support/Error.h"
+
+#include <cstddef>
+#include <cstdint>
+
+using namespace thdc::runtime;
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  static const std::vector<BufferSpec> specs = {
+      {"tokens", ElementType::I64, 16},   {"labels", ElementType::I64, 16},
+      {"position_ids", ElementType::I64, 16},
+      {"loss_mask", ElementType::F32, 16}, {"padding_mask", ElementType::I1, 8},
+      {"cu_seqlens", ElementType::I32, 7}, {"num_seqs", ElementType::I32, 1}};
+  llvm::Expected<std::vector<HostBuffer>> buffers = readInputs(
+      llvm::StringRef(reinterpret_cast<const char *>(data), size), specs);
+  if (!buffers) {
+    llvm::consumeError(buffers.takeError());
+    return 0;
+  }
+  (void)writeOutputs(*buffers, /*pretty=*/false);
+  return 0;
+}
