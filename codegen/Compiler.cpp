@@ -230,6 +230,12 @@ FailureOr<std::string> thdc::compileToPtx(ModuleOp module,
 }
 
 LogicalResult thdc::lowerToHostLLVM(ModuleOp module) {
+  // The buffer lengths, before lowering erases them into bare pointers: the
+  // host code exports them so that the runtime can check a manifest against
+  // the code it describes.
+  FailureOr<PipelineSignature> signature = describePipeline(module);
+  if (failed(signature))
+    return failure();
   PassManager pm(module.getContext());
   pm.addPass(thd::createTHDLowerToLoops());
   pm.addPass(createCanonicalizerPass());
@@ -276,6 +282,19 @@ LogicalResult thdc::lowerToHostLLVM(ModuleOp module) {
   }
   LLVM::CallOp::create(b, loc, entry, arguments);
   LLVM::ReturnOp::create(b, loc, ValueRange{});
+
+  SmallVector<int64_t> elements = {int64_t(signature->buffers.size())};
+  for (const BufferInfo &buffer : signature->buffers)
+    elements.push_back(buffer.elements);
+  b.setInsertionPointToEnd(module.getBody());
+  auto i64 = IntegerType::get(context, 64);
+  auto tensorType =
+      RankedTensorType::get({int64_t(elements.size())}, i64);
+  LLVM::GlobalOp::create(
+      b, loc, LLVM::LLVMArrayType::get(i64, elements.size()),
+      /*isConstant=*/true, LLVM::Linkage::External,
+      (entry.getName() + kBufferElementsSuffix).str(),
+      DenseElementsAttr::get(tensorType, ArrayRef<int64_t>(elements)));
   return success();
 }
 

@@ -329,6 +329,28 @@ Result<std::unique_ptr<Pipeline>> Pipeline::load(const std::string &bundleDir,
       return Status::error("the host code has no symbol '" + m.hostSymbol +
                            "'");
     }
+    // The code states its buffers' lengths (bundles written before it did
+    // do not): a manifest that disagrees would make it write past them.
+    if (auto *counts = static_cast<const int64_t *>(
+            dlsym(handle, (m.entry + "_buffer_elements").c_str()))) {
+      // Read before dlclose unmaps them.
+      std::string mismatch;
+      if (counts[0] != int64_t(m.buffers.size()))
+        mismatch = std::to_string(m.buffers.size()) +
+                   " buffers, but the host code takes " +
+                   std::to_string(counts[0]);
+      for (size_t i = 0; mismatch.empty() && i < m.buffers.size(); ++i)
+        if (counts[i + 1] != m.buffers[i].elements)
+          mismatch = "buffer '" + m.buffers[i].name + "' has " +
+                     std::to_string(m.buffers[i].elements) +
+                     " elements, but the host code was compiled for " +
+                     std::to_string(counts[i + 1]);
+      if (!mismatch.empty()) {
+        dlclose(handle);
+        return Status::error(joinPath(bundleDir, "manifest.json") + ": " +
+                             mismatch);
+      }
+    }
     pipeline->library_ = handle;
     pipeline->hostEntry_ = reinterpret_cast<void (*)(void **)>(symbol);
     pipeline->info_.backend = Backend::Host;
