@@ -654,6 +654,28 @@ void PipelineLowering::validate(ValidateOp op) {
               cmp(arith::CmpIPredicate::ne, remS(p1, i32(multiple)), i32(0));
           acc = orI(acc, select(indivisible, i32(4), i32(0)));
         }
+        if (Value ids = op.getSampleIds()) {
+          // Sample prev: its id inside the pool's samples, its rows inside
+          // the pool (in 64 bits: offset + length can wrap in 32).
+          int64_t chosen = staticLength(ids);
+          int64_t samples = staticLength(op.getSampleLengths());
+          Value id = entry(ids, prev);
+          Value badId = orI(cmp(arith::CmpIPredicate::slt, id, i32(0)),
+                            cmp(arith::CmpIPredicate::sge, id, i32(samples)));
+          Value offset = wide(entry(op.getSampleOffsets(), toIndex(id)));
+          Value length = wide(entry(op.getSampleLengths(), toIndex(id)));
+          Value end = add(offset, length);
+          Value zero = arith::ConstantIntOp::create(b, loc, b.getI64Type(), 0);
+          Value rows = arith::ConstantIntOp::create(
+              b, loc, b.getI64Type(), intAttr(op.getPoolRowsAttr()));
+          Value badRows =
+              orI(orI(cmp(arith::CmpIPredicate::slt, offset, zero),
+                      cmp(arith::CmpIPredicate::slt, length, zero)),
+                  cmp(arith::CmpIPredicate::sgt, end, rows));
+          Value counted = cmp(arith::CmpIPredicate::slt, prev, idx(chosen));
+          acc = orI(acc, select(andI(counted, orI(badId, badRows)), i32(64),
+                                i32(0)));
+        }
         return acc;
       });
   scalars[op.getStatus()] = statusBits;

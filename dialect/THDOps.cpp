@@ -430,11 +430,27 @@ LogicalResult ValidateOp::verify() {
   if (failed(maxSeqs))
     return failure();
   std::optional<int64_t> entries = staticLength(getCuSeqlens());
-  if (entries && **maxSeqs + 1 > *entries)
+  if (entries && *maxSeqs && **maxSeqs >= *entries)
     return emitOpError() << "'max_seqs' is " << **maxSeqs
                          << " but the cu arrays hold only " << *entries
                          << " entries (at most " << *entries - 1
                          << " sequences)";
+  bool samples = getSampleOffsets() && getSampleLengths() && getSampleIds();
+  if (!samples && (getSampleOffsets() || getSampleLengths() || getSampleIds()))
+    return emitOpError("'samples' takes the sample offsets, the sample "
+                       "lengths and the chosen sample ids, all three");
+  if (samples != bool(getPoolRowsAttr()))
+    return emitOpError("'samples' and 'pool_rows' go together: the pool's "
+                       "rows bound the chosen samples' rows");
+  if (samples) {
+    if (failed(resolveAtLeast(*this, getPoolRowsAttr(), "pool_rows", 1)))
+      return failure();
+    std::optional<int64_t> offsets = staticLength(getSampleOffsets());
+    std::optional<int64_t> lengths = staticLength(getSampleLengths());
+    if (offsets && lengths && *offsets != *lengths)
+      return emitOpError() << "has " << *offsets << " sample offsets but "
+                           << *lengths << " sample lengths";
+  }
   return success();
 }
 

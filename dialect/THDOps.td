@@ -377,7 +377,7 @@ def THD_PadCuSeqlensOp : THD_Op<"pad_cu_seqlens"> {
   }];
 }
 
-def THD_ValidateOp : THD_Op<"validate"> {
+def THD_ValidateOp : THD_Op<"validate", [AttrSizedOperandSegments]> {
   let summary = "check a microbatch's metadata on the device; fault bits";
   let description = [{
     Returns 0 when the microbatch's metadata is valid for the pipeline,
@@ -388,7 +388,11 @@ def THD_ValidateOp : THD_Op<"validate"> {
       `2*cp` (zigzag) or `cp` (contiguous);
     - 8: an array does not start at 0 or decreases;
     - 16: a valid length is above its padded length;
-    - 32: `cp_rank` is outside `[0, cp)`.
+    - 32: `cp_rank` is outside `[0, cp)`;
+    - 64: with `samples(...)`, a chosen sample id is outside the pool's
+      samples, or a chosen sample's rows `[offset, offset + length)` are not
+      inside the pool's `pool_rows` rows (the steps that read the pool clamp
+      their indices; this bit says the rows would have come from elsewhere).
     The second result is `num_seqs` when the status is 0 and 0 otherwise:
     ops that read it see an empty microbatch when the data is bad, so the
     pipeline writes in bounds and returns the outputs of an empty
@@ -400,16 +404,28 @@ def THD_ValidateOp : THD_Op<"validate"> {
     ```mlir
     %status, %checked_num_seqs = thd.validate %cu, %cup, %rank num_seqs %n cp "cp" mode zigzag
         max_tokens "C*cp" max_seqs "N-1" : tensor<?xi32>, tensor<?xi32>
+    // a microbatch packed from a pool: its chosen samples checked too
+    %status, %checked_num_seqs = thd.validate %cu, %cup, %rank num_seqs %n
+        samples(%offsets, %lengths, %ids : tensor<?xi32>, tensor<?xi32>, tensor<?xi32>)
+        pool_rows "P" cp "cp" mode zigzag max_tokens "C*cp" max_seqs "N-1"
+        : tensor<?xi32>, tensor<?xi32>
     ```
   }];
   let arguments = (ins THD_CuSeqlens:$cu_seqlens, THD_CuSeqlens:$cu_seqlens_padded,
                        THD_Scalar:$cp_rank, Optional<THD_Scalar>:$num_seqs,
+                       Optional<THD_Lengths>:$sample_offsets,
+                       Optional<THD_Lengths>:$sample_lengths,
+                       Optional<THD_Lengths>:$sample_ids,
+                       OptionalAttr<THD_IntOrParamAttr>:$pool_rows,
                        THD_IntOrParamAttr:$cp,
                        DefaultValuedAttr<THD_CpModeAttr, "::mlir::thd::CpMode::zigzag">:$mode,
                        THD_IntOrParamAttr:$max_tokens, THD_IntOrParamAttr:$max_seqs);
   let results = (outs THD_Scalar:$status, THD_Scalar:$checked_num_seqs);
   let assemblyFormat = [{
     $cu_seqlens `,` $cu_seqlens_padded `,` $cp_rank (`num_seqs` $num_seqs^)?
+    (`samples` `(` $sample_offsets^ `,` $sample_lengths `,` $sample_ids `:`
+     type($sample_offsets) `,` type($sample_lengths) `,` type($sample_ids) `)`
+     `pool_rows` custom<IntOrParam>($pool_rows))?
     `cp` custom<IntOrParam>($cp) `mode` `` $mode
     `max_tokens` custom<IntOrParam>($max_tokens) `max_seqs` custom<IntOrParam>($max_seqs)
     attr-dict `:` type($cu_seqlens) `,` type($cu_seqlens_padded)

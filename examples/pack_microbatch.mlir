@@ -31,8 +31,11 @@ module attributes {thd.params = {C = 8 : i64, cp = 2 : i64, N = 6 : i64, P = 64 
     %cu = thd.cu_seqlens %valid num_seqs %num_seqs : tensor<?xi32> -> tensor<?xi32>
     %cup = thd.cu_seqlens %padded num_seqs %num_seqs : tensor<?xi32> -> tensor<?xi32>
 
-    // Too many samples or tokens set status bits; the steps then see none.
+    // Too many samples or tokens, or a chosen sample outside the pool, set
+    // status bits; the steps then see none.
     %status, %n = thd.validate %cu, %cup, %cp_rank num_seqs %num_seqs
+        samples(%sample_offsets, %sample_lengths, %sample_ids
+                : tensor<?xi32>, tensor<?xi32>, tensor<?xi32>) pool_rows "P"
         cp "cp" mode zigzag max_tokens "C*cp" max_seqs "N-1" : tensor<?xi32>, tensor<?xi32>
 
     // S4 + S5 + S6: the packed buffer is never materialised; each row below

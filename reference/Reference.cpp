@@ -1113,6 +1113,25 @@ GraphStepOutput runGraphStep(const GraphStepInput &input,
 
 } // namespace
 
+int32_t sampleStatus(const std::vector<int32_t> &sampleOffsets,
+                     const std::vector<int32_t> &sampleLengths,
+                     const std::vector<int32_t> &sampleIds, int64_t numSeqs,
+                     int64_t poolRows) {
+  int64_t n = std::clamp<int64_t>(numSeqs, 0, int64_t(sampleIds.size()));
+  int64_t samples =
+      int64_t(std::min(sampleOffsets.size(), sampleLengths.size()));
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t id = sampleIds[std::size_t(i)];
+    if (id < 0 || id >= samples)
+      return StatusSampleOutOfRange;
+    int64_t offset = sampleOffsets[std::size_t(id)];
+    int64_t length = sampleLengths[std::size_t(id)];
+    if (offset < 0 || length < 0 || offset + length > poolRows)
+      return StatusSampleOutOfRange;
+  }
+  return 0;
+}
+
 int32_t graphStepStatus(const GraphStepInput &input, int64_t maxSeqlenPerRank,
                         int64_t cp, int64_t maxPackedSequences) {
   checkGraphStepPreconditions(input, maxSeqlenPerRank, cp, maxPackedSequences);

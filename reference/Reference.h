@@ -604,7 +604,21 @@ enum StatusBit : int32_t {
   StatusValidExceedsPadded = 16,
   /// cpRank outside [0, cp).
   StatusCpRankOutOfRange = 32,
+  /// A chosen sample id outside the pool's samples, or a chosen sample's
+  /// rows [offset, offset + length) outside the pool (pipelines that pack
+  /// from a pool: thd.validate with samples(...)).
+  StatusSampleOutOfRange = 64,
 };
+
+/// StatusSampleOutOfRange when one of the first n = clamp(numSeqs, 0,
+/// sampleIds.size()) chosen samples is out of range: an id outside
+/// [0, sampleLengths.size()), a negative offset or length, or
+/// offset + length above poolRows; else 0. Sizes as in the pipeline:
+/// sampleOffsets and sampleLengths have one entry per pool sample.
+int32_t sampleStatus(const std::vector<int32_t> &sampleOffsets,
+                     const std::vector<int32_t> &sampleLengths,
+                     const std::vector<int32_t> &sampleIds, int64_t numSeqs,
+                     int64_t poolRows);
 
 /// Input of one microbatch of megatronGraphStep, in the static shapes of the
 /// graph: the global (pre-CP) buffer has C*cp rows of which the first

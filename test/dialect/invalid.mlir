@@ -557,3 +557,45 @@ func.func @f(%t: tensor<8xi64>) -> tensor<8xi64> {
 func.func @f() attributes {thd.grid = array<i64: 1, 0, 1>} {
   return
 }
+
+// -----
+
+module attributes {thd.params = {C = 8 : i64, N = 6 : i64, cp = 2 : i64, P = 64 : i64}} {
+func.func @f(%cu: tensor<7xi32>, %r: tensor<1xi32>, %offsets: tensor<8xi32>, %lengths: tensor<7xi32>, %ids: tensor<5xi32>) -> tensor<1xi32> {
+  // expected-error @+1 {{has 8 sample offsets but 7 sample lengths}}
+  %0, %1 = thd.validate %cu, %cu, %r samples(%offsets, %lengths, %ids : tensor<8xi32>, tensor<7xi32>, tensor<5xi32>) pool_rows "P"
+      cp "cp" mode zigzag max_tokens "C*cp" max_seqs 2 : tensor<7xi32>, tensor<7xi32>
+  return %0 : tensor<1xi32>
+}
+}
+
+// -----
+
+module attributes {thd.params = {C = 8 : i64, N = 6 : i64, cp = 2 : i64, P = 0 : i64}} {
+func.func @f(%cu: tensor<7xi32>, %r: tensor<1xi32>, %offsets: tensor<8xi32>, %ids: tensor<5xi32>) -> tensor<1xi32> {
+  // expected-error @+1 {{'pool_rows' must be at least 1, got 0}}
+  %0, %1 = thd.validate %cu, %cu, %r samples(%offsets, %offsets, %ids : tensor<8xi32>, tensor<8xi32>, tensor<5xi32>) pool_rows "P"
+      cp "cp" mode zigzag max_tokens "C*cp" max_seqs 2 : tensor<7xi32>, tensor<7xi32>
+  return %0 : tensor<1xi32>
+}
+}
+
+// -----
+
+module attributes {thd.params = {C = 8 : i64, N = 6 : i64, cp = 2 : i64}} {
+func.func @f(%cu: tensor<7xi32>, %r: tensor<1xi32>, %offsets: tensor<8xi32>, %ids: tensor<5xi32>) -> tensor<1xi32> {
+  // expected-error @+1 {{'samples' takes the sample offsets, the sample lengths and the chosen sample ids, all three}}
+  %0, %1 = "thd.validate"(%cu, %cu, %r, %offsets, %ids) <{cp = 2 : i64, max_tokens = 16 : i64, max_seqs = 2 : i64, pool_rows = 8 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 0, 1, 0, 1>}> : (tensor<7xi32>, tensor<7xi32>, tensor<1xi32>, tensor<8xi32>, tensor<5xi32>) -> (tensor<1xi32>, tensor<1xi32>)
+  return %0 : tensor<1xi32>
+}
+}
+
+// -----
+
+module attributes {thd.params = {C = 8 : i64, N = 9223372036854775807 : i64, cp = 2 : i64}} {
+func.func @f(%cu: tensor<7xi32>, %r: tensor<1xi32>) -> tensor<1xi32> {
+  // expected-error @+1 {{'max_seqs' is 9223372036854775807 but the cu arrays hold only 7 entries}}
+  %0, %1 = thd.validate %cu, %cu, %r cp "cp" mode zigzag max_tokens "C*cp" max_seqs "N" : tensor<7xi32>, tensor<7xi32>
+  return %0 : tensor<1xi32>
+}
+}

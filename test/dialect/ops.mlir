@@ -3,7 +3,7 @@
 // RUN: thd-opt %s | thd-opt | FileCheck %s
 // RUN: thd-opt %s -mlir-print-op-generic | thd-opt | FileCheck %s
 
-module attributes {thd.params = {C = 8 : i64, N = 6 : i64, cp = 2 : i64}} {
+module attributes {thd.params = {C = 8 : i64, N = 6 : i64, P = 64 : i64, cp = 2 : i64}} {
 
 // CHECK-LABEL: func @align_lengths
 // CHECK-SAME: (%[[V:.+]]: tensor<?xi32>)
@@ -145,6 +145,15 @@ func.func @pad_cu_seqlens(%cup: tensor<4xi32>, %n: tensor<1xi32>) -> (tensor<7xi
 func.func @validate(%cu: tensor<?xi32>, %cup: tensor<?xi32>, %r: tensor<1xi32>, %n: tensor<1xi32>) -> tensor<1xi32> {
   // CHECK: thd.validate %{{.+}}, %{{.+}}, %{{.+}} num_seqs %{{.+}} cp "cp" mode zigzag max_tokens "C*cp" max_seqs "N-1" : tensor<?xi32>, tensor<?xi32>
   %0, %1 = thd.validate %cu, %cup, %r num_seqs %n cp "cp" mode zigzag max_tokens "C*cp" max_seqs "N-1" : tensor<?xi32>, tensor<?xi32>
+  return %0 : tensor<1xi32>
+}
+
+// CHECK-LABEL: func @validate_samples
+func.func @validate_samples(%cu: tensor<?xi32>, %cup: tensor<?xi32>, %r: tensor<1xi32>, %n: tensor<1xi32>,
+                            %offsets: tensor<8xi32>, %lengths: tensor<8xi32>, %ids: tensor<5xi32>) -> tensor<1xi32> {
+  // CHECK: thd.validate %{{.+}}, %{{.+}}, %{{.+}} num_seqs %{{.+}} samples(%{{.+}}, %{{.+}}, %{{.+}} : tensor<8xi32>, tensor<8xi32>, tensor<5xi32>) pool_rows "P" cp "cp" mode zigzag max_tokens "C*cp" max_seqs "N-1" : tensor<?xi32>, tensor<?xi32>
+  %0, %1 = thd.validate %cu, %cup, %r num_seqs %n samples(%offsets, %lengths, %ids : tensor<8xi32>, tensor<8xi32>, tensor<5xi32>) pool_rows "P"
+      cp "cp" mode zigzag max_tokens "C*cp" max_seqs "N-1" : tensor<?xi32>, tensor<?xi32>
   return %0 : tensor<1xi32>
 }
 

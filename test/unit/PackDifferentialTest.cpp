@@ -244,10 +244,12 @@ private:
 /// The reference of examples/pack_microbatch.mlir, composed from the
 /// reference steps exactly as the pipeline composes its ops:
 ///   thd.gather: v[i] = sample_lengths[sample_ids[i]] for the first num_seqs
-///     ids (clamped into [0, N-1]: the ids array has N-1 entries);
+///     ids (clamped into [0, N-1]: the ids array has N-1 entries), each id
+///     clamped into [0, S);
 ///   thd.align_lengths: p = alignLengths(v, G), G = 2*cp (cp > 1) or 1;
 ///   thd.cu_seqlens: cu, cup = cumulativeLengths(v), (p), padded to N+1
-///     entries by repeats for thd.validate (graphStepStatus), which sees the
+///     entries by repeats for thd.validate (graphStepStatus, or'ed with
+///     sampleStatus over the raw ids and the pool's P rows), which sees the
 ///     raw num_seqs and cp_rank; a nonzero status leaves no sequence (and
 ///     rank 0) for the steps below;
 ///   thd.pack: tokens, labels = pack(pool, offsets, ids, v, p, 0);
@@ -255,8 +257,8 @@ private:
 ///   thd.cp_slice (S7 zigzag) for cp_rank, thd.pad_tail to C (data 0, mask
 ///     1), thd.max_seqlen and padTailMetadata{cp, zigzag, target C, max_seqs
 ///     N, append_dummy_sequence}.
-/// Fails where the reference steps refuse the data (a chosen id outside
-/// [0, S), a negative length, int32 overflow, a read outside the pool).
+/// Fails where the reference steps refuse the data (a negative length,
+/// int32 overflow).
 Expected<PackOutput> referencePackMicrobatch(const PackInput &input,
                                              const PackConfig &config) {
   using Result = PackOutput;
@@ -269,10 +271,8 @@ Expected<PackOutput> referencePackMicrobatch(const PackInput &input,
                            input.sampleIds.begin() + gathered);
   std::vector<int32_t> valid;
   for (std::size_t i = 0; i < gathered; ++i) {
-    if (ids[i] < 0 || ids[i] >= int64_t(input.sampleLengths.size()))
-      return makeError<Result>(
-          "gather: sample id sample_ids[" + std::to_string(i) +
-          "] = " + std::to_string(ids[i]) + " is out of range");
+    ids[i] = std::clamp<int32_t>(ids[i], 0,
+                                 int32_t(input.sampleLengths.size()) - 1);
     valid.push_back(input.sampleLengths[std::size_t(ids[i])]);
   }
   Expected<std::vector<int32_t>> padded = alignLengths(valid, granularity);
@@ -294,7 +294,10 @@ Expected<PackOutput> referencePackMicrobatch(const PackInput &input,
   statusInput.numSeqs = input.numSeqs;
   statusInput.cpRank = input.cpRank;
   PackOutput output;
-  output.status = graphStepStatus(statusInput, C, cp, N);
+  output.status = graphStepStatus(statusInput, C, cp, N) |
+                  sampleStatus(input.sampleOffsets, input.sampleLengths,
+                               input.sampleIds, input.numSeqs,
+                               int64_t(input.tokenPool.size()));
 
   int64_t rank = input.cpRank;
   if (output.status != 0) {
@@ -967,7 +970,7 @@ TEST_F(PackBadData, NegativeSampleLength) {
   PackInput input = spec();
   for (int32_t length : {-1, -4, -5, kInt32Min}) {
     input.sampleLengths[1] = length;
-    expectEmptyMicrobatch(input, StatusNotMonotonic);
+    expectEmptyMicrobatch(input, StatusNotMonotonic | StatusSampleOutOfRange);
   }
 }
 
@@ -997,27 +1000,42 @@ TEST_F(PackBadData, OverflowingSampleLengthsAreRejected) {
 // INT32_MIN reads sample 0 (A) and id S or INT32_MAX sample S-1 (length 2),
 // with status 0. The reference steps refuse such ids, so only the absence
 // of a crash and a fully written output are asserted.
-TEST_F(PackBadData, ChosenIdOutOfRangeDoesNotCrash) {
+// Ids outside the pool's samples used to be clamped with status 0, so rows
+// came from another sample and nobody was told; now they are a status bit
+// and an empty microbatch.
+TEST_F(PackBadData, ChosenIdOutOfRangeIsAStatusBit) {
   for (int32_t badId : {-1, int32_t(config.S), kInt32Min, kInt32Max}) {
     for (int32_t position : {0, 2}) {
       PackInput input = spec();
       input.sampleIds[position] = badId;
-      ASSERT_FALSE(referencePackMicrobatch(input, config));
       const PackOutput actual = run(input);
-      EXPECT_NE(actual.status, CompiledPack::kMarker32);
-      EXPECT_NE(actual.maxSeqlen, CompiledPack::kMarker32);
-      for (int64_t row = 0; row < config.C; ++row) {
-        EXPECT_NE(actual.tokens[row], CompiledPack::kMarker64);
-        EXPECT_NE(actual.labels[row], CompiledPack::kMarker64);
-        EXPECT_NE(actual.positionIds[row], CompiledPack::kMarker64);
-        EXPECT_NE(actual.paddingMask[row], CompiledPack::kMarker8);
-      }
-      for (int64_t i = 0; i <= config.N; ++i) {
-        EXPECT_NE(actual.cuSeqlens[i], CompiledPack::kMarker32);
-        EXPECT_NE(actual.cuSeqlensPadded[i], CompiledPack::kMarker32);
-      }
+      EXPECT_TRUE(actual.status & StatusSampleOutOfRange)
+          << "status " << actual.status << "; " << describe(config, input);
+      std::string mismatch =
+          firstMismatch(actual, emptyMicrobatchOutput(config, actual.status));
+      EXPECT_TRUE(mismatch.empty()) << mismatch;
+      Expected<PackOutput> expected = referencePackMicrobatch(input, config);
+      ASSERT_TRUE(expected) << expected.error();
+      mismatch = firstMismatch(actual, *expected);
+      EXPECT_TRUE(mismatch.empty()) << mismatch;
     }
   }
+}
+
+// A chosen sample whose rows leave the pool (offset past it, or offset +
+// length beyond it, or a negative offset) is refused the same way.
+TEST_F(PackBadData, SampleRowsOutsideThePoolAreAStatusBit) {
+  for (int32_t offset : {int32_t(config.P) - 1, int32_t(config.P), -1,
+                         kInt32Max, kInt32Min}) {
+    PackInput input = spec();
+    input.sampleOffsets[2] = offset; // the third chosen sample, 4 rows long
+    expectEmptyMicrobatch(input, StatusSampleOutOfRange);
+  }
+  // A sample that is not chosen may point anywhere.
+  PackInput input = spec();
+  input.sampleOffsets[7] = kInt32Max;
+  const PackOutput actual = run(input);
+  EXPECT_EQ(actual.status, 0);
 }
 
 } // namespace
