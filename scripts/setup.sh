@@ -2,7 +2,8 @@
 # Installs everything thdc needs to build and test on a fresh Debian 12 machine.
 set -euo pipefail
 
-packages=(cmake ninja-build g++ python3 llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools libfmt-dev libgtest-dev)
+packages=(cmake ninja-build g++ python3 llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools libfmt-dev libgtest-dev
+          clang-14 libclang-rt-14-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
