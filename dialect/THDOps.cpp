@@ -100,6 +100,12 @@ resolveAtLeast(Operation *op, Attribute attr, StringRef name, int64_t minimum) {
   if (*value < minimum)
     return op->emitOpError() << "'" << name << "' must be at least " << minimum
                              << ", got " << *value;
+  // Lengths, offsets and counts are 32-bit on the device; bounding every
+  // configuration value there also keeps the verifiers' arithmetic (cp * 2,
+  // max_seqs + 1, target * cp) far from overflowing.
+  if (*value > INT32_MAX)
+    return op->emitOpError() << "'" << name << "' must be at most "
+                             << INT32_MAX << ", got " << *value;
   return std::optional<int64_t>(*value);
 }
 

@@ -594,8 +594,30 @@ func.func @f(%cu: tensor<7xi32>, %r: tensor<1xi32>, %offsets: tensor<8xi32>, %id
 
 module attributes {thd.params = {C = 8 : i64, N = 9223372036854775807 : i64, cp = 2 : i64}} {
 func.func @f(%cu: tensor<7xi32>, %r: tensor<1xi32>) -> tensor<1xi32> {
-  // expected-error @+1 {{'max_seqs' is 9223372036854775807 but the cu arrays hold only 7 entries}}
+  // expected-error @+1 {{'max_seqs' must be at most 2147483647, got 9223372036854775807}}
   %0, %1 = thd.validate %cu, %cu, %r cp "cp" mode zigzag max_tokens "C*cp" max_seqs "N" : tensor<7xi32>, tensor<7xi32>
   return %0 : tensor<1xi32>
+}
+}
+
+// -----
+
+// Configuration values are bounded by the device's 32-bit offsets (and the
+// verifiers' arithmetic stays clear of overflow).
+module attributes {thd.params = {C = 8 : i64}} {
+func.func @f(%t: tensor<8xi64>) -> tensor<?xi64> {
+  // expected-error @+1 {{'target' must be at most 2147483647, got 4294967296}}
+  %p = thd.pad_tail %t target 4294967296 : tensor<8xi64> -> tensor<?xi64>
+  return %p : tensor<?xi64>
+}
+}
+
+// -----
+
+module attributes {thd.params = {cp = 9223372036854775807 : i64}} {
+func.func @f(%t: tensor<16xi64>, %cup: tensor<7xi32>, %r: tensor<1xi32>) -> tensor<?xi64> {
+  // expected-error @+1 {{'cp' must be at most 2147483647, got 9223372036854775807}}
+  %s = thd.cp_slice %t, %cup, %r cp "cp" mode zigzag : tensor<16xi64>, tensor<7xi32> -> tensor<?xi64>
+  return %s : tensor<?xi64>
 }
 }

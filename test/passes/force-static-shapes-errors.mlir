@@ -102,24 +102,11 @@ module attributes {thd.params = {P = 0 : i64}} {
 
 // -----
 
-module attributes {thd.params = {C = 8 : i64, N = 4611686018427387904 : i64}} {
-  func.func @huge_metadata(%cu: tensor<?xi32> {thd.capacity = 7 : i64},
-                           %cup: tensor<?xi32> {thd.capacity = 7 : i64},
-                           %n: tensor<1xi32>, %m: tensor<1xi32>) -> tensor<?xi32> {
-    // expected-error @+1 {{cannot be made static: its cu_seqlens outputs would have 4611686018427387904 rows; thdc needs 1 to 2147483647}}
-    %a, %b, %c, %d = thd.pad_tail_metadata %cu, %cup, %m num_seqs %n
-        cp 1 mode zigzag target "C" max_seqs "N" policy append_dummy_sequence
-        : tensor<?xi32>, tensor<?xi32> -> tensor<?xi32>, tensor<?xi32>
-    return %a : tensor<?xi32>
-  }
-}
-
-// -----
-
-module attributes {thd.params = {C = 8 : i64}} {
-  func.func @target_too_long(%t: tensor<?xi64> {thd.capacity = #thd.expr<"C">}) -> tensor<?xi64> {
-    // expected-error @+1 {{cannot be made static: result #0 would have 4294967296 rows; thdc needs 1 to 2147483647}}
-    %p = thd.pad_tail %t target 4294967296 : tensor<?xi64> -> tensor<?xi64>
-    return %p : tensor<?xi64>
+// The cumulative offsets of 2^31 - 1 lengths have one entry too many.
+module attributes {thd.params = {N = 2147483647 : i64}} {
+  func.func @cu_too_long(%l: tensor<?xi32> {thd.capacity = #thd.expr<"N">}) -> tensor<?xi32> {
+    // expected-error @+1 {{cannot be made static: result #0 would have 2147483648 rows; thdc needs 1 to 2147483647}}
+    %c = thd.cu_seqlens %l : tensor<?xi32> -> tensor<?xi32>
+    return %c : tensor<?xi32>
   }
 }
