@@ -147,6 +147,29 @@ FailureOr<thdc::PipelineSignature> thdc::describePipeline(ModuleOp module) {
   return signature;
 }
 
+/// Adds `<entry><kBufferElementsSuffix>`, a constant i64 array holding the
+/// number of buffers and then each buffer's length, at the end of `body`
+/// (in `addressSpace`: 1 is the GPU's global memory).
+static void addBufferElementsGlobal(OpBuilder &b, Location loc, Block *body,
+                                    const thdc::PipelineSignature &signature,
+                                    unsigned addressSpace) {
+  SmallVector<int64_t> elements = {int64_t(signature.buffers.size())};
+  for (const thdc::BufferInfo &buffer : signature.buffers)
+    elements.push_back(buffer.elements);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(body, body->end());
+  if (!body->empty() && body->back().hasTrait<OpTrait::IsTerminator>())
+    b.setInsertionPoint(&body->back());
+  auto i64 = b.getI64Type();
+  auto tensorType = RankedTensorType::get({int64_t(elements.size())}, i64);
+  LLVM::GlobalOp::create(
+      b, loc, LLVM::LLVMArrayType::get(i64, elements.size()),
+      /*isConstant=*/true, LLVM::Linkage::External,
+      signature.entry + thdc::kBufferElementsSuffix.str(),
+      DenseElementsAttr::get(tensorType, ArrayRef<int64_t>(elements)),
+      /*alignment=*/8, addressSpace);
+}
+
 FailureOr<std::string> thdc::compileToPtx(ModuleOp module,
                                           const GpuOptions &options,
                                           int64_t grid[3], int64_t block[3]) {
@@ -211,6 +234,12 @@ FailureOr<std::string> thdc::compileToPtx(ModuleOp module,
     if (kernelsFound != 1)
       return module.emitError()
              << "expected one kernel, found " << kernelsFound;
+    FailureOr<PipelineSignature> signature = describePipeline(module);
+    if (failed(signature))
+      return failure();
+    OpBuilder b(module.getContext());
+    addBufferElementsGlobal(b, kernelModule.getLoc(), kernelModule.getBody(),
+                            *signature, /*addressSpace=*/1);
     dropBufferNames(*gpuModule);
     PassManager toBinary(module.getContext());
     toBinary.addPass(createGpuModuleToBinaryPass(binary));
@@ -283,18 +312,8 @@ LogicalResult thdc::lowerToHostLLVM(ModuleOp module) {
   LLVM::CallOp::create(b, loc, entry, arguments);
   LLVM::ReturnOp::create(b, loc, ValueRange{});
 
-  SmallVector<int64_t> elements = {int64_t(signature->buffers.size())};
-  for (const BufferInfo &buffer : signature->buffers)
-    elements.push_back(buffer.elements);
-  b.setInsertionPointToEnd(module.getBody());
-  auto i64 = IntegerType::get(context, 64);
-  auto tensorType =
-      RankedTensorType::get({int64_t(elements.size())}, i64);
-  LLVM::GlobalOp::create(
-      b, loc, LLVM::LLVMArrayType::get(i64, elements.size()),
-      /*isConstant=*/true, LLVM::Linkage::External,
-      (entry.getName() + kBufferElementsSuffix).str(),
-      DenseElementsAttr::get(tensorType, ArrayRef<int64_t>(elements)));
+  addBufferElementsGlobal(b, loc, module.getBody(), *signature,
+                          /*addressSpace=*/0);
   return success();
 }
 

@@ -33,6 +33,8 @@ struct CudaDriver {
   X(cuModuleLoadData)                                                          \
   X(cuModuleUnload)                                                            \
   X(cuModuleGetFunction)                                                       \
+  X(cuModuleGetGlobal)                                                         \
+  X(cuMemcpyDtoH)                                                              \
   X(cuLinkCreate)                                                              \
   X(cuLinkAddData)                                                             \
   X(cuLinkComplete)                                                            \

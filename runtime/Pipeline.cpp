@@ -268,6 +268,41 @@ Status Pipeline::loadModule(int device) const {
   return Status();
 }
 
+/// The kernel states its buffers' lengths (PTX of bundles written before it
+/// did does not): a manifest that disagrees would let callers hand it
+/// buffers it reads or writes past. Checked once, when the bundle is loaded.
+Status Pipeline::checkKernelBuffers(int device) const {
+  const CudaDriver &cu = **CudaDriver::get();
+  ScopedDevice scope;
+  if (Status entered = scope.enter(cu, device); !entered)
+    return entered;
+  CUdeviceptr address = 0;
+  size_t bytes = 0;
+  std::string symbol = manifest_.entry + "_buffer_elements";
+  if (cu.cuModuleGetGlobal(&address, &bytes, modules_->modules[device],
+                           symbol.c_str()) != CUDA_SUCCESS)
+    return Status();
+  std::vector<int64_t> counts(bytes / sizeof(int64_t));
+  CUresult r = cu.cuMemcpyDtoH(counts.data(), address, bytes);
+  if (r != CUDA_SUCCESS)
+    return Status::error("reading " + symbol + ": " +
+                         cu.describe("cuMemcpyDtoH", r));
+  const std::vector<BufferDesc> &buffers = manifest_.buffers;
+  if (counts.empty() || counts[0] != int64_t(buffers.size()) ||
+      counts.size() != buffers.size() + 1)
+    return Status::error("manifest.json lists " +
+                         std::to_string(buffers.size()) +
+                         " buffers, but the kernel takes " +
+                         std::to_string(counts.empty() ? 0 : counts[0]));
+  for (size_t i = 0; i < buffers.size(); ++i)
+    if (counts[i + 1] != buffers[i].elements)
+      return Status::error("manifest.json: buffer '" + buffers[i].name +
+                           "' has " + std::to_string(buffers[i].elements) +
+                           " elements, but the kernel was compiled for " +
+                           std::to_string(counts[i + 1]));
+  return Status();
+}
+
 Result<std::unique_ptr<Pipeline>> Pipeline::load(const std::string &bundleDir,
                                                  const LoadOptions &options) {
   Result<Manifest> manifest = readManifest(bundleDir);
@@ -303,6 +338,8 @@ Result<std::unique_ptr<Pipeline>> Pipeline::load(const std::string &bundleDir,
     pipeline->info_.device = cu.name(*device);
     if (Status loaded = pipeline->loadModule(*device); !loaded)
       return loaded;
+    if (Status matches = pipeline->checkKernelBuffers(*device); !matches)
+      return matches;
   } else {
     if (m.hostLibrary.empty())
       return Status::error("no GPU (" + driver.status().message() +

@@ -120,6 +120,7 @@ private:
   struct DeviceModules;
   Pipeline();
   Status loadModule(int device) const;
+  Status checkKernelBuffers(int device) const;
   Manifest manifest_;
   LoadInfo info_;
   std::string ptx_, cubinCacheDir_;

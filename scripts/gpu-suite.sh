@@ -42,6 +42,12 @@ if wants check; then
   export THDC_CACHE_DIR=$(mktemp -d)
   run gpu-suite "$build/bin/thdc-runtime-check" --replays 1000 "$bundles"/check/*
   run gpu-suite-cached "$build/bin/thdc-runtime-check" --replays 10 --microbatches 2 "$bundles"/check/C32768_cp2_N64
+  # A manifest edited to another buffer size is refused: the kernel states
+  # its own lengths.
+  tampered=$(mktemp -d)/other-size
+  cp -r "$bundles/check/C8_cp2_N6" "$tampered"
+  sed -i '0,/"elements": 16/s//"elements": 32/' "$tampered/manifest.json"
+  run gpu-tampered-manifest sh -c "\"$build/bin/thdc-runtime-check\" --replays 2 --microbatches 1 \"$tampered\" 2>&1 | grep 'but the kernel was compiled for 16'"
   sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   for tool in memcheck racecheck; do
     run "sanitizer-$tool" "$sanitizer" --tool "$tool" --error-exitcode 1 \

@@ -139,6 +139,22 @@ def test_bad_calls_on_gpu_raise():
         kernel(**dict(inputs, cu_seqlens=inputs["cu_seqlens"][:-1]))
 
 
+def test_manifest_that_disagrees_with_the_kernel_is_refused(tmp_path):
+    """A manifest edited to another buffer size (as if taken from another
+    bundle) is refused at load: the kernel states its own lengths."""
+    import shutil
+
+    _, path = gpu_kernel("megatron_graph_step", 1024, 2, 33)
+    if path is None:
+        pytest.skip("needs a bundle")
+    edited = tmp_path / "edited"
+    shutil.copytree(path, edited)
+    manifest = (edited / "manifest.json").read_text()
+    (edited / "manifest.json").write_text(manifest.replace('"elements": 2048', '"elements": 4096', 1))
+    with pytest.raises(RuntimeError, match="buffer 'tokens' has 4096 elements, but the kernel was compiled for 2048"):
+        thdc.load(edited, backend="cuda")
+
+
 def test_torch_compile_traces_through_the_custom_op():
     C, cp, N = 1024, 2, 33
     kernel, _ = gpu_kernel("megatron_graph_step", C, cp, N)
