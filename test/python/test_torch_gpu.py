@@ -155,6 +155,42 @@ def test_manifest_that_disagrees_with_the_kernel_is_refused(tmp_path):
         thdc.load(edited, backend="cuda")
 
 
+def _current_context():
+    import ctypes
+
+    cuda = ctypes.CDLL("libcuda.so.1")
+    context = ctypes.c_void_p()
+    assert cuda.cuCtxGetCurrent(ctypes.byref(context)) == 0
+    return context.value
+
+
+def test_a_thread_without_a_context_keeps_none():
+    """A thread that never touched CUDA has no current context; a launch from
+    it (device=0) makes the device's primary context current only for the
+    launch and leaves the thread as it found it."""
+    import threading
+
+    C, cp, N = 1024, 2, 33
+    kernel, _ = gpu_kernel("megatron_graph_step", C, cp, N)
+    mb = random_microbatch(np.random.default_rng(16), C, cp, N)
+    inputs = to_device(mb)
+    outputs = kernel(**inputs)
+    torch.cuda.synchronize()
+    seen = {}
+
+    def worker():
+        seen["before"] = _current_context()
+        kernel(**inputs, out=outputs, device=0, stream=0)
+        seen["after"] = _current_context()
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    thread.join()
+    torch.cuda.synchronize()
+    assert seen == {"before": None, "after": None}
+    assert mismatches(host(outputs), reference(mb, C, cp, N)) == []
+
+
 def test_torch_compile_traces_through_the_custom_op():
     C, cp, N = 1024, 2, 33
     kernel, _ = gpu_kernel("megatron_graph_step", C, cp, N)
