@@ -1,17 +1,26 @@
 #!/usr/bin/env bash
 # Runs one fuzz target for SECONDS from its seed corpus (read only; new
-# inputs go to a temporary folder) and prints libFuzzer's final stats.
+# inputs go to a temporary folder) and prints libFuzzer's final stats. An
+# input that crashes, leaks, hangs or runs out of memory is kept in
+# $THDC_FUZZ_ARTIFACTS (default: ./fuzz-artifacts) and fails the run.
 #   test/fuzz/run-fuzzer.sh FUZZER SEED_DIR SECONDS [libFuzzer options...]
-set -euo pipefail
+set -uo pipefail
 fuzzer=$1 seeds=$2 seconds=$3
 shift 3
+artifacts=${THDC_FUZZ_ARTIFACTS:-$PWD/fuzz-artifacts}
+# As scripts/sanitize.sh sets them (why: there).
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=1:allow_user_poisoning=0}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+mkdir -p "$artifacts"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 "$fuzzer" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=4096 \
-  -print_final_stats=1 -artifact_prefix="$work/" "$@" "$work" "$seeds" 2>&1 |
-  grep -E "stat::number_of_executed_units|stat::peak_rss_mb|ERROR|SUMMARY|Test unit written|Done [0-9]+ runs" || true
-# A crash leaves an artifact (crash-, leak-, timeout-, oom-) in $work.
-if ls "$work"/crash-* "$work"/leak-* "$work"/timeout-* "$work"/oom-* >/dev/null 2>&1; then
-  echo "the fuzzer found a failing input"
+  -print_final_stats=1 -artifact_prefix="$artifacts/$(basename "$fuzzer")-" "$@" \
+  "$work" "$seeds" > "$work/log" 2>&1
+rc=$?
+grep -E "INFO: Seed|stat::number_of_executed_units|stat::peak_rss_mb|ERROR|SUMMARY|Test unit written|Done [0-9]+ runs" "$work/log"
+if [ $rc -ne 0 ]; then
+  echo "the fuzzer found a failing input (exit code $rc); the log's end:"
+  tail -n 40 "$work/log"
   exit 1
 fi
