@@ -32,6 +32,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace nb = nanobind;
@@ -300,6 +301,17 @@ Backend parseBackend(const std::string &name) {
                             .c_str());
 }
 
+/// Whether `object` is a CuPy array (its type's module is cupy's).
+bool isCupyArray(PyObject *object) {
+  nb::object module = nb::getattr(
+      nb::handle(reinterpret_cast<PyObject *>(Py_TYPE(object))), "__module__",
+      nb::none());
+  if (!nb::isinstance<nb::str>(module))
+    return false;
+  std::string_view name = nb::borrow<nb::str>(module).c_str();
+  return name == "cupy" || name.substr(0, 5) == "cupy.";
+}
+
 /// A stream argument: an int handle, an object with `cuda_stream`
 /// (torch.cuda.Stream) or `ptr` (cupy), or the `__cuda_stream__` protocol.
 void *streamHandle(nb::handle stream) {
@@ -488,7 +500,8 @@ public:
     if (allocate) {
       if (allocator.is_none())
         raiseArgument(PyExc_RuntimeError, "no output allocator is set");
-      nb::handle like = objects[inputs_.empty() ? 0 : inputs_[0]];
+      nb::handle like =
+          inputs_.empty() ? nb::handle(Py_None) : nb::handle(objects[inputs_[0]]);
       for (int index : outputs_) {
         const BufferDesc &desc = m.buffers[index];
         nb::object array =
@@ -505,17 +518,15 @@ public:
     if (onGpu) {
       if (!stream.is_none()) {
         launchStream = streamHandle(stream);
+      } else if (inputs_.empty()) {
+        // No array to take a framework's stream from: the default stream.
       } else if (const dl::ExchangeApi *api = views[inputs_[0]].api) {
         if (api->currentWorkStream(dl::kCUDA, device, &launchStream) != 0)
           throw nb::python_error();
-      } else if (std::strncmp(Py_TYPE(objects[inputs_[0]])->tp_name, "cupy",
-                              4) == 0 ||
-                 std::strncmp(Py_TYPE(objects[inputs_[0]])->tp_name,
-                              "ndarray", 7) == 0) {
-        nb::object module = nb::module_::import_("sys").attr("modules");
-        if (PyDict_GetItemString(module.ptr(), "cupy"))
-          launchStream = streamHandle(nb::module_::import_("cupy.cuda")
-                                          .attr("get_current_stream")());
+      } else if (isCupyArray(objects[inputs_[0]])) {
+        // CuPy's current stream, as the CUDA array interface intends.
+        launchStream = streamHandle(
+            nb::module_::import_("cupy.cuda").attr("get_current_stream")());
       }
     }
 
