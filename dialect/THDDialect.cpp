@@ -180,11 +180,16 @@ LogicalResult THDDialect::verifyRegionArgAttribute(Operation *op,
                                                    unsigned regionIndex,
                                                    unsigned argIndex,
                                                    NamedAttribute attr) {
-  Region &region = op->getRegion(regionIndex);
-  Type type =
-      region.empty() ? Type() : region.front().getArgument(argIndex).getType();
-  if (auto func = dyn_cast<FunctionOpInterface>(op))
-    type = func.getArgumentTypes()[argIndex];
+  // A function's argument types come from its type: its entry block may not
+  // match them yet (the verifier reports that after the attributes).
+  Type type;
+  if (auto func = dyn_cast<FunctionOpInterface>(op)) {
+    if (argIndex < func.getArgumentTypes().size())
+      type = func.getArgumentTypes()[argIndex];
+  } else if (Region &region = op->getRegion(regionIndex);
+             !region.empty() && argIndex < region.front().getNumArguments()) {
+    type = region.front().getArgument(argIndex).getType();
+  }
   return verifyValueAttr(op, type, attr,
                          "argument #" + std::to_string(argIndex));
 }
@@ -196,7 +201,8 @@ LogicalResult THDDialect::verifyRegionResultAttribute(Operation *op,
   (void)regionIndex;
   Type type;
   if (auto func = dyn_cast<FunctionOpInterface>(op))
-    type = func.getResultTypes()[resultIndex];
+    if (resultIndex < func.getResultTypes().size())
+      type = func.getResultTypes()[resultIndex];
   return verifyValueAttr(op, type, attr,
                          "result #" + std::to_string(resultIndex));
 }

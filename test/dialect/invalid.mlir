@@ -621,3 +621,13 @@ func.func @f(%t: tensor<16xi64>, %cup: tensor<7xi32>, %r: tensor<1xi32>) -> tens
   return %s : tensor<?xi64>
 }
 }
+
+// -----
+
+// Argument attributes on a function whose body does not take its arguments
+// (found by the pipeline fuzzer: the thd attribute check indexed the entry
+// block's missing arguments).
+// expected-error @+1 {{'func.func' op entry block must have 1 arguments to match function signature}}
+func.func @f(tensor<?xi64> {thd.name = "tokens", thd.capacity = 8 : i64}) {
+  return
+}
