@@ -46,42 +46,22 @@ constexpr size_t kMaxArguments = 64;
 
 std::string quoted(const std::string &name) { return "'" + name + "'"; }
 
-/// Expected DLPack dtype of a manifest element type.
+/// Expected DLPack dtype of a manifest element type (bundles are read
+/// through readManifest, which admits only known types).
 dl::DataType dtypeOf(const std::string &type) {
-  if (type == "i1")
-    return {dl::kBool, 8, 1};
-  if (type == "i8")
-    return {dl::kInt, 8, 1};
-  if (type == "i16")
-    return {dl::kInt, 16, 1};
-  if (type == "i32")
-    return {dl::kInt, 32, 1};
-  if (type == "i64")
-    return {dl::kInt, 64, 1};
-  if (type == "f32")
-    return {dl::kFloat, 32, 1};
-  if (type == "f64")
-    return {dl::kFloat, 64, 1};
-  return {255, 0, 0};
+  const ElementTypeInfo *element = findElementType(type);
+  if (!element)
+    return {255, 0, 0};
+  uint8_t code = element->kind == ElementTypeInfo::Kind::Bool    ? dl::kBool
+                 : element->kind == ElementTypeInfo::Kind::Float ? dl::kFloat
+                                                             : dl::kInt;
+  return {code, uint8_t(8 * element->bytes), 1};
 }
 
 /// The NumPy / PyTorch spelling of a manifest element type.
 const char *dtypeName(const std::string &type) {
-  if (type == "i1")
-    return "bool";
-  if (type == "i8")
-    return "int8";
-  if (type == "i16")
-    return "int16";
-  if (type == "i32")
-    return "int32";
-  if (type == "i64")
-    return "int64";
-  if (type == "f32")
-    return "float32";
-  if (type == "f64")
-    return "float64";
-  return "unknown";
+  const ElementTypeInfo *element = findElementType(type);
+  return element ? element->arrayName : "unknown";
 }
 
 std::string describeDtype(dl::DataType t) {

@@ -128,15 +128,22 @@ ScopedDevice::~ScopedDevice() {
 
 Status ScopedDevice::enter(const CudaDriver &driver, int device) {
   driver_ = &driver;
-  Result<int> resolved = driver.resolveDevice(device);
+  // One look at the current context serves both the default device and
+  // the is-it-current test: this runs on every launch.
+  CUcontext current = nullptr;
+  driver.cuCtxGetCurrent(&current);
+  if (device < 0 && current) {
+    CUdevice currentDevice = 0;
+    if (driver.cuCtxGetDevice(&currentDevice) == CUDA_SUCCESS)
+      device = int(currentDevice);
+  }
+  Result<int> resolved = driver.resolveDevice(device < 0 ? 0 : device);
   if (!resolved)
     return resolved.status();
   device_ = *resolved;
   Result<CUcontext> primary = driver.primaryContext(device_);
   if (!primary)
     return primary.status();
-  CUcontext current = nullptr;
-  driver.cuCtxGetCurrent(&current);
   if (current == *primary)
     return Status();
   CUresult result = driver.cuCtxPushCurrent(*primary);

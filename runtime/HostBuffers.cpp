@@ -290,9 +290,11 @@ llvm::Error readElement(const json::Value &value, size_t index,
   llvm_unreachable("unknown element type");
 }
 
-/// Reads input `spec` from `value`, the array under its name.
-llvm::Error readInput(const json::Value &value, HostBuffer &buffer) {
-  const BufferSpec &spec = buffer.spec();
+/// The array under input `spec`'s name, if it is one of the right length:
+/// checked before the buffer is allocated, so that a huge capacity with a
+/// short input is an error, not an allocation.
+llvm::Expected<const json::Array *> inputArray(const json::Value &value,
+                                               const BufferSpec &spec) {
   const json::Array *array = value.getAsArray();
   if (!array)
     return llvm::createStringError("input '" + spec.name +
@@ -302,6 +304,11 @@ llvm::Error readInput(const json::Value &value, HostBuffer &buffer) {
     return llvm::createStringError("input '" + spec.name + "' has " +
                                    countOf(array->size()) + "; expected " +
                                    llvm::Twine(spec.elements));
+  return array;
+}
+
+/// Reads the elements of `array` (checked by inputArray) into `buffer`.
+llvm::Error readInput(const json::Array *array, HostBuffer &buffer) {
   for (size_t index = 0; index < array->size(); ++index)
     if (llvm::Error error = readElement((*array)[index], index, buffer))
       return error;
@@ -382,15 +389,11 @@ thdc::runtime::readInputs(llvm::StringRef jsonText,
       return llvm::createStringError("missing input '" + spec.name +
                                      "' (expected " + countOf(spec.elements) +
                                      " of type " + toString(spec.type) + ")");
-    // The length is checked before the buffer is allocated: a pipeline with
-    // a huge capacity and a short input is an error, not an allocation.
-    if (const json::Array *array = value->getAsArray();
-        array && static_cast<int64_t>(array->size()) != spec.elements)
-      return llvm::createStringError("input '" + spec.name + "' has " +
-                                     countOf(array->size()) + "; expected " +
-                                     llvm::Twine(spec.elements));
+    llvm::Expected<const json::Array *> array = inputArray(*value, spec);
+    if (!array)
+      return array.takeError();
     buffers.emplace_back(spec);
-    if (llvm::Error error = readInput(*value, buffers.back()))
+    if (llvm::Error error = readInput(*array, buffers.back()))
       return std::move(error);
   }
   return std::move(buffers);

@@ -6,6 +6,7 @@
 #include "codegen/FatalErrorGuard.h"
 #include "runtime/Cache.h"
 #include "runtime/CudaDriver.h"
+#include "runtime/Sha256.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -32,12 +33,6 @@ using namespace thdc;
 using namespace thdc::runtime;
 
 namespace {
-uint64_t fnv1a(llvm::StringRef text, uint64_t seed) {
-  for (unsigned char c : text)
-    seed = (seed ^ c) * 1099511628211ull;
-  return seed;
-}
-
 /// Moves a damaged cache entry out of the way and deletes it.
 void discardEntry(const std::string &entry) {
   llvm::SmallString<256> aside;
@@ -86,12 +81,8 @@ std::string Jit::cacheKey(const std::string &pipelineText,
                          std::to_string(options.blockSize) + "\n";
   for (const auto &[name, value] : params)
     identity += "param " + name + "=" + std::to_string(value) + "\n";
-  char key[40];
-  std::snprintf(key, sizeof(key), "%016llx%016llx",
-                (unsigned long long)fnv1a(identity, 1469598103934665603ull),
-                (unsigned long long)fnv1a(
-                    pipelineText, fnv1a(identity, 7809847782465536322ull)));
-  return key;
+  // The same digest as the bundles' file hashes; 128 bits name an entry.
+  return sha256Hex(identity + "\n" + pipelineText).substr(0, 32);
 }
 
 Result<std::shared_ptr<Pipeline>>

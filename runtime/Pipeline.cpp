@@ -32,15 +32,27 @@ bool isPlainFileName(const std::string &name) {
 }
 
 size_t elementWidth(const std::string &type) {
-  if (type == "i1" || type == "i8")
-    return 1;
-  if (type == "i16")
-    return 2;
-  if (type == "i32" || type == "f32")
-    return 4;
-  if (type == "i64" || type == "f64")
-    return 8;
-  return 0;
+  const ElementTypeInfo *element = findElementType(type);
+  return element ? element->bytes : 0;
+}
+
+/// Compares the buffer table compiled into a bundle's code (the buffer
+/// count, then each buffer's length) with its manifest; a message naming
+/// the first difference, or empty. `what` names the code.
+std::string bufferTableMismatch(const Manifest &m, const int64_t *counts,
+                                size_t entries, const char *what) {
+  const std::vector<BufferDesc> &buffers = m.buffers;
+  if (entries == 0 || counts[0] != int64_t(buffers.size()) ||
+      entries != buffers.size() + 1)
+    return "manifest.json lists " + std::to_string(buffers.size()) +
+           " buffers, but the " + what + " takes " +
+           std::to_string(entries ? counts[0] : 0);
+  for (size_t i = 0; i < buffers.size(); ++i)
+    if (counts[i + 1] != buffers[i].elements)
+      return "manifest.json: buffer '" + buffers[i].name + "' has " +
+             std::to_string(buffers[i].elements) + " elements, but the " +
+             what + " was compiled for " + std::to_string(counts[i + 1]);
+  return "";
 }
 
 /// Reads a bundle file and checks it against the manifest's hash.
@@ -70,6 +82,19 @@ double microsSince(std::chrono::steady_clock::time_point start) {
       .count();
 }
 } // namespace
+
+const ElementTypeInfo *thdc::runtime::findElementType(const std::string &name) {
+  using Kind = ElementTypeInfo::Kind;
+  static const ElementTypeInfo types[] = {
+      {"i1", "bool", Kind::Bool, 1},      {"i8", "int8", Kind::Int, 1},
+      {"i16", "int16", Kind::Int, 2},     {"i32", "int32", Kind::Int, 4},
+      {"i64", "int64", Kind::Int, 8},     {"f32", "float32", Kind::Float, 4},
+      {"f64", "float64", Kind::Float, 8}};
+  for (const ElementTypeInfo &type : types)
+    if (name == type.name)
+      return &type;
+  return nullptr;
+}
 
 size_t BufferDesc::bytes() const {
   return size_t(elements) * elementWidth(type);
@@ -287,20 +312,9 @@ Status Pipeline::checkKernelBuffers(int device) const {
   if (r != CUDA_SUCCESS)
     return Status::error("reading " + symbol + ": " +
                          cu.describe("cuMemcpyDtoH", r));
-  const std::vector<BufferDesc> &buffers = manifest_.buffers;
-  if (counts.empty() || counts[0] != int64_t(buffers.size()) ||
-      counts.size() != buffers.size() + 1)
-    return Status::error("manifest.json lists " +
-                         std::to_string(buffers.size()) +
-                         " buffers, but the kernel takes " +
-                         std::to_string(counts.empty() ? 0 : counts[0]));
-  for (size_t i = 0; i < buffers.size(); ++i)
-    if (counts[i + 1] != buffers[i].elements)
-      return Status::error("manifest.json: buffer '" + buffers[i].name +
-                           "' has " + std::to_string(buffers[i].elements) +
-                           " elements, but the kernel was compiled for " +
-                           std::to_string(counts[i + 1]));
-  return Status();
+  std::string mismatch =
+      bufferTableMismatch(manifest_, counts.data(), counts.size(), "kernel");
+  return mismatch.empty() ? Status() : Status::error(mismatch);
 }
 
 Result<std::unique_ptr<Pipeline>> Pipeline::load(const std::string &bundleDir,
@@ -370,22 +384,16 @@ Result<std::unique_ptr<Pipeline>> Pipeline::load(const std::string &bundleDir,
     // do not): a manifest that disagrees would make it write past them.
     if (auto *counts = static_cast<const int64_t *>(
             dlsym(handle, (m.entry + "_buffer_elements").c_str()))) {
-      // Read before dlclose unmaps them.
-      std::string mismatch;
-      if (counts[0] != int64_t(m.buffers.size()))
-        mismatch = std::to_string(m.buffers.size()) +
-                   " buffers, but the host code takes " +
-                   std::to_string(counts[0]);
-      for (size_t i = 0; mismatch.empty() && i < m.buffers.size(); ++i)
-        if (counts[i + 1] != m.buffers[i].elements)
-          mismatch = "buffer '" + m.buffers[i].name + "' has " +
-                     std::to_string(m.buffers[i].elements) +
-                     " elements, but the host code was compiled for " +
-                     std::to_string(counts[i + 1]);
+      // Read before dlclose unmaps them; the table is as long as its first
+      // entry says, and compared only when that matches the manifest.
+      size_t entries = counts[0] == int64_t(m.buffers.size())
+                           ? m.buffers.size() + 1
+                           : 1;
+      std::string mismatch =
+          bufferTableMismatch(m, counts, entries, "host code");
       if (!mismatch.empty()) {
         dlclose(handle);
-        return Status::error(joinPath(bundleDir, "manifest.json") + ": " +
-                             mismatch);
+        return Status::error(joinPath(bundleDir, mismatch));
       }
     }
     pipeline->library_ = handle;

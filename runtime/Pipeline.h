@@ -28,6 +28,20 @@ namespace thdc::runtime {
 /// Where a pipeline runs.
 enum class Backend { Auto, Cuda, Host };
 
+/// An element type a bundle's buffers may have, as the manifest spells it
+/// ("i32"), as array libraries spell it ("int32"), and its storage (i1 is
+/// one byte per element).
+struct ElementTypeInfo {
+  enum class Kind { Int, Float, Bool };
+  const char *name;
+  const char *arrayName;
+  Kind kind;
+  unsigned bytes;
+};
+
+/// The element type called `name` in a manifest, or null.
+const ElementTypeInfo *findElementType(const std::string &name);
+
 /// One kernel parameter: a buffer of the pipeline.
 struct BufferDesc {
   std::string name;

@@ -133,20 +133,25 @@ void damage(const std::string &path, const std::string &bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << bytes;
 }
+
+/// Compiles the example into `cache` with a JIT of its own (a process that
+/// has since ended) and returns the cache entry's host library.
+std::string compileIntoCache(const std::string &cache) {
+  CompileInfo info;
+  Jit jit(hostOptions(cache));
+  EXPECT_TRUE(jit.compile(exampleText(), smallParams(), &info));
+  EXPECT_FALSE(info.bundleDir.empty());
+  return info.bundleDir + "/megatron_graph_step.host.so";
+}
 } // namespace
 
 TEST(JitCache, DamagedEntryIsCompiledAgain) {
   std::string cache = freshCacheDir();
   std::string text = exampleText();
-  CompileInfo first, second;
-  {
-    Jit jit(hostOptions(cache));
-    ASSERT_TRUE(jit.compile(text, smallParams(), &first));
-  }
-  ASSERT_FALSE(first.bundleDir.empty());
+  CompileInfo second;
   // A cut .so (as a full disk or a killed writer leaves it) used to be
   // dlopened and fault; now its hash fails and the entry is rebuilt.
-  damage(first.bundleDir + "/megatron_graph_step.host.so", "\x7f" "ELF");
+  damage(compileIntoCache(cache), "\x7f" "ELF");
   Jit jit(hostOptions(cache));
   auto again = jit.compile(text, smallParams(), &second);
   ASSERT_TRUE(again) << again.status().message();
@@ -162,17 +167,12 @@ TEST(JitCache, DamagedEntryIsCompiledAgain) {
 TEST(JitCache, PlantedLibraryIsNeverLoaded) {
   std::string cache = freshCacheDir();
   std::string text = exampleText();
-  CompileInfo first, second;
-  {
-    Jit jit(hostOptions(cache));
-    ASSERT_TRUE(jit.compile(text, smallParams(), &first));
-  }
+  CompileInfo second;
   // Another library under the predictable key: refused by its hash.
-  std::string self = "/proc/self/exe";
-  std::ifstream in(self, std::ios::binary);
+  std::ifstream in("/proc/self/exe", std::ios::binary);
   std::stringstream other;
   other << in.rdbuf();
-  damage(first.bundleDir + "/megatron_graph_step.host.so", other.str());
+  damage(compileIntoCache(cache), other.str());
   Jit jit(hostOptions(cache));
   ASSERT_TRUE(jit.compile(text, smallParams(), &second));
   EXPECT_EQ(second.source, CompileInfo::Source::Compiled);
