@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "codegen/CodegenPasses.h"
+#include "reference/StatusBits.h"
 
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/MapVector.h"
@@ -615,23 +616,23 @@ void PipelineLowering::validate(ValidateOp op) {
   Value bits = select(
       orI(cmp(arith::CmpIPredicate::slt, raw, i32(0)),
           cmp(arith::CmpIPredicate::sgt, raw, i32(intAttr(op.getMaxSeqs())))),
-      i32(1), i32(0));
+      i32(thdc::reference::StatusNumSeqsOutOfRange), i32(0));
   Value n = clamp(toIndex(raw), 0, last);
   Value rank = scalar(op.getCpRank());
   Value badRank = orI(cmp(arith::CmpIPredicate::slt, rank, i32(0)),
                       cmp(arith::CmpIPredicate::sge, rank, i32(cp)));
-  bits = orI(bits, select(badRank, i32(32), i32(0)));
+  bits = orI(bits, select(badRank, i32(thdc::reference::StatusCpRankOutOfRange), i32(0)));
   Value badStart =
       orI(cmp(arith::CmpIPredicate::ne, entry(cu, idx(0)), i32(0)),
           cmp(arith::CmpIPredicate::ne, entry(cup, idx(0)), i32(0)));
-  bits = orI(bits, select(badStart, i32(8), i32(0)));
+  bits = orI(bits, select(badStart, i32(thdc::reference::StatusNotMonotonic), i32(0)));
   bits = orI(bits, select(cmp(arith::CmpIPredicate::sgt, entry(cup, n),
                               i32(intAttr(op.getMaxTokens()))),
-                          i32(2), i32(0)));
+                          i32(thdc::reference::StatusTotalExceedsCapacity), i32(0)));
   if (multiple > 1) {
     Value indivisible = cmp(arith::CmpIPredicate::ne,
                             remS(entry(cup, idx(0)), i32(multiple)), i32(0));
-    bits = orI(bits, select(indivisible, i32(4), i32(0)));
+    bits = orI(bits, select(indivisible, i32(thdc::reference::StatusNotDivisibleBy2Cp), i32(0)));
   }
   Value statusBits = reduceEntries(
       add(n, idx(1)), bits, gpu::AllReduceOperation::OR,
@@ -641,18 +642,18 @@ void PipelineLowering::validate(ValidateOp op) {
         Value p0 = entry(cup, prev), p1 = entry(cup, i);
         Value decreasing = orI(cmp(arith::CmpIPredicate::slt, c1, c0),
                                cmp(arith::CmpIPredicate::slt, p1, p0));
-        acc = orI(acc, select(decreasing, i32(8), i32(0)));
+        acc = orI(acc, select(decreasing, i32(thdc::reference::StatusNotMonotonic), i32(0)));
         // Lengths in 64 bits: differences of arbitrary i32 offsets can wrap.
         auto wide = [&](Value v) {
           return arith::ExtSIOp::create(b, loc, b.getI64Type(), v).getResult();
         };
         Value longer = cmp(arith::CmpIPredicate::sgt, sub(wide(c1), wide(c0)),
                            sub(wide(p1), wide(p0)));
-        acc = orI(acc, select(longer, i32(16), i32(0)));
+        acc = orI(acc, select(longer, i32(thdc::reference::StatusValidExceedsPadded), i32(0)));
         if (multiple > 1) {
           Value indivisible =
               cmp(arith::CmpIPredicate::ne, remS(p1, i32(multiple)), i32(0));
-          acc = orI(acc, select(indivisible, i32(4), i32(0)));
+          acc = orI(acc, select(indivisible, i32(thdc::reference::StatusNotDivisibleBy2Cp), i32(0)));
         }
         if (Value ids = op.getSampleIds()) {
           // Sample prev: its id inside the pool's samples, its rows inside
@@ -673,7 +674,8 @@ void PipelineLowering::validate(ValidateOp op) {
                       cmp(arith::CmpIPredicate::slt, length, zero)),
                   cmp(arith::CmpIPredicate::sgt, end, rows));
           Value counted = cmp(arith::CmpIPredicate::slt, prev, idx(chosen));
-          acc = orI(acc, select(andI(counted, orI(badId, badRows)), i32(64),
+          acc = orI(acc, select(andI(counted, orI(badId, badRows)),
+                                i32(thdc::reference::StatusSampleOutOfRange),
                                 i32(0)));
         }
         return acc;

@@ -381,18 +381,27 @@ def THD_ValidateOp : THD_Op<"validate", [AttrSizedOperandSegments]> {
   let summary = "check a microbatch's metadata on the device; fault bits";
   let description = [{
     Returns 0 when the microbatch's metadata is valid for the pipeline,
-    otherwise the OR of one bit per fault (`thdc::reference::StatusBit`):
-    - 1: `num_seqs` is negative or above `max_seqs`;
-    - 2: the total padded length `cu_seqlens_padded[n]` is above `max_tokens`;
-    - 4: with `cp > 1`, a `cu_seqlens_padded` entry is not divisible by
-      `2*cp` (zigzag) or `cp` (contiguous);
-    - 8: an array does not start at 0 or decreases;
-    - 16: a valid length is above its padded length;
-    - 32: `cp_rank` is outside `[0, cp)`;
-    - 64: with `samples(...)`, a chosen sample id is outside the pool's
-      samples, or a chosen sample's rows `[offset, offset + length)` are not
-      inside the pool's `pool_rows` rows (the steps that read the pool clamp
-      their indices; this bit says the rows would have come from elsewhere).
+    otherwise the OR of one bit per fault, defined once in
+    `reference/StatusBits.h` (the names `thd-run` and the Python package
+    print are in brackets):
+    - 1 `StatusNumSeqsOutOfRange` [num_seqs_out_of_range]: `num_seqs` is
+      negative or above `max_seqs`;
+    - 2 `StatusTotalExceedsCapacity` [total_exceeds_capacity]: the total
+      padded length `cu_seqlens_padded[n]` is above `max_tokens`;
+    - 4 `StatusNotDivisibleBy2Cp` [not_divisible]: with `cp > 1`, a
+      `cu_seqlens_padded` entry is not divisible by `2*cp` (zigzag) or `cp`
+      (contiguous);
+    - 8 `StatusNotMonotonic` [not_monotonic]: an array does not start at 0
+      or decreases;
+    - 16 `StatusValidExceedsPadded` [valid_exceeds_padded]: a valid length
+      is above its padded length;
+    - 32 `StatusCpRankOutOfRange` [cp_rank_out_of_range]: `cp_rank` is
+      outside `[0, cp)`;
+    - 64 `StatusSampleOutOfRange` [sample_out_of_range]: with `samples(...)`,
+      a chosen sample id is outside the pool's samples, or a chosen sample's
+      rows `[offset, offset + length)` are not inside the pool's `pool_rows`
+      rows (the steps that read the pool clamp their indices; this bit says
+      the rows would have come from elsewhere).
     The second result is `num_seqs` when the status is 0 and 0 otherwise:
     ops that read it see an empty microbatch when the data is bad, so the
     pipeline writes in bounds and returns the outputs of an empty

@@ -22,6 +22,8 @@
 #ifndef THDC_REFERENCE_REFERENCE_H
 #define THDC_REFERENCE_REFERENCE_H
 
+#include "reference/StatusBits.h"
+
 #include <cassert>
 #include <cstddef>
 #include <cstdint>
@@ -590,25 +592,8 @@ double correctOutput(double out, double outStep, double lseStep,
 // Composite: one microbatch of the CUDA-graph data step
 //===----------------------------------------------------------------------===//
 
-/// Bits of GraphStepOutput::status; 0 = the microbatch is valid.
-enum StatusBit : int32_t {
-  /// numSeqs < 0 or numSeqs > N-1 (no room for the dummy).
-  StatusNumSeqsOutOfRange = 1,
-  /// cu_seqlens_padded[numSeqs] > C*cp (does not fit the budget).
-  StatusTotalExceedsCapacity = 2,
-  /// cp > 1 and a meaningful cu_seqlens_padded entry % (2*cp) != 0.
-  StatusNotDivisibleBy2Cp = 4,
-  /// cu_seqlens or cu_seqlens_padded does not start at 0 or decreases.
-  StatusNotMonotonic = 8,
-  /// Some valid length exceeds its padded length.
-  StatusValidExceedsPadded = 16,
-  /// cpRank outside [0, cp).
-  StatusCpRankOutOfRange = 32,
-  /// A chosen sample id outside the pool's samples, or a chosen sample's
-  /// rows [offset, offset + length) outside the pool (pipelines that pack
-  /// from a pool: thd.validate with samples(...)).
-  StatusSampleOutOfRange = 64,
-};
+// The status bits (StatusBit) are defined in reference/StatusBits.h.
+
 
 /// StatusSampleOutOfRange when one of the first n = clamp(numSeqs, 0,
 /// sampleIds.size()) chosen samples is out of range: an id outside

@@ -1409,3 +1409,20 @@ TEST(Randomized, GraphStepMicrobatches) {
 }
 
 } // namespace
+
+TEST(StatusBits, DescribeNamesEveryBitOnce) {
+  EXPECT_EQ(describeStatus(0), "ok");
+  EXPECT_EQ(describeStatus(StatusNotMonotonic | StatusValidExceedsPadded),
+            "not_monotonic|valid_exceeds_padded");
+  EXPECT_EQ(describeStatus(StatusSampleOutOfRange | 0x100),
+            "sample_out_of_range|unknown bits 0x100");
+  int32_t all = 0;
+  for (const StatusBitName &entry : kStatusBitNames) {
+    // One bit each, none repeated.
+    EXPECT_EQ(entry.bit & (entry.bit - 1), 0) << entry.name;
+    EXPECT_EQ(all & entry.bit, 0) << entry.name;
+    all |= entry.bit;
+    EXPECT_EQ(describeStatus(entry.bit), entry.name);
+  }
+  EXPECT_EQ(all, 127);
+}

@@ -1,0 +1,92 @@
+//===- StatusBits.h - the fault bits of thd.validate -----------*- C++ -*-===//
+//
+// The one definition of the status word that `thd.validate` computes on the
+// device and the reference computes on the host: 0 when a microbatch's
+// metadata is valid, else the OR of one bit per fault. The lowering, the
+// reference, the tools and the Python package use these names; nothing else
+// spells the numbers. Plain C++17, no dependency.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef THDC_REFERENCE_STATUSBITS_H
+#define THDC_REFERENCE_STATUSBITS_H
+
+#include <cstdint>
+#include <string>
+
+namespace thdc::reference {
+
+/// Bits of the status word; 0 = the microbatch is valid.
+enum StatusBit : int32_t {
+  /// numSeqs < 0 or numSeqs > N-1 (no room for the dummy).
+  StatusNumSeqsOutOfRange = 1,
+  /// cu_seqlens_padded[numSeqs] > C*cp (does not fit the budget).
+  StatusTotalExceedsCapacity = 2,
+  /// cp > 1 and a meaningful cu_seqlens_padded entry % (2*cp) != 0.
+  StatusNotDivisibleBy2Cp = 4,
+  /// cu_seqlens or cu_seqlens_padded does not start at 0 or decreases.
+  StatusNotMonotonic = 8,
+  /// Some valid length exceeds its padded length.
+  StatusValidExceedsPadded = 16,
+  /// cpRank outside [0, cp).
+  StatusCpRankOutOfRange = 32,
+  /// A chosen sample id outside the pool's samples, or a chosen sample's
+  /// rows [offset, offset + length) outside the pool (pipelines that pack
+  /// from a pool: thd.validate with samples(...)).
+  StatusSampleOutOfRange = 64,
+};
+
+/// Every bit with the name `describeStatus` prints for it, in bit order.
+struct StatusBitName {
+  StatusBit bit;
+  const char *name;
+  const char *meaning;
+};
+inline constexpr StatusBitName kStatusBitNames[] = {
+    {StatusNumSeqsOutOfRange, "num_seqs_out_of_range",
+     "num_seqs is negative or leaves no room for the dummy sequence"},
+    {StatusTotalExceedsCapacity, "total_exceeds_capacity",
+     "cu_seqlens_padded[num_seqs] exceeds the token capacity"},
+    {StatusNotDivisibleBy2Cp, "not_divisible",
+     "a padded offset is not a multiple of the CP slicing granularity"},
+    {StatusNotMonotonic, "not_monotonic",
+     "an offset array does not start at 0 or decreases"},
+    {StatusValidExceedsPadded, "valid_exceeds_padded",
+     "a valid length exceeds its padded length"},
+    {StatusCpRankOutOfRange, "cp_rank_out_of_range",
+     "cp_rank is outside [0, cp)"},
+    {StatusSampleOutOfRange, "sample_out_of_range",
+     "a chosen sample id or its rows lie outside the pool"},
+};
+
+/// "ok", or the names of the set bits joined by '|' (with "unknown bits 0x.."
+/// for bits no fault has), e.g. "not_monotonic|valid_exceeds_padded".
+inline std::string describeStatus(int32_t status) {
+  if (status == 0)
+    return "ok";
+  std::string text;
+  uint32_t rest = uint32_t(status);
+  for (const StatusBitName &entry : kStatusBitNames) {
+    if (!(rest & uint32_t(entry.bit)))
+      continue;
+    rest &= ~uint32_t(entry.bit);
+    if (!text.empty())
+      text += '|';
+    text += entry.name;
+  }
+  if (rest) {
+    static const char digits[] = "0123456789abcdef";
+    std::string hex;
+    for (int shift = 28; shift >= 0; shift -= 4)
+      if (!hex.empty() || (rest >> shift) & 15 || shift == 0)
+        hex += digits[(rest >> shift) & 15];
+    if (!text.empty())
+      text += '|';
+    text += "unknown bits 0x" + hex;
+  }
+  return text;
+}
+
+} // namespace thdc::reference
+
+#endif // THDC_REFERENCE_STATUSBITS_H
