@@ -475,5 +475,172 @@ LogicalResult FusedOp::verify() {
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// StepOpInterface: static result lengths and result kinds
+//
+// Called by thd-force-static-shapes once the operands are static and the
+// parameters bound (integer attributes).
+//===----------------------------------------------------------------------===//
+
+namespace {
+int64_t boundValue(Attribute attr) { return cast<IntegerAttr>(attr).getInt(); }
+
+int64_t staticLengthOf(Value value) {
+  return cast<RankedTensorType>(value.getType()).getDimSize(0);
+}
+
+using Lengths = FailureOr<SmallVector<int64_t>>;
+
+Lengths oneLength(int64_t length) { return SmallVector<int64_t>{length}; }
+
+/// The length of a per-token result bounded by an optional 'capacity'.
+Lengths capacityLength(Operation *op, Attribute capacity) {
+  if (!capacity)
+    return op->emitOpError()
+           << "cannot be made static: its result has "
+              "cu_seqlens_padded[num_seqs] rows, a value known only on the "
+              "device; bound it with a 'capacity' (for example capacity "
+              "\"C*cp\")";
+  return oneLength(boundValue(capacity));
+}
+} // namespace
+
+Lengths AlignLengthsOp::inferStaticLengths() {
+  return oneLength(staticLengthOf(getValidLens()));
+}
+ResultKind AlignLengthsOp::getResultKind(unsigned) {
+  return ResultKind::Entries;
+}
+
+Lengths GatherOp::inferStaticLengths() {
+  return oneLength(staticLengthOf(getIds()));
+}
+ResultKind GatherOp::getResultKind(unsigned) { return ResultKind::Entries; }
+
+Lengths CuSeqlensOp::inferStaticLengths() {
+  return oneLength(staticLengthOf(getLengths()) + 1);
+}
+ResultKind CuSeqlensOp::getResultKind(unsigned) { return ResultKind::Entries; }
+
+Lengths PackOp::inferStaticLengths() {
+  return capacityLength(*this, getCapacityAttr());
+}
+ResultKind PackOp::getResultKind(unsigned) { return ResultKind::Rows; }
+
+Lengths MaxSeqlenOp::inferStaticLengths() { return oneLength(1); }
+ResultKind MaxSeqlenOp::getResultKind(unsigned) { return ResultKind::Scalar; }
+
+Lengths PaddingMaskOp::inferStaticLengths() {
+  return capacityLength(*this, getCapacityAttr());
+}
+ResultKind PaddingMaskOp::getResultKind(unsigned) { return ResultKind::Rows; }
+
+Lengths SanitizeOp::inferStaticLengths() {
+  int64_t rows = staticLengthOf(getInput()),
+          maskRows = staticLengthOf(getMask());
+  if (rows != maskRows)
+    return emitOpError() << "cannot be made static: the input's capacity is "
+                         << rows << " rows but the mask's is " << maskRows;
+  return oneLength(rows);
+}
+ResultKind SanitizeOp::getResultKind(unsigned) { return ResultKind::Rows; }
+
+Lengths CpSliceOp::inferStaticLengths() {
+  int64_t rows = staticLengthOf(getInput()), cp = boundValue(getCp());
+  int64_t multiple =
+      cp == 1 ? 1 : (getMode() == CpMode::zigzag ? 2 * cp : cp);
+  if (rows % multiple != 0)
+    return emitOpError() << "cannot be made static: the input's capacity "
+                         << rows << " is not divisible by " << multiple
+                         << ", so the rank's share has no whole number of "
+                            "rows";
+  return oneLength(rows / cp);
+}
+ResultKind CpSliceOp::getResultKind(unsigned) { return ResultKind::Rows; }
+
+Lengths PositionIdsOp::inferStaticLengths() {
+  return capacityLength(*this, getCapacityAttr());
+}
+ResultKind PositionIdsOp::getResultKind(unsigned) { return ResultKind::Rows; }
+
+Lengths RopePositionsOp::inferStaticLengths() {
+  return oneLength(boundValue(getLength()));
+}
+ResultKind RopePositionsOp::getResultKind(unsigned) {
+  return ResultKind::Rows;
+}
+
+Lengths SeqIdxOp::inferStaticLengths() {
+  return oneLength(boundValue(getLength()));
+}
+ResultKind SeqIdxOp::getResultKind(unsigned) { return ResultKind::Rows; }
+
+Lengths PadTailOp::inferStaticLengths() {
+  if (!getTargetAttr())
+    return emitOpError()
+           << "cannot be made static: with 'alignment' its length "
+              "round_up(rows, alignment) depends on the data; pad to a "
+              "'target' instead (graph mode pads to C)";
+  int64_t target = boundValue(getTargetAttr());
+  int64_t rows = staticLengthOf(getInput());
+  if (rows > target)
+    return emitOpError() << "cannot be made static: the input's capacity "
+                         << rows << " exceeds the target " << target
+                         << ", so a full input would be truncated";
+  return oneLength(target);
+}
+ResultKind PadTailOp::getResultKind(unsigned) { return ResultKind::Rows; }
+
+Lengths PadTailMetadataOp::inferStaticLengths() {
+  if (!getMaxSeqsAttr())
+    return emitOpError()
+           << "cannot be made static: without 'max_seqs' the number of "
+              "entries depends on the data (a dummy sequence may be "
+              "appended); set max_seqs (graph mode uses N)";
+  int64_t maxSeqs = boundValue(getMaxSeqsAttr());
+  if (maxSeqs < 0 || maxSeqs >= kMaxStaticLength)
+    return emitOpError()
+           << "cannot be made static: its cu_seqlens outputs would have "
+           << maxSeqs << " + 1 entries (max_seqs + 1); thdc needs 1 to "
+           << kMaxStaticLength;
+  int64_t entries = maxSeqs + 1;
+  return SmallVector<int64_t>{entries, entries, 1, 1};
+}
+ResultKind PadTailMetadataOp::getResultKind(unsigned index) {
+  // cu_seqlens_out, cu_seqlens_padded_out, then max_seqlen_out, num_seqs_out.
+  return index < 2 ? ResultKind::Entries : ResultKind::Scalar;
+}
+
+Lengths PadCuSeqlensOp::inferStaticLengths() {
+  return oneLength(boundValue(getEntries()));
+}
+ResultKind PadCuSeqlensOp::getResultKind(unsigned) {
+  return ResultKind::Entries;
+}
+
+Lengths ValidateOp::inferStaticLengths() {
+  return SmallVector<int64_t>{1, 1};
+}
+ResultKind ValidateOp::getResultKind(unsigned) { return ResultKind::Scalar; }
+
+ValueRange FusedOp::getYieldedValues() {
+  return cast<YieldOp>(getBody().front().getTerminator()).getValues();
+}
+
+Lengths FusedOp::inferStaticLengths() {
+  SmallVector<int64_t> lengths;
+  for (Value value : getYieldedValues())
+    lengths.push_back(staticLengthOf(value));
+  return lengths;
+}
+ResultKind FusedOp::getResultKind(unsigned index) {
+  Value yielded = getYieldedValues()[index];
+  if (auto step = yielded.getDefiningOp<StepOpInterface>())
+    return step.getResultKind(cast<OpResult>(yielded).getResultNumber());
+  return ResultKind::Rows; // a kernel input passed through
+}
+
+#include "dialect/THDInterfaces.cpp.inc"
+
 #define GET_OP_CLASSES
 #include "dialect/THDOps.cpp.inc"

@@ -4,6 +4,7 @@
 #define THDC_DIALECT_THDOPS_H
 
 #include "dialect/THDDialect.h"
+#include "dialect/THDInterfaces.h"
 
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/Builders.h"

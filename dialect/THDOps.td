@@ -12,9 +12,13 @@
 include "dialect/THDBase.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/Interfaces/ControlFlowInterfaces.td"
+include "dialect/THDInterfaces.td"
 
+// Every step answers the interface's questions in dialect/THDOps.cpp, beside
+// its verifier; its element lowering is in codegen/lowering/.
 class THD_Op<string mnemonic, list<Trait> traits = []>
-    : Op<THD_Dialect, mnemonic, !listconcat(traits, [Pure])> {
+    : Op<THD_Dialect, mnemonic,
+         !listconcat(traits, [Pure, DeclareOpInterfaceMethods<THD_StepOpInterface>])> {
   let hasVerifier = 1;
 }
 
@@ -442,7 +446,7 @@ def THD_ValidateOp : THD_Op<"validate", [AttrSizedOperandSegments]> {
 }
 
 def THD_FusedOp : Op<THD_Dialect, "fused", [
-    RecursiveMemoryEffects, SingleBlockImplicitTerminator<"::mlir::thd::YieldOp">]> {
+    RecursiveMemoryEffects, DeclareOpInterfaceMethods<THD_StepOpInterface>, SingleBlockImplicitTerminator<"::mlir::thd::YieldOp">]> {
   let summary = "steps that run as one kernel";
   let description = [{
     The thd ops of the region run as one kernel: every result is computed
@@ -464,6 +468,10 @@ def THD_FusedOp : Op<THD_Dialect, "fused", [
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "(`->` type($results)^)? $body attr-dict";
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The values the body yields, one per result.
+    ::mlir::ValueRange getYieldedValues();
+  }];
 }
 
 def THD_YieldOp : Op<THD_Dialect, "yield", [Pure, Terminator, HasParent<"FusedOp">, ReturnLike]> {

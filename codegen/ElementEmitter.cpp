@@ -1,0 +1,344 @@
+//===- ElementEmitter.cpp - a pipeline's outputs, element by element ------===//
+//
+// Every result of a pipeline is computed element by element, pulling each
+// element through the chain of thd steps that defines it: the row of a tail-
+// padded CP slice of a sanitised token is one load, one binary search and a
+// few selects, with no intermediate buffer. This is the fusion that makes a
+// microbatch one kernel; the same element code runs in loops on the CPU and,
+// mapped onto GPU threads, on the device.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/ElementEmitter.h"
+
+#include "llvm/ADT/MapVector.h"
+
+using namespace mlir;
+using namespace mlir::thd;
+
+#include "codegen/ElementLowering.cpp.inc"
+
+llvm::MaybeAlign ElementEmitter::alignOf(Value memref) {
+  Type element = cast<MemRefType>(memref.getType()).getElementType();
+  return llvm::Align(
+      std::max<unsigned>(1, element.getIntOrFloatBitWidth() / 8));
+}
+
+Value ElementEmitter::load(Value memref, Value index, bool inBounds) {
+  int64_t size = cast<MemRefType>(memref.getType()).getDimSize(0);
+  Value at = inBounds ? index : clamp(index, 0, size - 1);
+  return memref::LoadOp::create(b, loc, memref, ValueRange{at},
+                                /*nontemporal=*/false, alignOf(memref));
+}
+
+Value ElementEmitter::fillValue(TypedAttr fill, Type elementType) {
+  if (auto floatType = dyn_cast<FloatType>(elementType)) {
+    double value = 0;
+    if (auto f = dyn_cast_or_null<FloatAttr>(fill))
+      value = f.getValueAsDouble();
+    else if (auto i = dyn_cast_or_null<IntegerAttr>(fill))
+      value = double(i.getInt());
+    return arith::ConstantOp::create(b, loc, b.getFloatAttr(floatType, value));
+  }
+  int64_t value = 0;
+  if (auto boolean = dyn_cast_or_null<BoolAttr>(fill))
+    value = boolean.getValue();
+  else if (auto i = dyn_cast_or_null<IntegerAttr>(fill))
+    value = i.getInt();
+  return arith::ConstantIntOp::create(b, loc, elementType, value);
+}
+
+Value ElementEmitter::resolve(Value value) {
+  if (auto fused = value.getDefiningOp<FusedOp>())
+    return fused.getYieldedValues()[cast<OpResult>(value).getResultNumber()];
+  return value;
+}
+
+ElementLoweringOpInterface ElementEmitter::loweringOf(Value value,
+                                                      StringRef role) {
+  Operation *def = value.getDefiningOp();
+  auto lowering = dyn_cast<ElementLoweringOpInterface>(def);
+  if (!lowering) {
+    def->emitOpError() << "cannot be lowered " << role
+                       << ": it has no element lowering";
+    fail();
+  }
+  return lowering;
+}
+
+Value ElementEmitter::scalar(Value tensor) {
+  tensor = resolve(tensor);
+  if (Value cached = scalars.lookup(tensor))
+    return cached;
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(scalarAnchor);
+  if (auto arg = dyn_cast<BlockArgument>(tensor))
+    return scalars[tensor] = load(memrefOf.lookup(arg), idx(0));
+  Value value;
+  if (auto lowering = loweringOf(tensor, "as a scalar"))
+    value = lowering.emitElement(*this, cast<OpResult>(tensor), Value());
+  if (!value)
+    value = i32(0);
+  // A step that defines several scalars at once has recorded them all.
+  if (Value defined = scalars.lookup(tensor))
+    return defined;
+  return scalars[tensor] = value;
+}
+
+Value ElementEmitter::entry(Value array, Value i, bool inBounds) {
+  array = resolve(array);
+  if (auto arg = dyn_cast<BlockArgument>(array))
+    return load(target.readableArray(*this, memrefOf.lookup(arg)), i, inBounds);
+  if (auto lowering = loweringOf(array, "as an offset array"))
+    if (Value value = lowering.emitElement(*this, cast<OpResult>(array), i))
+      return value;
+  return i32(0);
+}
+
+Value ElementEmitter::cuAt(Value array, Value i, bool inBounds) {
+  return select(cmp(arith::CmpIPredicate::eq, i, idx(0)), i32(0),
+                entry(array, i, inBounds));
+}
+
+Value ElementEmitter::row(Value tensor, Value r) {
+  tensor = resolve(tensor);
+  auto key = std::make_pair(tensor, r);
+  if (Value cached = rows.lookup(key))
+    return cached;
+  Value result;
+  if (auto arg = dyn_cast<BlockArgument>(tensor)) {
+    result = load(memrefOf.lookup(arg), r);
+  } else {
+    if (auto lowering = loweringOf(tensor, "per row"))
+      result = lowering.emitElement(*this, cast<OpResult>(tensor), r);
+    if (!result)
+      result = fillValue({}, getElementTypeOrSelf(tensor.getType()));
+  }
+  return rows[key] = result;
+}
+
+Value ElementEmitter::rowCount(Value tensor) {
+  tensor = resolve(tensor);
+  if (isa<BlockArgument>(tensor))
+    return idx(staticLength(tensor));
+  if (auto lowering = loweringOf(tensor, "as a row count"))
+    if (Value value = lowering.emitRowCount(*this, cast<OpResult>(tensor)))
+      return value;
+  return idx(staticLength(tensor));
+}
+
+Value ElementEmitter::count(Value numSeqs, Value array) {
+  int64_t last = staticLength(array) - 1;
+  if (!numSeqs)
+    return idx(last);
+  auto key = std::make_pair(numSeqs, last);
+  if (Value cached = counts.lookup(key))
+    return cached;
+  Value n = scalar(numSeqs);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(scalarAnchor);
+  return counts[key] = clamp(toIndex(n), 0, last);
+}
+
+Value ElementEmitter::findSequence(Value cuPadded, Value n, Value pos,
+                                   int64_t divisor) {
+  cuPadded = resolve(cuPadded);
+  auto key = std::make_tuple(cuPadded, n, pos, divisor);
+  if (Value cached = sequences.lookup(key))
+    return cached;
+  Type indexType = b.getIndexType();
+  auto loop = scf::WhileOp::create(b, loc, TypeRange{indexType, indexType},
+                                   ValueRange{idx(1), add(n, idx(1))});
+  {
+    OpBuilder::InsertionGuard guard(b);
+    Block *before = b.createBlock(&loop.getBefore(), {}, {indexType, indexType},
+                                  {loc, loc});
+    Value lo = before->getArgument(0), hi = before->getArgument(1);
+    scf::ConditionOp::create(b, loc, cmp(arith::CmpIPredicate::slt, lo, hi),
+                             ValueRange{lo, hi});
+    Block *after =
+        b.createBlock(&loop.getAfter(), {}, {indexType, indexType}, {loc, loc});
+    lo = after->getArgument(0);
+    hi = after->getArgument(1);
+    Value mid = arith::ShRUIOp::create(b, loc, add(lo, hi), idx(1));
+    Value start =
+        toIndex(divS(entry(cuPadded, mid, /*inBounds=*/true), i32(divisor)));
+    Value goRight = cmp(arith::CmpIPredicate::sle, start, pos);
+    scf::YieldOp::create(b, loc,
+                         ValueRange{select(goRight, add(mid, idx(1)), lo),
+                                    select(goRight, hi, mid)});
+  }
+  Value s = sub(loop.getResult(0), idx(1));
+  return sequences[key] = maxIdx(minIdx(s, sub(n, idx(1))), idx(0));
+}
+
+Value ElementEmitter::paddingAt(Value cu, Value cuPadded, Value n, Value r) {
+  // s <= n - 1 and n <= the last entry; s + 1 is inside unless the arrays
+  // hold a single entry.
+  Value s = findSequence(cuPadded, n, r, 1);
+  bool nextInBounds = staticLength(cu) >= 2 && staticLength(cuPadded) >= 2;
+  Value start = toIndex(cuAt(cuPadded, s, /*inBounds=*/true));
+  Value next = add(s, idx(1));
+  Value valid = maxIdx(toIndex(sub(cuAt(cu, next, nextInBounds),
+                                   cuAt(cu, s, /*inBounds=*/true))),
+                       idx(0));
+  Value total = toIndex(cuAt(cuPadded, n, /*inBounds=*/true));
+  Value isPad = cmp(arith::CmpIPredicate::sge, r, add(start, valid));
+  isPad = orI(isPad, cmp(arith::CmpIPredicate::sge, r, total));
+  return orI(isPad, cmp(arith::CmpIPredicate::eq, n, idx(0)));
+}
+
+Value ElementEmitter::reduceEntries(Value end, Value init,
+                                    gpu::AllReduceOperation combine,
+                                    function_ref<Value(Value, Value)> body) {
+  auto [first, step] = target.entryLoopStart(*this, idx(1), idx(1));
+  auto loop = scf::ForOp::create(b, loc, first, end, step, ValueRange{init});
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    scf::YieldOp::create(
+        b, loc,
+        ValueRange{body(loop.getInductionVar(), loop.getRegionIterArgs()[0])});
+  }
+  return target.combinePartials(*this, loop.getResult(0), combine);
+}
+
+LogicalResult ElementEmitter::run() {
+  // The kernel takes the pipeline's buffers, then one buffer per result.
+  SmallVector<Type> argTypes;
+  auto toMemRef = [&](Type type) -> Type {
+    auto tensor = dyn_cast<RankedTensorType>(type);
+    if (!tensor || !tensor.hasStaticShape() || tensor.getRank() != 1)
+      return {};
+    return MemRefType::get(tensor.getShape(), tensor.getElementType());
+  };
+  for (Type type : llvm::concat<const Type>(pipeline.getArgumentTypes(),
+                                            pipeline.getResultTypes())) {
+    Type memref = toMemRef(type);
+    if (!memref)
+      return pipeline.emitError()
+             << "cannot lower a pipeline with the non-static type " << type
+             << " (run thd-force-static-shapes first)";
+    argTypes.push_back(memref);
+  }
+  auto ret = cast<func::ReturnOp>(pipeline.front().getTerminator());
+  for (Value returned : ret.getOperands())
+    target.longestOutput =
+        std::max(target.longestOutput, staticLength(returned));
+
+  unsigned numInputs = pipeline.getNumArguments();
+  Block *body = target.createKernel(pipeline, argTypes);
+  kernel = body->getParentOp();
+  // Buffers keep their names; capacities are now their static sizes.
+  auto func = cast<FunctionOpInterface>(kernel);
+  auto named = [&](DictionaryAttr attrs) -> NamedAttrList {
+    NamedAttrList kept;
+    if (attrs)
+      if (Attribute name = attrs.get(THDDialect::kNameAttrName))
+        kept.append(THDDialect::kNameAttrName, name);
+    return kept;
+  };
+  for (unsigned i = 0; i < numInputs; ++i)
+    func.setArgAttrs(i, named(pipeline.getArgAttrDict(i)).getAttrs());
+  for (unsigned i = 0, e = pipeline.getNumResults(); i < e; ++i)
+    func.setArgAttrs(numInputs + i,
+                     named(pipeline.getResultAttrDict(i)).getAttrs());
+  for (unsigned i = 0; i < numInputs; ++i)
+    memrefOf.map(pipeline.getArgument(i), body->getArgument(i));
+
+  // Scalars go before the anchor, the element code after it.
+  b.setInsertionPointToStart(body);
+  scalarAnchor = idx(0).getDefiningOp();
+  b.setInsertionPoint(body->getTerminator());
+  target.begin(*this);
+
+  // Outputs of one length share one loop (or one guarded region on the GPU),
+  // so that what they have in common (a search, a source row, the mask) is
+  // computed once per element.
+  llvm::MapVector<int64_t, SmallVector<unsigned>> byLength;
+  for (auto [i, returned] : llvm::enumerate(ret.getOperands()))
+    byLength[staticLength(returned)].push_back(unsigned(i));
+  for (auto &[length, outputs] : byLength) {
+    OpBuilder::InsertionGuard guard(b);
+    rows.clear();
+    sequences.clear();
+    elementCache.clear();
+    Value element = target.beginElements(*this, length);
+    for (unsigned i : outputs) {
+      Value value = resolve(ret.getOperand(i));
+      Value out = body->getArgument(numInputs + i);
+      ResultKind kind = ResultKind::Rows;
+      if (auto step = value.getDefiningOp<StepOpInterface>())
+        kind = step.getResultKind(cast<OpResult>(value).getResultNumber());
+      Value stored;
+      switch (kind) {
+      case ResultKind::Scalar:
+        stored = scalar(value);
+        break;
+      case ResultKind::Entries:
+        stored = entry(value, element);
+        break;
+      case ResultKind::Rows:
+        stored = row(value, element);
+        break;
+      }
+      memref::StoreOp::create(b, loc, stored, out, ValueRange{element},
+                              /*nontemporal=*/false, alignOf(out));
+    }
+  }
+  if (failed(target.finish(*this)))
+    status = failure();
+  if (failed(status)) {
+    kernel->erase();
+    return failure();
+  }
+  pipeline.erase();
+  return success();
+}
+
+namespace {
+/// The lowering reads every configuration attribute as an integer: an
+/// expression left unbound (no thd-bind-params or thd-force-static-shapes
+/// before it) is an error here, not a crash later.
+LogicalResult requireBoundParams(ModuleOp module) {
+  WalkResult walk = module.walk([](Operation *op) {
+    for (NamedAttribute attr : op->getAttrs())
+      if (auto expr = dyn_cast<ExprAttr>(attr.getValue())) {
+        op->emitOpError() << "still holds the parameter expression \""
+                          << expr.getText() << "\" in '"
+                          << attr.getName().getValue()
+                          << "'; bind the parameters first (thd-bind-params or "
+                             "thd-force-static-shapes)";
+        return WalkResult::interrupt();
+      }
+    return WalkResult::advance();
+  });
+  return failure(walk.wasInterrupted());
+}
+
+/// The functions of `module` that hold thd steps.
+SmallVector<func::FuncOp> pipelinesOf(ModuleOp module) {
+  SmallVector<func::FuncOp> pipelines;
+  for (auto func : module.getOps<func::FuncOp>())
+    if (!func.isExternal() && func.walk([](Operation *op) {
+                                    return isa<THDDialect>(op->getDialect())
+                                               ? WalkResult::interrupt()
+                                               : WalkResult::advance();
+                                  })
+                                  .wasInterrupted())
+      pipelines.push_back(func);
+  return pipelines;
+}
+} // namespace
+
+LogicalResult mlir::thd::lowerPipelines(
+    ModuleOp module, function_ref<std::unique_ptr<KernelTarget>()> makeTarget) {
+  if (failed(requireBoundParams(module)))
+    return failure();
+  for (func::FuncOp func : pipelinesOf(module)) {
+    std::unique_ptr<KernelTarget> target = makeTarget();
+    if (failed(ElementEmitter(func, *target).run()))
+      return failure();
+  }
+  return success();
+}

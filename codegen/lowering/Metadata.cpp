@@ -1,0 +1,239 @@
+//===- Metadata.cpp - steps that compute scalars and tail metadata --------===//
+//
+// Values computed once per kernel: the longest sequence (S6), the fault bits
+// and checked count of a microbatch (S12), and the tail metadata of a padded
+// microbatch (S9), whose offset arrays are then read entry by entry.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/lowering/StepLowering.h"
+#include "reference/StatusBits.h"
+
+using namespace mlir;
+using namespace mlir::thd;
+namespace reference = thdc::reference;
+
+namespace {
+/// Both scalars of a validate op.
+void validate(ValidateOp op, ElementEmitter &e) {
+  Value cu = op.getCuSeqlens(), cup = op.getCuSeqlensPadded();
+  int64_t last = e.staticLength(cu) - 1;
+  int64_t cp = e.intAttr(op.getCp());
+  int64_t multiple =
+      cp == 1 ? 1 : (op.getMode() == CpMode::zigzag ? 2 * cp : cp);
+  Value raw = op.getNumSeqs() ? e.scalar(op.getNumSeqs()) : e.i32(last);
+  Value bits = e.select(e.orI(e.cmp(arith::CmpIPredicate::slt, raw, e.i32(0)),
+                              e.cmp(arith::CmpIPredicate::sgt, raw,
+                                    e.i32(e.intAttr(op.getMaxSeqs())))),
+                        e.i32(reference::StatusNumSeqsOutOfRange), e.i32(0));
+  Value n = e.clamp(e.toIndex(raw), 0, last);
+  Value rank = e.scalar(op.getCpRank());
+  Value badRank = e.orI(e.cmp(arith::CmpIPredicate::slt, rank, e.i32(0)),
+                        e.cmp(arith::CmpIPredicate::sge, rank, e.i32(cp)));
+  bits = e.orI(bits, e.select(badRank, e.i32(reference::StatusCpRankOutOfRange),
+                              e.i32(0)));
+  Value badStart =
+      e.orI(e.cmp(arith::CmpIPredicate::ne, e.entry(cu, e.idx(0)), e.i32(0)),
+            e.cmp(arith::CmpIPredicate::ne, e.entry(cup, e.idx(0)), e.i32(0)));
+  bits = e.orI(
+      bits, e.select(badStart, e.i32(reference::StatusNotMonotonic), e.i32(0)));
+  bits = e.orI(bits, e.select(e.cmp(arith::CmpIPredicate::sgt, e.entry(cup, n),
+                                    e.i32(e.intAttr(op.getMaxTokens()))),
+                              e.i32(reference::StatusTotalExceedsCapacity),
+                              e.i32(0)));
+  if (multiple > 1) {
+    Value indivisible =
+        e.cmp(arith::CmpIPredicate::ne,
+              e.remS(e.entry(cup, e.idx(0)), e.i32(multiple)), e.i32(0));
+    bits = e.orI(bits,
+                 e.select(indivisible,
+                          e.i32(reference::StatusNotDivisibleBy2Cp), e.i32(0)));
+  }
+  Value statusBits = e.reduceEntries(
+      e.add(n, e.idx(1)), bits, gpu::AllReduceOperation::OR,
+      [&](Value i, Value acc) {
+        Value prev = e.sub(i, e.idx(1));
+        Value c0 = e.entry(cu, prev), c1 = e.entry(cu, i);
+        Value p0 = e.entry(cup, prev), p1 = e.entry(cup, i);
+        Value decreasing = e.orI(e.cmp(arith::CmpIPredicate::slt, c1, c0),
+                                 e.cmp(arith::CmpIPredicate::slt, p1, p0));
+        acc = e.orI(acc,
+                    e.select(decreasing, e.i32(reference::StatusNotMonotonic),
+                             e.i32(0)));
+        // Lengths in 64 bits: differences of arbitrary i32 offsets can wrap.
+        auto wide = [&](Value v) {
+          return arith::ExtSIOp::create(e.b, e.loc, e.b.getI64Type(), v)
+              .getResult();
+        };
+        Value longer =
+            e.cmp(arith::CmpIPredicate::sgt, e.sub(wide(c1), wide(c0)),
+                  e.sub(wide(p1), wide(p0)));
+        acc = e.orI(acc,
+                    e.select(longer, e.i32(reference::StatusValidExceedsPadded),
+                             e.i32(0)));
+        if (multiple > 1) {
+          Value indivisible = e.cmp(arith::CmpIPredicate::ne,
+                                    e.remS(p1, e.i32(multiple)), e.i32(0));
+          acc = e.orI(acc, e.select(indivisible,
+                                    e.i32(reference::StatusNotDivisibleBy2Cp),
+                                    e.i32(0)));
+        }
+        if (Value ids = op.getSampleIds()) {
+          // Sample prev: its id inside the pool's samples, its rows inside
+          // the pool (in 64 bits: offset + length can wrap in 32).
+          int64_t chosen = e.staticLength(ids);
+          int64_t samples = e.staticLength(op.getSampleLengths());
+          Value id = e.entry(ids, prev);
+          Value badId =
+              e.orI(e.cmp(arith::CmpIPredicate::slt, id, e.i32(0)),
+                    e.cmp(arith::CmpIPredicate::sge, id, e.i32(samples)));
+          Value offset = wide(e.entry(op.getSampleOffsets(), e.toIndex(id)));
+          Value length = wide(e.entry(op.getSampleLengths(), e.toIndex(id)));
+          Value end = e.add(offset, length);
+          Value zero =
+              arith::ConstantIntOp::create(e.b, e.loc, e.b.getI64Type(), 0);
+          Value rows = arith::ConstantIntOp::create(
+              e.b, e.loc, e.b.getI64Type(), e.intAttr(op.getPoolRowsAttr()));
+          Value badRows =
+              e.orI(e.orI(e.cmp(arith::CmpIPredicate::slt, offset, zero),
+                          e.cmp(arith::CmpIPredicate::slt, length, zero)),
+                    e.cmp(arith::CmpIPredicate::sgt, end, rows));
+          Value counted = e.cmp(arith::CmpIPredicate::slt, prev, e.idx(chosen));
+          acc = e.orI(acc, e.select(e.andI(counted, e.orI(badId, badRows)),
+                                    e.i32(reference::StatusSampleOutOfRange),
+                                    e.i32(0)));
+        }
+        return acc;
+      });
+  e.defineScalar(op.getStatus(), statusBits);
+  e.defineScalar(op.getCheckedNumSeqs(),
+                 e.select(e.cmp(arith::CmpIPredicate::eq, statusBits, e.i32(0)),
+                          raw, e.i32(0)));
+}
+
+/// The scalars of one pad_tail_metadata op, computed before the loops and
+/// kept in the emitter's step values.
+struct TailScalars {
+  Value n, outCount;        // index
+  Value globalTarget, tail; // i32: gT and d = gT - gA (>= 0)
+};
+
+TailScalars tailScalars(PadTailMetadataOp op, ElementEmitter &e) {
+  const SmallVector<Value, 4> &v = e.stepValues[op];
+  return {v[0], v[1], v[2], v[3]};
+}
+
+/// Every scalar of a pad_tail_metadata op.
+void tailMetadata(PadTailMetadataOp op, ElementEmitter &e) {
+  int64_t cp = e.intAttr(op.getCp());
+  TailScalars t;
+  t.n = e.count(op.getNumSeqs(), op.getCuSeqlens());
+  Value gA = e.cuAt(op.getCuSeqlensPadded(), t.n);
+  Value localTarget;
+  if (op.getTargetAttr()) {
+    localTarget = e.i32(e.intAttr(op.getTargetAttr()));
+  } else {
+    int64_t a = e.intAttr(op.getAlignmentAttr());
+    Value local = e.divS(e.maxIdx(gA, e.i32(0)), e.i32(cp));
+    localTarget = e.mul(e.divS(e.add(local, e.i32(a - 1)), e.i32(a)), e.i32(a));
+  }
+  t.globalTarget = e.mul(localTarget, e.i32(cp));
+  t.tail =
+      arith::MaxSIOp::create(e.b, e.loc, e.sub(t.globalTarget, gA), e.i32(0));
+  Value hasTail = e.cmp(arith::CmpIPredicate::sgt, t.tail, e.i32(0));
+  t.outCount = t.n;
+  // With max_seqs the shapes are static and max_seqlen is gT: the input's
+  // max_seqlen (a reduction over the offsets) is not needed.
+  bool isStatic = bool(op.getMaxSeqsAttr());
+  Value maxSeqlen = isStatic ? t.globalTarget : Value();
+  switch (op.getPolicy()) {
+  case TailPolicy::append_dummy_sequence:
+    t.outCount = e.select(hasTail, e.add(t.n, e.idx(1)), t.n);
+    if (!isStatic)
+      maxSeqlen = arith::MaxSIOp::create(e.b, e.loc,
+                                         e.scalar(op.getMaxSeqlen()), t.tail);
+    break;
+  case TailPolicy::extend_last:
+    if (!isStatic) {
+      Value oldMax = e.scalar(op.getMaxSeqlen());
+      Value prev = e.cuAt(op.getCuSeqlensPadded(),
+                          e.maxIdx(e.sub(t.n, e.idx(1)), e.idx(0)));
+      maxSeqlen = arith::MaxSIOp::create(
+          e.b, e.loc, oldMax,
+          e.select(hasTail, e.sub(t.globalTarget, prev), oldMax));
+    }
+    break;
+  case TailPolicy::none:
+    if (!isStatic)
+      maxSeqlen = e.scalar(op.getMaxSeqlen());
+    break;
+  }
+  if (isStatic)
+    t.outCount = e.minIdx(t.outCount, e.idx(e.intAttr(op.getMaxSeqsAttr())));
+  e.stepValues[op] = {t.n, t.outCount, t.globalTarget, t.tail};
+  e.defineScalar(op.getMaxSeqlenOut(), maxSeqlen);
+  e.defineScalar(op.getNumSeqsOut(), e.toI32(t.outCount));
+}
+} // namespace
+
+Value mlir::thd::lowerElement(MaxSeqlenOp op, ElementEmitter &e, OpResult,
+                              Value) {
+  Value n = e.count(op.getNumSeqs(), op.getOffsets());
+  return e.reduceEntries(
+      e.add(n, e.idx(1)), e.i32(0), gpu::AllReduceOperation::MAXSI,
+      [&](Value i, Value acc) -> Value {
+        Value len = e.sub(e.cuAt(op.getOffsets(), i),
+                          e.cuAt(op.getOffsets(), e.sub(i, e.idx(1))));
+        return arith::MaxSIOp::create(e.b, e.loc, acc, len);
+      });
+}
+Value mlir::thd::lowerRowCount(MaxSeqlenOp op, ElementEmitter &e, OpResult) {
+  return noRowCount(op, e);
+}
+
+Value mlir::thd::lowerElement(ValidateOp op, ElementEmitter &e, OpResult,
+                              Value) {
+  validate(op, e);
+  return Value(); // both scalars are defined
+}
+Value mlir::thd::lowerRowCount(ValidateOp op, ElementEmitter &e, OpResult) {
+  return noRowCount(op, e);
+}
+
+Value mlir::thd::lowerElement(PadTailMetadataOp op, ElementEmitter &e,
+                              OpResult result, Value i) {
+  if (!i) {
+    tailMetadata(op, e);
+    return Value(); // both scalars are defined
+  }
+  // Entries 0..n are the input's, entry n+1 the dummy (if any), then
+  // repeats of the last one.
+  e.scalar(op.getNumSeqsOut());
+  TailScalars t = tailScalars(op, e);
+  Value j = e.minIdx(i, t.outCount);
+  bool padded = result == op.getCuSeqlensPaddedOut();
+  Value source = padded ? op.getCuSeqlensPadded() : op.getCuSeqlens();
+  Value original = e.cuAt(source, e.minIdx(j, t.n));
+  Value isNew = e.cmp(arith::CmpIPredicate::ugt, j, t.n);
+  switch (op.getPolicy()) {
+  case TailPolicy::append_dummy_sequence: {
+    Value dummyEnd =
+        padded ? t.globalTarget : e.add(e.cuAt(op.getCuSeqlens(), t.n), t.tail);
+    return e.select(isNew, dummyEnd, original);
+  }
+  case TailPolicy::extend_last: {
+    if (!padded)
+      return original;
+    Value isLast = e.andI(e.cmp(arith::CmpIPredicate::eq, j, t.n),
+                          e.cmp(arith::CmpIPredicate::sgt, t.n, e.idx(0)));
+    return e.select(isLast, t.globalTarget, original);
+  }
+  case TailPolicy::none:
+    return original;
+  }
+  llvm_unreachable("unknown tail policy");
+}
+Value mlir::thd::lowerRowCount(PadTailMetadataOp op, ElementEmitter &e,
+                               OpResult) {
+  return noRowCount(op, e);
+}

@@ -1,0 +1,210 @@
+//===- Rows.cpp - steps that compute per-token buffers --------------------===//
+//
+// Row `r` of a per-token buffer: packing from a pool (S3), the padding mask
+// (S4), sanitised rows (S5), position ids and RoPE positions (S6, S8), the
+// sequence index of a row, a rank's CP slice (S7) and tail padding (S9).
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/lowering/StepLowering.h"
+
+using namespace mlir;
+using namespace mlir::thd;
+
+namespace {
+/// Rows [0, cuPadded[n]) are meaningful, within the buffer's capacity.
+Value totalRows(ElementEmitter &e, Value cuPadded, Value numSeqs,
+                OpResult result) {
+  Value n = e.count(numSeqs, cuPadded);
+  return e.minIdx(e.toIndex(e.cuAt(cuPadded, n)),
+                  e.idx(e.staticLength(result)));
+}
+
+/// Every row of a buffer that is as long as its static length.
+Value allRows(ElementEmitter &e, OpResult result) {
+  return e.idx(e.staticLength(result));
+}
+
+/// Row `r`'s offset inside the sequence that covers it.
+Value offsetInSequence(ElementEmitter &e, Value cuPadded, Value s, Value r) {
+  return e.sub(r, e.toIndex(e.cuAt(cuPadded, s)));
+}
+} // namespace
+
+Value mlir::thd::lowerElement(PaddingMaskOp op, ElementEmitter &e, OpResult,
+                              Value r) {
+  Value n = e.count(op.getNumSeqs(), op.getCuSeqlensPadded());
+  return e.paddingAt(op.getCuSeqlens(), op.getCuSeqlensPadded(), n, r);
+}
+Value mlir::thd::lowerRowCount(PaddingMaskOp op, ElementEmitter &e,
+                               OpResult result) {
+  return totalRows(e, op.getCuSeqlensPadded(), op.getNumSeqs(), result);
+}
+
+Value mlir::thd::lowerElement(PositionIdsOp op, ElementEmitter &e, OpResult,
+                              Value r) {
+  Value cup = op.getCuSeqlensPadded();
+  Value n = e.count(op.getNumSeqs(), cup);
+  Value s = e.findSequence(cup, n, r, 1);
+  Value k = offsetInSequence(e, cup, s, r);
+  Type element = getElementTypeOrSelf(op.getPositionIds().getType());
+  Value position = arith::IndexCastOp::create(e.b, e.loc, element, k);
+  Value isPad = e.paddingAt(op.getCuSeqlens(), cup, n, r);
+  return e.select(isPad, e.fillValue({}, element), position);
+}
+Value mlir::thd::lowerRowCount(PositionIdsOp op, ElementEmitter &e,
+                               OpResult result) {
+  return totalRows(e, op.getCuSeqlensPadded(), op.getNumSeqs(), result);
+}
+
+Value mlir::thd::lowerElement(PackOp op, ElementEmitter &e, OpResult, Value r) {
+  Value cup = op.getCuSeqlensPadded();
+  Value n = e.count(op.getNumSeqs(), cup);
+  Value s = e.findSequence(cup, n, r, 1);
+  Value k = offsetInSequence(e, cup, s, r);
+  Value id = e.toIndex(e.entry(op.getSampleIds(), s));
+  Value offset = e.toIndex(e.entry(op.getSampleOffsets(), id));
+  Value value = e.row(op.getPool(), e.add(offset, k));
+  Value isPad = e.paddingAt(op.getCuSeqlens(), cup, n, r);
+  Type element = getElementTypeOrSelf(op.getPool().getType());
+  return e.select(isPad, e.fillValue(op.getPad(), element), value);
+}
+Value mlir::thd::lowerRowCount(PackOp op, ElementEmitter &e, OpResult result) {
+  return totalRows(e, op.getCuSeqlensPadded(), op.getNumSeqs(), result);
+}
+
+Value mlir::thd::lowerElement(SanitizeOp op, ElementEmitter &e, OpResult,
+                              Value r) {
+  Value inMask = e.cmp(arith::CmpIPredicate::slt, r, e.rowCount(op.getMask()));
+  Value isPad =
+      e.select(inMask, e.row(op.getMask(), r),
+               arith::ConstantIntOp::create(e.b, e.loc, e.b.getI1Type(), 1));
+  Type element = getElementTypeOrSelf(op.getInput().getType());
+  return e.select(isPad, e.fillValue(op.getFillAttr(), element),
+                  e.row(op.getInput(), r));
+}
+Value mlir::thd::lowerRowCount(SanitizeOp op, ElementEmitter &e, OpResult) {
+  return e.minIdx(e.rowCount(op.getInput()), e.rowCount(op.getMask()));
+}
+
+namespace {
+/// The row of a CP slice's input that its row `r` holds. Slices of the same
+/// buffer layout (offsets, rank, count, cp) share it.
+Value sliceSource(CpSliceOp op, ElementEmitter &e, Value r) {
+  int64_t cp = e.intAttr(op.getCp());
+  Value cup = ElementEmitter::resolve(op.getCuSeqlensPadded());
+  Value n = e.count(op.getNumSeqs(), cup);
+  Value rankTensor = ElementEmitter::resolve(op.getCpRank());
+  int64_t layout = op.getMode() == CpMode::contiguous ? -cp : cp;
+  auto key = std::make_tuple(cup, rankTensor, n, layout, r);
+  if (Value cached = e.elementCache.lookup(key))
+    return cached;
+  Value rank = e.clamp(e.toIndex(e.scalar(rankTensor)), 0, cp - 1);
+  Value source;
+  if (op.getMode() == CpMode::contiguous) {
+    Value total = e.maxIdx(e.toIndex(e.cuAt(cup, n)), e.idx(0));
+    Value share = e.divU(total, e.idx(cp));
+    source = e.add(e.mul(rank, share), r);
+  } else {
+    // TE dual-chunk: chunk r and chunk 2cp-1-r of each sequence.
+    Value s = e.findSequence(cup, n, r, cp);
+    Value start = e.toIndex(e.cuAt(cup, s, /*inBounds=*/true));
+    Value localStart = e.divS(start, e.idx(cp));
+    Value localLen =
+        e.sub(e.divS(e.toIndex(e.cuAt(cup, e.add(s, e.idx(1)),
+                                      /*inBounds=*/e.staticLength(cup) >= 2)),
+                     e.idx(cp)),
+              localStart);
+    Value half = e.divU(e.maxIdx(localLen, e.idx(0)), e.idx(2));
+    // TE's formula: k + start + half * (r, or 2cp-2-r in the second half);
+    // rows past the last sequence continue it, as TE's do.
+    Value k = e.sub(r, localStart);
+    Value firstChunk = e.cmp(arith::CmpIPredicate::slt, k, half);
+    Value chunk = e.select(firstChunk, rank, e.sub(e.idx(2 * cp - 2), rank));
+    source = e.add(e.add(start, k), e.mul(chunk, half));
+    // The source row lies in the same sequence s: a later search for it
+    // (the padding mask's) is answered without searching.
+    e.knowSequence(cup, n, source, 1, s);
+  }
+  return e.elementCache[key] = source;
+}
+} // namespace
+
+Value mlir::thd::lowerElement(CpSliceOp op, ElementEmitter &e, OpResult,
+                              Value r) {
+  if (e.intAttr(op.getCp()) == 1)
+    return e.row(op.getInput(), r);
+  return e.row(op.getInput(), sliceSource(op, e, r));
+}
+Value mlir::thd::lowerRowCount(CpSliceOp op, ElementEmitter &e,
+                               OpResult result) {
+  int64_t cp = e.intAttr(op.getCp());
+  if (cp == 1)
+    return e.rowCount(op.getInput());
+  Value n = e.count(op.getNumSeqs(), op.getCuSeqlensPadded());
+  Value total = e.toIndex(e.cuAt(op.getCuSeqlensPadded(), n));
+  return e.minIdx(e.divU(e.maxIdx(total, e.idx(0)), e.idx(cp)),
+                  e.idx(e.staticLength(result)));
+}
+
+Value mlir::thd::lowerElement(PadTailOp op, ElementEmitter &e, OpResult,
+                              Value r) {
+  Value inside = e.cmp(arith::CmpIPredicate::slt, r, e.rowCount(op.getInput()));
+  Type element = getElementTypeOrSelf(op.getInput().getType());
+  return e.select(inside, e.row(op.getInput(), r),
+                  e.fillValue(op.getFillAttr(), element));
+}
+Value mlir::thd::lowerRowCount(PadTailOp op, ElementEmitter &e,
+                               OpResult result) {
+  if (op.getTargetAttr())
+    return allRows(e, result);
+  int64_t a = e.intAttr(op.getAlignmentAttr());
+  Value rows = e.rowCount(op.getInput());
+  Value rounded =
+      e.mul(arith::CeilDivUIOp::create(e.b, e.loc, rows, e.idx(a)), e.idx(a));
+  return e.minIdx(rounded, e.idx(e.staticLength(result)));
+}
+
+Value mlir::thd::lowerElement(SeqIdxOp op, ElementEmitter &e, OpResult,
+                              Value r) {
+  // The sequence covering the row; rows past the last offset belong to one
+  // more sequence (the tail), index n.
+  Value cup = op.getCuSeqlensPadded();
+  Value n = e.count(op.getNumSeqs(), cup);
+  Value s = e.findSequence(cup, n, r, 1);
+  Value total = e.toIndex(e.cuAt(cup, n));
+  Value index = e.select(e.cmp(arith::CmpIPredicate::sge, r, total), n, s);
+  return e.toI32(index);
+}
+Value mlir::thd::lowerRowCount(SeqIdxOp, ElementEmitter &e, OpResult result) {
+  return allRows(e, result);
+}
+
+Value mlir::thd::lowerElement(RopePositionsOp op, ElementEmitter &e, OpResult,
+                              Value r) {
+  // S8: the position of a CP-local row in its global sequence (chunk r, or
+  // chunk 2cp-1-r in the second half).
+  int64_t cp = e.intAttr(op.getCp());
+  Value cup = op.getCuSeqlensPadded();
+  Value n = e.count(op.getNumSeqs(), cup);
+  Value s = e.findSequence(cup, n, r, cp);
+  Value localStart = e.divS(e.toIndex(e.cuAt(cup, s)), e.idx(cp));
+  Value localLen =
+      e.sub(e.divS(e.toIndex(e.cuAt(cup, e.add(s, e.idx(1)))), e.idx(cp)),
+            localStart);
+  Value k = e.sub(r, localStart);
+  if (cp == 1)
+    return e.toI32(k);
+  Value rank = e.clamp(e.toIndex(e.scalar(op.getCpRank())), 0, cp - 1);
+  Value half = e.divS(localLen, e.idx(2));
+  Value first = e.add(e.mul(rank, half), k);
+  Value second = e.add(
+      e.sub(e.mul(localLen, e.idx(cp)), e.mul(e.add(rank, e.idx(1)), half)),
+      e.sub(k, half));
+  return e.toI32(
+      e.select(e.cmp(arith::CmpIPredicate::slt, k, half), first, second));
+}
+Value mlir::thd::lowerRowCount(RopePositionsOp, ElementEmitter &e,
+                               OpResult result) {
+  return allRows(e, result);
+}
