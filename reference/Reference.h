@@ -1,18 +1,25 @@
-//===- Reference.h - Reference semantics of THD data preparation -*- C++
-//-*-===//
+//===- Reference.h - Reference semantics of THD data prep -------*- C++ -*-===//
 //
 // Plain C++17 reference implementation of every step of the THD
-// data-preparation pipeline described in shared/spec/thd-semantics.md
-// (Megatron-LM PR #4359 semantics, sections S1..S14). It has no MLIR/LLVM
-// dependency and uses no exceptions: fallible steps return `Expected<T>`.
+// data-preparation pipeline defined in docs/semantics.md (Megatron-LM PR
+// #4359 semantics, sections S1..S14). It has no MLIR/LLVM dependency and
+// uses no exceptions: fallible steps return `Expected<T>`.
 //
-// Vocabulary (spec section 1):
+// Vocabulary (docs/semantics.md, Overview and Glossary):
 //   cu_seqlens         `cu`  = [0, v0, v0+v1, ...]  cumulative valid lengths
 //   cu_seqlens_padded  `cup` = [0, p0, p0+p1, ...]  physical buffer offsets
 //   cp / rank          context-parallel size / rank
 //   C                  max_seqlen_per_dp_cp_rank (token budget per CP rank)
 //   N                  thd_max_packed_sequences (capacity incl. the dummy)
 // Masks are std::vector<uint8_t> holding 0/1, with 1 (true) = padding.
+//
+// The definitions are split by section (reference/Sources.cmake):
+//   Alignment.cpp S1, Scheduling.cpp S2-S3, Packing.cpp S4,
+//   PaddingMask.cpp S5, CpSlice.cpp S7, Positions.cpp S8,
+//   TailPadding.cpp S9-S10, GraphCapture.cpp S11-S12, Attention.cpp S14,
+//   GraphStep.cpp (the graph-mode composite), Common.cpp (shared helpers);
+//   the templates (S4 pack, S6 sanitize, S7 cpSlice, S10 padTail, S14
+//   readHalf) are defined at the end of this header.
 //
 // This library is the single definition of the semantics: the compiler's
 // lowering is tested against it (see megatronGraphStep).
@@ -106,8 +113,9 @@ std::string indexOutOfRange(std::size_t position, int64_t index,
 // Common helpers
 //===----------------------------------------------------------------------===//
 
-/// Returns ceil(value / multiple) * multiple (the spec's round_up). Requires
-/// multiple > 0; rounds towards +infinity for negative values too.
+/// Returns ceil(value / multiple) * multiple (round_up in
+/// docs/semantics.md). Requires multiple > 0; rounds towards +infinity for
+/// negative values too.
 int64_t roundUp(int64_t value, int64_t multiple);
 
 /// Returns the largest difference between consecutive entries of a cu array,
@@ -219,7 +227,7 @@ struct PackMetadata {
 /// S4: cu_seqlens, cu_seqlens_padded and max_seqlen of a pack with valid
 /// lengths v and padded lengths p. Errors: size mismatch, negative lengths,
 /// v[i] > p[i], int32 overflow. An empty pack gives [0], [0], 0 (the PR
-/// crashes there instead; see the edge-case matrix).
+/// crashes there instead; see the edge-case matrix of docs/semantics.md).
 Expected<PackMetadata> packMetadata(const std::vector<int32_t> &validLengths,
                                     const std::vector<int32_t> &paddedLengths);
 
@@ -593,7 +601,6 @@ double correctOutput(double out, double outStep, double lseStep,
 //===----------------------------------------------------------------------===//
 
 // The status bits (StatusBit) are defined in reference/StatusBits.h.
-
 
 /// StatusSampleOutOfRange when one of the first n = clamp(numSeqs, 0,
 /// sampleIds.size()) chosen samples is out of range: an id outside

@@ -1,0 +1,183 @@
+//===- GraphStep.cpp - S5-S10 one graph-mode step -------------------------===//
+//
+// The composite of sections S5, S6, S7 and S10 of docs/semantics.md
+// ("One microbatch in graph mode"): validation into status bits
+// (sampleStatus, graphStepStatus) and one microbatch of the CUDA-graph
+// data step for one CP rank (megatronGraphStep). The compiled pipelines
+// (examples/megatron_graph_step.mlir) are tested against it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "reference/Internal.h"
+
+#include <algorithm>
+
+namespace thdc {
+namespace reference {
+
+using namespace internal;
+
+namespace {
+
+void checkGraphStepPreconditions(const GraphStepInput &input, int64_t c,
+                                 int64_t cp, int64_t n) {
+  if (c < 1 || cp < 1 || n < 1)
+    fatal("megatronGraphStep", concat("needs C >= 1, cp >= 1 and N >= 1 (C = ",
+                                      c, ", cp = ", cp, ", N = ", n, ")"));
+  if (cp > 1 && c % 2)
+    fatal("megatronGraphStep",
+          concat("C = ", c, " must be even when cp = ", cp,
+                 " > 1 (the dummy length C*cp - T must be divisible by 2*cp)"));
+  if (c * cp > kInt32Max)
+    fatal("megatronGraphStep",
+          concat("C * cp = ", c * cp, " is outside the int32 range"));
+  const std::size_t rows = static_cast<std::size_t>(c * cp);
+  const std::size_t entries = static_cast<std::size_t>(n + 1);
+  if (input.tokens.size() != rows || input.labels.size() != rows ||
+      input.positionIds.size() != rows || input.lossMask.size() != rows)
+    fatal("megatronGraphStep",
+          concat("tokens/labels/position_ids/loss_mask have ",
+                 input.tokens.size(), "/", input.labels.size(), "/",
+                 input.positionIds.size(), "/", input.lossMask.size(),
+                 " rows; all must have C*cp = ", rows));
+  if (input.cuSeqlens.size() != entries ||
+      input.cuSeqlensPadded.size() != entries)
+    fatal("megatronGraphStep",
+          concat("cu_seqlens/cu_seqlens_padded have ", input.cuSeqlens.size(),
+                 "/", input.cuSeqlensPadded.size(),
+                 " entries; both must have N+1 = ", entries));
+}
+
+/// S6 -> S7 -> S10 for one data key: sanitise the first mask.size() rows,
+/// gather the CP slice and right-pad with 0 to the local target.
+template <typename T>
+std::vector<T>
+prepareDataKey(const std::vector<T> &values, const std::vector<uint8_t> &mask,
+               const std::vector<int32_t> &indices, int64_t localTarget) {
+  std::vector<T> buffer(values.begin(), values.begin() + mask.size());
+  std::vector<T> clean =
+      unwrap(sanitize(buffer, mask, T(0)), "megatronGraphStep (S6)");
+  std::vector<T> local =
+      unwrap(cpSlice(clean, indices), "megatronGraphStep (S7)");
+  return unwrap(padTail(local, localTarget, T(0)), "megatronGraphStep (S10)");
+}
+
+/// The valid-microbatch pipeline on the meaningful prefix cu/cup.
+GraphStepOutput runGraphStep(const GraphStepInput &input,
+                             const std::vector<int32_t> &cu,
+                             const std::vector<int32_t> &cup, int64_t rank,
+                             int64_t c, int64_t cp, int64_t n) {
+  std::vector<uint8_t> mask =
+      unwrap(paddingMask(cu, cup), "megatronGraphStep (S5)");
+  const int64_t total = static_cast<int64_t>(mask.size());
+  // An empty microbatch has an empty slice (TE would reject T == 0 under CP).
+  std::vector<int32_t> indices;
+  if (cp == 1 || total > 0)
+    indices = unwrap(cpPartitionIndices(cup, total, cp, rank, CpMode::Zigzag),
+                     "megatronGraphStep (S7)");
+  const int64_t localLength = static_cast<int64_t>(indices.size());
+
+  TailPaddingConfig config;
+  config.cp = cp;
+  config.mode = CpMode::Zigzag;
+  config.target = c;
+  config.maxNumSeqs = n;
+  config.policy = TailPolicy::AppendDummySequence;
+  TailPaddingResult tail = unwrap(
+      padTailMetadata(cu, cup, maxSeqlenFromCu(cup), localLength, config),
+      "megatronGraphStep (S10)");
+
+  GraphStepOutput output;
+  output.tokens = prepareDataKey(input.tokens, mask, indices, tail.localTarget);
+  output.labels = prepareDataKey(input.labels, mask, indices, tail.localTarget);
+  output.positionIds =
+      prepareDataKey(input.positionIds, mask, indices, tail.localTarget);
+  output.lossMask =
+      prepareDataKey(input.lossMask, mask, indices, tail.localTarget);
+  std::vector<uint8_t> localMask =
+      unwrap(cpSlice(mask, indices), "megatronGraphStep (S7)");
+  output.paddingMask =
+      unwrap(mergeTailMask(localMask, localLength, tail.localTarget),
+             "megatronGraphStep (S10)");
+  output.cuSeqlensPadded = std::move(tail.cuSeqlensPadded);
+  output.cuSeqlens = std::move(tail.cuSeqlens);
+  output.maxSeqlen = tail.maxSeqlen;
+  return output;
+}
+
+} // namespace
+
+int32_t sampleStatus(const std::vector<int32_t> &sampleOffsets,
+                     const std::vector<int32_t> &sampleLengths,
+                     const std::vector<int32_t> &sampleIds, int64_t numSeqs,
+                     int64_t poolRows) {
+  int64_t n = std::clamp<int64_t>(numSeqs, 0, int64_t(sampleIds.size()));
+  int64_t samples =
+      int64_t(std::min(sampleOffsets.size(), sampleLengths.size()));
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t id = sampleIds[std::size_t(i)];
+    if (id < 0 || id >= samples)
+      return StatusSampleOutOfRange;
+    int64_t offset = sampleOffsets[std::size_t(id)];
+    int64_t length = sampleLengths[std::size_t(id)];
+    if (offset < 0 || length < 0 || offset + length > poolRows)
+      return StatusSampleOutOfRange;
+  }
+  return 0;
+}
+
+int32_t graphStepStatus(const GraphStepInput &input, int64_t maxSeqlenPerRank,
+                        int64_t cp, int64_t maxPackedSequences) {
+  checkGraphStepPreconditions(input, maxSeqlenPerRank, cp, maxPackedSequences);
+  const std::vector<int32_t> &cu = input.cuSeqlens;
+  const std::vector<int32_t> &cup = input.cuSeqlensPadded;
+  int32_t status = 0;
+  if (input.numSeqs < 0 || input.numSeqs > maxPackedSequences - 1)
+    status |= StatusNumSeqsOutOfRange;
+  if (input.cpRank < 0 || input.cpRank >= cp)
+    status |= StatusCpRankOutOfRange;
+  const std::size_t n = static_cast<std::size_t>(
+      std::clamp<int64_t>(input.numSeqs, 0, maxPackedSequences));
+  if (cu[0] != 0 || cup[0] != 0)
+    status |= StatusNotMonotonic;
+  for (std::size_t i = 1; i <= n; ++i)
+    if (cu[i] < cu[i - 1] || cup[i] < cup[i - 1])
+      status |= StatusNotMonotonic;
+  if (cup[n] > maxSeqlenPerRank * cp)
+    status |= StatusTotalExceedsCapacity;
+  if (cp > 1)
+    for (std::size_t i = 0; i <= n; ++i)
+      if (cup[i] % (2 * cp))
+        status |= StatusNotDivisibleBy2Cp;
+  for (std::size_t i = 0; i < n; ++i)
+    if (int64_t(cu[i + 1]) - cu[i] > int64_t(cup[i + 1]) - cup[i])
+      status |= StatusValidExceedsPadded;
+  return status;
+}
+
+GraphStepOutput megatronGraphStep(const GraphStepInput &input,
+                                  int64_t maxSeqlenPerRank, int64_t cp,
+                                  int64_t maxPackedSequences) {
+  const int32_t status =
+      graphStepStatus(input, maxSeqlenPerRank, cp, maxPackedSequences);
+  GraphStepOutput output;
+  if (status == 0) {
+    const auto end = static_cast<std::ptrdiff_t>(input.numSeqs) + 1;
+    std::vector<int32_t> cu(input.cuSeqlens.begin(),
+                            input.cuSeqlens.begin() + end);
+    std::vector<int32_t> cup(input.cuSeqlensPadded.begin(),
+                             input.cuSeqlensPadded.begin() + end);
+    output = runGraphStep(input, cu, cup, input.cpRank, maxSeqlenPerRank, cp,
+                          maxPackedSequences);
+  } else {
+    // An invalid microbatch is replaced by an empty one: its dummy sequence
+    // covers the whole buffer and every row is padding.
+    output = runGraphStep(input, {0}, {0}, /*rank=*/0, maxSeqlenPerRank, cp,
+                          maxPackedSequences);
+  }
+  output.status = status;
+  return output;
+}
+
+} // namespace reference
+} // namespace thdc

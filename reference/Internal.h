@@ -1,0 +1,86 @@
+//===- Internal.h - Helpers shared by the reference sources -----*- C++ -*-===//
+//
+// Message formatting, int32 range checks and the abort path shared by the
+// reference/*.cpp files. Not part of the public API: users include
+// "reference/Reference.h". The semantics themselves are described in
+// docs/semantics.md.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef THDC_REFERENCE_INTERNAL_H
+#define THDC_REFERENCE_INTERNAL_H
+
+#include "reference/Reference.h"
+
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace thdc {
+namespace reference {
+namespace internal {
+
+constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
+constexpr int64_t kInt32Min = std::numeric_limits<int32_t>::min();
+
+/// Streams every argument into one string.
+template <typename... Args> std::string concat(const Args &...args) {
+  std::ostringstream os;
+  (os << ... << args);
+  return os.str();
+}
+
+/// Formats an array as "[a, b, c]" (long arrays are elided in the middle).
+template <typename T> std::string list(const std::vector<T> &values) {
+  constexpr std::size_t kShown = 16;
+  std::ostringstream os;
+  os << '[';
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (values.size() > kShown && i == kShown / 2) {
+      os << ", ...";
+      i = values.size() - kShown / 2;
+    }
+    if (i)
+      os << ", ";
+    os << +values[i];
+  }
+  os << ']';
+  return os.str();
+}
+
+/// "None" or the value, as the configuration is printed in messages.
+inline std::string optionalToString(std::optional<int64_t> value) {
+  return value ? std::to_string(*value) : std::string("None");
+}
+
+/// True when `value` is representable as int32 (the dtype of cu arrays).
+inline bool fitsInt32(int64_t value) {
+  return value >= kInt32Min && value <= kInt32Max;
+}
+
+/// Aborts on a broken precondition or an internal inconsistency (the
+/// reference has no exceptions; these are programming errors, not data).
+[[noreturn]] void fatal(const char *where, const std::string &message);
+
+/// The value of `result`, or fatal() with its error: for steps whose inputs
+/// were already validated, so an error is an internal inconsistency.
+template <typename T> T unwrap(Expected<T> result, const char *where) {
+  if (!result)
+    fatal(where, "internal error: " + result.error());
+  return std::move(*result);
+}
+
+/// Checks that a cu array starts at 0 and never decreases; the problem as a
+/// message otherwise.
+std::optional<std::string> checkCuArray(const char *name,
+                                        const std::vector<int32_t> &cu);
+
+} // namespace internal
+} // namespace reference
+} // namespace thdc
+
+#endif // THDC_REFERENCE_INTERNAL_H

@@ -1,0 +1,264 @@
+//===- TailPadding.cpp - S9, S10 padding modes and tail -------------------===//
+//
+// Sections S9 and S10 of docs/semantics.md: resolution of the padding mode
+// (thdPaddingKwargs) and tail padding of a microbatch to an alignment or a
+// static target: cu array padding, new metadata, merged mask (padCuSeqlens,
+// padTailMetadata, mergeTailMask, metadataOnlyGlobalTarget; the template
+// padTail lives in Reference.h). Implemented in the compiler by
+// thd.pad_tail, thd.pad_tail_metadata and thd.pad_cu_seqlens.
+//
+//===----------------------------------------------------------------------===//
+
+#include "reference/Internal.h"
+
+#include <algorithm>
+
+namespace thdc {
+namespace reference {
+
+using namespace internal;
+
+//===----------------------------------------------------------------------===//
+// S9. Padding-mode resolution
+//===----------------------------------------------------------------------===//
+
+Expected<ThdPaddingKwargs>
+thdPaddingKwargs(PadAlignment alignment, int64_t maxSeqlenPerRank,
+                 std::optional<int64_t> maxPackedSequences, bool cudaGraph,
+                 bool schedulerOrDynamicCp, SemanticsVersion version) {
+  const int64_t c = maxSeqlenPerRank;
+  if (c < 1)
+    return makeError<ThdPaddingKwargs>(
+        concat("max_seqlen_per_dp_cp_rank = ", c, " must be set and >= 1"));
+  if (!alignment.isMax && (alignment.value < 1 || alignment.value > c))
+    return makeError<ThdPaddingKwargs>(
+        concat("pad_packed_seq_alignment = ", alignment.value,
+               " must be \"max\" or a positive integer <= "
+               "max_seqlen_per_dp_cp_rank = ",
+               c));
+  if (cudaGraph && schedulerOrDynamicCp && !alignment.isMax &&
+      alignment.value != c)
+    return makeError<ThdPaddingKwargs>(
+        concat("with CUDA graphs and the sequence-packing scheduler "
+               "pad_packed_seq_alignment must be \"max\" or exactly "
+               "max_seqlen_per_dp_cp_rank = ",
+               c, ", got ", alignment.value));
+  const bool dev = version == SemanticsVersion::DevLater;
+  if (cudaGraph && dev && !maxPackedSequences)
+    return makeError<ThdPaddingKwargs>(
+        "CUDA-graph THD padding requires --thd-max-packed-sequences");
+
+  ThdPaddingKwargs kwargs;
+  if (cudaGraph) {
+    kwargs.targetLength = c;
+    kwargs.maxNumSeqs = maxPackedSequences;
+  } else if (alignment.isMax) {
+    kwargs.targetLength = c;
+    if (dev)
+      kwargs.maxNumSeqs = maxPackedSequences;
+  } else {
+    kwargs.alignment = alignment.value;
+    if (dev)
+      kwargs.maxNumSeqs = maxPackedSequences;
+  }
+  return kwargs;
+}
+
+//===----------------------------------------------------------------------===//
+// S10. Tail padding
+//===----------------------------------------------------------------------===//
+
+Expected<std::vector<int32_t>> padCuSeqlens(const std::vector<int32_t> &cu,
+                                            int64_t entries) {
+  using Result = std::vector<int32_t>;
+  if (cu.empty())
+    return makeError<Result>("padCuSeqlens: the cu array is empty");
+  if (entries < 1)
+    return makeError<Result>(
+        concat("padCuSeqlens: entries = ", entries, " must be >= 1"));
+  if (static_cast<int64_t>(cu.size()) > entries)
+    return makeError<Result>(concat("Actual num_seqs (", cu.size() - 1,
+                                    ") exceeds thd_max_packed_sequences (",
+                                    entries - 1, ")"));
+  Result padded(cu);
+  padded.resize(static_cast<std::size_t>(entries), cu.back());
+  return padded;
+}
+
+Expected<TailPaddingResult>
+padTailMetadata(const std::vector<int32_t> &cuSeqlens,
+                const std::vector<int32_t> &cuSeqlensPadded, int32_t maxSeqlen,
+                int64_t localLength, const TailPaddingConfig &config) {
+  using Result = TailPaddingResult;
+  const std::vector<int32_t> &cu = cuSeqlens;
+  const std::vector<int32_t> &cup = cuSeqlensPadded;
+  const int64_t cp = config.cp;
+  if (config.alignment.has_value() == config.target.has_value())
+    return makeError<Result>(
+        concat("exactly one of alignment and target must be set (got "
+               "alignment = ",
+               optionalToString(config.alignment),
+               ", target = ", optionalToString(config.target), ")"));
+  if (config.alignment && *config.alignment <= 0)
+    return makeError<Result>(
+        concat("alignment = ", *config.alignment, " must be > 0"));
+  if (config.target && *config.target <= 0)
+    return makeError<Result>(
+        concat("target = ", *config.target, " must be > 0"));
+  if (cp < 1)
+    return makeError<Result>(concat("cp = ", cp, " must be >= 1"));
+  if (config.maxNumSeqs && *config.maxNumSeqs < 1)
+    return makeError<Result>(concat(
+        "thd_max_packed_sequences = ", *config.maxNumSeqs, " must be >= 1"));
+  if (cu.size() != cup.size())
+    return makeError<Result>(
+        detail::sizeMismatch("padTailMetadata", "cu_seqlens", cu.size(),
+                             "cu_seqlens_padded", cup.size()));
+  if (cup.empty())
+    return makeError<Result>(
+        "padTailMetadata: the cu arrays must have at least one entry");
+  if (localLength < 0)
+    return makeError<Result>(
+        concat("local length ", localLength, " is negative"));
+
+  const int64_t localTarget =
+      config.target ? *config.target : roundUp(localLength, *config.alignment);
+  if (localTarget > kInt32Max / cp)
+    return makeError<Result>(
+        concat("global target length Lt * cp = ", localTarget, " * ", cp,
+               " is outside the int32 range"));
+  const int64_t globalTarget = localTarget * cp;
+  const int64_t globalActual = cup.back();
+  const std::size_t n = cup.size() - 1;
+
+  for (std::size_t i = 0; i < n; ++i) {
+    int64_t length = int64_t(cup[i + 1]) - cup[i];
+    if (length > globalTarget)
+      return makeError<Result>(
+          concat("Individual request length ", length, " (sequence ", i,
+                 ") exceeds the global target length gT = ", globalTarget,
+                 " (Lt ", localTarget, " * cp ", cp, ")"));
+  }
+  if (localLength > localTarget)
+    return makeError<Result>(
+        concat("local length ", localLength,
+               " exceeds the local target length Lt = ", localTarget,
+               "; refusing to silently truncate"));
+  if (globalActual > globalTarget)
+    return makeError<Result>(concat(
+        "total padded length cu_seqlens_padded[", n, "] = ", globalActual,
+        " exceeds the global target length gT = ", globalTarget,
+        "; refusing to silently truncate"));
+
+  const bool zigzagCp = cp > 1 && config.mode == CpMode::Zigzag;
+  std::vector<int32_t> outCu(cu), outCup(cup);
+  int64_t newMaxSeqlen = maxSeqlen;
+  switch (config.policy) {
+  case TailPolicy::AppendDummySequence:
+    if (globalTarget > globalActual) {
+      const int64_t dummy = globalTarget - globalActual;
+      if (zigzagCp && dummy % (2 * cp))
+        return makeError<Result>(
+            concat("dummy sequence length ", dummy, " (gT ", globalTarget,
+                   " - cu_seqlens_padded[", n, "] ", globalActual,
+                   ") is not divisible by 2*cp = ", 2 * cp,
+                   "; zigzag CP partitioning requires it"));
+      const int64_t validEnd = int64_t(cu.back()) + dummy;
+      if (!fitsInt32(validEnd))
+        return makeError<Result>(concat("dummy end cu_seqlens[", n, "] + ",
+                                        dummy, " = ", validEnd,
+                                        " is outside the int32 range"));
+      outCup.push_back(static_cast<int32_t>(globalTarget));
+      outCu.push_back(static_cast<int32_t>(validEnd));
+      newMaxSeqlen = std::max(newMaxSeqlen, dummy);
+    }
+    break;
+  case TailPolicy::ExtendLast:
+    if (zigzagCp && globalTarget % (2 * cp))
+      return makeError<Result>(
+          concat("global target length gT = ", globalTarget,
+                 " is not divisible by 2*cp = ", 2 * cp,
+                 "; extend_last under zigzag CP requires it"));
+    if (globalTarget > globalActual) {
+      if (n == 0)
+        return makeError<Result>(
+            concat("extend_last needs at least one real sequence to extend "
+                   "(cu_seqlens_padded = ",
+                   list(cup), ")"));
+      outCup.back() = static_cast<int32_t>(globalTarget);
+      newMaxSeqlen =
+          std::max<int64_t>(newMaxSeqlen, int64_t(outCup[n]) - outCup[n - 1]);
+    }
+    break;
+  case TailPolicy::None:
+    break;
+  }
+
+  Result result;
+  result.localTarget = localTarget;
+  result.globalTarget = globalTarget;
+  if (config.maxNumSeqs) {
+    Expected<std::vector<int32_t>> paddedCu =
+        padCuSeqlens(outCu, *config.maxNumSeqs + 1);
+    if (!paddedCu)
+      return makeError<Result>(paddedCu.error());
+    Expected<std::vector<int32_t>> paddedCup =
+        padCuSeqlens(outCup, *config.maxNumSeqs + 1);
+    if (!paddedCup)
+      return makeError<Result>(paddedCup.error());
+    result.cuSeqlens = std::move(*paddedCu);
+    result.cuSeqlensPadded = std::move(*paddedCup);
+    result.maxSeqlen = static_cast<int32_t>(globalTarget);
+  } else {
+    result.cuSeqlens = std::move(outCu);
+    result.cuSeqlensPadded = std::move(outCup);
+    result.maxSeqlen = static_cast<int32_t>(newMaxSeqlen);
+    result.totalTokens = localTarget;
+  }
+  for (int64_t row = 0; row < localTarget; ++row)
+    result.tailMask.push_back(row >= localLength);
+  return result;
+}
+
+Expected<std::vector<uint8_t>>
+mergeTailMask(const std::vector<uint8_t> &oldMask, int64_t localLength,
+              int64_t localTarget) {
+  using Result = std::vector<uint8_t>;
+  if (localLength > localTarget)
+    return makeError<Result>(
+        concat("local length ", localLength,
+               " exceeds the local target length Lt = ", localTarget,
+               "; refusing to silently truncate"));
+  Expected<Result> merged = padTail(oldMask, localTarget, 1);
+  if (!merged)
+    return merged;
+  for (int64_t row = std::max<int64_t>(localLength, 0); row < localTarget;
+       ++row)
+    (*merged)[row] = 1;
+  return merged;
+}
+
+Expected<int64_t> metadataOnlyGlobalTarget(int64_t totalPadded, int64_t cp,
+                                           std::optional<int64_t> alignment,
+                                           std::optional<int64_t> target) {
+  if (alignment.has_value() == target.has_value())
+    return makeError<int64_t>(
+        concat("exactly one of alignment and target must be set (got "
+               "alignment = ",
+               optionalToString(alignment),
+               ", target = ", optionalToString(target), ")"));
+  if (cp < 1)
+    return makeError<int64_t>(concat("cp = ", cp, " must be >= 1"));
+  if (target) {
+    if (*target <= 0)
+      return makeError<int64_t>(concat("target = ", *target, " must be > 0"));
+    return *target * cp;
+  }
+  if (*alignment <= 0)
+    return makeError<int64_t>(
+        concat("alignment = ", *alignment, " must be > 0"));
+  return roundUp(totalPadded, *alignment);
+}
+
+} // namespace reference
+} // namespace thdc
