@@ -1,7 +1,7 @@
 //===- Planner.h - Host-side microbatch planner -----------------*- C++ -*-===//
 //
 // Plans how the sequences of one global batch are packed into microbatches
-// before the THD data step runs (shared/spec/thd-semantics.md S2, S3, S12):
+// before the THD data step runs (docs/semantics.md S2, S3, S12):
 //
 //   nextFitPlan     the reference framework's dp_balanced scheduler: the S2
 //                   cap K and the S3 in-order next-fit packing, computed by

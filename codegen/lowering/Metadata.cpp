@@ -1,8 +1,9 @@
 //===- Metadata.cpp - steps that compute scalars and tail metadata --------===//
 //
-// Values computed once per kernel: the longest sequence (S6), the fault bits
-// and checked count of a microbatch (S12), and the tail metadata of a padded
-// microbatch (S9), whose offset arrays are then read entry by entry.
+// Values computed once per kernel: the longest sequence (S4, S13), the fault
+// bits and checked count of a microbatch, and the tail metadata of a padded
+// microbatch (S10), whose offset arrays are then read entry by entry.
+// Sections are those of docs/semantics.md.
 //
 //===----------------------------------------------------------------------===//
 

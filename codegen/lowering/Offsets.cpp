@@ -1,8 +1,9 @@
 //===- Offsets.cpp - steps that compute offset and length arrays ----------===//
 //
-// Entry `i` of an array computed on the device: aligned lengths (S1), chosen
-// lengths (S2), their cumulative sum (S3) and a cu array padded to a static
-// number of entries (S10).
+// Entry `i` of an array computed on the device: aligned lengths (S1), the
+// chosen samples' lengths (S3/S4), their cumulative offsets (S4) and a cu
+// array padded to a static number of entries (S10). Sections are those of
+// docs/semantics.md.
 //
 //===----------------------------------------------------------------------===//
 

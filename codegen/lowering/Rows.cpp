@@ -1,8 +1,9 @@
 //===- Rows.cpp - steps that compute per-token buffers --------------------===//
 //
-// Row `r` of a per-token buffer: packing from a pool (S3), the padding mask
-// (S4), sanitised rows (S5), position ids and RoPE positions (S6, S8), the
-// sequence index of a row, a rank's CP slice (S7) and tail padding (S9).
+// Row `r` of a per-token buffer: packing from a pool (S4), the padding mask
+// (S5), sanitised rows (S6), a rank's CP slice (S7), position ids, RoPE
+// positions and the sequence index of a row (S8), and tail padding (S10).
+// Sections are those of docs/semantics.md.
 //
 //===----------------------------------------------------------------------===//
 

@@ -1,6 +1,6 @@
 //===- PlannerTest.cpp - Unit tests of the microbatch planner -------------===//
 //
-// The S2, S3 and S12 golden vectors of shared/spec/thd-semantics.md as
+// The S2, S3 and S12 golden vectors of docs/semantics.md as
 // planner tests, the planner's errors, plan validation, edge cases, and a
 // randomized comparison of first-fit-decreasing with next-fit (and of
 // next-fit with the reference scheduler) on a fixed seed.

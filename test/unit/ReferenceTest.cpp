@@ -1,6 +1,6 @@
 //===- ReferenceTest.cpp - Unit tests of the THD reference semantics ------===//
 //
-// One test per golden vector of shared/spec/thd-semantics.md (and of
+// One test per golden vector of docs/semantics.md (and of
 // golden_ref.py), one per row of the spec's edge-case matrix, the composite
 // graph step with a test per status bit, and a randomized property test.
 //
