@@ -231,8 +231,7 @@ LogicalResult evaluate(AlignLengthsOp op, Environment &env) {
   FailureOr<Buffer> result = resultBuffer(op, op.getPaddedLens());
   if (failed(cp) || failed(tp) || failed(result))
     return failure();
-  int64_t granularity =
-      ref::padGranularity(*cp, *tp, op.getSequenceParallel());
+  int64_t granularity = ref::padGranularity(*cp, *tp, op.getSequenceParallel());
   std::vector<int32_t> valid = int32Values(env[op.getValidLens()]);
   if (granularity <= 0)
     return referenceError(op, "the alignment granularity " +
@@ -241,7 +240,8 @@ LogicalResult evaluate(AlignLengthsOp op, Environment &env) {
   // p = ceil(v / G) * G for every v, negative ones included (the reference's
   // S1 step refuses those; bad lengths are reported by thd.validate).
   std::vector<int32_t> padded(valid.size());
-  if (std::all_of(valid.begin(), valid.end(), [](int32_t v) { return v >= 0; })) {
+  if (std::all_of(valid.begin(), valid.end(),
+                  [](int32_t v) { return v >= 0; })) {
     ref::Expected<std::vector<int32_t>> aligned =
         ref::alignLengths(valid, granularity);
     if (!aligned)
@@ -357,9 +357,8 @@ FailureOr<RowLayout> rowLayout(Operation *op, Environment &env, Value cuValue,
 
 LogicalResult evaluate(PaddingMaskOp op, Environment &env) {
   FailureOr<Buffer> result = resultBuffer(op, op.getMask());
-  FailureOr<RowLayout> layout =
-      rowLayout(op, env, op.getCuSeqlens(), op.getCuSeqlensPadded(),
-                op.getNumSeqs());
+  FailureOr<RowLayout> layout = rowLayout(
+      op, env, op.getCuSeqlens(), op.getCuSeqlensPadded(), op.getNumSeqs());
   if (failed(result) || failed(layout))
     return failure();
   result->setRows(boundedRows(layout->cup.back(), result->size()));
@@ -370,9 +369,8 @@ LogicalResult evaluate(PaddingMaskOp op, Environment &env) {
 
 LogicalResult evaluate(PositionIdsOp op, Environment &env) {
   FailureOr<Buffer> result = resultBuffer(op, op.getPositionIds());
-  FailureOr<RowLayout> layout =
-      rowLayout(op, env, op.getCuSeqlens(), op.getCuSeqlensPadded(),
-                op.getNumSeqs());
+  FailureOr<RowLayout> layout = rowLayout(
+      op, env, op.getCuSeqlens(), op.getCuSeqlensPadded(), op.getNumSeqs());
   if (failed(result) || failed(layout))
     return failure();
   ref::Expected<std::vector<int64_t>> positions =
@@ -391,9 +389,8 @@ LogicalResult evaluate(PositionIdsOp op, Environment &env) {
 
 LogicalResult evaluate(PackOp op, Environment &env) {
   FailureOr<Buffer> result = resultBuffer(op, op.getPacked());
-  FailureOr<RowLayout> layout =
-      rowLayout(op, env, op.getCuSeqlens(), op.getCuSeqlensPadded(),
-                op.getNumSeqs());
+  FailureOr<RowLayout> layout = rowLayout(
+      op, env, op.getCuSeqlens(), op.getCuSeqlensPadded(), op.getNumSeqs());
   if (failed(result) || failed(layout))
     return failure();
   const Buffer &pool = env[op.getPool()];
@@ -403,9 +400,9 @@ LogicalResult evaluate(PackOp op, Environment &env) {
   if (total > 0 && (pool.size() == 0 || offsets.empty()))
     return referenceError(op, "the pool has no row to pack");
   if (layout->n > int64_t(ids.size()))
-    return referenceError(op, "sample_ids has " + std::to_string(ids.size()) +
-                                  " entries but num_seqs = " +
-                                  std::to_string(layout->n));
+    return referenceError(
+        op, "sample_ids has " + std::to_string(ids.size()) +
+                " entries but num_seqs = " + std::to_string(layout->n));
   // The sequence of every row, then the pool row of every valid row; the
   // reads are clamped into the ids, the offsets and the pool (a chosen
   // sample outside the pool is reported by thd.validate).
@@ -419,9 +416,10 @@ LogicalResult evaluate(PackOp op, Environment &env) {
   for (int64_t r = 0; r < rows; ++r) {
     isPadding[size_t(r)] = layout->mask[size_t(r)];
     int64_t s = (*sequenceOf)[size_t(r)];
-    int64_t id = std::clamp<int64_t>(ids[size_t(s)], 0,
-                                     int64_t(offsets.size()) - 1);
-    int64_t source = int64_t(offsets[size_t(id)]) + (r - layout->cup[size_t(s)]);
+    int64_t id =
+        std::clamp<int64_t>(ids[size_t(s)], 0, int64_t(offsets.size()) - 1);
+    int64_t source =
+        int64_t(offsets[size_t(id)]) + (r - layout->cup[size_t(s)]);
     sourceRows.push_back(
         int32_t(std::clamp<int64_t>(source, 0, pool.size() - 1)));
   }
@@ -511,7 +509,8 @@ LogicalResult evaluate(CpSliceOp op, Environment &env) {
   indices.resize(size_t(rows));
   LogicalResult status = withElementWidth(result->width(), [&](auto t) {
     using T = decltype(t);
-    ref::Expected<std::vector<T>> slice = ref::cpSlice(input.values<T>(), indices);
+    ref::Expected<std::vector<T>> slice =
+        ref::cpSlice(input.values<T>(), indices);
     if (!slice)
       return referenceError(op, slice.error());
     result->assign(*slice, 0);
@@ -669,8 +668,7 @@ LogicalResult evaluate(PadTailMetadataOp op, Environment &env) {
                                   std::to_string(cuOut->size()));
   // Entries past the meaningful ones repeat the last one.
   cuOut->assign(tail->cuSeqlens, uint32_t(tail->cuSeqlens.back()));
-  cupOut->assign(tail->cuSeqlensPadded,
-                 uint32_t(tail->cuSeqlensPadded.back()));
+  cupOut->assign(tail->cuSeqlensPadded, uint32_t(tail->cuSeqlensPadded.back()));
   maxOut->set<int32_t>(0, tail->maxSeqlen);
   bool dummy = config.policy == ref::TailPolicy::AppendDummySequence &&
                tail->globalTarget > cup.back();

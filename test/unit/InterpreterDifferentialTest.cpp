@@ -11,11 +11,13 @@
 //===----------------------------------------------------------------------===//
 
 #include "codegen/Compiler.h"
+#include "dialect/THDDialect.h"
 #include "interpreter/Interpreter.h"
 #include "test/unit/DifferentialHarness.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinTypes.h"
+#include "mlir/Parser/Parser.h"
 #include "llvm/ADT/APFloat.h"
 
 #include <gtest/gtest.h>
@@ -69,8 +71,7 @@ std::unique_ptr<Compiled> compile(const std::string &text,
     return nullptr;
   }
   compiled->host = std::move(*host);
-  compiled->function =
-      *compiled->module->getOps<mlir::func::FuncOp>().begin();
+  compiled->function = *compiled->module->getOps<mlir::func::FuncOp>().begin();
   return compiled;
 }
 
@@ -88,8 +89,8 @@ void store(Buffer &buffer, int64_t i, double value) {
     return;
   }
   int64_t integer = int64_t(value);
-  std::memcpy(static_cast<char *>(buffer.data()) + i * buffer.width(),
-              &integer, buffer.width());
+  std::memcpy(static_cast<char *>(buffer.data()) + i * buffer.width(), &integer,
+              buffer.width());
 }
 
 /// Element `i` of `buffer` for messages.
@@ -170,15 +171,15 @@ std::string runBothWays(Compiled &compiled, const Values &values) {
     if (std::memcmp(actual.data(), want.data(), actual.byteSize()) == 0)
       continue;
     int64_t i = 0;
-    while (std::memcmp(static_cast<const char *>(actual.data()) +
-                           i * actual.width(),
-                       static_cast<const char *>(want.data()) + i * want.width(),
-                       actual.width()) == 0)
+    while (std::memcmp(
+               static_cast<const char *>(actual.data()) + i * actual.width(),
+               static_cast<const char *>(want.data()) + i * want.width(),
+               actual.width()) == 0)
       ++i;
     return "output '" + outputNames[k] + "'[" + std::to_string(i) +
-           "]: compiled " + show(actual, i) + ", interpreter " +
-           show(want, i) + "\n  compiled    " + showAll(actual) +
-           "\n  interpreter " + showAll(want) + "\ninputs:\n" + inputText;
+           "]: compiled " + show(actual, i) + ", interpreter " + show(want, i) +
+           "\n  compiled    " + showAll(actual) + "\n  interpreter " +
+           showAll(want) + "\ninputs:\n" + inputText;
   }
   return "";
 }
@@ -197,9 +198,9 @@ struct Microbatch {
   int64_t n = 0;
 };
 
-Microbatch randomMicrobatch(std::mt19937 &rng, int64_t entries,
-                            int64_t maxSeqs, int64_t maxTotal,
-                            int64_t multiple, bool validAbovePadded = false) {
+Microbatch randomMicrobatch(std::mt19937 &rng, int64_t entries, int64_t maxSeqs,
+                            int64_t maxTotal, int64_t multiple,
+                            bool validAbovePadded = false) {
   Microbatch m;
   m.n = uniform(rng, 0, std::min(maxSeqs, entries - 1));
   m.cu.assign(size_t(entries), 0);
@@ -344,8 +345,9 @@ func.func @rows(%cu: tensor<7xi32> {thd.name = "cu"},
                       // Totals up to 30 rows: past the 24-row capacity and
                       // the 20-row seq_idx too. The ops without num_seqs
                       // read an array whose entries are all meaningful.
-                      Microbatch m = randomMicrobatch(rng, 7, 6, 30, 1,
-                                                      /*validAbovePadded=*/true);
+                      Microbatch m =
+                          randomMicrobatch(rng, 7, 6, 30, 1,
+                                           /*validAbovePadded=*/true);
                       Microbatch all = randomMicrobatch(rng, 7, 6, 30, 1);
                       while (all.n != 6)
                         all = randomMicrobatch(rng, 7, 6, 30, 1);
@@ -513,10 +515,11 @@ func.func @tail(%cu: tensor<7xi32> {thd.name = "cu"},
                       Microbatch m = randomMicrobatch(rng, 7, 6, 24, 4);
                       while (m.n == 0)
                         m = randomMicrobatch(rng, 7, 6, 24, 4);
-                      return Values{{"cu", m.cu},
-                                    {"cup", m.cup},
-                                    {"max_seqlen", {double(uniform(rng, 0, 30))}},
-                                    {"num_seqs", {double(m.n)}}};
+                      return Values{
+                          {"cu", m.cu},
+                          {"cup", m.cup},
+                          {"max_seqlen", {double(uniform(rng, 0, 30))}},
+                          {"num_seqs", {double(m.n)}}};
                     }};
   runPipeline(pipeline, 7);
 }
@@ -538,14 +541,13 @@ Values faultyMetadata(std::mt19937 &rng, int64_t entries, int64_t maxSeqs,
   if (chance(rng, 15)) // bit 4
     m.cup[size_t(uniform(rng, 0, meaningful))] += double(uniform(rng, 1, 3));
   (void)maxSeqs;
-  return Values{{"cu", m.cu},
-                {"cup", m.cup},
-                {"num_seqs", {n}},
-                {"cp_rank", {rank}}};
+  return Values{
+      {"cu", m.cu}, {"cup", m.cup}, {"num_seqs", {n}}, {"cp_rank", {rank}}};
 }
 
 TEST(InterpreterDifferential, ValidateStatusBits) {
-  Pipeline pipeline{"validate", R"mlir(
+  Pipeline pipeline{
+      "validate", R"mlir(
 func.func @validate(%cu: tensor<7xi32> {thd.name = "cu"},
                     %cup: tensor<7xi32> {thd.name = "cup"},
                     %rank: tensor<1xi32> {thd.name = "cp_rank"},
@@ -574,30 +576,27 @@ func.func @validate(%cu: tensor<7xi32> {thd.name = "cu"},
         tensor<1xi32>, tensor<1xi32>, tensor<1xi32>, tensor<1xi32>, tensor<1xi32>
 }
 )mlir",
-                    [](std::mt19937 &rng, int) {
-                      Values values = faultyMetadata(rng, 7, 5, 24, 4, 2);
-                      std::vector<double> offsets(6), lengths(6), ids(5);
-                      for (int s = 0; s < 6; ++s) {
-                        lengths[size_t(s)] = double(uniform(rng, 0, 10));
-                        offsets[size_t(s)] = double(uniform(rng, 0, 30));
-                      }
-                      for (int s = 0; s < 5; ++s)
-                        ids[size_t(s)] = double(uniform(rng, 0, 5));
-                      if (chance(rng, 25)) // bit 64
-                        ids[size_t(uniform(rng, 0, 4))] =
-                            double(uniform(rng, -2, 8));
-                      if (chance(rng, 25))
-                        offsets[size_t(uniform(rng, 0, 5))] =
-                            double(uniform(rng, -3, 40));
-                      if (chance(rng, 15))
-                        lengths[size_t(uniform(rng, 0, 5))] =
-                            double(uniform(rng, -3, 2));
-                      values["offsets"] = offsets;
-                      values["lengths"] = lengths;
-                      values["ids"] = ids;
-                      return values;
-                    },
-                    300};
+      [](std::mt19937 &rng, int) {
+        Values values = faultyMetadata(rng, 7, 5, 24, 4, 2);
+        std::vector<double> offsets(6), lengths(6), ids(5);
+        for (int s = 0; s < 6; ++s) {
+          lengths[size_t(s)] = double(uniform(rng, 0, 10));
+          offsets[size_t(s)] = double(uniform(rng, 0, 30));
+        }
+        for (int s = 0; s < 5; ++s)
+          ids[size_t(s)] = double(uniform(rng, 0, 5));
+        if (chance(rng, 25)) // bit 64
+          ids[size_t(uniform(rng, 0, 4))] = double(uniform(rng, -2, 8));
+        if (chance(rng, 25))
+          offsets[size_t(uniform(rng, 0, 5))] = double(uniform(rng, -3, 40));
+        if (chance(rng, 15))
+          lengths[size_t(uniform(rng, 0, 5))] = double(uniform(rng, -3, 2));
+        values["offsets"] = offsets;
+        values["lengths"] = lengths;
+        values["ids"] = ids;
+        return values;
+      },
+      300};
   runPipeline(pipeline, 8);
 }
 
@@ -617,33 +616,32 @@ TEST(InterpreterDifferential, MegatronGraphStep) {
   for (auto [C, cp, N] : {std::tuple<int64_t, int64_t, int64_t>{8, 2, 6},
                           {12, 3, 5},
                           {16, 1, 4}}) {
-    Pipeline pipeline{"megatron_graph_step", example("megatron_graph_step.mlir"),
-                      [C = C, cp = cp, N = N](std::mt19937 &rng, int i) {
-                        int64_t multiple = cp > 1 ? 2 * cp : 1;
-                        Values values;
-                        if (i % 3 == 2) {
-                          values = faultyMetadata(rng, N + 1, N - 1, C * cp,
-                                                  multiple, cp);
-                        } else {
-                          Microbatch m = randomMicrobatch(rng, N + 1, N - 1,
-                                                          C * cp, multiple);
-                          values = Values{
-                              {"cu", m.cu},
-                              {"cup", m.cup},
-                              {"num_seqs", {double(m.n)}},
-                              {"cp_rank", {double(uniform(rng, 0, cp - 1))}}};
-                        }
-                        values["cu_seqlens"] = values["cu"];
-                        values["cu_seqlens_padded"] = values["cup"];
-                        values["tokens"] = randomValues(rng, C * cp, 1, 999);
-                        values["labels"] = randomValues(rng, C * cp, 1, 999);
-                        values["position_ids"] =
-                            randomValues(rng, C * cp, 0, 99);
-                        values["loss_mask"] = randomFloats(rng, C * cp);
-                        return values;
-                      },
-                      60,
-                      {{"C", C}, {"cp", cp}, {"N", N}}};
+    Pipeline pipeline{
+        "megatron_graph_step",
+        example("megatron_graph_step.mlir"),
+        [C = C, cp = cp, N = N](std::mt19937 &rng, int i) {
+          int64_t multiple = cp > 1 ? 2 * cp : 1;
+          Values values;
+          if (i % 3 == 2) {
+            values = faultyMetadata(rng, N + 1, N - 1, C * cp, multiple, cp);
+          } else {
+            Microbatch m =
+                randomMicrobatch(rng, N + 1, N - 1, C * cp, multiple);
+            values = Values{{"cu", m.cu},
+                            {"cup", m.cup},
+                            {"num_seqs", {double(m.n)}},
+                            {"cp_rank", {double(uniform(rng, 0, cp - 1))}}};
+          }
+          values["cu_seqlens"] = values["cu"];
+          values["cu_seqlens_padded"] = values["cup"];
+          values["tokens"] = randomValues(rng, C * cp, 1, 999);
+          values["labels"] = randomValues(rng, C * cp, 1, 999);
+          values["position_ids"] = randomValues(rng, C * cp, 0, 99);
+          values["loss_mask"] = randomFloats(rng, C * cp);
+          return values;
+        },
+        60,
+        {{"C", C}, {"cp", cp}, {"N", N}}};
     runPipeline(pipeline, uint32_t(10 + C));
   }
 }
@@ -654,11 +652,12 @@ TEST(InterpreterDifferential, PackMicrobatch) {
                           {16, 1, 4}}) {
     const int64_t P = 64, S = 8;
     Pipeline pipeline{
-        "pack_microbatch", example("pack_microbatch.mlir"),
+        "pack_microbatch",
+        example("pack_microbatch.mlir"),
         [C = C, cp = cp, N = N, P, S](std::mt19937 &rng, int i) {
           int64_t multiple = cp > 1 ? 2 * cp : 1;
-          std::vector<double> offsets(static_cast<size_t>(S)), lengths(static_cast<size_t>(S)),
-              ids(size_t(N - 1));
+          std::vector<double> offsets(static_cast<size_t>(S)),
+              lengths(static_cast<size_t>(S)), ids(size_t(N - 1));
           for (int64_t s = 0; s < S; ++s) {
             lengths[size_t(s)] = double(uniform(rng, 0, C * cp / 3));
             offsets[size_t(s)] =
@@ -668,9 +667,8 @@ TEST(InterpreterDifferential, PackMicrobatch) {
           int64_t n = uniform(rng, 0, N - 1), total = 0, chosen = 0;
           for (; chosen < n; ++chosen) {
             int64_t id = uniform(rng, 0, S - 1);
-            int64_t padded =
-                (int64_t(lengths[size_t(id)]) + multiple - 1) / multiple *
-                multiple;
+            int64_t padded = (int64_t(lengths[size_t(id)]) + multiple - 1) /
+                             multiple * multiple;
             if (total + padded > C * cp && i % 4 != 3)
               break;
             total += padded;
@@ -683,9 +681,11 @@ TEST(InterpreterDifferential, PackMicrobatch) {
             if (chance(rng, 40))
               numSeqs = double(uniform(rng, -2, N + 2));
             if (chance(rng, 50))
-              ids[size_t(uniform(rng, 0, N - 2))] = double(uniform(rng, -3, S + 3));
+              ids[size_t(uniform(rng, 0, N - 2))] =
+                  double(uniform(rng, -3, S + 3));
             if (chance(rng, 50))
-              offsets[size_t(uniform(rng, 0, S - 1))] = double(uniform(rng, P - 3, P + 9));
+              offsets[size_t(uniform(rng, 0, S - 1))] =
+                  double(uniform(rng, P - 3, P + 9));
           }
           return Values{{"token_pool", randomValues(rng, P, 1, 999)},
                         {"label_pool", randomValues(rng, P, 1, 999)},
@@ -699,6 +699,118 @@ TEST(InterpreterDifferential, PackMicrobatch) {
         {{"C", C}, {"cp", cp}, {"N", N}, {"P", P}, {"S", S}}};
     runPipeline(pipeline, uint32_t(20 + C));
   }
+}
+
+//===----------------------------------------------------------------------===//
+// The interpreter on its own: unfused pipelines, diagnostics
+//===----------------------------------------------------------------------===//
+
+/// Parses `text` (no pass run), interprets its function on `inputs` and
+/// returns the diagnostics; `results` gets the outputs on success.
+std::string interpretText(const std::string &text,
+                          const std::vector<Values::mapped_type> &inputs,
+                          std::vector<Buffer> *results = nullptr) {
+  mlir::MLIRContext &context = thdc::testing::compilerContext();
+  // The compiled pipelines above leave their --param overrides behind.
+  context.getOrLoadDialect<mlir::thd::THDDialect>()->setParamOverrides({});
+  std::string diagnostics;
+  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &d) {
+    diagnostics += d.str() + "\n";
+    return mlir::success();
+  });
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlir::parseSourceString<mlir::ModuleOp>(text, &context);
+  if (!module)
+    return "parse error: " + diagnostics;
+  auto function = *module->getOps<mlir::func::FuncOp>().begin();
+  std::vector<Buffer> buffers;
+  for (auto [argument, values] :
+       llvm::zip(function.getArgumentTypes(), inputs)) {
+    auto type = llvm::cast<mlir::RankedTensorType>(argument);
+    Buffer buffer(type.getElementType(), type.hasStaticShape()
+                                             ? type.getDimSize(0)
+                                             : int64_t(values.size()));
+    for (int64_t i = 0; i < buffer.size(); ++i)
+      store(buffer, i, values[size_t(i)]);
+    buffers.push_back(std::move(buffer));
+  }
+  mlir::FailureOr<std::vector<Buffer>> outputs =
+      thdc::interpreter::run(function, buffers);
+  if (succeeded(outputs) && results)
+    *results = std::move(*outputs);
+  return diagnostics;
+}
+
+TEST(Interpreter, UnfusedStaticPipeline) {
+  // The spec's running example, S5 + S6 + S7 + S10 for rank 0, unfused.
+  std::vector<Buffer> results;
+  std::string diagnostics = interpretText(
+      R"mlir(
+func.func @step(%tokens: tensor<16xi64>, %cu: tensor<7xi32>, %cup: tensor<7xi32>,
+                %n: tensor<1xi32>, %rank: tensor<1xi32>) -> (tensor<8xi64>, tensor<8xi1>) {
+  %mask = thd.padding_mask %cu, %cup num_seqs %n capacity 16
+      : tensor<7xi32>, tensor<7xi32> -> tensor<16xi1>
+  %tok = thd.sanitize %tokens, %mask : tensor<16xi64>, tensor<16xi1>
+  %tok_r = thd.cp_slice %tok, %cup, %rank num_seqs %n cp 2 mode zigzag
+      : tensor<16xi64>, tensor<7xi32> -> tensor<8xi64>
+  %mask_r = thd.cp_slice %mask, %cup, %rank num_seqs %n cp 2 mode zigzag
+      : tensor<16xi1>, tensor<7xi32> -> tensor<8xi1>
+  %tok_out = thd.pad_tail %tok_r target 8 : tensor<8xi64> -> tensor<8xi64>
+  %mask_out = thd.pad_tail %mask_r target 8 fill true : tensor<8xi1> -> tensor<8xi1>
+  return %tok_out, %mask_out : tensor<8xi64>, tensor<8xi1>
+}
+)mlir",
+      {{11, 12, 13, -1, 21, 22, -1, -1, 31, 32, 33, 34, 7, 7, 7, 7},
+       {0, 3, 5, 9, 50, 60, 70},
+       {0, 4, 8, 12, 90, 99, 99},
+       {3},
+       {0}},
+      &results);
+  ASSERT_EQ(diagnostics, "");
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_EQ(results[0].values<int64_t>(),
+            (std::vector<int64_t>{11, 0, 21, 0, 31, 34, 0, 0}));
+  EXPECT_EQ(results[1].values<uint8_t>(),
+            (std::vector<uint8_t>{0, 1, 0, 1, 0, 0, 1, 1}));
+}
+
+TEST(Interpreter, Diagnostics) {
+  // A dynamic shape: thd-force-static-shapes has not run.
+  EXPECT_NE(interpretText(R"mlir(
+func.func @f(%v: tensor<?xi32>) -> tensor<?xi32> {
+  %p = thd.align_lengths %v cp 2 tp 1 : tensor<?xi32>
+  return %p : tensor<?xi32>
+}
+)mlir",
+                          {{1, 2, 3}})
+                .find("run thd-force-static-shapes first"),
+            std::string::npos);
+  // A parameter expression: thd-bind-params has not run.
+  EXPECT_NE(interpretText(R"mlir(
+module attributes {thd.params = {cp = 2 : i64}} {
+  func.func @f(%v: tensor<3xi32>) -> tensor<3xi32> {
+    %p = thd.align_lengths %v cp "cp" tp 1 : tensor<3xi32>
+    return %p : tensor<3xi32>
+  }
+}
+)mlir",
+                          {{1, 2, 3}})
+                .find("'cp' is the parameter expression \"cp\"; run "
+                      "thd-bind-params first"),
+            std::string::npos);
+  // Values the semantics has none for: a decreasing cu_seqlens_padded read
+  // row by row.
+  EXPECT_NE(interpretText(R"mlir(
+func.func @f(%cu: tensor<4xi32>, %cup: tensor<4xi32>) -> tensor<8xi1> {
+  %m = thd.padding_mask %cu, %cup capacity 8 : tensor<4xi32>, tensor<4xi32> -> tensor<8xi1>
+  return %m : tensor<8xi1>
+}
+)mlir",
+                          {{0, 1, 2, 3}, {0, 4, 2, 6}})
+                .find("'thd.padding_mask' op cannot be evaluated: "
+                      "cu_seqlens_padded[2] = 2 is below cu_seqlens_padded[1] "
+                      "= 4"),
+            std::string::npos);
 }
 
 } // namespace

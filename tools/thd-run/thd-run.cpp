@@ -42,7 +42,9 @@ static cl::opt<std::string>
     outputFile("output", cl::desc("JSON outputs (default: stdout)"),
                cl::value_desc("file"), cl::init("-"));
 static cl::opt<std::string>
-    backend("backend", cl::desc("Where to run: cpu, cuda or reference (the interpreter)"), cl::init("cpu"));
+    backend("backend",
+            cl::desc("Where to run: cpu, cuda or reference (the interpreter)"),
+            cl::init("cpu"));
 
 static int fail(const llvm::Twine &message) {
   llvm::errs() << "error: " << message << "\n";
@@ -158,8 +160,7 @@ static int runOnInterpreter(mlir::ModuleOp module) {
   if (!inputs)
     return fail(llvm::toString(inputs.takeError()));
   std::vector<interpreter::Buffer> arguments;
-  for (auto [argument, input] :
-       llvm::zip(function.getArguments(), *inputs)) {
+  for (auto [argument, input] : llvm::zip(function.getArguments(), *inputs)) {
     interpreter::Buffer buffer(mlir::getElementTypeOrSelf(argument.getType()),
                                input.spec().elements);
     if (buffer.byteSize() != input.bytes())
