@@ -409,8 +409,10 @@ func.func @sanitize_pad(%tokens: tensor<12xi64> {thd.name = "tokens"},
                         %mask: tensor<12xi1> {thd.name = "mask"},
                         %cu: tensor<5xi32> {thd.name = "cu"},
                         %cup: tensor<5xi32> {thd.name = "cup"},
-                        %n: tensor<1xi32> {thd.name = "num_seqs"})
-    -> (tensor<12xi64> {thd.name = "tokens_out"}, tensor<12xf32> {thd.name = "loss_out"},
+                        %n: tensor<1xi32> {thd.name = "num_seqs"},
+                        %half: tensor<12xbf16> {thd.name = "half"})
+    -> (tensor<16xbf16> {thd.name = "half_out"},
+        tensor<12xi64> {thd.name = "tokens_out"}, tensor<12xf32> {thd.name = "loss_out"},
         tensor<12xi64> {thd.name = "by_mask_op"}, tensor<16xi64> {thd.name = "padded"},
         tensor<16xi1> {thd.name = "mask_padded"}, tensor<20xf32> {thd.name = "loss_padded"},
         tensor<16xi64> {thd.name = "sanitized_padded"}) {
@@ -423,15 +425,18 @@ func.func @sanitize_pad(%tokens: tensor<12xi64> {thd.name = "tokens"},
   %mp = thd.pad_tail %mask target 16 fill true : tensor<12xi1> -> tensor<16xi1>
   %lp = thd.pad_tail %loss target 20 fill -1.5 : tensor<12xf32> -> tensor<20xf32>
   %sp = thd.pad_tail %s target 16 fill 9 : tensor<12xi64> -> tensor<16xi64>
-  return %t, %l, %s, %p, %mp, %lp, %sp
-      : tensor<12xi64>, tensor<12xf32>, tensor<12xi64>, tensor<16xi64>, tensor<16xi1>,
-        tensor<20xf32>, tensor<16xi64>
+  %h = thd.sanitize %half, %m fill 0.5 : tensor<12xbf16>, tensor<12xi1>
+  %hp = thd.pad_tail %h target 16 fill -1.5 : tensor<12xbf16> -> tensor<16xbf16>
+  return %hp, %t, %l, %s, %p, %mp, %lp, %sp
+      : tensor<16xbf16>, tensor<12xi64>, tensor<12xf32>, tensor<12xi64>, tensor<16xi64>,
+        tensor<16xi1>, tensor<20xf32>, tensor<16xi64>
 }
 )mlir",
                     [](std::mt19937 &rng, int) {
                       Microbatch m = randomMicrobatch(rng, 5, 4, 16, 1);
                       return Values{{"tokens", randomValues(rng, 12, -99, 99)},
                                     {"loss", randomFloats(rng, 12)},
+                                    {"half", randomFloats(rng, 12)},
                                     {"mask", randomValues(rng, 12, 0, 1)},
                                     {"cu", m.cu},
                                     {"cup", m.cup},
