@@ -1,10 +1,10 @@
 // thd-lower-to-gpu: the fused example becomes one gpu.func kernel; thread t
 // computes element t of every output; the launch geometry is recorded.
-// RUN: thd-opt %thdc_src/examples/megatron_graph_step.mlir --thd-force-static-shapes --thd-fuse --thd-lower-to-gpu | FileCheck %s
-// RUN: thd-opt %thdc_src/examples/megatron_graph_step.mlir --param C=1000 --thd-force-static-shapes --thd-fuse --thd-lower-to-gpu=block-size=128 | FileCheck %s --check-prefix=GEOMETRY
-// RUN: not thd-opt %thdc_src/examples/megatron_graph_step.mlir --thd-force-static-shapes --thd-lower-to-gpu=block-size=2048 2>&1 | FileCheck %s --check-prefix=BLOCK
-// RUN: thd-opt %thdc_src/examples/megatron_graph_step.mlir --param C=1048576 --param N=1024 --thd-force-static-shapes --thd-fuse --thd-lower-to-gpu | FileCheck %s --check-prefix=AUTO
-// RUN: thd-opt %thdc_src/examples/megatron_graph_step.mlir --param C=1048576 --param N=1024 --thd-force-static-shapes --thd-fuse --thd-lower-to-gpu="block-size=512 max-blocks=128" | FileCheck %s --check-prefix=STRIDE
+// RUN: thd-opt %s --thd-force-static-shapes --thd-fuse --thd-lower-to-gpu | FileCheck %s
+// RUN: thd-opt %s --param C=1000 --thd-force-static-shapes --thd-fuse --thd-lower-to-gpu=block-size=128 | FileCheck %s --check-prefix=GEOMETRY
+// RUN: not thd-opt %s --thd-force-static-shapes --thd-lower-to-gpu=block-size=2048 2>&1 | FileCheck %s --check-prefix=BLOCK
+// RUN: thd-opt %s --param C=1048576 --param N=1024 --thd-force-static-shapes --thd-fuse --thd-lower-to-gpu | FileCheck %s --check-prefix=AUTO
+// RUN: thd-opt %s --param C=1048576 --param N=1024 --thd-force-static-shapes --thd-fuse --thd-lower-to-gpu="block-size=512 max-blocks=128" | FileCheck %s --check-prefix=STRIDE
 
 // CHECK: module attributes {gpu.container_module
 // CHECK-NOT: func.func
@@ -27,3 +27,55 @@
 // STRIDE: thd.grid = array<i64: 128, 1, 1>
 // STRIDE: %[[T:.+]] = gpu.global_id {{ *}}x
 // STRIDE: scf.for %[[ROW:.+]] = %[[T]] to %c1048576 step %c65536
+
+// The pipeline below is a copy of examples/megatron_graph_step.mlir, so that
+// editing the example does not change what this test checks.
+module attributes {thd.params = {C = 8 : i64, cp = 2 : i64, N = 6 : i64}} {
+  func.func @megatron_graph_step(
+      %tokens: tensor<?xi64> {thd.name = "tokens", thd.capacity = #thd.expr<"C*cp">},
+      %labels: tensor<?xi64> {thd.name = "labels", thd.capacity = #thd.expr<"C*cp">},
+      %position_ids: tensor<?xi64> {thd.name = "position_ids", thd.capacity = #thd.expr<"C*cp">},
+      %loss_mask: tensor<?xf32> {thd.name = "loss_mask", thd.capacity = #thd.expr<"C*cp">},
+      %cu_seqlens: tensor<?xi32> {thd.name = "cu_seqlens", thd.capacity = #thd.expr<"N+1">},
+      %cu_seqlens_padded: tensor<?xi32> {thd.name = "cu_seqlens_padded", thd.capacity = #thd.expr<"N+1">},
+      %num_seqs: tensor<1xi32> {thd.name = "num_seqs"},
+      %cp_rank: tensor<1xi32> {thd.name = "cp_rank"})
+      -> (tensor<?xi64> {thd.name = "tokens"}, tensor<?xi64> {thd.name = "labels"},
+          tensor<?xi64> {thd.name = "position_ids"}, tensor<?xf32> {thd.name = "loss_mask"},
+          tensor<?xi1> {thd.name = "padding_mask"},
+          tensor<?xi32> {thd.name = "cu_seqlens_padded"}, tensor<?xi32> {thd.name = "cu_seqlens"},
+          tensor<1xi32> {thd.name = "max_seqlen"}, tensor<1xi32> {thd.name = "status"}) {
+    %status, %n = thd.validate %cu_seqlens, %cu_seqlens_padded, %cp_rank num_seqs %num_seqs
+        cp "cp" mode zigzag max_tokens "C*cp" max_seqs "N-1" : tensor<?xi32>, tensor<?xi32>
+    %mask = thd.padding_mask %cu_seqlens, %cu_seqlens_padded num_seqs %n capacity "C*cp"
+        : tensor<?xi32>, tensor<?xi32> -> tensor<?xi1>
+    %tok = thd.sanitize %tokens, %mask : tensor<?xi64>, tensor<?xi1>
+    %lab = thd.sanitize %labels, %mask : tensor<?xi64>, tensor<?xi1>
+    %pos = thd.sanitize %position_ids, %mask : tensor<?xi64>, tensor<?xi1>
+    %lm = thd.sanitize %loss_mask, %mask fill 0.0 : tensor<?xf32>, tensor<?xi1>
+    %tok_r = thd.cp_slice %tok, %cu_seqlens_padded, %cp_rank num_seqs %n cp "cp" mode zigzag
+        : tensor<?xi64>, tensor<?xi32> -> tensor<?xi64>
+    %lab_r = thd.cp_slice %lab, %cu_seqlens_padded, %cp_rank num_seqs %n cp "cp" mode zigzag
+        : tensor<?xi64>, tensor<?xi32> -> tensor<?xi64>
+    %pos_r = thd.cp_slice %pos, %cu_seqlens_padded, %cp_rank num_seqs %n cp "cp" mode zigzag
+        : tensor<?xi64>, tensor<?xi32> -> tensor<?xi64>
+    %lm_r = thd.cp_slice %lm, %cu_seqlens_padded, %cp_rank num_seqs %n cp "cp" mode zigzag
+        : tensor<?xf32>, tensor<?xi32> -> tensor<?xf32>
+    %mask_r = thd.cp_slice %mask, %cu_seqlens_padded, %cp_rank num_seqs %n cp "cp" mode zigzag
+        : tensor<?xi1>, tensor<?xi32> -> tensor<?xi1>
+    %tok_out = thd.pad_tail %tok_r target "C" : tensor<?xi64> -> tensor<?xi64>
+    %lab_out = thd.pad_tail %lab_r target "C" : tensor<?xi64> -> tensor<?xi64>
+    %pos_out = thd.pad_tail %pos_r target "C" : tensor<?xi64> -> tensor<?xi64>
+    %lm_out = thd.pad_tail %lm_r target "C" fill 0.0 : tensor<?xf32> -> tensor<?xf32>
+    %mask_out = thd.pad_tail %mask_r target "C" fill true : tensor<?xi1> -> tensor<?xi1>
+    %max_seqlen = thd.max_seqlen %cu_seqlens_padded num_seqs %n : tensor<?xi32>
+    %cu_out, %cup_out, %max_seqlen_out, %num_seqs_out = thd.pad_tail_metadata
+        %cu_seqlens, %cu_seqlens_padded, %max_seqlen num_seqs %n
+        cp "cp" mode zigzag target "C" max_seqs "N" policy append_dummy_sequence
+        : tensor<?xi32>, tensor<?xi32> -> tensor<?xi32>, tensor<?xi32>
+    return %tok_out, %lab_out, %pos_out, %lm_out, %mask_out, %cup_out, %cu_out,
+           %max_seqlen_out, %status
+        : tensor<?xi64>, tensor<?xi64>, tensor<?xi64>, tensor<?xf32>, tensor<?xi1>,
+          tensor<?xi32>, tensor<?xi32>, tensor<1xi32>, tensor<1xi32>
+  }
+}

@@ -1,20 +1,24 @@
 //===- thd-run.cpp - run a pipeline on JSON data --------------------------===//
 //
 //   thd-run PIPELINE.mlir --input IN.json [--output OUT.json]
-//           [--param NAME=VALUE ...] [--backend cpu|cuda]
+//           [--param NAME=VALUE ...] [--backend cpu|cuda|reference]
 //
 // Compiles the pipeline in-process (static shapes, one fused kernel) and runs
 // it once. IN.json maps every argument name to a flat array; the results are
 // written under their names (booleans as 0/1), to OUT.json or stdout.
+// `--backend reference` runs the pipeline through the reference interpreter
+// instead of compiled code, so that the backends' outputs can be diffed.
 //
 //===----------------------------------------------------------------------===//
 
 #include "codegen/Compiler.h"
+#include "interpreter/Interpreter.h"
 #include "runtime/CudaDriver.h"
 #include "runtime/HostBuffers.h"
 #include "runtime/Jit.h"
 #include "tools/ParamOptions.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
@@ -24,6 +28,8 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
+
+#include <cstring>
 
 namespace cl = llvm::cl;
 using namespace thdc;
@@ -36,7 +42,9 @@ static cl::opt<std::string>
     outputFile("output", cl::desc("JSON outputs (default: stdout)"),
                cl::value_desc("file"), cl::init("-"));
 static cl::opt<std::string>
-    backend("backend", cl::desc("Where to run: cpu or cuda"), cl::init("cpu"));
+    backend("backend",
+            cl::desc("Where to run: cpu, cuda or reference (the interpreter)"),
+            cl::init("cpu"));
 
 static int fail(const llvm::Twine &message) {
   llvm::errs() << "error: " << message << "\n";
@@ -128,12 +136,63 @@ static int runOnGpu(const llvm::StringMap<int64_t> &overrides) {
   return writeOutputFile(outputs);
 }
 
+/// --backend reference: the fused pipeline evaluated op by op by the
+/// reference interpreter; same buffers, same JSON.
+static int runOnInterpreter(mlir::ModuleOp module) {
+  mlir::FailureOr<PipelineSignature> signature = describePipeline(module);
+  if (mlir::failed(signature))
+    return 1;
+  auto function = module.lookupSymbol<mlir::func::FuncOp>(signature->entry);
+  if (!function)
+    return fail("no function named '" + signature->entry + "'");
+  std::vector<runtime::BufferSpec> inputSpecs, outputSpecs;
+  for (const BufferInfo &buffer : signature->buffers) {
+    std::optional<runtime::ElementType> type =
+        runtime::parseElementType(buffer.elementType);
+    if (!type)
+      return fail("buffer '" + buffer.name + "' has the element type " +
+                  buffer.elementType + ", which thd-run cannot exchange");
+    (buffer.isOutput ? outputSpecs : inputSpecs)
+        .push_back({buffer.name, *type, buffer.elements});
+  }
+  llvm::Expected<std::vector<runtime::HostBuffer>> inputs =
+      readInputFile(inputSpecs);
+  if (!inputs)
+    return fail(llvm::toString(inputs.takeError()));
+  std::vector<interpreter::Buffer> arguments;
+  for (auto [argument, input] : llvm::zip(function.getArguments(), *inputs)) {
+    interpreter::Buffer buffer(mlir::getElementTypeOrSelf(argument.getType()),
+                               input.spec().elements);
+    if (buffer.byteSize() != input.bytes())
+      return fail("input '" + input.spec().name + "' has " +
+                  std::to_string(input.bytes()) + " bytes, the pipeline's " +
+                  std::to_string(buffer.byteSize()));
+    std::memcpy(buffer.data(), input.data(), input.bytes());
+    arguments.push_back(std::move(buffer));
+  }
+  mlir::FailureOr<std::vector<interpreter::Buffer>> results =
+      interpreter::run(function, arguments);
+  if (mlir::failed(results))
+    return 1;
+  std::vector<runtime::HostBuffer> outputs;
+  for (auto [spec, result] : llvm::zip(outputSpecs, *results)) {
+    runtime::HostBuffer &output = outputs.emplace_back(spec);
+    if (output.bytes() != result.byteSize())
+      return fail("result '" + spec.name + "' has " +
+                  std::to_string(result.byteSize()) + " bytes, expected " +
+                  std::to_string(output.bytes()));
+    std::memcpy(output.data(), result.data(), output.bytes());
+  }
+  return writeOutputFile(outputs);
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   registerParamOption();
   cl::ParseCommandLineOptions(argc, argv, "thd-run: run a THD pipeline\n");
-  if (backend != "cpu" && backend != "cuda")
-    return fail("unknown backend '" + backend + "' (use cpu or cuda)");
+  if (backend != "cpu" && backend != "cuda" && backend != "reference")
+    return fail("unknown backend '" + backend +
+                "' (use cpu, cuda or reference)");
   llvm::StringMap<int64_t> params = parsedParamOverrides();
   if (backend == "cuda")
     return runOnGpu(params);
@@ -153,6 +212,8 @@ int main(int argc, char **argv) {
       loadPipeline(context, sourceMgr, params);
   if (!module)
     return 1;
+  if (backend == "reference")
+    return runOnInterpreter(*module);
   auto compiled = HostPipeline::compile(*module);
   if (mlir::failed(compiled))
     return 1;
