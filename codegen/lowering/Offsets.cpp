@@ -16,8 +16,11 @@ Value mlir::thd::lowerElement(AlignLengthsOp op, ElementEmitter &e, OpResult,
                               Value i) {
   int64_t cp = e.intAttr(op.getCp()), tp = e.intAttr(op.getTp());
   int64_t g = (cp > 1 ? 2 * cp : 1) * (op.getSequenceParallel() ? tp : 1);
+  // ceil(v / G) * G, rounding toward +inf for negative lengths too (a
+  // truncating (v + G - 1) / G would round -5 up to 0 instead of -4).
   Value v = e.entry(op.getValidLens(), i);
-  return e.mul(e.divS(e.add(v, e.i32(g - 1)), e.i32(g)), e.i32(g));
+  Value units = arith::CeilDivSIOp::create(e.b, e.loc, v, e.i32(g));
+  return e.mul(units, e.i32(g));
 }
 Value mlir::thd::lowerRowCount(AlignLengthsOp op, ElementEmitter &e, OpResult) {
   return noRowCount(op, e);

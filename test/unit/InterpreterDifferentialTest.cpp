@@ -300,7 +300,7 @@ func.func @lengths(%pool_lengths: tensor<6xi32> {thd.name = "pool_lengths"},
 /// Padded lengths of negative valid lengths: p = ceil(v / G) * G (ODS of
 /// thd.align_lengths). Bad pool samples reach thd.align_lengths in
 /// examples/pack_microbatch.mlir before thd.validate flags them.
-TEST(InterpreterDifferential, DISABLED_AlignLengthsNegative) {
+TEST(InterpreterDifferential, AlignLengthsNegative) {
   Pipeline pipeline{"align_negative", R"mlir(
 func.func @align_negative(%lengths: tensor<6xi32> {thd.name = "lengths"})
     -> (tensor<6xi32> {thd.name = "aligned"}) {

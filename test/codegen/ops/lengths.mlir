@@ -7,8 +7,7 @@
 // CHECK-SAME: (%[[V:[a-z0-9]+]]: memref<6xi32>, %[[P:[a-z0-9]+]]: memref<6xi32>)
 // CHECK: scf.for %[[I:.+]] = %{{.+}} to %c6{{(_[0-9]+)?}} step
 // CHECK: %[[X:.+]] = memref.load %[[V]][
-// CHECK: %[[SUM:.+]] = arith.addi %[[X]], %c11_i32{{.*}} : i32
-// CHECK: %[[Q:.+]] = arith.divsi %[[SUM]], %c12_i32{{.*}} : i32
+// CHECK: %[[Q:.+]] = arith.ceildivsi %[[X]], %c12_i32{{.*}} : i32
 // CHECK: %[[R:.+]] = arith.muli %[[Q]], %c12_i32{{.*}} : i32
 // CHECK: memref.store %[[R]], %[[P]][%[[I]]]
 func.func @align_lengths(%v: tensor<6xi32>) -> tensor<6xi32> {
