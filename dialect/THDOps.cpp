@@ -642,5 +642,30 @@ ResultKind FusedOp::getResultKind(unsigned index) {
 
 #include "dialect/THDInterfaces.cpp.inc"
 
+//===----------------------------------------------------------------------===//
+// Folders: the identities the op descriptions state
+//===----------------------------------------------------------------------===//
+
+OpFoldResult CpSliceOp::fold(FoldAdaptor) {
+  auto cp = dyn_cast<IntegerAttr>(getCp());
+  if (cp && cp.getInt() == 1 && getInput().getType() == getType())
+    return getInput();
+  return {};
+}
+
+OpFoldResult PadTailOp::fold(FoldAdaptor) {
+  auto target = dyn_cast_or_null<IntegerAttr>(getTargetAttr());
+  auto type = dyn_cast<RankedTensorType>(getInput().getType());
+  if (!target || !type || !type.hasStaticShape() || getType() != type ||
+      type.getDimSize(0) != target.getInt())
+    return {};
+  // Only an input whose every row is meaningful is its own padding.
+  Value input = getInput();
+  auto padded = input.getDefiningOp<PadTailOp>();
+  if (isa<BlockArgument>(input) || (padded && padded.getTargetAttr()))
+    return input;
+  return {};
+}
+
 #define GET_OP_CLASSES
 #include "dialect/THDOps.cpp.inc"

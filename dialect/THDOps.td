@@ -200,8 +200,8 @@ def THD_CpSliceOp : THD_Op<"cp_slice"> {
     layout) every sequence is cut into `2*cp` equal chunks and rank `r` keeps
     chunks `r` and `2*cp-1-r`; every offset must be divisible by `2*cp`.
     In `contiguous` mode rank `r` keeps rows `[r*T/cp, (r+1)*T/cp)`.
-    With `cp = 1` it returns the input. The rank is an operand, so one
-    compiled pipeline serves every rank.
+    With `cp = 1` it returns the input (folded away when the types agree).
+    The rank is an operand, so one compiled pipeline serves every rank.
 
     ```mlir
     // cup [0,4,8,12], cp 2: rank 0 keeps rows [0,3,4,7,8,11], rank 1 [1,2,5,6,9,10]
@@ -219,6 +219,7 @@ def THD_CpSliceOp : THD_Op<"cp_slice"> {
     `cp` custom<IntOrParam>($cp) `mode` `` $mode attr-dict `:` type($input) `,`
     type($cu_seqlens_padded) `->` type($result)
   }];
+  let hasFolder = 1;
 }
 
 def THD_PositionIdsOp : THD_Op<"position_ids"> {
@@ -297,7 +298,11 @@ def THD_PadTailOp : THD_Op<"pad_tail"> {
     Right-pads `input` with `fill` (default zero; use `true` for the padding
     mask) to `target` rows, or to the next multiple of `alignment`; exactly
     one of the two is given. An input longer than the target is an error,
-    never a silent truncation.
+    never a silent truncation. Padding to the input's own static length is
+    the input when every row of it is meaningful (a pipeline argument, or
+    another `pad_tail` to a target), and is folded away; after a step whose
+    meaningful rows depend on the data (`cp_slice`, `pack`, ...) it still
+    fills the rows past them.
 
     ```mlir
     %t = thd.pad_tail %tokens target "C" : tensor<?xi64> -> tensor<?xi64>
@@ -313,7 +318,7 @@ def THD_PadTailOp : THD_Op<"pad_tail"> {
     $input (`target` custom<IntOrParam>($target)^)?
     (`alignment` custom<IntOrParam>($alignment)^)? (`fill` custom<Fill>($fill)^)? attr-dict
     `:` type($input) `->` type($result)
-  }];
+  }];  let hasFolder = 1;
 }
 
 def THD_PadTailMetadataOp : THD_Op<"pad_tail_metadata"> {
