@@ -5,7 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/HostBuffers.h"
+#include "tools/thd-run/HostBuffers.h"
 
 #include "llvm/Support/Error.h"
 

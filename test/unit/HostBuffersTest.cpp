@@ -1,6 +1,6 @@
 //===- HostBuffersTest.cpp - host buffers and their JSON form -------------===//
 
-#include "runtime/HostBuffers.h"
+#include "tools/thd-run/HostBuffers.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 //===- JitTest.cpp - the in-process compiler and its caches ---------------===//
 
-#include "runtime/Jit.h"
+#include "jit/Jit.h"
 #include "codegen/FatalErrorGuard.h"
 
 #include "llvm/Support/ErrorHandling.h"

@@ -11,8 +11,8 @@
 
 #include "codegen/Compiler.h"
 #include "runtime/CudaDriver.h"
-#include "runtime/HostBuffers.h"
-#include "runtime/Jit.h"
+#include "tools/thd-run/HostBuffers.h"
+#include "jit/Jit.h"
 #include "tools/ParamOptions.h"
 
 #include "mlir/IR/Diagnostics.h"

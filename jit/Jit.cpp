@@ -1,6 +1,6 @@
 //===- Jit.cpp - compile pipelines in-process, with a cache ---------------===//
 
-#include "runtime/Jit.h"
+#include "jit/Jit.h"
 #include "codegen/Bundle.h"
 #include "codegen/Compiler.h"
 #include "codegen/FatalErrorGuard.h"

@@ -10,12 +10,13 @@
 // element count, and every error names the argument (and the element) so that
 // a user knows what to change in the input file.
 //
-// This library has no MLIR dependency; it uses only LLVM Support.
+// This library has no MLIR dependency; it uses only LLVM Support. It is
+// linked by thd-run, its unit test and its fuzzer.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef THDC_RUNTIME_HOSTBUFFERS_H
-#define THDC_RUNTIME_HOSTBUFFERS_H
+#ifndef THDC_TOOLS_THDRUN_HOSTBUFFERS_H
+#define THDC_TOOLS_THDRUN_HOSTBUFFERS_H
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
@@ -146,4 +147,4 @@ std::string writeOutputs(llvm::ArrayRef<HostBuffer> buffers,
 } // namespace runtime
 } // namespace thdc
 
-#endif // THDC_RUNTIME_HOSTBUFFERS_H
+#endif // THDC_TOOLS_THDRUN_HOSTBUFFERS_H

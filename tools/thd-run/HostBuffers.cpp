@@ -1,6 +1,6 @@
 //===- HostBuffers.cpp - Typed host buffers and their JSON form -----------===//
 
-#include "runtime/HostBuffers.h"
+#include "tools/thd-run/HostBuffers.h"
 
 #include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/StringSwitch.h"

@@ -5,13 +5,13 @@
 // the pipeline text, the parameters, the GPU architecture (or the host),
 // thdc's version and LLVM's version; a later process gets a warm hit.
 //
-// This part of the runtime links the compiler (MLIR); the launch path
-// (Pipeline.h) does not.
+// The JIT links the compiler (MLIR); the launch path it returns
+// (runtime/Pipeline.h) does not.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef THDC_RUNTIME_JIT_H
-#define THDC_RUNTIME_JIT_H
+#ifndef THDC_JIT_JIT_H
+#define THDC_JIT_JIT_H
 
 #include "runtime/Pipeline.h"
 
@@ -87,4 +87,4 @@ private:
 
 } // namespace thdc::runtime
 
-#endif // THDC_RUNTIME_JIT_H
+#endif // THDC_JIT_JIT_H
