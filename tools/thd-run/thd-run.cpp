@@ -45,7 +45,7 @@ static int fail(const llvm::Twine &message) {
 
 /// Reads the JSON inputs for `specs`; reports errors naming the argument.
 static llvm::Expected<std::vector<runtime::HostBuffer>>
-readInputFile(llvm::ArrayRef<runtime::BufferSpec> specs) {
+readInputFile(llvm::ArrayRef<runtime::BufferDesc> specs) {
   std::string error;
   auto inputText = mlir::openInputFile(inputFile, &error);
   if (!inputText)
@@ -88,22 +88,19 @@ static int runOnGpu(const llvm::StringMap<int64_t> &overrides) {
   if (!pipeline)
     return fail(pipeline.status().message());
   const runtime::Manifest &manifest = (*pipeline)->manifest();
-  std::vector<runtime::BufferSpec> inputSpecs, outputSpecs;
+  std::vector<runtime::BufferDesc> inputSpecs, outputSpecs;
   for (const runtime::BufferDesc &buffer : manifest.buffers) {
-    std::optional<runtime::ElementType> type =
-        runtime::parseElementType(buffer.type);
-    if (!type)
+    if (!runtime::parseElementType(buffer.type))
       return fail("buffer '" + buffer.name + "' has the element type " +
                   buffer.type + ", which thd-run cannot exchange");
-    (buffer.isOutput ? outputSpecs : inputSpecs)
-        .push_back({buffer.name, *type, buffer.elements});
+    (buffer.isOutput ? outputSpecs : inputSpecs).push_back(buffer);
   }
   llvm::Expected<std::vector<runtime::HostBuffer>> inputs =
       readInputFile(inputSpecs);
   if (!inputs)
     return fail(llvm::toString(inputs.takeError()));
   std::vector<runtime::HostBuffer> outputs;
-  for (const runtime::BufferSpec &spec : outputSpecs)
+  for (const runtime::BufferDesc &spec : outputSpecs)
     outputs.emplace_back(spec);
 
   auto buffers = runtime::Buffers::allocate(**pipeline);
@@ -158,15 +155,12 @@ int main(int argc, char **argv) {
     return 1;
   const PipelineSignature &signature = (*compiled)->signature();
 
-  std::vector<runtime::BufferSpec> inputSpecs, outputSpecs;
-  for (const BufferInfo &buffer : signature.buffers) {
-    std::optional<runtime::ElementType> type =
-        runtime::parseElementType(buffer.elementType);
-    if (!type)
+  std::vector<runtime::BufferDesc> inputSpecs, outputSpecs;
+  for (const runtime::BufferDesc &buffer : signature.buffers) {
+    if (!runtime::parseElementType(buffer.type))
       return fail("buffer '" + buffer.name + "' has the element type " +
-                  buffer.elementType + ", which thd-run cannot exchange");
-    runtime::BufferSpec spec{buffer.name, *type, buffer.elements};
-    (buffer.isOutput ? outputSpecs : inputSpecs).push_back(spec);
+                  buffer.type + ", which thd-run cannot exchange");
+    (buffer.isOutput ? outputSpecs : inputSpecs).push_back(buffer);
   }
 
   llvm::Expected<std::vector<runtime::HostBuffer>> inputs =
@@ -174,7 +168,7 @@ int main(int argc, char **argv) {
   if (!inputs)
     return fail(llvm::toString(inputs.takeError()));
   std::vector<runtime::HostBuffer> outputs;
-  for (const runtime::BufferSpec &spec : outputSpecs)
+  for (const runtime::BufferDesc &spec : outputSpecs)
     outputs.emplace_back(spec);
 
   std::vector<void *> pointers;
