@@ -6,7 +6,7 @@
 #include "codegen/FatalErrorGuard.h"
 #include "runtime/Cache.h"
 #include "runtime/CudaDriver.h"
-#include "runtime/Sha256.h"
+#include "jit/BuildId.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -25,9 +25,6 @@
 #include <cstdlib>
 #include <optional>
 
-#ifndef THDC_VERSION
-#define THDC_VERSION "unknown"
-#endif
 
 using namespace thdc;
 using namespace thdc::runtime;
@@ -73,16 +70,24 @@ Jit::Jit(JitOptions opts) : options(std::move(opts)) {
 
 Jit::~Jit() = default;
 
-std::string Jit::cacheKey(const std::string &pipelineText,
-                          const std::map<std::string, int64_t> &params) const {
-  std::string identity = std::string("thdc ") + THDC_VERSION + "\nllvm " +
-                         LLVM_VERSION_STRING + "\ntarget " + targetName +
-                         "\nchip " + options.chip + "\nblock " +
-                         std::to_string(options.blockSize) + "\n";
+const char *thdc::runtime::compilerBuildId() { return THDC_COMPILER_BUILD_ID; }
+
+std::string thdc::runtime::jitCacheKey(
+    const std::string &buildId, const std::string &target,
+    const JitOptions &options, const std::string &pipelineText,
+    const std::map<std::string, int64_t> &params) {
+  std::string identity = "thdc " + buildId + "\nllvm " + LLVM_VERSION_STRING +
+                         "\ntarget " + target + "\nchip " + options.chip +
+                         "\nblock " + std::to_string(options.blockSize) + "\n";
   for (const auto &[name, value] : params)
     identity += "param " + name + "=" + std::to_string(value) + "\n";
-  // The same digest as the bundles' file hashes; 128 bits name an entry.
-  return sha256Hex(identity + "\n" + pipelineText).substr(0, 32);
+  return runtime::cacheKey(identity + "\n" + pipelineText);
+}
+
+std::string Jit::cacheKey(const std::string &pipelineText,
+                          const std::map<std::string, int64_t> &params) const {
+  return jitCacheKey(compilerBuildId(), targetName, options, pipelineText,
+                     params);
 }
 
 Result<std::shared_ptr<Pipeline>>

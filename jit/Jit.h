@@ -3,7 +3,8 @@
 // Compiles pipeline text plus parameter values into a loaded Pipeline. A
 // compiled pipeline is cached in memory and on disk (as a bundle), keyed by
 // the pipeline text, the parameters, the GPU architecture (or the host),
-// thdc's version and LLVM's version; a later process gets a warm hit.
+// the compiler's build id and LLVM's version; a later process gets a warm
+// hit.
 //
 // The JIT links the compiler (MLIR); the launch path it returns
 // (runtime/Pipeline.h) does not.
@@ -52,6 +53,19 @@ struct JitOptions {
   /// The GPU chip to compile for ("sm_90"); empty: the device's own.
   std::string chip;
 };
+
+/// The compiler's build id: the SHA-256 (hex) of THDC_VERSION and of every
+/// compiler source file (dialect/, passes/, codegen/, jit/), computed when
+/// the compiler is built. Part of every JIT cache key.
+const char *compilerBuildId();
+
+/// The JIT cache key of compiling `pipelineText` with `params` for
+/// `target` ("sm_90", "host-x86_64-...") with `options`, by the compiler
+/// whose build id is `buildId` (runtime::cacheKey of all of them).
+std::string jitCacheKey(const std::string &buildId, const std::string &target,
+                        const JitOptions &options,
+                        const std::string &pipelineText,
+                        const std::map<std::string, int64_t> &params);
 
 /// An in-process compiler with a cache. Thread-safe, and safe for several
 /// processes sharing one cache folder: a lock per key makes concurrent

@@ -83,9 +83,8 @@ Status Pipeline::loadModule(int device) const {
     return entered;
   std::string arch = cu.architecture(device);
   // The cache key covers the PTX, the GPU and the driver that compiles it.
-  std::string key = sha256Hex(ptx_ + "\n" + arch + "\n" +
-                              std::to_string(cu.driverVersion))
-                        .substr(0, 32);
+  std::string key =
+      cacheKey(ptx_ + "\n" + arch + "\n" + std::to_string(cu.driverVersion));
   const std::string &dir = cubinCacheDir_;
   // A cache folder that another user could write to is not read.
   std::string cubinPath = dir == "-" || !prepareCacheDirectory(dir)

@@ -4,6 +4,7 @@
 #include "codegen/FatalErrorGuard.h"
 
 #include "llvm/Support/ErrorHandling.h"
+#include "llvm/TargetParser/Host.h"
 
 #include <gtest/gtest.h>
 
@@ -73,6 +74,27 @@ TEST(Jit, KeyCoversTextAndParameters) {
   EXPECT_NE(base, jit.cacheKey(text, {{"C", 128}}));
   EXPECT_NE(base, jit.cacheKey(text, {{"C", 64}, {"N", 8}}));
   EXPECT_NE(base, jit.cacheKey(text + "\n", {{"C", 64}}));
+}
+
+TEST(Jit, KeyCoversTheCompilersBuildId) {
+  std::string text = exampleText();
+  JitOptions options = hostOptions("-");
+  std::map<std::string, int64_t> params{{"C", 64}};
+  std::string id(compilerBuildId());
+  ASSERT_EQ(id.size(), 64u);
+  EXPECT_EQ(id.find_first_not_of("0123456789abcdef"), std::string::npos);
+  std::string key = jitCacheKey(id, "host-x", options, text, params);
+  EXPECT_EQ(key, jitCacheKey(id, "host-x", options, text, params));
+  // A rebuilt compiler (another id) never reuses the old compiler's entries.
+  std::string otherId = id;
+  otherId[0] = otherId[0] == '0' ? '1' : '0';
+  EXPECT_NE(key, jitCacheKey(otherId, "host-x", options, text, params));
+  EXPECT_NE(key, jitCacheKey(id, "host-y", options, text, params));
+  // Jit::cacheKey is the same function with this build's id.
+  Jit jit(options);
+  std::string target = "host-" + llvm::sys::getDefaultTargetTriple();
+  EXPECT_EQ(jit.cacheKey(text, params),
+            jitCacheKey(id, target, options, text, params));
 }
 
 TEST(Jit, CompiledPipelineRuns) {
