@@ -67,7 +67,19 @@ std::string jitCacheKey(const std::string &buildId, const std::string &target,
                         const std::string &pipelineText,
                         const std::map<std::string, int64_t> &params);
 
-/// An in-process compiler with a cache. Thread-safe, and safe for several
+/// An in-process compiler with a cache. Environment switches, read at each
+/// compile call:
+///   THDC_LOG=1            one line on stderr per call: compiled (and why),
+///                         memory-cache hit or disk-cache hit, with the key
+///                         and the times;
+///   THDC_ALWAYS_COMPILE=1 compiles even when a cache holds the key (the
+///                         result still replaces the cached one);
+///   THDC_DUMP_IR=<dir|1>  writes the IR of each compile (the input, after
+///                         parameter binding and fusion, after lowering for
+///                         the host, and the kernel's PTX) into files
+///                         <key>.<n>-<stage>.<ext> of the folder <dir>, or
+///                         with 1 to stderr.
+/// Thread-safe, and safe for several
 /// processes sharing one cache folder: a lock per key makes concurrent
 /// compiles of one key produce one entry, entries are published whole (a
 /// staging folder renamed into place), each file is checked against the
@@ -92,6 +104,10 @@ public:
                        const std::map<std::string, int64_t> &params) const;
 
 private:
+  Result<std::shared_ptr<Pipeline>>
+  compileLocked(const std::string &pipelineText,
+                const std::map<std::string, int64_t> &params, CompileInfo &out,
+                const std::string &sourceName);
   JitOptions options;
   Backend target = Backend::Host;
   std::string targetName; ///< "sm_90", or "host-x86_64"
