@@ -524,7 +524,7 @@ void writeArray(std::FILE *out, const std::vector<T> &values) {
       std::fputc(',', out);
     if constexpr (std::is_floating_point_v<T>) {
       // Shortest round-trip form with a fraction or exponent, as thd-run
-      // writes floats (runtime/HostBuffers.h).
+      // writes floats (tools/thd-run/HostBuffers.h).
       char text[64];
       if (values[i] != values[i] || values[i] - values[i] != 0) {
         std::fprintf(out, "\"%s\"",

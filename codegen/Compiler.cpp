@@ -123,12 +123,12 @@ FailureOr<thdc::PipelineSignature> thdc::describePipeline(ModuleOp module) {
     if (!tensor || !tensor.hasStaticShape() || tensor.getRank() != 1)
       return func.emitError()
              << "buffer #" << index << " is not a static 1-D tensor: " << type;
-    BufferInfo info;
+    runtime::BufferDesc info;
     auto name = attrs ? attrs.getAs<StringAttr>(thd::THDDialect::kNameAttrName)
                       : StringAttr();
     info.name = name ? name.getValue().str()
                      : (isOutput ? "result" : "arg") + std::to_string(index);
-    info.elementType = elementTypeName(tensor.getElementType());
+    info.type = elementTypeName(tensor.getElementType());
     info.elements = tensor.getDimSize(0);
     info.isOutput = isOutput;
     signature.buffers.push_back(info);
@@ -154,7 +154,7 @@ static void addBufferElementsGlobal(OpBuilder &b, Location loc, Block *body,
                                     const thdc::PipelineSignature &signature,
                                     unsigned addressSpace) {
   SmallVector<int64_t> elements = {int64_t(signature.buffers.size())};
-  for (const thdc::BufferInfo &buffer : signature.buffers)
+  for (const thdc::runtime::BufferDesc &buffer : signature.buffers)
     elements.push_back(buffer.elements);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPoint(body, body->end());

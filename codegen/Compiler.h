@@ -9,6 +9,8 @@
 #ifndef THDC_CODEGEN_COMPILER_H
 #define THDC_CODEGEN_COMPILER_H
 
+#include "runtime/Manifest.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "llvm/ADT/StringMap.h"
@@ -28,18 +30,11 @@ namespace thdc {
 /// Registers every dialect, interface and translation the compiler uses.
 void registerCompilerDialects(mlir::DialectRegistry &registry);
 
-/// One buffer of a compiled pipeline: its arguments, then its results.
-struct BufferInfo {
-  std::string name;        ///< thd.name, or argN / resultN
-  std::string elementType; ///< "i1", "i32", "i64", "f32", ...
-  int64_t elements = 0;    ///< static length
-  bool isOutput = false;
-};
-
 /// What the runtime needs to call a compiled pipeline.
 struct PipelineSignature {
   std::string entry;               ///< the function (and kernel) name
-  std::vector<BufferInfo> buffers; ///< kernel parameter order
+  /// Its arguments, then its results, in kernel parameter order.
+  std::vector<runtime::BufferDesc> buffers;
   llvm::StringMap<int64_t> params; ///< the parameter values compiled in
 };
 

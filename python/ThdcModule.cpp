@@ -1,7 +1,7 @@
 //===- ThdcModule.cpp - thdc's Python module (thdc._thdc) -----------------===//
 //
 // Binds the MLIR-free runtime (runtime/Pipeline.h) and, when the build has
-// MLIR, the JIT (runtime/Jit.h) to Python. A call takes any DLPack arrays:
+// MLIR, the JIT (jit/Jit.h) to Python. A call takes any DLPack arrays:
 // torch tensors through the framework's C exchange table (no capsule, no
 // Python call per tensor), everything else through nanobind's DLPack and
 // buffer-protocol import. Every argument is checked against the bundle's
@@ -16,7 +16,7 @@
 #include "runtime/CudaDriver.h"
 #include "runtime/Pipeline.h"
 #ifdef THDC_PYTHON_JIT
-#include "runtime/Jit.h"
+#include "jit/Jit.h"
 #endif
 
 #include <nanobind/nanobind.h>

@@ -1,6 +1,7 @@
 //===- Cache.cpp - thdc's on-disk cache: where, who, and how to write -----===//
 
 #include "runtime/Cache.h"
+#include "runtime/Sha256.h"
 
 #include <cerrno>
 #include <cstdlib>
@@ -32,6 +33,10 @@ std::string thdc::runtime::cacheDirectory(const std::string &requested) {
   if (const char *home = std::getenv("HOME"); home && *home)
     return joinPath(joinPath(home, ".cache"), "thdc");
   return "-";
+}
+
+std::string thdc::runtime::cacheKey(std::string_view material) {
+  return sha256Hex(material).substr(0, 32);
 }
 
 Status thdc::runtime::checkPrivate(const std::string &path) {

@@ -28,6 +28,11 @@ namespace thdc::runtime {
 /// none of them is set. "-" passed in stays "-".
 std::string cacheDirectory(const std::string &requested);
 
+/// The name of a cache entry made from `material` (everything the entry
+/// depends on): 128 bits of its SHA-256, as 32 hex digits. The JIT's bundles
+/// and the runtime's cubins are both named by it.
+std::string cacheKey(std::string_view material);
+
 /// Creates `dir` and its parents if missing (new folders 0700) and checks
 /// that it is a folder this user owns and that neither group nor others may
 /// write to; the error says which rule failed.

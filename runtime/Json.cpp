@@ -227,3 +227,125 @@ private:
 Result<Value> json::parse(const std::string &text) {
   return Parser(text).run();
 }
+
+std::string thdc::runtime::json::quote(const std::string &text) {
+  static const char hex[] = "0123456789abcdef";
+  std::string quoted = "\"";
+  for (char c : text) {
+    unsigned char byte = static_cast<unsigned char>(c);
+    switch (c) {
+    case '"':
+      quoted += "\\\"";
+      break;
+    case '\\':
+      quoted += "\\\\";
+      break;
+    case '\b':
+      quoted += "\\b";
+      break;
+    case '\f':
+      quoted += "\\f";
+      break;
+    case '\n':
+      quoted += "\\n";
+      break;
+    case '\r':
+      quoted += "\\r";
+      break;
+    case '\t':
+      quoted += "\\t";
+      break;
+    default:
+      if (byte < 0x20 || byte == 0x7f) {
+        quoted += "\\u00";
+        quoted += hex[byte >> 4];
+        quoted += hex[byte & 15];
+      } else {
+        quoted += c;
+      }
+    }
+  }
+  return quoted + "\"";
+}
+
+void Writer::newline() {
+  out += '\n';
+  out.append(2 * empty.size(), ' ');
+}
+
+void Writer::beginValue() {
+  if (afterKey) {
+    afterKey = false;
+    return;
+  }
+  if (empty.empty())
+    return;
+  if (!empty.back())
+    out += ',';
+  empty.back() = false;
+  newline();
+}
+
+void Writer::key(const std::string &name) {
+  beginValue();
+  out += quote(name) + ": ";
+  afterKey = true;
+}
+
+void Writer::open(char bracket, const std::function<void()> &contents,
+                  char close) {
+  beginValue();
+  out += bracket;
+  empty.push_back(true);
+  contents();
+  bool wasEmpty = empty.back();
+  empty.pop_back();
+  if (!wasEmpty)
+    newline();
+  out += close;
+}
+
+void Writer::object(const std::function<void()> &members) {
+  open('{', members, '}');
+}
+
+void Writer::array(const std::function<void()> &elements) {
+  open('[', elements, ']');
+}
+
+void Writer::value(const std::string &text) {
+  beginValue();
+  out += quote(text);
+}
+
+void Writer::value(int64_t number) {
+  beginValue();
+  out += std::to_string(number);
+}
+
+void Writer::value(bool boolean) {
+  beginValue();
+  out += boolean ? "true" : "false";
+}
+
+void Writer::attribute(const std::string &name, const std::string &text) {
+  key(name);
+  value(text);
+}
+
+void Writer::attribute(const std::string &name, int64_t number) {
+  key(name);
+  value(number);
+}
+
+void Writer::attributeObject(const std::string &name,
+                             const std::function<void()> &members) {
+  key(name);
+  object(members);
+}
+
+void Writer::attributeArray(const std::string &name,
+                            const std::function<void()> &elements) {
+  key(name);
+  array(elements);
+}

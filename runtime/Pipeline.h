@@ -14,6 +14,7 @@
 #ifndef THDC_RUNTIME_PIPELINE_H
 #define THDC_RUNTIME_PIPELINE_H
 
+#include "runtime/Manifest.h"
 #include "runtime/Status.h"
 
 #include <cstdint>
@@ -27,56 +28,6 @@ namespace thdc::runtime {
 
 /// Where a pipeline runs.
 enum class Backend { Auto, Cuda, Host };
-
-/// An element type a bundle's buffers may have, as the manifest spells it
-/// ("i32"), as array libraries spell it ("int32"), and its storage (i1 is
-/// one byte per element).
-struct ElementTypeInfo {
-  enum class Kind { Int, Float, Bool };
-  const char *name;
-  const char *arrayName;
-  Kind kind;
-  unsigned bytes;
-};
-
-/// The element type called `name` in a manifest, or null.
-const ElementTypeInfo *findElementType(const std::string &name);
-
-/// One kernel parameter: a buffer of the pipeline.
-struct BufferDesc {
-  std::string name;
-  std::string type; ///< "i1", "i32", "i64", "f32", ...
-  int64_t elements = 0;
-  bool isOutput = false;
-  /// Size in bytes (i1 is one byte per element).
-  size_t bytes() const;
-};
-
-/// The contents of a bundle's manifest.json.
-struct Manifest {
-  int format = 0;
-  std::string thdcVersion, entry;
-  std::map<std::string, int64_t> params;
-  std::vector<BufferDesc> buffers; ///< inputs, then outputs
-  std::string kernelName, ptxFile, chip;
-  unsigned grid[3] = {1, 1, 1}, block[3] = {1, 1, 1};
-  std::string hostLibrary, hostSymbol; ///< empty when the bundle has none
-  /// SHA-256 (hex) of the bundle's files by name; checked before a file is
-  /// used. Bundles written before hashes were recorded have none.
-  std::map<std::string, std::string> fileHashes;
-
-  /// The index of the buffer called `name`, or -1.
-  int find(const std::string &name) const;
-};
-
-/// Reads and checks `bundleDir`/manifest.json: known element types, element
-/// counts whose byte sizes cannot overflow, files named inside the bundle
-/// folder, a launch geometry the GPU accepts.
-Result<Manifest> readManifest(const std::string &bundleDir);
-
-/// The same checks on manifest text; `path` names it in messages.
-Result<Manifest> parseManifest(const std::string &text,
-                               const std::string &path);
 
 /// How a pipeline was loaded, for reports.
 struct LoadInfo {

@@ -13,7 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "reference/Reference.h"
-#include "runtime/Jit.h"
+#include "jit/Jit.h"
 
 #include <cstdio>
 #include <cstring>

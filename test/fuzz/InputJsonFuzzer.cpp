@@ -5,7 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/HostBuffers.h"
+#include "tools/thd-run/HostBuffers.h"
 
 #include "llvm/Support/Error.h"
 
@@ -15,11 +15,11 @@
 using namespace thdc::runtime;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  static const std::vector<BufferSpec> specs = {
-      {"tokens", ElementType::I64, 16},   {"labels", ElementType::I64, 16},
-      {"position_ids", ElementType::I64, 16},
-      {"loss_mask", ElementType::F32, 16}, {"padding_mask", ElementType::I1, 8},
-      {"cu_seqlens", ElementType::I32, 7}, {"num_seqs", ElementType::I32, 1}};
+  static const std::vector<BufferDesc> specs = {
+      {"tokens", "i64", 16},   {"labels", "i64", 16},
+      {"position_ids", "i64", 16},
+      {"loss_mask", "f32", 16}, {"padding_mask", "i1", 8},
+      {"cu_seqlens", "i32", 7}, {"num_seqs", "i32", 1}};
   llvm::Expected<std::vector<HostBuffer>> buffers = readInputs(
       llvm::StringRef(reinterpret_cast<const char *>(data), size), specs);
   if (!buffers) {

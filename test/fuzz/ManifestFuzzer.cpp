@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/Pipeline.h"
+#include "runtime/Manifest.h"
 
 #include <cstddef>
 #include <cstdint>

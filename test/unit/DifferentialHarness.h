@@ -99,17 +99,17 @@ inline bool matchSignature(const thdc::PipelineSignature &signature,
                            llvm::ArrayRef<ExpectedBuffer> expected,
                            std::vector<size_t> &order, std::string &error) {
   order.clear();
-  for (const thdc::BufferInfo &buffer : signature.buffers) {
+  for (const thdc::runtime::BufferDesc &buffer : signature.buffers) {
     const ExpectedBuffer *match = nullptr;
     for (const ExpectedBuffer &candidate : expected)
       if (buffer.name == candidate.name &&
           buffer.isOutput == candidate.isOutput)
         match = &candidate;
-    if (!match || buffer.elementType != match->type ||
+    if (!match || buffer.type != match->type ||
         buffer.elements != match->elements) {
       error = "unexpected buffer " + buffer.name + " (" +
               (buffer.isOutput ? "output" : "input") + ", " +
-              buffer.elementType + "[" + std::to_string(buffer.elements) +
+              buffer.type + "[" + std::to_string(buffer.elements) +
               "]) in the signature";
       return false;
     }

@@ -1,6 +1,6 @@
 //===- HostBuffersTest.cpp - host buffers and their JSON form -------------===//
 
-#include "runtime/HostBuffers.h"
+#include "tools/thd-run/HostBuffers.h"
 
 #include <gtest/gtest.h>
 
@@ -15,7 +15,7 @@ using namespace thdc::runtime;
 namespace {
 
 /// The error readInputs reports for `json`; fails the test if it succeeds.
-std::string readError(llvm::StringRef json, llvm::ArrayRef<BufferSpec> specs) {
+std::string readError(llvm::StringRef json, llvm::ArrayRef<BufferDesc> specs) {
   llvm::Expected<std::vector<HostBuffer>> buffers = readInputs(json, specs);
   if (buffers) {
     ADD_FAILURE() << "expected an error reading " << json.str();
@@ -26,7 +26,7 @@ std::string readError(llvm::StringRef json, llvm::ArrayRef<BufferSpec> specs) {
 
 /// The buffers readInputs returns for `json`; fails the test on an error.
 std::vector<HostBuffer> readOk(llvm::StringRef json,
-                               llvm::ArrayRef<BufferSpec> specs) {
+                               llvm::ArrayRef<BufferDesc> specs) {
   llvm::Expected<std::vector<HostBuffer>> buffers = readInputs(json, specs);
   if (!buffers) {
     ADD_FAILURE() << "reading " << json.str() << ": "
@@ -39,21 +39,21 @@ std::vector<HostBuffer> readOk(llvm::StringRef json,
 /// The elements of `buffer` as T.
 template <typename T> std::vector<T> elementsOf(const HostBuffer &buffer) {
   const T *begin = buffer.as<T>();
-  return std::vector<T>(begin, begin + buffer.spec().elements);
+  return std::vector<T>(begin, begin + buffer.desc().elements);
 }
 
 /// Reads a single input `x` of `type` holding the one element `element`.
 std::string readOneError(ElementType type, llvm::StringRef element) {
-  return readError(("{\"x\": [" + element + "]}").str(), {{"x", type, 1}});
+  return readError(("{\"x\": [" + element + "]}").str(), {{"x", toString(type).str(), 1}});
 }
 
 bool sameBytes(const HostBuffer &a, const HostBuffer &b) {
-  return a.spec().name == b.spec().name && a.spec().type == b.spec().type &&
-         a.spec().elements == b.spec().elements && a.bytes() == b.bytes() &&
+  return a.desc().name == b.desc().name && a.desc().type == b.desc().type &&
+         a.desc().elements == b.desc().elements && a.bytes() == b.bytes() &&
          std::memcmp(a.data(), b.data(), a.bytes()) == 0;
 }
 
-const BufferSpec kTokens{"tokens", ElementType::I64, 16};
+const BufferDesc kTokens{"tokens", "i64", 16};
 
 } // namespace
 
@@ -87,7 +87,7 @@ TEST(HostBuffers, ByteWidths) {
 
 TEST(HostBuffers, StorageIsAlignedAndZeroed) {
   for (int64_t elements : {0, 1, 3, 17, 1000}) {
-    HostBuffer buffer({"cu_seqlens", ElementType::I32, elements});
+    HostBuffer buffer({"cu_seqlens", "i32", elements});
     EXPECT_EQ(buffer.bytes(), static_cast<size_t>(elements) * 4);
     ASSERT_NE(buffer.data(), nullptr);
     EXPECT_EQ(reinterpret_cast<uintptr_t>(buffer.data()) % 64, 0u);
@@ -98,12 +98,12 @@ TEST(HostBuffers, StorageIsAlignedAndZeroed) {
 }
 
 TEST(HostBuffers, MovingKeepsTheStorage) {
-  HostBuffer buffer({"loss_mask", ElementType::F64, 4});
+  HostBuffer buffer({"loss_mask", "f64", 4});
   buffer.as<double>()[2] = 0.5;
   const void *storage = buffer.data();
   HostBuffer moved = std::move(buffer);
   EXPECT_EQ(moved.data(), storage);
-  EXPECT_EQ(moved.spec().name, "loss_mask");
+  EXPECT_EQ(moved.desc().name, "loss_mask");
   EXPECT_EQ(moved.bytes(), 32u);
   EXPECT_EQ(moved.as<double>()[2], 0.5);
 }
@@ -113,10 +113,10 @@ TEST(HostBuffers, MovingKeepsTheStorage) {
 //===----------------------------------------------------------------------===//
 
 TEST(HostBuffers, ReadsAndWritesEveryElementType) {
-  const BufferSpec specs[] = {
-      {"padding_mask", ElementType::I1, 4}, {"bytes", ElementType::I8, 3},
-      {"cu_seqlens", ElementType::I32, 3},  {"tokens", ElementType::I64, 3},
-      {"loss_mask", ElementType::F32, 3},   {"scale", ElementType::F64, 3}};
+  const BufferDesc specs[] = {
+      {"padding_mask", "i1", 4}, {"bytes", "i8", 3},
+      {"cu_seqlens", "i32", 3},  {"tokens", "i64", 3},
+      {"loss_mask", "f32", 3},   {"scale", "f64", 3}};
   std::vector<HostBuffer> buffers =
       readOk(R"({"padding_mask": [0, 1, true, false],
                  "bytes": [-128, 0, 127],
@@ -153,9 +153,9 @@ TEST(HostBuffers, ReadsAndWritesEveryElementType) {
 }
 
 TEST(HostBuffers, PrettyOutputPutsOneArgumentPerLine) {
-  const BufferSpec specs[] = {{"num_seqs", ElementType::I32, 1},
-                              {"loss_mask", ElementType::F32, 2},
-                              {"empty", ElementType::I64, 0}};
+  const BufferDesc specs[] = {{"num_seqs", "i32", 1},
+                              {"loss_mask", "f32", 2},
+                              {"empty", "i64", 0}};
   std::vector<HostBuffer> buffers = readOk(
       R"({"num_seqs": [3], "loss_mask": [1, 0.25], "empty": []})", specs);
   EXPECT_EQ(writeOutputs(buffers, /*pretty=*/true),
@@ -169,9 +169,9 @@ TEST(HostBuffers, PrettyOutputPutsOneArgumentPerLine) {
 }
 
 TEST(HostBuffers, KeyOrderDoesNotMatter) {
-  const BufferSpec specs[] = {{"tokens", ElementType::I64, 2},
-                              {"labels", ElementType::I64, 2},
-                              {"loss_mask", ElementType::F32, 2}};
+  const BufferDesc specs[] = {{"tokens", "i64", 2},
+                              {"labels", "i64", 2},
+                              {"loss_mask", "f32", 2}};
   std::vector<HostBuffer> inSpecOrder = readOk(
       R"({"tokens": [1, 2], "labels": [3, 4], "loss_mask": [0.5, 1]})", specs);
   std::vector<HostBuffer> reversed = readOk(
@@ -179,7 +179,7 @@ TEST(HostBuffers, KeyOrderDoesNotMatter) {
   ASSERT_EQ(inSpecOrder.size(), 3u);
   ASSERT_EQ(reversed.size(), 3u);
   for (size_t i = 0; i < 3; ++i) {
-    EXPECT_EQ(reversed[i].spec().name, specs[i].name);
+    EXPECT_EQ(reversed[i].desc().name, specs[i].name);
     EXPECT_TRUE(sameBytes(reversed[i], inSpecOrder[i])) << specs[i].name;
   }
   EXPECT_EQ(elementsOf<int64_t>(reversed[1]), (std::vector<int64_t>{3, 4}));
@@ -189,8 +189,8 @@ TEST(HostBuffers, KeyOrderDoesNotMatter) {
 }
 
 TEST(HostBuffers, ZeroElementInputsAreEmptyArrays) {
-  const BufferSpec specs[] = {{"dummy", ElementType::F32, 0},
-                              {"num_seqs", ElementType::I32, 1}};
+  const BufferDesc specs[] = {{"dummy", "f32", 0},
+                              {"num_seqs", "i32", 1}};
   std::vector<HostBuffer> buffers =
       readOk(R"({"dummy": [], "num_seqs": [5]})", specs);
   ASSERT_EQ(buffers.size(), 2u);
@@ -211,7 +211,7 @@ TEST(HostBuffers, NoInputsReadsEmptyObject) {
 }
 
 TEST(HostBuffers, BooleansAcceptLiteralsAndWriteZeroOrOne) {
-  const BufferSpec mask{"padding_mask", ElementType::I1, 6};
+  const BufferDesc mask{"padding_mask", "i1", 6};
   std::vector<HostBuffer> buffers =
       readOk(R"({"padding_mask": [true, false, 1, 0, 1.0, 0e5]})", {mask});
   ASSERT_EQ(buffers.size(), 1u);
@@ -223,11 +223,11 @@ TEST(HostBuffers, BooleansAcceptLiteralsAndWriteZeroOrOne) {
 }
 
 TEST(HostBuffers, NegativeNumbers) {
-  const BufferSpec specs[] = {{"shift", ElementType::I8, 2},
-                              {"offsets", ElementType::I32, 2},
-                              {"positions", ElementType::I64, 2},
-                              {"bias", ElementType::F32, 2},
-                              {"logits", ElementType::F64, 2}};
+  const BufferDesc specs[] = {{"shift", "i8", 2},
+                              {"offsets", "i32", 2},
+                              {"positions", "i64", 2},
+                              {"bias", "f32", 2},
+                              {"logits", "f64", 2}};
   std::vector<HostBuffer> buffers =
       readOk(R"({"shift": [-1, -100], "offsets": [-7, -65536],
                  "positions": [-1, -5000000000], "bias": [-0.75, -2],
@@ -249,7 +249,7 @@ TEST(HostBuffers, NegativeNumbers) {
 }
 
 TEST(HostBuffers, Int64ExtremesAreExact) {
-  const BufferSpec spec{"ids", ElementType::I64, 4};
+  const BufferDesc spec{"ids", "i64", 4};
   std::vector<HostBuffer> buffers =
       readOk(R"({"ids": [-9223372036854775808, 9223372036854775807,
                          -9223372036854775807, 9223372036854775806]})",
@@ -269,7 +269,7 @@ TEST(HostBuffers, Int64ExtremesAreExact) {
 }
 
 TEST(HostBuffers, IntegralNumbersWithFractionOrExponentAreIntegers) {
-  const BufferSpec spec{"cu_seqlens", ElementType::I32, 4};
+  const BufferDesc spec{"cu_seqlens", "i32", 4};
   std::vector<HostBuffer> buffers =
       readOk(R"({"cu_seqlens": [2.0, 1e3, -4.0, 2147483647.0]})", {spec});
   ASSERT_EQ(buffers.size(), 1u);
@@ -296,9 +296,9 @@ TEST(HostBuffers, FloatsRoundTripBitForBit) {
       std::numeric_limits<double>::max(),
       -std::numeric_limits<double>::max(),
       std::numeric_limits<double>::epsilon()};
-  const BufferSpec specs[] = {
-      {"f32", ElementType::F32, static_cast<int64_t>(floats.size())},
-      {"f64", ElementType::F64, static_cast<int64_t>(doubles.size())}};
+  const BufferDesc specs[] = {
+      {"f32", "f32", static_cast<int64_t>(floats.size())},
+      {"f64", "f64", static_cast<int64_t>(doubles.size())}};
   std::vector<HostBuffer> buffers;
   buffers.emplace_back(specs[0]);
   buffers.emplace_back(specs[1]);
@@ -320,8 +320,8 @@ TEST(HostBuffers, FloatsRoundTripBitForBit) {
 
 TEST(HostBuffers, RandomFloatsRoundTripBitForBit) {
   constexpr int64_t kCount = 20000;
-  const BufferSpec specs[] = {{"f32", ElementType::F32, kCount},
-                              {"f64", ElementType::F64, kCount}};
+  const BufferDesc specs[] = {{"f32", "f32", kCount},
+                              {"f64", "f64", kCount}};
   std::vector<HostBuffer> buffers;
   buffers.emplace_back(specs[0]);
   buffers.emplace_back(specs[1]);
@@ -348,8 +348,8 @@ TEST(HostBuffers, RandomFloatsRoundTripBitForBit) {
 }
 
 TEST(HostBuffers, NonFiniteFloatsAreWrittenAsStrings) {
-  const BufferSpec specs[] = {{"f32", ElementType::F32, 3},
-                              {"f64", ElementType::F64, 3}};
+  const BufferDesc specs[] = {{"f32", "f32", 3},
+                              {"f64", "f64", 3}};
   std::vector<HostBuffer> buffers;
   buffers.emplace_back(specs[0]);
   buffers.emplace_back(specs[1]);
@@ -398,7 +398,7 @@ TEST(HostBuffersErrors, TopLevelMustBeAnObject) {
 }
 
 TEST(HostBuffersErrors, MissingInput) {
-  const BufferSpec specs[] = {kTokens, {"num_seqs", ElementType::I32, 1}};
+  const BufferDesc specs[] = {kTokens, {"num_seqs", "i32", 1}};
   EXPECT_EQ(readError(R"({"num_seqs": [1]})", specs),
             "missing input 'tokens' (expected 16 values of type i64)");
   EXPECT_EQ(
@@ -407,10 +407,10 @@ TEST(HostBuffersErrors, MissingInput) {
 }
 
 TEST(HostBuffersErrors, UnknownInputListsTheSignatureInOrder) {
-  const BufferSpec specs[] = {kTokens,
-                              {"labels", ElementType::I64, 16},
-                              {"loss_mask", ElementType::F32, 16},
-                              {"padding_mask", ElementType::I1, 16}};
+  const BufferDesc specs[] = {kTokens,
+                              {"labels", "i64", 16},
+                              {"loss_mask", "f32", 16},
+                              {"padding_mask", "i1", 16}};
   EXPECT_EQ(readError(R"({"tokenz": [1]})", specs),
             "unknown input 'tokenz'; the pipeline takes: tokens, labels, "
             "loss_mask, padding_mask");
@@ -429,7 +429,7 @@ TEST(HostBuffersErrors, InputMustBeAnArray) {
   EXPECT_EQ(readError(R"({"tokens": {"values": []}})", {kTokens}),
             "input 'tokens' must be an array of 16 i64 values");
   EXPECT_EQ(
-      readError(R"({"num_seqs": "3"})", {{"num_seqs", ElementType::I32, 1}}),
+      readError(R"({"num_seqs": "3"})", {{"num_seqs", "i32", 1}}),
       "input 'num_seqs' must be an array of 1 i32 value");
 }
 
@@ -440,7 +440,7 @@ TEST(HostBuffersErrors, WrongLength) {
   EXPECT_EQ(readError(R"({"tokens": []})", {kTokens}),
             "input 'tokens' has 0 values; expected 16");
   EXPECT_EQ(
-      readError(R"({"num_seqs": [1, 2]})", {{"num_seqs", ElementType::I32, 1}}),
+      readError(R"({"num_seqs": [1, 2]})", {{"num_seqs", "i32", 1}}),
       "input 'num_seqs' has 2 values; expected 1");
 }
 
@@ -491,7 +491,7 @@ TEST(HostBuffersErrors, WrongBooleanElements) {
 
 TEST(HostBuffersErrors, IntegersOutOfRange) {
   EXPECT_EQ(readError(R"({"cu_seqlens": [0, 5, 3000000000]})",
-                      {{"cu_seqlens", ElementType::I32, 3}}),
+                      {{"cu_seqlens", "i32", 3}}),
             "input 'cu_seqlens'[2] = 3000000000 does not fit i32");
   EXPECT_EQ(readOneError(ElementType::I32, "-2147483649"),
             "input 'x'[0] = -2147483649 does not fit i32");
@@ -526,7 +526,7 @@ TEST(HostBuffersErrors, FloatsOutOfRange) {
             "input 'x'[0] = 3.4028235677973366e+38 does not fit f32");
   std::vector<HostBuffer> largest =
       readOk(R"({"x": [3.4028235677973362e38, -3.4028235e38]})",
-             {{"x", ElementType::F32, 2}});
+             {{"x", "f32", 2}});
   ASSERT_EQ(largest.size(), 1u);
   EXPECT_EQ(largest[0].as<float>()[0], std::numeric_limits<float>::max());
   EXPECT_EQ(largest[0].as<float>()[1], -std::numeric_limits<float>::max());
@@ -536,15 +536,21 @@ TEST(HostBuffersErrors, FloatsOutOfRange) {
 }
 
 TEST(HostBuffersErrors, DuplicateArgumentNames) {
-  EXPECT_EQ(readError(R"({"tokens": []})", {{"tokens", ElementType::I64, 0},
-                                            {"tokens", ElementType::I32, 0}}),
+  EXPECT_EQ(readError(R"({"tokens": []})", {{"tokens", "i64", 0},
+                                            {"tokens", "i32", 0}}),
             "the pipeline declares argument 'tokens' twice");
 }
 
+TEST(HostBuffersErrors, ElementTypeThdRunCannotExchange) {
+  EXPECT_EQ(readError(R"({"half": [1]})", {{"half", "i16", 1}}),
+            "argument 'half' has the element type 'i16', which thd-run "
+            "cannot exchange");
+}
+
 TEST(HostBuffersErrors, FirstErrorInSpecOrderAfterUnknownKeys) {
-  const BufferSpec specs[] = {{"tokens", ElementType::I64, 2},
-                              {"labels", ElementType::I64, 2},
-                              {"loss_mask", ElementType::F32, 2}};
+  const BufferDesc specs[] = {{"tokens", "i64", 2},
+                              {"labels", "i64", 2},
+                              {"loss_mask", "f32", 2}};
   // Unknown keys are reported before anything else.
   EXPECT_EQ(readError(R"({"loss_mask": [1], "tokens": ["a", 1], "lables": []})",
                       specs),

@@ -127,7 +127,7 @@ std::string runBothWays(Compiled &compiled, const Values &values) {
   std::vector<std::string> inputNames, outputNames;
   mlir::FunctionType type = compiled.function.getFunctionType();
   unsigned argument = 0, result = 0;
-  for (const thdc::BufferInfo &info : signature.buffers) {
+  for (const thdc::runtime::BufferDesc &info : signature.buffers) {
     mlir::Type element = mlir::getElementTypeOrSelf(
         info.isOutput ? type.getResult(result++) : type.getInput(argument++));
     Buffer buffer(element, info.elements);

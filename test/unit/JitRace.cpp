@@ -12,7 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "reference/Reference.h"
-#include "runtime/Jit.h"
+#include "jit/Jit.h"
 
 #include <cstdio>
 #include <cstdlib>

@@ -1,9 +1,10 @@
 //===- JitTest.cpp - the in-process compiler and its caches ---------------===//
 
-#include "runtime/Jit.h"
+#include "jit/Jit.h"
 #include "codegen/FatalErrorGuard.h"
 
 #include "llvm/Support/ErrorHandling.h"
+#include "llvm/TargetParser/Host.h"
 
 #include <gtest/gtest.h>
 
@@ -73,6 +74,27 @@ TEST(Jit, KeyCoversTextAndParameters) {
   EXPECT_NE(base, jit.cacheKey(text, {{"C", 128}}));
   EXPECT_NE(base, jit.cacheKey(text, {{"C", 64}, {"N", 8}}));
   EXPECT_NE(base, jit.cacheKey(text + "\n", {{"C", 64}}));
+}
+
+TEST(Jit, KeyCoversTheCompilersBuildId) {
+  std::string text = exampleText();
+  JitOptions options = hostOptions("-");
+  std::map<std::string, int64_t> params{{"C", 64}};
+  std::string id(compilerBuildId());
+  ASSERT_EQ(id.size(), 64u);
+  EXPECT_EQ(id.find_first_not_of("0123456789abcdef"), std::string::npos);
+  std::string key = jitCacheKey(id, "host-x", options, text, params);
+  EXPECT_EQ(key, jitCacheKey(id, "host-x", options, text, params));
+  // A rebuilt compiler (another id) never reuses the old compiler's entries.
+  std::string otherId = id;
+  otherId[0] = otherId[0] == '0' ? '1' : '0';
+  EXPECT_NE(key, jitCacheKey(otherId, "host-x", options, text, params));
+  EXPECT_NE(key, jitCacheKey(id, "host-y", options, text, params));
+  // Jit::cacheKey is the same function with this build's id.
+  Jit jit(options);
+  std::string target = "host-" + llvm::sys::getDefaultTargetTriple();
+  EXPECT_EQ(jit.cacheKey(text, params),
+            jitCacheKey(id, target, options, text, params));
 }
 
 TEST(Jit, CompiledPipelineRuns) {
@@ -233,4 +255,129 @@ TEST(JitErrors, FatalErrorsInsideTheGuardAreFailures) {
   // The process goes on, and so does a later guarded call.
   EXPECT_TRUE(thdc::runWithFatalErrorsAsFailures([] { return true; }, message));
   EXPECT_TRUE(message.empty());
+}
+
+namespace {
+/// Sets an environment variable for one scope (unset before and after).
+class ScopedEnv {
+public:
+  ScopedEnv(const char *name, const std::string &value) : name(name) {
+    setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() { unsetenv(name); }
+
+private:
+  const char *name;
+};
+
+size_t countOf(const std::string &text, const std::string &piece) {
+  size_t count = 0;
+  for (size_t at = text.find(piece); at != std::string::npos;
+       at = text.find(piece, at + 1))
+    ++count;
+  return count;
+}
+
+std::string readFile(const std::string &path) {
+  std::ifstream file(path);
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+} // namespace
+
+TEST(JitSwitches, LogPrintsOneLinePerCall) {
+  std::string cache = freshCacheDir();
+  std::string text = exampleText();
+  std::map<std::string, int64_t> params{{"C", 16}, {"N", 4}};
+  std::string log;
+  std::string key;
+  {
+    ScopedEnv logOn("THDC_LOG", "1");
+    testing::internal::CaptureStderr();
+    Jit jit(hostOptions(cache));
+    key = jit.cacheKey(text, params).substr(0, 12);
+    ASSERT_TRUE(jit.compile(text, params, nullptr, "step.mlir"));
+    ASSERT_TRUE(jit.compile(text, params, nullptr, "step.mlir"));
+    Jit again(hostOptions(cache));
+    ASSERT_TRUE(again.compile(text, params, nullptr, "step.mlir"));
+    EXPECT_FALSE(again.compile("func.func @broken(", {}, nullptr, "bad.mlir"));
+    log = testing::internal::GetCapturedStderr();
+  }
+  std::string prefix = "thdc-jit: step.mlir key " + key + ": ";
+  EXPECT_EQ(countOf(log, "\n"), 4u) << log;
+  EXPECT_EQ(countOf(log, prefix + "disk-cache miss, compiled in "), 1u) << log;
+  EXPECT_EQ(countOf(log, prefix + "memory-cache hit in "), 1u) << log;
+  EXPECT_EQ(countOf(log, prefix + "disk-cache hit in "), 1u) << log;
+  EXPECT_EQ(countOf(log, "thdc-jit: bad.mlir key "), 1u) << log;
+  EXPECT_EQ(countOf(log, ": compile failed in "), 1u) << log;
+  EXPECT_EQ(countOf(log, " ms (compile "), 4u) << log;
+
+  // Without THDC_LOG, nothing.
+  testing::internal::CaptureStderr();
+  Jit quiet(hostOptions(cache));
+  ASSERT_TRUE(quiet.compile(text, params));
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+  std::system(("rm -rf " + cache).c_str());
+}
+
+TEST(JitSwitches, AlwaysCompileIgnoresBothCachesAndStillWrites) {
+  std::string cache = freshCacheDir();
+  std::string text = exampleText();
+  std::map<std::string, int64_t> params{{"C", 16}, {"N", 4}};
+  Jit jit(hostOptions(cache));
+  CompileInfo first, forced, forcedAgain, later;
+  auto cold = jit.compile(text, params, &first);
+  ASSERT_TRUE(cold) << cold.status().message();
+  {
+    ScopedEnv always("THDC_ALWAYS_COMPILE", "1");
+    auto again = jit.compile(text, params, &forced);
+    ASSERT_TRUE(again) << again.status().message();
+    EXPECT_EQ(forced.source, CompileInfo::Source::Compiled);
+    EXPECT_NE(cold->get(), again->get());
+    EXPECT_EQ(forced.bundleDir, first.bundleDir); // written to the cache
+    EXPECT_TRUE(forced.cacheNote.empty()) << forced.cacheNote;
+    Jit other(hostOptions(cache)); // and not read from the disk either
+    ASSERT_TRUE(other.compile(text, params, &forcedAgain));
+    EXPECT_EQ(forcedAgain.source, CompileInfo::Source::Compiled);
+  }
+  Jit fresh(hostOptions(cache));
+  auto hit = fresh.compile(text, params, &later);
+  ASSERT_TRUE(hit) << hit.status().message();
+  EXPECT_EQ(later.source, CompileInfo::Source::DiskCache);
+  std::system(("rm -rf " + cache).c_str());
+}
+
+TEST(JitSwitches, DumpIrWritesEachStageToAFolder) {
+  std::string dump = freshCacheDir();
+  std::string text = exampleText();
+  ScopedEnv dumpOn("THDC_DUMP_IR", dump);
+  Jit jit(hostOptions("-"));
+  std::string key = jit.cacheKey(text, {{"C", 16}}).substr(0, 12);
+  ASSERT_TRUE(jit.compile(text, {{"C", 16}}));
+  std::string base = dump + "/" + key + ".";
+  EXPECT_EQ(readFile(base + "0-input.mlir"), text);
+  std::string bound = readFile(base + "1-bound-fused.mlir");
+  EXPECT_NE(bound.find("func.func @megatron_graph_step"), std::string::npos)
+      << bound;
+  EXPECT_EQ(bound.find("llvm.func"), std::string::npos);
+  std::string lowered = readFile(base + "2-host-llvm.mlir");
+  EXPECT_NE(lowered.find("llvm.func @megatron_graph_step_packed"),
+            std::string::npos);
+  std::string ptx = readFile(base + "3-kernel.ptx");
+  EXPECT_NE(ptx.find(".entry megatron_graph_step"), std::string::npos);
+  std::system(("rm -rf " + dump).c_str());
+}
+
+TEST(JitSwitches, DumpIrToStderr) {
+  ScopedEnv dumpOn("THDC_DUMP_IR", "1");
+  Jit jit(hostOptions("-"));
+  testing::internal::CaptureStderr();
+  ASSERT_TRUE(jit.compile(exampleText(), {{"C", 8}}));
+  std::string err = testing::internal::GetCapturedStderr();
+  for (const char *stage : {": input -----", ": bound-fused -----",
+                            ": host-llvm -----", ": kernel -----"})
+    EXPECT_EQ(countOf(err, stage), 1u) << stage;
+  EXPECT_LT(err.find(": input -----"), err.find(": bound-fused -----"));
+  EXPECT_LT(err.find(": bound-fused -----"), err.find(": host-llvm -----"));
 }

@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/Planner.h"
+#include "planner/Planner.h"
 
 #include <gtest/gtest.h>
 
@@ -20,7 +20,7 @@
 #include <vector>
 
 using namespace thdc;
-using namespace thdc::runtime;
+using namespace thdc::planner;
 
 namespace {
 

@@ -14,8 +14,8 @@
 #include "codegen/Compiler.h"
 #include "interpreter/Interpreter.h"
 #include "runtime/CudaDriver.h"
-#include "runtime/HostBuffers.h"
-#include "runtime/Jit.h"
+#include "tools/thd-run/HostBuffers.h"
+#include "jit/Jit.h"
 #include "tools/ParamOptions.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -53,7 +53,7 @@ static int fail(const llvm::Twine &message) {
 
 /// Reads the JSON inputs for `specs`; reports errors naming the argument.
 static llvm::Expected<std::vector<runtime::HostBuffer>>
-readInputFile(llvm::ArrayRef<runtime::BufferSpec> specs) {
+readInputFile(llvm::ArrayRef<runtime::BufferDesc> specs) {
   std::string error;
   auto inputText = mlir::openInputFile(inputFile, &error);
   if (!inputText)
@@ -96,22 +96,19 @@ static int runOnGpu(const llvm::StringMap<int64_t> &overrides) {
   if (!pipeline)
     return fail(pipeline.status().message());
   const runtime::Manifest &manifest = (*pipeline)->manifest();
-  std::vector<runtime::BufferSpec> inputSpecs, outputSpecs;
+  std::vector<runtime::BufferDesc> inputSpecs, outputSpecs;
   for (const runtime::BufferDesc &buffer : manifest.buffers) {
-    std::optional<runtime::ElementType> type =
-        runtime::parseElementType(buffer.type);
-    if (!type)
+    if (!runtime::parseElementType(buffer.type))
       return fail("buffer '" + buffer.name + "' has the element type " +
                   buffer.type + ", which thd-run cannot exchange");
-    (buffer.isOutput ? outputSpecs : inputSpecs)
-        .push_back({buffer.name, *type, buffer.elements});
+    (buffer.isOutput ? outputSpecs : inputSpecs).push_back(buffer);
   }
   llvm::Expected<std::vector<runtime::HostBuffer>> inputs =
       readInputFile(inputSpecs);
   if (!inputs)
     return fail(llvm::toString(inputs.takeError()));
   std::vector<runtime::HostBuffer> outputs;
-  for (const runtime::BufferSpec &spec : outputSpecs)
+  for (const runtime::BufferDesc &spec : outputSpecs)
     outputs.emplace_back(spec);
 
   auto buffers = runtime::Buffers::allocate(**pipeline);
@@ -145,15 +142,12 @@ static int runOnInterpreter(mlir::ModuleOp module) {
   auto function = module.lookupSymbol<mlir::func::FuncOp>(signature->entry);
   if (!function)
     return fail("no function named '" + signature->entry + "'");
-  std::vector<runtime::BufferSpec> inputSpecs, outputSpecs;
-  for (const BufferInfo &buffer : signature->buffers) {
-    std::optional<runtime::ElementType> type =
-        runtime::parseElementType(buffer.elementType);
-    if (!type)
+  std::vector<runtime::BufferDesc> inputSpecs, outputSpecs;
+  for (const runtime::BufferDesc &buffer : signature->buffers) {
+    if (!runtime::parseElementType(buffer.type))
       return fail("buffer '" + buffer.name + "' has the element type " +
-                  buffer.elementType + ", which thd-run cannot exchange");
-    (buffer.isOutput ? outputSpecs : inputSpecs)
-        .push_back({buffer.name, *type, buffer.elements});
+                  buffer.type + ", which thd-run cannot exchange");
+    (buffer.isOutput ? outputSpecs : inputSpecs).push_back(buffer);
   }
   llvm::Expected<std::vector<runtime::HostBuffer>> inputs =
       readInputFile(inputSpecs);
@@ -162,9 +156,9 @@ static int runOnInterpreter(mlir::ModuleOp module) {
   std::vector<interpreter::Buffer> arguments;
   for (auto [argument, input] : llvm::zip(function.getArguments(), *inputs)) {
     interpreter::Buffer buffer(mlir::getElementTypeOrSelf(argument.getType()),
-                               input.spec().elements);
+                               input.desc().elements);
     if (buffer.byteSize() != input.bytes())
-      return fail("input '" + input.spec().name + "' has " +
+      return fail("input '" + input.desc().name + "' has " +
                   std::to_string(input.bytes()) + " bytes, the pipeline's " +
                   std::to_string(buffer.byteSize()));
     std::memcpy(buffer.data(), input.data(), input.bytes());
@@ -219,15 +213,12 @@ int main(int argc, char **argv) {
     return 1;
   const PipelineSignature &signature = (*compiled)->signature();
 
-  std::vector<runtime::BufferSpec> inputSpecs, outputSpecs;
-  for (const BufferInfo &buffer : signature.buffers) {
-    std::optional<runtime::ElementType> type =
-        runtime::parseElementType(buffer.elementType);
-    if (!type)
+  std::vector<runtime::BufferDesc> inputSpecs, outputSpecs;
+  for (const runtime::BufferDesc &buffer : signature.buffers) {
+    if (!runtime::parseElementType(buffer.type))
       return fail("buffer '" + buffer.name + "' has the element type " +
-                  buffer.elementType + ", which thd-run cannot exchange");
-    runtime::BufferSpec spec{buffer.name, *type, buffer.elements};
-    (buffer.isOutput ? outputSpecs : inputSpecs).push_back(spec);
+                  buffer.type + ", which thd-run cannot exchange");
+    (buffer.isOutput ? outputSpecs : inputSpecs).push_back(buffer);
   }
 
   llvm::Expected<std::vector<runtime::HostBuffer>> inputs =
@@ -235,7 +226,7 @@ int main(int argc, char **argv) {
   if (!inputs)
     return fail(llvm::toString(inputs.takeError()));
   std::vector<runtime::HostBuffer> outputs;
-  for (const runtime::BufferSpec &spec : outputSpecs)
+  for (const runtime::BufferDesc &spec : outputSpecs)
     outputs.emplace_back(spec);
 
   std::vector<void *> pointers;

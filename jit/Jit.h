@@ -3,15 +3,16 @@
 // Compiles pipeline text plus parameter values into a loaded Pipeline. A
 // compiled pipeline is cached in memory and on disk (as a bundle), keyed by
 // the pipeline text, the parameters, the GPU architecture (or the host),
-// thdc's version and LLVM's version; a later process gets a warm hit.
+// the compiler's build id and LLVM's version; a later process gets a warm
+// hit.
 //
-// This part of the runtime links the compiler (MLIR); the launch path
-// (Pipeline.h) does not.
+// The JIT links the compiler (MLIR); the launch path it returns
+// (runtime/Pipeline.h) does not.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef THDC_RUNTIME_JIT_H
-#define THDC_RUNTIME_JIT_H
+#ifndef THDC_JIT_JIT_H
+#define THDC_JIT_JIT_H
 
 #include "runtime/Pipeline.h"
 
@@ -53,7 +54,32 @@ struct JitOptions {
   std::string chip;
 };
 
-/// An in-process compiler with a cache. Thread-safe, and safe for several
+/// The compiler's build id: the SHA-256 (hex) of THDC_VERSION and of every
+/// compiler source file (dialect/, passes/, codegen/, jit/), computed when
+/// the compiler is built. Part of every JIT cache key.
+const char *compilerBuildId();
+
+/// The JIT cache key of compiling `pipelineText` with `params` for
+/// `target` ("sm_90", "host-x86_64-...") with `options`, by the compiler
+/// whose build id is `buildId` (runtime::cacheKey of all of them).
+std::string jitCacheKey(const std::string &buildId, const std::string &target,
+                        const JitOptions &options,
+                        const std::string &pipelineText,
+                        const std::map<std::string, int64_t> &params);
+
+/// An in-process compiler with a cache. Environment switches, read at each
+/// compile call:
+///   THDC_LOG=1            one line on stderr per call: compiled (and why),
+///                         memory-cache hit or disk-cache hit, with the key
+///                         and the times;
+///   THDC_ALWAYS_COMPILE=1 compiles even when a cache holds the key (the
+///                         result still replaces the cached one);
+///   THDC_DUMP_IR=<dir|1>  writes the IR of each compile (the input, after
+///                         parameter binding and fusion, after lowering for
+///                         the host, and the kernel's PTX) into files
+///                         <key>.<n>-<stage>.<ext> of the folder <dir>, or
+///                         with 1 to stderr.
+/// Thread-safe, and safe for several
 /// processes sharing one cache folder: a lock per key makes concurrent
 /// compiles of one key produce one entry, entries are published whole (a
 /// staging folder renamed into place), each file is checked against the
@@ -78,6 +104,10 @@ public:
                        const std::map<std::string, int64_t> &params) const;
 
 private:
+  Result<std::shared_ptr<Pipeline>>
+  compileLocked(const std::string &pipelineText,
+                const std::map<std::string, int64_t> &params, CompileInfo &out,
+                const std::string &sourceName);
   JitOptions options;
   Backend target = Backend::Host;
   std::string targetName; ///< "sm_90", or "host-x86_64"
@@ -87,4 +117,4 @@ private:
 
 } // namespace thdc::runtime
 
-#endif // THDC_RUNTIME_JIT_H
+#endif // THDC_JIT_JIT_H

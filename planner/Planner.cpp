@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/Planner.h"
+#include "planner/Planner.h"
 
 #include <algorithm>
 #include <cassert>
@@ -16,7 +16,7 @@
 #include <utility>
 
 using namespace thdc;
-using namespace thdc::runtime;
+using namespace thdc::planner;
 
 namespace {
 
@@ -197,12 +197,12 @@ private:
 } // namespace
 
 Expected<std::optional<int64_t>>
-thdc::runtime::plannerSequenceCap(const PlannerConfig &config) {
+thdc::planner::plannerSequenceCap(const PlannerConfig &config) {
   return reference::schedulerMaxRealNumSeqs(
       config.maxPackedSequences, config.alignmentSet, config.dummyTail);
 }
 
-MicrobatchGroups thdc::runtime::microbatchGroups(const std::vector<Pack> &packs,
+MicrobatchGroups thdc::planner::microbatchGroups(const std::vector<Pack> &packs,
                                                  int64_t dp, int64_t cp) {
   assert(dp >= 1 && cp >= 1 && int64_t(packs.size()) % dp == 0 &&
          "microbatchGroups needs dp, cp >= 1 and a multiple of dp packs");
@@ -214,7 +214,7 @@ MicrobatchGroups thdc::runtime::microbatchGroups(const std::vector<Pack> &packs,
 }
 
 Expected<MicrobatchPlan>
-thdc::runtime::nextFitPlan(const std::vector<int32_t> &paddedLengths,
+thdc::planner::nextFitPlan(const std::vector<int32_t> &paddedLengths,
                            const PlannerConfig &config) {
   Expected<PackingLimits> limits = resolveLimits(paddedLengths, config);
   if (!limits)
@@ -234,7 +234,7 @@ thdc::runtime::nextFitPlan(const std::vector<int32_t> &paddedLengths,
 }
 
 Expected<MicrobatchPlan>
-thdc::runtime::firstFitDecreasingPlan(const std::vector<int32_t> &paddedLengths,
+thdc::planner::firstFitDecreasingPlan(const std::vector<int32_t> &paddedLengths,
                                       const PlannerConfig &config) {
   Expected<PackingLimits> limits = resolveLimits(paddedLengths, config);
   if (!limits)
@@ -306,7 +306,7 @@ thdc::runtime::firstFitDecreasingPlan(const std::vector<int32_t> &paddedLengths,
 }
 
 Expected<MicrobatchPlan>
-thdc::runtime::balancedPlan(const std::vector<int32_t> &paddedLengths,
+thdc::planner::balancedPlan(const std::vector<int32_t> &paddedLengths,
                             const PlannerConfig &config) {
   Expected<MicrobatchPlan> nextFit = nextFitPlan(paddedLengths, config);
   Expected<MicrobatchPlan> firstFit =
@@ -321,7 +321,7 @@ thdc::runtime::balancedPlan(const std::vector<int32_t> &paddedLengths,
 }
 
 std::optional<std::string>
-thdc::runtime::findPlanViolation(const MicrobatchPlan &plan,
+thdc::planner::findPlanViolation(const MicrobatchPlan &plan,
                                  const std::vector<int32_t> &paddedLengths,
                                  const PlannerConfig &config) {
   Expected<PackingLimits> limits = resolveLimits(paddedLengths, config);

@@ -20,8 +20,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef THDC_RUNTIME_PLANNER_H
-#define THDC_RUNTIME_PLANNER_H
+#ifndef THDC_PLANNER_PLANNER_H
+#define THDC_PLANNER_PLANNER_H
 
 #include "reference/Reference.h"
 
@@ -31,7 +31,7 @@
 #include <vector>
 
 namespace thdc {
-namespace runtime {
+namespace planner {
 
 using reference::Expected;
 using reference::makeError;
@@ -142,7 +142,7 @@ findPlanViolation(const MicrobatchPlan &plan,
                   const std::vector<int32_t> &paddedLengths,
                   const PlannerConfig &config);
 
-} // namespace runtime
+} // namespace planner
 } // namespace thdc
 
-#endif // THDC_RUNTIME_PLANNER_H
+#endif // THDC_PLANNER_PLANNER_H

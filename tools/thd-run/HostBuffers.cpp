@@ -1,6 +1,6 @@
 //===- HostBuffers.cpp - Typed host buffers and their JSON form -----------===//
 
-#include "runtime/HostBuffers.h"
+#include "tools/thd-run/HostBuffers.h"
 
 #include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/StringSwitch.h"
@@ -68,10 +68,13 @@ size_t thdc::runtime::byteWidth(ElementType type) {
 // HostBuffer
 //===----------------------------------------------------------------------===//
 
-HostBuffer::HostBuffer(BufferSpec spec) : bufferSpec(std::move(spec)) {
-  assert(bufferSpec.elements >= 0 && "negative element count");
+HostBuffer::HostBuffer(BufferDesc desc) : bufferDesc(std::move(desc)) {
+  assert(bufferDesc.elements >= 0 && "negative element count");
+  std::optional<ElementType> parsed = parseElementType(bufferDesc.type);
+  assert(parsed && "an element type thd-run cannot exchange");
+  elementType = parsed.value_or(ElementType::I8);
   byteCount =
-      static_cast<size_t>(bufferSpec.elements) * byteWidth(bufferSpec.type);
+      static_cast<size_t>(bufferDesc.elements) * byteWidth(elementType);
   // Whole alignment units, at least one: data() is never null, and code that
   // reads the last unit with a vector load stays inside the allocation.
   size_t allocated =
@@ -228,22 +231,23 @@ std::pair<int64_t, int64_t> integerRange(ElementType type) {
 /// Reads element `index` of input `spec.name` into `buffer`.
 llvm::Error readElement(const json::Value &value, size_t index,
                         HostBuffer &buffer) {
-  const BufferSpec &spec = buffer.spec();
+  const BufferDesc &spec = buffer.desc();
+  ElementType type = buffer.type();
   std::string element =
       ("input '" + spec.name + "'[" + std::to_string(index) + "]");
   auto fail = [&](Reading reading, llvm::StringRef expected) -> llvm::Error {
     if (reading == Reading::BeyondDouble)
       return llvm::createStringError(
           element + " is a number beyond the double range; it does not fit " +
-          toString(spec.type));
+          toString(type));
     if (reading == Reading::OutOfRange)
       return llvm::createStringError(element + " = " + describe(value) +
-                                     " does not fit " + toString(spec.type));
+                                     " does not fit " + toString(type));
     return llvm::createStringError(element + " is " + describe(value) +
                                    "; expected " + expected);
   };
 
-  switch (spec.type) {
+  switch (type) {
   case ElementType::I1: {
     if (std::optional<bool> boolean = value.getAsBoolean()) {
       buffer.as<uint8_t>()[index] = *boolean;
@@ -261,14 +265,14 @@ llvm::Error readElement(const json::Value &value, size_t index,
   case ElementType::I8:
   case ElementType::I32:
   case ElementType::I64: {
-    auto [min, max] = integerRange(spec.type);
+    auto [min, max] = integerRange(type);
     int64_t integer;
     Reading reading = readInteger(value, min, max, integer);
     if (reading != Reading::Ok)
       return fail(reading, "an integer");
-    if (spec.type == ElementType::I8)
+    if (type == ElementType::I8)
       buffer.as<int8_t>()[index] = static_cast<int8_t>(integer);
-    else if (spec.type == ElementType::I32)
+    else if (type == ElementType::I32)
       buffer.as<int32_t>()[index] = static_cast<int32_t>(integer);
     else
       buffer.as<int64_t>()[index] = integer;
@@ -277,10 +281,10 @@ llvm::Error readElement(const json::Value &value, size_t index,
   case ElementType::F32:
   case ElementType::F64: {
     double number;
-    Reading reading = readFloat(value, spec.type, number);
+    Reading reading = readFloat(value, type, number);
     if (reading != Reading::Ok)
       return fail(reading, "a number");
-    if (spec.type == ElementType::F32)
+    if (type == ElementType::F32)
       buffer.as<float>()[index] = static_cast<float>(number);
     else
       buffer.as<double>()[index] = number;
@@ -294,12 +298,12 @@ llvm::Error readElement(const json::Value &value, size_t index,
 /// checked before the buffer is allocated, so that a huge capacity with a
 /// short input is an error, not an allocation.
 llvm::Expected<const json::Array *> inputArray(const json::Value &value,
-                                               const BufferSpec &spec) {
+                                               const BufferDesc &spec) {
   const json::Array *array = value.getAsArray();
   if (!array)
     return llvm::createStringError("input '" + spec.name +
                                    "' must be an array of " +
-                                   countOf(spec.elements, toString(spec.type)));
+                                   countOf(spec.elements, spec.type));
   if (static_cast<int64_t>(array->size()) != spec.elements)
     return llvm::createStringError("input '" + spec.name + "' has " +
                                    countOf(array->size()) + "; expected " +
@@ -342,7 +346,7 @@ static size_t jsonNestingDepth(llvm::StringRef text) {
 
 llvm::Expected<std::vector<HostBuffer>>
 thdc::runtime::readInputs(llvm::StringRef jsonText,
-                          llvm::ArrayRef<BufferSpec> specs) {
+                          llvm::ArrayRef<BufferDesc> specs) {
   constexpr size_t kMaxNesting = 64;
   if (size_t depth = jsonNestingDepth(jsonText); depth > kMaxNesting)
     return llvm::createStringError(
@@ -359,10 +363,15 @@ thdc::runtime::readInputs(llvm::StringRef jsonText,
         "JSON input must be an object mapping argument names to arrays"));
 
   llvm::StringSet<> names;
-  for (const BufferSpec &spec : specs)
+  for (const BufferDesc &spec : specs)
     if (!names.insert(spec.name).second)
       return llvm::createStringError("the pipeline declares argument '" +
                                      spec.name + "' twice");
+  for (const BufferDesc &spec : specs)
+    if (!parseElementType(spec.type))
+      return llvm::createStringError("argument '" + spec.name +
+                                     "' has the element type '" + spec.type +
+                                     "', which thd-run cannot exchange");
 
   // The object's iteration order is unspecified; report the smallest unknown
   // key so that the message does not change from run to run.
@@ -374,7 +383,7 @@ thdc::runtime::readInputs(llvm::StringRef jsonText,
   }
   if (unknown) {
     std::string expected;
-    for (const BufferSpec &spec : specs)
+    for (const BufferDesc &spec : specs)
       expected += (expected.empty() ? "" : ", ") + spec.name;
     return llvm::createStringError("unknown input '" + *unknown +
                                    "'; the pipeline takes: " +
@@ -383,12 +392,12 @@ thdc::runtime::readInputs(llvm::StringRef jsonText,
 
   std::vector<HostBuffer> buffers;
   buffers.reserve(specs.size());
-  for (const BufferSpec &spec : specs) {
+  for (const BufferDesc &spec : specs) {
     const json::Value *value = object->get(spec.name);
     if (!value)
       return llvm::createStringError("missing input '" + spec.name +
                                      "' (expected " + countOf(spec.elements) +
-                                     " of type " + toString(spec.type) + ")");
+                                     " of type " + spec.type + ")");
     llvm::Expected<const json::Array *> array = inputArray(*value, spec);
     if (!array)
       return array.takeError();
@@ -434,7 +443,7 @@ template <typename T> void writeFloat(llvm::raw_ostream &os, T value) {
 
 void writeElement(llvm::raw_ostream &os, const HostBuffer &buffer,
                   size_t index) {
-  switch (buffer.spec().type) {
+  switch (buffer.type()) {
   case ElementType::I1:
     os << (buffer.as<uint8_t>()[index] != 0 ? 1 : 0);
     return;
@@ -470,8 +479,8 @@ std::string thdc::runtime::writeOutputs(llvm::ArrayRef<HostBuffer> buffers,
       os << ',';
     if (pretty)
       os << "\n  ";
-    os << json::Value(buffer.spec().name) << (pretty ? ": [" : ":[");
-    for (int64_t index = 0; index < buffer.spec().elements; ++index) {
+    os << json::Value(buffer.desc().name) << (pretty ? ": [" : ":[");
+    for (int64_t index = 0; index < buffer.desc().elements; ++index) {
       if (index > 0)
         os << (pretty ? ", " : ",");
       writeElement(os, buffer, index);

@@ -10,12 +10,15 @@
 // element count, and every error names the argument (and the element) so that
 // a user knows what to change in the input file.
 //
-// This library has no MLIR dependency; it uses only LLVM Support.
+// This library has no MLIR dependency; it uses only LLVM Support. It is
+// linked by thd-run, its unit test and its fuzzer.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef THDC_RUNTIME_HOSTBUFFERS_H
-#define THDC_RUNTIME_HOSTBUFFERS_H
+#ifndef THDC_TOOLS_THDRUN_HOSTBUFFERS_H
+#define THDC_TOOLS_THDRUN_HOSTBUFFERS_H
+
+#include "runtime/Manifest.h"
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
@@ -32,7 +35,8 @@
 namespace thdc {
 namespace runtime {
 
-/// The element types a pipeline argument or result can have.
+/// The element types thd-run exchanges as JSON (a subset of the runtime's
+/// runtime::findElementType table).
 enum class ElementType { I1, I8, I32, I64, F32, F64 };
 
 /// The MLIR spelling of `type`: "i1", "i8", "i32", "i64", "f32" or "f64".
@@ -46,30 +50,24 @@ std::optional<ElementType> parseElementType(llvm::StringRef text);
 /// holding 0 or 1.
 size_t byteWidth(ElementType type);
 
-/// What a pipeline argument or result is: its name (the key in the JSON
-/// object), its element type and its number of elements.
-struct BufferSpec {
-  /// The argument's name, e.g. "cu_seqlens".
-  std::string name;
-  /// The type of every element.
-  ElementType type;
-  /// The number of elements; never negative.
-  int64_t elements;
-};
-
-/// A host buffer holding `spec().elements` values of type `spec().type`,
-/// packed without padding. The storage is aligned to `kAlignment` bytes and
-/// zero-initialised. Buffers are movable but not copyable.
+/// A host buffer for one pipeline buffer (runtime::BufferDesc: the name,
+/// which is the key in the JSON object, the element type and the element
+/// count) holding `desc().elements` values packed without padding. The
+/// storage is aligned to `kAlignment` bytes and zero-initialised. Buffers
+/// are movable but not copyable.
 class HostBuffer {
 public:
   /// The alignment of `data()`, in bytes.
   static constexpr size_t kAlignment = 64;
 
-  /// Allocates a zero-filled buffer for `spec`.
-  explicit HostBuffer(BufferSpec spec);
+  /// Allocates a zero-filled buffer for `desc`, whose type must be one that
+  /// parseElementType accepts and whose element count is not negative.
+  explicit HostBuffer(BufferDesc desc);
 
   /// The name, element type and element count of this buffer.
-  const BufferSpec &spec() const { return bufferSpec; }
+  const BufferDesc &desc() const { return bufferDesc; }
+  /// The element type of desc().type.
+  ElementType type() const { return elementType; }
 
   /// The first byte of the storage; aligned to kAlignment and never null, even
   /// for a buffer of no elements.
@@ -83,13 +81,13 @@ public:
   /// The elements viewed as T, whose size must equal the element width (use
   /// uint8_t or int8_t for i1 and i8).
   template <typename T> T *as() {
-    assert(sizeof(T) == byteWidth(bufferSpec.type) &&
+    assert(sizeof(T) == byteWidth(elementType) &&
            "element width does not match the buffer's element type");
     return static_cast<T *>(data());
   }
   /// The elements viewed as const T; see the non-const overload.
   template <typename T> const T *as() const {
-    assert(sizeof(T) == byteWidth(bufferSpec.type) &&
+    assert(sizeof(T) == byteWidth(elementType) &&
            "element width does not match the buffer's element type");
     return static_cast<const T *>(data());
   }
@@ -99,7 +97,8 @@ private:
     void operator()(std::byte *bytes) const;
   };
 
-  BufferSpec bufferSpec;
+  BufferDesc bufferDesc;
+  ElementType elementType;
   size_t byteCount;
   std::unique_ptr<std::byte[], AlignedDelete> storage;
 };
@@ -107,7 +106,8 @@ private:
 /// Reads the pipeline inputs described by `specs` from `jsonText`, a JSON
 /// object mapping each argument name to a flat array of exactly
 /// `spec.elements` values. Returns one buffer per spec, in spec order; the
-/// order of the keys in the object does not matter.
+/// order of the keys in the object does not matter. A spec whose element
+/// type thd-run cannot exchange (see ElementType) is an error naming it.
 ///
 /// Accepted values:
 ///   - i8, i32, i64: integers in the type's range. A number written with a
@@ -129,7 +129,7 @@ private:
 /// When a key appears twice in the object, the last value is used (this is
 /// how llvm::json parses objects).
 llvm::Expected<std::vector<HostBuffer>>
-readInputs(llvm::StringRef jsonText, llvm::ArrayRef<BufferSpec> specs);
+readInputs(llvm::StringRef jsonText, llvm::ArrayRef<BufferDesc> specs);
 
 /// Writes `buffers` as a JSON object mapping each spec name to a flat array,
 /// with keys in buffer order; the result is accepted by readInputs given the
@@ -146,4 +146,4 @@ std::string writeOutputs(llvm::ArrayRef<HostBuffer> buffers,
 } // namespace runtime
 } // namespace thdc
 
-#endif // THDC_RUNTIME_HOSTBUFFERS_H
+#endif // THDC_TOOLS_THDRUN_HOSTBUFFERS_H

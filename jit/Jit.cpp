@@ -1,12 +1,12 @@
 //===- Jit.cpp - compile pipelines in-process, with a cache ---------------===//
 
-#include "runtime/Jit.h"
+#include "jit/Jit.h"
 #include "codegen/Bundle.h"
 #include "codegen/Compiler.h"
 #include "codegen/FatalErrorGuard.h"
 #include "runtime/Cache.h"
 #include "runtime/CudaDriver.h"
-#include "runtime/Sha256.h"
+#include "jit/BuildId.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -25,14 +25,74 @@
 #include <cstdlib>
 #include <optional>
 
-#ifndef THDC_VERSION
-#define THDC_VERSION "unknown"
-#endif
 
 using namespace thdc;
 using namespace thdc::runtime;
 
 namespace {
+/// The JIT's environment switches (see Jit in Jit.h).
+struct Switches {
+  bool log = false;
+  bool alwaysCompile = false;
+  /// Where THDC_DUMP_IR sends IR: empty for nowhere, "-" for stderr.
+  std::string dumpIr;
+};
+
+bool isSet(const char *value) {
+  return value && *value && std::string(value) != "0";
+}
+
+Switches readSwitches() {
+  Switches switches;
+  switches.log = isSet(std::getenv("THDC_LOG"));
+  switches.alwaysCompile = isSet(std::getenv("THDC_ALWAYS_COMPILE"));
+  if (const char *dump = std::getenv("THDC_DUMP_IR"); isSet(dump))
+    switches.dumpIr = std::string(dump) == "1" ? "-" : dump;
+  return switches;
+}
+
+/// Writes one stage's IR for THDC_DUMP_IR; a dump that cannot be written is
+/// reported on stderr and does not fail the compile.
+void dumpStage(const std::string &where, const std::string &key, int index,
+               const std::string &stage, const std::string &extension,
+               const std::string &text) {
+  if (where == "-") {
+    llvm::errs() << "// ----- thdc IR dump " << key.substr(0, 12) << ": "
+                 << stage << " -----\n"
+                 << text << (text.empty() || text.back() != '\n' ? "\n" : "");
+    return;
+  }
+  std::string name = key.substr(0, 12) + "." + std::to_string(index) + "-" +
+                     stage + "." + extension;
+  llvm::sys::fs::create_directories(where);
+  if (Status written = writeFileAtomically(joinPath(where, name), text);
+      !written)
+    llvm::errs() << "thdc: THDC_DUMP_IR: " << written.message() << "\n";
+}
+
+std::string printed(mlir::ModuleOp module) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  module->print(os);
+  return text;
+}
+
+/// THDC_LOG's line for one compile call.
+void logCall(const CompileInfo &info, const std::string &sourceName,
+             const char *what, const Status &failure) {
+  char times[160];
+  std::snprintf(times, sizeof(times),
+                "%.3f ms (compile %.3f ms, load %.3f ms)", info.micros / 1000,
+                info.compileMicros / 1000, info.loadMicros / 1000);
+  llvm::errs() << "thdc-jit: " << sourceName << " key " << info.key.substr(0, 12)
+               << ": " << what << " in " << times;
+  if (!failure)
+    llvm::errs() << ": " << failure.message().substr(0, failure.message().find('\n'));
+  else if (!info.cacheNote.empty())
+    llvm::errs() << " (" << info.cacheNote << ")";
+  llvm::errs() << "\n";
+}
+
 /// Moves a damaged cache entry out of the way and deletes it.
 void discardEntry(const std::string &entry) {
   llvm::SmallString<256> aside;
@@ -73,34 +133,69 @@ Jit::Jit(JitOptions opts) : options(std::move(opts)) {
 
 Jit::~Jit() = default;
 
-std::string Jit::cacheKey(const std::string &pipelineText,
-                          const std::map<std::string, int64_t> &params) const {
-  std::string identity = std::string("thdc ") + THDC_VERSION + "\nllvm " +
-                         LLVM_VERSION_STRING + "\ntarget " + targetName +
-                         "\nchip " + options.chip + "\nblock " +
-                         std::to_string(options.blockSize) + "\n";
+const char *thdc::runtime::compilerBuildId() { return THDC_COMPILER_BUILD_ID; }
+
+std::string thdc::runtime::jitCacheKey(
+    const std::string &buildId, const std::string &target,
+    const JitOptions &options, const std::string &pipelineText,
+    const std::map<std::string, int64_t> &params) {
+  std::string identity = "thdc " + buildId + "\nllvm " + LLVM_VERSION_STRING +
+                         "\ntarget " + target + "\nchip " + options.chip +
+                         "\nblock " + std::to_string(options.blockSize) + "\n";
   for (const auto &[name, value] : params)
     identity += "param " + name + "=" + std::to_string(value) + "\n";
-  // The same digest as the bundles' file hashes; 128 bits name an entry.
-  return sha256Hex(identity + "\n" + pipelineText).substr(0, 32);
+  return runtime::cacheKey(identity + "\n" + pipelineText);
 }
+
+std::string Jit::cacheKey(const std::string &pipelineText,
+                          const std::map<std::string, int64_t> &params) const {
+  return jitCacheKey(compilerBuildId(), targetName, options, pipelineText,
+                     params);
+}
+
+namespace {
+double microsSince(std::chrono::steady_clock::time_point from) {
+  return std::chrono::duration<double, std::micro>(
+             std::chrono::steady_clock::now() - from)
+      .count();
+}
+} // namespace
 
 Result<std::shared_ptr<Pipeline>>
 Jit::compile(const std::string &pipelineText,
              const std::map<std::string, int64_t> &params, CompileInfo *info,
              const std::string &sourceName) {
-  auto start = std::chrono::steady_clock::now();
-  auto microsSince = [](std::chrono::steady_clock::time_point from) {
-    return std::chrono::duration<double, std::micro>(
-               std::chrono::steady_clock::now() - from)
-        .count();
-  };
   CompileInfo local;
   CompileInfo &out = info ? *info : local;
   out = CompileInfo();
   out.key = cacheKey(pipelineText, params);
   std::lock_guard<std::mutex> lock(mutex);
-  if (auto it = memory.find(out.key); it != memory.end()) {
+  Result<std::shared_ptr<Pipeline>> result =
+      compileLocked(pipelineText, params, out, sourceName);
+  if (readSwitches().log) {
+    const char *what = !result ? "compile failed"
+                       : out.source == CompileInfo::Source::MemoryCache
+                           ? "memory-cache hit"
+                       : out.source == CompileInfo::Source::DiskCache
+                           ? "disk-cache hit"
+                       : readSwitches().alwaysCompile
+                           ? "compiled (THDC_ALWAYS_COMPILE)"
+                       : options.cacheDir == "-"
+                           ? "compiled (no disk cache)"
+                           : "disk-cache miss, compiled";
+    logCall(out, sourceName, what, result ? Status() : result.status());
+  }
+  return result;
+}
+
+Result<std::shared_ptr<Pipeline>>
+Jit::compileLocked(const std::string &pipelineText,
+                   const std::map<std::string, int64_t> &params,
+                   CompileInfo &out, const std::string &sourceName) {
+  auto start = std::chrono::steady_clock::now();
+  const Switches switches = readSwitches();
+  if (auto it = memory.find(out.key);
+      !switches.alwaysCompile && it != memory.end()) {
     out.source = CompileInfo::Source::MemoryCache;
     out.micros = microsSince(start);
     return it->second;
@@ -131,7 +226,8 @@ Jit::compile(const std::string &pipelineText,
       out.cacheNote = acquired.status().message();
     }
   }
-  if (useDisk && llvm::sys::fs::exists(joinPath(entry, "manifest.json"))) {
+  if (useDisk && !switches.alwaysCompile &&
+      llvm::sys::fs::exists(joinPath(entry, "manifest.json"))) {
     Status owned = checkPrivate(entry);
     Result<std::unique_ptr<Pipeline>> cached =
         owned ? Pipeline::load(entry, load)
@@ -176,17 +272,35 @@ Jit::compile(const std::string &pipelineText,
           llvm::StringMap<int64_t> overrides;
           for (const auto &[name, value] : params)
             overrides[name] = value;
+          const std::string &dump = switches.dumpIr;
+          if (!dump.empty())
+            dumpStage(dump, out.key, 0, "input", "mlir", pipelineText);
           mlir::OwningOpRef<mlir::ModuleOp> module =
               loadPipeline(context, sourceMgr, overrides);
           if (!module)
             return false;
+          if (!dump.empty())
+            dumpStage(dump, out.key, 1, "bound-fused", "mlir",
+                      printed(*module));
           GpuOptions gpu;
           gpu.chip = !options.chip.empty()       ? options.chip
                      : target == Backend::Cuda ? targetName
                                                : "sm_90";
           gpu.blockSize = options.blockSize;
-          return mlir::succeeded(writeBundle(*module, gpu,
-                                             target == Backend::Host, staging));
+          runtime::Manifest written;
+          bool withHost = target == Backend::Host;
+          if (mlir::failed(
+                  writeBundle(*module, gpu, withHost, staging, &written)))
+            return false;
+          if (!dump.empty()) {
+            if (withHost)
+              dumpStage(dump, out.key, 2, "host-llvm", "mlir",
+                        printed(*module));
+            if (Result<std::string> ptx =
+                    readWholeFile(joinPath(staging, written.ptxFile)))
+              dumpStage(dump, out.key, 3, "kernel", "ptx", *ptx);
+          }
+          return true;
         },
         fatal);
     if (!fatal.empty())
@@ -239,6 +353,10 @@ Jit::compile(const std::string &pipelineText,
 
   std::string bundle(staging);
   if (inCache) {
+    // THDC_ALWAYS_COMPILE: the new result replaces the cached one.
+    if (switches.alwaysCompile && llvm::sys::fs::exists(entry) &&
+        checkPrivate(entry))
+      discardEntry(entry);
     if (std::error_code ec = llvm::sys::fs::rename(staging, entry)) {
       out.cacheNote = "cannot publish " + entry + ": " + ec.message();
       inCache = false;

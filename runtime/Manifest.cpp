@@ -1,0 +1,209 @@
+//===- Manifest.cpp - a bundle's manifest.json, defined once --------------===//
+
+#include "runtime/Manifest.h"
+#include "runtime/Cache.h"
+#include "runtime/Json.h"
+
+#include <climits>
+
+using namespace thdc::runtime;
+
+namespace {
+/// A file name inside the bundle folder: no folders, no parent.
+bool isPlainFileName(const std::string &name) {
+  return !name.empty() && name != "." && name != ".." &&
+         name.find('/') == std::string::npos;
+}
+} // namespace
+
+const ElementTypeInfo *thdc::runtime::findElementType(const std::string &name) {
+  using Kind = ElementTypeInfo::Kind;
+  static const ElementTypeInfo types[] = {
+      {"i1", "bool", Kind::Bool, 1},      {"i8", "int8", Kind::Int, 1},
+      {"i16", "int16", Kind::Int, 2},     {"i32", "int32", Kind::Int, 4},
+      {"i64", "int64", Kind::Int, 8},     {"f32", "float32", Kind::Float, 4},
+      {"f64", "float64", Kind::Float, 8}};
+  for (const ElementTypeInfo &type : types)
+    if (name == type.name)
+      return &type;
+  return nullptr;
+}
+
+size_t BufferDesc::bytes() const {
+  const ElementTypeInfo *element = findElementType(type);
+  return element ? size_t(elements) * element->bytes : 0;
+}
+
+int Manifest::find(const std::string &name) const {
+  for (size_t i = 0; i < buffers.size(); ++i)
+    if (buffers[i].name == name)
+      return int(i);
+  return -1;
+}
+
+Result<Manifest> thdc::runtime::readManifest(const std::string &bundleDir) {
+  std::string path = joinPath(bundleDir, "manifest.json");
+  Result<std::string> text = readWholeFile(path);
+  if (!text)
+    return Status::error(text.status().message() +
+                         " (is it a bundle written by thdc?)");
+  return parseManifest(*text, path);
+}
+
+Result<Manifest> thdc::runtime::parseManifest(const std::string &text,
+                                              const std::string &path) {
+  Result<json::Value> root = json::parse(text);
+  if (!root)
+    return Status::error(path + ": " + root.status().message());
+  auto bad = [&](const std::string &what) {
+    return Status::error(path + ": " + what);
+  };
+  using Kind = json::Value::Kind;
+  auto string = [&](const json::Value *v, std::string &out) {
+    if (!v || v->kind != Kind::String)
+      return false;
+    out = v->string;
+    return true;
+  };
+  Manifest m;
+  const json::Value *format = root->get("format");
+  if (!format || format->kind != Kind::Integer)
+    return bad("missing \"format\" (an integer)");
+  if (format->integer != kBundleFormatVersion)
+    return bad("bundle format " + std::to_string(format->integer) +
+               " is not supported by this runtime (it reads format " +
+               std::to_string(kBundleFormatVersion) + ")");
+  m.format = kBundleFormatVersion;
+  string(root->get("thdc_version"), m.thdcVersion);
+  if (!string(root->get("entry"), m.entry) || m.entry.empty())
+    return bad("missing \"entry\" (the pipeline's name)");
+  if (const json::Value *params = root->get("params")) {
+    if (params->kind != Kind::Object)
+      return bad("\"params\" must map parameter names to integers");
+    for (const auto &[name, value] : params->object) {
+      if (value.kind != Kind::Integer)
+        return bad("parameter '" + name + "' in \"params\" is not an integer");
+      m.params[name] = value.integer;
+    }
+  }
+  const json::Value *buffers = root->get("buffers");
+  if (!buffers || buffers->kind != Kind::Array || buffers->array.empty())
+    return bad("missing \"buffers\" (a non-empty array)");
+  if (buffers->array.size() > kMaxBuffers)
+    return bad("more than " + std::to_string(kMaxBuffers) + " buffers");
+  for (const json::Value &entry : buffers->array) {
+    BufferDesc buffer;
+    std::string direction;
+    const json::Value *elements = entry.get("elements");
+    if (!string(entry.get("name"), buffer.name) ||
+        !string(entry.get("type"), buffer.type) ||
+        !string(entry.get("direction"), direction) || !elements ||
+        elements->kind != Kind::Integer)
+      return bad("buffer " + std::to_string(m.buffers.size()) +
+                 " needs a name, a type, a direction and an element count");
+    if (!findElementType(buffer.type))
+      return bad("buffer '" + buffer.name + "' has the unknown type '" +
+                 buffer.type + "'");
+    if (elements->integer < 1 || elements->integer > kMaxElements)
+      return bad("buffer '" + buffer.name + "' has " +
+                 std::to_string(elements->integer) +
+                 " elements; a bundle's buffers hold 1 to 2^40");
+    if (direction != "input" && direction != "output")
+      return bad("buffer '" + buffer.name + "' has the direction '" +
+                 direction + "' (input or output)");
+    buffer.elements = elements->integer;
+    buffer.isOutput = direction == "output";
+    m.buffers.push_back(buffer);
+  }
+  const json::Value *kernel = root->get("kernel");
+  if (!kernel || kernel->kind != Kind::Object)
+    return bad("missing \"kernel\"");
+  if (!string(kernel->get("name"), m.kernelName) || m.kernelName.empty())
+    return bad("\"kernel\" needs a \"name\"");
+  if (!string(kernel->get("ptx"), m.ptxFile))
+    return bad("\"kernel\" needs a \"ptx\" file");
+  string(kernel->get("chip"), m.chip);
+  if (!isPlainFileName(m.ptxFile))
+    return bad("the kernel file '" + m.ptxFile +
+               "' must be a file name inside the bundle folder");
+  for (const char *key : {"grid", "block"}) {
+    const json::Value *dims = kernel->get(key);
+    if (!dims || dims->kind != Kind::Array || dims->array.size() != 3)
+      return bad(std::string("kernel \"") + key + "\" must have 3 sizes");
+    int64_t limit = std::string(key) == "grid" ? INT32_MAX : 1024;
+    for (int d = 0; d < 3; ++d) {
+      const json::Value &size = dims->array[d];
+      if (size.kind != Kind::Integer || size.integer < 1 ||
+          size.integer > limit)
+        return bad(std::string("kernel \"") + key + "\" sizes must be 1 to " +
+                   std::to_string(limit));
+      (std::string(key) == "grid" ? m.grid : m.block)[d] =
+          unsigned(size.integer);
+    }
+  }
+  if (int64_t(m.block[0]) * m.block[1] * m.block[2] > 1024)
+    return bad("a kernel block has at most 1024 threads");
+  if (const json::Value *host = root->get("host")) {
+    if (!string(host->get("library"), m.hostLibrary) ||
+        !string(host->get("symbol"), m.hostSymbol) ||
+        !isPlainFileName(m.hostLibrary) || m.hostSymbol.empty())
+      return bad("\"host\" needs a library file inside the bundle folder "
+                 "and a symbol");
+  }
+  if (const json::Value *hashes = root->get("sha256")) {
+    if (hashes->kind != Kind::Object)
+      return bad("\"sha256\" must map file names to hashes");
+    for (const auto &[file, hash] : hashes->object) {
+      if (hash.kind != Kind::String || hash.string.size() != 64)
+        return bad("the hash of '" + file + "' is not a SHA-256");
+      m.fileHashes[file] = hash.string;
+    }
+  }
+  return m;
+}
+
+std::string thdc::runtime::renderManifest(const Manifest &m) {
+  json::Writer json;
+  json.object([&] {
+    json.attribute("format", int64_t(m.format));
+    json.attribute("thdc_version", m.thdcVersion);
+    json.attribute("entry", m.entry);
+    // A std::map: sorted, so equal pipelines give equal manifests.
+    json.attributeObject("params", [&] {
+      for (const auto &[name, value] : m.params)
+        json.attribute(name, value);
+    });
+    json.attributeArray("buffers", [&] {
+      for (const BufferDesc &buffer : m.buffers)
+        json.object([&] {
+          json.attribute("name", buffer.name);
+          json.attribute("direction", buffer.isOutput ? "output" : "input");
+          json.attribute("type", buffer.type);
+          json.attribute("elements", buffer.elements);
+        });
+    });
+    json.attributeObject("kernel", [&] {
+      json.attribute("name", m.kernelName);
+      json.attribute("ptx", m.ptxFile);
+      json.attribute("chip", m.chip);
+      json.attributeArray("grid", [&] {
+        for (unsigned d : m.grid)
+          json.value(int64_t(d));
+      });
+      json.attributeArray("block", [&] {
+        for (unsigned d : m.block)
+          json.value(int64_t(d));
+      });
+    });
+    if (!m.hostLibrary.empty())
+      json.attributeObject("host", [&] {
+        json.attribute("library", m.hostLibrary);
+        json.attribute("symbol", m.hostSymbol);
+      });
+    json.attributeObject("sha256", [&] {
+      for (const auto &[file, hash] : m.fileHashes)
+        json.attribute(file, hash);
+    });
+  });
+  return json.text() + "\n";
+}

@@ -1,0 +1,8 @@
+// A runtime file that breaks the layering rule in each way the include
+// check must catch (test/runtime/CMakeLists.txt expects it to fail).
+#include "runtime/Status.h"
+#include "reference/StatusBits.h"
+#include "codegen/Compiler.h"
+#include "llvm/Support/Error.h"
+#include <mlir/IR/Builders.h>
+#include <cuda.h>

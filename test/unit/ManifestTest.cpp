@@ -1,0 +1,311 @@
+//===- ManifestTest.cpp - the manifest and its JSON reader and writer -----===//
+//
+// The writer's exact layout (lit tests edit manifests line by line), a full
+// manifest written and read back equal, and every malformed manifest the
+// reader rejects, each with an error that names the field.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/Json.h"
+#include "runtime/Manifest.h"
+
+#include "gtest/gtest.h"
+
+#include <string>
+
+using namespace thdc::runtime;
+
+namespace {
+
+TEST(JsonWriter, LayoutMatchesTwoSpaceIndent) {
+  json::Writer w;
+  w.object([&] {
+    w.attribute("a", int64_t(1));
+    w.attributeObject("empty", [] {});
+    w.attributeArray("none", [] {});
+    w.attributeArray("list", [&] {
+      w.value(int64_t(-2));
+      w.value("x");
+      w.value(true);
+      w.object([&] { w.attribute("k", "v"); });
+    });
+  });
+  EXPECT_EQ(w.text(), "{\n"
+                      "  \"a\": 1,\n"
+                      "  \"empty\": {},\n"
+                      "  \"none\": [],\n"
+                      "  \"list\": [\n"
+                      "    -2,\n"
+                      "    \"x\",\n"
+                      "    true,\n"
+                      "    {\n"
+                      "      \"k\": \"v\"\n"
+                      "    }\n"
+                      "  ]\n"
+                      "}");
+}
+
+TEST(JsonWriter, EscapesAndReadsBack) {
+  std::string nasty = "q\"b\\n\nt\tc\x01\x7f" "end";
+  EXPECT_EQ(json::quote(nasty),
+            "\"q\\\"b\\\\n\\nt\\tc\\u0001\\u007fend\"");
+  json::Writer w;
+  w.object([&] { w.attribute(nasty, nasty); });
+  Result<json::Value> read = json::parse(w.text());
+  ASSERT_TRUE(read) << read.status().message();
+  const json::Value *value = read->get(nasty);
+  ASSERT_NE(value, nullptr);
+  EXPECT_EQ(value->string, nasty);
+}
+
+TEST(JsonWriter, Int64ExtremesReadBackExact) {
+  json::Writer w;
+  w.array([&] {
+    w.value(INT64_MIN);
+    w.value(INT64_MAX);
+  });
+  Result<json::Value> read = json::parse(w.text());
+  ASSERT_TRUE(read) << read.status().message();
+  ASSERT_EQ(read->array.size(), 2u);
+  EXPECT_EQ(read->array[0].integer, INT64_MIN);
+  EXPECT_EQ(read->array[1].integer, INT64_MAX);
+}
+
+Manifest fullManifest() {
+  Manifest m;
+  m.thdcVersion = "9.8.7";
+  m.entry = "step";
+  m.params = {{"C", 32768}, {"CP", 2}, {"NEG", -5}};
+  m.buffers = {{"tokens", "i64", 16, false},
+               {"cu_seqlens", "i32", 5, false},
+               {"loss_mask", "f32", 16, true},
+               {"padding_mask", "i1", 16, true}};
+  m.kernelName = "step";
+  m.ptxFile = "step.ptx";
+  m.chip = "sm_90";
+  m.grid[0] = 7;
+  m.grid[1] = 2;
+  m.block[0] = 256;
+  m.hostLibrary = "step.host.so";
+  m.hostSymbol = "step_packed";
+  m.fileHashes = {{"step.ptx", std::string(64, 'a')},
+                  {"step.host.so", std::string(64, 'b')}};
+  return m;
+}
+
+void expectEqual(const Manifest &a, const Manifest &b) {
+  EXPECT_EQ(a.format, b.format);
+  EXPECT_EQ(a.thdcVersion, b.thdcVersion);
+  EXPECT_EQ(a.entry, b.entry);
+  EXPECT_EQ(a.params, b.params);
+  ASSERT_EQ(a.buffers.size(), b.buffers.size());
+  for (size_t i = 0; i < a.buffers.size(); ++i) {
+    EXPECT_EQ(a.buffers[i].name, b.buffers[i].name);
+    EXPECT_EQ(a.buffers[i].type, b.buffers[i].type);
+    EXPECT_EQ(a.buffers[i].elements, b.buffers[i].elements);
+    EXPECT_EQ(a.buffers[i].isOutput, b.buffers[i].isOutput);
+  }
+  EXPECT_EQ(a.kernelName, b.kernelName);
+  EXPECT_EQ(a.ptxFile, b.ptxFile);
+  EXPECT_EQ(a.chip, b.chip);
+  for (int d = 0; d < 3; ++d) {
+    EXPECT_EQ(a.grid[d], b.grid[d]);
+    EXPECT_EQ(a.block[d], b.block[d]);
+  }
+  EXPECT_EQ(a.hostLibrary, b.hostLibrary);
+  EXPECT_EQ(a.hostSymbol, b.hostSymbol);
+  EXPECT_EQ(a.fileHashes, b.fileHashes);
+}
+
+TEST(Manifest, FullManifestRoundTrips) {
+  Manifest written = fullManifest();
+  std::string text = renderManifest(written);
+  Result<Manifest> read = parseManifest(text, "manifest.json");
+  ASSERT_TRUE(read) << read.status().message();
+  expectEqual(*read, written);
+  // Rendering what was read gives the same text.
+  EXPECT_EQ(renderManifest(*read), text);
+}
+
+TEST(Manifest, WithoutHostCodeRoundTrips) {
+  Manifest written = fullManifest();
+  written.hostLibrary.clear();
+  written.hostSymbol.clear();
+  written.params.clear();
+  std::string text = renderManifest(written);
+  EXPECT_EQ(text.find("\"host\""), std::string::npos);
+  EXPECT_NE(text.find("\"params\": {},"), std::string::npos);
+  Result<Manifest> read = parseManifest(text, "manifest.json");
+  ASSERT_TRUE(read) << read.status().message();
+  expectEqual(*read, written);
+}
+
+TEST(Manifest, RenderedLayout) {
+  Manifest m;
+  m.thdcVersion = "1.0";
+  m.entry = "f";
+  m.params = {{"C", 8}};
+  m.buffers = {{"x", "i32", 4, false}};
+  m.kernelName = "f";
+  m.ptxFile = "f.ptx";
+  m.chip = "sm_80";
+  m.block[0] = 32;
+  m.fileHashes = {{"f.ptx", std::string(64, '0')}};
+  EXPECT_EQ(renderManifest(m), "{\n"
+                               "  \"format\": " +
+                                   std::to_string(kBundleFormatVersion) +
+                                   ",\n"
+                                   "  \"thdc_version\": \"1.0\",\n"
+                                   "  \"entry\": \"f\",\n"
+                                   "  \"params\": {\n"
+                                   "    \"C\": 8\n"
+                                   "  },\n"
+                                   "  \"buffers\": [\n"
+                                   "    {\n"
+                                   "      \"name\": \"x\",\n"
+                                   "      \"direction\": \"input\",\n"
+                                   "      \"type\": \"i32\",\n"
+                                   "      \"elements\": 4\n"
+                                   "    }\n"
+                                   "  ],\n"
+                                   "  \"kernel\": {\n"
+                                   "    \"name\": \"f\",\n"
+                                   "    \"ptx\": \"f.ptx\",\n"
+                                   "    \"chip\": \"sm_80\",\n"
+                                   "    \"grid\": [\n"
+                                   "      1,\n"
+                                   "      1,\n"
+                                   "      1\n"
+                                   "    ],\n"
+                                   "    \"block\": [\n"
+                                   "      32,\n"
+                                   "      1,\n"
+                                   "      1\n"
+                                   "    ]\n"
+                                   "  },\n"
+                                   "  \"sha256\": {\n"
+                                   "    \"f.ptx\": \"" +
+                                   std::string(64, '0') +
+                                   "\"\n"
+                                   "  }\n"
+                                   "}\n");
+}
+
+/// A malformed manifest: `from` replaced by `to` in the full manifest's
+/// text, and a piece of the error that names the field.
+struct Malformed {
+  const char *what, *from, *to, *error;
+};
+
+class ManifestRejects : public testing::TestWithParam<Malformed> {};
+
+TEST_P(ManifestRejects, NamingTheField) {
+  const Malformed &c = GetParam();
+  std::string text = renderManifest(fullManifest());
+  size_t at = text.find(c.from);
+  ASSERT_NE(at, std::string::npos) << c.from;
+  text.replace(at, std::string(c.from).size(), c.to);
+  Result<Manifest> read = parseManifest(text, "bundle/manifest.json");
+  ASSERT_FALSE(read) << c.what << " was accepted";
+  EXPECT_EQ(read.status().message().rfind("bundle/manifest.json: ", 0), 0u)
+      << read.status().message();
+  EXPECT_NE(read.status().message().find(c.error), std::string::npos)
+      << c.what << ": " << read.status().message();
+}
+
+std::string bundleFormat(int delta) {
+  return "\"format\": " + std::to_string(kBundleFormatVersion + delta);
+}
+const std::string kFormat = bundleFormat(0), kNextFormat = bundleFormat(1);
+
+INSTANTIATE_TEST_SUITE_P(
+    Manifest, ManifestRejects,
+    testing::Values(
+        Malformed{"not JSON", "{", "[{", "JSON error at line"},
+        Malformed{"no format", "\"format\"", "\"formats\"",
+                  "missing \"format\""},
+        Malformed{"newer format", kFormat.c_str(), kNextFormat.c_str(),
+                  "bundle format 2 is not supported by this runtime (it "
+                  "reads format 1)"},
+        Malformed{"string format", kFormat.c_str(), "\"format\": \"1\"",
+                  "missing \"format\""},
+        Malformed{"no entry", "\"entry\": \"step\"", "\"entry\": 3",
+                  "missing \"entry\""},
+        Malformed{"empty entry", "\"entry\": \"step\"", "\"entry\": \"\"",
+                  "missing \"entry\""},
+        Malformed{"params not an object", "\"params\": {",
+                  "\"params\": [], \"x\": {", "\"params\" must map"},
+        Malformed{"param not an integer", "\"CP\": 2", "\"CP\": \"2\"",
+                  "parameter 'CP' in \"params\" is not an integer"},
+        Malformed{"no buffers", "\"buffers\"", "\"buffer\"",
+                  "missing \"buffers\""},
+        Malformed{"buffer without name", "\"name\": \"tokens\"",
+                  "\"nam\": \"tokens\"",
+                  "buffer 0 needs a name, a type, a direction and an element "
+                  "count"},
+        Malformed{"buffer without type", "\"type\": \"i64\"",
+                  "\"typ\": \"i64\"", "buffer 0 needs a name, a type"},
+        Malformed{"buffer without direction", "\"direction\": \"input\"",
+                  "\"dir\": \"input\"", "buffer 0 needs a name, a type, a "
+                                        "direction"},
+        Malformed{"buffer with float count", "\"elements\": 16",
+                  "\"elements\": 16.5", "and an element count"},
+        Malformed{"unknown type", "\"type\": \"i64\"", "\"type\": \"i7\"",
+                  "buffer 'tokens' has the unknown type 'i7'"},
+        Malformed{"zero elements", "\"elements\": 16", "\"elements\": 0",
+                  "buffer 'tokens' has 0 elements"},
+        Malformed{"too many elements", "\"elements\": 16",
+                  "\"elements\": 1099511627777",
+                  "buffer 'tokens' has 1099511627777 elements; a bundle's "
+                  "buffers hold 1 to 2^40"},
+        Malformed{"odd direction", "\"direction\": \"input\"",
+                  "\"direction\": \"inout\"",
+                  "buffer 'tokens' has the direction 'inout'"},
+        Malformed{"no kernel", "\"kernel\"", "\"kernels\"",
+                  "missing \"kernel\""},
+        Malformed{"kernel without name", "\"name\": \"step\"",
+                  "\"name\": 1", "\"kernel\" needs a \"name\""},
+        Malformed{"kernel without ptx", "\"ptx\": \"step.ptx\"",
+                  "\"ptx\": null", "\"kernel\" needs a \"ptx\" file"},
+        Malformed{"ptx outside the bundle", "\"ptx\": \"step.ptx\"",
+                  "\"ptx\": \"../step.ptx\"",
+                  "the kernel file '../step.ptx' must be a file name inside "
+                  "the bundle folder"},
+        Malformed{"grid of two", "\"grid\": [\n      7,",
+                  "\"grid\": [\n", "kernel \"grid\" must have 3 sizes"},
+        Malformed{"zero grid", "\"grid\": [\n      7,",
+                  "\"grid\": [\n      0,",
+                  "kernel \"grid\" sizes must be 1 to 2147483647"},
+        Malformed{"huge block", "256", "2048",
+                  "kernel \"block\" sizes must be 1 to 1024"},
+        Malformed{"block over 1024 threads", "\"block\": [\n      256,\n      1",
+                  "\"block\": [\n      256,\n      8",
+                  "a kernel block has at most 1024 threads"},
+        Malformed{"host library outside", "\"library\": \"step.host.so\"",
+                  "\"library\": \"/tmp/x.so\"",
+                  "\"host\" needs a library file inside the bundle folder"},
+        Malformed{"host without symbol", "\"symbol\": \"step_packed\"",
+                  "\"symbol\": \"\"", "\"host\" needs a library file inside "
+                                      "the bundle folder and a symbol"},
+        Malformed{"hashes not an object", "\"sha256\": {",
+                  "\"sha256\": [], \"y\": {",
+                  "\"sha256\" must map file names to hashes"},
+        Malformed{"short hash", "\"step.ptx\": \"aaaa", "\"step.ptx\": \"a",
+                  "the hash of 'step.ptx' is not a SHA-256"}));
+
+TEST(Manifest, TooManyBuffersAreRejected) {
+  Manifest m = fullManifest();
+  m.buffers.assign(kMaxBuffers + 1, BufferDesc{"b", "i32", 1, false});
+  Result<Manifest> read = parseManifest(renderManifest(m), "manifest.json");
+  ASSERT_FALSE(read);
+  EXPECT_EQ(read.status().message(), "manifest.json: more than 64 buffers");
+}
+
+TEST(Manifest, BufferBytes) {
+  EXPECT_EQ((BufferDesc{"m", "i1", 10, true}).bytes(), 10u);
+  EXPECT_EQ((BufferDesc{"t", "i64", 10, false}).bytes(), 80u);
+  EXPECT_EQ((BufferDesc{"h", "i16", 3, false}).bytes(), 6u);
+  EXPECT_EQ((BufferDesc{"u", "u32", 3, false}).bytes(), 0u);
+}
+
+} // namespace
