@@ -14,6 +14,7 @@ config.test_exec_root = os.path.join(config.thdc_obj_root, "test")
 
 config.substitutions.append(("%PATH%", config.environment["PATH"]))
 config.substitutions.append(("%thdc_src", config.thdc_src_root))
+config.substitutions.append(("%thdc_version", config.thdc_version))
 config.environment["FILECHECK_OPTS"] = "--enable-var-scope"
 
 llvm_config.use_default_substitutions()

@@ -44,7 +44,9 @@ llvm::StringMap<int64_t> parseOverrides() {
 }
 } // namespace
 
-void thdc::registerParamOption() { *paramOption; }
+void thdc::registerParamOption(llvm::cl::OptionCategory &category) {
+  paramOption->values.addCategory(category);
+}
 
 void thdc::addParamOverrides(mlir::DialectRegistry &registry) {
   registry.addExtension(+[](mlir::MLIRContext *, mlir::thd::THDDialect *thd) {

@@ -6,12 +6,13 @@
 
 #include "mlir/IR/DialectRegistry.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/Support/CommandLine.h"
 
 namespace thdc {
 
-/// Registers `--param NAME=VALUE` (repeatable) with LLVM's command line.
-/// Call before the command line is parsed.
-void registerParamOption();
+/// Registers `--param NAME=VALUE` (repeatable) with LLVM's command line, in
+/// the tool's `category`. Call before the command line is parsed.
+void registerParamOption(llvm::cl::OptionCategory &category);
 
 /// The parsed `--param` values. Malformed values are reported on stderr and
 /// end the process with exit code 1.

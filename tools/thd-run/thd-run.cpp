@@ -13,7 +13,9 @@
 #include "runtime/CudaDriver.h"
 #include "runtime/HostBuffers.h"
 #include "runtime/Jit.h"
+#include "tools/CommandLine.h"
 #include "tools/ParamOptions.h"
+#include "tools/Version.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -28,15 +30,20 @@
 namespace cl = llvm::cl;
 using namespace thdc;
 
-static cl::opt<std::string>
-    pipelineFile(cl::Positional, cl::desc("<pipeline.mlir>"), cl::Required);
+static cl::OptionCategory thdRunCategory("thd-run options");
+
+static cl::opt<std::string> pipelineFile(cl::Positional,
+                                         cl::desc("<pipeline.mlir>"),
+                                         cl::Required, cl::cat(thdRunCategory));
 static cl::opt<std::string> inputFile("input", cl::desc("JSON inputs"),
-                                      cl::value_desc("file"), cl::Required);
+                                      cl::value_desc("file"), cl::Required,
+                                      cl::cat(thdRunCategory));
 static cl::opt<std::string>
     outputFile("output", cl::desc("JSON outputs (default: stdout)"),
-               cl::value_desc("file"), cl::init("-"));
-static cl::opt<std::string>
-    backend("backend", cl::desc("Where to run: cpu or cuda"), cl::init("cpu"));
+               cl::value_desc("file"), cl::init("-"), cl::cat(thdRunCategory));
+static cl::opt<std::string> backend("backend",
+                                    cl::desc("Where to run: cpu or cuda"),
+                                    cl::init("cpu"), cl::cat(thdRunCategory));
 
 static int fail(const llvm::Twine &message) {
   llvm::errs() << "error: " << message << "\n";
@@ -130,7 +137,9 @@ static int runOnGpu(const llvm::StringMap<int64_t> &overrides) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
-  registerParamOption();
+  registerParamOption(thdRunCategory);
+  registerToolOptions(thdRunCategory, registerMlirCommandLineOptions);
+  setVersionPrinter("thd-run");
   cl::ParseCommandLineOptions(argc, argv, "thd-run: run a THD pipeline\n");
   if (backend != "cpu" && backend != "cuda")
     return fail("unknown backend '" + backend + "' (use cpu or cuda)");

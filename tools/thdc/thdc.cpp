@@ -10,7 +10,9 @@
 
 #include "codegen/Bundle.h"
 #include "codegen/Compiler.h"
+#include "tools/CommandLine.h"
 #include "tools/ParamOptions.h"
+#include "tools/Version.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -25,33 +27,41 @@
 
 namespace cl = llvm::cl;
 
-static cl::opt<std::string>
-    inputFile(cl::Positional, cl::desc("<pipeline.mlir>"), cl::Required);
+static cl::OptionCategory thdcCategory("thdc options");
+
+static cl::opt<std::string> inputFile(cl::Positional,
+                                      cl::desc("<pipeline.mlir>"), cl::Required,
+                                      cl::cat(thdcCategory));
 static cl::opt<std::string> outputDir("o", cl::desc("Bundle folder to write"),
-                                      cl::value_desc("folder"));
+                                      cl::value_desc("folder"),
+                                      cl::cat(thdcCategory));
 static cl::opt<bool> emitPtx("emit-ptx",
-                             cl::desc("Print the kernel's PTX and exit"));
+                             cl::desc("Print the kernel's PTX and exit"),
+                             cl::cat(thdcCategory));
 static cl::opt<std::string> chip("chip", cl::desc("GPU architecture"),
-                                 cl::init("sm_90"));
+                                 cl::init("sm_90"), cl::cat(thdcCategory));
 static cl::opt<int64_t>
     blockSize("block-size",
               cl::desc("Threads per block (0: chosen from the output lengths)"),
-              cl::init(0));
+              cl::init(0), cl::cat(thdcCategory));
 static cl::opt<int64_t>
     maxBlocks("max-blocks",
               cl::desc("At most this many blocks; threads then loop over "
                        "the elements (0: one thread per element)"),
-              cl::init(0));
+              cl::init(0), cl::cat(thdcCategory));
 static cl::opt<int64_t> rowsPerThread(
     "rows-per-thread",
     cl::desc("Elements each GPU thread computes, a grid stride apart"),
-    cl::init(1));
+    cl::init(1), cl::cat(thdcCategory));
 static cl::opt<bool> noHost("no-host",
-                            cl::desc("Do not build the host shared object"));
+                            cl::desc("Do not build the host shared object"),
+                            cl::cat(thdcCategory));
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
-  thdc::registerParamOption();
+  thdc::registerParamOption(thdcCategory);
+  thdc::registerToolOptions(thdcCategory, thdc::registerMlirCommandLineOptions);
+  thdc::setVersionPrinter("thdc");
   cl::ParseCommandLineOptions(argc, argv, "thdc: compile a THD pipeline\n");
   if (!emitPtx && outputDir.empty()) {
     llvm::errs() << "error: give -o FOLDER for the bundle, or --emit-ptx\n";
