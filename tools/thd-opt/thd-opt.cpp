@@ -1,23 +1,17 @@
 //===- thd-opt.cpp - opt driver for the thd dialect -----------------------===//
 
-#include "codegen/CodegenPasses.h"
-#include "dialect/THDOps.h"
-#include "passes/Passes.h"
+#include "codegen/Compiler.h"
 #include "tools/CommandLine.h"
 #include "tools/ParamOptions.h"
 #include "tools/Version.h"
 
 #include "mlir/Debug/Counter.h"
-#include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/Timing.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
-#include "mlir/Transforms/Passes.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/raw_ostream.h"
@@ -36,14 +30,10 @@ static cl::opt<std::string> outputFilename("o", cl::desc("Output filename"),
                                            cl::cat(thdOptCategory));
 
 int main(int argc, char **argv) {
-  mlir::registerCanonicalizerPass();
-  mlir::registerCSEPass();
-  mlir::thd::registerTHDPasses();
-  mlir::thd::registerTHDCodegenPasses();
+  thdc::registerCompilerPasses();
 
   mlir::DialectRegistry registry;
-  registry.insert<mlir::thd::THDDialect, mlir::func::FuncDialect,
-                  mlir::arith::ArithDialect, mlir::tensor::TensorDialect>();
+  thdc::registerCompilerDialects(registry);
 
   // mlir::registerAndParseCLIOptions, with `--help` limited to what applies.
   thdc::registerParamOption(thdOptCategory);
