@@ -73,6 +73,24 @@ void thdc::registerCompilerDialects(DialectRegistry &registry) {
   registerConvertNVVMToLLVMInterface(registry);
 }
 
+static thdc::PassManagerRunner &passManagerRunner() {
+  static thdc::PassManagerRunner runner;
+  return runner;
+}
+
+void thdc::setPassManagerRunner(PassManagerRunner runner) {
+  passManagerRunner() = std::move(runner);
+}
+
+/// Runs `pm` on `module`, through the tool's runner, if any.
+static LogicalResult runPasses(PassManager &pm, ModuleOp module,
+                               llvm::StringRef stage) {
+  auto run = [&] { return pm.run(module); };
+  if (const thdc::PassManagerRunner &runner = passManagerRunner())
+    return runner(pm, stage, run);
+  return run();
+}
+
 OwningOpRef<ModuleOp>
 thdc::loadPipeline(MLIRContext &context, llvm::SourceMgr &sourceMgr,
                    const llvm::StringMap<int64_t> &params) {
@@ -91,7 +109,7 @@ thdc::loadPipeline(MLIRContext &context, llvm::SourceMgr &sourceMgr,
   pm.addPass(thd::createTHDForceStaticShapes());
   pm.addPass(thd::createTHDVerifyCapturable());
   pm.addPass(thd::createTHDFuse());
-  if (failed(pm.run(*module)))
+  if (failed(runPasses(pm, *module, "load pipeline")))
     return {};
   return module;
 }
@@ -296,7 +314,7 @@ FailureOr<OwningOpRef<ModuleOp>> thdc::lowerToNVVM(ModuleOp module,
   OwningOpRef<ModuleOp> gpuModule(cast<ModuleOp>(module->clone()));
   PassManager pm(module.getContext());
   buildPtxPipeline(pm, options);
-  if (failed(pm.run(*gpuModule)))
+  if (failed(runPasses(pm, *gpuModule, "lower to NVVM")))
     return failure();
   return gpuModule;
 }
@@ -341,7 +359,7 @@ FailureOr<std::string> thdc::compileToPtx(ModuleOp module,
     dropBufferNames(*gpuModule);
     PassManager toBinary(module.getContext());
     toBinary.addPass(createGpuModuleToBinaryPass(binary));
-    if (failed(toBinary.run(*gpuModule)))
+    if (failed(runPasses(toBinary, *gpuModule, "serialize kernel")))
       return failure();
     std::string ptx;
     gpuModule->walk([&](gpu::BinaryOp binaryOp) {
@@ -359,7 +377,7 @@ FailureOr<std::string> thdc::compileToPtx(ModuleOp module,
 LogicalResult thdc::runHostPipeline(ModuleOp module) {
   PassManager pm(module.getContext());
   buildHostPipeline(pm);
-  return pm.run(module);
+  return runPasses(pm, module, "lower to host");
 }
 
 LogicalResult thdc::lowerToHostLLVM(ModuleOp module) {

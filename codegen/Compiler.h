@@ -15,6 +15,7 @@
 #include "llvm/Support/SourceMgr.h"
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,7 @@ namespace mlir {
 class DialectRegistry;
 class ExecutionEngine;
 class OpPassManager;
+class PassManager;
 } // namespace mlir
 
 namespace thdc {
@@ -51,6 +53,20 @@ struct GpuOptions {
   int64_t maxBlocks = 0;      ///< 0: one thread per element
   int64_t rowsPerThread = 1;  ///< elements per GPU thread, unrolled
 };
+
+/// Runs each pass manager of the compiler: `run` runs `pm`, `stage` names
+/// the step ("load pipeline", "lower to NVVM", "serialize kernel", "lower
+/// to host"). Returns the result of `run`, or a failure of its own.
+using PassManagerRunner = std::function<mlir::LogicalResult(
+    mlir::PassManager &pm, llvm::StringRef stage,
+    llvm::function_ref<mlir::LogicalResult()> run)>;
+
+/// Installs `runner` (none by default: the pass managers just run; an
+/// empty function removes it). The tools install one that applies MLIR's
+/// command-line options (IR printing, timing, statistics); a library user
+/// such as the JIT in a Python process, where those options are not
+/// registered, does not. Not thread-safe: call before compiling.
+void setPassManagerRunner(PassManagerRunner runner);
 
 /// Parses `sourceMgr`'s main buffer with `params` overriding the declared
 /// defaults, then forces static shapes, checks that the pipeline is

@@ -1,6 +1,7 @@
 //===- CommandLine.cpp - what `--help` of thdc's tools shows --------------===//
 
 #include "tools/CommandLine.h"
+#include "codegen/Compiler.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/MLIRContext.h"
@@ -33,8 +34,33 @@ void thdc::registerToolOptions(cl::OptionCategory &toolCategory,
 }
 
 void thdc::registerMlirCommandLineOptions() {
+  // `--mlir-print-ir-before=PASS` names passes from the registry.
+  registerCompilerPasses();
   mlir::registerPassManagerCLOptions();
   mlir::registerMLIRContextCLOptions();
   mlir::registerAsmPrinterCLOptions();
   mlir::registerDefaultTimingManagerCLOptions();
+}
+
+thdc::CompilerCommandLineOptions::CompilerCommandLineOptions() {
+  mlir::applyDefaultTimingManagerCLOptions(timing);
+  rootScope = timing.getRootScope();
+  setPassManagerRunner([this](mlir::PassManager &pm, llvm::StringRef stage,
+                              llvm::function_ref<mlir::LogicalResult()> run)
+                           -> mlir::LogicalResult {
+    if (mlir::failed(mlir::applyPassManagerCLOptions(pm)))
+      return mlir::failure();
+    if (!timing.isEnabled())
+      return run();
+    // Timers are keyed by pass address, which a later pass manager may
+    // reuse: each run gets a scope of its own.
+    mlir::TimingScope stageScope = rootScope.nest(
+        reinterpret_cast<const void *>(++stages), [&] { return stage.str(); });
+    pm.enableTiming(stageScope);
+    return run();
+  });
+}
+
+thdc::CompilerCommandLineOptions::~CompilerCommandLineOptions() {
+  setPassManagerRunner(nullptr);
 }

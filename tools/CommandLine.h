@@ -10,6 +10,7 @@
 #ifndef THDC_TOOLS_COMMANDLINE_H
 #define THDC_TOOLS_COMMANDLINE_H
 
+#include "mlir/Support/Timing.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/Support/CommandLine.h"
 
@@ -26,8 +27,30 @@ llvm::cl::OptionCategory &mlirOptionCategory();
 void registerToolOptions(llvm::cl::OptionCategory &toolCategory,
                          llvm::function_ref<void()> registerMlirOptions);
 
-/// MLIR's pass-manager, context, printing and timing options.
+/// MLIR's pass-manager, context, printing and timing options, and the
+/// compiler's passes (which `--mlir-print-ir-before=PASS` names).
 void registerMlirCommandLineOptions();
+
+/// While it lives, every pass manager of the compiler (codegen/Compiler.h)
+/// applies MLIR's pass-manager options (`--mlir-print-ir-after-all`,
+/// `--mlir-print-ir-before=PASS`, `--mlir-pass-statistics`, ...) and times
+/// its passes under `--mlir-timing`, in one report printed when it is
+/// destroyed (one entry per stage of the compilation). Create it after the
+/// command line is parsed, with the options registered by
+/// registerMlirCommandLineOptions.
+class CompilerCommandLineOptions {
+public:
+  CompilerCommandLineOptions();
+  ~CompilerCommandLineOptions();
+  CompilerCommandLineOptions(const CompilerCommandLineOptions &) = delete;
+  CompilerCommandLineOptions &
+  operator=(const CompilerCommandLineOptions &) = delete;
+
+private:
+  mlir::DefaultTimingManager timing;
+  mlir::TimingScope rootScope;
+  uintptr_t stages = 0;
+};
 
 } // namespace thdc
 

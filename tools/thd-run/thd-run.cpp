@@ -141,6 +141,7 @@ int main(int argc, char **argv) {
   registerToolOptions(thdRunCategory, registerMlirCommandLineOptions);
   setVersionPrinter("thd-run");
   cl::ParseCommandLineOptions(argc, argv, "thd-run: run a THD pipeline\n");
+  CompilerCommandLineOptions mlirOptions;
   if (backend != "cpu" && backend != "cuda")
     return fail("unknown backend '" + backend + "' (use cpu or cuda)");
   llvm::StringMap<int64_t> params = parsedParamOverrides();

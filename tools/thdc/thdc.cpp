@@ -78,6 +78,7 @@ int main(int argc, char **argv) {
   thdc::registerToolOptions(thdcCategory, thdc::registerMlirCommandLineOptions);
   thdc::setVersionPrinter("thdc");
   cl::ParseCommandLineOptions(argc, argv, "thdc: compile a THD pipeline\n");
+  thdc::CompilerCommandLineOptions mlirOptions;
   Emit what = emitPtx ? Emit::Ptx : emit.getValue();
   if (what == Emit::Bundle && outputDir.empty()) {
     llvm::errs() << "error: give -o FOLDER for the bundle, or --emit-ptx\n";
