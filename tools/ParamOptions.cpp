@@ -7,9 +7,6 @@
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/ManagedStatic.h"
-#include "llvm/Support/raw_ostream.h"
-
-#include <cstdlib>
 
 namespace {
 struct ParamOption {
@@ -20,36 +17,37 @@ struct ParamOption {
       llvm::cl::value_desc("NAME=VALUE")};
 };
 llvm::ManagedStatic<ParamOption> paramOption;
-
-llvm::StringMap<int64_t> parseOverrides();
-} // namespace
-
-llvm::StringMap<int64_t> thdc::parsedParamOverrides() {
-  return parseOverrides();
-}
-
-namespace {
-llvm::StringMap<int64_t> parseOverrides() {
-  llvm::StringMap<int64_t> overrides;
-  for (const std::string &assignment : paramOption->values) {
-    std::string name, error;
-    int64_t value;
-    if (!thdc::parseParamAssignment(assignment, name, value, error)) {
-      llvm::errs() << "error: " << error << "\n";
-      std::exit(1);
-    }
-    overrides[name] = value;
-  }
-  return overrides;
-}
 } // namespace
 
 void thdc::registerParamOption(llvm::cl::OptionCategory &category) {
   paramOption->values.addCategory(category);
 }
 
-void thdc::addParamOverrides(mlir::DialectRegistry &registry) {
+llvm::Expected<llvm::StringMap<int64_t>> thdc::parsedParamOverrides() {
+  llvm::StringMap<int64_t> overrides;
+  for (const std::string &assignment : paramOption->values) {
+    std::string name, error;
+    int64_t value;
+    if (!parseParamAssignment(assignment, name, value, error))
+      return llvm::createStringError(error);
+    // Every parameter is a size, a count or a rank (the ops check each use
+    // against its own minimum); none is negative.
+    if (value < 0)
+      return llvm::createStringError(
+          "invalid value for --param " + name + ": '" +
+          llvm::StringRef(assignment).split('=').second.trim().str() +
+          "' is negative; parameters are sizes and counts");
+    overrides[name] = value;
+  }
+  return overrides;
+}
+
+void thdc::addParamOverrides(mlir::DialectRegistry &registry,
+                             llvm::StringMap<int64_t> overrides) {
+  // Extensions are plain functions: the values wait in a static.
+  static llvm::StringMap<int64_t> applied;
+  applied = std::move(overrides);
   registry.addExtension(+[](mlir::MLIRContext *, mlir::thd::THDDialect *thd) {
-    thd->setParamOverrides(parseOverrides());
+    thd->setParamOverrides(applied);
   });
 }

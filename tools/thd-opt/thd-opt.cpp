@@ -48,7 +48,13 @@ int main(int argc, char **argv) {
       << llvm::join(registry.getDialectNames(), ", ");
   cl::ParseCommandLineOptions(argc, argv, helpHeader);
 
-  thdc::addParamOverrides(registry);
+  llvm::Expected<llvm::StringMap<int64_t>> params =
+      thdc::parsedParamOverrides();
+  if (!params) {
+    llvm::errs() << "error: " << llvm::toString(params.takeError()) << "\n";
+    return 1;
+  }
+  thdc::addParamOverrides(registry, std::move(*params));
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, inputFilename, outputFilename, registry));
 }

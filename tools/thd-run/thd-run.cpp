@@ -144,9 +144,11 @@ int main(int argc, char **argv) {
   CompilerCommandLineOptions mlirOptions;
   if (backend != "cpu" && backend != "cuda")
     return fail("unknown backend '" + backend + "' (use cpu or cuda)");
-  llvm::StringMap<int64_t> params = parsedParamOverrides();
+  llvm::Expected<llvm::StringMap<int64_t>> params = parsedParamOverrides();
+  if (!params)
+    return fail(llvm::toString(params.takeError()));
   if (backend == "cuda")
-    return runOnGpu(params);
+    return runOnGpu(*params);
 
   mlir::DialectRegistry registry;
   registerCompilerDialects(registry);
@@ -160,7 +162,7 @@ int main(int argc, char **argv) {
     return fail(error);
   sourceMgr.AddNewSourceBuffer(std::move(pipelineText), llvm::SMLoc());
   mlir::OwningOpRef<mlir::ModuleOp> module =
-      loadPipeline(context, sourceMgr, params);
+      loadPipeline(context, sourceMgr, *params);
   if (!module)
     return 1;
   auto compiled = HostPipeline::compile(*module);

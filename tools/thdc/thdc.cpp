@@ -79,12 +79,25 @@ int main(int argc, char **argv) {
   thdc::setVersionPrinter("thdc");
   cl::ParseCommandLineOptions(argc, argv, "thdc: compile a THD pipeline\n");
   thdc::CompilerCommandLineOptions mlirOptions;
+  for (auto [option, minimum] :
+       {std::pair(&blockSize, 0), std::pair(&maxBlocks, 0),
+        std::pair(&rowsPerThread, 1)})
+    if (*option < minimum) {
+      llvm::errs() << "error: --" << option->ArgStr << " must be at least "
+                   << minimum << ", got " << *option << "\n";
+      return 1;
+    }
   Emit what = emitPtx ? Emit::Ptx : emit.getValue();
   if (what == Emit::Bundle && outputDir.empty()) {
     llvm::errs() << "error: give -o FOLDER for the bundle, or --emit-ptx\n";
     return 1;
   }
-  llvm::StringMap<int64_t> params = thdc::parsedParamOverrides();
+  llvm::Expected<llvm::StringMap<int64_t>> params =
+      thdc::parsedParamOverrides();
+  if (!params) {
+    llvm::errs() << "error: " << llvm::toString(params.takeError()) << "\n";
+    return 1;
+  }
 
   mlir::DialectRegistry registry;
   thdc::registerCompilerDialects(registry);
@@ -101,7 +114,7 @@ int main(int argc, char **argv) {
   sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
 
   mlir::OwningOpRef<mlir::ModuleOp> module =
-      thdc::loadPipeline(context, sourceMgr, params);
+      thdc::loadPipeline(context, sourceMgr, *params);
   if (!module)
     return 1;
   thdc::GpuOptions gpu;
