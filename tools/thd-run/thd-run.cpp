@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "codegen/Compiler.h"
+#include "reference/StatusBits.h"
 #include "runtime/CudaDriver.h"
 #include "runtime/HostBuffers.h"
 #include "runtime/Jit.h"
@@ -65,7 +66,22 @@ readInputFile(llvm::ArrayRef<runtime::BufferSpec> specs) {
   return inputs;
 }
 
+/// A nonzero `status` output (thd.validate's fault bits) is named on stderr;
+/// the outputs are still written (they hold the empty microbatch).
+static void reportStatus(llvm::ArrayRef<runtime::HostBuffer> outputs) {
+  for (const runtime::HostBuffer &buffer : outputs) {
+    const runtime::BufferSpec &spec = buffer.spec();
+    if (spec.name != "status" || spec.type != runtime::ElementType::I32 ||
+        spec.elements != 1)
+      continue;
+    if (int32_t status = *buffer.as<int32_t>())
+      llvm::errs() << "thd-run: status " << status << " = "
+                   << reference::describeStatus(status) << "\n";
+  }
+}
+
 static int writeOutputFile(llvm::ArrayRef<runtime::HostBuffer> outputs) {
+  reportStatus(outputs);
   std::string error;
   auto output = mlir::openOutputFile(outputFile, &error);
   if (!output)
