@@ -5,7 +5,10 @@
 #
 #   cmake -DTHDC_BUILD_DIR=... -DTHDC_SOURCE_DIR=... -DWORK_DIR=...
 #         -DGENERATOR=... -DCXX_COMPILER=... -DMLIR_DIR=...
-#         -P RunInstallTest.cmake
+#         -DCXX_FLAGS=... -DLINKER_FLAGS=... -P RunInstallTest.cmake
+#
+# The consumer is compiled and linked with thdc's flags: a sanitized build's
+# libraries need the sanitizers' runtimes.
 
 function(run)
   execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out
@@ -35,6 +38,7 @@ run("${prefix}/bin/thdc" "${THDC_SOURCE_DIR}/examples/megatron_graph_step.mlir"
 run(${CMAKE_COMMAND} -S "${THDC_SOURCE_DIR}/test/install"
   -B "${WORK_DIR}/consumer" -G "${GENERATOR}"
   "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}" "-DCMAKE_PREFIX_PATH=${prefix}"
+  "-DCMAKE_CXX_FLAGS=${CXX_FLAGS}" "-DCMAKE_EXE_LINKER_FLAGS=${LINKER_FLAGS}"
   -DCMAKE_DISABLE_FIND_PACKAGE_MLIR=ON -DCMAKE_DISABLE_FIND_PACKAGE_LLVM=ON)
 run(${CMAKE_COMMAND} --build "${WORK_DIR}/consumer")
 run("${WORK_DIR}/consumer/thdc-consumer" "${WORK_DIR}/bundle")
@@ -51,6 +55,7 @@ endif()
 run(${CMAKE_COMMAND} -S "${THDC_SOURCE_DIR}/test/install"
   -B "${WORK_DIR}/compiler-consumer" -G "${GENERATOR}"
   "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}" "-DCMAKE_PREFIX_PATH=${prefix}"
+  "-DCMAKE_CXX_FLAGS=${CXX_FLAGS}" "-DCMAKE_EXE_LINKER_FLAGS=${LINKER_FLAGS}"
   "-DMLIR_DIR=${MLIR_DIR}" -DTHDC_CONSUMER_COMPILER=ON)
 run(${CMAKE_COMMAND} --build "${WORK_DIR}/compiler-consumer"
   --target thdc-compiler-consumer)
