@@ -29,6 +29,7 @@
 #include "bench/step_input.h"
 
 #include "reference/Reference.h"
+#include "tools/ParseNumber.h"
 
 #include <cuda_runtime.h>
 
@@ -39,6 +40,7 @@
 #include <cstring>
 #include <functional>
 #include <iterator>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -618,6 +620,17 @@ int main(int argc, char **argv) {
       }
       return argv[++i];
     };
+    auto integer = [&](const std::string &option, const std::string &text,
+                       int64_t minimum, int64_t maximum) -> int64_t {
+      std::string error;
+      std::optional<int64_t> parsed =
+          thdc::parseInteger(option, text, minimum, maximum, error);
+      if (!parsed) {
+        std::fprintf(stderr, "error: %s\n", error.c_str());
+        std::exit(2);
+      }
+      return *parsed;
+    };
     if (arg == "--time")
       mode = "time";
     else if (arg == "--digests")
@@ -627,17 +640,23 @@ int main(int argc, char **argv) {
     else if (arg == "--small")
       small = true;
     else if (arg == "--seed")
-      seed = std::stoull(value());
+      seed = uint64_t(integer(arg, value(), 0, INT64_MAX));
     else if (arg == "--iters")
-      iters = std::max(1, std::stoi(value()));
+      iters = int(integer(arg, value(), 1, 1000000));
     else if (arg == "--config") {
-      BenchConfig config;
-      long long c, p, n;
-      if (std::sscanf(value().c_str(), "%lld,%lld,%lld", &c, &p, &n) != 3) {
-        std::fprintf(stderr, "error: --config takes C,cp,N\n");
+      std::string text = value();
+      size_t first = text.find(','), second = text.find(',', first + 1);
+      if (first == std::string::npos || second == std::string::npos) {
+        std::fprintf(stderr, "error: --config takes C,cp,N, got '%s'\n",
+                     text.c_str());
         return 2;
       }
-      config.C = c, config.cp = p, config.N = n;
+      BenchConfig config;
+      config.C = integer("--config C", text.substr(0, first), 1, INT32_MAX);
+      config.cp = integer("--config cp",
+                          text.substr(first + 1, second - first - 1), 1,
+                          INT32_MAX);
+      config.N = integer("--config N", text.substr(second + 1), 1, INT32_MAX);
       only.push_back(config);
     } else {
       std::fprintf(stderr,

@@ -21,6 +21,7 @@
 #include "bench/step_input.h"
 #include "reference/Reference.h"
 #include "runtime/Pipeline.h"
+#include "tools/ParseNumber.h"
 
 #include <cuda_runtime_api.h>
 
@@ -29,6 +30,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -240,8 +242,16 @@ int main(int argc, char **argv) {
   std::string root = argv[1];
   int iterations = 200;
   for (int i = 2; i + 1 < argc; ++i)
-    if (std::string(argv[i]) == "--iterations")
-      iterations = std::atoi(argv[i + 1]);
+    if (std::string(argv[i]) == "--iterations") {
+      std::string error;
+      std::optional<int64_t> count =
+          thdc::parseInteger("--iterations", argv[i + 1], 1, 1000000, error);
+      if (!count) {
+        std::fprintf(stderr, "error: %s\n", error.c_str());
+        return 2;
+      }
+      iterations = int(*count);
+    }
 
   CHECK_CUDA(cudaSetDevice(0));
   CHECK_CUDA(cudaFree(nullptr)); // the primary context, shared with thdc

@@ -24,6 +24,7 @@
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
 #include "mlir/Target/LLVM/NVVM/Target.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
@@ -72,6 +73,24 @@ void thdc::registerCompilerDialects(DialectRegistry &registry) {
   registerConvertNVVMToLLVMInterface(registry);
 }
 
+static thdc::PassManagerRunner &passManagerRunner() {
+  static thdc::PassManagerRunner runner;
+  return runner;
+}
+
+void thdc::setPassManagerRunner(PassManagerRunner runner) {
+  passManagerRunner() = std::move(runner);
+}
+
+/// Runs `pm` on `module`, through the tool's runner, if any.
+static LogicalResult runPasses(PassManager &pm, ModuleOp module,
+                               llvm::StringRef stage) {
+  auto run = [&] { return pm.run(module); };
+  if (const thdc::PassManagerRunner &runner = passManagerRunner())
+    return runner(pm, stage, run);
+  return run();
+}
+
 OwningOpRef<ModuleOp>
 thdc::loadPipeline(MLIRContext &context, llvm::SourceMgr &sourceMgr,
                    const llvm::StringMap<int64_t> &params) {
@@ -90,7 +109,7 @@ thdc::loadPipeline(MLIRContext &context, llvm::SourceMgr &sourceMgr,
   pm.addPass(thd::createTHDForceStaticShapes());
   pm.addPass(thd::createTHDVerifyCapturable());
   pm.addPass(thd::createTHDFuse());
-  if (failed(pm.run(*module)))
+  if (failed(runPasses(pm, *module, "load pipeline")))
     return {};
   return module;
 }
@@ -170,23 +189,28 @@ static void addBufferElementsGlobal(OpBuilder &b, Location loc, Block *body,
       /*alignment=*/8, addressSpace);
 }
 
-FailureOr<std::string> thdc::compileToPtx(ModuleOp module,
-                                          const GpuOptions &options,
-                                          int64_t grid[3], int64_t block[3]) {
-  // sm_90 is the default and sm_80 the tested alternative; the JIT asks for
-  // the architecture of the GPU it finds. CUDA 13 supports sm_75 and newer,
-  // and the PTX 8.0 emitted here covers up to sm_90: a newer chip is a
-  // diagnostic here, not a fatal error in the NVPTX back end.
-  unsigned arch = 0;
-  if (!llvm::StringRef(options.chip).consume_front("sm_") ||
-      llvm::StringRef(options.chip).drop_front(3).getAsInteger(10, arch) ||
-      arch < 75 || arch > 90)
-    return module.emitError()
-           << "unsupported GPU architecture '" << options.chip
-           << "' (this thdc emits PTX 8.0 for sm_75 to sm_90; use sm_90 or "
-              "sm_80)";
-  OwningOpRef<ModuleOp> gpuModule(cast<ModuleOp>(module->clone()));
-  PassManager pm(module.getContext());
+namespace {
+/// GpuOptions as `thd-opt --thd-to-ptx` spells them.
+struct PtxPipelineOptions : public PassPipelineOptions<PtxPipelineOptions> {
+  Option<std::string> chip{*this, "chip",
+                           llvm::cl::desc("GPU architecture (sm_75 to sm_90)"),
+                           llvm::cl::init("sm_90")};
+  Option<int64_t> blockSize{
+      *this, "block-size",
+      llvm::cl::desc("Threads per block (0: chosen from the output lengths)"),
+      llvm::cl::init(0)};
+  Option<int64_t> maxBlocks{
+      *this, "max-blocks",
+      llvm::cl::desc("At most this many blocks (0: one thread per element)"),
+      llvm::cl::init(0)};
+  Option<int64_t> rowsPerThread{
+      *this, "rows-per-thread",
+      llvm::cl::desc("Elements each GPU thread computes, a grid stride apart"),
+      llvm::cl::init(1)};
+};
+} // namespace
+
+void thdc::buildPtxPipeline(OpPassManager &pm, const GpuOptions &options) {
   thd::THDLowerToGPUOptions lowering;
   lowering.blockSize = options.blockSize;
   lowering.maxBlocks = options.maxBlocks;
@@ -208,11 +232,103 @@ FailureOr<std::string> thdc::compileToPtx(ModuleOp module,
   kernels.addPass(createCanonicalizerPass());
   kernels.addPass(createCSEPass());
   kernels.addPass(createReconcileUnrealizedCastsPass());
+}
+
+void thdc::buildHostPipeline(OpPassManager &pm) {
+  pm.addPass(thd::createTHDLowerToLoops());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  pm.addPass(createSCFToControlFlowPass());
+  pm.addPass(createArithToLLVMConversionPass());
+  pm.addPass(createConvertIndexToLLVMPass());
+  pm.addPass(createFinalizeMemRefToLLVMConversionPass());
+  ConvertFuncToLLVMPassOptions func;
+  func.useBarePtrCallConv = true;
+  pm.addPass(createConvertFuncToLLVMPass(func));
+  pm.addPass(createConvertControlFlowToLLVMPass());
+  pm.addPass(createReconcileUnrealizedCastsPass());
+}
+
+void thdc::registerCompilerPasses() {
+  static bool registered = false;
+  if (registered)
+    return;
+  registered = true;
+  thd::registerTHDPasses();
+  thd::registerTHDCodegenPasses();
+  // The upstream passes of the two pipelines, and the usual tools to look
+  // at what they produce.
+  registerCanonicalizerPass();
+  registerCSEPass();
+  registerViewOpGraphPass();
+  registerSCFToControlFlowPass();
+  registerConvertGpuOpsToNVVMOps();
+  registerGpuNVVMAttachTarget();
+  registerGpuModuleToBinaryPass();
+  registerArithToLLVMConversionPass();
+  registerConvertIndexToLLVMPass();
+  registerFinalizeMemRefToLLVMConversionPass();
+  registerConvertFuncToLLVMPass();
+  registerConvertControlFlowToLLVMPass();
+  registerReconcileUnrealizedCastsPass();
+
+  PassPipelineRegistration<PtxPipelineOptions>(
+      "thd-to-ptx",
+      "Lower a fused static pipeline to one GPU kernel in the NVVM dialect, "
+      "as thdc does before serializing it to PTX "
+      "(then: gpu-module-to-binary{format=isa})",
+      [](OpPassManager &pm, const PtxPipelineOptions &options) {
+        GpuOptions gpu;
+        gpu.chip = options.chip;
+        gpu.blockSize = options.blockSize;
+        gpu.maxBlocks = options.maxBlocks;
+        gpu.rowsPerThread = options.rowsPerThread;
+        buildPtxPipeline(pm, gpu);
+      });
+  PassPipelineRegistration<>(
+      "thd-to-host",
+      "Lower a fused static pipeline to the LLVM dialect for the host CPU, "
+      "as thdc does before adding the packed entry",
+      buildHostPipeline);
+}
+
+LogicalResult thdc::checkGpuChip(Operation *anchor, llvm::StringRef chip) {
+  // sm_90 is the default and sm_80 the tested alternative; the JIT asks for
+  // the architecture of the GPU it finds. CUDA 13 supports sm_75 and newer,
+  // and the PTX 8.0 emitted here covers up to sm_90: a newer chip is a
+  // diagnostic here, not a fatal error in the NVPTX back end.
+  unsigned arch = 0;
+  if (!chip.starts_with("sm_") || chip.drop_front(3).getAsInteger(10, arch) ||
+      arch < 75 || arch > 90)
+    return anchor->emitError()
+           << "unsupported GPU architecture '" << chip
+           << "' (this thdc emits PTX 8.0 for sm_75 to sm_90; use sm_90 or "
+              "sm_80)";
+  return success();
+}
+
+FailureOr<OwningOpRef<ModuleOp>> thdc::lowerToNVVM(ModuleOp module,
+                                                   const GpuOptions &options) {
+  if (failed(checkGpuChip(module, options.chip)))
+    return failure();
+  OwningOpRef<ModuleOp> gpuModule(cast<ModuleOp>(module->clone()));
+  PassManager pm(module.getContext());
+  buildPtxPipeline(pm, options);
+  if (failed(runPasses(pm, *gpuModule, "lower to NVVM")))
+    return failure();
+  return gpuModule;
+}
+
+FailureOr<std::string> thdc::compileToPtx(ModuleOp module,
+                                          const GpuOptions &options,
+                                          int64_t grid[3], int64_t block[3]) {
+  FailureOr<OwningOpRef<ModuleOp>> lowered = lowerToNVVM(module, options);
+  if (failed(lowered))
+    return failure();
+  OwningOpRef<ModuleOp> gpuModule = std::move(*lowered);
   GpuModuleToBinaryPassOptions binary;
   binary.compilationTarget = "isa";
   // The kernel's geometry is read before the binary replaces the module.
-  if (failed(pm.run(*gpuModule)))
-    return failure();
   return [&]() -> FailureOr<std::string> {
     gpu::GPUModuleOp kernelModule;
     gpuModule->walk([&](gpu::GPUModuleOp op) { kernelModule = op; });
@@ -243,7 +359,7 @@ FailureOr<std::string> thdc::compileToPtx(ModuleOp module,
     dropBufferNames(*gpuModule);
     PassManager toBinary(module.getContext());
     toBinary.addPass(createGpuModuleToBinaryPass(binary));
-    if (failed(toBinary.run(*gpuModule)))
+    if (failed(runPasses(toBinary, *gpuModule, "serialize kernel")))
       return failure();
     std::string ptx;
     gpuModule->walk([&](gpu::BinaryOp binaryOp) {
@@ -258,6 +374,12 @@ FailureOr<std::string> thdc::compileToPtx(ModuleOp module,
   }();
 }
 
+LogicalResult thdc::runHostPipeline(ModuleOp module) {
+  PassManager pm(module.getContext());
+  buildHostPipeline(pm);
+  return runPasses(pm, module, "lower to host");
+}
+
 LogicalResult thdc::lowerToHostLLVM(ModuleOp module) {
   // The buffer lengths, before lowering erases them into bare pointers: the
   // host code exports them so that the runtime can check a manifest against
@@ -265,20 +387,7 @@ LogicalResult thdc::lowerToHostLLVM(ModuleOp module) {
   FailureOr<PipelineSignature> signature = describePipeline(module);
   if (failed(signature))
     return failure();
-  PassManager pm(module.getContext());
-  pm.addPass(thd::createTHDLowerToLoops());
-  pm.addPass(createCanonicalizerPass());
-  pm.addPass(createCSEPass());
-  pm.addPass(createSCFToControlFlowPass());
-  pm.addPass(createArithToLLVMConversionPass());
-  pm.addPass(createConvertIndexToLLVMPass());
-  pm.addPass(createFinalizeMemRefToLLVMConversionPass());
-  ConvertFuncToLLVMPassOptions func;
-  func.useBarePtrCallConv = true;
-  pm.addPass(createConvertFuncToLLVMPass(func));
-  pm.addPass(createConvertControlFlowToLLVMPass());
-  pm.addPass(createReconcileUnrealizedCastsPass());
-  if (failed(pm.run(module)))
+  if (failed(runHostPipeline(module)))
     return failure();
   dropBufferNames(module);
 

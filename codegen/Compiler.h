@@ -17,12 +17,15 @@
 #include "llvm/Support/SourceMgr.h"
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 namespace mlir {
 class DialectRegistry;
 class ExecutionEngine;
+class OpPassManager;
+class PassManager;
 } // namespace mlir
 
 namespace thdc {
@@ -46,6 +49,20 @@ struct GpuOptions {
   int64_t rowsPerThread = 1;  ///< elements per GPU thread, unrolled
 };
 
+/// Runs each pass manager of the compiler: `run` runs `pm`, `stage` names
+/// the step ("load pipeline", "lower to NVVM", "serialize kernel", "lower
+/// to host"). Returns the result of `run`, or a failure of its own.
+using PassManagerRunner = std::function<mlir::LogicalResult(
+    mlir::PassManager &pm, llvm::StringRef stage,
+    llvm::function_ref<mlir::LogicalResult()> run)>;
+
+/// Installs `runner` (none by default: the pass managers just run; an
+/// empty function removes it). The tools install one that applies MLIR's
+/// command-line options (IR printing, timing, statistics); a library user
+/// such as the JIT in a Python process, where those options are not
+/// registered, does not. Not thread-safe: call before compiling.
+void setPassManagerRunner(PassManagerRunner runner);
+
 /// Parses `sourceMgr`'s main buffer with `params` overriding the declared
 /// defaults, then forces static shapes, checks that the pipeline is
 /// capturable and fuses it into one kernel. Diagnostics go to the context's
@@ -56,6 +73,29 @@ loadPipeline(mlir::MLIRContext &context, llvm::SourceMgr &sourceMgr,
 
 /// The signature of the fused pipeline in `module` (after loadPipeline).
 mlir::FailureOr<PipelineSignature> describePipeline(mlir::ModuleOp module);
+
+/// The passes from a fused static pipeline (after loadPipeline) to one GPU
+/// kernel in the NVVM dialect, with its target attached: what compileToPtx
+/// runs before it serializes the kernel. `thd-opt --thd-to-ptx` runs it.
+void buildPtxPipeline(mlir::OpPassManager &pm, const GpuOptions &options);
+
+/// The passes from a fused static pipeline to the LLVM dialect for the host
+/// CPU: what lowerToHostLLVM runs before it adds the packed entry.
+/// `thd-opt --thd-to-host` runs it.
+void buildHostPipeline(mlir::OpPassManager &pm);
+
+/// Registers the thd passes, the upstream passes the two pipelines use (and
+/// view-op-graph), and the pipelines `thd-to-ptx` and `thd-to-host`, for
+/// thd-opt. Calling it again does nothing.
+void registerCompilerPasses();
+
+/// Fails with a diagnostic on `anchor` unless `chip` is an architecture
+/// this compiler emits PTX for (sm_75 to sm_90).
+mlir::LogicalResult checkGpuChip(mlir::Operation *anchor, llvm::StringRef chip);
+
+/// Runs buildPtxPipeline on a copy of `module` and returns the copy.
+mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>>
+lowerToNVVM(mlir::ModuleOp module, const GpuOptions &options);
 
 /// Lowers a copy of `module` to one GPU kernel and returns its PTX; also
 /// the launch geometry in `grid` and `block`.
@@ -70,6 +110,9 @@ constexpr llvm::StringLiteral kPackedSuffix = "_packed";
 /// buffers, then each buffer's element count in kernel parameter order
 /// (checked against the manifest).
 constexpr llvm::StringLiteral kBufferElementsSuffix = "_buffer_elements";
+
+/// Runs buildHostPipeline on `module` in place.
+mlir::LogicalResult runHostPipeline(mlir::ModuleOp module);
 
 /// Lowers `module` in place to the LLVM dialect for the host CPU: the
 /// pipeline becomes `void entry(T0 *, T1 *, ...)` over bare pointers, plus

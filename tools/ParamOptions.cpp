@@ -8,33 +8,9 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/ManagedStatic.h"
 
-#include <utility>
-
 namespace {
-/// One `--param NAME=VALUE`, checked while the command line is parsed: a
-/// malformed value is reported by the tool's command-line parser, naming the
-/// option, like any other bad option.
-struct ParamAssignment {
-  std::string name;
-  int64_t value = 0;
-};
-
-class ParamAssignmentParser : public llvm::cl::basic_parser<ParamAssignment> {
-public:
-  using llvm::cl::basic_parser<ParamAssignment>::basic_parser;
-  llvm::StringRef getValueName() const override { return "NAME=VALUE"; }
-  bool parse(llvm::cl::Option &option, llvm::StringRef, llvm::StringRef text,
-             ParamAssignment &assignment) {
-    std::string error;
-    if (!thdc::parseParamAssignment(text, assignment.name, assignment.value,
-                                    error))
-      return option.error(error);
-    return false;
-  }
-};
-
 struct ParamOption {
-  llvm::cl::list<ParamAssignment, bool, ParamAssignmentParser> values{
+  llvm::cl::list<std::string> values{
       "param",
       llvm::cl::desc("Override a pipeline parameter declared in thd.params "
                      "(repeatable), e.g. --param C=32768"),
@@ -43,17 +19,35 @@ struct ParamOption {
 llvm::ManagedStatic<ParamOption> paramOption;
 } // namespace
 
-llvm::StringMap<int64_t> thdc::parsedParamOverrides() {
+void thdc::registerParamOption(llvm::cl::OptionCategory &category) {
+  paramOption->values.addCategory(category);
+}
+
+llvm::Expected<llvm::StringMap<int64_t>> thdc::parsedParamOverrides() {
   llvm::StringMap<int64_t> overrides;
-  for (const ParamAssignment &assignment : paramOption->values)
-    overrides[assignment.name] = assignment.value;
+  for (const std::string &assignment : paramOption->values) {
+    std::string name, error;
+    int64_t value;
+    if (!parseParamAssignment(assignment, name, value, error))
+      return llvm::createStringError(error);
+    // Every parameter is a size, a count or a rank (the ops check each use
+    // against its own minimum); none is negative.
+    if (value < 0)
+      return llvm::createStringError(
+          "invalid value for --param " + name + ": '" +
+          llvm::StringRef(assignment).split('=').second.trim().str() +
+          "' is negative; parameters are sizes and counts");
+    overrides[name] = value;
+  }
   return overrides;
 }
 
-void thdc::registerParamOption() { *paramOption; }
-
-void thdc::addParamOverrides(mlir::DialectRegistry &registry) {
+void thdc::addParamOverrides(mlir::DialectRegistry &registry,
+                             llvm::StringMap<int64_t> overrides) {
+  // Extensions are plain functions: the values wait in a static.
+  static llvm::StringMap<int64_t> applied;
+  applied = std::move(overrides);
   registry.addExtension(+[](mlir::MLIRContext *, mlir::thd::THDDialect *thd) {
-    thd->setParamOverrides(parsedParamOverrides());
+    thd->setParamOverrides(applied);
   });
 }

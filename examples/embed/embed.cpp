@@ -14,6 +14,7 @@
 
 #include "reference/Reference.h"
 #include "jit/Jit.h"
+#include "tools/ParseNumber.h"
 
 #include <cstdio>
 #include <cstring>
@@ -63,17 +64,32 @@ int main(int argc, char **argv) {
   std::map<std::string, int64_t> params;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
+    std::string error;
     if (arg == "--microbatches" && i + 1 < argc) {
-      microbatches = std::atoi(argv[++i]);
+      std::optional<int64_t> count =
+          thdc::parseInteger(arg, argv[++i], 1, 1000000, error);
+      if (!count) {
+        std::fprintf(stderr, "error: %s\n", error.c_str());
+        return 2;
+      }
+      microbatches = int(*count);
     } else if (arg == "--param" && i + 1 < argc) {
       std::string assignment = argv[++i];
       size_t eq = assignment.find('=');
       if (eq == std::string::npos) {
-        std::fprintf(stderr, "error: expected --param NAME=VALUE\n");
+        std::fprintf(stderr, "error: expected --param NAME=VALUE, got '%s'\n",
+                     assignment.c_str());
         return 2;
       }
-      params[assignment.substr(0, eq)] =
-          std::atoll(assignment.c_str() + eq + 1);
+      // Parameters are sizes and counts; the compiler bounds each use.
+      std::string name = assignment.substr(0, eq);
+      std::optional<int64_t> value = thdc::parseInteger(
+          "--param " + name, assignment.substr(eq + 1), 0, INT64_MAX, error);
+      if (!value) {
+        std::fprintf(stderr, "error: %s\n", error.c_str());
+        return 2;
+      }
+      params[name] = *value;
     } else {
       path = arg;
     }

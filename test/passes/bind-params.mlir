@@ -25,8 +25,8 @@ module attributes {thd.params = {C = 8 : i64, N = 6 : i64, cp = 2 : i64}} {
   // UNBOUND: thd.pad_tail {{.*}} target "C" :
 
   // UNKNOWN: error: parameter 'K' set with --param is not declared by this pipeline (it declares: C, N, cp)
-  // MALFORMED: thd-opt: for the --param option: expected NAME=VALUE in --param, got 'C'
-  // NOTINT: thd-opt: for the --param option: invalid value for --param C: in parameter expression "two": parameter 'two' is not declared
+  // MALFORMED: error: expected NAME=VALUE in --param, got 'C'
+  // NOTINT: error: invalid value for --param C: in parameter expression "two": parameter 'two' is not declared
   // INVALID: error: 'thd.pad_tail_metadata' op global target target*cp = 14 is not divisible by 2*cp = 4
 
   func.func @step(%t: tensor<?xi64> {thd.capacity = #thd.expr<"C*cp">}, %cu: tensor<?xi32>,

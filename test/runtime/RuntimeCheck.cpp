@@ -15,10 +15,12 @@
 
 #include "reference/Reference.h"
 #include "runtime/Pipeline.h"
+#include "tools/ParseNumber.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -343,10 +345,18 @@ int main(int argc, char **argv) {
   std::vector<std::string> bundles;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
-    if ((arg == "--replays" || arg == "--microbatches") && i + 1 < argc)
-      (arg == "--replays" ? replays : microbatches) = std::atoi(argv[++i]);
-    else
+    if ((arg == "--replays" || arg == "--microbatches") && i + 1 < argc) {
+      std::string error;
+      std::optional<int64_t> count =
+          thdc::parseInteger(arg, argv[++i], 1, 1000000, error);
+      if (!count) {
+        std::fprintf(stderr, "error: %s\n", error.c_str());
+        return 2;
+      }
+      (arg == "--replays" ? replays : microbatches) = int(*count);
+    } else {
       bundles.push_back(arg);
+    }
   }
   if (bundles.empty()) {
     std::fprintf(stderr, "usage: thdc-runtime-check [--replays N] "

@@ -13,10 +13,13 @@
 
 #include "codegen/Compiler.h"
 #include "interpreter/Interpreter.h"
-#include "runtime/CudaDriver.h"
-#include "tools/thd-run/HostBuffers.h"
 #include "jit/Jit.h"
+#include "reference/StatusBits.h"
+#include "runtime/CudaDriver.h"
+#include "tools/CommandLine.h"
+#include "tools/thd-run/HostBuffers.h"
 #include "tools/ParamOptions.h"
+#include "tools/Version.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -34,17 +37,21 @@
 namespace cl = llvm::cl;
 using namespace thdc;
 
-static cl::opt<std::string>
-    pipelineFile(cl::Positional, cl::desc("<pipeline.mlir>"), cl::Required);
+static cl::OptionCategory thdRunCategory("thd-run options");
+
+static cl::opt<std::string> pipelineFile(cl::Positional,
+                                         cl::desc("<pipeline.mlir>"),
+                                         cl::Required, cl::cat(thdRunCategory));
 static cl::opt<std::string> inputFile("input", cl::desc("JSON inputs"),
-                                      cl::value_desc("file"), cl::Required);
+                                      cl::value_desc("file"), cl::Required,
+                                      cl::cat(thdRunCategory));
 static cl::opt<std::string>
     outputFile("output", cl::desc("JSON outputs (default: stdout)"),
-               cl::value_desc("file"), cl::init("-"));
+               cl::value_desc("file"), cl::init("-"), cl::cat(thdRunCategory));
 static cl::opt<std::string>
     backend("backend",
             cl::desc("Where to run: cpu, cuda or reference (the interpreter)"),
-            cl::init("cpu"));
+            cl::init("cpu"), cl::cat(thdRunCategory));
 
 static int fail(const llvm::Twine &message) {
   llvm::errs() << "error: " << message << "\n";
@@ -66,7 +73,21 @@ readInputFile(llvm::ArrayRef<runtime::BufferDesc> specs) {
   return inputs;
 }
 
+/// A nonzero `status` output (thd.validate's fault bits) is named on stderr;
+/// the outputs are still written (they hold the empty microbatch).
+static void reportStatus(llvm::ArrayRef<runtime::HostBuffer> outputs) {
+  for (const runtime::HostBuffer &buffer : outputs) {
+    const runtime::BufferDesc &desc = buffer.desc();
+    if (desc.name != "status" || desc.type != "i32" || desc.elements != 1)
+      continue;
+    if (int32_t status = *buffer.as<int32_t>())
+      llvm::errs() << "thd-run: status " << status << " = "
+                   << reference::describeStatus(status) << "\n";
+  }
+}
+
 static int writeOutputFile(llvm::ArrayRef<runtime::HostBuffer> outputs) {
+  reportStatus(outputs);
   std::string error;
   auto output = mlir::openOutputFile(outputFile, &error);
   if (!output)
@@ -182,14 +203,19 @@ static int runOnInterpreter(mlir::ModuleOp module) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
-  registerParamOption();
+  registerParamOption(thdRunCategory);
+  registerToolOptions(thdRunCategory, registerMlirCommandLineOptions);
+  setVersionPrinter("thd-run");
   cl::ParseCommandLineOptions(argc, argv, "thd-run: run a THD pipeline\n");
+  CompilerCommandLineOptions mlirOptions;
   if (backend != "cpu" && backend != "cuda" && backend != "reference")
     return fail("unknown backend '" + backend +
                 "' (use cpu, cuda or reference)");
-  llvm::StringMap<int64_t> params = parsedParamOverrides();
+  llvm::Expected<llvm::StringMap<int64_t>> params = parsedParamOverrides();
+  if (!params)
+    return fail(llvm::toString(params.takeError()));
   if (backend == "cuda")
-    return runOnGpu(params);
+    return runOnGpu(*params);
 
   mlir::DialectRegistry registry;
   registerCompilerDialects(registry);
@@ -203,7 +229,7 @@ int main(int argc, char **argv) {
     return fail(error);
   sourceMgr.AddNewSourceBuffer(std::move(pipelineText), llvm::SMLoc());
   mlir::OwningOpRef<mlir::ModuleOp> module =
-      loadPipeline(context, sourceMgr, params);
+      loadPipeline(context, sourceMgr, *params);
   if (!module)
     return 1;
   if (backend == "reference")

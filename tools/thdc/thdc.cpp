@@ -1,7 +1,7 @@
 //===- thdc.cpp - compile a pipeline into a bundle ------------------------===//
 //
 //   thdc PIPELINE.mlir -o OUT [--param NAME=VALUE ...] [--chip sm_90|sm_80]
-//   thdc PIPELINE.mlir --emit-ptx
+//   thdc PIPELINE.mlir --emit=ptx|gpu-mlir|host-mlir
 //
 // Forces static shapes, fuses the pipeline into one kernel and writes the
 // bundle (see codegen/Bundle.h) into the folder OUT.
@@ -10,7 +10,9 @@
 
 #include "codegen/Bundle.h"
 #include "codegen/Compiler.h"
+#include "tools/CommandLine.h"
 #include "tools/ParamOptions.h"
+#include "tools/Version.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -25,39 +27,77 @@
 
 namespace cl = llvm::cl;
 
-static cl::opt<std::string>
-    inputFile(cl::Positional, cl::desc("<pipeline.mlir>"), cl::Required);
+static cl::OptionCategory thdcCategory("thdc options");
+
+namespace {
+enum class Emit { Bundle, Ptx, GpuMlir, HostMlir };
+} // namespace
+
+static cl::opt<std::string> inputFile(cl::Positional,
+                                      cl::desc("<pipeline.mlir>"), cl::Required,
+                                      cl::cat(thdcCategory));
 static cl::opt<std::string> outputDir("o", cl::desc("Bundle folder to write"),
-                                      cl::value_desc("folder"));
-static cl::opt<bool> emitPtx("emit-ptx",
-                             cl::desc("Print the kernel's PTX and exit"));
+                                      cl::value_desc("folder"),
+                                      cl::cat(thdcCategory));
+static cl::opt<Emit> emit(
+    "emit", cl::desc("What to produce"), cl::init(Emit::Bundle),
+    cl::values(clEnumValN(Emit::Bundle, "bundle",
+                          "the bundle folder given by -o"),
+               clEnumValN(Emit::Ptx, "ptx", "the kernel's PTX, on stdout"),
+               clEnumValN(Emit::GpuMlir, "gpu-mlir",
+                          "the kernel in the NVVM dialect before PTX (what "
+                          "thd-opt --thd-to-ptx prints), on stdout"),
+               clEnumValN(Emit::HostMlir, "host-mlir",
+                          "the host code in the LLVM dialect (what thd-opt "
+                          "--thd-to-host prints), on stdout")),
+    cl::cat(thdcCategory));
+static cl::opt<bool> emitPtx("emit-ptx", cl::desc("Same as --emit=ptx"),
+                             cl::cat(thdcCategory));
 static cl::opt<std::string> chip("chip", cl::desc("GPU architecture"),
-                                 cl::init("sm_90"));
+                                 cl::init("sm_90"), cl::cat(thdcCategory));
 static cl::opt<int64_t>
     blockSize("block-size",
               cl::desc("Threads per block (0: chosen from the output lengths)"),
-              cl::init(0));
+              cl::init(0), cl::cat(thdcCategory));
 static cl::opt<int64_t>
     maxBlocks("max-blocks",
               cl::desc("At most this many blocks; threads then loop over "
                        "the elements (0: one thread per element)"),
-              cl::init(0));
+              cl::init(0), cl::cat(thdcCategory));
 static cl::opt<int64_t> rowsPerThread(
     "rows-per-thread",
     cl::desc("Elements each GPU thread computes, a grid stride apart"),
-    cl::init(1));
+    cl::init(1), cl::cat(thdcCategory));
 static cl::opt<bool> noHost("no-host",
-                            cl::desc("Do not build the host shared object"));
+                            cl::desc("Do not build the host shared object"),
+                            cl::cat(thdcCategory));
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
-  thdc::registerParamOption();
+  thdc::registerParamOption(thdcCategory);
+  thdc::registerToolOptions(thdcCategory, thdc::registerMlirCommandLineOptions);
+  thdc::setVersionPrinter("thdc");
   cl::ParseCommandLineOptions(argc, argv, "thdc: compile a THD pipeline\n");
-  if (!emitPtx && outputDir.empty()) {
+  thdc::CompilerCommandLineOptions mlirOptions;
+  for (auto [option, minimum] :
+       {std::pair(&blockSize, 0), std::pair(&maxBlocks, 0),
+        std::pair(&rowsPerThread, 1)})
+    if (*option < minimum) {
+      llvm::errs() << "error: --" << option->ArgStr << " must be at least "
+                   << minimum << ", got " << *option << "\n";
+      return 1;
+    }
+  Emit what = emitPtx ? Emit::Ptx : emit.getValue();
+  if (what == Emit::Bundle && outputDir.empty()) {
     llvm::errs() << "error: give -o FOLDER for the bundle, or --emit-ptx\n";
     return 1;
   }
-  llvm::StringMap<int64_t> params = thdc::parsedParamOverrides();
+  llvm::Expected<llvm::StringMap<int64_t>> params =
+      thdc::parsedParamOverrides();
+  if (!params) {
+    llvm::errs() << "error: " << llvm::toString(params.takeError()) << "\n";
+    return 1;
+  }
 
   mlir::DialectRegistry registry;
   thdc::registerCompilerDialects(registry);
@@ -74,7 +114,7 @@ int main(int argc, char **argv) {
   sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
 
   mlir::OwningOpRef<mlir::ModuleOp> module =
-      thdc::loadPipeline(context, sourceMgr, params);
+      thdc::loadPipeline(context, sourceMgr, *params);
   if (!module)
     return 1;
   thdc::GpuOptions gpu;
@@ -82,7 +122,8 @@ int main(int argc, char **argv) {
   gpu.blockSize = blockSize;
   gpu.maxBlocks = maxBlocks;
   gpu.rowsPerThread = rowsPerThread;
-  if (emitPtx) {
+  switch (what) {
+  case Emit::Ptx: {
     int64_t grid[3], block[3];
     mlir::FailureOr<std::string> ptx =
         thdc::compileToPtx(*module, gpu, grid, block);
@@ -90,6 +131,21 @@ int main(int argc, char **argv) {
       return 1;
     llvm::outs() << *ptx;
     return 0;
+  }
+  case Emit::GpuMlir: {
+    auto lowered = thdc::lowerToNVVM(*module, gpu);
+    if (mlir::failed(lowered))
+      return 1;
+    llvm::outs() << **lowered << "\n";
+    return 0;
+  }
+  case Emit::HostMlir:
+    if (mlir::failed(thdc::runHostPipeline(*module)))
+      return 1;
+    llvm::outs() << *module << "\n";
+    return 0;
+  case Emit::Bundle:
+    break;
   }
   if (std::error_code ec = llvm::sys::fs::create_directories(outputDir)) {
     llvm::errs() << "error: cannot create " << outputDir << ": " << ec.message()

@@ -1,0 +1,71 @@
+# Installs thdc into a fresh prefix, compiles a bundle with the installed
+# thdc, then configures, builds and runs test/install/ against that prefix:
+# once with the runtime alone (MLIR may not be found), once with the
+# compiler's libraries.
+#
+#   cmake -DTHDC_BUILD_DIR=... -DTHDC_SOURCE_DIR=... -DWORK_DIR=...
+#         -DGENERATOR=... -DCXX_COMPILER=... -DMLIR_DIR=...
+#         -DCXX_FLAGS=... -DLINKER_FLAGS=... -P RunInstallTest.cmake
+#
+# The consumer is compiled and linked with thdc's flags: a sanitized build's
+# libraries need the sanitizers' runtimes.
+
+function(run)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out
+    ERROR_VARIABLE out)
+  if(NOT rc EQUAL 0)
+    string(REPLACE ";" " " command "${ARGN}")
+    message(FATAL_ERROR "failed (${rc}): ${command}\n${out}")
+  endif()
+  set(output "${out}" PARENT_SCOPE)
+endfunction()
+
+file(REMOVE_RECURSE "${WORK_DIR}")
+set(prefix "${WORK_DIR}/prefix")
+run(${CMAKE_COMMAND} --install "${THDC_BUILD_DIR}" --prefix "${prefix}")
+
+foreach(file bin/thdc bin/thd-opt bin/thd-run include/runtime/Pipeline.h
+    include/reference/StatusBits.h include/dialect/THDOps.h.inc
+    lib/cmake/thdc/thdcConfig.cmake lib/cmake/thdc/thdcConfigVersion.cmake)
+  if(NOT EXISTS "${prefix}/${file}")
+    message(FATAL_ERROR "not installed: ${file}")
+  endif()
+endforeach()
+
+run("${prefix}/bin/thdc" "${THDC_SOURCE_DIR}/examples/megatron_graph_step.mlir"
+  -o "${WORK_DIR}/bundle")
+
+run(${CMAKE_COMMAND} -S "${THDC_SOURCE_DIR}/test/install"
+  -B "${WORK_DIR}/consumer" -G "${GENERATOR}"
+  "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}" "-DCMAKE_PREFIX_PATH=${prefix}"
+  "-DCMAKE_CXX_FLAGS=${CXX_FLAGS}" "-DCMAKE_EXE_LINKER_FLAGS=${LINKER_FLAGS}"
+  -DCMAKE_DISABLE_FIND_PACKAGE_MLIR=ON -DCMAKE_DISABLE_FIND_PACKAGE_LLVM=ON)
+run(${CMAKE_COMMAND} --build "${WORK_DIR}/consumer")
+run("${WORK_DIR}/consumer/thdc-consumer" "${WORK_DIR}/bundle")
+
+# The golden outputs of CP rank 0 (test/tools/thd-run.test, RANK0).
+set(expected "entry megatron_graph_step, format 1, 17 buffers
+tokens: 11 0 21 0 31 34 0 0
+status: 0 (ok)
+")
+if(NOT output STREQUAL expected)
+  message(FATAL_ERROR "thdc-consumer printed:\n${output}\nexpected:\n${expected}")
+endif()
+# The compiler's libraries, found with MLIR.
+run(${CMAKE_COMMAND} -S "${THDC_SOURCE_DIR}/test/install"
+  -B "${WORK_DIR}/compiler-consumer" -G "${GENERATOR}"
+  "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}" "-DCMAKE_PREFIX_PATH=${prefix}"
+  "-DCMAKE_CXX_FLAGS=${CXX_FLAGS}" "-DCMAKE_EXE_LINKER_FLAGS=${LINKER_FLAGS}"
+  "-DMLIR_DIR=${MLIR_DIR}" -DTHDC_CONSUMER_COMPILER=ON)
+run(${CMAKE_COMMAND} --build "${WORK_DIR}/compiler-consumer"
+  --target thdc-compiler-consumer)
+run("${WORK_DIR}/compiler-consumer/thdc-compiler-consumer"
+  "${THDC_SOURCE_DIR}/examples/megatron_graph_step.mlir")
+set(expected "entry megatron_graph_step, 17 buffers, block 256
+.visible .entry megatron_graph_step
+")
+if(NOT output STREQUAL expected)
+  message(FATAL_ERROR
+    "thdc-compiler-consumer printed:\n${output}\nexpected:\n${expected}")
+endif()
+message(STATUS "installed thdc works from a consumer project")
