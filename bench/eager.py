@@ -24,7 +24,7 @@ microbatches; bad metadata is not handled (the framework asserts), and
 `status` is always 0.
 
 Usage (on a machine with PyTorch and a GPU):
-  eager.py --selftest                      the spec's golden running example
+  eager.py --selftest                      the golden running example of docs/semantics.md
   eager.py --check FILE [FILE ...]         compare with expected outputs (JSON
                                            mapping output names to flat arrays,
                                            e.g. from handwritten_check
@@ -389,7 +389,7 @@ def check_file(path, defaults, index_impl="auto"):
 
 
 def selftest(index_impl="auto"):
-    """The spec's running example (S10 "graph: cp=2, target 8, N=6")."""
+    """The running example of docs/semantics.md (S10 "graph: cp=2, target 8, N=6")."""
     device = "cuda"
     base = {
         "tokens": [11, 12, 13, 99, 21, 22, 99, 99, 31, 32, 33, 34],
@@ -431,7 +431,7 @@ def main(argv=None):
     parser.add_argument("--check", nargs="+", metavar="FILE",
                         help="compare with expected outputs in JSON files")
     parser.add_argument("--selftest", action="store_true",
-                        help="check the spec's golden running example")
+                        help="check the golden running example of docs/semantics.md")
     parser.add_argument("--time", action="store_true",
                         help="time every configuration and length mix")
     parser.add_argument("--config", type=thd_inputs.parse_config, action="append",

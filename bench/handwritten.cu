@@ -62,14 +62,14 @@ struct Geometry {
 
 /// Where the local rows of one sequence come from. With cs = cup / cp, the
 /// sequence owns local rows [cs[s], cs[s+1]); its first `half` rows are chunk
-/// r of the global sequence, the next `half` chunk 2cp-1-r (spec S7).
+/// r of the global sequence, the next `half` chunk 2cp-1-r (S7 of docs/semantics.md).
 struct SequenceCursor {
   /// The sequence s and its global rows [cupBegin, cupEnd).
   int32_t s, cupBegin, cupEnd;
   /// Local rows below halfEnd read global row t + lowShift, the others
   /// t + highShift.
   int32_t halfEnd, lowShift, highShift;
-  /// Global rows >= validEnd are padding (spec S5).
+  /// Global rows >= validEnd are padding (S5 of docs/semantics.md).
   int32_t validEnd;
 };
 
@@ -100,7 +100,7 @@ __device__ __forceinline__ void advanceTo(SequenceCursor &cursor, int32_t key,
 }
 
 /// The largest s in [0, n-1] with cup[s] <= key, given key < cup[n] (TE's
-/// search, spec S7).
+/// search, S7 of docs/semantics.md).
 __device__ __forceinline__ int32_t sequenceOfKey(const int32_t *cup, int32_t n,
                                                  int32_t key) {
   int32_t lo = 1, hi = n;

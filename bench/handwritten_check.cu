@@ -342,7 +342,7 @@ int checkAll() {
           toInput(generateMicrobatch(config.C, config.cp, config.N, mix, 3), 0),
           config.C, config.cp, config.N);
 
-  // The spec's running example (S10 "graph: cp=2, target 8, N=6").
+  // The running example of docs/semantics.md (S10 "graph: cp=2, target 8, N=6").
   runAllRanks(device, tally, "running example",
               handMade(8, 2, 6, {3, 2, 4}, {4, 4, 4}), 8, 2, 6);
   // Full buffers: T = C*cp, no dummy sequence.

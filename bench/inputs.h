@@ -209,7 +209,7 @@ inline Microbatch generateMicrobatch(int64_t C, int64_t cp, int64_t N,
         static_cast<int32_t>(static_cast<uint32_t>(draw(cupKey, e)));
   }
 
-  // Rows of the packed sequences (the varlen dataset's layout, spec S1).
+  // Rows of the packed sequences (the varlen dataset's layout, S1 of docs/semantics.md).
   const size_t rows = static_cast<size_t>(C * cp);
   mb.tokens.resize(rows);
   mb.labels.resize(rows);

@@ -1,9 +1,9 @@
 //===- golden_step.cpp - the example microbatch through the reference -----===//
 //
 // Runs one microbatch of examples/megatron_graph_step.mlir (C = 8, cp = 2,
-// N = 6) through the reference semantics, on the spec's running example:
+// N = 6) through the reference semantics, on the running example of docs/semantics.md:
 // three sequences with valid lengths [3, 2, 4] padded to [4, 4, 4]. Prints
-// both CP ranks' outputs and checks them against the spec's golden vectors;
+// both CP ranks' outputs and checks them against the golden vectors of docs/semantics.md;
 // exits 1 on any mismatch.
 //
 //===----------------------------------------------------------------------===//
@@ -63,7 +63,7 @@ int main() {
     std::vector<float> lossMask;
     std::vector<uint8_t> paddingMask;
   };
-  // Spec S7/S8/S10: rank 0 keeps rows [0,3,4,7,8,11], rank 1 [1,2,5,6,9,10],
+  // S7/S8/S10 of docs/semantics.md: rank 0 keeps rows [0,3,4,7,8,11], rank 1 [1,2,5,6,9,10],
   // then two tail rows covered by the dummy sequence.
   const Golden golden[2] = {{{11, 0, 21, 0, 31, 34, 0, 0},
                              {12, 0, 22, 0, 32, 3, 0, 0},
@@ -100,6 +100,6 @@ int main() {
   }
   std::printf("%s\n", failures
                           ? "FAILED: outputs differ from the golden vectors"
-                          : "OK: both ranks match the spec's golden vectors");
+                          : "OK: both ranks match the golden vectors of docs/semantics.md");
   return failures ? 1 : 0;
 }

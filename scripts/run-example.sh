@@ -23,7 +23,7 @@ trap 'rm -rf "$bundle"' EXIT
 ls -l "$bundle" | tail -n +2
 grep -c "^.visible .entry" "$bundle/megatron_graph_step.ptx" | sed 's/^/kernels in the PTX: /'
 echo
-echo "== one microbatch of the spec's running example, through the reference =="
+echo "== one microbatch of the running example of docs/semantics.md, through the reference =="
 "$bin/thd-golden-step" | tail -1
 echo
 echo "== compiled in-process, captured once, replayed for 100 microbatches =="

@@ -762,7 +762,7 @@ protected:
       GTEST_SKIP() << "cannot compile: " << *compileError;
   }
 
-  /// The spec's running example (v = [3, 2, 4], p = [4, 4, 4]) with the cu
+  /// The running example of docs/semantics.md (v = [3, 2, 4], p = [4, 4, 4]) with the cu
   /// arrays padded by repeats, so that every entry up to N is well formed
   /// and each test introduces exactly the faults it names.
   static GraphStepInput validInput() {

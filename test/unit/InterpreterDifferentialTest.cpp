@@ -747,7 +747,7 @@ std::string interpretText(const std::string &text,
 }
 
 TEST(Interpreter, UnfusedStaticPipeline) {
-  // The spec's running example, S5 + S6 + S7 + S10 for rank 0, unfused.
+  // The running example of docs/semantics.md, S5 + S6 + S7 + S10 for rank 0, unfused.
   std::vector<Buffer> results;
   std::string diagnostics = interpretText(
       R"mlir(

@@ -31,7 +31,7 @@ using namespace thdc::runtime;
 namespace {
 constexpr int64_t C = 32, CP = 2, N = 6;
 
-/// One process: compile, run the spec's running example, compare.
+/// One process: compile, run the running example of docs/semantics.md, compare.
 int child(const std::string &cache, const std::string &text) {
   JitOptions options;
   options.backend = Backend::Host;

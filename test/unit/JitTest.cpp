@@ -103,7 +103,7 @@ TEST(Jit, CompiledPipelineRuns) {
   ASSERT_TRUE(pipeline) << pipeline.status().message();
   auto buffers = Buffers::allocate(**pipeline);
   ASSERT_TRUE(buffers);
-  // The spec's running example, rank 0.
+  // The running example of docs/semantics.md, rank 0.
   int64_t tokens[16] = {11, 12, 13, 99, 21, 22, 99, 99, 31, 32, 33, 34};
   int32_t cu[7] = {0, 3, 5, 9, -1, -1, -1}, cup[7] = {0, 4, 8, 12, -1, -1, -1};
   int32_t numSeqs = 3, rank = 0;

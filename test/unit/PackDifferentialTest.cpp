@@ -803,7 +803,7 @@ protected:
       GTEST_SKIP() << "cannot compile: " << *compileError;
   }
 
-  /// The spec's running example A = [11,12,13], B = [21,22], C =
+  /// The running example of docs/semantics.md A = [11,12,13], B = [21,22], C =
   /// [31,32,33,34] (labels +100) stored out of order with gaps (B at 0, A at
   /// 5, C at 20), five more samples of lengths 0, 1, 5, 8, 2, and the ids
   /// of A, B, C chosen, then garbage ids.
@@ -996,7 +996,7 @@ TEST_F(PackBadData, OverflowingSampleLengthsAreRejected) {
 
 // A chosen id outside [0, S) must not crash. The compiled code clamps it
 // into [0, S-1] (thd.gather clamps ids into the values; thd.pack clamps its
-// offset loads and pool reads likewise): with the spec example, id -1 or
+// offset loads and pool reads likewise): with the running example of docs/semantics.md, id -1 or
 // INT32_MIN reads sample 0 (A) and id S or INT32_MAX sample S-1 (length 2),
 // with status 0. The reference steps refuse such ids, so only the absence
 // of a crash and a fully written output are asserted.

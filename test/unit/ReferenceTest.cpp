@@ -1,7 +1,7 @@
 //===- ReferenceTest.cpp - Unit tests of the THD reference semantics ------===//
 //
 // One test per golden vector of docs/semantics.md (and of
-// golden_ref.py), one per row of the spec's edge-case matrix, the composite
+// golden_ref.py), one per row of the edge-case matrix of docs/semantics.md, the composite
 // graph step with a test per status bit, and a randomized property test.
 //
 //===----------------------------------------------------------------------===//
@@ -60,7 +60,7 @@ std::vector<T> withTail(std::vector<T> prefix, std::size_t count, T value) {
     EXPECT_EQ(*result_, expected);                                             \
   } while (0)
 
-// The running example of the spec: three sequences, v = [3,2,4], p = [4,4,4].
+// The running example of docs/semantics.md: three sequences, v = [3,2,4], p = [4,4,4].
 const I32 kCu = {0, 3, 5, 9};
 const I32 kCup = {0, 4, 8, 12};
 const I64 kRawTokens = {11, 12, 13, 99, 21, 22, 99, 99, 31, 32, 33, 34};

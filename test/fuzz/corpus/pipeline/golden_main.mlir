@@ -1,5 +1,5 @@
 // Driver appended to the lowered example by run-golden.test (the lowered
-// module's closing brace is removed first): runs both CP ranks on the spec's
+// module's closing brace is removed first): runs both CP ranks on docs/semantics.md's
 // running example and prints every output but the i1 mask.
   memref.global "private" constant @tok : memref<16xi64> = dense<[11, 12, 13, 99, 21, 22, 99, 99, 31, 32, 33, 34, 7, 7, 7, 7]>
   memref.global "private" constant @lab : memref<16xi64> = dense<[12, 13, 1, 99, 22, 2, 99, 99, 32, 33, 34, 3, 7, 7, 7, 7]>
