@@ -200,6 +200,10 @@ def THD_CpSliceOp : THD_Op<"cp_slice"> {
     layout) every sequence is cut into `2*cp` equal chunks and rank `r` keeps
     chunks `r` and `2*cp-1-r`; every offset must be divisible by `2*cp`.
     In `contiguous` mode rank `r` keeps rows `[r*T/cp, (r+1)*T/cp)`.
+    Once shapes are static the result has its capacity's rows; those past
+    `T/cp` hold no defined value (the lowering continues the layout, the
+    reference interpreter writes 0), so a pipeline gives them one with
+    `thd.pad_tail`, as the examples do.
     With `cp = 1` it returns the input (folded away when the types agree).
     The rank is an operand, so one compiled pipeline serves every rank.
 
