@@ -193,7 +193,7 @@ namespace {
 /// GpuOptions as `thd-opt --thd-to-ptx` spells them.
 struct PtxPipelineOptions : public PassPipelineOptions<PtxPipelineOptions> {
   Option<std::string> chip{*this, "chip",
-                           llvm::cl::desc("GPU architecture (sm_75 to sm_90)"),
+                           llvm::cl::desc("GPU architecture (sm_75 to sm_121f)"),
                            llvm::cl::init("sm_90")};
   Option<int64_t> blockSize{
       *this, "block-size",
@@ -218,7 +218,9 @@ void thdc::buildPtxPipeline(OpPassManager &pm, const GpuOptions &options) {
   pm.addPass(thd::createTHDLowerToGPU(lowering));
   GpuNVVMAttachTargetOptions target;
   target.chip = options.chip;
-  target.features = "+ptx80";
+  // An unknown chip is reported by checkGpuChip before this pipeline runs.
+  target.features =
+      "+ptx" + std::to_string(ptxVersionFor(options.chip).value_or(80));
   target.optLevel = 3;
   pm.addPass(createGpuNVVMAttachTarget(target));
   OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
@@ -292,19 +294,44 @@ void thdc::registerCompilerPasses() {
       buildHostPipeline);
 }
 
+namespace {
+/// The chips thdc compiles for and the PTX ISA version it emits for each: the
+/// oldest that the chip needs (from the PTX ISA's table of targets), and
+/// never older than 8.0, what sm_75 to sm_90 have always been given. The
+/// `a` (architecture-specific) and `f` (family) variants need what their
+/// base chip needs, or the version that introduced them.
+struct ChipPtx {
+  llvm::StringLiteral chip;
+  unsigned ptx; // 80 = PTX ISA 8.0
+};
+constexpr ChipPtx kChips[] = {
+    {"sm_75", 80},   {"sm_80", 80},   {"sm_86", 80},   {"sm_87", 80},
+    {"sm_89", 80},   {"sm_90", 80},   {"sm_90a", 80},  {"sm_100", 86},
+    {"sm_100a", 86}, {"sm_100f", 88}, {"sm_101", 86},  {"sm_101a", 86},
+    {"sm_101f", 88}, {"sm_103", 88},  {"sm_103a", 88}, {"sm_103f", 88},
+    {"sm_110", 90},  {"sm_110a", 90}, {"sm_110f", 90}, {"sm_120", 87},
+    {"sm_120a", 87}, {"sm_120f", 88}, {"sm_121", 88},  {"sm_121a", 88},
+    {"sm_121f", 88},
+};
+} // namespace
+
+std::optional<unsigned> thdc::ptxVersionFor(llvm::StringRef chip) {
+  for (const ChipPtx &entry : kChips)
+    if (entry.chip == chip)
+      return entry.ptx;
+  return std::nullopt;
+}
+
 LogicalResult thdc::checkGpuChip(Operation *anchor, llvm::StringRef chip) {
-  // sm_90 is the default and sm_80 the tested alternative; the JIT asks for
-  // the architecture of the GPU it finds. CUDA 13 supports sm_75 and newer,
-  // and the PTX 8.0 emitted here covers up to sm_90: a newer chip is a
-  // diagnostic here, not a fatal error in the NVPTX back end.
-  unsigned arch = 0;
-  if (!chip.starts_with("sm_") || chip.drop_front(3).getAsInteger(10, arch) ||
-      arch < 75 || arch > 90)
-    return anchor->emitError()
-           << "unsupported GPU architecture '" << chip
-           << "' (this thdc emits PTX 8.0 for sm_75 to sm_90; use sm_90 or "
-              "sm_80)";
-  return success();
+  // A chip without an entry is a diagnostic here, not a fatal error in the
+  // NVPTX back end (which would end a process using the JIT).
+  if (ptxVersionFor(chip))
+    return success();
+  std::string known;
+  for (const ChipPtx &entry : kChips)
+    known += (known.empty() ? "" : ", ") + entry.chip.str();
+  return anchor->emitError() << "unsupported GPU architecture '" << chip
+                             << "' (thdc compiles for " << known << ")";
 }
 
 FailureOr<OwningOpRef<ModuleOp>> thdc::lowerToNVVM(ModuleOp module,

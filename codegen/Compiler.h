@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -89,8 +90,12 @@ void buildHostPipeline(mlir::OpPassManager &pm);
 /// thd-opt. Calling it again does nothing.
 void registerCompilerPasses();
 
+/// The PTX ISA version thdc emits for `chip` (80 for PTX 8.0), or none when
+/// it does not compile for that chip.
+std::optional<unsigned> ptxVersionFor(llvm::StringRef chip);
+
 /// Fails with a diagnostic on `anchor` unless `chip` is an architecture
-/// this compiler emits PTX for (sm_75 to sm_90).
+/// this compiler emits PTX for (sm_75 to sm_121f; see ptxVersionFor).
 mlir::LogicalResult checkGpuChip(mlir::Operation *anchor, llvm::StringRef chip);
 
 /// Runs buildPtxPipeline on a copy of `module` and returns the copy.
