@@ -227,7 +227,7 @@ Jit::compileLocked(const std::string &pipelineText,
     }
   }
   if (useDisk && !switches.alwaysCompile &&
-      llvm::sys::fs::exists(joinPath(entry, "manifest.json"))) {
+      llvm::sys::fs::exists(joinPath(entry, kManifestFile))) {
     Status owned = checkPrivate(entry);
     Result<std::unique_ptr<Pipeline>> cached =
         owned ? Pipeline::load(entry, load)

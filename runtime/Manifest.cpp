@@ -42,7 +42,7 @@ int Manifest::find(const std::string &name) const {
 }
 
 Result<Manifest> thdc::runtime::readManifest(const std::string &bundleDir) {
-  std::string path = joinPath(bundleDir, "manifest.json");
+  std::string path = joinPath(bundleDir, kManifestFile);
   Result<std::string> text = readWholeFile(path);
   if (!text)
     return Status::error(text.status().message() +

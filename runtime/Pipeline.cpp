@@ -148,7 +148,7 @@ Status Pipeline::checkKernelBuffers(int device) const {
     return entered;
   CUdeviceptr address = 0;
   size_t bytes = 0;
-  std::string symbol = manifest_.entry + "_buffer_elements";
+  std::string symbol = manifest_.entry + kBufferElementsSuffix;
   if (cu.cuModuleGetGlobal(&address, &bytes, modules_->modules[device],
                            symbol.c_str()) != CUDA_SUCCESS)
     return Status();
@@ -228,7 +228,7 @@ Result<std::unique_ptr<Pipeline>> Pipeline::load(const std::string &bundleDir,
     // The code states its buffers' lengths (bundles written before it did
     // do not): a manifest that disagrees would make it write past them.
     if (auto *counts = static_cast<const int64_t *>(
-            dlsym(handle, (m.entry + "_buffer_elements").c_str()))) {
+            dlsym(handle, (m.entry + kBufferElementsSuffix).c_str()))) {
       // Read before dlclose unmaps them; the table is as long as its first
       // entry says, and compared only when that matches the manifest.
       size_t entries = counts[0] == int64_t(m.buffers.size())
