@@ -1,6 +1,6 @@
-//===- Pipeline.cpp - load a bundle, launch it, capture it ----------------===//
+//===- Executable.cpp - load a bundle, launch it, capture it --------------===//
 
-#include "runtime/Pipeline.h"
+#include "runtime/Executable.h"
 #include "runtime/Cache.h"
 #include "runtime/CudaDriver.h"
 #include "runtime/Sha256.h"
@@ -65,15 +65,15 @@ double microsSince(std::chrono::steady_clock::time_point start) {
 } // namespace
 
 /// A module and its kernel for each device, loaded on first use.
-struct Pipeline::DeviceModules {
+struct Executable::DeviceModules {
   std::mutex mutex;
   std::array<std::atomic<CUfunction>, CudaDriver::kMaxDevices> functions{};
   std::array<CUmodule, CudaDriver::kMaxDevices> modules{};
 };
 
-Pipeline::Pipeline() = default;
+Executable::Executable() = default;
 
-Status Pipeline::loadModule(int device) const {
+Status Executable::loadModule(int device) const {
   const CudaDriver &cu = **CudaDriver::get();
   std::lock_guard<std::mutex> lock(modules_->mutex);
   if (modules_->functions[device].load(std::memory_order_relaxed))
@@ -141,7 +141,7 @@ Status Pipeline::loadModule(int device) const {
 /// The kernel states its buffers' lengths (PTX of bundles written before it
 /// did does not): a manifest that disagrees would let callers hand it
 /// buffers it reads or writes past. Checked once, when the bundle is loaded.
-Status Pipeline::checkKernelBuffers(int device) const {
+Status Executable::checkKernelBuffers(int device) const {
   const CudaDriver &cu = **CudaDriver::get();
   ScopedDevice scope;
   if (Status entered = scope.enter(cu, device); !entered)
@@ -162,14 +162,14 @@ Status Pipeline::checkKernelBuffers(int device) const {
   return mismatch.empty() ? Status() : Status::error(mismatch);
 }
 
-Result<std::unique_ptr<Pipeline>> Pipeline::load(const std::string &bundleDir,
-                                                 const LoadOptions &options) {
+Result<std::unique_ptr<Executable>>
+Executable::load(const std::string &bundleDir, const LoadOptions &options) {
   Result<Manifest> manifest = readManifest(bundleDir);
   if (!manifest)
     return manifest.status();
-  std::unique_ptr<Pipeline> pipeline(new Pipeline());
-  pipeline->manifest_ = *manifest;
-  const Manifest &m = pipeline->manifest_;
+  std::unique_ptr<Executable> executable(new Executable());
+  executable->manifest_ = *manifest;
+  const Manifest &m = executable->manifest_;
 
   Result<const CudaDriver *> driver =
       options.backend == Backend::Host
@@ -189,15 +189,15 @@ Result<std::unique_ptr<Pipeline>> Pipeline::load(const std::string &bundleDir,
         readBundleFile(bundleDir, m, m.ptxFile, options.requireHashes);
     if (!ptx)
       return ptx.status();
-    pipeline->ptx_ = std::move(*ptx);
-    pipeline->cubinCacheDir_ = cacheDirectory(options.cacheDir);
-    pipeline->modules_ = std::make_unique<DeviceModules>();
-    pipeline->info_.backend = Backend::Cuda;
-    pipeline->info_.deviceOrdinal = *device;
-    pipeline->info_.device = cu.name(*device);
-    if (Status loaded = pipeline->loadModule(*device); !loaded)
+    executable->ptx_ = std::move(*ptx);
+    executable->cubinCacheDir_ = cacheDirectory(options.cacheDir);
+    executable->modules_ = std::make_unique<DeviceModules>();
+    executable->info_.backend = Backend::Cuda;
+    executable->info_.deviceOrdinal = *device;
+    executable->info_.device = cu.name(*device);
+    if (Status loaded = executable->loadModule(*device); !loaded)
       return loaded;
-    if (Status matches = pipeline->checkKernelBuffers(*device); !matches)
+    if (Status matches = executable->checkKernelBuffers(*device); !matches)
       return matches;
   } else {
     if (m.hostLibrary.empty())
@@ -205,8 +205,8 @@ Result<std::unique_ptr<Pipeline>> Pipeline::load(const std::string &bundleDir,
                            ") and the bundle has no host code");
     // Checked against the manifest before it is mapped: a truncated or
     // replaced library is refused, never dlopened.
-    if (Result<std::string> bytes = readBundleFile(bundleDir, m, m.hostLibrary,
-                                                   options.requireHashes);
+    if (Result<std::string> bytes =
+            readBundleFile(bundleDir, m, m.hostLibrary, options.requireHashes);
         !bytes)
       return bytes.status();
     std::string library = joinPath(bundleDir, m.hostLibrary);
@@ -231,9 +231,8 @@ Result<std::unique_ptr<Pipeline>> Pipeline::load(const std::string &bundleDir,
             dlsym(handle, (m.entry + kBufferElementsSuffix).c_str()))) {
       // Read before dlclose unmaps them; the table is as long as its first
       // entry says, and compared only when that matches the manifest.
-      size_t entries = counts[0] == int64_t(m.buffers.size())
-                           ? m.buffers.size() + 1
-                           : 1;
+      size_t entries =
+          counts[0] == int64_t(m.buffers.size()) ? m.buffers.size() + 1 : 1;
       std::string mismatch =
           bufferTableMismatch(m, counts, entries, "host code");
       if (!mismatch.empty()) {
@@ -241,16 +240,16 @@ Result<std::unique_ptr<Pipeline>> Pipeline::load(const std::string &bundleDir,
         return Status::error(joinPath(bundleDir, mismatch));
       }
     }
-    pipeline->library_ = handle;
-    pipeline->hostEntry_ = reinterpret_cast<void (*)(void **)>(symbol);
-    pipeline->info_.backend = Backend::Host;
-    pipeline->info_.device = "host CPU";
+    executable->library_ = handle;
+    executable->hostEntry_ = reinterpret_cast<void (*)(void **)>(symbol);
+    executable->info_.backend = Backend::Host;
+    executable->info_.device = "host CPU";
   }
-  pipeline->info_.loadMicros = microsSince(start);
-  return pipeline;
+  executable->info_.loadMicros = microsSince(start);
+  return executable;
 }
 
-Pipeline::~Pipeline() {
+Executable::~Executable() {
   if (modules_)
     if (Result<const CudaDriver *> driver = CudaDriver::get())
       for (int device = 0; device < CudaDriver::kMaxDevices; ++device)
@@ -263,7 +262,7 @@ Pipeline::~Pipeline() {
     dlclose(library_);
 }
 
-Status Pipeline::prepare(int device) const {
+Status Executable::prepare(int device) const {
   if (info_.backend == Backend::Host)
     return Status();
   const CudaDriver &cu = **CudaDriver::get();
@@ -275,7 +274,8 @@ Status Pipeline::prepare(int device) const {
   return loadModule(*resolved);
 }
 
-Status Pipeline::launch(void *const *buffers, void *stream, int device) const {
+Status Executable::launch(void *const *buffers, void *stream,
+                          int device) const {
   size_t count = manifest_.buffers.size();
   if (info_.backend == Backend::Host) {
     std::array<void *, kMaxBuffers> pointers;
@@ -313,16 +313,16 @@ Status Pipeline::launch(void *const *buffers, void *stream, int device) const {
 // Buffers
 //===----------------------------------------------------------------------===//
 
-Result<Buffers> Buffers::allocate(const Pipeline &pipeline, int device) {
+Result<Buffers> Buffers::allocate(const Executable &executable, int device) {
   Buffers buffers;
-  buffers.backend_ = pipeline.backend();
+  buffers.backend_ = executable.backend();
   ScopedDevice scope;
   if (buffers.backend_ == Backend::Cuda) {
     if (Status entered = scope.enter(**CudaDriver::get(), device); !entered)
       return entered;
     buffers.device_ = scope.device();
   }
-  for (const BufferDesc &desc : pipeline.manifest().buffers) {
+  for (const BufferDesc &desc : executable.manifest().buffers) {
     size_t bytes = std::max<size_t>(desc.bytes(), 1);
     void *pointer = nullptr;
     if (buffers.backend_ == Backend::Cuda) {
@@ -406,13 +406,13 @@ Status Buffers::download(size_t index, void *host, void *stream) const {
 // CUDA graphs
 //===----------------------------------------------------------------------===//
 
-Result<CapturedLaunch> CapturedLaunch::capture(const Pipeline &pipeline,
+Result<CapturedLaunch> CapturedLaunch::capture(const Executable &executable,
                                                void *const *buffers,
                                                void *stream, int device) {
   CapturedLaunch captured;
-  captured.pipeline_ = &pipeline;
+  captured.executable_ = &executable;
   captured.buffers_ = buffers;
-  if (pipeline.backend() == Backend::Host)
+  if (executable.backend() == Backend::Host)
     return captured;
   const CudaDriver *cu = *CudaDriver::get();
   if (!stream)
@@ -423,13 +423,13 @@ Result<CapturedLaunch> CapturedLaunch::capture(const Pipeline &pipeline,
     return entered;
   captured.device_ = scope.device();
   // Loaded before the capture begins: no module load inside a capture.
-  if (Status prepared = pipeline.prepare(captured.device_); !prepared)
+  if (Status prepared = executable.prepare(captured.device_); !prepared)
     return prepared;
   CUstream s = static_cast<CUstream>(stream);
   CUresult r = cu->cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
   if (r != CUDA_SUCCESS)
     return Status::error(cu->describe("cuStreamBeginCapture", r));
-  Status launched = pipeline.launch(buffers, stream, captured.device_);
+  Status launched = executable.launch(buffers, stream, captured.device_);
   CUgraph graph = nullptr;
   r = cu->cuStreamEndCapture(s, &graph);
   if (!launched)
@@ -452,7 +452,7 @@ CapturedLaunch::CapturedLaunch(CapturedLaunch &&other) noexcept {
 }
 
 CapturedLaunch &CapturedLaunch::operator=(CapturedLaunch &&other) noexcept {
-  std::swap(pipeline_, other.pipeline_);
+  std::swap(executable_, other.executable_);
   std::swap(buffers_, other.buffers_);
   std::swap(device_, other.device_);
   std::swap(graph_, other.graph_);
@@ -475,7 +475,7 @@ CapturedLaunch::~CapturedLaunch() {
 
 Status CapturedLaunch::replay(void *stream) const {
   if (!exec_)
-    return pipeline_->launch(buffers_, stream);
+    return executable_->launch(buffers_, stream);
   const CudaDriver *cu = *CudaDriver::get();
   ScopedDevice scope;
   if (Status entered = scope.enter(*cu, device_); !entered)
