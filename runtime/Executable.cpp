@@ -5,6 +5,8 @@
 #include "runtime/CudaDriver.h"
 #include "runtime/Sha256.h"
 
+#include <fmt/format.h>
+
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -25,14 +27,15 @@ std::string bufferTableMismatch(const Manifest &m, const int64_t *counts,
   const std::vector<BufferDesc> &buffers = m.buffers;
   if (entries == 0 || counts[0] != int64_t(buffers.size()) ||
       entries != buffers.size() + 1)
-    return "manifest.json lists " + std::to_string(buffers.size()) +
-           " buffers, but the " + what + " takes " +
-           std::to_string(entries ? counts[0] : 0);
+    return fmt::format("{} lists {} buffers, but the {} takes {}",
+                       kManifestFile, buffers.size(), what,
+                       entries ? counts[0] : 0);
   for (size_t i = 0; i < buffers.size(); ++i)
     if (counts[i + 1] != buffers[i].elements)
-      return "manifest.json: buffer '" + buffers[i].name + "' has " +
-             std::to_string(buffers[i].elements) + " elements, but the " +
-             what + " was compiled for " + std::to_string(counts[i + 1]);
+      return fmt::format(
+          "{}: buffer '{}' has {} elements, but the {} was compiled for {}",
+          kManifestFile, buffers[i].name, buffers[i].elements, what,
+          counts[i + 1]);
   return "";
 }
 
@@ -46,14 +49,16 @@ Result<std::string> readBundleFile(const std::string &bundleDir,
   auto expected = m.fileHashes.find(file);
   if (expected == m.fileHashes.end()) {
     if (requireHash)
-      return Status::error(joinPath(bundleDir, file) +
-                           ": the manifest records no hash for it");
+      return Status::error(
+          fmt::format("{}: the manifest records no hash for it",
+                      joinPath(bundleDir, file)));
     return bytes;
   }
   if (sha256Hex(*bytes) != expected->second)
-    return Status::error(joinPath(bundleDir, file) +
-                         " does not match the hash in its manifest (damaged "
-                         "or replaced); refusing to load it");
+    return Status::error(
+        fmt::format("{} does not match the hash in its manifest (damaged or "
+                    "replaced); refusing to load it",
+                    joinPath(bundleDir, file)));
   return bytes;
 }
 
@@ -119,17 +124,17 @@ Status Executable::loadModule(int device) const {
     if (link)
       cu.cuLinkDestroy(link);
     if (r != CUDA_SUCCESS)
-      return Status::error("loading the PTX of kernel '" +
-                           manifest_.kernelName + "' for " + arch + ": " +
-                           cu.describe("cuLinkAddData/cuModuleLoadData", r));
+      return Status::error(fmt::format(
+          "loading the PTX of kernel '{}' for {}: {}", manifest_.kernelName,
+          arch, cu.describe("cuLinkAddData/cuModuleLoadData", r)));
   }
   CUfunction function = nullptr;
   CUresult r =
       cu.cuModuleGetFunction(&function, module, manifest_.kernelName.c_str());
   if (r != CUDA_SUCCESS) {
     cu.cuModuleUnload(module);
-    return Status::error("kernel '" + manifest_.kernelName +
-                         "': " + cu.describe("cuModuleGetFunction", r));
+    return Status::error(fmt::format("kernel '{}': {}", manifest_.kernelName,
+                                     cu.describe("cuModuleGetFunction", r)));
   }
   if (device == info_.deviceOrdinal)
     const_cast<LoadInfo &>(info_).cubinFromCache = fromCache;
@@ -155,8 +160,8 @@ Status Executable::checkKernelBuffers(int device) const {
   std::vector<int64_t> counts(bytes / sizeof(int64_t));
   CUresult r = cu.cuMemcpyDtoH(counts.data(), address, bytes);
   if (r != CUDA_SUCCESS)
-    return Status::error("reading " + symbol + ": " +
-                         cu.describe("cuMemcpyDtoH", r));
+    return Status::error(
+        fmt::format("reading {}: {}", symbol, cu.describe("cuMemcpyDtoH", r)));
   std::string mismatch =
       bufferTableMismatch(manifest_, counts.data(), counts.size(), "kernel");
   return mismatch.empty() ? Status() : Status::error(mismatch);
@@ -201,8 +206,9 @@ Executable::load(const std::string &bundleDir, const LoadOptions &options) {
       return matches;
   } else {
     if (m.hostLibrary.empty())
-      return Status::error("no GPU (" + driver.status().message() +
-                           ") and the bundle has no host code");
+      return Status::error(
+          fmt::format("no GPU ({}) and the bundle has no host code",
+                      driver.status().message()));
     // Checked against the manifest before it is mapped: a truncated or
     // replaced library is refused, never dlopened.
     if (Result<std::string> bytes =
@@ -217,13 +223,13 @@ Executable::load(const std::string &bundleDir, const LoadOptions &options) {
     }
     void *handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!handle)
-      return Status::error(std::string("cannot load the host code: ") +
-                           dlerror());
+      return Status::error(
+          fmt::format("cannot load the host code: {}", dlerror()));
     void *symbol = dlsym(handle, m.hostSymbol.c_str());
     if (!symbol) {
       dlclose(handle);
-      return Status::error("the host code has no symbol '" + m.hostSymbol +
-                           "'");
+      return Status::error(
+          fmt::format("the host code has no symbol '{}'", m.hostSymbol));
     }
     // The code states its buffers' lengths (bundles written before it did
     // do not): a manifest that disagrees would make it write past them.
@@ -303,9 +309,9 @@ Status Executable::launch(void *const *buffers, void *stream,
       manifest_.block[0], manifest_.block[1], manifest_.block[2], 0,
       static_cast<CUstream>(stream), arguments.data(), nullptr);
   if (r != CUDA_SUCCESS)
-    return Status::error("launching kernel '" + manifest_.kernelName +
-                         "' on device " + std::to_string(scope.device()) +
-                         ": " + cu->describe("cuLaunchKernel", r));
+    return Status::error(fmt::format("launching kernel '{}' on device {}: {}",
+                                     manifest_.kernelName, scope.device(),
+                                     cu->describe("cuLaunchKernel", r)));
   return Status();
 }
 
@@ -330,9 +336,9 @@ Result<Buffers> Buffers::allocate(const Executable &executable, int device) {
       CUdeviceptr device = 0;
       CUresult r = cu->cuMemAlloc(&device, bytes);
       if (r != CUDA_SUCCESS)
-        return Status::error("allocating buffer '" + desc.name + "' (" +
-                             std::to_string(bytes) +
-                             " bytes): " + cu->describe("cuMemAlloc", r));
+        return Status::error(
+            fmt::format("allocating buffer '{}' ({} bytes): {}", desc.name,
+                        bytes, cu->describe("cuMemAlloc", r)));
       pointer = reinterpret_cast<void *>(device);
     } else {
       pointer = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
