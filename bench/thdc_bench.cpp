@@ -20,7 +20,7 @@
 #include "bench/inputs.h"
 #include "bench/step_input.h"
 #include "reference/Reference.h"
-#include "runtime/Pipeline.h"
+#include "runtime/Executable.h"
 #include "tools/ParseNumber.h"
 
 #include <cuda_runtime_api.h>
@@ -270,10 +270,10 @@ int main(int argc, char **argv) {
                       std::to_string(config.N);
     runtime::LoadOptions options;
     options.backend = runtime::Backend::Cuda;
-    auto pipeline = runtime::Pipeline::load(dir, options);
-    if (!pipeline) {
+    auto executable = runtime::Executable::load(dir, options);
+    if (!executable) {
       std::fprintf(stderr, "skipping %s: %s\n", dir.c_str(),
-                   pipeline.status().message().c_str());
+                   executable.status().message().c_str());
       continue;
     }
     for (LengthMix mix : {LengthMix::Long, LengthMix::Short}) {
@@ -287,13 +287,13 @@ int main(int argc, char **argv) {
       void *const *buffers = step.pointers.data();
 
       auto thdcLaunch = [&] {
-        require((*pipeline)->launch(buffers, stream), "launch");
+        require((*executable)->launch(buffers, stream), "launch");
       };
       thdcLaunch();
       CHECK_CUDA(cudaStreamSynchronize(stream));
       bool thdcOk = matchesReference(step, mb, rank);
       auto graph =
-          runtime::CapturedLaunch::capture(**pipeline, buffers, stream);
+          runtime::CapturedLaunch::capture(**executable, buffers, stream);
       require(graph.status(), "capture");
       auto replay = [&] { require(graph->replay(stream), "replay"); };
 

@@ -38,15 +38,15 @@ mlir::LogicalResult thdc::writeBundle(mlir::ModuleOp module,
   auto fail = [&](const Status &status) {
     return module.emitError() << status.message();
   };
-  contents.ptxFile = contents.entry + ".ptx";
+  contents.ptxFile = contents.entry + runtime::kPtxFileSuffix;
   if (Status status = runtime::writeFileAtomically(
           runtime::joinPath(folder, contents.ptxFile), *ptx);
       !status)
     return fail(status);
   contents.fileHashes[contents.ptxFile] = runtime::sha256Hex(*ptx);
   if (withHost) {
-    contents.hostLibrary = contents.entry + ".host.so";
-    contents.hostSymbol = contents.entry + kPackedSuffix.str();
+    contents.hostLibrary = contents.entry + runtime::kHostLibrarySuffix;
+    contents.hostSymbol = contents.entry + runtime::kPackedSuffix;
     std::string path = runtime::joinPath(folder, contents.hostLibrary);
     // Linked under a unique name, hashed, then renamed into place.
     llvm::SmallString<256> temporary;
@@ -73,7 +73,8 @@ mlir::LogicalResult thdc::writeBundle(mlir::ModuleOp module,
     }
   }
   if (Status status = runtime::writeFileAtomically(
-          runtime::joinPath(folder, "manifest.json"), runtime::renderManifest(contents));
+          runtime::joinPath(folder, runtime::kManifestFile),
+          runtime::renderManifest(contents));
       !status)
     return fail(status);
   if (written)

@@ -184,7 +184,7 @@ static void addBufferElementsGlobal(OpBuilder &b, Location loc, Block *body,
   LLVM::GlobalOp::create(
       b, loc, LLVM::LLVMArrayType::get(i64, elements.size()),
       /*isConstant=*/true, LLVM::Linkage::External,
-      signature.entry + thdc::kBufferElementsSuffix.str(),
+      signature.entry + thdc::runtime::kBufferElementsSuffix,
       DenseElementsAttr::get(tensorType, ArrayRef<int64_t>(elements)),
       /*alignment=*/8, addressSpace);
 }
@@ -434,7 +434,7 @@ LogicalResult thdc::lowerToHostLLVM(ModuleOp module) {
   b.setInsertionPointToEnd(module.getBody());
   auto pointer = LLVM::LLVMPointerType::get(context);
   auto packed = LLVM::LLVMFuncOp::create(
-      b, loc, (entry.getName() + kPackedSuffix).str(),
+      b, loc, (entry.getName() + thdc::runtime::kPackedSuffix).str(),
       LLVM::LLVMFunctionType::get(LLVM::LLVMVoidType::get(context), {pointer}));
   Block *body = packed.addEntryBlock(b);
   b.setInsertionPointToStart(body);

@@ -108,21 +108,13 @@ mlir::FailureOr<std::string> compileToPtx(mlir::ModuleOp module,
                                           const GpuOptions &options,
                                           int64_t grid[3], int64_t block[3]);
 
-/// Suffix of the host entry that takes all buffers as one `void **`.
-constexpr llvm::StringLiteral kPackedSuffix = "_packed";
-
-/// Suffix of the host code's exported `const int64_t[]`: the number of
-/// buffers, then each buffer's element count in kernel parameter order
-/// (checked against the manifest).
-constexpr llvm::StringLiteral kBufferElementsSuffix = "_buffer_elements";
-
 /// Runs buildHostPipeline on `module` in place.
 mlir::LogicalResult runHostPipeline(mlir::ModuleOp module);
 
 /// Lowers `module` in place to the LLVM dialect for the host CPU: the
 /// pipeline becomes `void entry(T0 *, T1 *, ...)` over bare pointers, plus
 /// `void entry_packed(void **buffers)` calling it and the constant array
-/// `entry_buffer_elements`.
+/// `entry_buffer_elements` (the names of runtime/Manifest.h).
 mlir::LogicalResult lowerToHostLLVM(mlir::ModuleOp module);
 
 /// Compiles a module lowered by lowerToHostLLVM to a shared object at

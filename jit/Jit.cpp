@@ -161,7 +161,7 @@ double microsSince(std::chrono::steady_clock::time_point from) {
 }
 } // namespace
 
-Result<std::shared_ptr<Pipeline>>
+Result<std::shared_ptr<Executable>>
 Jit::compile(const std::string &pipelineText,
              const std::map<std::string, int64_t> &params, CompileInfo *info,
              const std::string &sourceName) {
@@ -170,7 +170,7 @@ Jit::compile(const std::string &pipelineText,
   out = CompileInfo();
   out.key = cacheKey(pipelineText, params);
   std::lock_guard<std::mutex> lock(mutex);
-  Result<std::shared_ptr<Pipeline>> result =
+  Result<std::shared_ptr<Executable>> result =
       compileLocked(pipelineText, params, out, sourceName);
   if (readSwitches().log) {
     const char *what = !result ? "compile failed"
@@ -188,7 +188,7 @@ Jit::compile(const std::string &pipelineText,
   return result;
 }
 
-Result<std::shared_ptr<Pipeline>>
+Result<std::shared_ptr<Executable>>
 Jit::compileLocked(const std::string &pipelineText,
                    const std::map<std::string, int64_t> &params,
                    CompileInfo &out, const std::string &sourceName) {
@@ -227,19 +227,19 @@ Jit::compileLocked(const std::string &pipelineText,
     }
   }
   if (useDisk && !switches.alwaysCompile &&
-      llvm::sys::fs::exists(joinPath(entry, "manifest.json"))) {
+      llvm::sys::fs::exists(joinPath(entry, kManifestFile))) {
     Status owned = checkPrivate(entry);
-    Result<std::unique_ptr<Pipeline>> cached =
-        owned ? Pipeline::load(entry, load)
-              : Result<std::unique_ptr<Pipeline>>(owned);
+    Result<std::unique_ptr<Executable>> cached =
+        owned ? Executable::load(entry, load)
+              : Result<std::unique_ptr<Executable>>(owned);
     if (cached) {
-      std::shared_ptr<Pipeline> pipeline(std::move(*cached));
-      memory[out.key] = pipeline;
+      std::shared_ptr<Executable> executable(std::move(*cached));
+      memory[out.key] = executable;
       out.source = CompileInfo::Source::DiskCache;
       out.bundleDir = entry;
-      out.loadMicros = pipeline->loadInfo().loadMicros;
+      out.loadMicros = executable->loadInfo().loadMicros;
       out.micros = microsSince(start);
-      return pipeline;
+      return executable;
     }
     out.cacheNote = "compiled again: " + cached.status().message();
     if (owned)
@@ -364,7 +364,7 @@ Jit::compileLocked(const std::string &pipelineText,
       bundle = entry;
     }
   }
-  Result<std::unique_ptr<Pipeline>> loaded = Pipeline::load(bundle, load);
+  Result<std::unique_ptr<Executable>> loaded = Executable::load(bundle, load);
   if (!inCache)
     // Loaded (the host code is mapped): the private copy can go.
     llvm::sys::fs::remove_directories(bundle);
@@ -372,9 +372,9 @@ Jit::compileLocked(const std::string &pipelineText,
     return loaded.status();
   out.loadMicros = (*loaded)->loadInfo().loadMicros;
   out.bundleDir = inCache ? entry : std::string();
-  std::shared_ptr<Pipeline> pipeline(std::move(*loaded));
-  memory[out.key] = pipeline;
+  std::shared_ptr<Executable> executable(std::move(*loaded));
+  memory[out.key] = executable;
   out.source = CompileInfo::Source::Compiled;
   out.micros = microsSince(start);
-  return pipeline;
+  return executable;
 }

@@ -1,20 +1,20 @@
 //===- Jit.h - compile pipelines in-process, with a cache ------*- C++ -*-===//
 //
-// Compiles pipeline text plus parameter values into a loaded Pipeline. A
+// Compiles pipeline text plus parameter values into a loaded Executable. A
 // compiled pipeline is cached in memory and on disk (as a bundle), keyed by
 // the pipeline text, the parameters, the GPU architecture (or the host),
 // the compiler's build id and LLVM's version; a later process gets a warm
 // hit.
 //
 // The JIT links the compiler (MLIR); the launch path it returns
-// (runtime/Pipeline.h) does not.
+// (runtime/Executable.h) does not.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef THDC_JIT_JIT_H
 #define THDC_JIT_JIT_H
 
-#include "runtime/Pipeline.h"
+#include "runtime/Executable.h"
 
 #include <map>
 #include <memory>
@@ -93,7 +93,7 @@ public:
   /// Compiles `pipelineText` with `params` overriding its declared defaults
   /// (or returns the cached result). Compiler diagnostics, with locations in
   /// `sourceName`, are in the error.
-  Result<std::shared_ptr<Pipeline>>
+  Result<std::shared_ptr<Executable>>
   compile(const std::string &pipelineText,
           const std::map<std::string, int64_t> &params = {},
           CompileInfo *info = nullptr,
@@ -104,7 +104,7 @@ public:
                        const std::map<std::string, int64_t> &params) const;
 
 private:
-  Result<std::shared_ptr<Pipeline>>
+  Result<std::shared_ptr<Executable>>
   compileLocked(const std::string &pipelineText,
                 const std::map<std::string, int64_t> &params, CompileInfo &out,
                 const std::string &sourceName);
@@ -112,7 +112,7 @@ private:
   Backend target = Backend::Host;
   std::string targetName; ///< "sm_90", or "host-x86_64"
   std::mutex mutex;
-  std::map<std::string, std::shared_ptr<Pipeline>> memory;
+  std::map<std::string, std::shared_ptr<Executable>> memory;
 };
 
 } // namespace thdc::runtime

@@ -39,27 +39,28 @@ struct PackingLimits {
 
 /// Resolves and checks the limits of a planning call, then checks that every
 /// sequence fits a pack on its own.
-Expected<PackingLimits> resolveLimits(const std::vector<int32_t> &lengths,
-                                      const PlannerConfig &config) {
-  Expected<std::optional<int64_t>> cap = plannerSequenceCap(config);
+Result<PackingLimits> resolveLimits(const std::vector<int32_t> &lengths,
+                                    const PlannerConfig &config) {
+  Result<std::optional<int64_t>> cap = plannerSequenceCap(config);
   if (!cap)
-    return makeError<PackingLimits>(cap.error());
+    return cap.status();
   // The reference owns the parameter checks (C, cp, dp, K, vppGroup >= 1):
   // running it on an empty batch applies exactly those.
-  Expected<reference::PackingResult> parameters = reference::dpBalancedGroups(
-      {}, config.maxSeqlenPerRank, config.cp, config.dp, *cap, config.vppGroup);
+  reference::Expected<reference::PackingResult> parameters =
+      reference::dpBalancedGroups({}, config.maxSeqlenPerRank, config.cp,
+                                  config.dp, *cap, config.vppGroup);
   if (!parameters)
-    return makeError<PackingLimits>(parameters.error());
+    return Status::error(parameters.error());
 
   constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
   const int64_t vppGroup = config.vppGroup.value_or(1);
   if (config.maxSeqlenPerRank > kInt64Max / config.cp ||
       vppGroup > kInt64Max / config.dp)
-    return makeError<PackingLimits>(concat(
-        "C*cp = ", config.maxSeqlenPerRank, "*", config.cp,
-        " or dp*vppGroup = ", config.dp, "*", vppGroup, " overflows int64"));
+    return Status::error(concat("C*cp = ", config.maxSeqlenPerRank, "*",
+                                config.cp, " or dp*vppGroup = ", config.dp, "*",
+                                vppGroup, " overflows int64"));
   if (lengths.size() > std::size_t(std::numeric_limits<int32_t>::max()))
-    return makeError<PackingLimits>(
+    return Status::error(
         concat(lengths.size(), " sequences do not fit int32 sequence ids"));
 
   PackingLimits limits;
@@ -68,10 +69,10 @@ Expected<PackingLimits> resolveLimits(const std::vector<int32_t> &lengths,
   limits.packMultiple = config.dp * vppGroup;
   for (std::size_t i = 0; i < lengths.size(); ++i) {
     if (lengths[i] < 0)
-      return makeError<PackingLimits>(
+      return Status::error(
           concat("padded length p[", i, "] = ", lengths[i], " is negative"));
     if (lengths[i] > limits.capacity)
-      return makeError<PackingLimits>(concat(
+      return Status::error(concat(
           "sequence ", i, " has padded length p[", i, "] = ", lengths[i],
           ", more than the pack budget C*cp = ", config.maxSeqlenPerRank, "*",
           config.cp, " = ", limits.capacity,
@@ -196,10 +197,14 @@ private:
 
 } // namespace
 
-Expected<std::optional<int64_t>>
+Result<std::optional<int64_t>>
 thdc::planner::plannerSequenceCap(const PlannerConfig &config) {
-  return reference::schedulerMaxRealNumSeqs(
-      config.maxPackedSequences, config.alignmentSet, config.dummyTail);
+  reference::Expected<std::optional<int64_t>> cap =
+      reference::schedulerMaxRealNumSeqs(config.maxPackedSequences,
+                                         config.alignmentSet, config.dummyTail);
+  if (!cap)
+    return Status::error(cap.error());
+  return *cap;
 }
 
 MicrobatchGroups thdc::planner::microbatchGroups(const std::vector<Pack> &packs,
@@ -213,32 +218,33 @@ MicrobatchGroups thdc::planner::microbatchGroups(const std::vector<Pack> &packs,
   return groups;
 }
 
-Expected<MicrobatchPlan>
+Result<MicrobatchPlan>
 thdc::planner::nextFitPlan(const std::vector<int32_t> &paddedLengths,
                            const PlannerConfig &config) {
-  Expected<PackingLimits> limits = resolveLimits(paddedLengths, config);
+  Result<PackingLimits> limits = resolveLimits(paddedLengths, config);
   if (!limits)
-    return makeError<MicrobatchPlan>(limits.error());
-  Expected<reference::PackingResult> packing = reference::dpBalancedGroups(
-      paddedLengths, config.maxSeqlenPerRank, config.cp, config.dp,
-      limits->maxRealSeqs, config.vppGroup);
+    return limits.status();
+  reference::Expected<reference::PackingResult> packing =
+      reference::dpBalancedGroups(paddedLengths, config.maxSeqlenPerRank,
+                                  config.cp, config.dp, limits->maxRealSeqs,
+                                  config.vppGroup);
   if (!packing)
-    return makeError<MicrobatchPlan>(packing.error());
+    return Status::error(packing.error());
   MicrobatchPlan plan =
       makePlan(std::move(packing->packs), std::move(packing->groups),
                paddedLengths, *limits, PlanAlgorithm::NextFit);
   if (std::optional<std::string> violation =
           findViolation(plan, paddedLengths, *limits, config))
-    return makeError<MicrobatchPlan>("next-fit plan is invalid: " + *violation);
+    return Status::error("next-fit plan is invalid: " + *violation);
   return plan;
 }
 
-Expected<MicrobatchPlan>
+Result<MicrobatchPlan>
 thdc::planner::firstFitDecreasingPlan(const std::vector<int32_t> &paddedLengths,
                                       const PlannerConfig &config) {
-  Expected<PackingLimits> limits = resolveLimits(paddedLengths, config);
+  Result<PackingLimits> limits = resolveLimits(paddedLengths, config);
   if (!limits)
-    return makeError<MicrobatchPlan>(limits.error());
+    return limits.status();
   const std::optional<int64_t> cap = limits->maxRealSeqs;
 
   std::vector<int32_t> order(paddedLengths.size());
@@ -275,7 +281,7 @@ thdc::planner::firstFitDecreasingPlan(const std::vector<int32_t> &paddedLengths,
       if (packs[k].size() > 1 && (heaviest < 0 || tokens[k] > tokens[heaviest]))
         heaviest = int64_t(k);
     if (heaviest < 0)
-      return makeError<MicrobatchPlan>(
+      return Status::error(
           concat("Not enough samples to move: ", initialPacks,
                  " packs must be split into a multiple of dp * vppGroup = ",
                  limits->packMultiple, " but only ", paddedLengths.size(),
@@ -300,16 +306,15 @@ thdc::planner::firstFitDecreasingPlan(const std::vector<int32_t> &paddedLengths,
                PlanAlgorithm::FirstFitDecreasing);
   if (std::optional<std::string> violation =
           findViolation(plan, paddedLengths, *limits, config))
-    return makeError<MicrobatchPlan>("first-fit-decreasing plan is invalid: " +
-                                     *violation);
+    return Status::error("first-fit-decreasing plan is invalid: " + *violation);
   return plan;
 }
 
-Expected<MicrobatchPlan>
+Result<MicrobatchPlan>
 thdc::planner::balancedPlan(const std::vector<int32_t> &paddedLengths,
                             const PlannerConfig &config) {
-  Expected<MicrobatchPlan> nextFit = nextFitPlan(paddedLengths, config);
-  Expected<MicrobatchPlan> firstFit =
+  Result<MicrobatchPlan> nextFit = nextFitPlan(paddedLengths, config);
+  Result<MicrobatchPlan> firstFit =
       firstFitDecreasingPlan(paddedLengths, config);
   if (!firstFit)
     return nextFit;
@@ -320,12 +325,15 @@ thdc::planner::balancedPlan(const std::vector<int32_t> &paddedLengths,
   return nextFit;
 }
 
-std::optional<std::string>
-thdc::planner::findPlanViolation(const MicrobatchPlan &plan,
-                                 const std::vector<int32_t> &paddedLengths,
-                                 const PlannerConfig &config) {
-  Expected<PackingLimits> limits = resolveLimits(paddedLengths, config);
+Status thdc::planner::checkPlan(const MicrobatchPlan &plan,
+                                const std::vector<int32_t> &paddedLengths,
+                                const PlannerConfig &config) {
+  Result<PackingLimits> limits = resolveLimits(paddedLengths, config);
   if (!limits)
-    return "the config or lengths admit no plan: " + limits.error();
-  return findViolation(plan, paddedLengths, *limits, config);
+    return Status::error("the config or lengths admit no plan: " +
+                         limits.status().message());
+  if (std::optional<std::string> violation =
+          findViolation(plan, paddedLengths, *limits, config))
+    return Status::error(*violation);
+  return Status();
 }

@@ -14,9 +14,11 @@
 // Unlike the reference, the planner rejects a sequence longer than the pack
 // budget C*cp with an error naming it, instead of emitting an empty or an
 // oversize pack that fails later (S3 edge cases, S10 "refusing to silently
-// truncate"). Every plan it returns satisfies findPlanViolation's checks.
+// truncate"). Every plan it returns passes checkPlan.
 //
-// Plain C++17, no exceptions, no LLVM/MLIR dependency.
+// Plain C++17, no exceptions, no LLVM/MLIR dependency. Errors are the
+// runtime's (runtime/Status.h, header only): a Status or Result<T> whose
+// message names what is wrong.
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,6 +26,7 @@
 #define THDC_PLANNER_PLANNER_H
 
 #include "reference/Reference.h"
+#include "runtime/Status.h"
 
 #include <cstdint>
 #include <optional>
@@ -33,8 +36,8 @@
 namespace thdc {
 namespace planner {
 
-using reference::Expected;
-using reference::makeError;
+using runtime::Result;
+using runtime::Status;
 
 /// Sequence ids (indices into the padded lengths) of one pack.
 using Pack = std::vector<int32_t>;
@@ -95,8 +98,7 @@ struct MicrobatchPlan {
 /// alignment set and the dummy tail, N otherwise, nullopt without N); the
 /// errors of reference::schedulerMaxRealNumSeqs. Golden: (32, align, dummy)
 /// -> 31; (32, align, no dummy) -> 32; (1, align, dummy) -> error.
-Expected<std::optional<int64_t>>
-plannerSequenceCap(const PlannerConfig &config);
+Result<std::optional<int64_t>> plannerSequenceCap(const PlannerConfig &config);
 
 /// S3 group mapping: for microbatch m and DP x CP rank j (j = dpIdx*cp +
 /// cpIdx), groups[m][j] = packs[m*dp + j/cp]. Requires dp, cp >= 1 and
@@ -111,8 +113,8 @@ MicrobatchGroups microbatchGroups(const std::vector<Pack> &packs, int64_t dp,
 /// "Not enough samples to move"), and a sequence longer than C*cp, named by
 /// its index and length. Golden: p=[5,3,4,2,2,1,6], C=4, cp=2, K=3, dp=1 ->
 /// [[0,1],[2,3,4],[5,6]].
-Expected<MicrobatchPlan> nextFitPlan(const std::vector<int32_t> &paddedLengths,
-                                     const PlannerConfig &config);
+Result<MicrobatchPlan> nextFitPlan(const std::vector<int32_t> &paddedLengths,
+                                   const PlannerConfig &config);
 
 /// First-fit-decreasing plan: sequences in decreasing length (ties by id)
 /// go to the first pack with room for their tokens and a free slot under K.
@@ -121,7 +123,7 @@ Expected<MicrobatchPlan> nextFitPlan(const std::vector<int32_t> &paddedLengths,
 /// pack ("Not enough samples to move" when none is left). Packs are then
 /// ordered by their smallest id. Errors as for nextFitPlan. It may need more
 /// microbatches than next-fit on some inputs; balancedPlan never does.
-Expected<MicrobatchPlan>
+Result<MicrobatchPlan>
 firstFitDecreasingPlan(const std::vector<int32_t> &paddedLengths,
                        const PlannerConfig &config);
 
@@ -129,18 +131,17 @@ firstFitDecreasingPlan(const std::vector<int32_t> &paddedLengths,
 /// it fails or needs more microbatches than next-fit, so it never needs more
 /// microbatches than nextFitPlan (and succeeds whenever nextFitPlan does).
 /// Golden: p=[5,3,4,2,2,1,6], C=4, cp=2, K=3, dp=1 -> [[0,1],[2,4,5],[3,6]].
-Expected<MicrobatchPlan> balancedPlan(const std::vector<int32_t> &paddedLengths,
-                                      const PlannerConfig &config);
+Result<MicrobatchPlan> balancedPlan(const std::vector<int32_t> &paddedLengths,
+                                    const PlannerConfig &config);
 
 /// Checks a plan against the lengths and the config: every id in exactly one
 /// pack, no empty pack, ids increasing within a pack, packTokens equal to
 /// the pack sums and <= C*cp, at most K sequences per pack, the pack count a
 /// multiple of dp*(vppGroup or 1), groups equal to microbatchGroups, and the
-/// recorded capacity and cap. Returns the first violation, nullopt if valid.
-std::optional<std::string>
-findPlanViolation(const MicrobatchPlan &plan,
-                  const std::vector<int32_t> &paddedLengths,
-                  const PlannerConfig &config);
+/// recorded capacity and cap. Returns the first violation as the error.
+Status checkPlan(const MicrobatchPlan &plan,
+                 const std::vector<int32_t> &paddedLengths,
+                 const PlannerConfig &config);
 
 } // namespace planner
 } // namespace thdc

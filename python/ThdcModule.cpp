@@ -1,6 +1,6 @@
 //===- ThdcModule.cpp - thdc's Python module (thdc._thdc) -----------------===//
 //
-// Binds the MLIR-free runtime (runtime/Pipeline.h) and, when the build has
+// Binds the MLIR-free runtime (runtime/Executable.h) and, when the build has
 // MLIR, the JIT (jit/Jit.h) to Python. A call takes any DLPack arrays:
 // torch tensors through the framework's C exchange table (no capsule, no
 // Python call per tensor), everything else through nanobind's DLPack and
@@ -14,7 +14,7 @@
 #include "python/DLPackExchange.h"
 #include "reference/Reference.h"
 #include "runtime/CudaDriver.h"
-#include "runtime/Pipeline.h"
+#include "runtime/Executable.h"
 #ifdef THDC_PYTHON_JIT
 #include "jit/Jit.h"
 #endif
@@ -321,15 +321,15 @@ struct CompileRecord {
 /// A loaded pipeline, callable from Python.
 class Kernel {
 public:
-  explicit Kernel(std::shared_ptr<Pipeline> pipeline)
-      : pipeline_(std::move(pipeline)) {
-    const Manifest &m = pipeline_->manifest();
+  explicit Kernel(std::shared_ptr<Executable> executable)
+      : executable_(std::move(executable)) {
+    const Manifest &m = executable_->manifest();
     for (size_t i = 0; i < m.buffers.size(); ++i)
       (m.buffers[i].isOutput ? outputs_ : inputs_).push_back(int(i));
   }
 
-  const Manifest &manifest() const { return pipeline_->manifest(); }
-  const Pipeline &pipeline() const { return *pipeline_; }
+  const Manifest &manifest() const { return executable_->manifest(); }
+  const Executable &executable() const { return *executable_; }
   CompileRecord record;
   nb::object resultType = nb::none();
   nb::object allocator = nb::none();
@@ -427,7 +427,7 @@ public:
     }
 
     // The device of the launch: an explicit ordinal, else the current one.
-    bool onGpu = pipeline_->backend() == Backend::Cuda;
+    bool onGpu = executable_->backend() == Backend::Cuda;
     int device = -1;
     if (onGpu) {
       const CudaDriver &cu = **CudaDriver::get();
@@ -512,10 +512,10 @@ public:
 
     Status launched;
     if (onGpu) {
-      launched = pipeline_->launch(pointers.data(), launchStream, device);
+      launched = executable_->launch(pointers.data(), launchStream, device);
     } else {
       nb::gil_scoped_release release;
-      launched = pipeline_->launch(pointers.data(), nullptr, -1);
+      launched = executable_->launch(pointers.data(), nullptr, -1);
     }
     if (!launched)
       raiseArgument(PyExc_RuntimeError, launched.message());
@@ -549,7 +549,7 @@ public:
     std::vector<void *> pointers;
     for (uintptr_t address : addresses)
       pointers.push_back(reinterpret_cast<void *>(address));
-    Status launched = pipeline_->launch(
+    Status launched = executable_->launch(
         pointers.data(), reinterpret_cast<void *>(stream), device);
     if (!launched)
       throw std::runtime_error(launched.message());
@@ -569,7 +569,7 @@ private:
     return text + ")";
   }
 
-  std::shared_ptr<Pipeline> pipeline_;
+  std::shared_ptr<Executable> executable_;
   std::vector<int> inputs_, outputs_;
 };
 
@@ -580,13 +580,14 @@ std::shared_ptr<Kernel> loadBundle(const std::string &bundle,
   options.backend = parseBackend(backend);
   options.cacheDir = cacheDir;
   options.device = device;
-  Result<std::unique_ptr<Pipeline>> loaded = Pipeline::load(bundle, options);
+  Result<std::unique_ptr<Executable>> loaded =
+      Executable::load(bundle, options);
   if (!loaded)
     throw std::runtime_error(loaded.status().message());
   auto kernel =
-      std::make_shared<Kernel>(std::shared_ptr<Pipeline>(std::move(*loaded)));
+      std::make_shared<Kernel>(std::shared_ptr<Executable>(std::move(*loaded)));
   kernel->record.source = "bundle";
-  kernel->record.loadMicros = kernel->pipeline().loadInfo().loadMicros;
+  kernel->record.loadMicros = kernel->executable().loadInfo().loadMicros;
   return kernel;
 }
 
@@ -616,7 +617,7 @@ std::shared_ptr<Kernel> compileText(const std::string &text,
                                     const std::string &chip) {
   CompileInfo info;
   Jit &jit = jitFor(backend, cacheDir, chip);
-  Result<std::shared_ptr<Pipeline>> compiled = [&] {
+  Result<std::shared_ptr<Executable>> compiled = [&] {
     nb::gil_scoped_release release;
     return jit.compile(text, params, &info, sourceName);
   }();
@@ -646,9 +647,9 @@ public:
       throw nb::value_error("capture_pointers takes one address per buffer");
     for (uintptr_t address : addresses)
       pointers_.push_back(reinterpret_cast<void *>(address));
-    Result<CapturedLaunch> captured = CapturedLaunch::capture(
-        kernel_->pipeline(), pointers_.data(),
-        reinterpret_cast<void *>(stream), device);
+    Result<CapturedLaunch> captured =
+        CapturedLaunch::capture(kernel_->executable(), pointers_.data(),
+                                reinterpret_cast<void *>(stream), device);
     if (!captured)
       throw std::runtime_error(captured.status().message());
     launch_ = std::make_unique<CapturedLaunch>(std::move(*captured));
@@ -754,11 +755,12 @@ NB_MODULE(_thdc, m) {
                    "outputs")
       .def_prop_ro("backend",
                    [](const Kernel &k) {
-                     return k.pipeline().backend() == Backend::Cuda ? "cuda"
-                                                                    : "host";
+                     return k.executable().backend() == Backend::Cuda ? "cuda"
+                                                                      : "host";
                    })
-      .def_prop_ro("device_name",
-                   [](const Kernel &k) { return k.pipeline().loadInfo().device; })
+      .def_prop_ro(
+          "device_name",
+          [](const Kernel &k) { return k.executable().loadInfo().device; })
       .def_prop_ro("launch_geometry",
                    [](const Kernel &k) {
                      const Manifest &m = k.manifest();
@@ -795,14 +797,15 @@ NB_MODULE(_thdc, m) {
            "(a sequence or a dict by name; allocated when omitted), on "
            "stream= (default: the framework's current stream) and device= "
            "(default: the current device).")
-      .def("prepare",
-           [](const Kernel &k, int device) {
-             Status status = k.pipeline().prepare(device);
-             if (!status)
-               throw std::runtime_error(status.message());
-           },
-           nb::arg("device") = -1,
-           "Loads the module on a device now (else on its first launch).")
+      .def(
+          "prepare",
+          [](const Kernel &k, int device) {
+            Status status = k.executable().prepare(device);
+            if (!status)
+              throw std::runtime_error(status.message());
+          },
+          nb::arg("device") = -1,
+          "Loads the module on a device now (else on its first launch).")
       .def("launch_pointers", &Kernel::launchPointers, nb::arg("pointers"),
            nb::arg("stream") = 0, nb::arg("device") = -1,
            "Launches on raw addresses, one per buffer in signature order; "

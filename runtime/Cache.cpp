@@ -3,6 +3,8 @@
 #include "runtime/Cache.h"
 #include "runtime/Sha256.h"
 
+#include <fmt/format.h>
+
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -42,14 +44,18 @@ std::string thdc::runtime::cacheKey(std::string_view material) {
 Status thdc::runtime::checkPrivate(const std::string &path) {
   struct stat info;
   if (lstat(path.c_str(), &info) != 0)
-    return Status::error("cannot inspect " + path + ": " + errnoText());
+    return Status::error(
+        fmt::format("cannot inspect {}: {}", path, errnoText()));
   if (info.st_uid != geteuid())
-    return Status::error(path + " belongs to another user (uid " +
-                         std::to_string(info.st_uid) +
-                         "); thdc loads only what this user wrote");
+    return Status::error(fmt::format(
+        "{} belongs to another user (uid {}); thdc loads only what this user "
+        "wrote",
+        path, info.st_uid));
   if (info.st_mode & (S_IWGRP | S_IWOTH))
-    return Status::error(path + " is writable by other users; make it private "
-                                "(chmod go-w) or choose another THDC_CACHE_DIR");
+    return Status::error(
+        fmt::format("{} is writable by other users; make it private (chmod "
+                    "go-w) or choose another THDC_CACHE_DIR",
+                    path));
   return Status();
 }
 
@@ -60,19 +66,20 @@ Status thdc::runtime::prepareCacheDirectory(const std::string &dir) {
     if (i == dir.size() || dir[i] == '/') {
       std::string prefix = dir.substr(0, i);
       if (mkdir(prefix.c_str(), 0700) != 0 && errno != EEXIST)
-        return Status::error("cannot create the cache folder " + prefix +
-                             ": " + errnoText());
+        return Status::error(fmt::format(
+            "cannot create the cache folder {}: {}", prefix, errnoText()));
     }
   struct stat info;
   if (stat(dir.c_str(), &info) != 0 || !S_ISDIR(info.st_mode))
-    return Status::error("the cache folder " + dir + " is not a folder");
+    return Status::error(
+        fmt::format("the cache folder {} is not a folder", dir));
   return checkPrivate(dir);
 }
 
 Result<std::string> thdc::runtime::readWholeFile(const std::string &path) {
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0)
-    return Status::error("cannot read " + path + ": " + errnoText());
+    return Status::error(fmt::format("cannot read {}: {}", path, errnoText()));
   std::string bytes;
   char buffer[1 << 16];
   for (;;) {
@@ -80,7 +87,8 @@ Result<std::string> thdc::runtime::readWholeFile(const std::string &path) {
     if (got < 0 && errno == EINTR)
       continue;
     if (got < 0) {
-      std::string message = "cannot read " + path + ": " + errnoText();
+      std::string message =
+          fmt::format("cannot read {}: {}", path, errnoText());
       close(fd);
       return Status::error(message);
     }
@@ -97,7 +105,7 @@ Status thdc::runtime::writeFileAtomically(const std::string &path,
   std::string temporary = path + ".tmp-XXXXXX";
   int fd = mkstemp(temporary.data());
   if (fd < 0)
-    return Status::error("cannot write " + path + ": " + errnoText());
+    return Status::error(fmt::format("cannot write {}: {}", path, errnoText()));
   const char *data = bytes.data();
   size_t left = bytes.size();
   while (left > 0) {
@@ -105,7 +113,8 @@ Status thdc::runtime::writeFileAtomically(const std::string &path,
     if (written < 0 && errno == EINTR)
       continue;
     if (written <= 0) {
-      std::string message = "cannot write " + path + ": " + errnoText();
+      std::string message =
+          fmt::format("cannot write {}: {}", path, errnoText());
       close(fd);
       unlink(temporary.c_str());
       return Status::error(message);
@@ -114,12 +123,12 @@ Status thdc::runtime::writeFileAtomically(const std::string &path,
     left -= size_t(written);
   }
   if (fsync(fd) != 0 || close(fd) != 0) {
-    std::string message = "cannot write " + path + ": " + errnoText();
+    std::string message = fmt::format("cannot write {}: {}", path, errnoText());
     unlink(temporary.c_str());
     return Status::error(message);
   }
   if (rename(temporary.c_str(), path.c_str()) != 0) {
-    std::string message = "cannot write " + path + ": " + errnoText();
+    std::string message = fmt::format("cannot write {}: {}", path, errnoText());
     unlink(temporary.c_str());
     return Status::error(message);
   }
@@ -129,11 +138,12 @@ Status thdc::runtime::writeFileAtomically(const std::string &path,
 Result<FileLock> FileLock::acquire(const std::string &path) {
   int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0)
-    return Status::error("cannot open the lock " + path + ": " + errnoText());
+    return Status::error(
+        fmt::format("cannot open the lock {}: {}", path, errnoText()));
   while (flock(fd, LOCK_EX) != 0) {
     if (errno == EINTR)
       continue;
-    std::string message = "cannot lock " + path + ": " + errnoText();
+    std::string message = fmt::format("cannot lock {}: {}", path, errnoText());
     close(fd);
     return Status::error(message);
   }

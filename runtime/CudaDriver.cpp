@@ -2,6 +2,8 @@
 
 #include "runtime/CudaDriver.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -17,7 +19,7 @@ using GetProcAddress = CUresult (*)(const char *, void **, int, cuuint64_t,
 Result<CudaDriver> loadDriver() {
   void *library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!library)
-    return Status::error(std::string("no CUDA driver: ") + dlerror());
+    return Status::error(fmt::format("no CUDA driver: {}", dlerror()));
   auto getProc =
       reinterpret_cast<GetProcAddress>(dlsym(library, "cuGetProcAddress_v2"));
   if (!getProc)
@@ -92,17 +94,16 @@ Result<int> CudaDriver::resolveDevice(int requested) const {
   if (device < 0)
     device = 0;
   if (device >= deviceCount)
-    return Status::error("CUDA device " + std::to_string(device) +
-                         " does not exist (the driver sees " +
-                         std::to_string(deviceCount) + ")");
+    return Status::error(
+        fmt::format("CUDA device {} does not exist (the driver sees {})",
+                    device, deviceCount));
   return device;
 }
 
 Result<CUcontext> CudaDriver::primaryContext(int device) const {
   PrimaryContexts &table = primaryContexts();
   if (device < 0 || device >= deviceCount)
-    return Status::error("CUDA device " + std::to_string(device) +
-                         " does not exist");
+    return Status::error(fmt::format("CUDA device {} does not exist", device));
   if (CUcontext context = table.contexts[device].load(std::memory_order_acquire))
     return context;
   std::lock_guard<std::mutex> lock(table.mutex);
@@ -159,8 +160,10 @@ std::string CudaDriver::describe(const char *call, CUresult result) const {
     cuGetErrorName(result, &name);
   if (cuGetErrorString)
     cuGetErrorString(result, &text);
-  return std::string(call) + ": " + (name ? name : "CUDA error") + " (" +
-         (text ? text : ("code " + std::to_string(int(result))).c_str()) + ")";
+  if (!text)
+    return fmt::format("{}: {} (code {})", call, name ? name : "CUDA error",
+                       int(result));
+  return fmt::format("{}: {} ({})", call, name ? name : "CUDA error", text);
 }
 
 std::string CudaDriver::architecture(int device) const {

@@ -2,6 +2,8 @@
 
 #include "runtime/Json.h"
 
+#include <fmt/format.h>
+
 #include <cctype>
 #include <cstdlib>
 
@@ -41,8 +43,8 @@ private:
       column = text[i] == '\n' ? 1 : column + 1;
       line += text[i] == '\n';
     }
-    error = "JSON error at line " + std::to_string(line) + ", column " +
-            std::to_string(column) + ": " + message;
+    error = fmt::format("JSON error at line {}, column {}: {}", line, column,
+                        message);
     return false;
   }
 
@@ -140,7 +142,7 @@ private:
       value.number = std::strtod(token.c_str(), &end);
     }
     if (token.empty() || token == "-" || (end && *end != '\0'))
-      return fail("malformed number '" + token + "'");
+      return fail(fmt::format("malformed number '{}'", token));
     return true;
   }
 
@@ -215,7 +217,7 @@ private:
       return true;
     if (c == '-' || std::isdigit(static_cast<unsigned char>(c)))
       return parseNumber(value);
-    return fail(std::string("unexpected '") + c + "'");
+    return fail(fmt::format("unexpected '{}'", c));
   }
 
   const std::string &text;

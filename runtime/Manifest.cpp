@@ -4,6 +4,8 @@
 #include "runtime/Cache.h"
 #include "runtime/Json.h"
 
+#include <fmt/format.h>
+
 #include <climits>
 
 using namespace thdc::runtime;
@@ -42,7 +44,7 @@ int Manifest::find(const std::string &name) const {
 }
 
 Result<Manifest> thdc::runtime::readManifest(const std::string &bundleDir) {
-  std::string path = joinPath(bundleDir, "manifest.json");
+  std::string path = joinPath(bundleDir, kManifestFile);
   Result<std::string> text = readWholeFile(path);
   if (!text)
     return Status::error(text.status().message() +
@@ -54,9 +56,9 @@ Result<Manifest> thdc::runtime::parseManifest(const std::string &text,
                                               const std::string &path) {
   Result<json::Value> root = json::parse(text);
   if (!root)
-    return Status::error(path + ": " + root.status().message());
+    return Status::error(fmt::format("{}: {}", path, root.status().message()));
   auto bad = [&](const std::string &what) {
-    return Status::error(path + ": " + what);
+    return Status::error(fmt::format("{}: {}", path, what));
   };
   using Kind = json::Value::Kind;
   auto string = [&](const json::Value *v, std::string &out) {
@@ -70,9 +72,9 @@ Result<Manifest> thdc::runtime::parseManifest(const std::string &text,
   if (!format || format->kind != Kind::Integer)
     return bad("missing \"format\" (an integer)");
   if (format->integer != kBundleFormatVersion)
-    return bad("bundle format " + std::to_string(format->integer) +
-               " is not supported by this runtime (it reads format " +
-               std::to_string(kBundleFormatVersion) + ")");
+    return bad(fmt::format("bundle format {} is not supported by this runtime "
+                           "(it reads format {})",
+                           format->integer, kBundleFormatVersion));
   m.format = kBundleFormatVersion;
   string(root->get("thdc_version"), m.thdcVersion);
   if (!string(root->get("entry"), m.entry) || m.entry.empty())
@@ -82,7 +84,8 @@ Result<Manifest> thdc::runtime::parseManifest(const std::string &text,
       return bad("\"params\" must map parameter names to integers");
     for (const auto &[name, value] : params->object) {
       if (value.kind != Kind::Integer)
-        return bad("parameter '" + name + "' in \"params\" is not an integer");
+        return bad(fmt::format("parameter '{}' in \"params\" is not an integer",
+                               name));
       m.params[name] = value.integer;
     }
   }
@@ -90,7 +93,7 @@ Result<Manifest> thdc::runtime::parseManifest(const std::string &text,
   if (!buffers || buffers->kind != Kind::Array || buffers->array.empty())
     return bad("missing \"buffers\" (a non-empty array)");
   if (buffers->array.size() > kMaxBuffers)
-    return bad("more than " + std::to_string(kMaxBuffers) + " buffers");
+    return bad(fmt::format("more than {} buffers", kMaxBuffers));
   for (const json::Value &entry : buffers->array) {
     BufferDesc buffer;
     std::string direction;
@@ -99,18 +102,20 @@ Result<Manifest> thdc::runtime::parseManifest(const std::string &text,
         !string(entry.get("type"), buffer.type) ||
         !string(entry.get("direction"), direction) || !elements ||
         elements->kind != Kind::Integer)
-      return bad("buffer " + std::to_string(m.buffers.size()) +
-                 " needs a name, a type, a direction and an element count");
+      return bad(fmt::format(
+          "buffer {} needs a name, a type, a direction and an element count",
+          m.buffers.size()));
     if (!findElementType(buffer.type))
-      return bad("buffer '" + buffer.name + "' has the unknown type '" +
-                 buffer.type + "'");
+      return bad(fmt::format("buffer '{}' has the unknown type '{}'",
+                             buffer.name, buffer.type));
     if (elements->integer < 1 || elements->integer > kMaxElements)
-      return bad("buffer '" + buffer.name + "' has " +
-                 std::to_string(elements->integer) +
-                 " elements; a bundle's buffers hold 1 to 2^40");
+      return bad(fmt::format(
+          "buffer '{}' has {} elements; a bundle's buffers hold 1 to 2^40",
+          buffer.name, elements->integer));
     if (direction != "input" && direction != "output")
-      return bad("buffer '" + buffer.name + "' has the direction '" +
-                 direction + "' (input or output)");
+      return bad(
+          fmt::format("buffer '{}' has the direction '{}' (input or output)",
+                      buffer.name, direction));
     buffer.elements = elements->integer;
     buffer.isOutput = direction == "output";
     m.buffers.push_back(buffer);
@@ -124,19 +129,20 @@ Result<Manifest> thdc::runtime::parseManifest(const std::string &text,
     return bad("\"kernel\" needs a \"ptx\" file");
   string(kernel->get("chip"), m.chip);
   if (!isPlainFileName(m.ptxFile))
-    return bad("the kernel file '" + m.ptxFile +
-               "' must be a file name inside the bundle folder");
+    return bad(fmt::format(
+        "the kernel file '{}' must be a file name inside the bundle folder",
+        m.ptxFile));
   for (const char *key : {"grid", "block"}) {
     const json::Value *dims = kernel->get(key);
     if (!dims || dims->kind != Kind::Array || dims->array.size() != 3)
-      return bad(std::string("kernel \"") + key + "\" must have 3 sizes");
+      return bad(fmt::format("kernel \"{}\" must have 3 sizes", key));
     int64_t limit = std::string(key) == "grid" ? INT32_MAX : 1024;
     for (int d = 0; d < 3; ++d) {
       const json::Value &size = dims->array[d];
       if (size.kind != Kind::Integer || size.integer < 1 ||
           size.integer > limit)
-        return bad(std::string("kernel \"") + key + "\" sizes must be 1 to " +
-                   std::to_string(limit));
+        return bad(
+            fmt::format("kernel \"{}\" sizes must be 1 to {}", key, limit));
       (std::string(key) == "grid" ? m.grid : m.block)[d] =
           unsigned(size.integer);
     }
@@ -155,7 +161,7 @@ Result<Manifest> thdc::runtime::parseManifest(const std::string &text,
       return bad("\"sha256\" must map file names to hashes");
     for (const auto &[file, hash] : hashes->object) {
       if (hash.kind != Kind::String || hash.string.size() != 64)
-        return bad("the hash of '" + file + "' is not a SHA-256");
+        return bad(fmt::format("the hash of '{}' is not a SHA-256", file));
       m.fileHashes[file] = hash.string;
     }
   }

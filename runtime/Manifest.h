@@ -41,6 +41,25 @@ namespace thdc::runtime {
 /// changes.
 constexpr int kBundleFormatVersion = 1;
 
+/// The names a bundle's files and its host code's symbols are given, derived
+/// from the pipeline's entry name. The compiler names them so
+/// (codegen/Bundle.cpp, codegen/Compiler.cpp); the runtime finds the manifest
+/// and the host code's buffer table by them. The manifest records the other
+/// names, so a reader never guesses those.
+/// The manifest, in the bundle folder.
+inline constexpr char kManifestFile[] = "manifest.json";
+/// `<entry>.ptx`: the kernel's PTX.
+inline constexpr char kPtxFileSuffix[] = ".ptx";
+/// `<entry>.host.so`: the pipeline compiled for the host CPU.
+inline constexpr char kHostLibrarySuffix[] = ".host.so";
+/// `void <entry>_packed(void **buffers)`: the host entry that takes all
+/// buffers as one array (the manifest's host symbol).
+inline constexpr char kPackedSuffix[] = "_packed";
+/// `const int64_t <entry>_buffer_elements[]`, in the host code and in the
+/// kernel's module: the number of buffers, then each buffer's element count
+/// in kernel parameter order (checked against the manifest at load).
+inline constexpr char kBufferElementsSuffix[] = "_buffer_elements";
+
 /// Most buffers a bundle may have (kernel parameters are passed through a
 /// fixed array: no allocation at launch).
 constexpr size_t kMaxBuffers = 64;

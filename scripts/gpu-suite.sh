@@ -34,7 +34,11 @@ run() { # name command...: logs to $out/name.txt, keeps going on failure
 
 { date -u +"%Y-%m-%d %H:%M UTC"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; nvcc --version | tail -1; } > "$out/machine.txt" 2>&1
 wants() { [[ ",$mode," == *",$1,"* || ",$mode," == *",all,"* ]]; }
-cmake -G Ninja -S "$root" -B "$build" -DTHDC_RUNTIME_ONLY=ON -DCMAKE_BUILD_TYPE=Release \
+# fmt's headers come with the bundles (scripts/make-gpu-bundles.sh copies them
+# into fmt-include/); an installed fmt is used when they are absent.
+fmt_args=()
+[ -f "$bundles/fmt-include/fmt/format.h" ] && fmt_args=(-DTHDC_FMT_INCLUDE_DIR="$bundles/fmt-include")
+cmake -G Ninja -S "$root" -B "$build" -DTHDC_RUNTIME_ONLY=ON -DCMAKE_BUILD_TYPE=Release ${fmt_args[@]+"${fmt_args[@]}"} \
   -DPython_EXECUTABLE="$(python3 -c 'import sys; print(sys.executable)')" > "$out/build.txt" 2>&1 &&
   cmake --build "$build" >> "$out/build.txt" 2>&1 || { echo "build failed"; tail -30 "$out/build.txt"; exit 1; }
 

@@ -38,4 +38,11 @@ for shape in "1024 1 17" "1024 2 33" "4096 2 64"; do
   "$bin/thdc" "$root/python/thdc/pipelines/megatron_step.mlir" --param C=$1 --param cp=$2 --param N=$3 \
     -o "$out/python/megatron_step_C$1_cp$2_N$3"
 done
+# fmt's headers for the runtime-only build there (header-only; a GPU host may
+# have neither libfmt-dev nor a network): scripts/gpu-suite.sh passes this
+# folder as THDC_FMT_INCLUDE_DIR.
+fmt_headers=${THDC_FMT_HEADERS:-/usr/include/fmt}
+[ -f "$fmt_headers/format.h" ] || { echo "no fmt headers in $fmt_headers (apt-get install libfmt-dev, or set THDC_FMT_HEADERS)" >&2; exit 1; }
+mkdir -p "$out/fmt-include"
+cp -r "$fmt_headers" "$out/fmt-include/fmt"
 echo "bundles written to $out"

@@ -106,24 +106,24 @@ int main(int argc, char **argv) {
   // 1. Compile once, at start.
   Jit jit;
   CompileInfo compiled;
-  Result<std::shared_ptr<Pipeline>> pipeline =
+  Result<std::shared_ptr<Executable>> executable =
       jit.compile(text.str(), params, &compiled, path);
-  if (!pipeline) {
-    std::fprintf(stderr, "error: %s\n", pipeline.status().message().c_str());
+  if (!executable) {
+    std::fprintf(stderr, "error: %s\n", executable.status().message().c_str());
     return 1;
   }
-  const Manifest &m = (*pipeline)->manifest();
+  const Manifest &m = (*executable)->manifest();
   int64_t C = m.params.at("C"), cp = m.params.at("cp"), N = m.params.at("N");
   const char *source[] = {"compiled", "memory cache", "disk cache"};
   std::printf("compiled %s (C=%lld, cp=%lld, N=%lld) for %s in %.1f ms (%s)\n",
               m.entry.c_str(), (long long)C, (long long)cp, (long long)N,
-              (*pipeline)->loadInfo().device.c_str(), compiled.micros / 1000,
+              (*executable)->loadInfo().device.c_str(), compiled.micros / 1000,
               source[int(compiled.source)]);
   if (compiled.source == CompileInfo::Source::Compiled)
     std::printf("  of which the compiler %.1f ms, the module load %.1f ms%s\n",
                 compiled.compileMicros / 1000, compiled.loadMicros / 1000,
-                (*pipeline)->loadInfo().cubinFromCache ? " (cached cubin)"
-                                                       : "");
+                (*executable)->loadInfo().cubinFromCache ? " (cached cubin)"
+                                                         : "");
 
   CompileInfo again;
   if (!jit.compile(text.str(), params, &again, path))
@@ -132,8 +132,8 @@ int main(int argc, char **argv) {
               source[int(again.source)]);
 
   // 2. Buffers and one captured launch.
-  Result<Buffers> buffers = Buffers::allocate(**pipeline);
-  Result<void *> stream = createStream((*pipeline)->backend());
+  Result<Buffers> buffers = Buffers::allocate(**executable);
+  Result<void *> stream = createStream((*executable)->backend());
   if (!buffers || !stream) {
     std::fprintf(
         stderr, "error: %s\n",
@@ -141,7 +141,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   Result<CapturedLaunch> graph =
-      CapturedLaunch::capture(**pipeline, buffers->pointers(), *stream);
+      CapturedLaunch::capture(**executable, buffers->pointers(), *stream);
   if (!graph) {
     std::fprintf(stderr, "error: %s\n", graph.status().message().c_str());
     return 1;
@@ -184,7 +184,7 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < 9 && st; ++i)
       st = buffers->download(8 + i, outputs[i], *stream);
     if (st)
-      st = synchronizeStream((*pipeline)->backend(), *stream);
+      st = synchronizeStream((*executable)->backend(), *stream);
     if (!st) {
       std::fprintf(stderr, "error: microbatch %d: %s\n", step,
                    st.message().c_str());
@@ -206,11 +206,11 @@ int main(int argc, char **argv) {
                    step, in.numSeqs, in.cpRank);
     matched += same;
   }
-  destroyStream((*pipeline)->backend(), *stream);
+  destroyStream((*executable)->backend(), *stream);
   std::printf("%d microbatches through one captured graph on %s: %lld "
               "sequences, %lld valid tokens; %d match the reference, %d "
               "differ\n",
-              microbatches, (*pipeline)->loadInfo().device.c_str(),
+              microbatches, (*executable)->loadInfo().device.c_str(),
               (long long)sequences, (long long)tokens, matched,
               microbatches - matched);
   return matched == microbatches ? 0 : 1;

@@ -7,8 +7,6 @@
 
 #include "tools/thd-run/HostBuffers.h"
 
-#include "llvm/Support/Error.h"
-
 #include <cstddef>
 #include <cstdint>
 
@@ -20,12 +18,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       {"position_ids", "i64", 16},
       {"loss_mask", "f32", 16}, {"padding_mask", "i1", 8},
       {"cu_seqlens", "i32", 7}, {"num_seqs", "i32", 1}};
-  llvm::Expected<std::vector<HostBuffer>> buffers = readInputs(
+  Result<std::vector<HostBuffer>> buffers = readInputs(
       llvm::StringRef(reinterpret_cast<const char *>(data), size), specs);
-  if (!buffers) {
-    llvm::consumeError(buffers.takeError());
+  if (!buffers)
     return 0;
-  }
   (void)writeOutputs(*buffers, /*pretty=*/false);
   return 0;
 }

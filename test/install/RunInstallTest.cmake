@@ -24,7 +24,7 @@ file(REMOVE_RECURSE "${WORK_DIR}")
 set(prefix "${WORK_DIR}/prefix")
 run(${CMAKE_COMMAND} --install "${THDC_BUILD_DIR}" --prefix "${prefix}")
 
-foreach(file bin/thdc bin/thd-opt bin/thd-run include/runtime/Pipeline.h
+foreach(file bin/thdc bin/thd-opt bin/thd-run include/runtime/Executable.h
     include/reference/StatusBits.h include/dialect/THDOps.h.inc
     lib/cmake/thdc/thdcConfig.cmake lib/cmake/thdc/thdcConfigVersion.cmake)
   if(NOT EXISTS "${prefix}/${file}")

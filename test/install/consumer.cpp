@@ -10,7 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "reference/StatusBits.h"
-#include "runtime/Pipeline.h"
+#include "runtime/Executable.h"
 
 #include <cstdint>
 #include <cstdio>
@@ -36,12 +36,12 @@ int main(int argc, char **argv) {
 
   LoadOptions options;
   options.backend = Backend::Host;
-  auto pipeline = Pipeline::load(argv[1], options);
-  if (!pipeline) {
-    std::fprintf(stderr, "error: %s\n", pipeline.status().message().c_str());
+  auto executable = Executable::load(argv[1], options);
+  if (!executable) {
+    std::fprintf(stderr, "error: %s\n", executable.status().message().c_str());
     return 1;
   }
-  auto buffers = Buffers::allocate(**pipeline);
+  auto buffers = Buffers::allocate(**executable);
   if (!buffers) {
     std::fprintf(stderr, "error: %s\n", buffers.status().message().c_str());
     return 1;
@@ -54,7 +54,7 @@ int main(int argc, char **argv) {
       {"cu_seqlens_padded", {0, 4, 8, 12, -1, -1, -1}},
       {"num_seqs", {3}},
       {"cp_rank", {0}}};
-  const Manifest &m = (*pipeline)->manifest();
+  const Manifest &m = (*executable)->manifest();
   for (size_t i = 0; i < m.buffers.size(); ++i) {
     const BufferDesc &buffer = m.buffers[i];
     if (buffer.isOutput)
@@ -77,7 +77,7 @@ int main(int argc, char **argv) {
       return 1;
     }
   }
-  if (Status status = (*pipeline)->launch(buffers->pointers()); !status) {
+  if (Status status = (*executable)->launch(buffers->pointers()); !status) {
     std::fprintf(stderr, "error: %s\n", status.message().c_str());
     return 1;
   }

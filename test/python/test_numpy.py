@@ -201,8 +201,8 @@ def test_compile_errors_are_exceptions(cache_dir):
 def test_unknown_chip_is_an_exception(cache_dir):
     if not thdc.has_jit:
         pytest.skip("no JIT")
-    with pytest.raises(RuntimeError, match="unsupported GPU architecture 'sm_100'"):
-        thdc.compile(EXAMPLE, {"C": 8}, backend="host", cache_dir=cache_dir, chip="sm_100")
+    with pytest.raises(RuntimeError, match="unsupported GPU architecture 'sm_130'"):
+        thdc.compile(EXAMPLE, {"C": 8}, backend="host", cache_dir=cache_dir, chip="sm_130")
 
 
 def test_shared_writable_cache_is_not_used(tmp_path):

@@ -3,8 +3,11 @@
 # does. Fails if the configure or the build fails, or if a compile command
 # names an LLVM or MLIR include folder.
 #   cmake -DSOURCE_DIR=<repo>/runtime -DBINARY_DIR=<tmp> [-DGENERATOR=Ninja]
-#         [-DEXTRA_ARGS=...] -P BuildRuntimeAlone.cmake
+#         [-DEXTRA_ARGS=arg|arg...] -P BuildRuntimeAlone.cmake
+# EXTRA_ARGS: configure arguments separated by '|' (a ';' would split the
+# command line of the test that runs this script).
 file(REMOVE_RECURSE "${BINARY_DIR}")
+string(REPLACE "|" ";" EXTRA_ARGS "${EXTRA_ARGS}")
 set(generator_args)
 if(GENERATOR)
   set(generator_args -G "${GENERATOR}")

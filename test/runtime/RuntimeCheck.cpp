@@ -14,7 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "reference/Reference.h"
-#include "runtime/Pipeline.h"
+#include "runtime/Executable.h"
 #include "tools/ParseNumber.h"
 
 #include <algorithm>
@@ -150,7 +150,7 @@ std::string compare(const Manifest &m, const HostData &data,
 
 /// Uploads the inputs, runs `run`, downloads everything.
 template <typename Run>
-Status execute(const Pipeline &p, const Buffers &buffers, HostData &data,
+Status execute(const Executable &p, const Buffers &buffers, HostData &data,
                void *stream, Run run) {
   const Manifest &m = p.manifest();
   for (size_t i = 0; i < m.buffers.size(); ++i)
@@ -174,12 +174,12 @@ std::string describe(const GraphStepInput &in) {
 }
 
 void checkBundle(const std::string &dir, int microbatches, int replays) {
-  Result<std::unique_ptr<Pipeline>> loaded = Pipeline::load(dir);
+  Result<std::unique_ptr<Executable>> loaded = Executable::load(dir);
   if (!loaded) {
     report(false, "load " + dir + ": " + loaded.status().message());
     return;
   }
-  const Pipeline &p = **loaded;
+  const Executable &p = **loaded;
   const Manifest &m = p.manifest();
   Shape s{m.params.at("C"), m.params.at("cp"), m.params.at("N")};
   std::string name = m.entry + " C=" + std::to_string(s.C) +
@@ -198,12 +198,12 @@ void checkBundle(const std::string &dir, int microbatches, int replays) {
   }
   // On a GPU, the bundle's host code runs the same microbatches: the GPU
   // path is compared with the CPU path, not only with the reference.
-  std::unique_ptr<Pipeline> host;
+  std::unique_ptr<Executable> host;
   std::unique_ptr<Buffers> hostBuffers;
   if (p.backend() == Backend::Cuda) {
     LoadOptions options;
     options.backend = Backend::Host;
-    Result<std::unique_ptr<Pipeline>> h = Pipeline::load(dir, options);
+    Result<std::unique_ptr<Executable>> h = Executable::load(dir, options);
     if (h) {
       host = std::move(*h);
       hostBuffers =

@@ -16,21 +16,21 @@ namespace {
 
 /// The error readInputs reports for `json`; fails the test if it succeeds.
 std::string readError(llvm::StringRef json, llvm::ArrayRef<BufferDesc> specs) {
-  llvm::Expected<std::vector<HostBuffer>> buffers = readInputs(json, specs);
+  Result<std::vector<HostBuffer>> buffers = readInputs(json, specs);
   if (buffers) {
     ADD_FAILURE() << "expected an error reading " << json.str();
     return "";
   }
-  return llvm::toString(buffers.takeError());
+  return buffers.status().message();
 }
 
 /// The buffers readInputs returns for `json`; fails the test on an error.
 std::vector<HostBuffer> readOk(llvm::StringRef json,
                                llvm::ArrayRef<BufferDesc> specs) {
-  llvm::Expected<std::vector<HostBuffer>> buffers = readInputs(json, specs);
+  Result<std::vector<HostBuffer>> buffers = readInputs(json, specs);
   if (!buffers) {
     ADD_FAILURE() << "reading " << json.str() << ": "
-                  << llvm::toString(buffers.takeError());
+                  << buffers.status().message();
     return {};
   }
   return std::move(*buffers);
@@ -44,7 +44,8 @@ template <typename T> std::vector<T> elementsOf(const HostBuffer &buffer) {
 
 /// Reads a single input `x` of `type` holding the one element `element`.
 std::string readOneError(ElementType type, llvm::StringRef element) {
-  return readError(("{\"x\": [" + element + "]}").str(), {{"x", toString(type).str(), 1}});
+  return readError("{\"x\": [" + element.str() + "]}",
+                   {{"x", toString(type).str(), 1}});
 }
 
 bool sameBytes(const HostBuffer &a, const HostBuffer &b) {
@@ -202,9 +203,8 @@ TEST(HostBuffers, ZeroElementInputsAreEmptyArrays) {
 }
 
 TEST(HostBuffers, NoInputsReadsEmptyObject) {
-  llvm::Expected<std::vector<HostBuffer>> buffers = readInputs("{}", {});
-  ASSERT_TRUE(static_cast<bool>(buffers))
-      << llvm::toString(buffers.takeError());
+  Result<std::vector<HostBuffer>> buffers = readInputs("{}", {});
+  ASSERT_TRUE(static_cast<bool>(buffers)) << buffers.status().message();
   EXPECT_TRUE(buffers->empty());
   EXPECT_EQ(readError(R"({"tokens": []})", {}),
             "unknown input 'tokens'; the pipeline takes: no inputs");

@@ -229,15 +229,15 @@ TEST(JitCache, UnwritableCacheStillCompiles) {
 }
 
 TEST(JitErrors, UnsupportedChipIsAnErrorNotAnExit) {
-  // A chip the PTX version does not cover used to end the process with an
+  // A chip without a PTX version used to end the process with an
   // LLVM fatal error in the NVPTX back end.
   JitOptions options = hostOptions("-");
-  options.chip = "sm_100";
+  options.chip = "sm_130";
   Jit jit(options);
   auto result = jit.compile(exampleText(), smallParams());
   ASSERT_FALSE(result);
   EXPECT_NE(result.status().message().find(
-                "unsupported GPU architecture 'sm_100'"),
+                "unsupported GPU architecture 'sm_130'"),
             std::string::npos)
       << result.status().message();
 }

@@ -21,6 +21,7 @@
 
 using namespace thdc;
 using namespace thdc::planner;
+using reference::Expected;
 
 namespace {
 
@@ -33,8 +34,8 @@ using Packs = std::vector<Pack>;
   do {                                                                         \
     auto result_ = (expr);                                                     \
     ASSERT_FALSE(result_) << "expected an error containing: " << (substring);  \
-    EXPECT_NE(result_.error().find(substring), std::string::npos)              \
-        << "error was: " << result_.error();                                   \
+    EXPECT_NE(result_.status().message().find(substring), std::string::npos)   \
+        << "error was: " << result_.status().message();                        \
   } while (0)
 
 /// A config with budget C, sizes cp and dp, and the S2 inputs.
@@ -64,13 +65,12 @@ PlannerConfig capConfig(int64_t maxSeqlenPerRank, int64_t cp, int64_t dp,
 template <typename Planner>
 MicrobatchPlan planOrFail(Planner planner, const I32 &lengths,
                           const PlannerConfig &config) {
-  Expected<MicrobatchPlan> plan = planner(lengths, config);
-  EXPECT_TRUE(plan) << plan.error();
+  Result<MicrobatchPlan> plan = planner(lengths, config);
+  EXPECT_TRUE(plan) << plan.status().message();
   if (!plan)
     return MicrobatchPlan();
-  std::optional<std::string> violation =
-      findPlanViolation(*plan, lengths, config);
-  EXPECT_FALSE(violation) << *violation;
+  Status valid = checkPlan(*plan, lengths, config);
+  EXPECT_TRUE(valid) << valid.message();
   return *plan;
 }
 
@@ -95,8 +95,8 @@ TEST(PlannerS2, GoldenCaps) {
   auto cap = [](std::optional<int64_t> n, bool align, bool dummy) {
     return plannerSequenceCap(makeConfig(4, 2, 1, n, align, dummy));
   };
-  Expected<std::optional<int64_t>> withDummy = cap(32, true, true);
-  ASSERT_TRUE(withDummy) << withDummy.error();
+  Result<std::optional<int64_t>> withDummy = cap(32, true, true);
+  ASSERT_TRUE(withDummy) << withDummy.status().message();
   EXPECT_EQ(*withDummy, std::optional<int64_t>(31));
   EXPECT_EQ(*cap(32, true, false), std::optional<int64_t>(32));
   EXPECT_EQ(*cap(32, false, true), std::optional<int64_t>(32));
@@ -326,14 +326,13 @@ TEST(PlannerValidation, FindsEveryKindOfViolation) {
   auto violation = [&](auto corrupt) {
     MicrobatchPlan plan = valid;
     corrupt(plan);
-    std::optional<std::string> found =
-        findPlanViolation(plan, kExample, config);
-    return found ? *found : std::string("(valid)");
+    Status checked = checkPlan(plan, kExample, config);
+    return checked ? std::string("(valid)") : checked.message();
   };
   auto regroup = [](MicrobatchPlan &plan) {
     plan.groups = microbatchGroups(plan.packs, 2, 2);
   };
-  EXPECT_EQ(findPlanViolation(valid, kExample, config), std::nullopt);
+  EXPECT_EQ(checkPlan(valid, kExample, config).message(), "");
   EXPECT_EQ(violation([](MicrobatchPlan &plan) { plan.packs[3] = {5}; }),
             "sequence 5 is in both pack 2 and pack 3");
   EXPECT_EQ(violation([&](MicrobatchPlan &plan) {
@@ -373,15 +372,15 @@ TEST(PlannerValidation, FindsEveryKindOfViolation) {
   overBudget.packs = {{0, 1, 2}};
   overBudget.packTokens = {9};
   overBudget.groups = microbatchGroups(overBudget.packs, 1, 2);
-  EXPECT_EQ(findPlanViolation(overBudget, {4, 4, 1}, single),
+  EXPECT_EQ(checkPlan(overBudget, {4, 4, 1}, single).message(),
             "pack 0 holds 9 tokens, more than the budget C*cp = 8");
   MicrobatchPlan overCap = nextFit({1, 1, 1, 1}, single);
   overCap.packs = {{0, 1, 2, 3}};
   overCap.packTokens = {4};
   overCap.groups = microbatchGroups(overCap.packs, 1, 2);
-  EXPECT_EQ(findPlanViolation(overCap, {1, 1, 1, 1}, single),
+  EXPECT_EQ(checkPlan(overCap, {1, 1, 1, 1}, single).message(),
             "pack 0 has 4 sequences, more than the cap K = 3");
-  EXPECT_EQ(*findPlanViolation(valid, {9}, single),
+  EXPECT_EQ(checkPlan(valid, {9}, single).message(),
             "the config or lengths admit no plan: sequence 0 has padded "
             "length p[0] = 9, more than the pack budget C*cp = 4*2 = 8; no "
             "microbatch can hold it: raise max_seqlen_per_dp_cp_rank or "
@@ -542,34 +541,33 @@ TEST(PlannerRandomized, BalancedNeverNeedsMoreMicrobatchesThanNextFit) {
     SCOPED_TRACE("trial " + std::to_string(trial) + " (" +
                  kFamilyNames[family] + ")");
 
-    Expected<std::optional<int64_t>> cap = plannerSequenceCap(config);
-    ASSERT_TRUE(cap) << cap.error();
+    Result<std::optional<int64_t>> cap = plannerSequenceCap(config);
+    ASSERT_TRUE(cap) << cap.status().message();
     Expected<reference::PackingResult> reference = reference::dpBalancedGroups(
         *lengths, maxPerRank, cp, dp, *cap, vppGroup);
-    Expected<MicrobatchPlan> nextFit = nextFitPlan(*lengths, config);
-    Expected<MicrobatchPlan> firstFit =
-        firstFitDecreasingPlan(*lengths, config);
-    Expected<MicrobatchPlan> best = balancedPlan(*lengths, config);
+    Result<MicrobatchPlan> nextFit = nextFitPlan(*lengths, config);
+    Result<MicrobatchPlan> firstFit = firstFitDecreasingPlan(*lengths, config);
+    Result<MicrobatchPlan> best = balancedPlan(*lengths, config);
 
     // Next-fit is the reference scheduler, exactly.
     ASSERT_EQ(bool(nextFit), bool(reference));
     if (firstFit) {
-      EXPECT_EQ(findPlanViolation(*firstFit, *lengths, config), std::nullopt);
+      EXPECT_EQ(checkPlan(*firstFit, *lengths, config).message(), "");
     }
     if (!nextFit) {
-      EXPECT_NE(nextFit.error().find("Not enough samples to move"),
+      EXPECT_NE(nextFit.status().message().find("Not enough samples to move"),
                 std::string::npos)
-          << nextFit.error();
+          << nextFit.status().message();
       ++nextFitFailures;
       rescued += bool(best);
       continue;
     }
     EXPECT_EQ(nextFit->packs, reference->packs);
     EXPECT_EQ(nextFit->groups, reference->groups);
-    EXPECT_EQ(findPlanViolation(*nextFit, *lengths, config), std::nullopt);
+    EXPECT_EQ(checkPlan(*nextFit, *lengths, config).message(), "");
 
-    ASSERT_TRUE(best) << best.error();
-    EXPECT_EQ(findPlanViolation(*best, *lengths, config), std::nullopt);
+    ASSERT_TRUE(best) << best.status().message();
+    EXPECT_EQ(checkPlan(*best, *lengths, config).message(), "");
     EXPECT_LE(best->numMicrobatches(), nextFit->numMicrobatches());
     if (firstFit && firstFit->numMicrobatches() <= nextFit->numMicrobatches()) {
       EXPECT_EQ(best->algorithm, PlanAlgorithm::FirstFitDecreasing);

@@ -229,29 +229,28 @@ std::pair<int64_t, int64_t> integerRange(ElementType type) {
 }
 
 /// Reads element `index` of input `spec.name` into `buffer`.
-llvm::Error readElement(const json::Value &value, size_t index,
-                        HostBuffer &buffer) {
+Status readElement(const json::Value &value, size_t index, HostBuffer &buffer) {
   const BufferDesc &spec = buffer.desc();
   ElementType type = buffer.type();
   std::string element =
       ("input '" + spec.name + "'[" + std::to_string(index) + "]");
-  auto fail = [&](Reading reading, llvm::StringRef expected) -> llvm::Error {
+  auto fail = [&](Reading reading, const char *expected) {
     if (reading == Reading::BeyondDouble)
-      return llvm::createStringError(
+      return Status::error(
           element + " is a number beyond the double range; it does not fit " +
-          toString(type));
+          toString(type).str());
     if (reading == Reading::OutOfRange)
-      return llvm::createStringError(element + " = " + describe(value) +
-                                     " does not fit " + toString(type));
-    return llvm::createStringError(element + " is " + describe(value) +
-                                   "; expected " + expected);
+      return Status::error(element + " = " + describe(value) +
+                           " does not fit " + toString(type).str());
+    return Status::error(element + " is " + describe(value) + "; expected " +
+                         expected);
   };
 
   switch (type) {
   case ElementType::I1: {
     if (std::optional<bool> boolean = value.getAsBoolean()) {
       buffer.as<uint8_t>()[index] = *boolean;
-      return llvm::Error::success();
+      return Status();
     }
     int64_t integer;
     Reading reading = readInteger(value, 0, 1, integer);
@@ -260,7 +259,7 @@ llvm::Error readElement(const json::Value &value, size_t index,
     if (reading != Reading::Ok)
       return fail(reading, "0, 1, true or false");
     buffer.as<uint8_t>()[index] = static_cast<uint8_t>(integer);
-    return llvm::Error::success();
+    return Status();
   }
   case ElementType::I8:
   case ElementType::I32:
@@ -276,7 +275,7 @@ llvm::Error readElement(const json::Value &value, size_t index,
       buffer.as<int32_t>()[index] = static_cast<int32_t>(integer);
     else
       buffer.as<int64_t>()[index] = integer;
-    return llvm::Error::success();
+    return Status();
   }
   case ElementType::F32:
   case ElementType::F64: {
@@ -288,7 +287,7 @@ llvm::Error readElement(const json::Value &value, size_t index,
       buffer.as<float>()[index] = static_cast<float>(number);
     else
       buffer.as<double>()[index] = number;
-    return llvm::Error::success();
+    return Status();
   }
   }
   llvm_unreachable("unknown element type");
@@ -297,26 +296,25 @@ llvm::Error readElement(const json::Value &value, size_t index,
 /// The array under input `spec`'s name, if it is one of the right length:
 /// checked before the buffer is allocated, so that a huge capacity with a
 /// short input is an error, not an allocation.
-llvm::Expected<const json::Array *> inputArray(const json::Value &value,
-                                               const BufferDesc &spec) {
+Result<const json::Array *> inputArray(const json::Value &value,
+                                       const BufferDesc &spec) {
   const json::Array *array = value.getAsArray();
   if (!array)
-    return llvm::createStringError("input '" + spec.name +
-                                   "' must be an array of " +
-                                   countOf(spec.elements, spec.type));
+    return Status::error("input '" + spec.name + "' must be an array of " +
+                         countOf(spec.elements, spec.type));
   if (static_cast<int64_t>(array->size()) != spec.elements)
-    return llvm::createStringError("input '" + spec.name + "' has " +
-                                   countOf(array->size()) + "; expected " +
-                                   llvm::Twine(spec.elements));
+    return Status::error("input '" + spec.name + "' has " +
+                         countOf(array->size()) + "; expected " +
+                         std::to_string(spec.elements));
   return array;
 }
 
 /// Reads the elements of `array` (checked by inputArray) into `buffer`.
-llvm::Error readInput(const json::Array *array, HostBuffer &buffer) {
+Status readInput(const json::Array *array, HostBuffer &buffer) {
   for (size_t index = 0; index < array->size(); ++index)
-    if (llvm::Error error = readElement((*array)[index], index, buffer))
-      return error;
-  return llvm::Error::success();
+    if (Status read = readElement((*array)[index], index, buffer); !read)
+      return read;
+  return Status();
 }
 
 } // namespace
@@ -344,34 +342,34 @@ static size_t jsonNestingDepth(llvm::StringRef text) {
   return deepest;
 }
 
-llvm::Expected<std::vector<HostBuffer>>
+Result<std::vector<HostBuffer>>
 thdc::runtime::readInputs(llvm::StringRef jsonText,
                           llvm::ArrayRef<BufferDesc> specs) {
   constexpr size_t kMaxNesting = 64;
   if (size_t depth = jsonNestingDepth(jsonText); depth > kMaxNesting)
-    return llvm::createStringError(
-        "invalid JSON input: nested " + llvm::Twine(depth) +
+    return Status::error(
+        "invalid JSON input: nested " + std::to_string(depth) +
         " levels deep; inputs are one object of flat arrays (at most " +
-        llvm::Twine(kMaxNesting) + " levels are read)");
+        std::to_string(kMaxNesting) + " levels are read)");
   llvm::Expected<json::Value> root = json::parse(jsonText);
   if (!root)
-    return llvm::createStringError("invalid JSON input: " +
-                                   llvm::toString(root.takeError()));
+    return Status::error("invalid JSON input: " +
+                         llvm::toString(root.takeError()));
   const json::Object *object = root->getAsObject();
   if (!object)
-    return llvm::createStringError(llvm::Twine(
-        "JSON input must be an object mapping argument names to arrays"));
+    return Status::error(
+        "JSON input must be an object mapping argument names to arrays");
 
   llvm::StringSet<> names;
   for (const BufferDesc &spec : specs)
     if (!names.insert(spec.name).second)
-      return llvm::createStringError("the pipeline declares argument '" +
-                                     spec.name + "' twice");
+      return Status::error("the pipeline declares argument '" + spec.name +
+                           "' twice");
   for (const BufferDesc &spec : specs)
     if (!parseElementType(spec.type))
-      return llvm::createStringError("argument '" + spec.name +
-                                     "' has the element type '" + spec.type +
-                                     "', which thd-run cannot exchange");
+      return Status::error("argument '" + spec.name +
+                           "' has the element type '" + spec.type +
+                           "', which thd-run cannot exchange");
 
   // The object's iteration order is unspecified; report the smallest unknown
   // key so that the message does not change from run to run.
@@ -385,9 +383,9 @@ thdc::runtime::readInputs(llvm::StringRef jsonText,
     std::string expected;
     for (const BufferDesc &spec : specs)
       expected += (expected.empty() ? "" : ", ") + spec.name;
-    return llvm::createStringError("unknown input '" + *unknown +
-                                   "'; the pipeline takes: " +
-                                   (expected.empty() ? "no inputs" : expected));
+    return Status::error("unknown input '" + unknown->str() +
+                         "'; the pipeline takes: " +
+                         (expected.empty() ? "no inputs" : expected));
   }
 
   std::vector<HostBuffer> buffers;
@@ -395,17 +393,17 @@ thdc::runtime::readInputs(llvm::StringRef jsonText,
   for (const BufferDesc &spec : specs) {
     const json::Value *value = object->get(spec.name);
     if (!value)
-      return llvm::createStringError("missing input '" + spec.name +
-                                     "' (expected " + countOf(spec.elements) +
-                                     " of type " + spec.type + ")");
-    llvm::Expected<const json::Array *> array = inputArray(*value, spec);
+      return Status::error("missing input '" + spec.name + "' (expected " +
+                           countOf(spec.elements) + " of type " + spec.type +
+                           ")");
+    Result<const json::Array *> array = inputArray(*value, spec);
     if (!array)
-      return array.takeError();
+      return array.status();
     buffers.emplace_back(spec);
-    if (llvm::Error error = readInput(*array, buffers.back()))
-      return std::move(error);
+    if (Status read = readInput(*array, buffers.back()); !read)
+      return read;
   }
-  return std::move(buffers);
+  return std::move(buffers); // HostBuffer moves, never copies
 }
 
 //===----------------------------------------------------------------------===//

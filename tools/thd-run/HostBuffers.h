@@ -10,7 +10,8 @@
 // element count, and every error names the argument (and the element) so that
 // a user knows what to change in the input file.
 //
-// This library has no MLIR dependency; it uses only LLVM Support. It is
+// This library has no MLIR dependency; it uses only LLVM Support (its JSON
+// parser). Errors are the runtime's Status / Result (runtime/Status.h). It is
 // linked by thd-run, its unit test and its fuzzer.
 //
 //===----------------------------------------------------------------------===//
@@ -19,10 +20,10 @@
 #define THDC_TOOLS_THDRUN_HOSTBUFFERS_H
 
 #include "runtime/Manifest.h"
+#include "runtime/Status.h"
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
-#include "llvm/Support/Error.h"
 
 #include <cassert>
 #include <cstddef>
@@ -128,8 +129,8 @@ private:
 ///   input 'cu_seqlens'[2] = 3000000000 does not fit i32
 /// When a key appears twice in the object, the last value is used (this is
 /// how llvm::json parses objects).
-llvm::Expected<std::vector<HostBuffer>>
-readInputs(llvm::StringRef jsonText, llvm::ArrayRef<BufferDesc> specs);
+Result<std::vector<HostBuffer>> readInputs(llvm::StringRef jsonText,
+                                           llvm::ArrayRef<BufferDesc> specs);
 
 /// Writes `buffers` as a JSON object mapping each spec name to a flat array,
 /// with keys in buffer order; the result is accepted by readInputs given the

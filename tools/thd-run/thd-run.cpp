@@ -59,17 +59,16 @@ static int fail(const llvm::Twine &message) {
 }
 
 /// Reads the JSON inputs for `specs`; reports errors naming the argument.
-static llvm::Expected<std::vector<runtime::HostBuffer>>
+static runtime::Result<std::vector<runtime::HostBuffer>>
 readInputFile(llvm::ArrayRef<runtime::BufferDesc> specs) {
   std::string error;
   auto inputText = mlir::openInputFile(inputFile, &error);
   if (!inputText)
-    return llvm::createStringError(error);
-  llvm::Expected<std::vector<runtime::HostBuffer>> inputs =
+    return runtime::Status::error(error);
+  runtime::Result<std::vector<runtime::HostBuffer>> inputs =
       runtime::readInputs(inputText->getBuffer(), specs);
   if (!inputs)
-    return llvm::createStringError(inputFile + ": " +
-                                   llvm::toString(inputs.takeError()));
+    return runtime::Status::error(inputFile + ": " + inputs.status().message());
   return inputs;
 }
 
@@ -124,10 +123,10 @@ static int runOnGpu(const llvm::StringMap<int64_t> &overrides) {
                   buffer.type + ", which thd-run cannot exchange");
     (buffer.isOutput ? outputSpecs : inputSpecs).push_back(buffer);
   }
-  llvm::Expected<std::vector<runtime::HostBuffer>> inputs =
+  runtime::Result<std::vector<runtime::HostBuffer>> inputs =
       readInputFile(inputSpecs);
   if (!inputs)
-    return fail(llvm::toString(inputs.takeError()));
+    return fail(inputs.status().message());
   std::vector<runtime::HostBuffer> outputs;
   for (const runtime::BufferDesc &spec : outputSpecs)
     outputs.emplace_back(spec);
@@ -170,10 +169,10 @@ static int runOnInterpreter(mlir::ModuleOp module) {
                   buffer.type + ", which thd-run cannot exchange");
     (buffer.isOutput ? outputSpecs : inputSpecs).push_back(buffer);
   }
-  llvm::Expected<std::vector<runtime::HostBuffer>> inputs =
+  runtime::Result<std::vector<runtime::HostBuffer>> inputs =
       readInputFile(inputSpecs);
   if (!inputs)
-    return fail(llvm::toString(inputs.takeError()));
+    return fail(inputs.status().message());
   std::vector<interpreter::Buffer> arguments;
   for (auto [argument, input] : llvm::zip(function.getArguments(), *inputs)) {
     interpreter::Buffer buffer(mlir::getElementTypeOrSelf(argument.getType()),
@@ -247,10 +246,10 @@ int main(int argc, char **argv) {
     (buffer.isOutput ? outputSpecs : inputSpecs).push_back(buffer);
   }
 
-  llvm::Expected<std::vector<runtime::HostBuffer>> inputs =
+  runtime::Result<std::vector<runtime::HostBuffer>> inputs =
       readInputFile(inputSpecs);
   if (!inputs)
-    return fail(llvm::toString(inputs.takeError()));
+    return fail(inputs.status().message());
   std::vector<runtime::HostBuffer> outputs;
   for (const runtime::BufferDesc &spec : outputSpecs)
     outputs.emplace_back(spec);

@@ -1,9 +1,11 @@
-//===- Pipeline.cpp - load a bundle, launch it, capture it ----------------===//
+//===- Executable.cpp - load a bundle, launch it, capture it --------------===//
 
-#include "runtime/Pipeline.h"
+#include "runtime/Executable.h"
 #include "runtime/Cache.h"
 #include "runtime/CudaDriver.h"
 #include "runtime/Sha256.h"
+
+#include <fmt/format.h>
 
 #include <array>
 #include <atomic>
@@ -25,14 +27,15 @@ std::string bufferTableMismatch(const Manifest &m, const int64_t *counts,
   const std::vector<BufferDesc> &buffers = m.buffers;
   if (entries == 0 || counts[0] != int64_t(buffers.size()) ||
       entries != buffers.size() + 1)
-    return "manifest.json lists " + std::to_string(buffers.size()) +
-           " buffers, but the " + what + " takes " +
-           std::to_string(entries ? counts[0] : 0);
+    return fmt::format("{} lists {} buffers, but the {} takes {}",
+                       kManifestFile, buffers.size(), what,
+                       entries ? counts[0] : 0);
   for (size_t i = 0; i < buffers.size(); ++i)
     if (counts[i + 1] != buffers[i].elements)
-      return "manifest.json: buffer '" + buffers[i].name + "' has " +
-             std::to_string(buffers[i].elements) + " elements, but the " +
-             what + " was compiled for " + std::to_string(counts[i + 1]);
+      return fmt::format(
+          "{}: buffer '{}' has {} elements, but the {} was compiled for {}",
+          kManifestFile, buffers[i].name, buffers[i].elements, what,
+          counts[i + 1]);
   return "";
 }
 
@@ -46,14 +49,16 @@ Result<std::string> readBundleFile(const std::string &bundleDir,
   auto expected = m.fileHashes.find(file);
   if (expected == m.fileHashes.end()) {
     if (requireHash)
-      return Status::error(joinPath(bundleDir, file) +
-                           ": the manifest records no hash for it");
+      return Status::error(
+          fmt::format("{}: the manifest records no hash for it",
+                      joinPath(bundleDir, file)));
     return bytes;
   }
   if (sha256Hex(*bytes) != expected->second)
-    return Status::error(joinPath(bundleDir, file) +
-                         " does not match the hash in its manifest (damaged "
-                         "or replaced); refusing to load it");
+    return Status::error(
+        fmt::format("{} does not match the hash in its manifest (damaged or "
+                    "replaced); refusing to load it",
+                    joinPath(bundleDir, file)));
   return bytes;
 }
 
@@ -65,15 +70,15 @@ double microsSince(std::chrono::steady_clock::time_point start) {
 } // namespace
 
 /// A module and its kernel for each device, loaded on first use.
-struct Pipeline::DeviceModules {
+struct Executable::DeviceModules {
   std::mutex mutex;
   std::array<std::atomic<CUfunction>, CudaDriver::kMaxDevices> functions{};
   std::array<CUmodule, CudaDriver::kMaxDevices> modules{};
 };
 
-Pipeline::Pipeline() = default;
+Executable::Executable() = default;
 
-Status Pipeline::loadModule(int device) const {
+Status Executable::loadModule(int device) const {
   const CudaDriver &cu = **CudaDriver::get();
   std::lock_guard<std::mutex> lock(modules_->mutex);
   if (modules_->functions[device].load(std::memory_order_relaxed))
@@ -119,17 +124,17 @@ Status Pipeline::loadModule(int device) const {
     if (link)
       cu.cuLinkDestroy(link);
     if (r != CUDA_SUCCESS)
-      return Status::error("loading the PTX of kernel '" +
-                           manifest_.kernelName + "' for " + arch + ": " +
-                           cu.describe("cuLinkAddData/cuModuleLoadData", r));
+      return Status::error(fmt::format(
+          "loading the PTX of kernel '{}' for {}: {}", manifest_.kernelName,
+          arch, cu.describe("cuLinkAddData/cuModuleLoadData", r)));
   }
   CUfunction function = nullptr;
   CUresult r =
       cu.cuModuleGetFunction(&function, module, manifest_.kernelName.c_str());
   if (r != CUDA_SUCCESS) {
     cu.cuModuleUnload(module);
-    return Status::error("kernel '" + manifest_.kernelName +
-                         "': " + cu.describe("cuModuleGetFunction", r));
+    return Status::error(fmt::format("kernel '{}': {}", manifest_.kernelName,
+                                     cu.describe("cuModuleGetFunction", r)));
   }
   if (device == info_.deviceOrdinal)
     const_cast<LoadInfo &>(info_).cubinFromCache = fromCache;
@@ -141,35 +146,35 @@ Status Pipeline::loadModule(int device) const {
 /// The kernel states its buffers' lengths (PTX of bundles written before it
 /// did does not): a manifest that disagrees would let callers hand it
 /// buffers it reads or writes past. Checked once, when the bundle is loaded.
-Status Pipeline::checkKernelBuffers(int device) const {
+Status Executable::checkKernelBuffers(int device) const {
   const CudaDriver &cu = **CudaDriver::get();
   ScopedDevice scope;
   if (Status entered = scope.enter(cu, device); !entered)
     return entered;
   CUdeviceptr address = 0;
   size_t bytes = 0;
-  std::string symbol = manifest_.entry + "_buffer_elements";
+  std::string symbol = manifest_.entry + kBufferElementsSuffix;
   if (cu.cuModuleGetGlobal(&address, &bytes, modules_->modules[device],
                            symbol.c_str()) != CUDA_SUCCESS)
     return Status();
   std::vector<int64_t> counts(bytes / sizeof(int64_t));
   CUresult r = cu.cuMemcpyDtoH(counts.data(), address, bytes);
   if (r != CUDA_SUCCESS)
-    return Status::error("reading " + symbol + ": " +
-                         cu.describe("cuMemcpyDtoH", r));
+    return Status::error(
+        fmt::format("reading {}: {}", symbol, cu.describe("cuMemcpyDtoH", r)));
   std::string mismatch =
       bufferTableMismatch(manifest_, counts.data(), counts.size(), "kernel");
   return mismatch.empty() ? Status() : Status::error(mismatch);
 }
 
-Result<std::unique_ptr<Pipeline>> Pipeline::load(const std::string &bundleDir,
-                                                 const LoadOptions &options) {
+Result<std::unique_ptr<Executable>>
+Executable::load(const std::string &bundleDir, const LoadOptions &options) {
   Result<Manifest> manifest = readManifest(bundleDir);
   if (!manifest)
     return manifest.status();
-  std::unique_ptr<Pipeline> pipeline(new Pipeline());
-  pipeline->manifest_ = *manifest;
-  const Manifest &m = pipeline->manifest_;
+  std::unique_ptr<Executable> executable(new Executable());
+  executable->manifest_ = *manifest;
+  const Manifest &m = executable->manifest_;
 
   Result<const CudaDriver *> driver =
       options.backend == Backend::Host
@@ -189,24 +194,25 @@ Result<std::unique_ptr<Pipeline>> Pipeline::load(const std::string &bundleDir,
         readBundleFile(bundleDir, m, m.ptxFile, options.requireHashes);
     if (!ptx)
       return ptx.status();
-    pipeline->ptx_ = std::move(*ptx);
-    pipeline->cubinCacheDir_ = cacheDirectory(options.cacheDir);
-    pipeline->modules_ = std::make_unique<DeviceModules>();
-    pipeline->info_.backend = Backend::Cuda;
-    pipeline->info_.deviceOrdinal = *device;
-    pipeline->info_.device = cu.name(*device);
-    if (Status loaded = pipeline->loadModule(*device); !loaded)
+    executable->ptx_ = std::move(*ptx);
+    executable->cubinCacheDir_ = cacheDirectory(options.cacheDir);
+    executable->modules_ = std::make_unique<DeviceModules>();
+    executable->info_.backend = Backend::Cuda;
+    executable->info_.deviceOrdinal = *device;
+    executable->info_.device = cu.name(*device);
+    if (Status loaded = executable->loadModule(*device); !loaded)
       return loaded;
-    if (Status matches = pipeline->checkKernelBuffers(*device); !matches)
+    if (Status matches = executable->checkKernelBuffers(*device); !matches)
       return matches;
   } else {
     if (m.hostLibrary.empty())
-      return Status::error("no GPU (" + driver.status().message() +
-                           ") and the bundle has no host code");
+      return Status::error(
+          fmt::format("no GPU ({}) and the bundle has no host code",
+                      driver.status().message()));
     // Checked against the manifest before it is mapped: a truncated or
     // replaced library is refused, never dlopened.
-    if (Result<std::string> bytes = readBundleFile(bundleDir, m, m.hostLibrary,
-                                                   options.requireHashes);
+    if (Result<std::string> bytes =
+            readBundleFile(bundleDir, m, m.hostLibrary, options.requireHashes);
         !bytes)
       return bytes.status();
     std::string library = joinPath(bundleDir, m.hostLibrary);
@@ -217,23 +223,22 @@ Result<std::unique_ptr<Pipeline>> Pipeline::load(const std::string &bundleDir,
     }
     void *handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!handle)
-      return Status::error(std::string("cannot load the host code: ") +
-                           dlerror());
+      return Status::error(
+          fmt::format("cannot load the host code: {}", dlerror()));
     void *symbol = dlsym(handle, m.hostSymbol.c_str());
     if (!symbol) {
       dlclose(handle);
-      return Status::error("the host code has no symbol '" + m.hostSymbol +
-                           "'");
+      return Status::error(
+          fmt::format("the host code has no symbol '{}'", m.hostSymbol));
     }
     // The code states its buffers' lengths (bundles written before it did
     // do not): a manifest that disagrees would make it write past them.
     if (auto *counts = static_cast<const int64_t *>(
-            dlsym(handle, (m.entry + "_buffer_elements").c_str()))) {
+            dlsym(handle, (m.entry + kBufferElementsSuffix).c_str()))) {
       // Read before dlclose unmaps them; the table is as long as its first
       // entry says, and compared only when that matches the manifest.
-      size_t entries = counts[0] == int64_t(m.buffers.size())
-                           ? m.buffers.size() + 1
-                           : 1;
+      size_t entries =
+          counts[0] == int64_t(m.buffers.size()) ? m.buffers.size() + 1 : 1;
       std::string mismatch =
           bufferTableMismatch(m, counts, entries, "host code");
       if (!mismatch.empty()) {
@@ -241,16 +246,16 @@ Result<std::unique_ptr<Pipeline>> Pipeline::load(const std::string &bundleDir,
         return Status::error(joinPath(bundleDir, mismatch));
       }
     }
-    pipeline->library_ = handle;
-    pipeline->hostEntry_ = reinterpret_cast<void (*)(void **)>(symbol);
-    pipeline->info_.backend = Backend::Host;
-    pipeline->info_.device = "host CPU";
+    executable->library_ = handle;
+    executable->hostEntry_ = reinterpret_cast<void (*)(void **)>(symbol);
+    executable->info_.backend = Backend::Host;
+    executable->info_.device = "host CPU";
   }
-  pipeline->info_.loadMicros = microsSince(start);
-  return pipeline;
+  executable->info_.loadMicros = microsSince(start);
+  return executable;
 }
 
-Pipeline::~Pipeline() {
+Executable::~Executable() {
   if (modules_)
     if (Result<const CudaDriver *> driver = CudaDriver::get())
       for (int device = 0; device < CudaDriver::kMaxDevices; ++device)
@@ -263,7 +268,7 @@ Pipeline::~Pipeline() {
     dlclose(library_);
 }
 
-Status Pipeline::prepare(int device) const {
+Status Executable::prepare(int device) const {
   if (info_.backend == Backend::Host)
     return Status();
   const CudaDriver &cu = **CudaDriver::get();
@@ -275,7 +280,8 @@ Status Pipeline::prepare(int device) const {
   return loadModule(*resolved);
 }
 
-Status Pipeline::launch(void *const *buffers, void *stream, int device) const {
+Status Executable::launch(void *const *buffers, void *stream,
+                          int device) const {
   size_t count = manifest_.buffers.size();
   if (info_.backend == Backend::Host) {
     std::array<void *, kMaxBuffers> pointers;
@@ -303,9 +309,9 @@ Status Pipeline::launch(void *const *buffers, void *stream, int device) const {
       manifest_.block[0], manifest_.block[1], manifest_.block[2], 0,
       static_cast<CUstream>(stream), arguments.data(), nullptr);
   if (r != CUDA_SUCCESS)
-    return Status::error("launching kernel '" + manifest_.kernelName +
-                         "' on device " + std::to_string(scope.device()) +
-                         ": " + cu->describe("cuLaunchKernel", r));
+    return Status::error(fmt::format("launching kernel '{}' on device {}: {}",
+                                     manifest_.kernelName, scope.device(),
+                                     cu->describe("cuLaunchKernel", r)));
   return Status();
 }
 
@@ -313,16 +319,16 @@ Status Pipeline::launch(void *const *buffers, void *stream, int device) const {
 // Buffers
 //===----------------------------------------------------------------------===//
 
-Result<Buffers> Buffers::allocate(const Pipeline &pipeline, int device) {
+Result<Buffers> Buffers::allocate(const Executable &executable, int device) {
   Buffers buffers;
-  buffers.backend_ = pipeline.backend();
+  buffers.backend_ = executable.backend();
   ScopedDevice scope;
   if (buffers.backend_ == Backend::Cuda) {
     if (Status entered = scope.enter(**CudaDriver::get(), device); !entered)
       return entered;
     buffers.device_ = scope.device();
   }
-  for (const BufferDesc &desc : pipeline.manifest().buffers) {
+  for (const BufferDesc &desc : executable.manifest().buffers) {
     size_t bytes = std::max<size_t>(desc.bytes(), 1);
     void *pointer = nullptr;
     if (buffers.backend_ == Backend::Cuda) {
@@ -330,9 +336,9 @@ Result<Buffers> Buffers::allocate(const Pipeline &pipeline, int device) {
       CUdeviceptr device = 0;
       CUresult r = cu->cuMemAlloc(&device, bytes);
       if (r != CUDA_SUCCESS)
-        return Status::error("allocating buffer '" + desc.name + "' (" +
-                             std::to_string(bytes) +
-                             " bytes): " + cu->describe("cuMemAlloc", r));
+        return Status::error(
+            fmt::format("allocating buffer '{}' ({} bytes): {}", desc.name,
+                        bytes, cu->describe("cuMemAlloc", r)));
       pointer = reinterpret_cast<void *>(device);
     } else {
       pointer = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
@@ -406,13 +412,13 @@ Status Buffers::download(size_t index, void *host, void *stream) const {
 // CUDA graphs
 //===----------------------------------------------------------------------===//
 
-Result<CapturedLaunch> CapturedLaunch::capture(const Pipeline &pipeline,
+Result<CapturedLaunch> CapturedLaunch::capture(const Executable &executable,
                                                void *const *buffers,
                                                void *stream, int device) {
   CapturedLaunch captured;
-  captured.pipeline_ = &pipeline;
+  captured.executable_ = &executable;
   captured.buffers_ = buffers;
-  if (pipeline.backend() == Backend::Host)
+  if (executable.backend() == Backend::Host)
     return captured;
   const CudaDriver *cu = *CudaDriver::get();
   if (!stream)
@@ -423,13 +429,13 @@ Result<CapturedLaunch> CapturedLaunch::capture(const Pipeline &pipeline,
     return entered;
   captured.device_ = scope.device();
   // Loaded before the capture begins: no module load inside a capture.
-  if (Status prepared = pipeline.prepare(captured.device_); !prepared)
+  if (Status prepared = executable.prepare(captured.device_); !prepared)
     return prepared;
   CUstream s = static_cast<CUstream>(stream);
   CUresult r = cu->cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
   if (r != CUDA_SUCCESS)
     return Status::error(cu->describe("cuStreamBeginCapture", r));
-  Status launched = pipeline.launch(buffers, stream, captured.device_);
+  Status launched = executable.launch(buffers, stream, captured.device_);
   CUgraph graph = nullptr;
   r = cu->cuStreamEndCapture(s, &graph);
   if (!launched)
@@ -452,7 +458,7 @@ CapturedLaunch::CapturedLaunch(CapturedLaunch &&other) noexcept {
 }
 
 CapturedLaunch &CapturedLaunch::operator=(CapturedLaunch &&other) noexcept {
-  std::swap(pipeline_, other.pipeline_);
+  std::swap(executable_, other.executable_);
   std::swap(buffers_, other.buffers_);
   std::swap(device_, other.device_);
   std::swap(graph_, other.graph_);
@@ -475,7 +481,7 @@ CapturedLaunch::~CapturedLaunch() {
 
 Status CapturedLaunch::replay(void *stream) const {
   if (!exec_)
-    return pipeline_->launch(buffers_, stream);
+    return executable_->launch(buffers_, stream);
   const CudaDriver *cu = *CudaDriver::get();
   ScopedDevice scope;
   if (Status entered = scope.enter(*cu, device_); !entered)

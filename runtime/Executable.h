@@ -1,4 +1,4 @@
-//===- Pipeline.h - load a bundle, launch it, capture it -------*- C++ -*-===//
+//===- Executable.h - load a bundle, launch it, capture it ------*- C++ -*-===//
 //
 // The runtime half of thdc, with no MLIR dependency: loads a bundle written
 // by `thdc` (codegen/Bundle.h), launches its kernel on the caller's stream,
@@ -9,10 +9,13 @@
 // The launch path allocates nothing, synchronises nothing and creates no
 // stream.
 //
+// An Executable is a loaded bundle; "pipeline" names the IR function it was
+// compiled from (codegen/Compiler.h), never the loaded code.
+//
 //===----------------------------------------------------------------------===//
 
-#ifndef THDC_RUNTIME_PIPELINE_H
-#define THDC_RUNTIME_PIPELINE_H
+#ifndef THDC_RUNTIME_EXECUTABLE_H
+#define THDC_RUNTIME_EXECUTABLE_H
 
 #include "runtime/Manifest.h"
 #include "runtime/Status.h"
@@ -26,19 +29,19 @@
 
 namespace thdc::runtime {
 
-/// Where a pipeline runs.
+/// Where an executable runs.
 enum class Backend { Auto, Cuda, Host };
 
-/// How a pipeline was loaded, for reports.
+/// How an executable was loaded, for reports.
 struct LoadInfo {
   Backend backend = Backend::Host;
-  std::string device; ///< GPU name, or "host CPU"
+  std::string device;     ///< GPU name, or "host CPU"
   int deviceOrdinal = -1; ///< the device loaded at load time; -1 on the host
   bool cubinFromCache = false;
   double loadMicros = 0; ///< module load (and PTX compile, if any)
 };
 
-/// Options of Pipeline::load.
+/// Options of Executable::load.
 struct LoadOptions {
   Backend backend = Backend::Auto;
   /// Where driver-compiled cubins are cached; empty: $THDC_CACHE_DIR, else
@@ -53,19 +56,19 @@ struct LoadOptions {
 };
 
 /// A loaded bundle, ready to launch.
-class Pipeline {
+class Executable {
 public:
   /// Loads `bundleDir`. With Backend::Auto, the GPU when a driver and a GPU
   /// are present, else the host code.
-  static Result<std::unique_ptr<Pipeline>>
+  static Result<std::unique_ptr<Executable>>
   load(const std::string &bundleDir, const LoadOptions &options = {});
-  ~Pipeline();
+  ~Executable();
 
   const Manifest &manifest() const { return manifest_; }
   const LoadInfo &loadInfo() const { return info_; }
   Backend backend() const { return info_.backend; }
 
-  /// Runs the pipeline once on `buffers` (one pointer per manifest buffer,
+  /// Runs the executable once on `buffers` (one pointer per manifest buffer,
   /// in order). On the GPU: device pointers, enqueued on `stream` (a
   /// CUstream of that device; null = the legacy default stream), returns
   /// without waiting. It runs on `device`, or when that is -1 on the device
@@ -83,7 +86,7 @@ public:
 
 private:
   struct DeviceModules;
-  Pipeline();
+  Executable();
   Status loadModule(int device) const;
   Status checkKernelBuffers(int device) const;
   Manifest manifest_;
@@ -94,17 +97,18 @@ private:
   void (*hostEntry_)(void **) = nullptr;
 };
 
-/// Buffers for every manifest buffer of a pipeline, on its backend (device
+/// Buffers for every manifest buffer of an executable, on its backend (device
 /// memory on the GPU, aligned host memory otherwise).
 class Buffers {
 public:
   /// Allocates on `device` (-1: the current device, else 0) on the GPU.
-  static Result<Buffers> allocate(const Pipeline &pipeline, int device = -1);
+  static Result<Buffers> allocate(const Executable &executable,
+                                  int device = -1);
   Buffers(Buffers &&other) noexcept;
   Buffers &operator=(Buffers &&other) noexcept;
   ~Buffers();
 
-  /// One pointer per buffer, in manifest order, for Pipeline::launch.
+  /// One pointer per buffer, in manifest order, for Executable::launch.
   void *const *pointers() const { return pointers_.data(); }
   void *pointer(size_t index) const { return pointers_[index]; }
 
@@ -125,10 +129,10 @@ private:
 /// hold at replay time. On the host backend, replay runs the host code.
 class CapturedLaunch {
 public:
-  /// Captures `pipeline.launch(buffers, stream, device)` on `stream` (which
+  /// Captures `executable.launch(buffers, stream, device)` on `stream` (which
   /// must not be the legacy default stream on the GPU) and instantiates the
   /// graph.
-  static Result<CapturedLaunch> capture(const Pipeline &pipeline,
+  static Result<CapturedLaunch> capture(const Executable &executable,
                                         void *const *buffers, void *stream,
                                         int device = -1);
   CapturedLaunch(CapturedLaunch &&other) noexcept;
@@ -140,7 +144,7 @@ public:
 
 private:
   CapturedLaunch() = default;
-  const Pipeline *pipeline_ = nullptr;
+  const Executable *executable_ = nullptr;
   void *const *buffers_ = nullptr;
   int device_ = -1;
   void *graph_ = nullptr; // CUgraph
@@ -155,4 +159,4 @@ void destroyStream(Backend backend, void *stream, int device = -1);
 
 } // namespace thdc::runtime
 
-#endif // THDC_RUNTIME_PIPELINE_H
+#endif // THDC_RUNTIME_EXECUTABLE_H
