@@ -72,6 +72,36 @@ readInputFile(llvm::ArrayRef<runtime::BufferDesc> specs) {
   return inputs;
 }
 
+/// A pipeline's buffers as thd-run exchanges them: the inputs read from
+/// --input and the outputs zero-filled, each in the buffers' order.
+struct ExchangedBuffers {
+  std::vector<runtime::HostBuffer> inputs, outputs;
+};
+
+/// Reads the inputs among `buffers` and allocates the outputs; fails naming a
+/// buffer whose element type thd-run cannot exchange, or the input error.
+static runtime::Result<ExchangedBuffers>
+exchangeBuffers(llvm::ArrayRef<runtime::BufferDesc> buffers) {
+  std::vector<runtime::BufferDesc> inputSpecs, outputSpecs;
+  for (const runtime::BufferDesc &buffer : buffers) {
+    if (!runtime::parseElementType(buffer.type))
+      return runtime::Status::error("buffer '" + buffer.name +
+                                    "' has the element type " + buffer.type +
+                                    ", which thd-run cannot exchange");
+    (buffer.isOutput ? outputSpecs : inputSpecs).push_back(buffer);
+  }
+  // The inputs first: a bad input file fails before outputs are allocated.
+  runtime::Result<std::vector<runtime::HostBuffer>> inputs =
+      readInputFile(inputSpecs);
+  if (!inputs)
+    return inputs.status();
+  ExchangedBuffers exchanged;
+  exchanged.inputs = std::move(*inputs);
+  for (const runtime::BufferDesc &spec : outputSpecs)
+    exchanged.outputs.emplace_back(spec);
+  return exchanged;
+}
+
 /// A nonzero `status` output (thd.validate's fault bits) is named on stderr;
 /// the outputs are still written (they hold the empty microbatch).
 static void reportStatus(llvm::ArrayRef<runtime::HostBuffer> outputs) {
@@ -116,20 +146,11 @@ static int runOnGpu(const llvm::StringMap<int64_t> &overrides) {
   if (!pipeline)
     return fail(pipeline.status().message());
   const runtime::Manifest &manifest = (*pipeline)->manifest();
-  std::vector<runtime::BufferDesc> inputSpecs, outputSpecs;
-  for (const runtime::BufferDesc &buffer : manifest.buffers) {
-    if (!runtime::parseElementType(buffer.type))
-      return fail("buffer '" + buffer.name + "' has the element type " +
-                  buffer.type + ", which thd-run cannot exchange");
-    (buffer.isOutput ? outputSpecs : inputSpecs).push_back(buffer);
-  }
-  runtime::Result<std::vector<runtime::HostBuffer>> inputs =
-      readInputFile(inputSpecs);
-  if (!inputs)
-    return fail(inputs.status().message());
-  std::vector<runtime::HostBuffer> outputs;
-  for (const runtime::BufferDesc &spec : outputSpecs)
-    outputs.emplace_back(spec);
+  runtime::Result<ExchangedBuffers> exchanged =
+      exchangeBuffers(manifest.buffers);
+  if (!exchanged)
+    return fail(exchanged.status().message());
+  auto &[inputs, outputs] = *exchanged;
 
   auto buffers = runtime::Buffers::allocate(**pipeline);
   auto stream = runtime::createStream(runtime::Backend::Cuda);
@@ -137,7 +158,7 @@ static int runOnGpu(const llvm::StringMap<int64_t> &overrides) {
     return fail((!buffers ? buffers.status() : stream.status()).message());
   runtime::Status status;
   size_t index = 0;
-  for (runtime::HostBuffer &buffer : *inputs)
+  for (runtime::HostBuffer &buffer : inputs)
     if (status)
       status = buffers->upload(index++, buffer.data(), *stream);
   if (status)
@@ -162,19 +183,13 @@ static int runOnInterpreter(mlir::ModuleOp module) {
   auto function = module.lookupSymbol<mlir::func::FuncOp>(signature->entry);
   if (!function)
     return fail("no function named '" + signature->entry + "'");
-  std::vector<runtime::BufferDesc> inputSpecs, outputSpecs;
-  for (const runtime::BufferDesc &buffer : signature->buffers) {
-    if (!runtime::parseElementType(buffer.type))
-      return fail("buffer '" + buffer.name + "' has the element type " +
-                  buffer.type + ", which thd-run cannot exchange");
-    (buffer.isOutput ? outputSpecs : inputSpecs).push_back(buffer);
-  }
-  runtime::Result<std::vector<runtime::HostBuffer>> inputs =
-      readInputFile(inputSpecs);
-  if (!inputs)
-    return fail(inputs.status().message());
+  runtime::Result<ExchangedBuffers> exchanged =
+      exchangeBuffers(signature->buffers);
+  if (!exchanged)
+    return fail(exchanged.status().message());
+  auto &[inputs, outputs] = *exchanged;
   std::vector<interpreter::Buffer> arguments;
-  for (auto [argument, input] : llvm::zip(function.getArguments(), *inputs)) {
+  for (auto [argument, input] : llvm::zip(function.getArguments(), inputs)) {
     interpreter::Buffer buffer(mlir::getElementTypeOrSelf(argument.getType()),
                                input.desc().elements);
     if (buffer.byteSize() != input.bytes())
@@ -188,11 +203,9 @@ static int runOnInterpreter(mlir::ModuleOp module) {
       interpreter::run(function, arguments);
   if (mlir::failed(results))
     return 1;
-  std::vector<runtime::HostBuffer> outputs;
-  for (auto [spec, result] : llvm::zip(outputSpecs, *results)) {
-    runtime::HostBuffer &output = outputs.emplace_back(spec);
+  for (auto [output, result] : llvm::zip(outputs, *results)) {
     if (output.bytes() != result.byteSize())
-      return fail("result '" + spec.name + "' has " +
+      return fail("result '" + output.desc().name + "' has " +
                   std::to_string(result.byteSize()) + " bytes, expected " +
                   std::to_string(output.bytes()));
     std::memcpy(output.data(), result.data(), output.bytes());
@@ -238,24 +251,14 @@ int main(int argc, char **argv) {
     return 1;
   const PipelineSignature &signature = (*compiled)->signature();
 
-  std::vector<runtime::BufferDesc> inputSpecs, outputSpecs;
-  for (const runtime::BufferDesc &buffer : signature.buffers) {
-    if (!runtime::parseElementType(buffer.type))
-      return fail("buffer '" + buffer.name + "' has the element type " +
-                  buffer.type + ", which thd-run cannot exchange");
-    (buffer.isOutput ? outputSpecs : inputSpecs).push_back(buffer);
-  }
-
-  runtime::Result<std::vector<runtime::HostBuffer>> inputs =
-      readInputFile(inputSpecs);
-  if (!inputs)
-    return fail(inputs.status().message());
-  std::vector<runtime::HostBuffer> outputs;
-  for (const runtime::BufferDesc &spec : outputSpecs)
-    outputs.emplace_back(spec);
+  runtime::Result<ExchangedBuffers> exchanged =
+      exchangeBuffers(signature.buffers);
+  if (!exchanged)
+    return fail(exchanged.status().message());
+  auto &[inputs, outputs] = *exchanged;
 
   std::vector<void *> pointers;
-  for (runtime::HostBuffer &buffer : *inputs)
+  for (runtime::HostBuffer &buffer : inputs)
     pointers.push_back(buffer.data());
   for (runtime::HostBuffer &buffer : outputs)
     pointers.push_back(buffer.data());
