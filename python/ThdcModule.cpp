@@ -834,6 +834,12 @@ NB_MODULE(_thdc, m) {
 #else
   m.attr("has_jit") = false;
 #endif
+  m.def(
+      "describe_status",
+      [](int32_t status) { return thdc::reference::describeStatus(status); },
+      nb::arg("status"),
+      "The names of a thd.validate status word's bits, joined by '|' "
+      "(\"ok\" for 0), as reference/StatusBits.h defines them.");
   m.def("cuda_available", [] { return bool(CudaDriver::get()); });
   m.def("current_device", [] {
     Result<const CudaDriver *> cu = CudaDriver::get();

@@ -21,7 +21,7 @@ import os
 from typing import Mapping, NamedTuple, Optional, Union
 
 from . import _thdc
-from ._thdc import Kernel, cuda_available, current_device, has_jit
+from ._thdc import Kernel, cuda_available, current_device, describe_status, has_jit
 
 __all__ = [
     "Arg",
@@ -29,6 +29,7 @@ __all__ = [
     "compile",
     "cuda_available",
     "current_device",
+    "describe_status",
     "has_jit",
     "load",
     "reference",

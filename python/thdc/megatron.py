@@ -221,6 +221,12 @@ class GraphStep:
         """flag |= status, on the device (capturable); returns flag."""
         return flag.bitwise_or_(self.outputs.status)
 
+    def describe_status(self) -> str:
+        """The last run's status bits by name ("ok" when valid); reads the
+        status back, so it synchronises: for logging after a failure."""
+        from . import describe_status
+        return describe_status(int(self.outputs.status[0].item()))
+
     def check_async(self) -> None:
         """A device-side assert that the last microbatch was valid; it does not
         synchronise, but a failure ends the process's CUDA context."""

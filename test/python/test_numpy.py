@@ -316,3 +316,14 @@ def test_array_on_another_device_is_refused(compile_host):
     mb["labels"] = FakeDeviceArray(16)
     with pytest.raises(ValueError, match="input 'labels' is on cuda:1, but this kernel runs on the host CPU"):
         call(kernel, mb)
+
+
+def test_describe_status_names_the_bits():
+    # The names come from reference/StatusBits.h, the one definition.
+    assert thdc.describe_status(0) == "ok"
+    assert thdc.describe_status(8 | 16) == "not_monotonic|valid_exceeds_padded"
+    assert thdc.describe_status(64 | 256) == "sample_out_of_range|unknown bits 0x100"
+    every = "|".join(thdc.describe_status(1 << b) for b in range(7))
+    assert every.split("|") == ["num_seqs_out_of_range", "total_exceeds_capacity",
+                                "not_divisible", "not_monotonic", "valid_exceeds_padded",
+                                "cp_rank_out_of_range", "sample_out_of_range"]

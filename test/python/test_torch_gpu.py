@@ -304,6 +304,7 @@ def test_megatron_graph_step_dropin(cp):
             assert np.array_equal(got["seq_idx"],
                                   thdc.reference.seq_idx(expected["cu_seqlens_padded"], C))
     assert int(flag.item()) == 0
+    assert step.describe_status() == "ok"
 
     compact = thdc.megatron.GraphStep(C, N, cp, rank, bundle=bundle, convention="compact")
     _, params = compact.run()
