@@ -10,8 +10,10 @@
 // CHECK: %[[COUNT:.+]] = arith.minsi %[[NLO]], %c3{{.*}} : index
 // CHECK: scf.for %[[I:.+]] = %{{.+}} to %c7{{(_[0-9]+)?}} step
 // CHECK: %[[J:.+]] = arith.minsi %[[I]], %[[COUNT]] : index
-// CHECK: %[[E:.+]] = memref.load %[[CUP]][
-// CHECK: %[[FIRST:.+]] = arith.cmpi eq, %[[J]], %c0{{.*}} : index
+// The load and the test of entry 0 are independent: C++ leaves their order
+// to the compiler that built thdc.
+// CHECK-DAG: %[[E:.+]] = memref.load %[[CUP]][
+// CHECK-DAG: %[[FIRST:.+]] = arith.cmpi eq, %[[J]], %c0{{.*}} : index
 // CHECK: %[[R:.+]] = arith.select %[[FIRST]], %c0_i32{{.*}}, %[[E]] : i32
 // CHECK: memref.store %[[R]], %[[OUT]][%[[I]]]
 func.func @pad_cu_seqlens(%cup: tensor<4xi32>, %n: tensor<1xi32>) -> tensor<7xi32> {
