@@ -48,6 +48,10 @@ struct GpuOptions {
   int64_t blockSize = 0;      ///< 0: chosen from the output lengths
   int64_t maxBlocks = 0;      ///< 0: one thread per element
   int64_t rowsPerThread = 1;  ///< elements per GPU thread, unrolled
+  /// Also assemble the PTX for `chip` into a cubin in the bundle (with
+  /// CUDA's ptxas; skipped when there is none), so that loading the bundle
+  /// on that chip compiles nothing.
+  bool assembleCubin = false;
 };
 
 /// Runs each pass manager of the compiler: `run` runs `pm`, `stage` names

@@ -86,47 +86,54 @@ Status Executable::loadModule(int device) const {
   ScopedDevice scope;
   if (Status entered = scope.enter(cu, device); !entered)
     return entered;
+  auto start = std::chrono::steady_clock::now();
   std::string arch = cu.architecture(device);
-  // The cache key covers the PTX, the GPU and the driver that compiles it.
-  std::string key =
-      cacheKey(ptx_ + "\n" + arch + "\n" + std::to_string(cu.driverVersion));
-  const std::string &dir = cubinCacheDir_;
-  // A cache folder that another user could write to is not read.
-  std::string cubinPath = dir == "-" || !prepareCacheDirectory(dir)
-                              ? std::string()
-                              : joinPath(dir, "cubin-" + key + ".cubin");
   CUmodule module = nullptr;
-  Result<std::string> cached = cubinPath.empty() || !checkPrivate(cubinPath)
-                                   ? Result<std::string>(Status::error(""))
-                                   : readWholeFile(cubinPath);
+  // The bundle's cubin, on the chip it was assembled for: nothing to compile.
+  bool fromBundle = !cubin_.empty() && arch == manifest_.chip &&
+                    cu.cuModuleLoadData(&module, cubin_.data()) == CUDA_SUCCESS;
   bool fromCache = false;
-  if (cached && cu.cuModuleLoadData(&module, cached->data()) == CUDA_SUCCESS) {
-    fromCache = true;
-  } else {
-    CUlinkState link = nullptr;
-    void *cubin = nullptr;
-    size_t cubinSize = 0;
-    CUresult r = cu.cuLinkCreate(0, nullptr, nullptr, &link);
-    if (r == CUDA_SUCCESS)
-      r = cu.cuLinkAddData(link, CU_JIT_INPUT_PTX,
-                           const_cast<char *>(ptx_.c_str()), ptx_.size() + 1,
-                           manifest_.kernelName.c_str(), 0, nullptr, nullptr);
-    if (r == CUDA_SUCCESS)
-      r = cu.cuLinkComplete(link, &cubin, &cubinSize);
-    if (r == CUDA_SUCCESS)
-      r = cu.cuModuleLoadData(&module, cubin);
-    // A cubin that cannot be cached (a full disk) only costs the next
-    // process the driver's compile again.
-    if (r == CUDA_SUCCESS && !cubinPath.empty())
-      (void)writeFileAtomically(
-          cubinPath,
-          std::string_view(static_cast<const char *>(cubin), cubinSize));
-    if (link)
-      cu.cuLinkDestroy(link);
-    if (r != CUDA_SUCCESS)
-      return Status::error(fmt::format(
-          "loading the PTX of kernel '{}' for {}: {}", manifest_.kernelName,
-          arch, cu.describe("cuLinkAddData/cuModuleLoadData", r)));
+  if (!fromBundle) {
+    // The cache key covers the PTX, the GPU and the driver that compiles it.
+    std::string key = cacheKey(ptx_ + "\n" + arch + "\n" +
+                               std::to_string(cu.driverVersion));
+    const std::string &dir = cubinCacheDir_;
+    // A cache folder that another user could write to is not read.
+    std::string cubinPath = dir == "-" || !prepareCacheDirectory(dir)
+                                ? std::string()
+                                : joinPath(dir, "cubin-" + key + ".cubin");
+    Result<std::string> cached = cubinPath.empty() || !checkPrivate(cubinPath)
+                                     ? Result<std::string>(Status::error(""))
+                                     : readWholeFile(cubinPath);
+    if (cached &&
+        cu.cuModuleLoadData(&module, cached->data()) == CUDA_SUCCESS) {
+      fromCache = true;
+    } else {
+      CUlinkState link = nullptr;
+      void *cubin = nullptr;
+      size_t cubinSize = 0;
+      CUresult r = cu.cuLinkCreate(0, nullptr, nullptr, &link);
+      if (r == CUDA_SUCCESS)
+        r = cu.cuLinkAddData(link, CU_JIT_INPUT_PTX,
+                             const_cast<char *>(ptx_.c_str()), ptx_.size() + 1,
+                             manifest_.kernelName.c_str(), 0, nullptr, nullptr);
+      if (r == CUDA_SUCCESS)
+        r = cu.cuLinkComplete(link, &cubin, &cubinSize);
+      if (r == CUDA_SUCCESS)
+        r = cu.cuModuleLoadData(&module, cubin);
+      // A cubin that cannot be cached (a full disk) only costs the next
+      // process the driver's compile again.
+      if (r == CUDA_SUCCESS && !cubinPath.empty())
+        (void)writeFileAtomically(
+            cubinPath,
+            std::string_view(static_cast<const char *>(cubin), cubinSize));
+      if (link)
+        cu.cuLinkDestroy(link);
+      if (r != CUDA_SUCCESS)
+        return Status::error(fmt::format(
+            "loading the PTX of kernel '{}' for {}: {}", manifest_.kernelName,
+            arch, cu.describe("cuLinkAddData/cuModuleLoadData", r)));
+    }
   }
   CUfunction function = nullptr;
   CUresult r =
@@ -136,8 +143,14 @@ Status Executable::loadModule(int device) const {
     return Status::error(fmt::format("kernel '{}': {}", manifest_.kernelName,
                                      cu.describe("cuModuleGetFunction", r)));
   }
-  if (device == info_.deviceOrdinal)
-    const_cast<LoadInfo &>(info_).cubinFromCache = fromCache;
+  if (device == info_.deviceOrdinal) {
+    LoadInfo &info = const_cast<LoadInfo &>(info_);
+    info.cubinFromCache = fromCache;
+    info.cubinFromBundle = fromBundle;
+    info.moduleMicros = std::chrono::duration<double, std::micro>(
+                            std::chrono::steady_clock::now() - start)
+                            .count();
+  }
   modules_->modules[device] = module;
   modules_->functions[device].store(function, std::memory_order_release);
   return Status();
@@ -195,6 +208,13 @@ Executable::load(const std::string &bundleDir, const LoadOptions &options) {
     if (!ptx)
       return ptx.status();
     executable->ptx_ = std::move(*ptx);
+    if (!m.cubinFile.empty()) {
+      Result<std::string> cubin =
+          readBundleFile(bundleDir, m, m.cubinFile, options.requireHashes);
+      if (!cubin)
+        return cubin.status();
+      executable->cubin_ = std::move(*cubin);
+    }
     executable->cubinCacheDir_ = cacheDirectory(options.cacheDir);
     executable->modules_ = std::make_unique<DeviceModules>();
     executable->info_.backend = Backend::Cuda;

@@ -37,8 +37,13 @@ struct LoadInfo {
   Backend backend = Backend::Host;
   std::string device;     ///< GPU name, or "host CPU"
   int deviceOrdinal = -1; ///< the device loaded at load time; -1 on the host
-  bool cubinFromCache = false;
+  bool cubinFromCache = false;  ///< thdc's cache of driver-compiled PTX
+  bool cubinFromBundle = false; ///< the bundle's own cubin
   double loadMicros = 0; ///< module load (and PTX compile, if any)
+  /// Of loadMicros, the module alone: the cubin loaded or the PTX compiled,
+  /// without making the device's context current (the driver's start-up in
+  /// a new process).
+  double moduleMicros = 0;
 };
 
 /// Options of Executable::load.
@@ -91,7 +96,7 @@ private:
   Status checkKernelBuffers(int device) const;
   Manifest manifest_;
   LoadInfo info_;
-  std::string ptx_, cubinCacheDir_;
+  std::string ptx_, cubin_, cubinCacheDir_;
   std::unique_ptr<DeviceModules> modules_; // per device, GPU only
   void *library_ = nullptr;                // dlopen handle of the host code
   void (*hostEntry_)(void **) = nullptr;

@@ -132,6 +132,14 @@ Result<Manifest> thdc::runtime::parseManifest(const std::string &text,
     return bad(fmt::format(
         "the kernel file '{}' must be a file name inside the bundle folder",
         m.ptxFile));
+  if (const json::Value *cubin = kernel->get("cubin")) {
+    if (!string(cubin, m.cubinFile) || !isPlainFileName(m.cubinFile))
+      return bad("the kernel's \"cubin\" must be a file name inside the "
+                 "bundle folder");
+    if (m.chip.empty())
+      return bad("a kernel with a \"cubin\" needs the \"chip\" it was "
+                 "assembled for");
+  }
   for (const char *key : {"grid", "block"}) {
     const json::Value *dims = kernel->get(key);
     if (!dims || dims->kind != Kind::Array || dims->array.size() != 3)
@@ -191,6 +199,8 @@ std::string thdc::runtime::renderManifest(const Manifest &m) {
     json.attributeObject("kernel", [&] {
       json.attribute("name", m.kernelName);
       json.attribute("ptx", m.ptxFile);
+      if (!m.cubinFile.empty())
+        json.attribute("cubin", m.cubinFile);
       json.attribute("chip", m.chip);
       json.attributeArray("grid", [&] {
         for (unsigned d : m.grid)

@@ -50,6 +50,8 @@ constexpr int kBundleFormatVersion = 1;
 inline constexpr char kManifestFile[] = "manifest.json";
 /// `<entry>.ptx`: the kernel's PTX.
 inline constexpr char kPtxFileSuffix[] = ".ptx";
+/// `<entry>.cubin`: the kernel assembled for the manifest's chip (optional).
+inline constexpr char kCubinFileSuffix[] = ".cubin";
 /// `<entry>.host.so`: the pipeline compiled for the host CPU.
 inline constexpr char kHostLibrarySuffix[] = ".host.so";
 /// `void <entry>_packed(void **buffers)`: the host entry that takes all
@@ -101,6 +103,9 @@ struct Manifest {
   std::map<std::string, int64_t> params;
   std::vector<BufferDesc> buffers; ///< inputs, then outputs
   std::string kernelName, ptxFile, chip;
+  /// The kernel assembled for `chip` (loaded as is on a GPU of that chip,
+  /// the PTX elsewhere); empty when the bundle has none.
+  std::string cubinFile;
   unsigned grid[3] = {1, 1, 1}, block[3] = {1, 1, 1};
   std::string hostLibrary, hostSymbol; ///< empty when the bundle has none
   /// SHA-256 (hex) of the bundle's files by name; checked before a file is

@@ -52,6 +52,15 @@ if wants check; then
   cp -r "$bundles/check/C8_cp2_N6" "$tampered"
   sed -i '0,/"elements": 16/s//"elements": 32/' "$tampered/manifest.json"
   run gpu-tampered-manifest sh -c "\"$build/bin/thdc-runtime-check\" --replays 2 --microbatches 1 \"$tampered\" 2>&1 | grep 'but the kernel was compiled for 16'"
+  # Module loads in new processes with no driver cache and no thdc cache:
+  # the bundle's cubin, then the PTX alone (compiled by the driver).
+  for attempt in 1 2 3; do
+    for bundle in C32768_cp2_N64 C32768_cp2_N64_ptx-only; do
+      run "gpu-load-$bundle-$attempt" env CUDA_CACHE_DISABLE=1 THDC_CACHE_DIR=- \
+        "$build/bin/thdc-runtime-check" --replays 2 --microbatches 1 "$bundles/check/$bundle"
+      grep -h "module load" "$out/gpu-load-$bundle-$attempt.txt" | tee -a "$out/summary.txt"
+    done
+  done
   sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   for tool in memcheck racecheck; do
     run "sanitizer-$tool" "$sanitizer" --tool "$tool" --error-exitcode 1 \

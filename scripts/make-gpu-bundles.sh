@@ -17,6 +17,9 @@ done
 # too.
 "$bin/thdc" "$example" --param C=32768 --param cp=2 --param N=64 --block-size 512 --max-blocks 8 -o "$out/check/C32768_cp2_N64_grid8x512"
 "$bin/thdc" "$example" --param C=32768 --param cp=2 --param N=64 --rows-per-thread 4 -o "$out/check/C32768_cp2_N64_rows4"
+# The PTX alone (the others carry a cubin for sm_90 too): the driver compiles
+# it at load, as on any chip the bundle has no cubin for.
+"$bin/thdc" "$example" --param C=32768 --param cp=2 --param N=64 --no-cubin -o "$out/check/C32768_cp2_N64_ptx-only"
 # The benchmark's configurations (bench/inputs.h).
 for shape in "8192 1 64" "32768 2 64" "32768 4 128" "131072 2 256" "1048576 2 1024"; do
   set -- $shape

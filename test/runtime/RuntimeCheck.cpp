@@ -185,9 +185,13 @@ void checkBundle(const std::string &dir, int microbatches, int replays) {
   std::string name = m.entry + " C=" + std::to_string(s.C) +
                      " cp=" + std::to_string(s.cp) +
                      " N=" + std::to_string(s.N) + " on " + p.loadInfo().device;
-  std::printf("bundle %s: %s, module load %.0f us%s\n", dir.c_str(),
-              name.c_str(), p.loadInfo().loadMicros,
-              p.loadInfo().cubinFromCache ? " (cached cubin)" : "");
+  const LoadInfo &load = p.loadInfo();
+  std::printf("bundle %s: %s, module load %.0f us (the module itself %.0f "
+              "us)%s\n",
+              dir.c_str(), name.c_str(), load.loadMicros, load.moduleMicros,
+              load.cubinFromBundle  ? " (the bundle's cubin)"
+              : load.cubinFromCache ? " (cached cubin)"
+                                    : "");
   Result<Buffers> buffers = Buffers::allocate(p);
   Result<void *> stream = createStream(p.backend());
   if (!buffers || !stream) {

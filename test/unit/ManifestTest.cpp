@@ -82,6 +82,7 @@ Manifest fullManifest() {
                {"padding_mask", "i1", 16, true}};
   m.kernelName = "step";
   m.ptxFile = "step.ptx";
+  m.cubinFile = "step.cubin";
   m.chip = "sm_90";
   m.grid[0] = 7;
   m.grid[1] = 2;
@@ -89,6 +90,7 @@ Manifest fullManifest() {
   m.hostLibrary = "step.host.so";
   m.hostSymbol = "step_packed";
   m.fileHashes = {{"step.ptx", std::string(64, 'a')},
+                  {"step.cubin", std::string(64, 'c')},
                   {"step.host.so", std::string(64, 'b')}};
   return m;
 }
@@ -107,6 +109,7 @@ void expectEqual(const Manifest &a, const Manifest &b) {
   }
   EXPECT_EQ(a.kernelName, b.kernelName);
   EXPECT_EQ(a.ptxFile, b.ptxFile);
+  EXPECT_EQ(a.cubinFile, b.cubinFile);
   EXPECT_EQ(a.chip, b.chip);
   for (int d = 0; d < 3; ++d) {
     EXPECT_EQ(a.grid[d], b.grid[d]);
@@ -125,6 +128,34 @@ TEST(Manifest, FullManifestRoundTrips) {
   expectEqual(*read, written);
   // Rendering what was read gives the same text.
   EXPECT_EQ(renderManifest(*read), text);
+}
+
+TEST(Manifest, CubinIsOptionalAndNeedsItsChip) {
+  Manifest m = fullManifest();
+  m.cubinFile.clear();
+  m.fileHashes.erase("step.cubin");
+  Result<Manifest> read = parseManifest(renderManifest(m), "manifest.json");
+  ASSERT_TRUE(read) << read.status().message();
+  EXPECT_EQ(read->cubinFile, "");
+  EXPECT_EQ(renderManifest(m).find("cubin"), std::string::npos);
+
+  m = fullManifest();
+  m.chip.clear();
+  read = parseManifest(renderManifest(m), "manifest.json");
+  ASSERT_FALSE(read);
+  EXPECT_NE(read.status().message().find(
+                "a kernel with a \"cubin\" needs the \"chip\""),
+            std::string::npos)
+      << read.status().message();
+
+  m = fullManifest();
+  m.cubinFile = "../elsewhere.cubin";
+  read = parseManifest(renderManifest(m), "manifest.json");
+  ASSERT_FALSE(read);
+  EXPECT_NE(read.status().message().find(
+                "the kernel's \"cubin\" must be a file name inside"),
+            std::string::npos)
+      << read.status().message();
 }
 
 TEST(Manifest, WithoutHostCodeRoundTrips) {

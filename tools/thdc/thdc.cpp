@@ -71,6 +71,11 @@ static cl::opt<int64_t> rowsPerThread(
 static cl::opt<bool> noHost("no-host",
                             cl::desc("Do not build the host shared object"),
                             cl::cat(thdcCategory));
+static cl::opt<bool>
+    noCubin("no-cubin",
+            cl::desc("Do not assemble the kernel for --chip with ptxas (the "
+                     "bundle then carries only the PTX)"),
+            cl::cat(thdcCategory));
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
@@ -122,6 +127,7 @@ int main(int argc, char **argv) {
   gpu.blockSize = blockSize;
   gpu.maxBlocks = maxBlocks;
   gpu.rowsPerThread = rowsPerThread;
+  gpu.assembleCubin = !noCubin;
   switch (what) {
   case Emit::Ptx: {
     int64_t grid[3], block[3];
