@@ -5,6 +5,8 @@
 //                    buffers in kernel parameter order, the kernel's launch
 //                    geometry and the hashes of the files below;
 //   <entry>.ptx      the one GPU kernel, bare pointer parameters;
+//   <entry>.cubin    the same kernel assembled for the manifest's chip, when
+//                    GpuOptions::assembleCubin and ptxas was found;
 //   <entry>.host.so  the same pipeline for the host CPU, exporting
 //                    `void <entry>(T0 *, T1 *, ...)` and
 //                    `void <entry>_packed(void **buffers)`.
