@@ -114,12 +114,15 @@ mlir::LogicalResult thdc::writeBundle(mlir::ModuleOp module,
   auto fail = [&](const Status &status) {
     return module.emitError() << status.message();
   };
+  // Each kernel file is written whole under its name and its hash recorded
+  // for the manifest.
+  auto writeHashed = [&](const std::string &name, const std::string &bytes) {
+    contents.fileHashes[name] = runtime::sha256Hex(bytes);
+    return runtime::writeFileAtomically(runtime::joinPath(folder, name), bytes);
+  };
   contents.ptxFile = contents.entry + runtime::kPtxFileSuffix;
-  if (Status status = runtime::writeFileAtomically(
-          runtime::joinPath(folder, contents.ptxFile), *ptx);
-      !status)
+  if (Status status = writeHashed(contents.ptxFile, *ptx); !status)
     return fail(status);
-  contents.fileHashes[contents.ptxFile] = runtime::sha256Hex(*ptx);
   if (gpu.assembleCubin)
     if (std::optional<std::string> ptxas = findPtxas()) {
       mlir::FailureOr<std::string> cubin =
@@ -127,11 +130,8 @@ mlir::LogicalResult thdc::writeBundle(mlir::ModuleOp module,
       if (mlir::failed(cubin))
         return mlir::failure();
       contents.cubinFile = contents.entry + runtime::kCubinFileSuffix;
-      if (Status status = runtime::writeFileAtomically(
-              runtime::joinPath(folder, contents.cubinFile), *cubin);
-          !status)
+      if (Status status = writeHashed(contents.cubinFile, *cubin); !status)
         return fail(status);
-      contents.fileHashes[contents.cubinFile] = runtime::sha256Hex(*cubin);
     }
   if (withHost) {
     contents.hostLibrary = contents.entry + runtime::kHostLibrarySuffix;

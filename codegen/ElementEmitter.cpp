@@ -32,20 +32,7 @@ Value ElementEmitter::load(Value memref, Value index, bool inBounds) {
 }
 
 Value ElementEmitter::fillValue(TypedAttr fill, Type elementType) {
-  if (auto floatType = dyn_cast<FloatType>(elementType)) {
-    double value = 0;
-    if (auto f = dyn_cast_or_null<FloatAttr>(fill))
-      value = f.getValueAsDouble();
-    else if (auto i = dyn_cast_or_null<IntegerAttr>(fill))
-      value = double(i.getInt());
-    return arith::ConstantOp::create(b, loc, b.getFloatAttr(floatType, value));
-  }
-  int64_t value = 0;
-  if (auto boolean = dyn_cast_or_null<BoolAttr>(fill))
-    value = boolean.getValue();
-  else if (auto i = dyn_cast_or_null<IntegerAttr>(fill))
-    value = i.getInt();
-  return arith::ConstantIntOp::create(b, loc, elementType, value);
+  return arith::ConstantOp::create(b, loc, fillConstant(fill, elementType));
 }
 
 Value ElementEmitter::resolve(Value value) {
@@ -77,12 +64,10 @@ Value ElementEmitter::scalar(Value tensor) {
   Value value;
   if (auto lowering = loweringOf(tensor, "as a scalar"))
     value = lowering.emitElement(*this, cast<OpResult>(tensor), Value());
-  if (!value)
-    value = i32(0);
   // A step that defines several scalars at once has recorded them all.
   if (Value defined = scalars.lookup(tensor))
     return defined;
-  return scalars[tensor] = value;
+  return scalars[tensor] = value ? value : i32(0);
 }
 
 Value ElementEmitter::entry(Value array, Value i, bool inBounds) {

@@ -642,6 +642,23 @@ ResultKind FusedOp::getResultKind(unsigned index) {
 
 #include "dialect/THDInterfaces.cpp.inc"
 
+TypedAttr mlir::thd::fillConstant(TypedAttr fill, Type elementType) {
+  if (auto floatType = dyn_cast<FloatType>(elementType)) {
+    double value = 0;
+    if (auto f = dyn_cast_or_null<FloatAttr>(fill))
+      value = f.getValueAsDouble();
+    else if (auto i = dyn_cast_or_null<IntegerAttr>(fill))
+      value = double(i.getInt());
+    return FloatAttr::get(floatType, value);
+  }
+  int64_t value = 0;
+  if (auto boolean = dyn_cast_or_null<BoolAttr>(fill))
+    value = boolean.getValue();
+  else if (auto i = dyn_cast_or_null<IntegerAttr>(fill))
+    value = i.getInt();
+  return IntegerAttr::get(elementType, value);
+}
+
 //===----------------------------------------------------------------------===//
 // Folders: the identities the op descriptions state
 //===----------------------------------------------------------------------===//

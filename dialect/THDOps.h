@@ -18,4 +18,12 @@
 #define GET_OP_CLASSES
 #include "dialect/THDOps.h.inc"
 
+namespace mlir::thd {
+/// The constant a step's `fill` (or `pad`) attribute denotes for elements of
+/// `elementType`: the attribute's value converted to that type, zero when it
+/// is absent. The one definition the lowering and the reference interpreter
+/// share.
+TypedAttr fillConstant(TypedAttr fill, Type elementType);
+} // namespace mlir::thd
+
 #endif // THDC_DIALECT_THDOPS_H

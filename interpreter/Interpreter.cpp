@@ -136,26 +136,11 @@ std::vector<int32_t> meaningful(const Buffer &array, int64_t n) {
 /// The bit pattern of `fill` (zero when absent) as an element of
 /// `elementType`.
 uint64_t fillBits(TypedAttr fill, Type elementType) {
-  if (auto floatType = dyn_cast<FloatType>(elementType)) {
-    double value = 0;
-    if (auto f = dyn_cast_or_null<FloatAttr>(fill))
-      value = f.getValueAsDouble();
-    else if (auto i = dyn_cast_or_null<IntegerAttr>(fill))
-      value = double(i.getInt());
-    llvm::APFloat converted(value);
-    bool losesInfo = false;
-    converted.convert(floatType.getFloatSemantics(),
-                      llvm::APFloat::rmNearestTiesToEven, &losesInfo);
-    return converted.bitcastToAPInt().getZExtValue();
-  }
-  int64_t value = 0;
-  if (auto boolean = dyn_cast_or_null<BoolAttr>(fill))
-    value = boolean.getValue();
-  else if (auto i = dyn_cast_or_null<IntegerAttr>(fill))
-    value = i.getInt();
-  unsigned bits = elementType.getIntOrFloatBitWidth();
-  return bits >= 64 ? uint64_t(value)
-                    : uint64_t(value) & ((uint64_t(1) << bits) - 1);
+  TypedAttr constant = fillConstant(fill, elementType);
+  llvm::APInt bits = isa<FloatType>(elementType)
+                         ? cast<FloatAttr>(constant).getValue().bitcastToAPInt()
+                         : cast<IntegerAttr>(constant).getValue();
+  return bits.getZExtValue();
 }
 
 /// Calls `body(T{})` with the unsigned integer type of `width` bytes: the
