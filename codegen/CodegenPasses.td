@@ -18,6 +18,7 @@ def THDLowerToLoops : Pass<"thd-lower-to-loops", "::mlir::ModuleOp"> {
     never reads or writes out of bounds.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::LLVM::LLVMDialect",
                            "::mlir::memref::MemRefDialect",
                            "::mlir::scf::SCFDialect",
                            "::mlir::func::FuncDialect"];
@@ -39,14 +40,19 @@ def THDLowerToGPU : Pass<"thd-lower-to-gpu", "::mlir::ModuleOp"> {
     Option<"blockSize", "block-size", "int64_t", /*default=*/"0",
            "Threads per block (0: 1024 for outputs of 2^18 elements or "
            "more, else 256)">,
-    Option<"rowsPerThread", "rows-per-thread", "int64_t", /*default=*/"1",
-           "Elements each thread computes (unrolled, a grid stride apart), "
-           "for more memory accesses in flight">,
+    Option<"rowsPerThread", "rows-per-thread", "int64_t", /*default=*/"0",
+           "Elements each thread computes, a warp apart in its warp's span "
+           "(0: the fewest that fit the longest output in one wave of "
+           "resident blocks on sm-count multiprocessors)">,
+    Option<"smCount", "sm-count", "int64_t", /*default=*/"132",
+           "Streaming multiprocessors of the GPU the kernel is for (the "
+           "launch geometry's wave)">,
     Option<"maxBlocks", "max-blocks", "int64_t", /*default=*/"0",
            "At most this many blocks (0: one thread per element); threads "
            "then loop over the elements with a grid stride">
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::LLVM::LLVMDialect",
                            "::mlir::gpu::GPUDialect",
                            "::mlir::memref::MemRefDialect",
                            "::mlir::scf::SCFDialect"];

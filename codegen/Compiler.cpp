@@ -205,8 +205,14 @@ struct PtxPipelineOptions : public PassPipelineOptions<PtxPipelineOptions> {
       llvm::cl::init(0)};
   Option<int64_t> rowsPerThread{
       *this, "rows-per-thread",
-      llvm::cl::desc("Elements each GPU thread computes, a grid stride apart"),
-      llvm::cl::init(1)};
+      llvm::cl::desc("Elements each GPU thread computes, a warp apart (0: "
+                     "chosen from the output lengths and sm-count)"),
+      llvm::cl::init(0)};
+  Option<int64_t> smCount{
+      *this, "sm-count",
+      llvm::cl::desc("Multiprocessors of the target GPU (0: the chip's usual "
+                     "data-centre part)"),
+      llvm::cl::init(0)};
 };
 } // namespace
 
@@ -215,6 +221,8 @@ void thdc::buildPtxPipeline(OpPassManager &pm, const GpuOptions &options) {
   lowering.blockSize = options.blockSize;
   lowering.maxBlocks = options.maxBlocks;
   lowering.rowsPerThread = options.rowsPerThread;
+  lowering.smCount =
+      options.smCount > 0 ? options.smCount : defaultSmCount(options.chip);
   pm.addPass(thd::createTHDLowerToGPU(lowering));
   GpuNVVMAttachTargetOptions target;
   target.chip = options.chip;
@@ -285,6 +293,7 @@ void thdc::registerCompilerPasses() {
         gpu.blockSize = options.blockSize;
         gpu.maxBlocks = options.maxBlocks;
         gpu.rowsPerThread = options.rowsPerThread;
+        gpu.smCount = options.smCount;
         buildPtxPipeline(pm, gpu);
       });
   PassPipelineRegistration<>(
@@ -303,15 +312,22 @@ namespace {
 struct ChipPtx {
   llvm::StringLiteral chip;
   unsigned ptx; // 80 = PTX ISA 8.0
+  /// Multiprocessors of the chip's usual data-centre part (its largest
+  /// where there is none), for the launch geometry when the device is not
+  /// known: T4, A100, A10, Orin, L40S, H100/H200 SXM, B200, GB10's sibling,
+  /// B300, Thor, RTX PRO 6000, GB10.
+  int64_t sms;
 };
 constexpr ChipPtx kChips[] = {
-    {"sm_75", 80},   {"sm_80", 80},   {"sm_86", 80},   {"sm_87", 80},
-    {"sm_89", 80},   {"sm_90", 80},   {"sm_90a", 80},  {"sm_100", 86},
-    {"sm_100a", 86}, {"sm_100f", 88}, {"sm_101", 86},  {"sm_101a", 86},
-    {"sm_101f", 88}, {"sm_103", 88},  {"sm_103a", 88}, {"sm_103f", 88},
-    {"sm_110", 90},  {"sm_110a", 90}, {"sm_110f", 90}, {"sm_120", 87},
-    {"sm_120a", 87}, {"sm_120f", 88}, {"sm_121", 88},  {"sm_121a", 88},
-    {"sm_121f", 88},
+    {"sm_75", 80, 40},    {"sm_80", 80, 108},   {"sm_86", 80, 72},
+    {"sm_87", 80, 16},    {"sm_89", 80, 142},   {"sm_90", 80, 132},
+    {"sm_90a", 80, 132},  {"sm_100", 86, 148},  {"sm_100a", 86, 148},
+    {"sm_100f", 88, 148}, {"sm_101", 86, 20},   {"sm_101a", 86, 20},
+    {"sm_101f", 88, 20},  {"sm_103", 88, 148},  {"sm_103a", 88, 148},
+    {"sm_103f", 88, 148}, {"sm_110", 90, 20},   {"sm_110a", 90, 20},
+    {"sm_110f", 90, 20},  {"sm_120", 87, 188},  {"sm_120a", 87, 188},
+    {"sm_120f", 88, 188}, {"sm_121", 88, 48},   {"sm_121a", 88, 48},
+    {"sm_121f", 88, 48},
 };
 } // namespace
 
@@ -320,6 +336,13 @@ std::optional<unsigned> thdc::ptxVersionFor(llvm::StringRef chip) {
     if (entry.chip == chip)
       return entry.ptx;
   return std::nullopt;
+}
+
+int64_t thdc::defaultSmCount(llvm::StringRef chip) {
+  for (const ChipPtx &entry : kChips)
+    if (entry.chip == chip)
+      return entry.sms;
+  return 132;
 }
 
 LogicalResult thdc::checkGpuChip(Operation *anchor, llvm::StringRef chip) {

@@ -31,6 +31,11 @@ class PassManager;
 
 namespace thdc {
 
+/// The multiprocessor count of the usual data-centre part of `chip` (H100
+/// and H200 for sm_90), for a launch geometry chosen without the device; 132
+/// for a chip without an entry.
+int64_t defaultSmCount(llvm::StringRef chip);
+
 /// Registers every dialect, interface and translation the compiler uses.
 void registerCompilerDialects(mlir::DialectRegistry &registry);
 
@@ -47,7 +52,10 @@ struct GpuOptions {
   std::string chip = "sm_90"; ///< sm_90 (default) or sm_80
   int64_t blockSize = 0;      ///< 0: chosen from the output lengths
   int64_t maxBlocks = 0;      ///< 0: one thread per element
-  int64_t rowsPerThread = 1;  ///< elements per GPU thread, unrolled
+  int64_t rowsPerThread = 0;  ///< elements per GPU thread (0: chosen)
+  /// Multiprocessors of the GPU the launch geometry is chosen for (0: those
+  /// of the usual data-centre part of `chip`, defaultSmCount).
+  int64_t smCount = 0;
   /// Also assemble the PTX for `chip` into a cubin in the bundle (with
   /// CUDA's ptxas; skipped when there is none), so that loading the bundle
   /// on that chip compiles nothing.

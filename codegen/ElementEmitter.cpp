@@ -11,6 +11,7 @@
 
 #include "codegen/ElementEmitter.h"
 
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "llvm/ADT/MapVector.h"
 
 using namespace mlir;
@@ -125,36 +126,79 @@ Value ElementEmitter::count(Value numSeqs, Value array) {
   return counts[key] = clamp(toIndex(n), 0, last);
 }
 
+Value ElementEmitter::searchSequence(Value cuPadded, Value n, Value pos,
+                                     int64_t divisor) {
+  Type indexType = b.getIndexType();
+  auto loop = scf::WhileOp::create(b, loc, TypeRange{indexType, indexType},
+                                   ValueRange{idx(1), add(n, idx(1))});
+  OpBuilder::InsertionGuard guard(b);
+  Block *before = b.createBlock(&loop.getBefore(), {}, {indexType, indexType},
+                                {loc, loc});
+  Value lo = before->getArgument(0), hi = before->getArgument(1);
+  scf::ConditionOp::create(b, loc, cmp(arith::CmpIPredicate::slt, lo, hi),
+                           ValueRange{lo, hi});
+  Block *after =
+      b.createBlock(&loop.getAfter(), {}, {indexType, indexType}, {loc, loc});
+  lo = after->getArgument(0);
+  hi = after->getArgument(1);
+  Value mid = arith::ShRUIOp::create(b, loc, add(lo, hi), idx(1));
+  Value start =
+      toIndex(divS(entry(cuPadded, mid, /*inBounds=*/true), i32(divisor)));
+  Value goRight = cmp(arith::CmpIPredicate::sle, start, pos);
+  scf::YieldOp::create(b, loc,
+                       ValueRange{select(goRight, add(mid, idx(1)), lo),
+                                  select(goRight, hi, mid)});
+  b.setInsertionPointAfter(loop);
+  return sub(loop.getResult(0), idx(1));
+}
+
 Value ElementEmitter::findSequence(Value cuPadded, Value n, Value pos,
                                    int64_t divisor) {
   cuPadded = resolve(cuPadded);
   auto key = std::make_tuple(cuPadded, n, pos, divisor);
   if (Value cached = sequences.lookup(key))
     return cached;
-  Type indexType = b.getIndexType();
-  auto loop = scf::WhileOp::create(b, loc, TypeRange{indexType, indexType},
-                                   ValueRange{idx(1), add(n, idx(1))});
+
+  // The cursor starts at sequence 0, before every element loop.
+  Value &cell = cursors[std::make_tuple(cuPadded, n, divisor)];
+  if (!cell) {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(scalarAnchor);
+    cell = target.privateCell(*this);
+    memref::StoreOp::create(b, loc, idx(0), cell, ValueRange{idx(0)});
+  }
+  using P = arith::CmpIPredicate;
+  auto startOf = [&](Value s) {
+    Value start = entry(cuPadded, s);
+    return toIndex(divisor == 1 ? start : divS(start, i32(divisor)));
+  };
+  // s answers pos when (s == 0 or start(s) <= pos) and (s is the last
+  // sequence or start(s + 1) > pos). The hint is an earlier answer, so in
+  // [0, max(n - 1, 0)].
+  Value last = sub(n, idx(1));
+  Value hint = memref::LoadOp::create(b, loc, cell, ValueRange{idx(0)});
+  Value next = add(hint, idx(1));
+  Value hintEnd = startOf(next);
+  Value inHint =
+      andI(orI(cmp(P::eq, hint, idx(0)), cmp(P::sle, startOf(hint), pos)),
+           orI(cmp(P::sge, hint, last), cmp(P::sgt, hintEnd, pos)));
+  Value inNext = andI(andI(cmp(P::slt, hint, last), cmp(P::sle, hintEnd, pos)),
+                      orI(cmp(P::sge, next, last),
+                          cmp(P::sgt, startOf(add(hint, idx(2))), pos)));
+  auto found = scf::IfOp::create(b, loc, TypeRange{b.getIndexType()},
+                                 orI(inHint, inNext), /*withElseRegion=*/true);
   {
     OpBuilder::InsertionGuard guard(b);
-    Block *before = b.createBlock(&loop.getBefore(), {}, {indexType, indexType},
-                                  {loc, loc});
-    Value lo = before->getArgument(0), hi = before->getArgument(1);
-    scf::ConditionOp::create(b, loc, cmp(arith::CmpIPredicate::slt, lo, hi),
-                             ValueRange{lo, hi});
-    Block *after =
-        b.createBlock(&loop.getAfter(), {}, {indexType, indexType}, {loc, loc});
-    lo = after->getArgument(0);
-    hi = after->getArgument(1);
-    Value mid = arith::ShRUIOp::create(b, loc, add(lo, hi), idx(1));
-    Value start =
-        toIndex(divS(entry(cuPadded, mid, /*inBounds=*/true), i32(divisor)));
-    Value goRight = cmp(arith::CmpIPredicate::sle, start, pos);
+    b.setInsertionPointToStart(found.thenBlock());
+    scf::YieldOp::create(b, loc, ValueRange{select(inHint, hint, next)});
+    b.setInsertionPointToStart(found.elseBlock());
+    Value s = searchSequence(cuPadded, n, pos, divisor);
     scf::YieldOp::create(b, loc,
-                         ValueRange{select(goRight, add(mid, idx(1)), lo),
-                                    select(goRight, hi, mid)});
+                         ValueRange{maxIdx(minIdx(s, last), idx(0))});
   }
-  Value s = sub(loop.getResult(0), idx(1));
-  return sequences[key] = maxIdx(minIdx(s, sub(n, idx(1))), idx(0));
+  Value s = found.getResult(0);
+  memref::StoreOp::create(b, loc, s, cell, ValueRange{idx(0)});
+  return sequences[key] = s;
 }
 
 Value ElementEmitter::paddingAt(Value cu, Value cuPadded, Value n, Value r) {
@@ -214,13 +258,16 @@ LogicalResult ElementEmitter::run() {
   unsigned numInputs = pipeline.getNumArguments();
   Block *body = target.createKernel(pipeline, argTypes);
   kernel = body->getParentOp();
-  // Buffers keep their names; capacities are now their static sizes.
+  // Buffers keep their names; capacities are now their static sizes. No two
+  // buffers overlap (the runtime refuses a launch where they do), which
+  // tells LLVM that a row's loads may all be issued before its stores.
   auto func = cast<FunctionOpInterface>(kernel);
   auto named = [&](DictionaryAttr attrs) -> NamedAttrList {
     NamedAttrList kept;
     if (attrs)
       if (Attribute name = attrs.get(THDDialect::kNameAttrName))
         kept.append(THDDialect::kNameAttrName, name);
+    kept.append(LLVM::LLVMDialect::getNoAliasAttrName(), b.getUnitAttr());
     return kept;
   };
   for (unsigned i = 0; i < numInputs; ++i)
@@ -249,9 +296,11 @@ LogicalResult ElementEmitter::run() {
     sequences.clear();
     elementCache.clear();
     Value element = target.beginElements(*this, length);
+    // Every value first, then every store: an element's loads are all in
+    // flight together instead of each waiting for the store before it.
+    SmallVector<std::pair<Value, Value>> stores;
     for (unsigned i : outputs) {
       Value value = resolve(ret.getOperand(i));
-      Value out = body->getArgument(numInputs + i);
       ResultKind kind = ResultKind::Rows;
       if (auto step = value.getDefiningOp<StepOpInterface>())
         kind = step.getResultKind(cast<OpResult>(value).getResultNumber());
@@ -267,9 +316,11 @@ LogicalResult ElementEmitter::run() {
         stored = row(value, element);
         break;
       }
+      stores.emplace_back(stored, body->getArgument(numInputs + i));
+    }
+    for (auto [stored, out] : stores)
       memref::StoreOp::create(b, loc, stored, out, ValueRange{element},
                               /*nontemporal=*/false, alignOf(out));
-    }
   }
   if (failed(target.finish(*this)))
     status = failure();

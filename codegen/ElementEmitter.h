@@ -72,6 +72,10 @@ public:
                                 gpu::AllReduceOperation combine) {
     return partial;
   }
+  /// A one-entry `index` buffer that each thread (on the host: the call)
+  /// owns, created at the kernel's entry, for state that the element code
+  /// carries from one element to the next.
+  virtual Value privateCell(ElementEmitter &emitter) = 0;
   /// Called after every output is stored; fails if the kernel cannot be
   /// finished.
   virtual LogicalResult finish(ElementEmitter &emitter) { return success(); }
@@ -120,7 +124,14 @@ public:
   Value count(Value numSeqs, Value array);
   /// Largest s in [0, n-1] with cuPadded[s] / divisor <= pos (0 when
   /// n == 0): the sequence that covers `pos`; positions past the end join
-  /// the last one.
+  /// the last one. The offsets must not decrease (thd.validate checks it);
+  /// on offsets that do, which sequence is found is unspecified.
+  ///
+  /// Searches with the same (cuPadded, n, divisor) share a cursor: the
+  /// sequence found for the thread's previous element. When `pos` lies in
+  /// it or in the next one, no search runs; else a binary search does.
+  /// A thread's elements are consecutive rows (or a warp's lanes apart),
+  /// so the cursor answers almost every row at the cost of three loads.
   Value findSequence(Value cuPadded, Value n, Value pos, int64_t divisor);
   /// Records that `pos` lies in sequence `s`, so a later search is answered
   /// without searching.
@@ -215,6 +226,8 @@ public:
   static Value resolve(Value value);
 
 private:
+  /// The binary search of findSequence over entries [first, n].
+  Value searchSequence(Value cuPadded, Value n, Value pos, int64_t divisor);
   /// The step's element lowering, or null after a diagnostic.
   ElementLoweringOpInterface loweringOf(Value value, StringRef role);
 
@@ -222,6 +235,7 @@ private:
   DenseMap<std::pair<Value, Value>, Value> rows;
   DenseMap<std::tuple<Value, Value, Value, int64_t>, Value> sequences;
   DenseMap<std::pair<Value, int64_t>, Value> counts;
+  DenseMap<std::tuple<Value, Value, int64_t>, Value> cursors;
   LogicalResult status = success();
 };
 

@@ -1,10 +1,13 @@
 //===- LowerToGPU.cpp - thd pipelines to one GPU kernel each --------------===//
 //
 // The GPU target of the element lowering: the kernel is a gpu.func in the
-// gpu.module `thd_kernels`; thread t computes element t of every output that
-// long (several a grid stride apart with rows-per-thread or max-blocks);
-// every block computes the scalars, reading small metadata arrays from a
-// copy in shared memory, and spreads reductions over its threads.
+// gpu.module `thd_kernels`. Block b computes tile b of every output (blocks
+// loop over tiles when max-blocks caps the grid): `block-size *
+// rows-per-thread` consecutive elements, each warp a span of them, its lanes
+// a warp apart, so that a lane meets the rows in order and its sequence
+// cursor moves forward. Every block computes the scalars, reading small
+// metadata arrays from a copy in shared memory, and spreads reductions over
+// its threads.
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,9 +25,16 @@ using namespace mlir::thd;
 namespace {
 class GPUTarget : public KernelTarget {
 public:
-  GPUTarget(int64_t blockSize, int64_t maxBlocks, int64_t rowsPerThread)
+  GPUTarget(int64_t blockSize, int64_t maxBlocks, int64_t rowsPerThread,
+            int64_t smCount)
       : blockSize(blockSize), maxBlocks(maxBlocks),
-        rowsPerThread(rowsPerThread) {}
+        rowsPerThread(rowsPerThread), smCount(smCount) {}
+
+  /// Threads a multiprocessor keeps resident (sm_80 and sm_90; fewer on some
+  /// chips, where a wave is then a little longer than one).
+  static constexpr int64_t kThreadsPerMultiprocessor = 2048;
+  /// The most rows per thread chosen (more is an option).
+  static constexpr int64_t kMaxChosenRowsPerThread = 16;
 
   Block *createKernel(func::FuncOp pipeline, ArrayRef<Type> argTypes) override {
     // Block size 0 picks one: large blocks when the outputs are long, so that
@@ -53,31 +63,51 @@ public:
   }
 
   void begin(ElementEmitter &e) override {
-    thread = gpu::GlobalIdOp::create(e.b, e.loc, gpu::Dimension::x);
-    int64_t perThread = rowsPerThread;
-    grid =
-        (longestOutput + blockSize * perThread - 1) / (blockSize * perThread);
+    OpBuilder &b = e.b;
+    // Rows per thread 0 picks the fewest that cover the longest output with
+    // one wave of resident blocks: every block then starts at once, and a
+    // thread's later rows are answered by its cursor (docs/launch-geometry.md
+    // has the measurements).
+    if (rowsPerThread == 0) {
+      int64_t wave = smCount * std::max<int64_t>(
+                                   1, kThreadsPerMultiprocessor / blockSize) *
+                     blockSize;
+      rowsPerThread = std::clamp<int64_t>((longestOutput + wave - 1) / wave, 1,
+                                          kMaxChosenRowsPerThread);
+    }
+    // A group is a warp (or the whole block when the block is not a number
+    // of warps); it owns a span of `group * rowsPerThread` consecutive
+    // elements of the block's tile, its lanes `group` elements apart, so that
+    // accesses are coalesced and each lane walks forward through the
+    // sequences (findSequence's cursor).
+    group = blockSize % 32 == 0 ? 32 : blockSize;
+    tileSize = blockSize * rowsPerThread;
+    grid = (longestOutput + tileSize - 1) / tileSize;
     gridStride = maxBlocks > 0 && grid > maxBlocks;
     if (gridStride)
       grid = maxBlocks;
+    Value tid = gpu::ThreadIdOp::create(b, e.loc, gpu::Dimension::x);
+    Value lane = arith::RemUIOp::create(b, e.loc, tid, e.idx(group));
+    Value groupIndex = e.divU(tid, e.idx(group));
+    inTile = e.add(e.mul(groupIndex, e.idx(group * rowsPerThread)), lane);
   }
 
   Value beginElements(ElementEmitter &e, int64_t length) override {
     OpBuilder &b = e.b;
+    Value tile = gpu::BlockIdOp::create(b, e.loc, gpu::Dimension::x);
     if (gridStride) {
-      auto loop = scf::ForOp::create(b, e.loc, thread, e.idx(length),
-                                     e.idx(grid * blockSize));
+      int64_t tiles = (length + tileSize - 1) / tileSize;
+      auto loop = scf::ForOp::create(b, e.loc, tile, e.idx(tiles), e.idx(grid));
       b.setInsertionPoint(loop.getBody()->getTerminator());
-      return loop.getInductionVar();
+      tile = loop.getInductionVar();
     }
-    Value element = thread;
+    Value element = e.add(e.mul(tile, e.idx(tileSize)), inTile);
     if (rowsPerThread > 1) {
-      // A constant trip count: LLVM unrolls it, and the rows' loads overlap.
+      // A constant trip count: LLVM unrolls it.
       auto loop = scf::ForOp::create(b, e.loc, e.idx(0), e.idx(rowsPerThread),
                                      e.idx(1));
       b.setInsertionPoint(loop.getBody()->getTerminator());
-      element =
-          e.add(thread, e.mul(loop.getInductionVar(), e.idx(grid * blockSize)));
+      element = e.add(element, e.mul(loop.getInductionVar(), e.idx(group)));
     }
     auto inside = scf::IfOp::create(
         b, e.loc, e.cmp(arith::CmpIPredicate::ult, element, e.idx(length)),
@@ -122,6 +152,14 @@ public:
     return staged[global] = copy;
   }
 
+  Value privateCell(ElementEmitter &e) override {
+    return kernel.addPrivateAttribution(
+        MemRefType::get({1}, e.b.getIndexType(), MemRefLayoutAttrInterface(),
+                        gpu::AddressSpaceAttr::get(
+                            e.b.getContext(), gpu::AddressSpace::Private)),
+        e.loc);
+  }
+
   std::pair<Value, Value> entryLoopStart(ElementEmitter &e, Value first,
                                          Value step) override {
     return {
@@ -147,11 +185,12 @@ public:
   }
 
 private:
-  int64_t blockSize, maxBlocks, rowsPerThread;
-  int64_t grid = 1;
+  int64_t blockSize, maxBlocks, rowsPerThread, smCount;
+  int64_t group = 32, tileSize = 1, grid = 1;
   bool gridStride = false;
   gpu::GPUFuncOp kernel;
-  Value thread;
+  /// The thread's first element in its block's tile.
+  Value inTile;
   DenseMap<Value, Value> staged;
 };
 
@@ -170,18 +209,23 @@ struct LowerToGPUPass : mlir::thd::impl::THDLowerToGPUBase<LowerToGPUPass> {
       return signalPassFailure();
     }
     // Bounded so that blocks * threads * rows stays far inside 32 bits.
-    if (maxBlocks < 0 || maxBlocks > INT32_MAX || rowsPerThread < 1 ||
+    if (maxBlocks < 0 || maxBlocks > INT32_MAX || rowsPerThread < 0 ||
         rowsPerThread > 64) {
       getOperation().emitError()
           << "max-blocks must be in [0, 2147483647] and rows-per-thread in "
-             "[1, 64], got "
+             "[1, 64] (or 0: chosen), got "
           << static_cast<int64_t>(maxBlocks) << " and "
           << static_cast<int64_t>(rowsPerThread);
       return signalPassFailure();
     }
+    if (smCount < 1 || smCount > 4096) {
+      getOperation().emitError() << "sm-count must be in [1, 4096], got "
+                                 << static_cast<int64_t>(smCount);
+      return signalPassFailure();
+    }
     if (failed(lowerPipelines(getOperation(), [&] {
           return std::make_unique<GPUTarget>(blockSize, maxBlocks,
-                                             rowsPerThread);
+                                             rowsPerThread, smCount);
         })))
       signalPassFailure();
   }

@@ -35,6 +35,13 @@ public:
     e.b.setInsertionPoint(loop.getBody()->getTerminator());
     return loop.getInductionVar();
   }
+
+  Value privateCell(ElementEmitter &e) override {
+    OpBuilder::InsertionGuard guard(e.b);
+    e.b.setInsertionPointToStart(e.scalarAnchor->getBlock());
+    return memref::AllocaOp::create(
+        e.b, e.loc, MemRefType::get({1}, e.b.getIndexType()));
+  }
 };
 
 struct LowerToLoopsPass

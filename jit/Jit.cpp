@@ -117,6 +117,8 @@ Jit::Jit(JitOptions opts) : options(std::move(opts)) {
     // The chip of the device current when the JIT is made (else device 0).
     Result<int> device = (*driver)->resolveDevice(-1);
     targetName = (*driver)->architecture(device ? *device : 0);
+    if (options.smCount == 0)
+      options.smCount = (*driver)->multiprocessorCount(device ? *device : 0);
   } else {
     target = Backend::Host;
     targetName = "host-" + llvm::sys::getDefaultTargetTriple();
@@ -141,7 +143,8 @@ std::string thdc::runtime::jitCacheKey(
     const std::map<std::string, int64_t> &params) {
   std::string identity = "thdc " + buildId + "\nllvm " + LLVM_VERSION_STRING +
                          "\ntarget " + target + "\nchip " + options.chip +
-                         "\nblock " + std::to_string(options.blockSize) + "\n";
+                         "\nblock " + std::to_string(options.blockSize) +
+                         "\nsms " + std::to_string(options.smCount) + "\n";
   for (const auto &[name, value] : params)
     identity += "param " + name + "=" + std::to_string(value) + "\n";
   return runtime::cacheKey(identity + "\n" + pipelineText);
@@ -287,6 +290,7 @@ Jit::compileLocked(const std::string &pipelineText,
                      : target == Backend::Cuda ? targetName
                                                : "sm_90";
           gpu.blockSize = options.blockSize;
+          gpu.smCount = options.smCount;
           runtime::Manifest written;
           bool withHost = target == Backend::Host;
           if (mlir::failed(

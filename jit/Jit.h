@@ -52,6 +52,9 @@ struct JitOptions {
   int64_t blockSize = 0;
   /// The GPU chip to compile for ("sm_90"); empty: the device's own.
   std::string chip;
+  /// Multiprocessors the launch geometry is chosen for; 0: the device's
+  /// own (on the host: the chip's usual part, thdc::defaultSmCount).
+  int64_t smCount = 0;
 };
 
 /// The compiler's build id: the SHA-256 (hex) of THDC_VERSION and of every

@@ -177,6 +177,15 @@ std::string CudaDriver::architecture(int device) const {
   return "sm_" + std::to_string(major) + std::to_string(minor);
 }
 
+int CudaDriver::multiprocessorCount(int device) const {
+  CUdevice handle = 0;
+  int count = 0;
+  cuDeviceGet(&handle, device);
+  cuDeviceGetAttribute(&count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+                       handle);
+  return count;
+}
+
 std::string CudaDriver::name(int device) const {
   CUdevice handle = 0;
   char text[256] = {0};

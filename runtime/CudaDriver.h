@@ -100,6 +100,8 @@ struct CudaDriver {
 
   /// The device's compute capability as "sm_90".
   std::string architecture(int device) const;
+  /// The number of streaming multiprocessors of `device`.
+  int multiprocessorCount(int device) const;
   /// The device's name, e.g. "NVIDIA H200".
   std::string name(int device) const;
 

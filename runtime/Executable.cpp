@@ -300,9 +300,36 @@ Status Executable::prepare(int device) const {
   return loadModule(*resolved);
 }
 
+Status Executable::checkDisjoint(void *const *buffers) const {
+  // The kernel is compiled on the promise that no output shares memory with
+  // another buffer (codegen/ElementEmitter.cpp): a row's loads are issued
+  // before its stores, and inputs are read through the read-only cache.
+  const std::vector<BufferDesc> &descs = manifest_.buffers;
+  for (size_t out = 0; out < descs.size(); ++out) {
+    if (!descs[out].isOutput)
+      continue;
+    auto first = reinterpret_cast<uintptr_t>(buffers[out]);
+    uintptr_t end = first + descs[out].bytes();
+    for (size_t other = 0; other < descs.size(); ++other) {
+      auto otherFirst = reinterpret_cast<uintptr_t>(buffers[other]);
+      if (other == out || first >= otherFirst + descs[other].bytes() ||
+          otherFirst >= end)
+        continue;
+      return Status::error(fmt::format(
+          "output '{}' (buffer {}) overlaps {} '{}' (buffer {}): every "
+          "output needs memory of its own",
+          descs[out].name, out, descs[other].isOutput ? "output" : "input",
+          descs[other].name, other));
+    }
+  }
+  return Status();
+}
+
 Status Executable::launch(void *const *buffers, void *stream,
                           int device) const {
   size_t count = manifest_.buffers.size();
+  if (Status disjoint = checkDisjoint(buffers); !disjoint)
+    return disjoint;
   if (info_.backend == Backend::Host) {
     std::array<void *, kMaxBuffers> pointers;
     std::memcpy(pointers.data(), buffers, count * sizeof(void *));

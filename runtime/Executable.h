@@ -81,7 +81,8 @@ public:
   /// selects), else on device 0; the module is loaded on a device's first
   /// launch, and the caller's current context is the same afterwards.
   /// On the host: host pointers, runs before returning; `stream` and
-  /// `device` are ignored.
+  /// `device` are ignored. No output may share memory with another buffer
+  /// (an error, before anything runs).
   Status launch(void *const *buffers, void *stream = nullptr,
                 int device = -1) const;
 
@@ -94,6 +95,7 @@ private:
   Executable();
   Status loadModule(int device) const;
   Status checkKernelBuffers(int device) const;
+  Status checkDisjoint(void *const *buffers) const;
   Manifest manifest_;
   LoadInfo info_;
   std::string ptx_, cubin_, cubinCacheDir_;

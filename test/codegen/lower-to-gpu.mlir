@@ -1,19 +1,30 @@
-// thd-lower-to-gpu: the fused example becomes one gpu.func kernel; thread t
-// computes element t of every output; the launch geometry is recorded.
+// thd-lower-to-gpu: the fused example becomes one gpu.func kernel; block b
+// computes tile b of every output, each warp a span of it with its lanes a
+// warp apart; the launch geometry is recorded.
 // RUN: thd-opt %s --thd-force-static-shapes --thd-fuse --thd-lower-to-gpu | FileCheck %s
 // RUN: thd-opt %s --param C=1000 --thd-force-static-shapes --thd-fuse --thd-lower-to-gpu=block-size=128 | FileCheck %s --check-prefix=GEOMETRY
 // RUN: not thd-opt %s --thd-force-static-shapes --thd-lower-to-gpu=block-size=2048 2>&1 | FileCheck %s --check-prefix=BLOCK
 // RUN: thd-opt %s --param C=1048576 --param N=1024 --thd-force-static-shapes --thd-fuse --thd-lower-to-gpu | FileCheck %s --check-prefix=AUTO
-// RUN: thd-opt %s --param C=1048576 --param N=1024 --thd-force-static-shapes --thd-fuse --thd-lower-to-gpu="block-size=512 max-blocks=128" | FileCheck %s --check-prefix=STRIDE
+// RUN: thd-opt %s --param C=1048576 --param N=1024 --thd-force-static-shapes --thd-fuse --thd-lower-to-gpu=sm-count=16 | FileCheck %s --check-prefix=SMALL-GPU
+// RUN: not thd-opt %s --thd-force-static-shapes --thd-lower-to-gpu=sm-count=0 2>&1 | FileCheck %s --check-prefix=BAD-SMS
+// RUN: thd-opt %s --param C=1048576 --param N=1024 --thd-force-static-shapes --thd-fuse --thd-lower-to-gpu="block-size=512 max-blocks=128 rows-per-thread=1" | FileCheck %s --check-prefix=STRIDE
 
 // CHECK: module attributes {gpu.container_module
 // CHECK-NOT: func.func
 // CHECK: gpu.module @thd_kernels {
-// CHECK-NEXT: gpu.func @megatron_graph_step(%{{.+}}: memref<16xi64> {thd.name = "tokens"}
+// CHECK-NEXT: gpu.func @megatron_graph_step(%{{.+}}: memref<16xi64> {llvm.noalias, thd.name = "tokens"}
+// CHECK-SAME: private(%[[CURSOR:.+]] : memref<1xindex, #gpu.address_space<private>>)
 // CHECK-SAME: kernel attributes {known_block_size = array<i32: 256, 1, 1>, thd.block = array<i64: 256, 1, 1>, thd.grid = array<i64: 1, 1, 1>}
-// CHECK: %[[T:.+]] = gpu.global_id {{ *}}x
-// CHECK: %[[IN:.+]] = arith.cmpi ult, %[[T]], %{{.+}} : index
+// CHECK: %[[LANE:.+]] = arith.remui %[[TID:thread_id_x[_0-9]*]], %c32{{.*}} : index
+// CHECK: %[[WARP:.+]] = arith.divui %[[TID]], %c32{{.*}} : index
+// CHECK: %[[SPAN:.+]] = arith.muli %[[WARP]], %c32{{.*}} : index
+// CHECK: %[[FIRST:.+]] = arith.addi %[[SPAN]], %[[LANE]] : index
+// CHECK: %[[BID:.+]] = gpu.block_id {{ *}}x
+// CHECK: %[[TILE:.+]] = arith.muli %[[BID]], %c256{{.*}} : index
+// CHECK: %[[T:.+]] = arith.addi %[[TILE]], %[[FIRST]] : index
+// CHECK: %[[IN:.+]] = arith.cmpi ult, %[[T]], %c8 : index
 // CHECK-NEXT: scf.if %[[IN]] {
+// CHECK: memref.load %[[CURSOR]]
 // CHECK-NOT: gpu.func
 
 // 1000 rows per rank at 128 threads a block: 8 blocks.
@@ -21,12 +32,26 @@
 
 // BLOCK: error: block-size must be in [1, 1024] (or 0: chosen from the output lengths), got 2048
 
-// Long outputs get 1024 threads a block: 2^20 rows per rank, 1024 blocks.
-// AUTO: thd.block = array<i64: 1024, 1, 1>, thd.grid = array<i64: 1024, 1, 1>
-// A capped grid: threads loop over the rows with the grid's stride.
+// Long outputs get 1024 threads a block and the fewest rows per thread that
+// fit one wave of resident blocks: 2^20 rows on 132 multiprocessors of 2
+// such blocks (270,336 threads) take 4 rows a thread, 256 blocks.
+// AUTO: thd.block = array<i64: 1024, 1, 1>, thd.grid = array<i64: 256, 1, 1>
+// AUTO: scf.for %{{.+}} = %c0{{.*}} to %c4{{.*}} step %c1
+// On a GPU of 16 multiprocessors, 16 rows a thread (the most chosen), 64
+// blocks.
+// SMALL-GPU: thd.block = array<i64: 1024, 1, 1>, thd.grid = array<i64: 64, 1, 1>
+// SMALL-GPU: scf.for %{{.+}} = %c0{{.*}} to %c16{{.*}} step %c1
+// BAD-SMS: error: sm-count must be in [1, 4096], got 0
+// A capped grid: blocks loop over the 2048 tiles of 512 rows with the grid's
+// stride.
 // STRIDE: thd.grid = array<i64: 128, 1, 1>
-// STRIDE: %[[T:.+]] = gpu.global_id {{ *}}x
-// STRIDE: scf.for %[[ROW:.+]] = %[[T]] to %c1048576 step %c65536
+// STRIDE: arith.remui %{{.+}}, %c32
+// STRIDE: %[[FIRST:.+]] = arith.addi %{{.+}}, %{{.+}} : index
+// STRIDE: %[[BID:.+]] = gpu.block_id {{ *}}x
+// STRIDE: scf.for %[[TILE:.+]] = %[[BID]] to %c2048 step %c128
+// STRIDE: %[[START:.+]] = arith.muli %[[TILE]], %c512{{.*}} : index
+// STRIDE: %[[ROW:.+]] = arith.addi %[[START]], %[[FIRST]] : index
+// STRIDE: arith.cmpi ult, %[[ROW]], %c1048576 : index
 
 // The pipeline below is a copy of examples/megatron_graph_step.mlir, so that
 // editing the example does not change what this test checks.

@@ -5,16 +5,23 @@
 // RUN: not thd-opt %s --thd-bind-params --thd-lower-to-loops 2>&1 | FileCheck %s --check-prefix=UNFORCED
 
 // CHECK-LABEL: func.func @megatron_graph_step(
-// CHECK-SAME: %[[TOK:[a-z0-9]+]]: memref<16xi64> {thd.name = "tokens"}
-// CHECK-SAME: %[[OUT:[a-z0-9]+]]: memref<8xi64> {thd.name = "tokens"}
-// CHECK-SAME: %[[STATUS:[a-z0-9]+]]: memref<1xi32> {thd.name = "status"})
+// CHECK-SAME: %[[TOK:[a-z0-9]+]]: memref<16xi64> {llvm.noalias, thd.name = "tokens"}
+// CHECK-SAME: %[[OUT:[a-z0-9]+]]: memref<8xi64> {llvm.noalias, thd.name = "tokens"}
+// CHECK-SAME: %[[STATUS:[a-z0-9]+]]: memref<1xi32> {llvm.noalias, thd.name = "status"})
+// The only buffer is the search cursor (one index), set to sequence 0.
+// CHECK: %[[CURSOR:.+]] = memref.alloca() : memref<1xindex>
 // CHECK-NOT: thd.
-// CHECK-NOT: memref.alloc
-// One loop per output length; the five per-token outputs share one binary
-// search per row (the CP slice's; the mask reuses its sequence).
+// CHECK-NOT: memref.alloc(
+// CHECK: memref.store %{{.+}}, %[[CURSOR]]
+// One loop per output length; the five per-token outputs share one sequence
+// search per row (the CP slice's; the mask reuses its sequence): the cursor
+// answers it, else a binary search does.
 // CHECK: scf.for %[[ROW:.+]] = %{{.+}} to %c8 step
+// CHECK: memref.load %[[CURSOR]]
+// CHECK: %[[S:.+]] = scf.if
 // CHECK: scf.while
 // CHECK-NOT: scf.while
+// CHECK: memref.store %[[S]], %[[CURSOR]]
 // CHECK: memref.store %{{.+}}, %[[OUT]][%[[ROW]]] {alignment = 8 : i64} : memref<8xi64>
 // CHECK-COUNT-4: memref.store
 // CHECK: scf.for %[[ENTRY:.+]] = %{{.+}} to %c7 step

@@ -5,7 +5,7 @@
 // RUN: thd-opt %s -split-input-file -verify-diagnostics --thd-fuse --thd-lower-to-gpu
 // RUN: not thd-opt %s -split-input-file "--thd-lower-to-gpu=rows-per-thread=72057594037927936" 2>&1 | FileCheck %s --check-prefix=ROWS
 
-// ROWS: error: max-blocks must be in [0, 2147483647] and rows-per-thread in [1, 64], got 0 and 72057594037927936
+// ROWS: error: max-blocks must be in [0, 2147483647] and rows-per-thread in [1, 64] (or 0: chosen), got 0 and 72057594037927936
 
 module attributes {thd.params = {cp = 2 : i64}} {
   func.func @unbound(%t: tensor<16xi64>, %cup: tensor<7xi32>, %r: tensor<1xi32>, %n: tensor<1xi32>) -> tensor<8xi64> {

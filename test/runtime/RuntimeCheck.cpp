@@ -340,6 +340,29 @@ void checkBundle(const std::string &dir, int microbatches, int replays) {
            name + ": status " + std::to_string(want.status) + " for " +
                fault.what + (diff.empty() ? "" : ": " + diff));
   }
+
+  // Buffers that share memory with an output are refused before anything
+  // runs: the kernel is compiled on the promise that they do not.
+  {
+    size_t firstOutput = 0;
+    while (!m.buffers[firstOutput].isOutput)
+      ++firstOutput;
+    std::vector<void *> pointers(buffers->pointers(),
+                                 buffers->pointers() + m.buffers.size());
+    std::vector<void *> ontoInput = pointers, ontoOutput = pointers;
+    ontoInput[firstOutput] = pointers[0];
+    ontoOutput[firstOutput + 1] =
+        static_cast<char *>(pointers[firstOutput]) + 1;
+    Status input = p.launch(ontoInput.data(), *stream);
+    Status output = p.launch(ontoOutput.data(), *stream);
+    report(!input && input.message().find("overlaps input") !=
+                         std::string::npos &&
+               !output &&
+               output.message().find("overlaps output") != std::string::npos,
+           name + ": outputs sharing memory are refused (" +
+               (input ? std::string("accepted") : input.message()) + "; " +
+               (output ? std::string("accepted") : output.message()) + ")");
+  }
   destroyStream(p.backend(), *stream);
 }
 } // namespace

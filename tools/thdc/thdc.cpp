@@ -66,8 +66,15 @@ static cl::opt<int64_t>
               cl::init(0), cl::cat(thdcCategory));
 static cl::opt<int64_t> rowsPerThread(
     "rows-per-thread",
-    cl::desc("Elements each GPU thread computes, a grid stride apart"),
-    cl::init(1), cl::cat(thdcCategory));
+    cl::desc("Elements each GPU thread computes, a warp apart (0: chosen "
+             "from the output lengths and --sm-count)"),
+    cl::init(0), cl::cat(thdcCategory));
+static cl::opt<int64_t>
+    smCount("sm-count",
+            cl::desc("Multiprocessors of the GPU the launch geometry is "
+                     "chosen for (0: those of --chip's usual data-centre "
+                     "part, e.g. 132 for sm_90)"),
+            cl::init(0), cl::cat(thdcCategory));
 static cl::opt<bool> noHost("no-host",
                             cl::desc("Do not build the host shared object"),
                             cl::cat(thdcCategory));
@@ -86,7 +93,7 @@ int main(int argc, char **argv) {
   thdc::CompilerCommandLineOptions mlirOptions;
   for (auto [option, minimum] :
        {std::pair(&blockSize, 0), std::pair(&maxBlocks, 0),
-        std::pair(&rowsPerThread, 1)})
+        std::pair(&rowsPerThread, 0), std::pair(&smCount, 0)})
     if (*option < minimum) {
       llvm::errs() << "error: --" << option->ArgStr << " must be at least "
                    << minimum << ", got " << *option << "\n";
@@ -127,6 +134,7 @@ int main(int argc, char **argv) {
   gpu.blockSize = blockSize;
   gpu.maxBlocks = maxBlocks;
   gpu.rowsPerThread = rowsPerThread;
+  gpu.smCount = smCount;
   gpu.assembleCubin = !noCubin;
   switch (what) {
   case Emit::Ptx: {

@@ -4,7 +4,7 @@
 // RUN: thd-opt %s --thd-force-static-shapes --thd-lower-to-loops | FileCheck %s
 
 // CHECK-LABEL: func.func @zigzag
-// CHECK-SAME: (%[[IN:[a-z0-9]+]]: memref<16xi64>, %[[CUP:[a-z0-9]+]]: memref<7xi32>, %[[RANK:[a-z0-9]+]]: memref<1xi32>, %[[N:[a-z0-9]+]]: memref<1xi32>, %[[OUT:[a-z0-9]+]]: memref<8xi64>)
+// CHECK-SAME: (%[[IN:[a-z0-9]+]]: memref<16xi64> {llvm.noalias}, %[[CUP:[a-z0-9]+]]: memref<7xi32> {llvm.noalias}, %[[RANK:[a-z0-9]+]]: memref<1xi32> {llvm.noalias}, %[[N:[a-z0-9]+]]: memref<1xi32> {llvm.noalias}, %[[OUT:[a-z0-9]+]]: memref<8xi64> {llvm.noalias})
 // CHECK-DAG: memref.load %[[N]][
 // CHECK-DAG: %[[R:.+]] = memref.load %[[RANK]][
 // CHECK: scf.for %[[ROW:.+]] = %{{.+}} to %c8{{(_[0-9]+)?}} step
@@ -29,7 +29,7 @@ func.func @zigzag(%tokens: tensor<16xi64>, %cup: tensor<7xi32>, %rank: tensor<1x
 }
 
 // CHECK-LABEL: func.func @contiguous
-// CHECK-SAME: (%[[IN:[a-z0-9]+]]: memref<16xi64>, %[[CUP:[a-z0-9]+]]: memref<7xi32>, %[[RANK:[a-z0-9]+]]: memref<1xi32>, %[[N:[a-z0-9]+]]: memref<1xi32>, %[[OUT:[a-z0-9]+]]: memref<8xi64>)
+// CHECK-SAME: (%[[IN:[a-z0-9]+]]: memref<16xi64> {llvm.noalias}, %[[CUP:[a-z0-9]+]]: memref<7xi32> {llvm.noalias}, %[[RANK:[a-z0-9]+]]: memref<1xi32> {llvm.noalias}, %[[N:[a-z0-9]+]]: memref<1xi32> {llvm.noalias}, %[[OUT:[a-z0-9]+]]: memref<8xi64> {llvm.noalias})
 // CHECK: scf.for %[[ROW:.+]] = %{{.+}} to %c8{{(_[0-9]+)?}} step
 // CHECK-NOT: scf.while
 // CHECK: memref.load %[[CUP]][
@@ -44,7 +44,7 @@ func.func @contiguous(%tokens: tensor<16xi64>, %cup: tensor<7xi32>, %rank: tenso
 }
 
 // CHECK-LABEL: func.func @cp1
-// CHECK-SAME: (%[[IN:[a-z0-9]+]]: memref<16xi64>, %[[CUP:[a-z0-9]+]]: memref<7xi32>, %[[RANK:[a-z0-9]+]]: memref<1xi32>, %[[OUT:[a-z0-9]+]]: memref<16xi64>)
+// CHECK-SAME: (%[[IN:[a-z0-9]+]]: memref<16xi64> {llvm.noalias}, %[[CUP:[a-z0-9]+]]: memref<7xi32> {llvm.noalias}, %[[RANK:[a-z0-9]+]]: memref<1xi32> {llvm.noalias}, %[[OUT:[a-z0-9]+]]: memref<16xi64> {llvm.noalias})
 // CHECK-NOT: memref.load %[[CUP]]
 // CHECK: scf.for %[[ROW:.+]] = %{{.+}} to %c16{{(_[0-9]+)?}} step
 // CHECK-NOT: memref.load %[[CUP]]

@@ -4,7 +4,7 @@
 // RUN: thd-opt %s --thd-force-static-shapes --thd-lower-to-loops | FileCheck %s
 
 // CHECK-LABEL: func.func @align_lengths
-// CHECK-SAME: (%[[V:[a-z0-9]+]]: memref<6xi32>, %[[P:[a-z0-9]+]]: memref<6xi32>)
+// CHECK-SAME: (%[[V:[a-z0-9]+]]: memref<6xi32> {llvm.noalias}, %[[P:[a-z0-9]+]]: memref<6xi32> {llvm.noalias})
 // CHECK: scf.for %[[I:.+]] = %{{.+}} to %c6{{(_[0-9]+)?}} step
 // CHECK: %[[X:.+]] = memref.load %[[V]][
 // CHECK: %[[Q:.+]] = arith.ceildivsi %[[X]], %c12_i32{{.*}} : i32
@@ -16,7 +16,7 @@ func.func @align_lengths(%v: tensor<6xi32>) -> tensor<6xi32> {
 }
 
 // CHECK-LABEL: func.func @gather
-// CHECK-SAME: (%[[VALUES:[a-z0-9]+]]: memref<5xi32>, %[[IDS:[a-z0-9]+]]: memref<3xi32>, %[[N:[a-z0-9]+]]: memref<1xi32>, %[[OUT:[a-z0-9]+]]: memref<3xi32>)
+// CHECK-SAME: (%[[VALUES:[a-z0-9]+]]: memref<5xi32> {llvm.noalias}, %[[IDS:[a-z0-9]+]]: memref<3xi32> {llvm.noalias}, %[[N:[a-z0-9]+]]: memref<1xi32> {llvm.noalias}, %[[OUT:[a-z0-9]+]]: memref<3xi32> {llvm.noalias})
 // CHECK: %[[COUNT:.+]] = memref.load %[[N]][
 // CHECK: scf.for %[[I:.+]] = %{{.+}} to %c3{{(_[0-9]+)?}} step
 // CHECK: %[[ID:.+]] = memref.load %[[IDS]][
@@ -33,7 +33,7 @@ func.func @gather(%values: tensor<5xi32>, %ids: tensor<3xi32>, %n: tensor<1xi32>
 }
 
 // CHECK-LABEL: func.func @cu_seqlens
-// CHECK-SAME: (%[[LENGTHS:[a-z0-9]+]]: memref<4xi32>, %[[N:[a-z0-9]+]]: memref<1xi32>, %[[OUT:[a-z0-9]+]]: memref<5xi32>)
+// CHECK-SAME: (%[[LENGTHS:[a-z0-9]+]]: memref<4xi32> {llvm.noalias}, %[[N:[a-z0-9]+]]: memref<1xi32> {llvm.noalias}, %[[OUT:[a-z0-9]+]]: memref<5xi32> {llvm.noalias})
 // CHECK: memref.load %[[N]][
 // CHECK: scf.for %[[I:.+]] = %{{.+}} to %c5{{(_[0-9]+)?}} step
 // CHECK: %[[UPTO:.+]] = arith.minsi %[[I]], %{{.+}} : index

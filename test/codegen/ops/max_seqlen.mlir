@@ -5,7 +5,7 @@
 // RUN: thd-opt %s --thd-force-static-shapes --thd-fuse --thd-lower-to-gpu | FileCheck %s --check-prefix=GPU
 
 // CHECK-LABEL: func.func @max_seqlen
-// CHECK-SAME: (%[[CUP:[a-z0-9]+]]: memref<7xi32>, %[[N:[a-z0-9]+]]: memref<1xi32>, %[[OUT:[a-z0-9]+]]: memref<1xi32>)
+// CHECK-SAME: (%[[CUP:[a-z0-9]+]]: memref<7xi32> {llvm.noalias}, %[[N:[a-z0-9]+]]: memref<1xi32> {llvm.noalias}, %[[OUT:[a-z0-9]+]]: memref<1xi32> {llvm.noalias})
 // CHECK: memref.load %[[N]][
 // CHECK: %[[END:.+]] = arith.addi %{{.+}}, %c1{{.*}} : index
 // CHECK: %[[MAX:.+]] = scf.for %[[I:.+]] = %c1{{.*}} to %[[END]] step %{{.+}} iter_args(%[[ACC:.+]] = %c0_i32{{.*}}) -> (i32)

@@ -1,15 +1,22 @@
-// Lowering of thd.pack: per row, the binary search finds the sequence s; the
+// Lowering of thd.pack: per row, the cursor (the previous row's sequence, or
+// the next one) or else a binary search finds the sequence s; the
 // row reads pool[offsets[ids[s]] + row - cup[s]] (clamped loads) and selects
 // the pad value where the row is padding. No packed buffer is allocated.
 // RUN: thd-opt %s --thd-force-static-shapes --thd-lower-to-loops | FileCheck %s
 
 // CHECK-LABEL: func.func @pack
-// CHECK-SAME: (%[[POOL:[a-z0-9]+]]: memref<64xi64>, %[[OFFSETS:[a-z0-9]+]]: memref<8xi32>, %[[IDS:[a-z0-9]+]]: memref<5xi32>, %[[CU:[a-z0-9]+]]: memref<6xi32>, %[[CUP:[a-z0-9]+]]: memref<6xi32>, %[[N:[a-z0-9]+]]: memref<1xi32>, %[[OUT:[a-z0-9]+]]: memref<16xi64>)
-// CHECK-NOT: memref.alloc
+// CHECK-SAME: (%[[POOL:[a-z0-9]+]]: memref<64xi64> {llvm.noalias}, %[[OFFSETS:[a-z0-9]+]]: memref<8xi32> {llvm.noalias}, %[[IDS:[a-z0-9]+]]: memref<5xi32> {llvm.noalias}, %[[CU:[a-z0-9]+]]: memref<6xi32> {llvm.noalias}, %[[CUP:[a-z0-9]+]]: memref<6xi32> {llvm.noalias}, %[[N:[a-z0-9]+]]: memref<1xi32> {llvm.noalias}, %[[OUT:[a-z0-9]+]]: memref<16xi64> {llvm.noalias})
+// CHECK: %[[CURSOR:.+]] = memref.alloca() : memref<1xindex>
+// CHECK-NOT: memref.alloc(
 // CHECK: memref.load %[[N]][
 // CHECK: scf.for %[[ROW:.+]] = %{{.+}} to %c16{{(_[0-9]+)?}} step
+// CHECK: %[[HINT:.+]] = memref.load %[[CURSOR]][
+// CHECK: memref.load %[[CUP]][
+// CHECK: %[[S:.+]] = scf.if
+// CHECK: arith.select %{{.+}}, %[[HINT]], %{{.+}} : index
 // CHECK: scf.while
 // CHECK: memref.load %[[CUP]][
+// CHECK: memref.store %[[S]], %[[CURSOR]]
 // CHECK: %[[K:.+]] = arith.subi %[[ROW]], %{{.+}} : index
 // CHECK: %[[ID:.+]] = memref.load %[[IDS]][
 // CHECK: %[[OFFSET:.+]] = memref.load %[[OFFSETS]][

@@ -3,7 +3,7 @@
 // RUN: thd-opt %s --thd-force-static-shapes --thd-lower-to-loops | FileCheck %s
 
 // CHECK-LABEL: func.func @pad_cu_seqlens
-// CHECK-SAME: (%[[CUP:[a-z0-9]+]]: memref<4xi32>, %[[N:[a-z0-9]+]]: memref<1xi32>, %[[OUT:[a-z0-9]+]]: memref<7xi32>)
+// CHECK-SAME: (%[[CUP:[a-z0-9]+]]: memref<4xi32> {llvm.noalias}, %[[N:[a-z0-9]+]]: memref<1xi32> {llvm.noalias}, %[[OUT:[a-z0-9]+]]: memref<7xi32> {llvm.noalias})
 // CHECK: %[[RAW:.+]] = memref.load %[[N]][
 // CHECK: %[[RAWIDX:.+]] = arith.index_cast %[[RAW]] : i32 to index
 // CHECK: %[[NLO:.+]] = arith.maxsi %[[RAWIDX]], %c0{{.*}} : index
@@ -23,7 +23,7 @@ func.func @pad_cu_seqlens(%cup: tensor<4xi32>, %n: tensor<1xi32>) -> tensor<7xi3
 
 // Without num_seqs every input entry is meaningful: n is the static 3.
 // CHECK-LABEL: func.func @pad_cu_seqlens_all
-// CHECK-SAME: (%[[CUP:[a-z0-9]+]]: memref<4xi32>, %[[OUT:[a-z0-9]+]]: memref<7xi32>)
+// CHECK-SAME: (%[[CUP:[a-z0-9]+]]: memref<4xi32> {llvm.noalias}, %[[OUT:[a-z0-9]+]]: memref<7xi32> {llvm.noalias})
 // CHECK-NOT: memref.load
 // CHECK: scf.for %[[I:.+]] = %{{.+}} to %c7{{(_[0-9]+)?}} step
 // CHECK: %[[J:.+]] = arith.minsi %[[I]], %c3{{.*}} : index

@@ -3,7 +3,7 @@
 // RUN: thd-opt %s --thd-force-static-shapes --thd-lower-to-loops | FileCheck %s
 
 // CHECK-LABEL: func.func @pad_tail
-// CHECK-SAME: (%[[IN:[a-z0-9]+]]: memref<6xi64>, %[[OUT:[a-z0-9]+]]: memref<8xi64>)
+// CHECK-SAME: (%[[IN:[a-z0-9]+]]: memref<6xi64> {llvm.noalias}, %[[OUT:[a-z0-9]+]]: memref<8xi64> {llvm.noalias})
 // CHECK: scf.for %[[ROW:.+]] = %{{.+}} to %c8{{(_[0-9]+)?}} step
 // CHECK: %[[INSIDE:.+]] = arith.cmpi slt, %[[ROW]], %c6{{.*}} : index
 // CHECK: %[[V:.+]] = memref.load %[[IN]][
@@ -15,7 +15,7 @@ func.func @pad_tail(%tokens: tensor<6xi64>) -> tensor<8xi64> {
 }
 
 // CHECK-LABEL: func.func @pad_tail_mask
-// CHECK-SAME: (%[[IN:[a-z0-9]+]]: memref<6xi1>, %[[OUT:[a-z0-9]+]]: memref<8xi1>)
+// CHECK-SAME: (%[[IN:[a-z0-9]+]]: memref<6xi1> {llvm.noalias}, %[[OUT:[a-z0-9]+]]: memref<8xi1> {llvm.noalias})
 // CHECK: scf.for %[[ROW:.+]] = %{{.+}} to %c8{{(_[0-9]+)?}} step
 // CHECK: %[[INSIDE:.+]] = arith.cmpi slt, %[[ROW]], %c6{{.*}} : index
 // CHECK: %[[V:.+]] = memref.load %[[IN]][

@@ -5,7 +5,7 @@
 // RUN: thd-opt %s --thd-force-static-shapes --thd-lower-to-loops | FileCheck %s
 
 // CHECK-LABEL: func.func @append_dummy
-// CHECK-SAME: (%[[CU:[a-z0-9]+]]: memref<5xi32>, %[[CUP:[a-z0-9]+]]: memref<5xi32>, %[[MS:[a-z0-9]+]]: memref<1xi32>, %[[N:[a-z0-9]+]]: memref<1xi32>, %[[CU_OUT:[a-z0-9]+]]: memref<7xi32>, %[[CUP_OUT:[a-z0-9]+]]: memref<7xi32>, %[[MS_OUT:[a-z0-9]+]]: memref<1xi32>)
+// CHECK-SAME: (%[[CU:[a-z0-9]+]]: memref<5xi32> {llvm.noalias}, %[[CUP:[a-z0-9]+]]: memref<5xi32> {llvm.noalias}, %[[MS:[a-z0-9]+]]: memref<1xi32> {llvm.noalias}, %[[N:[a-z0-9]+]]: memref<1xi32> {llvm.noalias}, %[[CU_OUT:[a-z0-9]+]]: memref<7xi32> {llvm.noalias}, %[[CUP_OUT:[a-z0-9]+]]: memref<7xi32> {llvm.noalias}, %[[MS_OUT:[a-z0-9]+]]: memref<1xi32> {llvm.noalias})
 // The input max_seqlen is not read: with max_seqs the result is gT.
 // CHECK-NOT: memref.load %[[MS]]
 // CHECK: memref.load %[[N]][
@@ -20,9 +20,9 @@
 // CHECK: memref.load %[[CU]][
 // CHECK: %[[DUMMY_END:.+]] = arith.addi %{{.+}}, %[[TAIL]] : i32
 // CHECK: %[[CU_ENTRY:.+]] = arith.select %[[IS_NEW]], %[[DUMMY_END]], %{{.+}} : i32
-// CHECK: memref.store %[[CU_ENTRY]], %[[CU_OUT]][%[[I]]]
 // CHECK: memref.load %[[CUP]][
 // CHECK: %[[CUP_ENTRY:.+]] = arith.select %{{.+}}, %[[GT]], %{{.+}} : i32
+// CHECK: memref.store %[[CU_ENTRY]], %[[CU_OUT]][%[[I]]]
 // CHECK: memref.store %[[CUP_ENTRY]], %[[CUP_OUT]][%[[I]]]
 // CHECK: memref.store %[[GT]], %[[MS_OUT]][
 func.func @append_dummy(%cu: tensor<5xi32>, %cup: tensor<5xi32>, %ms: tensor<1xi32>, %n: tensor<1xi32>)
@@ -35,7 +35,7 @@ func.func @append_dummy(%cu: tensor<5xi32>, %cup: tensor<5xi32>, %ms: tensor<1xi
 
 // extend_last: entry n (when n > 0) becomes gT.
 // CHECK-LABEL: func.func @extend_last
-// CHECK-SAME: (%[[CU:[a-z0-9]+]]: memref<5xi32>, %[[CUP:[a-z0-9]+]]: memref<5xi32>, %[[MS:[a-z0-9]+]]: memref<1xi32>, %[[N:[a-z0-9]+]]: memref<1xi32>, %[[CUP_OUT:[a-z0-9]+]]: memref<7xi32>)
+// CHECK-SAME: (%[[CU:[a-z0-9]+]]: memref<5xi32> {llvm.noalias}, %[[CUP:[a-z0-9]+]]: memref<5xi32> {llvm.noalias}, %[[MS:[a-z0-9]+]]: memref<1xi32> {llvm.noalias}, %[[N:[a-z0-9]+]]: memref<1xi32> {llvm.noalias}, %[[CUP_OUT:[a-z0-9]+]]: memref<7xi32> {llvm.noalias})
 // CHECK: %[[GT:.+]] = arith.muli %c8_i32{{.*}}, %c2_i32{{.*}} : i32
 // CHECK: scf.for %[[I:.+]] = %{{.+}} to %c7{{(_[0-9]+)?}} step
 // CHECK: memref.load %[[CUP]][

@@ -6,7 +6,7 @@
 // RUN: thd-opt %s --thd-force-static-shapes --thd-fuse --thd-lower-to-gpu | FileCheck %s --check-prefix=GPU
 
 // CHECK-LABEL: func.func @padding_mask
-// CHECK-SAME: (%[[CU:[a-z0-9]+]]: memref<7xi32>, %[[CUP:[a-z0-9]+]]: memref<7xi32>, %[[N:[a-z0-9]+]]: memref<1xi32>, %[[MASK:[a-z0-9]+]]: memref<16xi1>)
+// CHECK-SAME: (%[[CU:[a-z0-9]+]]: memref<7xi32> {llvm.noalias}, %[[CUP:[a-z0-9]+]]: memref<7xi32> {llvm.noalias}, %[[N:[a-z0-9]+]]: memref<1xi32> {llvm.noalias}, %[[MASK:[a-z0-9]+]]: memref<16xi1> {llvm.noalias})
 // CHECK: memref.load %[[N]][
 // CHECK: scf.for %[[ROW:.+]] = %{{.+}} to %c16{{(_[0-9]+)?}} step
 // CHECK: %[[SEARCH:.+]]:2 = scf.while
@@ -37,6 +37,6 @@ func.func @padding_mask(%cu: tensor<7xi32>, %cup: tensor<7xi32>, %n: tensor<1xi3
 // GPU-DAG: memref.store %{{.+}}, %[[SHARED_CU]][
 // GPU-DAG: memref.store %{{.+}}, %[[SHARED_CUP]][
 // GPU: gpu.barrier
-// GPU: gpu.global_id
+// GPU: gpu.block_id
 // GPU: scf.while
 // GPU: memref.load %[[SHARED_CUP]][

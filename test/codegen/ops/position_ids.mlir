@@ -4,7 +4,7 @@
 // RUN: thd-opt %s --thd-force-static-shapes --thd-lower-to-loops | FileCheck %s
 
 // CHECK-LABEL: func.func @position_ids
-// CHECK-SAME: (%[[CU:[a-z0-9]+]]: memref<7xi32>, %[[CUP:[a-z0-9]+]]: memref<7xi32>, %[[N:[a-z0-9]+]]: memref<1xi32>, %[[OUT:[a-z0-9]+]]: memref<16xi64>)
+// CHECK-SAME: (%[[CU:[a-z0-9]+]]: memref<7xi32> {llvm.noalias}, %[[CUP:[a-z0-9]+]]: memref<7xi32> {llvm.noalias}, %[[N:[a-z0-9]+]]: memref<1xi32> {llvm.noalias}, %[[OUT:[a-z0-9]+]]: memref<16xi64> {llvm.noalias})
 // CHECK: memref.load %[[N]][
 // CHECK: scf.for %[[ROW:.+]] = %{{.+}} to %c16{{(_[0-9]+)?}} step
 // CHECK: %[[SEARCH:.+]]:2 = scf.while

@@ -4,7 +4,7 @@
 
 // rope_positions: chunk r (r*h + k) or chunk 2cp-1-r (L*cp - (r+1)*h + k-h).
 // CHECK-LABEL: func.func @rope_positions
-// CHECK-SAME: (%[[CUP:[a-z0-9]+]]: memref<7xi32>, %[[RANK:[a-z0-9]+]]: memref<1xi32>, %[[OUT:[a-z0-9]+]]: memref<8xi32>)
+// CHECK-SAME: (%[[CUP:[a-z0-9]+]]: memref<7xi32> {llvm.noalias}, %[[RANK:[a-z0-9]+]]: memref<1xi32> {llvm.noalias}, %[[OUT:[a-z0-9]+]]: memref<8xi32> {llvm.noalias})
 // CHECK: %[[R:.+]] = memref.load %[[RANK]][
 // CHECK: scf.for %[[ROW:.+]] = %{{.+}} to %c8{{(_[0-9]+)?}} step
 // CHECK: scf.while
@@ -24,7 +24,7 @@ func.func @rope_positions(%cup: tensor<7xi32>, %rank: tensor<1xi32>) -> tensor<8
 
 // seq_idx: the sequence of the row, n on the tail past cup[n].
 // CHECK-LABEL: func.func @seq_idx
-// CHECK-SAME: (%[[CUP:[a-z0-9]+]]: memref<4xi32>, %[[N:[a-z0-9]+]]: memref<1xi32>, %[[OUT:[a-z0-9]+]]: memref<16xi32>)
+// CHECK-SAME: (%[[CUP:[a-z0-9]+]]: memref<4xi32> {llvm.noalias}, %[[N:[a-z0-9]+]]: memref<1xi32> {llvm.noalias}, %[[OUT:[a-z0-9]+]]: memref<16xi32> {llvm.noalias})
 // CHECK: memref.load %[[N]][
 // CHECK: scf.for %[[ROW:.+]] = %{{.+}} to %c16{{(_[0-9]+)?}} step
 // CHECK: %[[SEARCH:.+]]:2 = scf.while

@@ -3,7 +3,7 @@
 // RUN: thd-opt %s --thd-force-static-shapes --thd-lower-to-loops | FileCheck %s
 
 // CHECK-LABEL: func.func @sanitize
-// CHECK-SAME: (%[[IN:[a-z0-9]+]]: memref<16xi64>, %[[MASK:[a-z0-9]+]]: memref<16xi1>, %[[OUT:[a-z0-9]+]]: memref<16xi64>)
+// CHECK-SAME: (%[[IN:[a-z0-9]+]]: memref<16xi64> {llvm.noalias}, %[[MASK:[a-z0-9]+]]: memref<16xi1> {llvm.noalias}, %[[OUT:[a-z0-9]+]]: memref<16xi64> {llvm.noalias})
 // CHECK: scf.for %[[ROW:.+]] = %{{.+}} to %c16{{(_[0-9]+)?}} step
 // CHECK: %[[M:.+]] = memref.load %[[MASK]][
 // CHECK: %[[PAD:.+]] = arith.select %{{.+}}, %[[M]], %true{{.*}} : i1
@@ -16,7 +16,7 @@ func.func @sanitize(%tokens: tensor<16xi64>, %mask: tensor<16xi1>) -> tensor<16x
 }
 
 // CHECK-LABEL: func.func @sanitize_float
-// CHECK-SAME: (%[[IN:[a-z0-9]+]]: memref<16xf32>, %[[MASK:[a-z0-9]+]]: memref<16xi1>, %[[OUT:[a-z0-9]+]]: memref<16xf32>)
+// CHECK-SAME: (%[[IN:[a-z0-9]+]]: memref<16xf32> {llvm.noalias}, %[[MASK:[a-z0-9]+]]: memref<16xi1> {llvm.noalias}, %[[OUT:[a-z0-9]+]]: memref<16xf32> {llvm.noalias})
 // CHECK: scf.for %[[ROW:.+]] = %{{.+}} to %c16{{(_[0-9]+)?}} step
 // CHECK-DAG: %[[FILL:.+]] = arith.constant 5.000000e-01 : f32
 // CHECK-DAG: %[[M:.+]] = memref.load %[[MASK]][

@@ -7,7 +7,7 @@
 // RUN: thd-opt %s --thd-force-static-shapes --thd-fuse --thd-lower-to-gpu | FileCheck %s --check-prefix=GPU
 
 // CHECK-LABEL: func.func @validate
-// CHECK-SAME: (%[[CU:[a-z0-9]+]]: memref<7xi32>, %[[CUP:[a-z0-9]+]]: memref<7xi32>, %[[RANK:[a-z0-9]+]]: memref<1xi32>, %[[N:[a-z0-9]+]]: memref<1xi32>, %[[STATUS:[a-z0-9]+]]: memref<1xi32>, %[[CHECKED:[a-z0-9]+]]: memref<1xi32>)
+// CHECK-SAME: (%[[CU:[a-z0-9]+]]: memref<7xi32> {llvm.noalias}, %[[CUP:[a-z0-9]+]]: memref<7xi32> {llvm.noalias}, %[[RANK:[a-z0-9]+]]: memref<1xi32> {llvm.noalias}, %[[N:[a-z0-9]+]]: memref<1xi32> {llvm.noalias}, %[[STATUS:[a-z0-9]+]]: memref<1xi32> {llvm.noalias}, %[[CHECKED:[a-z0-9]+]]: memref<1xi32> {llvm.noalias})
 // CHECK-DAG: %[[RAW:.+]] = memref.load %[[N]][
 // CHECK-DAG: arith.cmpi sgt, %[[RAW]], %c5_i32{{.*}} : i32
 // CHECK-DAG: arith.select %{{.+}}, %c1_i32{{.*}}, %c0_i32{{.*}} : i32
@@ -41,7 +41,7 @@ func.func @validate(%cu: tensor<7xi32>, %cup: tensor<7xi32>, %rank: tensor<1xi32
 // With samples: inside the reduction, the chosen id is checked against the
 // pool's 8 samples and offset + length (in 64 bits) against its 64 rows.
 // CHECK-LABEL: func.func @validate_samples
-// CHECK-SAME: %[[OFFSETS:[a-z0-9]+]]: memref<8xi32>, %[[LENGTHS:[a-z0-9]+]]: memref<8xi32>, %[[IDS:[a-z0-9]+]]: memref<5xi32>, %[[STATUS:[a-z0-9]+]]: memref<1xi32>)
+// CHECK-SAME: %[[OFFSETS:[a-z0-9]+]]: memref<8xi32> {llvm.noalias}, %[[LENGTHS:[a-z0-9]+]]: memref<8xi32> {llvm.noalias}, %[[IDS:[a-z0-9]+]]: memref<5xi32> {llvm.noalias}, %[[STATUS:[a-z0-9]+]]: memref<1xi32> {llvm.noalias})
 // CHECK: %[[BITS:.+]] = scf.for
 // CHECK: %[[ID:.+]] = memref.load %[[IDS]][
 // CHECK: arith.cmpi sge, %[[ID]], %c8_i32{{.*}} : i32
