@@ -66,6 +66,9 @@ struct StepBuffers {
 void launchHandwrittenStep(const StepBuffers &buffers, int64_t C, int64_t cp,
                            int64_t N, cudaStream_t stream);
 
+/// One block of one thread that does nothing: the floor of a launch.
+void launchEmptyKernel(cudaStream_t stream);
+
 } // namespace bench
 } // namespace thdc
 

@@ -2,17 +2,22 @@
 //
 //   thdc_bench BUNDLE_ROOT [--iterations N] > results.jsonl
 //
-// For every benchmark configuration (bench/inputs.h) and length mix, on one
-// GPU and in one run: the thdc bundle BUNDLE_ROOT/C<C>_cp<cp>_N<N> launched
-// plainly and replayed from a CUDA graph, the hand-written kernel
-// (bench/handwritten.cu) launched plainly and from a graph, and a
-// device-to-device copy for the bandwidth reference. Every variant's outputs
-// are first checked against the reference semantics. One JSON object per line
-// on stdout; bench/report.py turns them into bench/RESULTS.md.
+// For every bundle BUNDLE_ROOT/C<C>_cp<cp>_N<N> of the example (the
+// benchmark's configurations, bench/inputs.h, or any other) and both length
+// mixes, on one GPU and in one run: the bundle launched plainly and replayed
+// from a CUDA graph, the hand-written kernel (bench/handwritten.cu) launched
+// plainly and from a graph, and a device-to-device copy of as many bytes as
+// the step moves. Once per run: a 1 GiB copy (the bandwidth reference) and an
+// empty kernel replayed from a graph (the floor of any launch). Every
+// variant's outputs are first checked against the reference semantics. One
+// JSON object per line on stdout; bench/report.py turns them into
+// bench/RESULTS.md.
 //
-// Device times come from CUDA events around each launch (averaged); host
-// times from a steady clock around the submit call alone, and around submit
-// plus stream synchronisation (the round trip).
+// Device times, two ways: the median of CUDA events around each launch (the
+// latency of one launch), and CUDA events around N back-to-back launches
+// divided by N (the throughput, what a step costs inside a longer stream of
+// work). Host times come from a steady clock around the submit call alone,
+// and around submit plus stream synchronisation (the round trip).
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,9 +34,11 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 using namespace thdc;
@@ -61,7 +68,8 @@ double microsBetween(Clock::time_point a, Clock::time_point b) {
 }
 
 struct Timing {
-  double deviceMicros = 0;    ///< per launch, CUDA events
+  double deviceMicros = 0;     ///< median per launch, CUDA events around each
+  double deviceMeanMicros = 0; ///< per launch, events around all of them
   double submitMicros = 0;    ///< host time of the submit call
   double roundTripMicros = 0; ///< submit + synchronise
 };
@@ -95,6 +103,20 @@ Timing measure(const std::function<void()> &submit, cudaStream_t stream,
   std::nth_element(device.begin(), device.begin() + device.size() / 2,
                    device.end());
   t.deviceMicros = device[device.size() / 2];
+
+  cudaEvent_t first, last;
+  CHECK_CUDA(cudaEventCreate(&first));
+  CHECK_CUDA(cudaEventCreate(&last));
+  CHECK_CUDA(cudaEventRecord(first, stream));
+  for (int i = 0; i < iterations; ++i)
+    submit();
+  CHECK_CUDA(cudaEventRecord(last, stream));
+  CHECK_CUDA(cudaEventSynchronize(last));
+  float ms = 0;
+  CHECK_CUDA(cudaEventElapsedTime(&ms, first, last));
+  t.deviceMeanMicros = ms * 1000.0 / iterations;
+  CHECK_CUDA(cudaEventDestroy(first));
+  CHECK_CUDA(cudaEventDestroy(last));
 
   auto start = Clock::now();
   for (int i = 0; i < iterations; ++i)
@@ -191,22 +213,48 @@ StepBuffers handwrittenBuffers(const DeviceStep &s) {
   return b;
 }
 
-/// Device-to-device copy bandwidth, bytes read plus written per second.
-double copyBandwidth(cudaStream_t stream) {
-  size_t bytes = size_t(1) << 30;
+/// A device-to-device copy that reads and writes `bytes` in all.
+Timing copyTiming(size_t bytes, cudaStream_t stream, int iterations) {
+  size_t half = bytes / 2;
   void *a = nullptr, *b = nullptr;
-  CHECK_CUDA(cudaMalloc(&a, bytes));
-  CHECK_CUDA(cudaMalloc(&b, bytes));
-  CHECK_CUDA(cudaMemsetAsync(a, 1, bytes, stream));
+  CHECK_CUDA(cudaMalloc(&a, half));
+  CHECK_CUDA(cudaMalloc(&b, half));
+  CHECK_CUDA(cudaMemsetAsync(a, 1, half, stream));
   Timing t = measure(
       [&] {
         CHECK_CUDA(
-            cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, stream));
+            cudaMemcpyAsync(b, a, half, cudaMemcpyDeviceToDevice, stream));
       },
-      stream, 20);
+      stream, iterations);
   CHECK_CUDA(cudaFree(a));
   CHECK_CUDA(cudaFree(b));
-  return 2.0 * double(bytes) / (t.deviceMicros * 1e-6);
+  return t;
+}
+
+/// Device-to-device copy bandwidth, bytes read plus written per second.
+double copyBandwidth(cudaStream_t stream) {
+  size_t bytes = size_t(2) << 30;
+  return double(bytes) / (copyTiming(bytes, stream, 20).deviceMicros * 1e-6);
+}
+
+/// The bundles of BUNDLE_ROOT named after their configuration, smallest
+/// first.
+std::vector<BenchConfig> bundleConfigs(const std::string &root) {
+  std::vector<BenchConfig> configs;
+  std::error_code error;
+  for (const auto &entry : std::filesystem::directory_iterator(root, error)) {
+    long long C = 0, cp = 0, N = 0;
+    char tail = 0;
+    std::string name = entry.path().filename().string();
+    if (std::sscanf(name.c_str(), "C%lld_cp%lld_N%lld%c", &C, &cp, &N,
+                    &tail) == 3)
+      configs.push_back({C, cp, N});
+  }
+  std::sort(configs.begin(), configs.end(),
+            [](const BenchConfig &a, const BenchConfig &b) {
+              return std::tie(a.C, a.cp, a.N) < std::tie(b.C, b.cp, b.N);
+            });
+  return configs;
 }
 
 /// Bytes a rank's step must move: the rows it keeps (read) and its outputs
@@ -222,13 +270,15 @@ void emit(const char *variant, const Microbatch &mb, const Timing &t,
           double bytes, double copy, const char *device) {
   std::printf("{\"variant\": \"%s\", \"C\": %lld, \"cp\": %lld, \"N\": %lld, "
               "\"mix\": \"%s\", \"num_seqs\": %d, \"packed\": %lld, "
-              "\"device_us\": %.3f, \"submit_us\": %.3f, "
+              "\"device_us\": %.3f, \"device_mean_us\": %.3f, "
+              "\"submit_us\": %.3f, "
               "\"round_trip_us\": %.3f, \"bytes\": %.0f, "
               "\"bandwidth_gbs\": %.1f, \"copy_gbs\": %.1f, "
               "\"device\": \"%s\"}\n",
               variant, (long long)mb.C, (long long)mb.cp, (long long)mb.N,
               toString(mb.mix), mb.numSeqs, (long long)mb.packedLength(),
-              t.deviceMicros, t.submitMicros, t.roundTripMicros, bytes,
+              t.deviceMicros, t.deviceMeanMicros, t.submitMicros,
+              t.roundTripMicros, bytes,
               bytes / (t.deviceMicros * 1e-6) / 1e9, copy / 1e9, device);
   std::fflush(stdout);
 }
@@ -263,8 +313,31 @@ int main(int argc, char **argv) {
   std::fprintf(stderr, "%s: device-to-device copy %.0f GB/s\n", prop.name,
                copy / 1e9);
 
+  {
+    // The floor of a graph replay: an empty kernel, timed the same way.
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    launchEmptyKernel(stream);
+    CHECK_CUDA(cudaStreamEndCapture(stream, &graph));
+    CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+    Timing t = measure([&] { CHECK_CUDA(cudaGraphLaunch(exec, stream)); },
+                       stream, iterations);
+    std::printf("{\"variant\": \"empty_graph\", \"device_us\": %.3f, "
+                "\"device_mean_us\": %.3f, \"device\": \"%s\"}\n",
+                t.deviceMicros, t.deviceMeanMicros, prop.name);
+    CHECK_CUDA(cudaGraphExecDestroy(exec));
+    CHECK_CUDA(cudaGraphDestroy(graph));
+  }
+
   int failures = 0;
-  for (const BenchConfig &config : kBenchConfigs) {
+  std::vector<BenchConfig> configs = bundleConfigs(root);
+  if (configs.empty()) {
+    std::fprintf(stderr, "error: no bundle named C<C>_cp<cp>_N<N> in %s\n",
+                 root.c_str());
+    return 1;
+  }
+  for (const BenchConfig &config : configs) {
     std::string dir = root + "/C" + std::to_string(config.C) + "_cp" +
                       std::to_string(config.cp) + "_N" +
                       std::to_string(config.N);
@@ -332,6 +405,8 @@ int main(int argc, char **argv) {
            bytes, copy, prop.name);
       emit("handwritten_graph", mb, measure(handReplay, stream, iterations),
            bytes, copy, prop.name);
+      emit("copy", mb, copyTiming(size_t(bytes), stream, iterations), bytes,
+           copy, prop.name);
       CHECK_CUDA(cudaGraphExecDestroy(handExec));
       CHECK_CUDA(cudaGraphDestroy(handGraph));
     }

@@ -25,12 +25,21 @@ for shape in "8192 1 64" "32768 2 64" "32768 4 128" "131072 2 256" "1048576 2 10
   set -- $shape
   "$bin/thdc" "$example" --param C=$1 --param cp=$2 --param N=$3 --no-host -o "$out/bench/C$1_cp$2_N$3"
 done
-# The two largest again with 256 threads a block, the choice below 2^18 rows,
-# to show what the larger blocks chosen for them gain.
-for shape in "131072 2 256" "1048576 2 1024"; do
-  set -- $shape
-  "$bin/thdc" "$example" --param C=$1 --param cp=$2 --param N=$3 --no-host --block-size 256 -o "$out/bench-b256/C$1_cp$2_N$3"
-done
+# Launch geometry sweep (THDC_GEOMETRY_SWEEP=1): the two largest
+# configurations at each block size and rows per thread, one bench-b<B>-r<R>
+# folder each; the measurements behind the geometry the compiler chooses
+# (docs/launch-geometry.md).
+if [ "${THDC_GEOMETRY_SWEEP:-0}" = 1 ]; then
+  for b in 256 512 1024; do
+    for r in 1 2 4 8 16; do
+      for shape in "131072 2 256" "1048576 2 1024"; do
+        set -- $shape
+        "$bin/thdc" "$example" --param C=$1 --param cp=$2 --param N=$3 --no-host \
+          --block-size $b --rows-per-thread $r -o "$out/bench-b$b-r$r/C$1_cp$2_N$3"
+      done
+    done
+  done
+fi
 # The Python tests' kernels (test/python/test_torch_gpu.py, torchrun_cp.py)
 # and examples/python/quickstart.py's: the example and the megatron
 # drop-in's pipeline.
