@@ -188,6 +188,11 @@ Executable::load(const std::string &bundleDir, const LoadOptions &options) {
   std::unique_ptr<Executable> executable(new Executable());
   executable->manifest_ = *manifest;
   const Manifest &m = executable->manifest_;
+  for (size_t i = 0; i < m.buffers.size(); ++i) {
+    executable->bufferBytes_[i] = m.buffers[i].bytes();
+    if (m.buffers[i].isOutput)
+      executable->outputs_.push_back(uint8_t(i));
+  }
 
   Result<const CudaDriver *> driver =
       options.backend == Backend::Host
@@ -304,17 +309,17 @@ Status Executable::checkDisjoint(void *const *buffers) const {
   // The kernel is compiled on the promise that no output shares memory with
   // another buffer (codegen/ElementEmitter.cpp): a row's loads are issued
   // before its stores, and inputs are read through the read-only cache.
-  const std::vector<BufferDesc> &descs = manifest_.buffers;
-  for (size_t out = 0; out < descs.size(); ++out) {
-    if (!descs[out].isOutput)
-      continue;
+  // Sizes come from the load, so this costs tens of nanoseconds a launch.
+  size_t count = manifest_.buffers.size();
+  for (uint8_t out : outputs_) {
     auto first = reinterpret_cast<uintptr_t>(buffers[out]);
-    uintptr_t end = first + descs[out].bytes();
-    for (size_t other = 0; other < descs.size(); ++other) {
+    uintptr_t end = first + bufferBytes_[out];
+    for (size_t other = 0; other < count; ++other) {
       auto otherFirst = reinterpret_cast<uintptr_t>(buffers[other]);
-      if (other == out || first >= otherFirst + descs[other].bytes() ||
+      if (other == out || first >= otherFirst + bufferBytes_[other] ||
           otherFirst >= end)
         continue;
+      const std::vector<BufferDesc> &descs = manifest_.buffers;
       return Status::error(fmt::format(
           "output '{}' (buffer {}) overlaps {} '{}' (buffer {}): every "
           "output needs memory of its own",

@@ -20,6 +20,7 @@
 #include "runtime/Manifest.h"
 #include "runtime/Status.h"
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -96,6 +97,10 @@ private:
   Status loadModule(int device) const;
   Status checkKernelBuffers(int device) const;
   Status checkDisjoint(void *const *buffers) const;
+  /// Each buffer's size in bytes and the outputs' indices, for
+  /// checkDisjoint.
+  std::array<size_t, kMaxBuffers> bufferBytes_{};
+  std::vector<uint8_t> outputs_;
   Manifest manifest_;
   LoadInfo info_;
   std::string ptx_, cubin_, cubinCacheDir_;

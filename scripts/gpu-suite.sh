@@ -6,7 +6,8 @@
 #          replays with new data, every status bit, GPU against host code),
 #          then under compute-sanitizer memcheck and racecheck;
 #   jit:   cold and warm JIT compile times, when a thdc-embed binary and the
-#          LLVM/MLIR runtime libraries are given (THDC_EMBED, THDC_MLIR_DEBS);
+#          LLVM/MLIR runtime libraries are given (THDC_EMBED; THDC_MLIR_DEBS,
+#          a folder of Debian packages or .tar.xz of their files);
 #   bench: bench/thdc_bench and bench/eager.py in one run, then
 #          bench/report.py writes the results table;
 #   python: the Python package built there (nanobind) and its pytest suites
@@ -72,12 +73,16 @@ fi
 if wants jit; then
   if [ -n "${THDC_EMBED:-}" ] && [ -n "${THDC_MLIR_DEBS:-}" ]; then
     libs=$(mktemp -d)
-    for deb in "$THDC_MLIR_DEBS"/*.deb; do dpkg -x "$deb" "$libs"; done
+    for deb in "$THDC_MLIR_DEBS"/*.deb; do [ -f "$deb" ] && dpkg -x "$deb" "$libs"; done
+    for tarball in "$THDC_MLIR_DEBS"/*.tar.xz; do [ -f "$tarball" ] && tar xJf "$tarball" -C "$libs"; done
     export LD_LIBRARY_PATH=$libs/usr/lib/llvm-22/lib:$libs/usr/lib/x86_64-linux-gnu
     cache=$(mktemp -d)
-    for attempt in cold warm; do
-      run "jit-$attempt" env THDC_CACHE_DIR="$cache" "$THDC_EMBED" "$root/examples/megatron_graph_step.mlir" \
-        --param C=32768 --param cp=2 --param N=64
+    # Cold: an empty thdc cache and no driver cache (the driver compiles the
+    # PTX); then new processes that find the bundle in the disk cache.
+    for attempt in cold warm-1 warm-2 warm-3; do
+      driver_cache=0; [ "$attempt" = cold ] && driver_cache=1
+      run "jit-$attempt" env CUDA_CACHE_DISABLE=$driver_cache THDC_LOG=1 THDC_CACHE_DIR="$cache" \
+        "$THDC_EMBED" "$root/examples/megatron_graph_step.mlir" --param C=32768 --param cp=2 --param N=64
     done
   else
     echo "== jit: skipped (set THDC_EMBED and THDC_MLIR_DEBS)" | tee -a "$out/summary.txt"
