@@ -2,8 +2,9 @@
 //
 // Every result of a pipeline is computed element by element, pulling each
 // element through the chain of thd steps that defines it: the row of a tail-
-// padded CP slice of a sanitised token is one load, one binary search and a
-// few selects, with no intermediate buffer. This is the fusion that makes a
+// padded CP slice of a sanitised token is one load, one sequence lookup (a
+// cursor, else a binary search) and a few selects, with no intermediate
+// buffer. This is the fusion that makes a
 // microbatch one kernel; the same element code runs in loops on the CPU and,
 // mapped onto GPU threads, on the device.
 //

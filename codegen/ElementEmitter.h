@@ -226,7 +226,7 @@ public:
   static Value resolve(Value value);
 
 private:
-  /// The binary search of findSequence over entries [first, n].
+  /// The binary search of findSequence over entries [1, n].
   Value searchSequence(Value cuPadded, Value n, Value pos, int64_t divisor);
   /// The step's element lowering, or null after a diagnostic.
   ElementLoweringOpInterface loweringOf(Value value, StringRef role);

@@ -99,7 +99,19 @@ if wants bench; then
   run bench-handwritten-check "$build/bench/handwritten_check"
   run bench-eager-check python3 "$root/bench/eager.py" --selftest
   run bench-eager python3 "$root/bench/eager.py" --time --iters 100 --json "$out/eager.json"
-  run bench-report python3 "$root/bench/report.py" "$out/bench.jsonl" "$out/eager.json" "$out/machine.txt" --output "$out/RESULTS.md"
+  report_args=()
+  if [ -d "$bundles/scaling" ]; then
+    run bench-scaling sh -c "\"$build/bench/thdc_bench\" \"$bundles/scaling\" > \"$out/scaling.jsonl\""
+    configs=()
+    for dir in "$bundles"/scaling/C*_cp*_N*; do
+      c=$(basename "$dir" | sed 's/^C\([0-9]*\)_cp\([0-9]*\)_N\([0-9]*\)$/\1,\2,\3/')
+      configs+=(--config "$c")
+    done
+    run bench-eager-scaling python3 "$root/bench/eager.py" --time --iters 50 "${configs[@]}" --json "$out/eager-scaling.json"
+    report_args=(--scaling "$out/scaling.jsonl" "$out/eager-scaling.json" --plot "$out/scaling.svg")
+  fi
+  run bench-report python3 "$root/bench/report.py" "$out/bench.jsonl" "$out/eager.json" "$out/machine.txt" \
+    --output "$out/RESULTS.md" ${report_args[@]+"${report_args[@]}"}
 fi
 if wants python; then
   if [ -n "${THDC_WHEELS:-}" ]; then

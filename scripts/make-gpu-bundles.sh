@@ -25,6 +25,10 @@ for shape in "8192 1 64" "32768 2 64" "32768 4 128" "131072 2 256" "1048576 2 10
   set -- $shape
   "$bin/thdc" "$example" --param C=$1 --param cp=$2 --param N=$3 --no-host -o "$out/bench/C$1_cp$2_N$3"
 done
+# The scaling run: 8K to 4M rows per rank, cp = 2, N = 1024.
+for C in 8192 16384 32768 65536 131072 262144 524288 1048576 2097152 4194304; do
+  "$bin/thdc" "$example" --param C=$C --param cp=2 --param N=1024 --no-host -o "$out/scaling/C${C}_cp2_N1024"
+done
 # Launch geometry sweep (THDC_GEOMETRY_SWEEP=1): the two largest
 # configurations at each block size and rows per thread, one bench-b<B>-r<R>
 # folder each; the measurements behind the geometry the compiler chooses
