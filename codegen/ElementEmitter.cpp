@@ -127,6 +127,12 @@ Value ElementEmitter::count(Value numSeqs, Value array) {
   return counts[key] = clamp(toIndex(n), 0, last);
 }
 
+Value ElementEmitter::sequenceStart(Value cuPadded, Value s, int64_t divisor,
+                                    bool inBounds) {
+  Value start = entry(cuPadded, s, inBounds);
+  return toIndex(divisor == 1 ? start : divS(start, i32(divisor)));
+}
+
 Value ElementEmitter::searchSequence(Value cuPadded, Value n, Value pos,
                                      int64_t divisor) {
   Type indexType = b.getIndexType();
@@ -143,8 +149,7 @@ Value ElementEmitter::searchSequence(Value cuPadded, Value n, Value pos,
   lo = after->getArgument(0);
   hi = after->getArgument(1);
   Value mid = arith::ShRUIOp::create(b, loc, add(lo, hi), idx(1));
-  Value start =
-      toIndex(divS(entry(cuPadded, mid, /*inBounds=*/true), i32(divisor)));
+  Value start = sequenceStart(cuPadded, mid, divisor, /*inBounds=*/true);
   Value goRight = cmp(arith::CmpIPredicate::sle, start, pos);
   scf::YieldOp::create(b, loc,
                        ValueRange{select(goRight, add(mid, idx(1)), lo),
@@ -169,10 +174,7 @@ Value ElementEmitter::findSequence(Value cuPadded, Value n, Value pos,
     memref::StoreOp::create(b, loc, idx(0), cell, ValueRange{idx(0)});
   }
   using P = arith::CmpIPredicate;
-  auto startOf = [&](Value s) {
-    Value start = entry(cuPadded, s);
-    return toIndex(divisor == 1 ? start : divS(start, i32(divisor)));
-  };
+  auto startOf = [&](Value s) { return sequenceStart(cuPadded, s, divisor); };
   // s answers pos when (s == 0 or start(s) <= pos) and (s is the last
   // sequence or start(s + 1) > pos). The hint is an earlier answer, so in
   // [0, max(n - 1, 0)].

@@ -226,6 +226,9 @@ public:
   static Value resolve(Value value);
 
 private:
+  /// cuPadded[s] / divisor as an index: where sequence s starts.
+  Value sequenceStart(Value cuPadded, Value s, int64_t divisor,
+                      bool inBounds = false);
   /// The binary search of findSequence over entries [1, n].
   Value searchSequence(Value cuPadded, Value n, Value pos, int64_t divisor);
   /// The step's element lowering, or null after a diagnostic.

@@ -166,24 +166,24 @@ std::string CudaDriver::describe(const char *call, CUresult result) const {
   return fmt::format("{}: {} ({})", call, name ? name : "CUDA error", text);
 }
 
-std::string CudaDriver::architecture(int device) const {
+int CudaDriver::attribute(int device, CUdevice_attribute which) const {
   CUdevice handle = 0;
-  int major = 0, minor = 0;
+  int value = 0;
   cuDeviceGet(&handle, device);
-  cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
-                       handle);
-  cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
-                       handle);
-  return "sm_" + std::to_string(major) + std::to_string(minor);
+  cuDeviceGetAttribute(&value, which, handle);
+  return value;
+}
+
+std::string CudaDriver::architecture(int device) const {
+  return "sm_" +
+         std::to_string(
+             attribute(device, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)) +
+         std::to_string(
+             attribute(device, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR));
 }
 
 int CudaDriver::multiprocessorCount(int device) const {
-  CUdevice handle = 0;
-  int count = 0;
-  cuDeviceGet(&handle, device);
-  cuDeviceGetAttribute(&count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
-                       handle);
-  return count;
+  return attribute(device, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
 }
 
 std::string CudaDriver::name(int device) const {

@@ -102,6 +102,8 @@ struct CudaDriver {
   std::string architecture(int device) const;
   /// The number of streaming multiprocessors of `device`.
   int multiprocessorCount(int device) const;
+  /// An integer attribute of `device` (0 when the query fails).
+  int attribute(int device, CUdevice_attribute which) const;
   /// The device's name, e.g. "NVIDIA H200".
   std::string name(int device) const;
 

@@ -78,6 +78,56 @@ struct Executable::DeviceModules {
 
 Executable::Executable() = default;
 
+namespace {
+/// Loads `ptx` as a module for `arch`: the cubin that an earlier process's
+/// driver compiled from it when `cacheDir` holds one, else the driver's
+/// compile now, whose cubin is then kept there.
+Status loadPtx(const CudaDriver &cu, const std::string &ptx,
+               const std::string &kernelName, const std::string &arch,
+               const std::string &cacheDir, CUmodule *module,
+               bool *fromCache) {
+  // The cache key covers the PTX, the GPU and the driver that compiles it.
+  std::string key =
+      cacheKey(ptx + "\n" + arch + "\n" + std::to_string(cu.driverVersion));
+  // A cache folder that another user could write to is not read.
+  std::string cubinPath = cacheDir == "-" || !prepareCacheDirectory(cacheDir)
+                              ? std::string()
+                              : joinPath(cacheDir, "cubin-" + key + ".cubin");
+  Result<std::string> cached = cubinPath.empty() || !checkPrivate(cubinPath)
+                                   ? Result<std::string>(Status::error(""))
+                                   : readWholeFile(cubinPath);
+  if (cached && cu.cuModuleLoadData(module, cached->data()) == CUDA_SUCCESS) {
+    *fromCache = true;
+    return Status();
+  }
+  CUlinkState link = nullptr;
+  void *cubin = nullptr;
+  size_t cubinSize = 0;
+  CUresult r = cu.cuLinkCreate(0, nullptr, nullptr, &link);
+  if (r == CUDA_SUCCESS)
+    r = cu.cuLinkAddData(link, CU_JIT_INPUT_PTX, const_cast<char *>(ptx.c_str()),
+                         ptx.size() + 1, kernelName.c_str(), 0, nullptr,
+                         nullptr);
+  if (r == CUDA_SUCCESS)
+    r = cu.cuLinkComplete(link, &cubin, &cubinSize);
+  if (r == CUDA_SUCCESS)
+    r = cu.cuModuleLoadData(module, cubin);
+  // A cubin that cannot be cached (a full disk) only costs the next process
+  // the driver's compile again.
+  if (r == CUDA_SUCCESS && !cubinPath.empty())
+    (void)writeFileAtomically(
+        cubinPath,
+        std::string_view(static_cast<const char *>(cubin), cubinSize));
+  if (link)
+    cu.cuLinkDestroy(link);
+  if (r != CUDA_SUCCESS)
+    return Status::error(fmt::format(
+        "loading the PTX of kernel '{}' for {}: {}", kernelName, arch,
+        cu.describe("cuLinkAddData/cuModuleLoadData", r)));
+  return Status();
+}
+} // namespace
+
 Status Executable::loadModule(int device) const {
   const CudaDriver &cu = **CudaDriver::get();
   std::lock_guard<std::mutex> lock(modules_->mutex);
@@ -93,48 +143,11 @@ Status Executable::loadModule(int device) const {
   bool fromBundle = !cubin_.empty() && arch == manifest_.chip &&
                     cu.cuModuleLoadData(&module, cubin_.data()) == CUDA_SUCCESS;
   bool fromCache = false;
-  if (!fromBundle) {
-    // The cache key covers the PTX, the GPU and the driver that compiles it.
-    std::string key = cacheKey(ptx_ + "\n" + arch + "\n" +
-                               std::to_string(cu.driverVersion));
-    const std::string &dir = cubinCacheDir_;
-    // A cache folder that another user could write to is not read.
-    std::string cubinPath = dir == "-" || !prepareCacheDirectory(dir)
-                                ? std::string()
-                                : joinPath(dir, "cubin-" + key + ".cubin");
-    Result<std::string> cached = cubinPath.empty() || !checkPrivate(cubinPath)
-                                     ? Result<std::string>(Status::error(""))
-                                     : readWholeFile(cubinPath);
-    if (cached &&
-        cu.cuModuleLoadData(&module, cached->data()) == CUDA_SUCCESS) {
-      fromCache = true;
-    } else {
-      CUlinkState link = nullptr;
-      void *cubin = nullptr;
-      size_t cubinSize = 0;
-      CUresult r = cu.cuLinkCreate(0, nullptr, nullptr, &link);
-      if (r == CUDA_SUCCESS)
-        r = cu.cuLinkAddData(link, CU_JIT_INPUT_PTX,
-                             const_cast<char *>(ptx_.c_str()), ptx_.size() + 1,
-                             manifest_.kernelName.c_str(), 0, nullptr, nullptr);
-      if (r == CUDA_SUCCESS)
-        r = cu.cuLinkComplete(link, &cubin, &cubinSize);
-      if (r == CUDA_SUCCESS)
-        r = cu.cuModuleLoadData(&module, cubin);
-      // A cubin that cannot be cached (a full disk) only costs the next
-      // process the driver's compile again.
-      if (r == CUDA_SUCCESS && !cubinPath.empty())
-        (void)writeFileAtomically(
-            cubinPath,
-            std::string_view(static_cast<const char *>(cubin), cubinSize));
-      if (link)
-        cu.cuLinkDestroy(link);
-      if (r != CUDA_SUCCESS)
-        return Status::error(fmt::format(
-            "loading the PTX of kernel '{}' for {}: {}", manifest_.kernelName,
-            arch, cu.describe("cuLinkAddData/cuModuleLoadData", r)));
-    }
-  }
+  if (!fromBundle)
+    if (Status loaded = loadPtx(cu, ptx_, manifest_.kernelName, arch,
+                                cubinCacheDir_, &module, &fromCache);
+        !loaded)
+      return loaded;
   CUfunction function = nullptr;
   CUresult r =
       cu.cuModuleGetFunction(&function, module, manifest_.kernelName.c_str());
@@ -190,8 +203,10 @@ Executable::load(const std::string &bundleDir, const LoadOptions &options) {
   const Manifest &m = executable->manifest_;
   for (size_t i = 0; i < m.buffers.size(); ++i) {
     executable->bufferBytes_[i] = m.buffers[i].bytes();
-    if (m.buffers[i].isOutput)
+    if (m.buffers[i].isOutput) {
       executable->outputs_.push_back(uint8_t(i));
+      executable->outputMask_ |= uint64_t(1) << i;
+    }
   }
 
   Result<const CudaDriver *> driver =
@@ -316,8 +331,10 @@ Status Executable::checkDisjoint(void *const *buffers) const {
     uintptr_t end = first + bufferBytes_[out];
     for (size_t other = 0; other < count; ++other) {
       auto otherFirst = reinterpret_cast<uintptr_t>(buffers[other]);
-      if (other == out || first >= otherFirst + bufferBytes_[other] ||
-          otherFirst >= end)
+      // Two outputs are compared once, from the earlier one.
+      bool comparedAlready = other < out && (outputMask_ >> other & 1);
+      if (other == out || comparedAlready ||
+          first >= otherFirst + bufferBytes_[other] || otherFirst >= end)
         continue;
       const std::vector<BufferDesc> &descs = manifest_.buffers;
       return Status::error(fmt::format(

@@ -97,10 +97,12 @@ private:
   Status loadModule(int device) const;
   Status checkKernelBuffers(int device) const;
   Status checkDisjoint(void *const *buffers) const;
-  /// Each buffer's size in bytes and the outputs' indices, for
+  /// Each buffer's size in bytes and the outputs' indices (and bits), for
   /// checkDisjoint.
   std::array<size_t, kMaxBuffers> bufferBytes_{};
   std::vector<uint8_t> outputs_;
+  uint64_t outputMask_ = 0; ///< bit i: buffer i is an output
+  static_assert(kMaxBuffers <= 64, "outputMask_ has a bit per buffer");
   Manifest manifest_;
   LoadInfo info_;
   std::string ptx_, cubin_, cubinCacheDir_;

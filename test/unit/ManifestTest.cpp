@@ -139,23 +139,20 @@ TEST(Manifest, CubinIsOptionalAndNeedsItsChip) {
   EXPECT_EQ(read->cubinFile, "");
   EXPECT_EQ(renderManifest(m).find("cubin"), std::string::npos);
 
-  m = fullManifest();
-  m.chip.clear();
-  read = parseManifest(renderManifest(m), "manifest.json");
-  ASSERT_FALSE(read);
-  EXPECT_NE(read.status().message().find(
-                "a kernel with a \"cubin\" needs the \"chip\""),
-            std::string::npos)
-      << read.status().message();
-
-  m = fullManifest();
-  m.cubinFile = "../elsewhere.cubin";
-  read = parseManifest(renderManifest(m), "manifest.json");
-  ASSERT_FALSE(read);
-  EXPECT_NE(read.status().message().find(
-                "the kernel's \"cubin\" must be a file name inside"),
-            std::string::npos)
-      << read.status().message();
+  // A manifest edited by `edit` is refused with `message`.
+  auto expectRefused = [](void (*edit)(Manifest &), const char *message) {
+    Manifest edited = fullManifest();
+    edit(edited);
+    Result<Manifest> refused =
+        parseManifest(renderManifest(edited), "manifest.json");
+    ASSERT_FALSE(refused);
+    EXPECT_NE(refused.status().message().find(message), std::string::npos)
+        << refused.status().message();
+  };
+  expectRefused([](Manifest &e) { e.chip.clear(); },
+                "a kernel with a \"cubin\" needs the \"chip\"");
+  expectRefused([](Manifest &e) { e.cubinFile = "../elsewhere.cubin"; },
+                "the kernel's \"cubin\" must be a file name inside");
 }
 
 TEST(Manifest, WithoutHostCodeRoundTrips) {
