@@ -174,10 +174,27 @@ LogicalResult verifySameElementType(Operation *op, Type input, Type result) {
 //===----------------------------------------------------------------------===//
 
 LogicalResult AlignLengthsOp::verify() {
-  if (failed(resolveAtLeast(*this, getCp(), "cp", 1)) ||
-      failed(resolveAtLeast(*this, getTp(), "tp", 1)))
+  FailureOr<std::optional<int64_t>> cp = resolveAtLeast(*this, getCp(), "cp", 1);
+  FailureOr<std::optional<int64_t>> tp = resolveAtLeast(*this, getTp(), "tp", 1);
+  FailureOr<std::optional<int64_t>> dp =
+      resolveAtLeast(*this, getDpAttr(), "dp", 1);
+  if (failed(cp) || failed(tp) || failed(dp))
     return failure();
+  // Padded lengths and their offsets are 32-bit.
+  if (getGranularity() > INT32_MAX)
+    return emitOpError() << "alignment granularity " << getGranularity()
+                         << " does not fit i32";
   return success();
+}
+
+int64_t AlignLengthsOp::getGranularity() {
+  auto value = [&](Attribute attr, StringRef name) {
+    return *resolveIntOrParam(*this, attr, name);
+  };
+  int64_t cp = value(getCp(), "cp");
+  int64_t cpPad = getDpAttr() ? 2 * cp * value(getDpAttr(), "dp")
+                              : (cp > 1 ? 2 * cp : 1);
+  return cpPad * (getSequenceParallel() ? value(getTp(), "tp") : 1);
 }
 
 LogicalResult GatherOp::verify() {
@@ -281,7 +298,8 @@ static LogicalResult verifyLength(Operation *op, Attribute attr, Value result) {
 }
 
 LogicalResult RopePositionsOp::verify() {
-  if (failed(resolveAtLeast(*this, getCp(), "cp", 1)))
+  if (failed(resolveAtLeast(*this, getCp(), "cp", 1)) ||
+      failed(resolveAtLeast(*this, getTableRows(), "table_rows", 1)))
     return failure();
   return verifyLength(*this, getLength(), getPositions());
 }
@@ -302,12 +320,68 @@ static LogicalResult verifyTargetOrAlignment(Operation *op, Attribute target,
   return success();
 }
 
+/// Whether a `cp` attribute is 1, without diagnostics (a value that does
+/// not resolve is its op's own error).
+static bool cpSizeIsOne(Operation *op, Attribute cp) {
+  if (auto integer = dyn_cast<IntegerAttr>(cp))
+    return integer.getInt() == 1;
+  auto expr = dyn_cast<ExprAttr>(cp);
+  if (!expr)
+    return false;
+  llvm::StringMap<int64_t> params = getPipelineParams(op);
+  std::string error;
+  std::optional<int64_t> value = thdc::evaluateParamExpr(
+      expr.getText(),
+      [&](StringRef name) -> std::optional<int64_t> {
+        auto it = params.find(name);
+        return it == params.end() ? std::nullopt
+                                  : std::optional<int64_t>(it->getValue());
+      },
+      error);
+  return value && *value == 1;
+}
+
+/// The contiguous CP slice (cp > 1) that `value` comes from, through steps
+/// that keep its rows where they are (sanitize, pad_tail), if any.
+static CpSliceOp contiguousSliceOf(Value value) {
+  Operation *def = value.getDefiningOp();
+  while (def) {
+    if (auto slice = dyn_cast<CpSliceOp>(def)) {
+      if (slice.getMode() != CpMode::contiguous)
+        return nullptr;
+      return cpSizeIsOne(slice, slice.getCp()) ? nullptr : slice;
+    }
+    if (auto sanitize = dyn_cast<SanitizeOp>(def))
+      def = sanitize.getInput().getDefiningOp();
+    else if (auto pad = dyn_cast<PadTailOp>(def))
+      def = pad.getInput().getDefiningOp();
+    else
+      return nullptr;
+  }
+  return nullptr;
+}
+
 LogicalResult PadTailOp::verify() {
   if (failed(verifyTargetOrAlignment(*this, getTargetAttr(),
                                      getAlignmentAttr())) ||
       failed(verifySameElementType(*this, getInput().getType(),
                                    getResult().getType())))
     return failure();
+  // Contiguous CP gives rank r the rows [r*T/cp, (r+1)*T/cp) of the buffer
+  // it slices. Sliced before the tail is padded, those are rows of the
+  // unpadded buffer, while the padded metadata describes rank r as rows
+  // [r*Lt, (r+1)*Lt) of the padded one: every rank but the last would hold
+  // rows its cu arrays give to another rank (S7, S10).
+  if (CpSliceOp slice = contiguousSliceOf(getInput())) {
+    InFlightDiagnostic diag =
+        emitOpError()
+        << "pads the tail of a contiguous CP slice; each rank would hold "
+           "rows of the unpadded buffer that the padded cu_seqlens do not "
+           "describe. Pad the packed buffer first (thd.pad_tail to the "
+           "global target, e.g. \"C*cp\") and slice it contiguously after";
+    diag.attachNote(slice.getLoc()) << "sliced contiguously here";
+    return diag;
+  }
   FailureOr<std::optional<int64_t>> target =
       resolveAtLeast(*this, getTargetAttr(), "target", 0);
   FailureOr<std::optional<int64_t>> alignment =

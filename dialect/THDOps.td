@@ -35,19 +35,32 @@ def THD_AlignLengthsOp : THD_Op<"align_lengths", [AllTypesMatch<["valid_lens", "
     packed buffer; every offset built from them is then divisible by `2*cp`,
     as zigzag CP partitioning requires.
 
+    With `dynamic_cp dp D` (dynamic context parallelism, where a pack may be
+    shared by any number of the DP x CP ranks), `cpPad = 2*cp*D` whatever
+    `cp` is, so that every offset divides among all of them.
+
     ```mlir
     // cp = 2, tp = 1: G = 4; [3, 2, 4] -> [4, 4, 4]
     %p = thd.align_lengths %v cp 2 tp 1 : tensor<3xi32>
     // cp = 2, tp = 2, sequence parallel: G = 8
     %q = thd.align_lengths %v cp "cp" tp 2 sequence_parallel : tensor<?xi32>
+    // dynamic CP, cp = 2, dp = 4: G = 16; [3, 17] -> [16, 32]
+    %d = thd.align_lengths %v cp 2 tp 1 dynamic_cp dp 4 : tensor<2xi32>
     ```
   }];
   let arguments = (ins THD_Lengths:$valid_lens, THD_IntOrParamAttr:$cp,
-                       THD_IntOrParamAttr:$tp, UnitAttr:$sequence_parallel);
+                       THD_IntOrParamAttr:$tp, UnitAttr:$sequence_parallel,
+                       OptionalAttr<THD_IntOrParamAttr>:$dp);
   let results = (outs THD_Lengths:$padded_lens);
   let assemblyFormat = [{
     $valid_lens `cp` custom<IntOrParam>($cp) `tp` custom<IntOrParam>($tp)
-    (`sequence_parallel` $sequence_parallel^)? attr-dict `:` type($valid_lens)
+    (`sequence_parallel` $sequence_parallel^)? (`dynamic_cp` `dp` custom<IntOrParam>($dp)^)?
+    attr-dict `:` type($valid_lens)
+  }];
+  let extraClassDeclaration = [{
+    /// The granularity G of the padded lengths; every parameter must
+    /// resolve (the op verifies).
+    int64_t getGranularity();
   }];
 }
 
@@ -253,24 +266,33 @@ def THD_RopePositionsOp : THD_Op<"rope_positions"> {
   let summary = "RoPE table row of every CP-local row (S8)";
   let description = [{
     For each of the `length` local rows of CP rank `cp_rank`, returns the
-    position of that row inside its global sequence: with local offsets
+    row of the RoPE frequency table (`table_rows` rows) that the row reads.
+    First its position inside its global sequence: with local offsets
     `lcu` (the padded global lengths divided by `cp`), row `t` of sequence
     `s` at local index `k` has position `k` (cp = 1), `r*h + k` in chunk `r`,
     or `L*cp - (r+1)*h + (k-h)` in chunk `2cp-1-r` (`L` local length,
     `h = L/2`). Rows past the last offset continue the last sequence.
+    Then, when the table has more rows than `max_seqlen` (an "absolute"
+    table, indexed by the row's place in the whole packed buffer), the
+    sequence's start `cu_seqlens_padded[s]` is added. The result is clamped
+    into `[0, table_rows - 1]`, so a row never reads outside the table.
 
     ```mlir
-    // cup [0,4,8,12,16,16,16], cp 2, 8 rows: rank 0 -> [0,3,0,3,0,3,0,3]
-    %rows = thd.rope_positions %cup, %rank cp 2 length 8 : tensor<7xi32> -> tensor<8xi32>
+    // cup [0,4,8,12,16,16,16], cp 2, 8 rows, max_seqlen 16, a 16-row table:
+    // rank 0 -> [0,3,0,3,0,3,0,3]
+    %rows = thd.rope_positions %cup, %rank max_seqlen %ms cp 2 length 8 table_rows 16
+        : tensor<7xi32> -> tensor<8xi32>
     ```
   }];
   let arguments = (ins THD_CuSeqlens:$cu_seqlens_padded, THD_Scalar:$cp_rank,
-                       Optional<THD_Scalar>:$num_seqs, THD_IntOrParamAttr:$cp,
-                       THD_IntOrParamAttr:$length);
+                       Optional<THD_Scalar>:$num_seqs, THD_Scalar:$max_seqlen,
+                       THD_IntOrParamAttr:$cp, THD_IntOrParamAttr:$length,
+                       THD_IntOrParamAttr:$table_rows);
   let results = (outs 1DTensorOf<[I32]>:$positions);
   let assemblyFormat = [{
-    $cu_seqlens_padded `,` $cp_rank (`num_seqs` $num_seqs^)? `cp` custom<IntOrParam>($cp)
-    `length` custom<IntOrParam>($length) attr-dict `:` type($cu_seqlens_padded)
+    $cu_seqlens_padded `,` $cp_rank (`num_seqs` $num_seqs^)? `max_seqlen` $max_seqlen
+    `cp` custom<IntOrParam>($cp) `length` custom<IntOrParam>($length)
+    `table_rows` custom<IntOrParam>($table_rows) attr-dict `:` type($cu_seqlens_padded)
     `->` type($positions)
   }];
 }

@@ -213,10 +213,13 @@ LogicalResult checkInt32(Operation *op, int64_t value, StringRef what) {
 LogicalResult evaluate(AlignLengthsOp op, Environment &env) {
   FailureOr<int64_t> cp = intValue(op, op.getCp(), "cp");
   FailureOr<int64_t> tp = intValue(op, op.getTp(), "tp");
+  FailureOr<int64_t> dp =
+      op.getDpAttr() ? intValue(op, op.getDpAttr(), "dp") : FailureOr<int64_t>(1);
   FailureOr<Buffer> result = resultBuffer(op, op.getPaddedLens());
-  if (failed(cp) || failed(tp) || failed(result))
+  if (failed(cp) || failed(tp) || failed(dp) || failed(result))
     return failure();
-  int64_t granularity = ref::padGranularity(*cp, *tp, op.getSequenceParallel());
+  int64_t granularity = ref::padGranularity(
+      *cp, *tp, op.getSequenceParallel(), *dp, bool(op.getDpAttr()));
   std::vector<int32_t> valid = int32Values(env[op.getValidLens()]);
   if (granularity <= 0)
     return referenceError(op, "the alignment granularity " +
@@ -511,20 +514,21 @@ LogicalResult evaluate(CpSliceOp op, Environment &env) {
 LogicalResult evaluate(RopePositionsOp op, Environment &env) {
   FailureOr<int64_t> cp = intValue(op, op.getCp(), "cp");
   FailureOr<int64_t> length = intValue(op, op.getLength(), "length");
+  FailureOr<int64_t> tableRows = intValue(op, op.getTableRows(), "table_rows");
   FailureOr<Buffer> result = resultBuffer(op, op.getPositions());
-  if (failed(cp) || failed(length) || failed(result))
+  if (failed(cp) || failed(length) || failed(tableRows) || failed(result))
     return failure();
   const Buffer &cupBuffer = env[op.getCuSeqlensPadded()];
   int64_t n = countOf(env, op.getNumSeqs(), cupBuffer.size());
   if (n == 0)
     return referenceError(op, "rope positions need at least one sequence "
                               "(num_seqs is 0)");
-  ref::Expected<std::vector<int64_t>> positions =
-      ref::ropePositions(meaningful(cupBuffer, n), *cp,
-                         clampedRank(env[op.getCpRank()], *cp), result->size());
-  if (!positions)
-    return referenceError(op, positions.error());
-  std::vector<int32_t> narrowed(positions->begin(), positions->end());
+  ref::Expected<std::vector<int64_t>> rows = ref::ropeTableRows(
+      meaningful(cupBuffer, n), *cp, clampedRank(env[op.getCpRank()], *cp),
+      result->size(), scalarOf(env[op.getMaxSeqlen()]), *tableRows);
+  if (!rows)
+    return referenceError(op, rows.error());
+  std::vector<int32_t> narrowed(rows->begin(), rows->end());
   result->assign(narrowed, 0);
   env.bind(op.getPositions(), std::move(*result));
   return success();

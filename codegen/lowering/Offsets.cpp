@@ -14,8 +14,7 @@ using namespace mlir::thd;
 
 Value mlir::thd::lowerElement(AlignLengthsOp op, ElementEmitter &e, OpResult,
                               Value i) {
-  int64_t cp = e.intAttr(op.getCp()), tp = e.intAttr(op.getTp());
-  int64_t g = (cp > 1 ? 2 * cp : 1) * (op.getSequenceParallel() ? tp : 1);
+  int64_t g = op.getGranularity();
   // ceil(v / G) * G, rounding toward +inf for negative lengths too (a
   // truncating (v + G - 1) / G would round -5 up to 0 instead of -4).
   Value v = e.entry(op.getValidLens(), i);

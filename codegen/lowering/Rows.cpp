@@ -184,26 +184,36 @@ Value mlir::thd::lowerRowCount(SeqIdxOp, ElementEmitter &e, OpResult result) {
 Value mlir::thd::lowerElement(RopePositionsOp op, ElementEmitter &e, OpResult,
                               Value r) {
   // S8: the position of a CP-local row in its global sequence (chunk r, or
-  // chunk 2cp-1-r in the second half).
+  // chunk 2cp-1-r in the second half), then the table row it reads.
   int64_t cp = e.intAttr(op.getCp());
+  int64_t tableRows = e.intAttr(op.getTableRows());
   Value cup = op.getCuSeqlensPadded();
   Value n = e.count(op.getNumSeqs(), cup);
   Value s = e.findSequence(cup, n, r, cp);
-  Value localStart = e.divS(e.toIndex(e.cuAt(cup, s)), e.idx(cp));
+  Value start = e.toIndex(e.cuAt(cup, s));
+  Value localStart = e.divS(start, e.idx(cp));
   Value localLen =
       e.sub(e.divS(e.toIndex(e.cuAt(cup, e.add(s, e.idx(1)))), e.idx(cp)),
             localStart);
   Value k = e.sub(r, localStart);
-  if (cp == 1)
-    return e.toI32(k);
-  Value rank = e.clamp(e.toIndex(e.scalar(op.getCpRank())), 0, cp - 1);
-  Value half = e.divS(localLen, e.idx(2));
-  Value first = e.add(e.mul(rank, half), k);
-  Value second = e.add(
-      e.sub(e.mul(localLen, e.idx(cp)), e.mul(e.add(rank, e.idx(1)), half)),
-      e.sub(k, half));
-  return e.toI32(
-      e.select(e.cmp(arith::CmpIPredicate::slt, k, half), first, second));
+  Value position = k;
+  if (cp > 1) {
+    Value rank = e.clamp(e.toIndex(e.scalar(op.getCpRank())), 0, cp - 1);
+    Value half = e.divS(localLen, e.idx(2));
+    Value first = e.add(e.mul(rank, half), k);
+    Value second = e.add(
+        e.sub(e.mul(localLen, e.idx(cp)), e.mul(e.add(rank, e.idx(1)), half)),
+        e.sub(k, half));
+    position =
+        e.select(e.cmp(arith::CmpIPredicate::slt, k, half), first, second);
+  }
+  // A table longer than max_seqlen is indexed by the row's place in the
+  // packed buffer: the sequence's start is added. Clamped into the table.
+  Value maxSeqlen = e.toIndex(e.scalar(op.getMaxSeqlen()));
+  Value absolute =
+      e.cmp(arith::CmpIPredicate::sgt, e.idx(tableRows), maxSeqlen);
+  position = e.select(absolute, e.add(position, start), position);
+  return e.toI32(e.clamp(position, 0, tableRows - 1));
 }
 Value mlir::thd::lowerRowCount(RopePositionsOp, ElementEmitter &e,
                                OpResult result) {

@@ -17,6 +17,49 @@ func.func @f(%v: tensor<?xi32>) -> tensor<?xi32> {
 
 // -----
 
+func.func @f(%v: tensor<?xi32>) -> tensor<?xi32> {
+  // expected-error @+1 {{'dp' must be at least 1, got 0}}
+  %0 = thd.align_lengths %v cp 2 tp 1 dynamic_cp dp 0 : tensor<?xi32>
+  return %0 : tensor<?xi32>
+}
+
+// -----
+
+func.func @f(%v: tensor<?xi32>) -> tensor<?xi32> {
+  // expected-error @+1 {{alignment granularity 4294967296 does not fit i32}}
+  %0 = thd.align_lengths %v cp 65536 tp 1 dynamic_cp dp 32768 : tensor<?xi32>
+  return %0 : tensor<?xi32>
+}
+
+// -----
+
+// Contiguous CP slicing, then padding each rank's rows: the ranks' rows and
+// the padded metadata disagree (S7, S10).
+func.func @f(%t: tensor<12xi64>, %cup: tensor<4xi32>, %r: tensor<1xi32>) -> tensor<8xi64> {
+  // expected-note @+1 {{sliced contiguously here}}
+  %0 = thd.cp_slice %t, %cup, %r cp 2 mode contiguous : tensor<12xi64>, tensor<4xi32> -> tensor<6xi64>
+  // expected-error @+1 {{pads the tail of a contiguous CP slice}}
+  %1 = thd.pad_tail %0 target 8 : tensor<6xi64> -> tensor<8xi64>
+  return %1 : tensor<8xi64>
+}
+
+// -----
+
+// The same through a sanitised slice, with cp a parameter.
+module attributes {thd.params = {cp = 2 : i64}} {
+  func.func @f(%t: tensor<?xi64>, %m: tensor<?xi1>, %cup: tensor<?xi32>, %r: tensor<1xi32>) -> tensor<?xi64> {
+    // expected-note @+1 {{sliced contiguously here}}
+    %0 = thd.cp_slice %t, %cup, %r cp "cp" mode contiguous : tensor<?xi64>, tensor<?xi32> -> tensor<?xi64>
+    %1 = thd.cp_slice %m, %cup, %r cp "cp" mode contiguous : tensor<?xi1>, tensor<?xi32> -> tensor<?xi1>
+    %2 = thd.sanitize %0, %1 : tensor<?xi64>, tensor<?xi1>
+    // expected-error @+1 {{pads the tail of a contiguous CP slice}}
+    %3 = thd.pad_tail %2 alignment 8 : tensor<?xi64> -> tensor<?xi64>
+    return %3 : tensor<?xi64>
+  }
+}
+
+// -----
+
 func.func @f(%v: tensor<3xi32>) -> tensor<3xi32> {
   // expected-error @+1 {{result has 3 entries; expected one more than the 3 lengths}}
   %0 = thd.cu_seqlens %v : tensor<3xi32> -> tensor<3xi32>
@@ -167,8 +210,24 @@ func.func @f(%t: tensor<?xi64>, %cup: tensor<?xi32>, %r: tensor<2xi32>) -> tenso
 
 func.func @f(%cup: tensor<?xi32>, %r: tensor<1xi32>) -> tensor<6xi32> {
   // expected-error @+1 {{result has 6 rows but 'length' is 8}}
-  %0 = thd.rope_positions %cup, %r cp 2 length 8 : tensor<?xi32> -> tensor<6xi32>
+  %0 = thd.rope_positions %cup, %r max_seqlen %r cp 2 length 8 table_rows 16 : tensor<?xi32> -> tensor<6xi32>
   return %0 : tensor<6xi32>
+}
+
+// -----
+
+func.func @f(%cup: tensor<?xi32>, %r: tensor<1xi32>) -> tensor<8xi32> {
+  // expected-error @+1 {{'table_rows' must be at least 1, got 0}}
+  %0 = thd.rope_positions %cup, %r max_seqlen %r cp 2 length 8 table_rows 0 : tensor<?xi32> -> tensor<8xi32>
+  return %0 : tensor<8xi32>
+}
+
+// -----
+
+func.func @f(%cup: tensor<?xi32>, %r: tensor<1xi32>) -> tensor<8xi32> {
+  // expected-error @+1 {{expected 'max_seqlen'}}
+  %0 = thd.rope_positions %cup, %r cp 2 length 8 table_rows 16 : tensor<?xi32> -> tensor<8xi32>
+  return %0 : tensor<8xi32>
 }
 
 // -----

@@ -13,6 +13,8 @@ func.func @align_lengths(%v: tensor<?xi32>) -> (tensor<?xi32>, tensor<3xi32>) {
   %c = arith.constant dense<[3, 2, 4]> : tensor<3xi32>
   // CHECK: thd.align_lengths %{{.+}} cp 2 tp 1 : tensor<3xi32>
   %1 = thd.align_lengths %c cp 2 tp 1 : tensor<3xi32>
+  // CHECK: thd.align_lengths %{{.+}} cp "cp" tp 2 sequence_parallel dynamic_cp dp 4 : tensor<3xi32>
+  %2 = thd.align_lengths %c cp "cp" tp 2 sequence_parallel dynamic_cp dp 4 : tensor<3xi32>
   return %0, %1 : tensor<?xi32>, tensor<3xi32>
 }
 
@@ -103,8 +105,8 @@ func.func @cp_slice(%t: tensor<12xi64>, %m: tensor<?xi1>, %cup: tensor<4xi32>, %
 func.func @positions(%cu: tensor<4xi32>, %cup: tensor<4xi32>, %r: tensor<1xi32>) -> (tensor<12xi64>, tensor<8xi32>, tensor<16xi32>) {
   // CHECK: thd.position_ids %{{.+}}, %{{.+}} : tensor<4xi32>, tensor<4xi32> -> tensor<12xi64>
   %0 = thd.position_ids %cu, %cup : tensor<4xi32>, tensor<4xi32> -> tensor<12xi64>
-  // CHECK: thd.rope_positions %{{.+}}, %{{.+}} cp 2 length 8 : tensor<4xi32> -> tensor<8xi32>
-  %1 = thd.rope_positions %cup, %r cp 2 length 8 : tensor<4xi32> -> tensor<8xi32>
+  // CHECK: thd.rope_positions %{{.+}}, %{{.+}} max_seqlen %{{.+}} cp 2 length 8 table_rows "4*C" : tensor<4xi32> -> tensor<8xi32>
+  %1 = thd.rope_positions %cup, %r max_seqlen %r cp 2 length 8 table_rows "4*C" : tensor<4xi32> -> tensor<8xi32>
   // CHECK: thd.seq_idx %{{.+}} length "2*C" : tensor<4xi32> -> tensor<16xi32>
   %2 = thd.seq_idx %cup length "2*C" : tensor<4xi32> -> tensor<16xi32>
   return %0, %1, %2 : tensor<12xi64>, tensor<8xi32>, tensor<16xi32>

@@ -34,8 +34,8 @@ module attributes {thd.params = {C = 8 : i64, cp = 2 : i64, N = 6 : i64}} {
     %cu = thd.cu_seqlens %p : tensor<?xi32> -> tensor<?xi32>
     // OPS: thd.position_ids {{.*}} capacity 16 : tensor<7xi32>, tensor<7xi32> -> tensor<16xi64>
     %pos = thd.position_ids %cu, %cu capacity "C*cp" : tensor<?xi32>, tensor<?xi32> -> tensor<?xi64>
-    // OPS: thd.rope_positions {{.*}} cp 2 length 8 : tensor<7xi32> -> tensor<8xi32>
-    %rope = thd.rope_positions %cu, %r cp "cp" length "C" : tensor<?xi32> -> tensor<?xi32>
+    // OPS: thd.rope_positions {{.*}} cp 2 length 8 table_rows 16 : tensor<7xi32> -> tensor<8xi32>
+    %rope = thd.rope_positions %cu, %r max_seqlen %r cp "cp" length "C" table_rows "C*cp" : tensor<?xi32> -> tensor<?xi32>
     // OPS: thd.seq_idx {{.*}} length 16 : tensor<7xi32> -> tensor<16xi32>
     %idx = thd.seq_idx %cu length "C*cp" : tensor<?xi32> -> tensor<?xi32>
     // OPS: thd.pad_cu_seqlens {{.*}} entries 7 : tensor<7xi32> -> tensor<7xi32>

@@ -273,7 +273,8 @@ func.func @lengths(%pool_lengths: tensor<6xi32> {thd.name = "pool_lengths"},
     -> (tensor<5xi32> {thd.name = "gathered"}, tensor<5xi32> {thd.name = "gathered_all"},
         tensor<6xi32> {thd.name = "aligned_cp2"}, tensor<6xi32> {thd.name = "aligned_sp"},
         tensor<6xi32> {thd.name = "aligned_cp1"}, tensor<7xi32> {thd.name = "cu"},
-        tensor<7xi32> {thd.name = "cu_all"}, tensor<6xi32> {thd.name = "cu_of_gathered"}) {
+        tensor<7xi32> {thd.name = "cu_all"}, tensor<6xi32> {thd.name = "cu_of_gathered"},
+        tensor<6xi32> {thd.name = "aligned_dynamic"}, tensor<6xi32> {thd.name = "aligned_dynamic_sp"}) {
   %g = thd.gather %pool_lengths[%ids] num_seqs %n : tensor<6xi32>, tensor<5xi32> -> tensor<5xi32>
   %ga = thd.gather %pool_lengths[%ids] : tensor<6xi32>, tensor<5xi32> -> tensor<5xi32>
   %a2 = thd.align_lengths %lengths cp 2 tp 1 : tensor<6xi32>
@@ -282,9 +283,11 @@ func.func @lengths(%pool_lengths: tensor<6xi32> {thd.name = "pool_lengths"},
   %cu = thd.cu_seqlens %lengths num_seqs %n : tensor<6xi32> -> tensor<7xi32>
   %cua = thd.cu_seqlens %lengths : tensor<6xi32> -> tensor<7xi32>
   %cug = thd.cu_seqlens %g num_seqs %n : tensor<5xi32> -> tensor<6xi32>
-  return %g, %ga, %a2, %asp, %a1, %cu, %cua, %cug
+  %ad = thd.align_lengths %lengths cp 1 tp 1 dynamic_cp dp 3 : tensor<6xi32>
+  %ads = thd.align_lengths %lengths cp 2 tp 2 sequence_parallel dynamic_cp dp 2 : tensor<6xi32>
+  return %g, %ga, %a2, %asp, %a1, %cu, %cua, %cug, %ad, %ads
       : tensor<5xi32>, tensor<5xi32>, tensor<6xi32>, tensor<6xi32>, tensor<6xi32>,
-        tensor<7xi32>, tensor<7xi32>, tensor<6xi32>
+        tensor<7xi32>, tensor<7xi32>, tensor<6xi32>, tensor<6xi32>, tensor<6xi32>
 }
 )mlir",
                     [](std::mt19937 &rng, int) {
@@ -449,24 +452,30 @@ TEST(InterpreterDifferential, CpSliceAndRopePositions) {
   Pipeline pipeline{"slices", R"mlir(
 func.func @slices(%tokens: tensor<48xi64> {thd.name = "tokens"},
                   %cup: tensor<7xi32> {thd.name = "cup"},
+                  %cup_full: tensor<7xi32> {thd.name = "cup_full"},
                   %rank2: tensor<1xi32> {thd.name = "rank2"},
                   %rank3: tensor<1xi32> {thd.name = "rank3"},
-                  %n: tensor<1xi32> {thd.name = "num_seqs"})
+                  %n: tensor<1xi32> {thd.name = "num_seqs"},
+                  %max_seqlen: tensor<1xi32> {thd.name = "max_seqlen"})
     -> (tensor<24xi64> {thd.name = "zigzag2"}, tensor<16xi64> {thd.name = "contiguous3"},
         tensor<48xi64> {thd.name = "cp1"}, tensor<24xi32> {thd.name = "rope2"},
-        tensor<30xi32> {thd.name = "rope1"}) {
+        tensor<30xi32> {thd.name = "rope1"}, tensor<24xi32> {thd.name = "rope_table2"}) {
   %z = thd.cp_slice %tokens, %cup, %rank2 num_seqs %n cp 2 mode zigzag
       : tensor<48xi64>, tensor<7xi32> -> tensor<24xi64>
   %zp = thd.pad_tail %z target 24 fill -1 : tensor<24xi64> -> tensor<24xi64>
-  %c = thd.cp_slice %tokens, %cup, %rank3 num_seqs %n cp 3 mode contiguous
+  %c = thd.cp_slice %tokens, %cup_full, %rank3 num_seqs %n cp 3 mode contiguous
       : tensor<48xi64>, tensor<7xi32> -> tensor<16xi64>
-  %cpd = thd.pad_tail %c target 16 fill -1 : tensor<16xi64> -> tensor<16xi64>
   %one = thd.cp_slice %tokens, %cup, %rank2 num_seqs %n cp 1 mode zigzag
       : tensor<48xi64>, tensor<7xi32> -> tensor<48xi64>
-  %r2 = thd.rope_positions %cup, %rank2 num_seqs %n cp 2 length 24 : tensor<7xi32> -> tensor<24xi32>
-  %r1 = thd.rope_positions %cup, %rank2 num_seqs %n cp 1 length 30 : tensor<7xi32> -> tensor<30xi32>
-  return %zp, %cpd, %one, %r2, %r1
-      : tensor<24xi64>, tensor<16xi64>, tensor<48xi64>, tensor<24xi32>, tensor<30xi32>
+  %r2 = thd.rope_positions %cup, %rank2 num_seqs %n max_seqlen %max_seqlen cp 2 length 24
+      table_rows 24 : tensor<7xi32> -> tensor<24xi32>
+  %r1 = thd.rope_positions %cup, %rank2 num_seqs %n max_seqlen %max_seqlen cp 1 length 30
+      table_rows 30 : tensor<7xi32> -> tensor<30xi32>
+  %rt = thd.rope_positions %cup, %rank2 num_seqs %n max_seqlen %max_seqlen cp 2 length 24
+      table_rows 40 : tensor<7xi32> -> tensor<24xi32>
+  return %zp, %c, %one, %r2, %r1, %rt
+      : tensor<24xi64>, tensor<16xi64>, tensor<48xi64>, tensor<24xi32>, tensor<30xi32>,
+        tensor<24xi32>
 }
 )mlir",
                     [](std::mt19937 &rng, int) {
@@ -475,11 +484,19 @@ func.func @slices(%tokens: tensor<48xi64> {thd.name = "tokens"},
                       Microbatch m = randomMicrobatch(rng, 7, 6, 48, 12);
                       while (m.n == 0)
                         m = randomMicrobatch(rng, 7, 6, 48, 12);
+                      // Contiguous CP slices a buffer padded to all 48 rows
+                      // first: its last sequence ends at 48.
+                      std::vector<double> full = m.cup;
+                      full[size_t(m.n)] = 48;
+                      // max_seqlen below, at and above the tables' rows:
+                      // positions shifted or not, then clamped.
                       return Values{{"tokens", randomValues(rng, 48, 1, 999)},
                                     {"cup", m.cup},
+                                    {"cup_full", full},
                                     {"rank2", {double(uniform(rng, 0, 1))}},
                                     {"rank3", {double(uniform(rng, 0, 2))}},
-                                    {"num_seqs", {double(m.n)}}};
+                                    {"num_seqs", {double(m.n)}},
+                                    {"max_seqlen", {double(uniform(rng, 0, 50))}}};
                     }};
   runPipeline(pipeline, 6);
 }
@@ -694,6 +711,7 @@ TEST(InterpreterDifferential, PackMicrobatch) {
           }
           return Values{{"token_pool", randomValues(rng, P, 1, 999)},
                         {"label_pool", randomValues(rng, P, 1, 999)},
+                        {"loss_mask_pool", randomFloats(rng, P)},
                         {"sample_offsets", offsets},
                         {"sample_lengths", lengths},
                         {"sample_ids", ids},

@@ -15,6 +15,15 @@ func.func @align_lengths(%v: tensor<6xi32>) -> tensor<6xi32> {
   return %p : tensor<6xi32>
 }
 
+// Dynamic CP: G = 2*cp*dp, here with cp = 1 (2*1*4 = 8).
+// CHECK-LABEL: func.func @align_lengths_dynamic_cp
+// CHECK: arith.ceildivsi %{{.+}}, %c8_i32{{.*}} : i32
+// CHECK: arith.muli %{{.+}}, %c8_i32{{.*}} : i32
+func.func @align_lengths_dynamic_cp(%v: tensor<6xi32>) -> tensor<6xi32> {
+  %p = thd.align_lengths %v cp 1 tp 1 dynamic_cp dp 4 : tensor<6xi32>
+  return %p : tensor<6xi32>
+}
+
 // CHECK-LABEL: func.func @gather
 // CHECK-SAME: (%[[VALUES:[a-z0-9]+]]: memref<5xi32> {llvm.noalias}, %[[IDS:[a-z0-9]+]]: memref<3xi32> {llvm.noalias}, %[[N:[a-z0-9]+]]: memref<1xi32> {llvm.noalias}, %[[OUT:[a-z0-9]+]]: memref<3xi32> {llvm.noalias})
 // CHECK: %[[COUNT:.+]] = memref.load %[[N]][
