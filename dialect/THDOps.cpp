@@ -297,14 +297,30 @@ static LogicalResult verifyLength(Operation *op, Attribute attr, Value result) {
   return success();
 }
 
+/// A static cu array has at least `minimum` entries.
+static LogicalResult verifyOffsetEntries(Operation *op, Value offsets,
+                                         int64_t minimum, StringRef why) {
+  std::optional<int64_t> n = staticLength(offsets);
+  if (n && *n < minimum)
+    return op->emitOpError() << "needs at least " << minimum
+                             << " cu_seqlens_padded entries (" << why
+                             << "), got " << *n;
+  return success();
+}
+
 LogicalResult RopePositionsOp::verify() {
   if (failed(resolveAtLeast(*this, getCp(), "cp", 1)) ||
-      failed(resolveAtLeast(*this, getTableRows(), "table_rows", 1)))
+      failed(resolveAtLeast(*this, getTableRows(), "table_rows", 1)) ||
+      failed(verifyOffsetEntries(*this, getCuSeqlensPadded(), 2,
+                                 "rows continue the last sequence")))
     return failure();
   return verifyLength(*this, getLength(), getPositions());
 }
 
 LogicalResult SeqIdxOp::verify() {
+  if (failed(verifyOffsetEntries(*this, getCuSeqlensPadded(), 1,
+                                 "the tail starts at the last one")))
+    return failure();
   return verifyLength(*this, getLength(), getSeqIdx());
 }
 

@@ -356,7 +356,11 @@ def THD_PadTailMetadataOp : THD_Op<"pad_tail_metadata"> {
     The `policy` decides what covers the tail:
     - `append_dummy_sequence`: when `d > 0`, `cu_seqlens_padded` gets `gT`
       and `cu_seqlens` gets its last value plus `d` (a dummy sequence);
-    - `extend_last`: the last padded offset is raised to `gT`;
+    - `extend_last`: the last padded offset is raised to `gT` (with no
+      sequence to extend, nothing covers the tail). The last sequence then
+      has more rows, so under zigzag CP its chunks move: slice the data with
+      the offsets this op returns, after padding it to `gT` rows (see
+      examples/graph_step_extend_last.mlir);
     - `none`: no sequence covers the tail.
     With `max_seqs N` both arrays are then padded to `N + 1` entries by
     repeating their last value and `max_seqlen` is the static `gT`;

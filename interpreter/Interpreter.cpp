@@ -644,6 +644,11 @@ LogicalResult evaluate(PadTailMetadataOp op, Environment &env) {
     return failure();
   std::vector<int32_t> cu = meaningful(cuBuffer, n);
   std::vector<int32_t> cup = meaningful(cupBuffer, n);
+  // extend_last with no sequence (an empty microbatch, or one thd.validate
+  // rejected) leaves the tail uncovered, as the op defines; the reference
+  // refuses it.
+  if (config.policy == ref::TailPolicy::ExtendLast && n == 0)
+    config.policy = ref::TailPolicy::None;
   int64_t globalLength = std::max<int64_t>(cup.back(), 0);
   ref::Expected<ref::TailPaddingResult> tail = ref::padTailMetadata(
       cu, cup, scalarOf(env[op.getMaxSeqlen()]), globalLength / *cp, config);

@@ -232,6 +232,22 @@ func.func @f(%cup: tensor<?xi32>, %r: tensor<1xi32>) -> tensor<8xi32> {
 
 // -----
 
+func.func @f(%cup: tensor<1xi32>, %r: tensor<1xi32>) -> tensor<8xi32> {
+  // expected-error @+1 {{needs at least 2 cu_seqlens_padded entries (rows continue the last sequence), got 1}}
+  %0 = thd.rope_positions %cup, %r max_seqlen %r cp 2 length 8 table_rows 16 : tensor<1xi32> -> tensor<8xi32>
+  return %0 : tensor<8xi32>
+}
+
+// -----
+
+func.func @f(%cup: tensor<0xi32>) -> tensor<4xi32> {
+  // expected-error @+1 {{needs at least 1 cu_seqlens_padded entries (the tail starts at the last one), got 0}}
+  %0 = thd.seq_idx %cup length 4 : tensor<0xi32> -> tensor<4xi32>
+  return %0 : tensor<4xi32>
+}
+
+// -----
+
 func.func @f(%cup: tensor<?xi32>) -> tensor<?xi32> {
   // expected-error @+1 {{'length' must be at least 0, got -1}}
   %0 = thd.seq_idx %cup length -1 : tensor<?xi32> -> tensor<?xi32>

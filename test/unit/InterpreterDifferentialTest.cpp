@@ -634,38 +634,132 @@ std::string example(const char *name) {
   return text;
 }
 
-TEST(InterpreterDifferential, MegatronGraphStep) {
-  for (auto [C, cp, N] : {std::tuple<int64_t, int64_t, int64_t>{8, 2, 6},
-                          {12, 3, 5},
-                          {16, 1, 4}}) {
+/// Inputs of a graph-mode step (megatron_graph_step.mlir's interface; an
+/// example ignores what it does not read): every third case has faulty
+/// metadata, the others valid metadata whose padded lengths are multiples
+/// of `multiple` with at most `maxSeqs` sequences in C*cp rows.
+Values graphStepValues(std::mt19937 &rng, int i, int64_t C, int64_t cp,
+                       int64_t N, int64_t multiple, int64_t maxSeqs) {
+  Values values;
+  if (i % 3 == 2) {
+    values = faultyMetadata(rng, N + 1, maxSeqs, C * cp, multiple, cp);
+  } else {
+    Microbatch m = randomMicrobatch(rng, N + 1, maxSeqs, C * cp, multiple);
+    values = Values{{"cu", m.cu},
+                    {"cup", m.cup},
+                    {"num_seqs", {double(m.n)}},
+                    {"cp_rank", {double(uniform(rng, 0, cp - 1))}}};
+  }
+  values["cu_seqlens"] = values["cu"];
+  values["cu_seqlens_padded"] = values["cup"];
+  values["tokens"] = randomValues(rng, C * cp, 1, 999);
+  values["labels"] = randomValues(rng, C * cp, 1, 999);
+  values["position_ids"] = randomValues(rng, C * cp, 0, 99);
+  values["loss_mask"] = randomFloats(rng, C * cp);
+  return values;
+}
+
+/// The graph-mode steps: the dummy, extend_last and no tail policies,
+/// contiguous CP, and the middle pipeline stage (mask and metadata only).
+TEST(InterpreterDifferential, GraphStepExamples) {
+  struct Example {
+    const char *file;
+    bool contiguous;  ///< offsets need only be multiples of cp
+    bool dummySlot;   ///< one of the N sequences is kept for the dummy
+  };
+  for (Example example_ : {Example{"megatron_graph_step.mlir", false, true},
+                           Example{"graph_step_no_dummy.mlir", false, false},
+                           Example{"graph_step_extend_last.mlir", false, false},
+                           Example{"contiguous_cp_step.mlir", true, true},
+                           Example{"middle_stage_step.mlir", false, true}}) {
+    for (auto [C, cp, N] : {std::tuple<int64_t, int64_t, int64_t>{8, 2, 6},
+                            {12, 3, 5},
+                            {16, 1, 4}}) {
+      int64_t multiple = cp == 1 ? 1 : example_.contiguous ? cp : 2 * cp;
+      int64_t maxSeqs = example_.dummySlot ? N - 1 : N;
+      Pipeline pipeline{example_.file, example(example_.file),
+                        [=](std::mt19937 &rng, int i) {
+                          return graphStepValues(rng, i, C, cp, N, multiple,
+                                                 maxSeqs);
+                        },
+                        60,
+                        {{"C", C}, {"cp", cp}, {"N", N}}};
+      SCOPED_TRACE(std::string(example_.file) + " C=" + std::to_string(C) +
+                   " cp=" + std::to_string(cp));
+      runPipeline(pipeline, uint32_t(10 + C));
+    }
+  }
+}
+
+/// RoPE rows and seq_idx from a step's metadata: at least one sequence (the
+/// semantics continues the last one), tables shorter and longer than
+/// max_seqlen.
+TEST(InterpreterDifferential, ModelPositions) {
+  for (auto [C, cp, N, R] :
+       {std::tuple<int64_t, int64_t, int64_t, int64_t>{8, 2, 6, 16},
+        {12, 3, 5, 100},
+        {16, 1, 4, 9}}) {
     Pipeline pipeline{
-        "megatron_graph_step",
-        example("megatron_graph_step.mlir"),
-        [C = C, cp = cp, N = N](std::mt19937 &rng, int i) {
+        "model_positions", example("model_positions.mlir"),
+        [C = C, cp = cp, N = N](std::mt19937 &rng, int) {
           int64_t multiple = cp > 1 ? 2 * cp : 1;
-          Values values;
-          if (i % 3 == 2) {
-            values = faultyMetadata(rng, N + 1, N - 1, C * cp, multiple, cp);
-          } else {
-            Microbatch m =
-                randomMicrobatch(rng, N + 1, N - 1, C * cp, multiple);
-            values = Values{{"cu", m.cu},
-                            {"cup", m.cup},
-                            {"num_seqs", {double(m.n)}},
-                            {"cp_rank", {double(uniform(rng, 0, cp - 1))}}};
-          }
-          values["cu_seqlens"] = values["cu"];
-          values["cu_seqlens_padded"] = values["cup"];
-          values["tokens"] = randomValues(rng, C * cp, 1, 999);
-          values["labels"] = randomValues(rng, C * cp, 1, 999);
-          values["position_ids"] = randomValues(rng, C * cp, 0, 99);
-          values["loss_mask"] = randomFloats(rng, C * cp);
-          return values;
+          Microbatch m = randomMicrobatch(rng, N + 1, N, C * cp, multiple);
+          while (m.n == 0)
+            m = randomMicrobatch(rng, N + 1, N, C * cp, multiple);
+          return Values{
+              {"cu_seqlens_padded", m.cup},
+              {"num_seqs", {double(m.n)}},
+              {"max_seqlen", {double(uniform(rng, 0, 2 * C * cp))}},
+              {"cp_rank", {double(uniform(rng, 0, cp - 1))}}};
         },
         60,
-        {{"C", C}, {"cp", cp}, {"N", N}}};
-    runPipeline(pipeline, uint32_t(10 + C));
+        {{"C", C}, {"cp", cp}, {"N", N}, {"R", R}}};
+    runPipeline(pipeline, uint32_t(30 + C));
   }
+}
+
+/// Inputs of pack_microbatch.mlir and its variants: a pool of S samples in
+/// P rows, chosen ids whose padded lengths (multiples of `multiple`) fit
+/// C*cp in most cases; every fifth case has faults (counts, ids, rows).
+Values packValues(std::mt19937 &rng, int i, int64_t C, int64_t cp, int64_t N,
+                  int64_t P, int64_t S, int64_t multiple) {
+  std::vector<double> offsets(static_cast<size_t>(S)),
+      lengths(static_cast<size_t>(S)), ids(size_t(N - 1));
+  for (int64_t s = 0; s < S; ++s) {
+    lengths[size_t(s)] = double(uniform(rng, 0, C * cp / 3));
+    offsets[size_t(s)] =
+        double(uniform(rng, 0, P - int64_t(lengths[size_t(s)])));
+  }
+  int64_t n = uniform(rng, 0, N - 1), total = 0, chosen = 0;
+  for (; chosen < n; ++chosen) {
+    int64_t id = uniform(rng, 0, S - 1);
+    int64_t padded =
+        (int64_t(lengths[size_t(id)]) + multiple - 1) / multiple * multiple;
+    if (total + padded > C * cp && i % 4 != 3)
+      break;
+    total += padded;
+    ids[size_t(chosen)] = double(id);
+  }
+  for (int64_t k = chosen; k < N - 1; ++k)
+    ids[size_t(k)] = double(uniform(rng, -2, S + 2));
+  double numSeqs = double(chosen);
+  if (i % 5 == 4) { // faults: counts, ids and rows out of range
+    if (chance(rng, 40))
+      numSeqs = double(uniform(rng, -2, N + 2));
+    if (chance(rng, 50))
+      ids[size_t(uniform(rng, 0, N - 2))] = double(uniform(rng, -3, S + 3));
+    if (chance(rng, 50))
+      offsets[size_t(uniform(rng, 0, S - 1))] =
+          double(uniform(rng, P - 3, P + 9));
+  }
+  return Values{{"token_pool", randomValues(rng, P, 1, 999)},
+                {"label_pool", randomValues(rng, P, 1, 999)},
+                {"loss_mask_pool", randomFloats(rng, P)},
+                {"sample_offsets", offsets},
+                {"sample_lengths", lengths},
+                {"sample_ids", ids},
+                {"num_seqs", {numSeqs}},
+                {"cp_rank", {double(uniform(rng, 0, cp - 1))}}};
 }
 
 TEST(InterpreterDifferential, PackMicrobatch) {
@@ -673,54 +767,32 @@ TEST(InterpreterDifferential, PackMicrobatch) {
                           {12, 3, 5},
                           {16, 1, 4}}) {
     const int64_t P = 64, S = 8;
+    Pipeline pipeline{"pack_microbatch", example("pack_microbatch.mlir"),
+                      [C = C, cp = cp, N = N, P, S](std::mt19937 &rng, int i) {
+                        return packValues(rng, i, C, cp, N, P, S,
+                                          cp > 1 ? 2 * cp : 1);
+                      },
+                      60,
+                      {{"C", C}, {"cp", cp}, {"N", N}, {"P", P}, {"S", S}}};
+    runPipeline(pipeline, uint32_t(20 + C));
+  }
+}
+
+/// Dynamic CP: lengths padded to multiples of 2*cp*dp, whatever cp is.
+TEST(InterpreterDifferential, PackMicrobatchDynamicCp) {
+  for (auto [C, cp, dp, N] :
+       {std::tuple<int64_t, int64_t, int64_t, int64_t>{16, 2, 2, 6},
+        {24, 1, 3, 5},
+        {12, 3, 1, 4}}) {
+    const int64_t P = 64, S = 8;
     Pipeline pipeline{
-        "pack_microbatch",
-        example("pack_microbatch.mlir"),
-        [C = C, cp = cp, N = N, P, S](std::mt19937 &rng, int i) {
-          int64_t multiple = cp > 1 ? 2 * cp : 1;
-          std::vector<double> offsets(static_cast<size_t>(S)),
-              lengths(static_cast<size_t>(S)), ids(size_t(N - 1));
-          for (int64_t s = 0; s < S; ++s) {
-            lengths[size_t(s)] = double(uniform(rng, 0, C * cp / 3));
-            offsets[size_t(s)] =
-                double(uniform(rng, 0, P - int64_t(lengths[size_t(s)])));
-          }
-          // Chosen samples whose padded lengths fit C*cp, in most cases.
-          int64_t n = uniform(rng, 0, N - 1), total = 0, chosen = 0;
-          for (; chosen < n; ++chosen) {
-            int64_t id = uniform(rng, 0, S - 1);
-            int64_t padded = (int64_t(lengths[size_t(id)]) + multiple - 1) /
-                             multiple * multiple;
-            if (total + padded > C * cp && i % 4 != 3)
-              break;
-            total += padded;
-            ids[size_t(chosen)] = double(id);
-          }
-          for (int64_t k = chosen; k < N - 1; ++k)
-            ids[size_t(k)] = double(uniform(rng, -2, S + 2));
-          double numSeqs = double(chosen);
-          if (i % 5 == 4) { // faults: counts, ids and rows out of range
-            if (chance(rng, 40))
-              numSeqs = double(uniform(rng, -2, N + 2));
-            if (chance(rng, 50))
-              ids[size_t(uniform(rng, 0, N - 2))] =
-                  double(uniform(rng, -3, S + 3));
-            if (chance(rng, 50))
-              offsets[size_t(uniform(rng, 0, S - 1))] =
-                  double(uniform(rng, P - 3, P + 9));
-          }
-          return Values{{"token_pool", randomValues(rng, P, 1, 999)},
-                        {"label_pool", randomValues(rng, P, 1, 999)},
-                        {"loss_mask_pool", randomFloats(rng, P)},
-                        {"sample_offsets", offsets},
-                        {"sample_lengths", lengths},
-                        {"sample_ids", ids},
-                        {"num_seqs", {numSeqs}},
-                        {"cp_rank", {double(uniform(rng, 0, cp - 1))}}};
+        "pack_microbatch_dynamic_cp", example("pack_microbatch_dynamic_cp.mlir"),
+        [C = C, cp = cp, dp = dp, N = N, P, S](std::mt19937 &rng, int i) {
+          return packValues(rng, i, C, cp, N, P, S, 2 * cp * dp);
         },
         60,
-        {{"C", C}, {"cp", cp}, {"N", N}, {"P", P}, {"S", S}}};
-    runPipeline(pipeline, uint32_t(20 + C));
+        {{"C", C}, {"cp", cp}, {"dp", dp}, {"N", N}, {"P", P}, {"S", S}}};
+    runPipeline(pipeline, uint32_t(40 + C));
   }
 }
 
