@@ -23,7 +23,8 @@ llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 config.substitutions.append(("%mlir_lib_dir", os.path.join(os.path.dirname(config.llvm_tools_dir), "lib")))
 
 tool_dirs = [config.thdc_tools_dir, config.llvm_tools_dir]
-tools = ["thd-opt", "thd-golden-step", "thd-run", "thdc", "thdc-runtime-check", "thdc-embed", "mlir-opt", "mlir-runner"]
+tools = ["thd-opt", "thd-golden-step", "thd-run", "thdc", "thdc-runtime-check", "thdc-embed",
+         "thdc-interpreter-differential-tests", "mlir-opt", "mlir-runner"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 
 # CUDA's ptxas (no GPU needed) assembles generated PTX; tests that use it

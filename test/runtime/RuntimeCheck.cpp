@@ -11,15 +11,24 @@
 // data. Runs on the GPU when there is one, else on the host code. Prints
 // `N passed, N failed` last; exits 1 on any failure.
 //
+// A bundle folder that holds a `cases.bin` (any example pipeline: recorded
+// by the differential harness with the reference interpreter's outputs, see
+// test/runtime/CaseFile.h) is checked against those cases instead: each case
+// launched directly, then every case again through one captured CUDA graph
+// replayed with that case's inputs, all outputs poisoned first and compared
+// byte for byte.
+//
 //===----------------------------------------------------------------------===//
 
 #include "reference/Reference.h"
 #include "runtime/Executable.h"
+#include "test/runtime/CaseFile.h"
 #include "tools/ParseNumber.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <optional>
 #include <random>
 #include <string>
@@ -173,7 +182,96 @@ std::string describe(const GraphStepInput &in) {
   return text + (in.numSeqs > 8 ? ",...]" : "]");
 }
 
+/// The recorded cases of `dir`/cases.bin through the bundle in `dir`.
+void checkCases(const std::string &dir) {
+  std::string error;
+  thdc::testing::CaseFile cases;
+  if (!thdc::testing::readCaseFile(dir + "/cases.bin", cases, error)) {
+    report(false, error);
+    return;
+  }
+  Result<std::unique_ptr<Executable>> loaded = Executable::load(dir);
+  if (!loaded) {
+    report(false, "load " + dir + ": " + loaded.status().message());
+    return;
+  }
+  const Executable &p = **loaded;
+  const Manifest &m = p.manifest();
+  std::string name = m.entry;
+  for (const auto &[key, value] : m.params)
+    name += " " + key + "=" + std::to_string(value);
+  name += " on " + p.loadInfo().device;
+  // The cases must describe this bundle's buffers, in its order.
+  bool same = cases.buffers.size() == m.buffers.size();
+  for (size_t i = 0; same && i < m.buffers.size(); ++i)
+    same = cases.buffers[i].name == m.buffers[i].name &&
+           cases.buffers[i].isOutput == m.buffers[i].isOutput &&
+           cases.buffers[i].bytes == m.buffers[i].bytes();
+  report(same, name + ": the recorded cases describe the bundle's buffers");
+  if (!same)
+    return;
+  Result<Buffers> buffers = Buffers::allocate(p);
+  Result<void *> stream = createStream(p.backend());
+  if (!buffers || !stream) {
+    report(false,
+           name + ": " +
+               (!buffers ? buffers.status() : stream.status()).message());
+    return;
+  }
+  // Outputs poisoned before every run, so an unwritten element shows up.
+  auto poisoned = [&](size_t k) {
+    HostData data;
+    for (size_t i = 0; i < m.buffers.size(); ++i) {
+      data.bytes.push_back(cases.cases[k][i]);
+      if (m.buffers[i].isOutput)
+        std::fill(data.bytes.back().begin(), data.bytes.back().end(), 0xA5);
+    }
+    return data;
+  };
+  auto firstDifference = [&](const HostData &data, size_t k) -> std::string {
+    for (size_t i = 0; i < m.buffers.size(); ++i)
+      if (m.buffers[i].isOutput && data.bytes[i] != cases.cases[k][i])
+        return "case " + std::to_string(k) + ": '" + m.buffers[i].name +
+               "' differs from the reference";
+    return "";
+  };
+  for (const char *how : {"launch", "graph replay"}) {
+    bool graphs = std::string(how) == "graph replay";
+    std::optional<CapturedLaunch> graph;
+    if (graphs) {
+      HostData first = poisoned(0);
+      for (size_t i = 0; i < m.buffers.size(); ++i)
+        (void)buffers->upload(i, first.bytes[i].data(), *stream);
+      Result<CapturedLaunch> captured =
+          CapturedLaunch::capture(p, buffers->pointers(), *stream);
+      if (!captured) {
+        report(false, name + ": capture: " + captured.status().message());
+        continue;
+      }
+      graph.emplace(std::move(*captured));
+    }
+    std::string mismatch;
+    size_t ran = 0;
+    for (size_t k = 0; k < cases.cases.size() && mismatch.empty(); ++k, ++ran) {
+      HostData data = poisoned(k);
+      Status st = execute(p, *buffers, data, *stream, [&] {
+        return graphs ? graph->replay(*stream)
+                      : p.launch(buffers->pointers(), *stream);
+      });
+      mismatch = st ? firstDifference(data, k) : st.message();
+    }
+    report(mismatch.empty(), name + ": " + std::to_string(ran) +
+                                 " recorded cases by " + how +
+                                 (mismatch.empty() ? "" : ": " + mismatch));
+  }
+  destroyStream(p.backend(), *stream);
+}
+
 void checkBundle(const std::string &dir, int microbatches, int replays) {
+  if (std::ifstream(dir + "/cases.bin")) {
+    checkCases(dir);
+    return;
+  }
   Result<std::unique_ptr<Executable>> loaded = Executable::load(dir);
   if (!loaded) {
     report(false, "load " + dir + ": " + loaded.status().message());

@@ -13,6 +13,7 @@
 #include "codegen/Compiler.h"
 #include "dialect/THDDialect.h"
 #include "interpreter/Interpreter.h"
+#include "test/runtime/CaseFile.h"
 #include "test/unit/DifferentialHarness.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -22,6 +23,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <random>
@@ -120,8 +123,11 @@ std::string showAll(const Buffer &buffer) {
 }
 
 /// Runs `compiled` on `values` both ways; empty when every output agrees,
-/// else a message naming the output, the element and the inputs.
-std::string runBothWays(Compiled &compiled, const Values &values) {
+/// else a message naming the output, the element and the inputs. With
+/// `record`, an agreeing case is appended to it (its buffers described on
+/// the first case).
+std::string runBothWays(Compiled &compiled, const Values &values,
+                        thdc::testing::CaseFile *record = nullptr) {
   const thdc::PipelineSignature &signature = compiled.host->signature();
   std::vector<Buffer> inputs, outputs;
   std::vector<std::string> inputNames, outputNames;
@@ -181,6 +187,22 @@ std::string runBothWays(Compiled &compiled, const Values &values) {
            "\n  compiled    " + showAll(actual) + "\n  interpreter " +
            showAll(want) + "\ninputs:\n" + inputText;
   }
+  if (record) {
+    // Signature order: the inputs, then the outputs.
+    std::vector<std::vector<uint8_t>> data;
+    auto add = [&](const Buffer &buffer, const std::string &name,
+                   bool isOutput) {
+      const auto *bytes = static_cast<const uint8_t *>(buffer.data());
+      data.emplace_back(bytes, bytes + buffer.byteSize());
+      if (record->cases.empty())
+        record->buffers.push_back({name, isOutput, buffer.byteSize()});
+    };
+    for (size_t k = 0; k < inputs.size(); ++k)
+      add(inputs[k], inputNames[k], false);
+    for (size_t k = 0; k < expected->size(); ++k)
+      add((*expected)[k], outputNames[k], true);
+    record->cases.push_back(std::move(data));
+  }
   return "";
 }
 
@@ -208,7 +230,10 @@ Microbatch randomMicrobatch(std::mt19937 &rng, int64_t entries, int64_t maxSeqs,
   int64_t cu = 0, cup = 0;
   for (int64_t i = 1; i <= m.n; ++i) {
     int64_t room = (maxTotal - cup) / multiple;
-    int64_t p = multiple * uniform(rng, 0, std::min<int64_t>(room, 4));
+    // Up to 4 units, or twice a fair share of the total on large buffers.
+    int64_t units = std::max<int64_t>(
+        4, 2 * maxTotal / multiple / std::max<int64_t>(maxSeqs, 1));
+    int64_t p = multiple * uniform(rng, 0, std::min<int64_t>(room, units));
     int64_t v = uniform(rng, 0, p);
     if (validAbovePadded && chance(rng, 15))
       v = p + uniform(rng, 1, 3);
@@ -248,16 +273,50 @@ struct Pipeline {
   llvm::StringMap<int64_t> params = {};
 };
 
+/// With THDC_RECORD_CASES=<dir>, the cases of every example (a pipeline
+/// named by its file under examples/) are written to <dir>/<stem>.cases with
+/// <dir>/<stem>.args, the example and its --param flags, so that
+/// scripts/make-gpu-bundles.sh compiles the same pipeline for the GPU and
+/// thdc-runtime-check replays the cases there.
+void writeRecordedCases(const Pipeline &pipeline,
+                        const thdc::testing::CaseFile &cases) {
+  const char *dir = std::getenv("THDC_RECORD_CASES");
+  std::string name = pipeline.name;
+  std::string stem = name.substr(0, name.size() - 5), args = name;
+  std::vector<std::string> keys;
+  for (const auto &param : pipeline.params)
+    keys.push_back(param.getKey().str());
+  std::sort(keys.begin(), keys.end());
+  for (const std::string &key : keys) {
+    std::string value = std::to_string(pipeline.params.lookup(key));
+    stem += "_" + key + value;
+    args += " --param " + key + "=" + value;
+  }
+  std::string error;
+  ASSERT_TRUE(thdc::testing::writeCaseFile(std::string(dir) + "/" + stem +
+                                               ".cases",
+                                           cases, error))
+      << error;
+  std::ofstream(std::string(dir) + "/" + stem + ".args") << args << "\n";
+}
+
 void runPipeline(const Pipeline &pipeline, uint32_t seed) {
   std::string error;
   std::unique_ptr<Compiled> compiled =
       compile(pipeline.text, pipeline.name, pipeline.params, error);
   ASSERT_TRUE(compiled) << error;
+  std::string name = pipeline.name;
+  bool record = std::getenv("THDC_RECORD_CASES") && name.size() > 5 &&
+                name.compare(name.size() - 5, 5, ".mlir") == 0;
+  thdc::testing::CaseFile cases;
   std::mt19937 rng(seed);
   for (int i = 0; i < pipeline.cases; ++i) {
-    std::string mismatch = runBothWays(*compiled, pipeline.generate(rng, i));
+    std::string mismatch = runBothWays(*compiled, pipeline.generate(rng, i),
+                                       record ? &cases : nullptr);
     ASSERT_EQ(mismatch, "") << pipeline.name << ", case " << i;
   }
+  if (record)
+    writeRecordedCases(pipeline, cases);
 }
 
 //===----------------------------------------------------------------------===//
@@ -672,9 +731,11 @@ TEST(InterpreterDifferential, GraphStepExamples) {
                            Example{"graph_step_extend_last.mlir", false, false},
                            Example{"contiguous_cp_step.mlir", true, true},
                            Example{"middle_stage_step.mlir", false, true}}) {
+    // The last shape spans several thread blocks on the GPU.
     for (auto [C, cp, N] : {std::tuple<int64_t, int64_t, int64_t>{8, 2, 6},
                             {12, 3, 5},
-                            {16, 1, 4}}) {
+                            {16, 1, 4},
+                            {1024, 2, 40}}) {
       int64_t multiple = cp == 1 ? 1 : example_.contiguous ? cp : 2 * cp;
       int64_t maxSeqs = example_.dummySlot ? N - 1 : N;
       Pipeline pipeline{example_.file, example(example_.file),
@@ -682,7 +743,7 @@ TEST(InterpreterDifferential, GraphStepExamples) {
                           return graphStepValues(rng, i, C, cp, N, multiple,
                                                  maxSeqs);
                         },
-                        60,
+                        C > 100 ? 20 : 60,
                         {{"C", C}, {"cp", cp}, {"N", N}}};
       SCOPED_TRACE(std::string(example_.file) + " C=" + std::to_string(C) +
                    " cp=" + std::to_string(cp));
@@ -700,7 +761,7 @@ TEST(InterpreterDifferential, ModelPositions) {
         {12, 3, 5, 100},
         {16, 1, 4, 9}}) {
     Pipeline pipeline{
-        "model_positions", example("model_positions.mlir"),
+        "model_positions.mlir", example("model_positions.mlir"),
         [C = C, cp = cp, N = N](std::mt19937 &rng, int) {
           int64_t multiple = cp > 1 ? 2 * cp : 1;
           Microbatch m = randomMicrobatch(rng, N + 1, N, C * cp, multiple);
@@ -767,7 +828,7 @@ TEST(InterpreterDifferential, PackMicrobatch) {
                           {12, 3, 5},
                           {16, 1, 4}}) {
     const int64_t P = 64, S = 8;
-    Pipeline pipeline{"pack_microbatch", example("pack_microbatch.mlir"),
+    Pipeline pipeline{"pack_microbatch.mlir", example("pack_microbatch.mlir"),
                       [C = C, cp = cp, N = N, P, S](std::mt19937 &rng, int i) {
                         return packValues(rng, i, C, cp, N, P, S,
                                           cp > 1 ? 2 * cp : 1);
@@ -786,7 +847,8 @@ TEST(InterpreterDifferential, PackMicrobatchDynamicCp) {
         {12, 3, 1, 4}}) {
     const int64_t P = 64, S = 8;
     Pipeline pipeline{
-        "pack_microbatch_dynamic_cp", example("pack_microbatch_dynamic_cp.mlir"),
+        "pack_microbatch_dynamic_cp.mlir",
+        example("pack_microbatch_dynamic_cp.mlir"),
         [C = C, cp = cp, dp = dp, N = N, P, S](std::mt19937 &rng, int i) {
           return packValues(rng, i, C, cp, N, P, S, 2 * cp * dp);
         },
