@@ -133,10 +133,23 @@ public:
         gpu::AddressSpaceAttr::get(b.getContext(),
                                    gpu::AddressSpace::Workgroup));
     Value copy = kernel.addWorkgroupAttribution(shared, e.loc);
-    // All threads of the block copy, then wait: uniform code before the
-    // anchor, ahead of every use.
+    // All threads of the block copy, then wait: uniform code ahead of every
+    // use. That is before the anchor, or before the uniform step being
+    // emitted above it (a check loop over entries, say) when the first
+    // read comes from there: a copy placed after it would be read unwritten.
     OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPoint(e.scalarAnchor);
+    Block *body = e.scalarAnchor->getBlock();
+    Operation *before = e.scalarAnchor;
+    if (b.getInsertionBlock() == body) {
+      if (b.getInsertionPoint() != body->end() &&
+          b.getInsertionPoint()->isBeforeInBlock(before))
+        before = &*b.getInsertionPoint();
+    } else if (Operation *step = body->findAncestorOpInBlock(
+                   *b.getInsertionBlock()->getParentOp())) {
+      if (step->isBeforeInBlock(before))
+        before = step;
+    }
+    b.setInsertionPoint(before);
     Value first = gpu::ThreadIdOp::create(b, e.loc, gpu::Dimension::x);
     auto loop = scf::ForOp::create(
         b, e.loc, first, e.idx(type.getNumElements()), e.idx(blockSize));
