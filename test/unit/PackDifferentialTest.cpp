@@ -1,9 +1,11 @@
 //===- PackDifferentialTest.cpp - pack pipeline vs the reference ----------===//
 //
 // Differential tests of examples/pack_microbatch.mlir compiled for the host
-// CPU (thdc::HostPipeline) against the reference steps of
-// reference/Reference.h, composed exactly as the pipeline composes its ops.
-// Random pools of samples (zero-length samples, contiguous or with gaps),
+// CPU (thdc::HostPipeline) against reference::packMicrobatchStep, the
+// reference steps of reference/Reference.h composed exactly as the pipeline
+// composes its ops (itself checked against megatronGraphStep on the packed
+// buffer). Random pools of samples (zero-length samples, contiguous or with
+// gaps, loss masks with zeros and fractions),
 // random chosen ids (repeats allowed, garbage past num_seqs), num_seqs up to
 // N-1 and totals up to exactly C*cp, cp in {1, 2, 4, 8}, every CP rank;
 // every output element must match exactly. The BadData tests check the
@@ -61,29 +63,6 @@ struct PackConfig {
   }
 };
 
-/// The inputs of the pipeline, in their static shapes.
-struct PackInput {
-  std::vector<int64_t> tokenPool;     ///< P rows
-  std::vector<int64_t> labelPool;     ///< P rows
-  std::vector<int32_t> sampleOffsets; ///< S entries
-  std::vector<int32_t> sampleLengths; ///< S entries
-  std::vector<int32_t> sampleIds;     ///< N-1 entries
-  int32_t numSeqs = 0;
-  int32_t cpRank = 0;
-};
-
-/// The outputs of the pipeline, in their static shapes.
-struct PackOutput {
-  std::vector<int64_t> tokens;          ///< C rows
-  std::vector<int64_t> labels;          ///< C rows
-  std::vector<int64_t> positionIds;     ///< C rows
-  std::vector<uint8_t> paddingMask;     ///< C rows, one byte each
-  std::vector<int32_t> cuSeqlensPadded; ///< N+1 entries
-  std::vector<int32_t> cuSeqlens;       ///< N+1 entries
-  int32_t maxSeqlen = 0;
-  int32_t status = 0;
-};
-
 /// The example pipeline's text.
 std::string pipelineText(std::string &error) {
   return thdc::testing::readSourceFile("examples/pack_microbatch.mlir", error);
@@ -119,11 +98,13 @@ public:
 
   /// Runs one microbatch; every output element is first set to a marker so
   /// that an element the kernel does not write shows up as a mismatch.
-  bool run(const PackInput &input, PackOutput &output, std::string &error) {
+  bool run(const PackStepInput &input, PackStepOutput &output,
+           std::string &error) {
     in = input;
     output.tokens.assign(cfg.C, kMarker64);
     output.labels.assign(cfg.C, kMarker64);
     output.positionIds.assign(cfg.C, kMarker64);
+    output.lossMask.assign(cfg.C, kMarkerFloat);
     output.paddingMask.assign(cfg.C, kMarker8);
     output.cuSeqlensPadded.assign(cfg.N + 1, kMarker32);
     output.cuSeqlens.assign(cfg.N + 1, kMarker32);
@@ -138,12 +119,14 @@ public:
   static constexpr int64_t kMarker64 = 0x5a5a5a5a5a5a5a5a;
   static constexpr int32_t kMarker32 = 0x5a5a5a5a;
   static constexpr uint8_t kMarker8 = 0x5a;
+  static constexpr float kMarkerFloat = 1.0e30f;
 
 private:
   /// Which vector backs each signature buffer.
   enum class Slot {
     TokenPool,
     LabelPool,
+    LossMaskPool,
     SampleOffsets,
     SampleLengths,
     SampleIds,
@@ -152,6 +135,7 @@ private:
     Tokens,
     Labels,
     PositionIds,
+    LossMask,
     PaddingMask,
     CuSeqlensPadded,
     CuSeqlens,
@@ -167,6 +151,7 @@ private:
     const thdc::testing::ExpectedBuffer expected[] = {
         {"token_pool", false, "i64", cfg.P},
         {"label_pool", false, "i64", cfg.P},
+        {"loss_mask_pool", false, "f32", cfg.P},
         {"sample_offsets", false, "i32", cfg.S},
         {"sample_lengths", false, "i32", cfg.S},
         {"sample_ids", false, "i32", cfg.N - 1},
@@ -175,6 +160,7 @@ private:
         {"tokens", true, "i64", cfg.C},
         {"labels", true, "i64", cfg.C},
         {"position_ids", true, "i64", cfg.C},
+        {"loss_mask", true, "f32", cfg.C},
         {"padding_mask", true, "i1", cfg.C},
         {"cu_seqlens_padded", true, "i32", cfg.N + 1},
         {"cu_seqlens", true, "i32", cfg.N + 1},
@@ -182,11 +168,12 @@ private:
         {"status", true, "i32", 1},
     };
     const Slot slotOf[] = {
-        Slot::TokenPool,     Slot::LabelPool,   Slot::SampleOffsets,
-        Slot::SampleLengths, Slot::SampleIds,   Slot::NumSeqs,
-        Slot::CpRank,        Slot::Tokens,      Slot::Labels,
-        Slot::PositionIds,   Slot::PaddingMask, Slot::CuSeqlensPadded,
-        Slot::CuSeqlens,     Slot::MaxSeqlen,   Slot::Status};
+        Slot::TokenPool,     Slot::LabelPool,       Slot::LossMaskPool,
+        Slot::SampleOffsets, Slot::SampleLengths,   Slot::SampleIds,
+        Slot::NumSeqs,       Slot::CpRank,          Slot::Tokens,
+        Slot::Labels,        Slot::PositionIds,     Slot::LossMask,
+        Slot::PaddingMask,   Slot::CuSeqlensPadded, Slot::CuSeqlens,
+        Slot::MaxSeqlen,     Slot::Status};
     std::vector<size_t> order;
     if (!thdc::testing::matchSignature(pipeline->signature(), expected, order,
                                        error)) {
@@ -198,12 +185,14 @@ private:
     return true;
   }
 
-  void *addressOf(Slot slot, PackOutput &output) {
+  void *addressOf(Slot slot, PackStepOutput &output) {
     switch (slot) {
     case Slot::TokenPool:
       return in.tokenPool.data();
     case Slot::LabelPool:
       return in.labelPool.data();
+    case Slot::LossMaskPool:
+      return in.lossMaskPool.data();
     case Slot::SampleOffsets:
       return in.sampleOffsets.data();
     case Slot::SampleLengths:
@@ -220,6 +209,8 @@ private:
       return output.labels.data();
     case Slot::PositionIds:
       return output.positionIds.data();
+    case Slot::LossMask:
+      return output.lossMask.data();
     case Slot::PaddingMask:
       return output.paddingMask.data();
     case Slot::CuSeqlensPadded:
@@ -238,157 +229,25 @@ private:
   std::unique_ptr<thdc::HostPipeline> pipeline;
   std::vector<Slot> slots;
   /// A copy of the inputs (the kernel only reads them).
-  PackInput in;
+  PackStepInput in;
 };
 
-/// The reference of examples/pack_microbatch.mlir, composed from the
-/// reference steps exactly as the pipeline composes its ops:
-///   thd.gather: v[i] = sample_lengths[sample_ids[i]] for the first num_seqs
-///     ids (clamped into [0, N-1]: the ids array has N-1 entries), each id
-///     clamped into [0, S);
-///   thd.align_lengths: p = alignLengths(v, G), G = 2*cp (cp > 1) or 1;
-///   thd.cu_seqlens: cu, cup = cumulativeLengths(v), (p), padded to N+1
-///     entries by repeats for thd.validate (graphStepStatus, or'ed with
-///     sampleStatus over the raw ids and the pool's P rows), which sees the
-///     raw num_seqs and cp_rank; a nonzero status leaves no sequence (and
-///     rank 0) for the steps below;
-///   thd.pack: tokens, labels = pack(pool, offsets, ids, v, p, 0);
-///   thd.padding_mask (S5), thd.sanitize (S6), thd.position_ids (S8);
-///   thd.cp_slice (S7 zigzag) for cp_rank, thd.pad_tail to C (data 0, mask
-///     1), thd.max_seqlen and padTailMetadata{cp, zigzag, target C, max_seqs
-///     N, append_dummy_sequence}.
-/// Fails where the reference steps refuse the data (a negative length,
-/// int32 overflow).
-Expected<PackOutput> referencePackMicrobatch(const PackInput &input,
-                                             const PackConfig &config) {
-  using Result = PackOutput;
-  const int64_t C = config.C, cp = config.cp, N = config.N;
-  const int64_t granularity = cp > 1 ? 2 * cp : 1;
-
-  const std::size_t gathered =
-      std::size_t(std::clamp<int64_t>(input.numSeqs, 0, N - 1));
-  std::vector<int32_t> ids(input.sampleIds.begin(),
-                           input.sampleIds.begin() + gathered);
-  std::vector<int32_t> valid;
-  for (std::size_t i = 0; i < gathered; ++i) {
-    ids[i] = std::clamp<int32_t>(ids[i], 0,
-                                 int32_t(input.sampleLengths.size()) - 1);
-    valid.push_back(input.sampleLengths[std::size_t(ids[i])]);
-  }
-  Expected<std::vector<int32_t>> padded = alignLengths(valid, granularity);
-  if (!padded)
-    return makeError<Result>("S1: " + padded.error());
-  Expected<std::vector<int32_t>> cu = cumulativeLengths(valid);
-  Expected<std::vector<int32_t>> cup = cumulativeLengths(*padded);
-  if (!cu || !cup)
-    return makeError<Result>("S4: " + (!cu ? cu.error() : cup.error()));
-
-  GraphStepInput statusInput;
-  statusInput.tokens.assign(std::size_t(C * cp), 0);
-  statusInput.labels = statusInput.positionIds = statusInput.tokens;
-  statusInput.lossMask.assign(std::size_t(C * cp), 0.0f);
-  statusInput.cuSeqlens = *cu;
-  statusInput.cuSeqlens.resize(std::size_t(N + 1), cu->back());
-  statusInput.cuSeqlensPadded = *cup;
-  statusInput.cuSeqlensPadded.resize(std::size_t(N + 1), cup->back());
-  statusInput.numSeqs = input.numSeqs;
-  statusInput.cpRank = input.cpRank;
-  PackOutput output;
-  output.status = graphStepStatus(statusInput, C, cp, N) |
-                  sampleStatus(input.sampleOffsets, input.sampleLengths,
-                               input.sampleIds, input.numSeqs,
-                               int64_t(input.tokenPool.size()));
-
-  int64_t rank = input.cpRank;
-  if (output.status != 0) {
-    ids.clear();
-    valid.clear();
-    padded->clear();
-    *cu = {0};
-    *cup = {0};
-    rank = 0;
-  }
-
-  const std::vector<int64_t> offsets(input.sampleOffsets.begin(),
-                                     input.sampleOffsets.end());
-  Expected<PackedBuffer<int64_t>> tokens =
-      pack(input.tokenPool, offsets, ids, valid, *padded, 0);
-  Expected<PackedBuffer<int64_t>> labels =
-      pack(input.labelPool, offsets, ids, valid, *padded, 0);
-  if (!tokens || !labels)
-    return makeError<Result>("S4: " +
-                             (!tokens ? tokens.error() : labels.error()));
-  Expected<std::vector<uint8_t>> mask = paddingMask(*cu, *cup);
-  if (!mask)
-    return makeError<Result>("S5: " + mask.error());
-  Expected<std::vector<int64_t>> cleanTokens =
-      sanitize(tokens->values, *mask, 0);
-  Expected<std::vector<int64_t>> cleanLabels =
-      sanitize(labels->values, *mask, 0);
-  if (!cleanTokens || !cleanLabels)
-    return makeError<Result>(
-        "S6: " + (!cleanTokens ? cleanTokens.error() : cleanLabels.error()));
-  Expected<std::vector<int64_t>> positions = positionIds(*cu, *cup);
-  if (!positions)
-    return makeError<Result>("S8: " + positions.error());
-
-  // An empty microbatch has an empty slice (TE would reject T == 0 under CP).
-  const int64_t total = cup->back();
-  std::vector<int32_t> indices;
-  if (cp == 1 || total > 0) {
-    Expected<std::vector<int32_t>> partition =
-        cpPartitionIndices(*cup, total, cp, rank, CpMode::Zigzag);
-    if (!partition)
-      return makeError<Result>("S7: " + partition.error());
-    indices = std::move(*partition);
-  }
-  std::string error;
-  auto sliceAndPad = [&](const auto &values, auto fill, auto &out) {
-    using T = typename std::decay_t<decltype(values)>::value_type;
-    if (!error.empty())
-      return;
-    Expected<std::vector<T>> local = cpSlice(values, indices);
-    if (!local) {
-      error = "S7: " + local.error();
-      return;
-    }
-    Expected<std::vector<T>> paddedLocal = padTail(*local, C, T(fill));
-    if (!paddedLocal) {
-      error = "S10: " + paddedLocal.error();
-      return;
-    }
-    out = std::move(*paddedLocal);
-  };
-  sliceAndPad(*cleanTokens, 0, output.tokens);
-  sliceAndPad(*cleanLabels, 0, output.labels);
-  sliceAndPad(*positions, 0, output.positionIds);
-  sliceAndPad(*mask, 1, output.paddingMask);
-  if (!error.empty())
-    return makeError<Result>(error);
-
-  TailPaddingConfig tailConfig;
-  tailConfig.cp = cp;
-  tailConfig.mode = CpMode::Zigzag;
-  tailConfig.target = C;
-  tailConfig.maxNumSeqs = N;
-  tailConfig.policy = TailPolicy::AppendDummySequence;
-  Expected<TailPaddingResult> tail = padTailMetadata(
-      *cu, *cup, maxSeqlenFromCu(*cup), int64_t(indices.size()), tailConfig);
-  if (!tail)
-    return makeError<Result>("S10: " + tail.error());
-  output.cuSeqlensPadded = std::move(tail->cuSeqlensPadded);
-  output.cuSeqlens = std::move(tail->cuSeqlens);
-  output.maxSeqlen = tail->maxSeqlen;
-  return output;
+/// The reference of examples/pack_microbatch.mlir for `config`
+/// (reference::packMicrobatchStep): fails where the reference steps refuse
+/// the data (a negative length, int32 overflow).
+Expected<PackStepOutput> referencePack(const PackStepInput &input,
+                                       const PackConfig &config) {
+  return packMicrobatchStep(input, config.C, config.cp, config.N);
 }
 
 /// The outputs of an empty microbatch: data 0, padding mask all 1, both cu
 /// arrays [0, C*cp, ..., C*cp], max_seqlen C*cp.
-PackOutput emptyMicrobatchOutput(const PackConfig &config, int32_t status) {
-  PackOutput output;
+PackStepOutput emptyMicrobatchOutput(const PackConfig &config, int32_t status) {
+  PackStepOutput output;
   output.tokens.assign(config.C, 0);
   output.labels.assign(config.C, 0);
   output.positionIds.assign(config.C, 0);
+  output.lossMask.assign(config.C, 0.0f);
   output.paddingMask.assign(config.C, 1);
   output.cuSeqlensPadded.assign(config.N + 1, int32_t(config.C * config.cp));
   output.cuSeqlensPadded[0] = 0;
@@ -399,8 +258,8 @@ PackOutput emptyMicrobatchOutput(const PackConfig &config, int32_t status) {
 }
 
 /// The first output element where `actual` and `expected` differ, or "".
-std::string firstMismatch(const PackOutput &actual,
-                          const PackOutput &expected) {
+std::string firstMismatch(const PackStepOutput &actual,
+                          const PackStepOutput &expected) {
   std::string mismatch;
   findMismatch("status", std::vector<int32_t>{actual.status},
                std::vector<int32_t>{expected.status}, mismatch);
@@ -408,6 +267,7 @@ std::string firstMismatch(const PackOutput &actual,
   findMismatch("labels", actual.labels, expected.labels, mismatch);
   findMismatch("position_ids", actual.positionIds, expected.positionIds,
                mismatch);
+  findMismatch("loss_mask", actual.lossMask, expected.lossMask, mismatch);
   findMismatch("padding_mask", actual.paddingMask, expected.paddingMask,
                mismatch);
   findMismatch("cu_seqlens_padded", actual.cuSeqlensPadded,
@@ -419,7 +279,7 @@ std::string firstMismatch(const PackOutput &actual,
 }
 
 /// The metadata of a microbatch, for failure messages.
-std::string describe(const PackConfig &config, const PackInput &input) {
+std::string describe(const PackConfig &config, const PackStepInput &input) {
   std::ostringstream os;
   os << config.str() << ", num_seqs=" << input.numSeqs
      << ", cp_rank=" << input.cpRank << ", sample_ids=" << join(input.sampleIds)
@@ -430,14 +290,15 @@ std::string describe(const PackConfig &config, const PackInput &input) {
 
 /// The composition agrees with the reference's own graph step fed with the
 /// packed buffer: a check of the test's reference, not of the compiler.
-std::string graphStepMismatch(const PackInput &input, const PackConfig &config,
-                              const PackOutput &expected) {
+std::string graphStepMismatch(const PackStepInput &input,
+                              const PackConfig &config,
+                              const PackStepOutput &expected) {
   const int64_t C = config.C, cp = config.cp, N = config.N;
   const int64_t granularity = cp > 1 ? 2 * cp : 1;
   GraphStepInput step;
   step.tokens.assign(std::size_t(C * cp), -3);
   step.labels = step.positionIds = step.tokens;
-  step.lossMask.assign(std::size_t(C * cp), 1.0f);
+  step.lossMask.assign(std::size_t(C * cp), 0.75f);
   step.cuSeqlens.assign(std::size_t(N + 1), 0);
   step.cuSeqlensPadded.assign(std::size_t(N + 1), 0);
   step.numSeqs = input.numSeqs;
@@ -452,6 +313,7 @@ std::string graphStepMismatch(const PackInput &input, const PackConfig &config,
       step.tokens[row] = k < v ? input.tokenPool[source] : 99;
       step.labels[row] = k < v ? input.labelPool[source] : -100;
       step.positionIds[row] = k;
+      step.lossMask[row] = k < v ? input.lossMaskPool[source] : 0.5f;
     }
     step.cuSeqlens[i + 1] = step.cuSeqlens[i] + v;
     step.cuSeqlensPadded[i + 1] = int32_t(row);
@@ -461,10 +323,11 @@ std::string graphStepMismatch(const PackInput &input, const PackConfig &config,
     step.cuSeqlensPadded[i] = -1;
   }
   GraphStepOutput graph = megatronGraphStep(step, C, cp, N);
-  PackOutput converted;
+  PackStepOutput converted;
   converted.tokens = graph.tokens;
   converted.labels = graph.labels;
   converted.positionIds = graph.positionIds;
+  converted.lossMask = graph.lossMask;
   converted.paddingMask = graph.paddingMask;
   converted.cuSeqlensPadded = graph.cuSeqlensPadded;
   converted.cuSeqlens = graph.cuSeqlens;
@@ -489,6 +352,7 @@ struct Coverage {
   int repeatedIds = 0;    ///< some sample chosen twice
   int gaps = 0;           ///< samples laid out with gaps
   int badTrailingIds = 0; ///< an id past num_seqs outside [0, S)
+  int maskFractions = 0;  ///< a chosen sample with a loss mask in (0, 1)
 };
 
 int64_t uniform(std::mt19937 &rng, int64_t lo, int64_t hi) {
@@ -499,9 +363,11 @@ int64_t uniform(std::mt19937 &rng, int64_t lo, int64_t hi) {
 /// samples (zero-length ones included, laid out contiguously or with gaps,
 /// in a random order), n <= N-1 chosen ids (repeats allowed) whose aligned
 /// lengths sum to at most C*cp (often exactly), garbage ids past n (out of
-/// range ones included) and garbage pool rows outside the samples.
-PackInput randomPackInput(std::mt19937 &rng, const PackConfig &config,
-                          Coverage &coverage) {
+/// range ones included) and garbage pool rows outside the samples. The
+/// loss masks are 0.0 where the label is ignored, else mostly 1.0 with some
+/// 0.0 and some fractions.
+PackStepInput randomPackInput(std::mt19937 &rng, const PackConfig &config,
+                              Coverage &coverage) {
   const int64_t C = config.C, cp = config.cp, N = config.N, P = config.P,
                 S = config.S;
   const int64_t granularity = cp > 1 ? 2 * cp : 1;
@@ -581,7 +447,7 @@ PackInput randomPackInput(std::mt19937 &rng, const PackConfig &config,
   std::vector<int64_t> sampleOf(S);
   std::iota(sampleOf.begin(), sampleOf.end(), 0);
   std::shuffle(sampleOf.begin(), sampleOf.end(), rng);
-  PackInput input;
+  PackStepInput input;
   input.sampleLengths.assign(S, 0);
   input.sampleOffsets.assign(S, 0);
   const bool exactLengths = uniform(rng, 0, 3) == 0;
@@ -609,11 +475,16 @@ PackInput randomPackInput(std::mt19937 &rng, const PackConfig &config,
   const bool withGaps = uniform(rng, 0, 1) == 0 && room > 0;
   input.tokenPool.resize(P);
   input.labelPool.resize(P);
+  input.lossMaskPool.resize(P);
   for (int64_t row = 0; row < P; ++row) {
     input.tokenPool[row] = uniform(rng, std::numeric_limits<int64_t>::min(),
                                    std::numeric_limits<int64_t>::max());
     input.labelPool[row] = -7;
+    input.lossMaskPool[row] = -2.5f;
   }
+  std::vector<bool> chosen(S, false), fraction(S, false);
+  for (int64_t s = 0; s < slots; ++s)
+    chosen[sampleOf[s]] = true;
   int64_t next = 0;
   for (int64_t sample : order) {
     if (withGaps) {
@@ -626,6 +497,14 @@ PackInput randomPackInput(std::mt19937 &rng, const PackConfig &config,
       input.tokenPool[next + k] = uniform(rng, 1, 151935);
       input.labelPool[next + k] =
           uniform(rng, 0, 9) == 0 ? -100 : uniform(rng, 1, 151935);
+      const int64_t weight = uniform(rng, 0, 7);
+      float mask = 1.0f;
+      if (input.labelPool[next + k] == -100 || weight == 0)
+        mask = 0.0f;
+      else if (weight == 1)
+        mask = float(uniform(rng, 1, 1023)) / 1024.0f;
+      input.lossMaskPool[next + k] = mask;
+      fraction[sample] = fraction[sample] || (mask > 0.0f && mask < 1.0f);
     }
     next += input.sampleLengths[sample];
   }
@@ -658,10 +537,11 @@ PackInput randomPackInput(std::mt19937 &rng, const PackConfig &config,
   input.cpRank = 0;
 
   int64_t total = 0;
-  bool zeroLength = false;
+  bool zeroLength = false, maskFraction = false;
   for (int64_t i = 0; i < n; ++i) {
     total += slotUnits[slotOf[i]] * granularity;
     zeroLength |= slotUnits[slotOf[i]] == 0;
+    maskFraction |= fraction[sampleOf[slotOf[i]]];
   }
   ++coverage.microbatches;
   coverage.empty += n == 0 || total == 0;
@@ -672,6 +552,7 @@ PackInput randomPackInput(std::mt19937 &rng, const PackConfig &config,
   coverage.repeatedIds += slots < n;
   coverage.gaps += withGaps;
   coverage.badTrailingIds += badTrailingId;
+  coverage.maskFractions += maskFraction;
   return input;
 }
 
@@ -688,11 +569,11 @@ bool differential(const PackConfig &config, int count, uint32_t seed,
   }
   std::mt19937 rng(seed);
   for (int m = 0; m < count; ++m) {
-    PackInput input = randomPackInput(rng, config, coverage);
+    PackStepInput input = randomPackInput(rng, config, coverage);
     for (int32_t rank = 0; rank < config.cp; ++rank) {
       input.cpRank = rank;
       ++coverage.rankRuns;
-      Expected<PackOutput> expected = referencePackMicrobatch(input, config);
+      Expected<PackStepOutput> expected = referencePack(input, config);
       if (!expected) {
         ADD_FAILURE() << "the reference rejects a valid microbatch ("
                       << expected.error() << "): seed " << seed
@@ -714,7 +595,7 @@ bool differential(const PackConfig &config, int count, uint32_t seed,
                       << ", " << describe(config, input);
         return false;
       }
-      PackOutput actual;
+      PackStepOutput actual;
       if (!compiled->run(input, actual, error)) {
         ADD_FAILURE() << "run failed: " << error << "; "
                       << describe(config, input);
@@ -758,11 +639,11 @@ void runDifferentialSuite(int64_t cp) {
   std::printf("[pack differential] cp=%lld: %d microbatches, %d rank runs, 0 "
               "mismatches (empty %d, zero-length %d, full %d, num_seqs=N-1 "
               "%d, full and N-1 %d, repeated ids %d, gaps %d, bad trailing "
-              "ids %d)\n",
+              "ids %d, loss-mask fractions %d)\n",
               (long long)cp, coverage.microbatches, coverage.rankRuns,
               coverage.empty, coverage.zeroLength, coverage.fullCapacity,
               coverage.atMaxSeqs, coverage.fullAndMaxSeqs, coverage.repeatedIds,
-              coverage.gaps, coverage.badTrailingIds);
+              coverage.gaps, coverage.badTrailingIds, coverage.maskFractions);
   EXPECT_GT(coverage.empty, 0);
   EXPECT_GT(coverage.zeroLength, 0);
   EXPECT_GT(coverage.fullCapacity, 0);
@@ -771,6 +652,7 @@ void runDifferentialSuite(int64_t cp) {
   EXPECT_GT(coverage.repeatedIds, 0);
   EXPECT_GT(coverage.gaps, 0);
   EXPECT_GT(coverage.badTrailingIds, 0);
+  EXPECT_GT(coverage.maskFractions, 0);
 }
 
 TEST(PackDifferential, Zigzag_cp1) { runDifferentialSuite(1); }
@@ -805,18 +687,20 @@ protected:
 
   /// The running example of docs/semantics.md A = [11,12,13], B = [21,22], C =
   /// [31,32,33,34] (labels +100) stored out of order with gaps (B at 0, A at
-  /// 5, C at 20), five more samples of lengths 0, 1, 5, 8, 2, and the ids
-  /// of A, B, C chosen, then garbage ids.
-  static PackInput spec() {
-    PackInput input;
+  /// 5, C at 20), five more samples of lengths 0, 1, 5, 8, 2, loss masks
+  /// all 1.0, and the ids of A, B, C chosen, then garbage ids.
+  static PackStepInput spec() {
+    PackStepInput input;
     input.tokenPool.assign(config.P, -1);
     input.labelPool.assign(config.P, -1);
+    input.lossMaskPool.assign(config.P, -1.0f);
     input.sampleLengths = {3, 2, 4, 0, 1, 5, 8, 2};
     input.sampleOffsets = {5, 0, 20, 30, 30, 31, 36, 44};
     for (int64_t s = 0; s < config.S; ++s)
       for (int64_t k = 0; k < input.sampleLengths[s]; ++k) {
         input.tokenPool[input.sampleOffsets[s] + k] = 10 * (s + 1) + k + 1;
         input.labelPool[input.sampleOffsets[s] + k] = 10 * (s + 1) + k + 101;
+        input.lossMaskPool[input.sampleOffsets[s] + k] = 1.0f;
       }
     input.sampleIds = {0, 1, 2, -1, 99};
     input.numSeqs = 3;
@@ -824,8 +708,8 @@ protected:
     return input;
   }
 
-  static PackOutput run(const PackInput &input) {
-    PackOutput output;
+  static PackStepOutput run(const PackStepInput &input) {
+    PackStepOutput output;
     std::string error;
     EXPECT_TRUE(compiled->run(input, output, error)) << error;
     return output;
@@ -833,15 +717,15 @@ protected:
 
   /// Checks the status bits and the empty-microbatch outputs of `input`,
   /// and, where the reference steps accept the data, the composition.
-  static void expectEmptyMicrobatch(const PackInput &input,
+  static void expectEmptyMicrobatch(const PackStepInput &input,
                                     int32_t expectedStatus) {
-    const PackOutput actual = run(input);
+    const PackStepOutput actual = run(input);
     std::string mismatch =
         firstMismatch(actual, emptyMicrobatchOutput(config, expectedStatus));
     EXPECT_TRUE(mismatch.empty())
         << "not the empty-microbatch outputs: " << mismatch << "; "
         << describe(config, input);
-    Expected<PackOutput> reference = referencePackMicrobatch(input, config);
+    Expected<PackStepOutput> reference = referencePack(input, config);
     if (reference) {
       mismatch = firstMismatch(actual, *reference);
       EXPECT_TRUE(mismatch.empty())
@@ -859,13 +743,14 @@ std::string *PackBadData::compileError = nullptr;
 
 // Golden: S10 "graph: cp=2, target 8, N=6" from a pool.
 TEST_F(PackBadData, SpecExampleBothRanks) {
-  PackInput input = spec();
-  PackOutput rank0 = run(input);
+  PackStepInput input = spec();
+  PackStepOutput rank0 = run(input);
   EXPECT_EQ(rank0.status, 0);
   EXPECT_EQ(rank0.tokens, (std::vector<int64_t>{11, 0, 21, 0, 31, 34, 0, 0}));
   EXPECT_EQ(rank0.labels,
             (std::vector<int64_t>{111, 0, 121, 0, 131, 134, 0, 0}));
   EXPECT_EQ(rank0.positionIds, (std::vector<int64_t>{0, 0, 0, 0, 0, 3, 0, 0}));
+  EXPECT_EQ(rank0.lossMask, (std::vector<float>{1, 0, 1, 0, 1, 1, 0, 0}));
   EXPECT_EQ(rank0.paddingMask, (std::vector<uint8_t>{0, 1, 0, 1, 0, 0, 1, 1}));
   EXPECT_EQ(rank0.cuSeqlensPadded,
             (std::vector<int32_t>{0, 4, 8, 12, 16, 16, 16}));
@@ -873,37 +758,62 @@ TEST_F(PackBadData, SpecExampleBothRanks) {
   EXPECT_EQ(rank0.maxSeqlen, 16);
 
   input.cpRank = 1;
-  PackOutput rank1 = run(input);
+  PackStepOutput rank1 = run(input);
   EXPECT_EQ(rank1.status, 0);
   EXPECT_EQ(rank1.tokens, (std::vector<int64_t>{12, 13, 22, 0, 32, 33, 0, 0}));
   EXPECT_EQ(rank1.positionIds, (std::vector<int64_t>{1, 2, 1, 0, 1, 2, 0, 0}));
+  EXPECT_EQ(rank1.lossMask, (std::vector<float>{1, 1, 1, 0, 1, 1, 0, 0}));
   EXPECT_EQ(rank1.paddingMask, (std::vector<uint8_t>{0, 0, 0, 1, 0, 0, 1, 1}));
   EXPECT_EQ(rank1.cuSeqlensPadded, rank0.cuSeqlensPadded);
   EXPECT_EQ(rank1.cuSeqlens, rank0.cuSeqlens);
 
   for (int32_t rank : {0, 1}) {
     input.cpRank = rank;
-    Expected<PackOutput> reference = referencePackMicrobatch(input, config);
+    Expected<PackStepOutput> reference = referencePack(input, config);
     ASSERT_TRUE(reference) << reference.error();
     std::string mismatch = firstMismatch(rank == 0 ? rank0 : rank1, *reference);
     EXPECT_TRUE(mismatch.empty()) << mismatch;
   }
 }
 
+// The loss mask is packed from its pool, 0.0 on padding rows and in the
+// tail, and sliced like the tokens: zeros and fractions pass unchanged.
+TEST_F(PackBadData, LossMaskFromThePool) {
+  PackStepInput input = spec();
+  const float a[] = {1.0f, 0.0f, 0.5f}, b[] = {0.25f, 1.0f},
+              c[] = {1.0f, 1.0f, 0.0f, 0.125f};
+  std::copy(std::begin(a), std::end(a), input.lossMaskPool.begin() + 5);
+  std::copy(std::begin(b), std::end(b), input.lossMaskPool.begin() + 0);
+  std::copy(std::begin(c), std::end(c), input.lossMaskPool.begin() + 20);
+  const std::vector<float> expected[] = {
+      {1.0f, 0.0f, 0.25f, 0.0f, 1.0f, 0.125f, 0.0f, 0.0f},
+      {0.0f, 0.5f, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f, 0.0f}};
+  for (int32_t rank : {0, 1}) {
+    input.cpRank = rank;
+    const PackStepOutput actual = run(input);
+    EXPECT_EQ(actual.status, 0);
+    EXPECT_EQ(actual.lossMask, expected[rank]) << "rank " << rank;
+    Expected<PackStepOutput> reference = referencePack(input, config);
+    ASSERT_TRUE(reference) << reference.error();
+    std::string mismatch = firstMismatch(actual, *reference);
+    EXPECT_TRUE(mismatch.empty()) << mismatch;
+  }
+}
+
 // Exactly C*cp = 16 tokens is valid: A, C, C, A align to 4 + 4 + 4 + 4.
 TEST_F(PackBadData, TotalAtCapacityIsValid) {
-  PackInput input = spec();
+  PackStepInput input = spec();
   input.sampleIds = {0, 2, 2, 0, kInt32Min};
   input.numSeqs = 4;
   for (int32_t rank : {0, 1}) {
     input.cpRank = rank;
-    PackOutput actual = run(input);
+    PackStepOutput actual = run(input);
     EXPECT_EQ(actual.status, 0);
     EXPECT_EQ(actual.cuSeqlensPadded,
               (std::vector<int32_t>{0, 4, 8, 12, 16, 16, 16}));
     EXPECT_EQ(actual.cuSeqlens,
               (std::vector<int32_t>{0, 3, 7, 11, 14, 14, 14}));
-    Expected<PackOutput> reference = referencePackMicrobatch(input, config);
+    Expected<PackStepOutput> reference = referencePack(input, config);
     ASSERT_TRUE(reference) << reference.error();
     std::string mismatch = firstMismatch(actual, *reference);
     EXPECT_TRUE(mismatch.empty()) << mismatch;
@@ -911,7 +821,7 @@ TEST_F(PackBadData, TotalAtCapacityIsValid) {
 }
 
 TEST_F(PackBadData, NumSeqsAboveCapacity) {
-  PackInput input = spec();
+  PackStepInput input = spec();
   input.sampleIds = {0, 1, 3, 4, 7}; // aligned 4 + 4 + 0 + 4 + 4 = 16 fits
   input.numSeqs = config.N;          // no room for the dummy
   expectEmptyMicrobatch(input, StatusNumSeqsOutOfRange);
@@ -922,7 +832,7 @@ TEST_F(PackBadData, NumSeqsAboveCapacity) {
 }
 
 TEST_F(PackBadData, NumSeqsNegative) {
-  PackInput input = spec();
+  PackStepInput input = spec();
   input.numSeqs = -1;
   expectEmptyMicrobatch(input, StatusNumSeqsOutOfRange);
   input.numSeqs = kInt32Min;
@@ -930,7 +840,7 @@ TEST_F(PackBadData, NumSeqsNegative) {
 }
 
 TEST_F(PackBadData, TooManyTokens) {
-  PackInput input = spec();
+  PackStepInput input = spec();
   input.sampleIds = {0, 1, 2, 5, 99}; // aligned 4 + 4 + 4 + 8 = 20 > 16
   input.numSeqs = 4;
   expectEmptyMicrobatch(input, StatusTotalExceedsCapacity);
@@ -945,7 +855,7 @@ TEST_F(PackBadData, TooManyTokens) {
 }
 
 TEST_F(PackBadData, CpRankOutOfRange) {
-  PackInput input = spec();
+  PackStepInput input = spec();
   input.cpRank = int32_t(config.cp);
   expectEmptyMicrobatch(input, StatusCpRankOutOfRange);
   input.cpRank = -1;
@@ -955,7 +865,7 @@ TEST_F(PackBadData, CpRankOutOfRange) {
 }
 
 TEST_F(PackBadData, SeveralFaults) {
-  PackInput input = spec();
+  PackStepInput input = spec();
   input.sampleIds = {5, 6, 0, 1, 2}; // aligned 8 + 8 + 4 + 4 + 4 = 28 > 16
   input.numSeqs = config.N;
   input.cpRank = int32_t(config.cp);
@@ -967,7 +877,7 @@ TEST_F(PackBadData, SeveralFaults) {
 // A negative sample length makes cu_seqlens decrease (bit 8); the reference
 // steps refuse negative lengths, so only the literal outputs are checked.
 TEST_F(PackBadData, NegativeSampleLength) {
-  PackInput input = spec();
+  PackStepInput input = spec();
   for (int32_t length : {-1, -4, -5, kInt32Min}) {
     input.sampleLengths[1] = length;
     expectEmptyMicrobatch(input, StatusNotMonotonic | StatusSampleOutOfRange);
@@ -978,12 +888,12 @@ TEST_F(PackBadData, NegativeSampleLength) {
 // arrays decrease, so the microbatch is rejected rather than read out of
 // bounds. The exact bits depend on how the values wrapped.
 TEST_F(PackBadData, OverflowingSampleLengthsAreRejected) {
-  PackInput input = spec();
+  PackStepInput input = spec();
   for (int32_t length : {kInt32Max, kInt32Max - 2, kInt32Max / 2 + 1}) {
     input.sampleLengths = {length, length, length, 0, 1, 5, 8, 2};
     for (int32_t numSeqs : {1, 2, 3}) {
       input.numSeqs = numSeqs;
-      const PackOutput actual = run(input);
+      const PackStepOutput actual = run(input);
       EXPECT_NE(actual.status, 0) << describe(config, input);
       EXPECT_NE(actual.status, CompiledPack::kMarker32);
       std::string mismatch =
@@ -996,25 +906,25 @@ TEST_F(PackBadData, OverflowingSampleLengthsAreRejected) {
 
 // A chosen id outside [0, S) must not crash. The compiled code clamps it
 // into [0, S-1] (thd.gather clamps ids into the values; thd.pack clamps its
-// offset loads and pool reads likewise): with the running example of docs/semantics.md, id -1 or
-// INT32_MIN reads sample 0 (A) and id S or INT32_MAX sample S-1 (length 2),
-// with status 0. The reference steps refuse such ids, so only the absence
-// of a crash and a fully written output are asserted.
-// Ids outside the pool's samples used to be clamped with status 0, so rows
-// came from another sample and nobody was told; now they are a status bit
+// offset loads and pool reads likewise): with the running example of
+// docs/semantics.md, id -1 or INT32_MIN reads sample 0 (A) and id S or
+// INT32_MAX sample S-1 (length 2), with status 0. The reference steps refuse
+// such ids, so only the absence of a crash and a fully written output are
+// asserted. Ids outside the pool's samples used to be clamped with status 0, so
+// rows came from another sample and nobody was told; now they are a status bit
 // and an empty microbatch.
 TEST_F(PackBadData, ChosenIdOutOfRangeIsAStatusBit) {
   for (int32_t badId : {-1, int32_t(config.S), kInt32Min, kInt32Max}) {
     for (int32_t position : {0, 2}) {
-      PackInput input = spec();
+      PackStepInput input = spec();
       input.sampleIds[position] = badId;
-      const PackOutput actual = run(input);
+      const PackStepOutput actual = run(input);
       EXPECT_TRUE(actual.status & StatusSampleOutOfRange)
           << "status " << actual.status << "; " << describe(config, input);
       std::string mismatch =
           firstMismatch(actual, emptyMicrobatchOutput(config, actual.status));
       EXPECT_TRUE(mismatch.empty()) << mismatch;
-      Expected<PackOutput> expected = referencePackMicrobatch(input, config);
+      Expected<PackStepOutput> expected = referencePack(input, config);
       ASSERT_TRUE(expected) << expected.error();
       mismatch = firstMismatch(actual, *expected);
       EXPECT_TRUE(mismatch.empty()) << mismatch;
@@ -1025,17 +935,54 @@ TEST_F(PackBadData, ChosenIdOutOfRangeIsAStatusBit) {
 // A chosen sample whose rows leave the pool (offset past it, or offset +
 // length beyond it, or a negative offset) is refused the same way.
 TEST_F(PackBadData, SampleRowsOutsideThePoolAreAStatusBit) {
-  for (int32_t offset : {int32_t(config.P) - 1, int32_t(config.P), -1,
-                         kInt32Max, kInt32Min}) {
-    PackInput input = spec();
+  for (int32_t offset :
+       {int32_t(config.P) - 1, int32_t(config.P), -1, kInt32Max, kInt32Min}) {
+    PackStepInput input = spec();
     input.sampleOffsets[2] = offset; // the third chosen sample, 4 rows long
     expectEmptyMicrobatch(input, StatusSampleOutOfRange);
   }
   // A sample that is not chosen may point anywhere.
-  PackInput input = spec();
+  PackStepInput input = spec();
   input.sampleOffsets[7] = kInt32Max;
-  const PackOutput actual = run(input);
+  const PackStepOutput actual = run(input);
   EXPECT_EQ(actual.status, 0);
+}
+
+} // namespace
+
+namespace {
+
+// The reference refuses, with a message, the configurations and buffer
+// sizes no compiled pipeline can have.
+TEST(PackReference, RefusesShapesThePipelineCannotHave) {
+  PackStepInput input;
+  input.tokenPool.assign(16, 0);
+  input.labelPool.assign(16, 0);
+  input.lossMaskPool.assign(16, 1.0f);
+  input.sampleOffsets = {0, 4};
+  input.sampleLengths = {3, 4};
+  input.sampleIds = {1, 0, 0, 0, 0};
+  input.numSeqs = 2;
+  ASSERT_TRUE(packMicrobatchStep(input, 8, 2, 6));
+  auto refused = [](const PackStepInput &in, int64_t c, int64_t cp, int64_t n,
+                    const char *expected) {
+    Expected<PackStepOutput> result = packMicrobatchStep(in, c, cp, n);
+    ASSERT_FALSE(result) << "accepted; expected: " << expected;
+    EXPECT_NE(result.error().find(expected), std::string::npos)
+        << result.error();
+  };
+  refused(input, 0, 2, 6, "needs C >= 1, cp >= 1 and N >= 1");
+  refused(input, 7, 2, 6, "C = 7 must be even");
+  refused(input, 8, 2, 5, "sample_ids has 5 entries; it must have N-1 = 4");
+  PackStepInput shortMask = input;
+  shortMask.lossMaskPool.pop_back();
+  refused(shortMask, 8, 2, 6,
+          "token_pool/label_pool/loss_mask_pool have "
+          "16/16/15 rows");
+  PackStepInput noSamples = input;
+  noSamples.sampleOffsets.clear();
+  noSamples.sampleLengths.clear();
+  refused(noSamples, 8, 2, 6, "both must have the pool's S >= 1 entries");
 }
 
 } // namespace

@@ -1,0 +1,207 @@
+//===- PackStep.cpp - S1-S10 one microbatch packed from a pool ------------===//
+//
+// The composite that examples/pack_microbatch.mlir implements: from a pool
+// of samples and the ids the planner chose, one CP rank's prepared
+// microbatch in graph mode (S1 alignment, S4 packing, S5 mask, S6
+// sanitising, S8 position ids, S7 zigzag slice, S10 tail padding), with the
+// validation of thd.validate as status bits. The steps are those of this
+// library, composed exactly as the pipeline composes its ops; the compiled
+// pipeline is tested against it (test/unit/PackDifferentialTest.cpp).
+//
+//===----------------------------------------------------------------------===//
+
+#include "reference/Internal.h"
+
+#include <algorithm>
+#include <type_traits>
+
+namespace thdc {
+namespace reference {
+
+using namespace internal;
+
+namespace {
+
+/// The configuration and buffer sizes the pipeline cannot have, as a
+/// message; nullopt when they are those of a pipeline with these
+/// parameters.
+std::optional<std::string> checkPackStepShapes(const PackStepInput &input,
+                                               int64_t c, int64_t cp,
+                                               int64_t n) {
+  if (c < 1 || cp < 1 || n < 1)
+    return concat("needs C >= 1, cp >= 1 and N >= 1 (C = ", c, ", cp = ", cp,
+                  ", N = ", n, ")");
+  if (cp > 1 && c % 2)
+    return concat("C = ", c, " must be even when cp = ", cp,
+                  " > 1 (the dummy length C*cp - T must be divisible by "
+                  "2*cp)");
+  if (c * cp > kInt32Max)
+    return concat("C * cp = ", c * cp, " is outside the int32 range");
+  if (input.labelPool.size() != input.tokenPool.size() ||
+      input.lossMaskPool.size() != input.tokenPool.size())
+    return concat("token_pool/label_pool/loss_mask_pool have ",
+                  input.tokenPool.size(), "/", input.labelPool.size(), "/",
+                  input.lossMaskPool.size(),
+                  " rows; all must have the pool's P rows");
+  if (input.sampleOffsets.size() != input.sampleLengths.size() ||
+      input.sampleLengths.empty())
+    return concat("sample_offsets/sample_lengths have ",
+                  input.sampleOffsets.size(), "/", input.sampleLengths.size(),
+                  " entries; both must have the pool's S >= 1 entries");
+  if (int64_t(input.sampleIds.size()) != n - 1)
+    return concat("sample_ids has ", input.sampleIds.size(),
+                  " entries; it must have N-1 = ", n - 1);
+  return std::nullopt;
+}
+
+} // namespace
+
+Expected<PackStepOutput> packMicrobatchStep(const PackStepInput &input,
+                                            int64_t maxSeqlenPerRank,
+                                            int64_t cp,
+                                            int64_t maxPackedSequences) {
+  using Result = PackStepOutput;
+  const int64_t C = maxSeqlenPerRank, N = maxPackedSequences;
+  if (std::optional<std::string> problem = checkPackStepShapes(input, C, cp, N))
+    return makeError<Result>("packMicrobatchStep: " + *problem);
+  const int64_t granularity = padGranularity(cp, 1, false);
+
+  // thd.gather: the lengths of the first num_seqs chosen samples (at most
+  // the N-1 ids there are), each id clamped into the pool's samples.
+  const std::size_t gathered =
+      std::size_t(std::clamp<int64_t>(input.numSeqs, 0, N - 1));
+  std::vector<int32_t> ids(input.sampleIds.begin(),
+                           input.sampleIds.begin() + gathered);
+  std::vector<int32_t> valid;
+  for (int32_t &id : ids) {
+    id = std::clamp<int32_t>(id, 0, int32_t(input.sampleLengths.size()) - 1);
+    valid.push_back(input.sampleLengths[std::size_t(id)]);
+  }
+  // thd.align_lengths, thd.cu_seqlens.
+  Expected<std::vector<int32_t>> padded = alignLengths(valid, granularity);
+  if (!padded)
+    return makeError<Result>("S1: " + padded.error());
+  Expected<std::vector<int32_t>> cu = cumulativeLengths(valid);
+  Expected<std::vector<int32_t>> cup = cumulativeLengths(*padded);
+  if (!cu || !cup)
+    return makeError<Result>("S4: " + (!cu ? cu.error() : cup.error()));
+
+  // thd.validate: the graph step's checks on the cu arrays (padded to N+1
+  // entries by repeats) with the raw num_seqs and cp_rank, and the chosen
+  // samples against the pool. A nonzero status leaves no sequence, and
+  // rank 0, for the steps below: the outputs of an empty microbatch.
+  GraphStepInput statusInput;
+  statusInput.tokens.assign(std::size_t(C * cp), 0);
+  statusInput.labels = statusInput.positionIds = statusInput.tokens;
+  statusInput.lossMask.assign(std::size_t(C * cp), 0.0f);
+  statusInput.cuSeqlens = *cu;
+  statusInput.cuSeqlens.resize(std::size_t(N + 1), cu->back());
+  statusInput.cuSeqlensPadded = *cup;
+  statusInput.cuSeqlensPadded.resize(std::size_t(N + 1), cup->back());
+  statusInput.numSeqs = input.numSeqs;
+  statusInput.cpRank = input.cpRank;
+  PackStepOutput output;
+  output.status =
+      graphStepStatus(statusInput, C, cp, N) |
+      sampleStatus(input.sampleOffsets, input.sampleLengths, input.sampleIds,
+                   input.numSeqs, int64_t(input.tokenPool.size()));
+  int64_t rank = input.cpRank;
+  if (output.status != 0) {
+    ids.clear();
+    valid.clear();
+    padded->clear();
+    *cu = {0};
+    *cup = {0};
+    rank = 0;
+  }
+
+  // thd.pack (S4, pad 0), thd.padding_mask (S5), thd.sanitize (S6),
+  // thd.position_ids (S8).
+  const std::vector<int64_t> offsets(input.sampleOffsets.begin(),
+                                     input.sampleOffsets.end());
+  Expected<PackedBuffer<int64_t>> tokens =
+      pack(input.tokenPool, offsets, ids, valid, *padded, 0);
+  Expected<PackedBuffer<int64_t>> labels =
+      pack(input.labelPool, offsets, ids, valid, *padded, 0);
+  Expected<PackedBuffer<float>> lossMask =
+      pack(input.lossMaskPool, offsets, ids, valid, *padded, 0.0f);
+  if (!tokens || !labels || !lossMask)
+    return makeError<Result>("S4: " + (!tokens   ? tokens.error()
+                                       : !labels ? labels.error()
+                                                 : lossMask.error()));
+  Expected<std::vector<uint8_t>> mask = paddingMask(*cu, *cup);
+  if (!mask)
+    return makeError<Result>("S5: " + mask.error());
+  Expected<std::vector<int64_t>> cleanTokens =
+      sanitize(tokens->values, *mask, 0);
+  Expected<std::vector<int64_t>> cleanLabels =
+      sanitize(labels->values, *mask, 0);
+  Expected<std::vector<float>> cleanLossMask =
+      sanitize(lossMask->values, *mask, 0.0f);
+  if (!cleanTokens || !cleanLabels || !cleanLossMask)
+    return makeError<Result>("S6: " + (!cleanTokens   ? cleanTokens.error()
+                                       : !cleanLabels ? cleanLabels.error()
+                                                      : cleanLossMask.error()));
+  Expected<std::vector<int64_t>> positions = positionIds(*cu, *cup);
+  if (!positions)
+    return makeError<Result>("S8: " + positions.error());
+
+  // thd.cp_slice (S7 zigzag); an empty microbatch has an empty slice (TE
+  // would reject T == 0 under CP).
+  const int64_t total = cup->back();
+  std::vector<int32_t> indices;
+  if (cp == 1 || total > 0) {
+    Expected<std::vector<int32_t>> partition =
+        cpPartitionIndices(*cup, total, cp, rank, CpMode::Zigzag);
+    if (!partition)
+      return makeError<Result>("S7: " + partition.error());
+    indices = std::move(*partition);
+  }
+
+  // thd.pad_tail (S10): data with 0 (0.0 for the loss mask), the mask with
+  // 1, to C rows.
+  std::string error;
+  auto sliceAndPad = [&](const auto &values, auto fill, auto &out) {
+    using T = typename std::decay_t<decltype(values)>::value_type;
+    if (!error.empty())
+      return;
+    Expected<std::vector<T>> local = cpSlice(values, indices);
+    if (!local) {
+      error = "S7: " + local.error();
+      return;
+    }
+    Expected<std::vector<T>> paddedLocal = padTail(*local, C, T(fill));
+    if (!paddedLocal) {
+      error = "S10: " + paddedLocal.error();
+      return;
+    }
+    out = std::move(*paddedLocal);
+  };
+  sliceAndPad(*cleanTokens, 0, output.tokens);
+  sliceAndPad(*cleanLabels, 0, output.labels);
+  sliceAndPad(*positions, 0, output.positionIds);
+  sliceAndPad(*cleanLossMask, 0.0f, output.lossMask);
+  sliceAndPad(*mask, 1, output.paddingMask);
+  if (!error.empty())
+    return makeError<Result>(error);
+
+  // thd.max_seqlen and thd.pad_tail_metadata (S10 graph mode: target C,
+  // N+1 entries, dummy sequence in compact coordinates).
+  TailPaddingConfig tailConfig;
+  tailConfig.cp = cp;
+  tailConfig.mode = CpMode::Zigzag;
+  tailConfig.target = C;
+  tailConfig.maxNumSeqs = N;
+  tailConfig.policy = TailPolicy::AppendDummySequence;
+  Expected<TailPaddingResult> tail = padTailMetadata(
+      *cu, *cup, maxSeqlenFromCu(*cup), int64_t(indices.size()), tailConfig);
+  if (!tail)
+    return makeError<Result>("S10: " + tail.error());
+  output.cuSeqlensPadded = std::move(tail->cuSeqlensPadded);
+  output.cuSeqlens = std::move(tail->cuSeqlens);
+  output.maxSeqlen = tail->maxSeqlen;
+  return output;
+}
+
+} // namespace reference
+} // namespace thdc
