@@ -97,6 +97,9 @@ std::optional<std::string> findViolation(const MicrobatchPlan &plan,
                   " but S2 gives ",
                   limits.maxRealSeqs ? std::to_string(*limits.maxRealSeqs)
                                      : std::string("none"));
+  if (plan.dp != config.dp || plan.cp != config.cp)
+    return concat("plan records dp x cp = ", plan.dp, " x ", plan.cp,
+                  " but the config has ", config.dp, " x ", config.cp);
   if (plan.packTokens.size() != plan.packs.size())
     return concat("plan has ", plan.packs.size(), " packs but ",
                   plan.packTokens.size(), " token totals");
@@ -145,7 +148,8 @@ std::optional<std::string> findViolation(const MicrobatchPlan &plan,
 /// Builds a plan (token totals, recorded limits) from finished packs.
 MicrobatchPlan makePlan(std::vector<Pack> packs, MicrobatchGroups groups,
                         const std::vector<int32_t> &lengths,
-                        const PackingLimits &limits, PlanAlgorithm algorithm) {
+                        const PackingLimits &limits, PlanAlgorithm algorithm,
+                        const PlannerConfig &config) {
   MicrobatchPlan plan;
   for (const Pack &pack : packs) {
     int64_t tokens = 0;
@@ -158,6 +162,8 @@ MicrobatchPlan makePlan(std::vector<Pack> packs, MicrobatchGroups groups,
   plan.capacity = limits.capacity;
   plan.maxRealSeqs = limits.maxRealSeqs;
   plan.algorithm = algorithm;
+  plan.dp = config.dp;
+  plan.cp = config.cp;
   return plan;
 }
 
@@ -232,7 +238,7 @@ thdc::planner::nextFitPlan(const std::vector<int32_t> &paddedLengths,
     return Status::error(packing.error());
   MicrobatchPlan plan =
       makePlan(std::move(packing->packs), std::move(packing->groups),
-               paddedLengths, *limits, PlanAlgorithm::NextFit);
+               paddedLengths, *limits, PlanAlgorithm::NextFit, config);
   if (std::optional<std::string> violation =
           findViolation(plan, paddedLengths, *limits, config))
     return Status::error("next-fit plan is invalid: " + *violation);
@@ -303,7 +309,7 @@ thdc::planner::firstFitDecreasingPlan(const std::vector<int32_t> &paddedLengths,
   MicrobatchGroups groups = microbatchGroups(packs, config.dp, config.cp);
   MicrobatchPlan plan =
       makePlan(std::move(packs), std::move(groups), paddedLengths, *limits,
-               PlanAlgorithm::FirstFitDecreasing);
+               PlanAlgorithm::FirstFitDecreasing, config);
   if (std::optional<std::string> violation =
           findViolation(plan, paddedLengths, *limits, config))
     return Status::error("first-fit-decreasing plan is invalid: " + *violation);
@@ -336,4 +342,59 @@ Status thdc::planner::checkPlan(const MicrobatchPlan &plan,
           findViolation(plan, paddedLengths, *limits, config))
     return Status::error(*violation);
   return Status();
+}
+
+Result<MicrobatchInputs>
+thdc::planner::microbatchInputs(const MicrobatchPlan &plan, int64_t rank,
+                                int64_t maxPackedSequences) {
+  if (maxPackedSequences < 2)
+    return Status::error(
+        concat("thd_max_packed_sequences N = ", maxPackedSequences,
+               " must be >= 2: sample_ids has N-1 entries and one of the N "
+               "slots is the dummy sequence's"));
+  const int64_t ranks = plan.dp * plan.cp;
+  if (rank < 0 || rank >= ranks)
+    return Status::error(concat("rank ", rank, " is outside [0, dp*cp = ",
+                                plan.dp, "*", plan.cp, " = ", ranks, ")"));
+  MicrobatchInputs inputs;
+  inputs.slots = maxPackedSequences - 1;
+  inputs.sampleIds.assign(plan.groups.size() * std::size_t(inputs.slots), 0);
+  for (std::size_t m = 0; m < plan.groups.size(); ++m) {
+    if (int64_t(plan.groups[m].size()) != ranks)
+      return Status::error(concat("microbatch ", m, " has ",
+                                  plan.groups[m].size(),
+                                  " groups, not dp*cp = ", ranks));
+    const Pack &pack = plan.groups[m][std::size_t(rank)];
+    if (int64_t(pack.size()) > inputs.slots)
+      return Status::error(
+          concat("microbatch ", m, " has ", pack.size(), " sequences on rank ",
+                 rank, ", more than N-1 = ", inputs.slots,
+                 " (one of the N slots is the dummy sequence's): plan with "
+                 "max_packed_sequences = N, an alignment and the dummy tail"));
+    std::copy(pack.begin(), pack.end(),
+              inputs.sampleIds.begin() + m * std::size_t(inputs.slots));
+    inputs.numSeqs.push_back(int32_t(pack.size()));
+  }
+  return inputs;
+}
+
+Result<int64_t> thdc::planner::microbatchUpperBound(const PlannerConfig &config,
+                                                    int64_t globalBatchSize,
+                                                    int64_t maxSeqLen) {
+  Result<std::optional<int64_t>> cap = plannerSequenceCap(config);
+  if (!cap)
+    return cap.status();
+  reference::Expected<int64_t> bound = reference::maxMicrobatchesUpperBound(
+      globalBatchSize, config.dp, config.cp, config.maxSeqlenPerRank, maxSeqLen,
+      config.vppGroup, *cap);
+  if (!bound)
+    return Status::error(bound.error());
+  return *bound;
+}
+
+int64_t thdc::planner::graphCaptureCount(const MicrobatchPlan &plan,
+                                         int64_t upperBound,
+                                         bool useRuntimeCount) {
+  return reference::graphCaptureCount(plan.numMicrobatches(), upperBound,
+                                      useRuntimeCount);
 }

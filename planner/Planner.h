@@ -9,7 +9,11 @@
 //                   semantics) and validated here;
 //   balancedPlan    first-fit-decreasing under the same constraints, falling
 //                   back to next-fit whenever next-fit needs fewer
-//                   microbatches, so it never needs more.
+//                   microbatches, so it never needs more;
+//   microbatchInputs  what examples/pack_microbatch.mlir takes for one DP x CP
+//                   rank and each microbatch of a plan (sample_ids, num_seqs);
+//   microbatchUpperBound, graphCaptureCount  the S12 figures for a config
+//                   and a plan (how many graph slots to capture).
 //
 // Unlike the reference, the planner rejects a sequence longer than the pack
 // budget C*cp with an error naming it, instead of emitting an empty or an
@@ -89,6 +93,11 @@ struct MicrobatchPlan {
   std::optional<int64_t> maxRealSeqs;
   /// Which algorithm produced the packs.
   PlanAlgorithm algorithm = PlanAlgorithm::NextFit;
+  /// The data-parallel size dp the groups are for.
+  int64_t dp = 1;
+  /// The context-parallel size cp the groups are for (groups[m] has dp*cp
+  /// entries).
+  int64_t cp = 1;
 
   /// Number of microbatches, packs.size() / dp.
   int64_t numMicrobatches() const { return int64_t(groups.size()); }
@@ -138,10 +147,59 @@ Result<MicrobatchPlan> balancedPlan(const std::vector<int32_t> &paddedLengths,
 /// pack, no empty pack, ids increasing within a pack, packTokens equal to
 /// the pack sums and <= C*cp, at most K sequences per pack, the pack count a
 /// multiple of dp*(vppGroup or 1), groups equal to microbatchGroups, and the
-/// recorded capacity and cap. Returns the first violation as the error.
+/// recorded capacity, cap, dp and cp. Returns the first violation as the
+/// error.
 Status checkPlan(const MicrobatchPlan &plan,
                  const std::vector<int32_t> &paddedLengths,
                  const PlannerConfig &config);
+
+/// The per-microbatch inputs of examples/pack_microbatch.mlir for one
+/// DP x CP rank, for every microbatch of a plan, laid out to be uploaded to
+/// the device at once: microbatch m's `sample_ids` are the `slots` entries
+/// from sampleIds[m*slots], its `num_seqs` is numSeqs[m].
+struct MicrobatchInputs {
+  /// Entries of sample_ids per microbatch: N-1.
+  int64_t slots = 0;
+  /// numMicrobatches() * slots sample ids: those of each microbatch's pack
+  /// in pack order (global ids, indices into the planned lengths), then 0.
+  std::vector<int32_t> sampleIds;
+  /// The number of sequences of each microbatch's pack.
+  std::vector<int32_t> numSeqs;
+
+  /// Number of microbatches.
+  int64_t numMicrobatches() const { return int64_t(numSeqs.size()); }
+};
+
+/// The inputs of examples/pack_microbatch.mlir for DP x CP rank `rank`
+/// (j = dpIdx*cp + cpIdx, the index into plan.groups[m]; its cp_rank is
+/// rank % cp) of every microbatch m: sample_ids holds groups[m][rank] (N-1
+/// entries: the pack's ids, then zeros) and num_seqs its size. Errors: N < 2
+/// (sample_ids would have no entry), rank outside [0, dp*cp), and a pack of
+/// more than N-1 sequences, which leaves no slot for the dummy sequence (a
+/// plan made with this N, an alignment and the dummy tail has none).
+/// Golden: p = [5,3,4,2,2,1,6], C = 4, cp = 2, N = 4 (K = 3), rank 1 ->
+/// sample_ids [[0,1,0], [2,3,4], [5,6,0]], num_seqs [2, 3, 2].
+Result<MicrobatchInputs> microbatchInputs(const MicrobatchPlan &plan,
+                                          int64_t rank,
+                                          int64_t maxPackedSequences);
+
+/// S12: the upper bound U on the microbatches of a global batch of
+/// `globalBatchSize` sequences whose padded lengths are at most maxSeqLen
+/// (Lmax), under `config`: reference::maxMicrobatchesUpperBound with the
+/// config's C, cp, dp, vppGroup and its S2 cap K. A next-fit plan of such a
+/// batch never has more microbatches, and balancedPlan never more than
+/// next-fit. Errors: S2's, and non-positive sizes. Golden: GBS 64, dp 2,
+/// cp 2, C 4096, Lmax 2048, N 32 with an alignment and the dummy tail
+/// (K = 31) -> 8.
+Result<int64_t> microbatchUpperBound(const PlannerConfig &config,
+                                     int64_t globalBatchSize,
+                                     int64_t maxSeqLen);
+
+/// S12: how many graph slots to capture for `plan`:
+/// max(plan.numMicrobatches(), upperBound), or the plan's count alone when
+/// the runtime count must be used (reference::graphCaptureCount).
+int64_t graphCaptureCount(const MicrobatchPlan &plan, int64_t upperBound,
+                          bool useRuntimeCount = false);
 
 } // namespace planner
 } // namespace thdc

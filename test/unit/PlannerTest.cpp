@@ -1,7 +1,8 @@
 //===- PlannerTest.cpp - Unit tests of the microbatch planner -------------===//
 //
 // The S2, S3 and S12 golden vectors of docs/semantics.md as
-// planner tests, the planner's errors, plan validation, edge cases, and a
+// planner tests, the planner's errors, plan validation, the inputs of
+// examples/pack_microbatch.mlir made from a plan, edge cases, and a
 // randomized comparison of first-fit-decreasing with next-fit (and of
 // next-fit with the reference scheduler) on a fixed seed.
 //
@@ -316,6 +317,108 @@ TEST(PlannerS12, UpperBoundVariantsAreReached) {
   EXPECT_EQ(balanced(lengths, capped).numMicrobatches(), 16);
 }
 
+TEST(PlannerS12, PlannerFiguresAreTheReferences) {
+  // The golden rows of S12 through the config: K comes from N, the alignment
+  // and the dummy tail.
+  Result<int64_t> bound =
+      microbatchUpperBound(makeConfig(4096, 2, 2, 32, true, true), 64, 2048);
+  ASSERT_TRUE(bound) << bound.status().message();
+  EXPECT_EQ(*bound, 8);
+  EXPECT_EQ(*microbatchUpperBound(makeConfig(4096, 2, 2, 32, true, true, 3), 64,
+                                  2048),
+            9);
+  EXPECT_EQ(*microbatchUpperBound(capConfig(4096, 2, 2, 2), 64, 2048), 16);
+  EXPECT_EQ(
+      *microbatchUpperBound(capConfig(1024, 1, 2, std::nullopt), 64, 2048), 32);
+  EXPECT_EQ(*microbatchUpperBound(capConfig(1024, 1, 4, std::nullopt), 1, 128),
+            1);
+  EXPECT_ERROR(
+      microbatchUpperBound(makeConfig(4096, 2, 2, 1, true, true), 64, 2048),
+      "must be >= 2 when THD padding appends");
+  EXPECT_ERROR(microbatchUpperBound(capConfig(4096, 2, 2, 31), 0, 2048),
+               "needs positive inputs (GBS = 0");
+
+  // Capture count: runtime 5, bound 8 -> 8; runtime 9 -> 9; forced -> 5.
+  MicrobatchPlan five;
+  five.groups.resize(5);
+  MicrobatchPlan nine;
+  nine.groups.resize(9);
+  EXPECT_EQ(graphCaptureCount(five, 8), 8);
+  EXPECT_EQ(graphCaptureCount(nine, 8), 9);
+  EXPECT_EQ(graphCaptureCount(five, 8, /*useRuntimeCount=*/true), 5);
+}
+
+//===----------------------------------------------------------------------===//
+// The inputs of examples/pack_microbatch.mlir
+//===----------------------------------------------------------------------===//
+
+TEST(PlannerInputs, GoldenRunningExampleEveryRank) {
+  // S3: C = 4, cp = 2, N = 4 with the dummy (K = 3) -> [[0,1],[2,3,4],[5,6]];
+  // both CP ranks get every pack.
+  const PlannerConfig config = makeConfig(4, 2, 1, 4, true, true);
+  const MicrobatchPlan plan = nextFit(kExample, config);
+  for (int64_t rank : {0, 1}) {
+    Result<MicrobatchInputs> inputs = microbatchInputs(plan, rank, 4);
+    ASSERT_TRUE(inputs) << inputs.status().message();
+    EXPECT_EQ(inputs->slots, 3);
+    EXPECT_EQ(inputs->numMicrobatches(), 3);
+    EXPECT_EQ(inputs->sampleIds, (I32{0, 1, 0, 2, 3, 4, 5, 6, 0}));
+    EXPECT_EQ(inputs->numSeqs, (I32{2, 3, 2}));
+  }
+  // A larger N leaves more zeros after each pack.
+  Result<MicrobatchInputs> wide = microbatchInputs(plan, 1, 6);
+  ASSERT_TRUE(wide) << wide.status().message();
+  EXPECT_EQ(wide->slots, 5);
+  EXPECT_EQ(wide->sampleIds,
+            (I32{0, 1, 0, 0, 0, 2, 3, 4, 0, 0, 5, 6, 0, 0, 0}));
+}
+
+TEST(PlannerInputs, EachDataParallelRankGetsItsPack) {
+  // dp = 2, cp = 2: packs [[0,1],[2,3,4],[5],[6]]; ranks 0-1 take packs 0
+  // and 2, ranks 2-3 packs 1 and 3.
+  const MicrobatchPlan plan = nextFit(kExample, capConfig(4, 2, 2, 3));
+  const I32 expectedIds[] = {{0, 1, 0, 5, 0, 0},
+                             {0, 1, 0, 5, 0, 0},
+                             {2, 3, 4, 6, 0, 0},
+                             {2, 3, 4, 6, 0, 0}};
+  const I32 expectedCounts[] = {{2, 1}, {2, 1}, {3, 1}, {3, 1}};
+  for (int64_t rank = 0; rank < 4; ++rank) {
+    Result<MicrobatchInputs> inputs = microbatchInputs(plan, rank, 4);
+    ASSERT_TRUE(inputs) << inputs.status().message();
+    EXPECT_EQ(inputs->sampleIds, expectedIds[rank]) << "rank " << rank;
+    EXPECT_EQ(inputs->numSeqs, expectedCounts[rank]) << "rank " << rank;
+  }
+}
+
+TEST(PlannerInputs, BalancedPlanInPackOrder) {
+  // FFD's packs [[0,1],[2,4,5],[3,6]]: ids in the pack's (increasing) order.
+  const MicrobatchPlan plan = balanced(kExample, capConfig(4, 2, 1, 3));
+  Result<MicrobatchInputs> inputs = microbatchInputs(plan, 0, 4);
+  ASSERT_TRUE(inputs) << inputs.status().message();
+  EXPECT_EQ(inputs->sampleIds, (I32{0, 1, 0, 2, 4, 5, 3, 6, 0}));
+  EXPECT_EQ(inputs->numSeqs, (I32{2, 3, 2}));
+}
+
+TEST(PlannerInputs, NoMicrobatches) {
+  const MicrobatchPlan plan = nextFit({}, capConfig(4, 2, 1, 3));
+  Result<MicrobatchInputs> inputs = microbatchInputs(plan, 1, 4);
+  ASSERT_TRUE(inputs) << inputs.status().message();
+  EXPECT_EQ(inputs->numMicrobatches(), 0);
+  EXPECT_TRUE(inputs->sampleIds.empty());
+}
+
+TEST(PlannerInputs, Errors) {
+  // K = 3 without the dummy reservation: a pack of 3 does not fit N = 3.
+  const MicrobatchPlan plan = nextFit(kExample, capConfig(4, 2, 1, 3));
+  EXPECT_ERROR(microbatchInputs(plan, 0, 3),
+               "microbatch 1 has 3 sequences on rank 0, more than N-1 = 2");
+  EXPECT_ERROR(microbatchInputs(plan, 2, 4),
+               "rank 2 is outside [0, dp*cp = 1*2 = 2)");
+  EXPECT_ERROR(microbatchInputs(plan, -1, 4), "rank -1 is outside");
+  EXPECT_ERROR(microbatchInputs(plan, 0, 1),
+               "thd_max_packed_sequences N = 1 must be >= 2");
+}
+
 //===----------------------------------------------------------------------===//
 // Plan validation
 //===----------------------------------------------------------------------===//
@@ -365,6 +468,8 @@ TEST(PlannerValidation, FindsEveryKindOfViolation) {
             "plan records capacity 9 but C*cp = 8");
   EXPECT_EQ(violation([](MicrobatchPlan &plan) { plan.maxRealSeqs = 4; }),
             "plan records sequence cap 4 but S2 gives 3");
+  EXPECT_EQ(violation([](MicrobatchPlan &plan) { plan.cp = 1; }),
+            "plan records dp x cp = 2 x 1 but the config has 2 x 2");
 
   // Budget and cap, on a one-microbatch config.
   const PlannerConfig single = capConfig(4, 2, 1, 3);
