@@ -7,10 +7,13 @@
 // buffer-protocol import. Every argument is checked against the bundle's
 // signature (dtype, shape, contiguity, device) before anything is launched;
 // with the outputs given, a call allocates nothing and never synchronises, so
-// it can be captured in a CUDA graph.
+// it can be captured in a CUDA graph. The submodules `planner` (the host-side
+// microbatch planner, planner/Planner.h) and `reference` (the reference
+// semantics, for tests) work on NumPy arrays.
 //
 //===----------------------------------------------------------------------===//
 
+#include "planner/Planner.h"
 #include "python/DLPackExchange.h"
 #include "reference/Reference.h"
 #include "runtime/CudaDriver.h"
@@ -22,6 +25,7 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/map.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/unique_ptr.h>
@@ -29,6 +33,7 @@
 
 #include <array>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -741,6 +746,140 @@ nb::object referenceSeqIdx(HostArray<int32_t> cuSeqlens, int64_t totalTokens) {
   return toNumpy(*result);
 }
 
+nb::dict referencePackMicrobatch(
+    HostArray<int64_t> tokenPool, HostArray<int64_t> labelPool,
+    HostArray<float> lossMaskPool, HostArray<int32_t> sampleOffsets,
+    HostArray<int32_t> sampleLengths, HostArray<int32_t> sampleIds,
+    int32_t numSeqs, int32_t cpRank, int64_t C, int64_t cp, int64_t N) {
+  reference::PackStepInput input;
+  input.tokenPool = toVector(tokenPool);
+  input.labelPool = toVector(labelPool);
+  input.lossMaskPool = toVector(lossMaskPool);
+  input.sampleOffsets = toVector(sampleOffsets);
+  input.sampleLengths = toVector(sampleLengths);
+  input.sampleIds = toVector(sampleIds);
+  input.numSeqs = numSeqs;
+  input.cpRank = cpRank;
+  reference::Expected<reference::PackStepOutput> out = [&] {
+    nb::gil_scoped_release release;
+    return reference::packMicrobatchStep(input, C, cp, N);
+  }();
+  if (!out)
+    throw nb::value_error(("pack_microbatch: " + out.error()).c_str());
+  nb::dict result;
+  result["tokens"] = toNumpy(out->tokens);
+  result["labels"] = toNumpy(out->labels);
+  result["position_ids"] = toNumpy(out->positionIds);
+  result["loss_mask"] = toNumpy(out->lossMask);
+  result["padding_mask"] = toNumpy(out->paddingMask);
+  result["cu_seqlens_padded"] = toNumpy(out->cuSeqlensPadded);
+  result["cu_seqlens"] = toNumpy(out->cuSeqlens);
+  result["max_seqlen"] = out->maxSeqlen;
+  result["status"] = out->status;
+  return result;
+}
+
+//===----------------------------------------------------------------------===//
+// The microbatch planner
+//===----------------------------------------------------------------------===//
+
+/// Lengths from Python (a sequence or an array of integers) as int32, or a
+/// ValueError naming the first one outside int32.
+std::vector<int32_t> lengthsArgument(const std::vector<int64_t> &values,
+                                     const char *what) {
+  std::vector<int32_t> lengths;
+  lengths.reserve(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (values[i] < std::numeric_limits<int32_t>::min() ||
+        values[i] > std::numeric_limits<int32_t>::max())
+      throw nb::value_error((std::string(what) + "[" + std::to_string(i) +
+                             "] = " + std::to_string(values[i]) +
+                             " is outside the int32 range")
+                                .c_str());
+    lengths.push_back(int32_t(values[i]));
+  }
+  return lengths;
+}
+
+template <typename T> T valueOrRaise(planner::Result<T> result) {
+  if (!result)
+    throw nb::value_error(result.status().message().c_str());
+  return std::move(*result);
+}
+
+planner::PlannerConfig plannerConfig(int64_t C, int64_t cp, int64_t dp,
+                                     std::optional<int64_t> maxPackedSequences,
+                                     bool alignmentSet, bool dummyTail,
+                                     std::optional<int64_t> vppGroup) {
+  planner::PlannerConfig config;
+  config.maxSeqlenPerRank = C;
+  config.cp = cp;
+  config.dp = dp;
+  config.maxPackedSequences = maxPackedSequences;
+  config.alignmentSet = alignmentSet;
+  config.dummyTail = dummyTail;
+  config.vppGroup = vppGroup;
+  return config;
+}
+
+planner::MicrobatchPlan plannerPlan(const std::vector<int64_t> &paddedLengths,
+                                    int64_t C, int64_t cp, int64_t dp,
+                                    std::optional<int64_t> maxPackedSequences,
+                                    bool alignmentSet, bool dummyTail,
+                                    std::optional<int64_t> vppGroup,
+                                    const std::string &algorithm) {
+  const std::vector<int32_t> lengths =
+      lengthsArgument(paddedLengths, "padded_lengths");
+  const planner::PlannerConfig config = plannerConfig(
+      C, cp, dp, maxPackedSequences, alignmentSet, dummyTail, vppGroup);
+  if (algorithm == "next_fit")
+    return valueOrRaise(planner::nextFitPlan(lengths, config));
+  if (algorithm == "balanced")
+    return valueOrRaise(planner::balancedPlan(lengths, config));
+  if (algorithm == "first_fit_decreasing")
+    return valueOrRaise(planner::firstFitDecreasingPlan(lengths, config));
+  throw nb::value_error(("algorithm must be 'next_fit', 'balanced' or "
+                         "'first_fit_decreasing'; got '" +
+                         algorithm + "'")
+                            .c_str());
+}
+
+nb::tuple plannerMicrobatchInputs(const planner::MicrobatchPlan &plan,
+                                  int64_t rank, int64_t N) {
+  planner::MicrobatchInputs inputs =
+      valueOrRaise(planner::microbatchInputs(plan, rank, N));
+  auto *ids = new std::vector<int32_t>(std::move(inputs.sampleIds));
+  nb::capsule owner(ids, [](void *p) noexcept {
+    delete static_cast<std::vector<int32_t> *>(p);
+  });
+  nb::object sampleIds = nb::cast(nb::ndarray<nb::numpy, int32_t, nb::ndim<2>>(
+      ids->data(),
+      {std::size_t(inputs.numMicrobatches()), std::size_t(inputs.slots)},
+      owner));
+  return nb::make_tuple(sampleIds, toNumpy(inputs.numSeqs));
+}
+
+nb::object plannerAlignLengths(const std::vector<int64_t> &validLengths,
+                               int64_t cp, int64_t tp, bool sequenceParallel,
+                               int64_t dp, bool dynamicCp) {
+  if (cp < 1 || tp < 1 || dp < 1)
+    throw nb::value_error(
+        ("align_lengths needs cp, tp, dp >= 1 (cp = " + std::to_string(cp) +
+         ", tp = " + std::to_string(tp) + ", dp = " + std::to_string(dp) + ")")
+            .c_str());
+  reference::Expected<std::vector<int32_t>> padded = reference::alignLengths(
+      lengthsArgument(validLengths, "valid_lengths"),
+      reference::padGranularity(cp, tp, sequenceParallel, dp, dynamicCp));
+  if (!padded)
+    throw nb::value_error(padded.error().c_str());
+  return toNumpy(*padded);
+}
+
+const char *algorithmName(planner::PlanAlgorithm algorithm) {
+  return algorithm == planner::PlanAlgorithm::NextFit ? "next_fit"
+                                                      : "first_fit_decreasing";
+}
+
 } // namespace
 
 NB_MODULE(_thdc, m) {
@@ -855,4 +994,119 @@ NB_MODULE(_thdc, m) {
                 nb::arg("cp_rank"), nb::arg("C"), nb::arg("cp"), nb::arg("N"));
   reference.def("seq_idx", &referenceSeqIdx, nb::arg("cu_seqlens"),
                 nb::arg("total_tokens"));
+  reference.def(
+      "pack_microbatch", &referencePackMicrobatch, nb::arg("token_pool"),
+      nb::arg("label_pool"), nb::arg("loss_mask_pool"),
+      nb::arg("sample_offsets"), nb::arg("sample_lengths"),
+      nb::arg("sample_ids"), nb::arg("num_seqs"), nb::arg("cp_rank"),
+      nb::arg("C"), nb::arg("cp"), nb::arg("N"),
+      "One microbatch of examples/pack_microbatch.mlir for CP rank cp_rank "
+      "(reference::packMicrobatchStep): a dict of NumPy arrays by output "
+      "name, max_seqlen and status as ints. ValueError for shapes the "
+      "pipeline cannot have and data the reference steps refuse.");
+
+  nb::module_ planning = m.def_submodule(
+      "planner", "The host-side microbatch planner (planner/Planner.h): "
+                 "docs/semantics.md S1, S2, S3 and S12");
+  nb::class_<planner::MicrobatchPlan>(
+      planning, "Plan",
+      "A packing of one global batch into microbatches (S3): packs of "
+      "sequence ids, and groups[m][j], the pack of microbatch m on DP x CP "
+      "rank j = dp_index*cp + cp_index.")
+      .def_ro("packs", &planner::MicrobatchPlan::packs,
+              "the sequence ids of every pack, increasing within a pack")
+      .def_ro("pack_tokens", &planner::MicrobatchPlan::packTokens,
+              "the padded tokens of every pack (<= capacity)")
+      .def_ro("groups", &planner::MicrobatchPlan::groups,
+              "groups[m][j] = packs[m*dp + j//cp]")
+      .def_ro("capacity", &planner::MicrobatchPlan::capacity,
+              "the pack budget C*cp")
+      .def_ro("max_real_seqs", &planner::MicrobatchPlan::maxRealSeqs,
+              "the S2 cap K on sequences per pack (None: no cap)")
+      .def_ro("dp", &planner::MicrobatchPlan::dp)
+      .def_ro("cp", &planner::MicrobatchPlan::cp)
+      .def_prop_ro("num_microbatches",
+                   &planner::MicrobatchPlan::numMicrobatches)
+      .def_prop_ro("algorithm",
+                   [](const planner::MicrobatchPlan &p) {
+                     return algorithmName(p.algorithm);
+                   })
+      .def("__len__", &planner::MicrobatchPlan::numMicrobatches)
+      .def("__repr__", [](const planner::MicrobatchPlan &p) {
+        return "Plan(" + std::to_string(p.numMicrobatches()) +
+               " microbatches, " + std::to_string(p.packs.size()) +
+               " packs, capacity " + std::to_string(p.capacity) + ", dp " +
+               std::to_string(p.dp) + ", cp " + std::to_string(p.cp) + ", " +
+               algorithmName(p.algorithm) + ")";
+      });
+  planning.def(
+      "plan", &plannerPlan, nb::arg("padded_lengths"), nb::arg("C"),
+      nb::arg("cp"), nb::arg("dp") = 1,
+      nb::arg("max_packed_sequences") = nb::none(),
+      nb::arg("alignment_set") = true, nb::arg("dummy_tail") = true,
+      nb::arg("vpp_group") = nb::none(), nb::arg("algorithm") = "next_fit",
+      "Packs the padded lengths (global sequence ids in DP order) into "
+      "microbatches of at most C*cp tokens and, with "
+      "max_packed_sequences N, at most K sequences (S2: N-1 with an "
+      "alignment and the dummy tail, else N). algorithm: 'next_fit' "
+      "(the reference framework's scheduler, S3), 'balanced' "
+      "(first-fit decreasing unless next-fit needs fewer microbatches) "
+      "or 'first_fit_decreasing'. ValueError with the planner's message "
+      "on bad settings, a negative length or a sequence longer than "
+      "C*cp.");
+  planning.def(
+      "microbatch_inputs", &plannerMicrobatchInputs, nb::arg("plan"),
+      nb::arg("rank"), nb::arg("N"),
+      "(sample_ids, num_seqs) of examples/pack_microbatch.mlir for DP x "
+      "CP rank `rank` (cp_rank = rank % cp) and every microbatch: "
+      "sample_ids an int32 array [num_microbatches, N-1] (each pack's "
+      "ids, then zeros), num_seqs an int32 array [num_microbatches]. "
+      "ValueError when a pack has more than N-1 sequences.");
+  planning.def("align_lengths", &plannerAlignLengths, nb::arg("valid_lengths"),
+               nb::arg("cp"), nb::arg("tp") = 1,
+               nb::arg("sequence_parallel") = false, nb::arg("dp") = 1,
+               nb::arg("dynamic_cp") = false,
+               "S1: the padded lengths p = round_up(v, G), G = (2*cp if cp > 1 "
+               "else 1; 2*cp*dp with dynamic CP) * (tp under sequence "
+               "parallelism), as an int32 array.");
+  planning.def(
+      "pad_granularity",
+      [](int64_t cp, int64_t tp, bool sequenceParallel, int64_t dp,
+         bool dynamicCp) {
+        return reference::padGranularity(cp, tp, sequenceParallel, dp,
+                                         dynamicCp);
+      },
+      nb::arg("cp"), nb::arg("tp") = 1, nb::arg("sequence_parallel") = false,
+      nb::arg("dp") = 1, nb::arg("dynamic_cp") = false,
+      "S1: the alignment granularity G.");
+  planning.def(
+      "max_microbatches",
+      [](int64_t globalBatchSize, int64_t maxSeqlen, int64_t C, int64_t cp,
+         int64_t dp, std::optional<int64_t> maxPackedSequences,
+         bool alignmentSet, bool dummyTail, std::optional<int64_t> vppGroup) {
+        return valueOrRaise(planner::microbatchUpperBound(
+            plannerConfig(C, cp, dp, maxPackedSequences, alignmentSet,
+                          dummyTail, vppGroup),
+            globalBatchSize, maxSeqlen));
+      },
+      nb::arg("global_batch_size"), nb::arg("max_seqlen"), nb::arg("C"),
+      nb::arg("cp"), nb::arg("dp") = 1,
+      nb::arg("max_packed_sequences") = nb::none(),
+      nb::arg("alignment_set") = true, nb::arg("dummy_tail") = true,
+      nb::arg("vpp_group") = nb::none(),
+      "S12: the upper bound U on the microbatches of a global batch of "
+      "global_batch_size sequences of padded length at most max_seqlen: "
+      "how many graph slots (or static output buffers) to prepare. A "
+      "next-fit plan never needs more, a balanced plan never more than "
+      "next-fit.");
+  planning.def(
+      "graph_capture_count",
+      [](int64_t numMicrobatches, int64_t upperBound, bool useRuntimeCount) {
+        return reference::graphCaptureCount(numMicrobatches, upperBound,
+                                            useRuntimeCount);
+      },
+      nb::arg("num_microbatches"), nb::arg("upper_bound"),
+      nb::arg("use_runtime_count") = false,
+      "S12: max(num_microbatches, upper_bound), or num_microbatches alone "
+      "when the runtime count must be used.");
 }

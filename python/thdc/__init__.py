@@ -12,6 +12,10 @@ It launches on `stream=` when given, else on the current stream of the
 arrays' framework (PyTorch's, CuPy's), on `device=` when given, else on the
 current device (what torch.cuda.set_device selects). Without a GPU the same
 calls run the bundle's host code on NumPy arrays.
+
+thdc.planner packs a global batch's sequences into microbatches on the host
+and gives examples/pack_microbatch.mlir its per-microbatch inputs;
+thdc.reference is the reference semantics (NumPy in, NumPy out), for tests.
 """
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ import os
 from typing import Mapping, NamedTuple, Optional, Union
 
 from . import _thdc
+from . import planner
 from ._thdc import Kernel, cuda_available, current_device, describe_status, has_jit
 
 __all__ = [
@@ -32,6 +37,7 @@ __all__ = [
     "describe_status",
     "has_jit",
     "load",
+    "planner",
     "reference",
     "signature",
 ]

@@ -1,12 +1,15 @@
-"""Random microbatches for megatron_graph_step-shaped pipelines, and the
-comparison with the reference semantics (thdc.reference, the C++ reference
-bound into the module). Shared by the CPU and the GPU tests."""
+"""Random microbatches for megatron_graph_step-shaped pipelines, random pools
+of samples for pack_microbatch-shaped ones, and the comparison with the
+reference semantics (thdc.reference, the C++ reference bound into the
+module). Shared by the CPU and the GPU tests."""
 import numpy as np
 
 import thdc
 
 INPUTS = ("tokens", "labels", "position_ids", "loss_mask", "cu_seqlens",
           "cu_seqlens_padded", "num_seqs", "cp_rank")
+# The pool inputs of examples/pack_microbatch.mlir, in signature order.
+POOLS = ("token_pool", "label_pool", "loss_mask_pool", "sample_offsets", "sample_lengths")
 COMPARED = ("tokens", "labels", "position_ids", "loss_mask", "padding_mask",
             "cu_seqlens_padded", "cu_seqlens")
 
@@ -61,3 +64,53 @@ def mismatches(outputs, expected):
     if int(np.asarray(outputs["status"])[0]) != expected["status"]:
         bad.append("status")
     return bad
+
+
+def random_pool(rng, C, cp, P, S):
+    """A pool of random samples in the pipeline's static shapes: lengths from
+    0 to C*cp (short ones more often), in a random order with gaps, labels
+    with ignored positions, loss masks with zeros and fractions, garbage in
+    the rows and sample slots no sample uses. Returns the pool and the
+    number of real samples."""
+    count = int(rng.integers(1, S + 1))
+    short = rng.integers(0, max(1, C * cp // 8) + 1, size=count)
+    long = rng.integers(0, C * cp + 1, size=count)
+    lengths = np.where(rng.random(count) < 0.7, short, long)
+    lengths = lengths[np.cumsum(lengths) <= P * 3 // 4]
+    count = len(lengths)
+    room = P - int(lengths.sum())
+    gaps = rng.multinomial(room // 2, np.ones(count + 1) / (count + 1))[:count]
+    order = rng.permutation(count)
+    offsets = np.zeros(count, np.int64)
+    row = 0
+    for sample in order:
+        row += gaps[sample]
+        offsets[sample] = row
+        row += lengths[sample]
+
+    pool = {
+        "token_pool": rng.integers(-(1 << 62), 1 << 62, size=P, dtype=np.int64),
+        "label_pool": np.full(P, -7, np.int64),
+        "loss_mask_pool": np.full(P, -2.5, np.float32),
+        "sample_offsets": rng.integers(-5, 2 * P, size=S).astype(np.int32),
+        "sample_lengths": rng.integers(-5, P, size=S).astype(np.int32),
+    }
+    pool["sample_offsets"][:count] = offsets
+    pool["sample_lengths"][:count] = lengths
+    for start, length in zip(offsets, lengths):
+        rows = slice(start, start + length)
+        pool["token_pool"][rows] = rng.integers(1, 151936, size=length)
+        labels = rng.integers(1, 151936, size=length)
+        labels[rng.random(length) < 0.1] = -100
+        pool["label_pool"][rows] = labels
+        weight = rng.integers(0, 8, size=length)
+        mask = np.where(weight == 1, rng.integers(1, 1024, size=length) / 1024, 1.0)
+        pool["loss_mask_pool"][rows] = np.where((labels == -100) | (weight == 0), 0.0, mask)
+    return pool, count
+
+
+def reference_pack(pool, sample_ids, num_seqs, cp_rank, C, cp, N):
+    """thdc.reference.pack_microbatch of one microbatch of a pool."""
+    return thdc.reference.pack_microbatch(*(pool[name] for name in POOLS),
+                                          np.asarray(sample_ids, np.int32), int(num_seqs),
+                                          cp_rank, C, cp, N)

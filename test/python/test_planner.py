@@ -1,0 +1,321 @@
+"""thdc.planner and examples/pack_microbatch.mlir from Python, on the CPU: the
+planner's golden vectors (docs/semantics.md S1, S2, S3, S12) and errors,
+thdc.reference.pack_microbatch's golden vectors, the pipeline compiled for
+the host against the reference on random pools and plans (every DP x CP
+rank), and the host-side logic of examples/python/global_batch.py (the
+lengths' exchange, the planning, the check)."""
+import os
+import sys
+
+import numpy as np
+import pytest
+
+import thdc
+import thdc.planner as planner
+from conftest import SOURCE_DIR
+from microbatches import POOLS, random_pool, reference_pack
+
+sys.path.insert(0, os.path.join(SOURCE_DIR, "examples", "python"))
+import global_batch  # noqa: E402  (examples/python/global_batch.py)
+
+PACK = os.path.join(SOURCE_DIR, "examples", "pack_microbatch.mlir")
+EXAMPLE = [5, 3, 4, 2, 2, 1, 6]  # S3's padded lengths, C = 4, cp = 2
+
+
+#
+# S1, S2, S3, S12
+#
+
+def test_align_lengths_golden():
+    assert planner.align_lengths([3, 2, 4], cp=2).tolist() == [4, 4, 4]
+    assert planner.align_lengths(np.array([3, 2, 4, 5]), 2).tolist() == [4, 4, 4, 8]
+    assert planner.align_lengths([3, 2, 4], cp=1).tolist() == [3, 2, 4]
+    assert planner.align_lengths([3, 9], cp=2, tp=2, sequence_parallel=True).tolist() == [8, 16]
+    assert planner.pad_granularity(2, tp=2, sequence_parallel=True) == 8
+    assert planner.pad_granularity(2, dp=2, dynamic_cp=True) == 8
+    assert planner.align_lengths([], cp=2).dtype == np.int32
+    with pytest.raises(ValueError, match=r"valid length v\[1\] = -1 is negative"):
+        planner.align_lengths([3, -1], cp=2)
+    with pytest.raises(ValueError, match="needs cp, tp, dp >= 1"):
+        planner.align_lengths([3], cp=0)
+    with pytest.raises(ValueError, match=r"valid_lengths\[0\] = 4294967296 is outside the int32"):
+        planner.align_lengths([1 << 32], cp=1)
+
+
+def test_sequence_cap_golden():
+    def cap(n, alignment, dummy):
+        return planner.plan([1], 4, 2, max_packed_sequences=n, alignment_set=alignment,
+                            dummy_tail=dummy).max_real_seqs
+
+    assert cap(32, True, True) == 31
+    assert cap(32, True, False) == 32
+    assert cap(32, False, True) == 32
+    assert cap(None, True, True) is None
+    with pytest.raises(ValueError, match="must be >= 2 when THD padding appends"):
+        cap(1, True, True)
+
+
+def test_next_fit_golden():
+    plan = planner.plan(EXAMPLE, C=4, cp=2, max_packed_sequences=3, alignment_set=False)
+    assert plan.packs == [[0, 1], [2, 3, 4], [5, 6]]
+    assert plan.pack_tokens == [8, 8, 7]
+    assert plan.capacity == 8 and plan.max_real_seqs == 3 and plan.algorithm == "next_fit"
+    assert plan.num_microbatches == len(plan) == 3 and (plan.dp, plan.cp) == (1, 2)
+    assert plan.groups == [[pack, pack] for pack in plan.packs]
+    assert repr(plan) == "Plan(3 microbatches, 3 packs, capacity 8, dp 1, cp 2, next_fit)"
+
+    dp2 = planner.plan(EXAMPLE, 4, 2, dp=2, max_packed_sequences=3, alignment_set=False)
+    assert dp2.packs == [[0, 1], [2, 3, 4], [5], [6]]
+    assert dp2.groups[1] == [[5], [5], [6], [6]]
+    # N = 4 with the dummy: K = 3, the cap closes the first pack.
+    assert planner.plan([1] * 5, 4, 2, max_packed_sequences=4).packs == [[0, 1, 2], [3, 4]]
+    equal = planner.plan([3] * 7, 4, 2, dp=2, max_packed_sequences=2, alignment_set=False)
+    assert equal.packs == [[0, 1], [2, 3], [4, 5], [6]]
+    assert equal.groups[0] == [[0, 1], [0, 1], [2, 3], [2, 3]]
+    vpp = planner.plan([2, 2, 2, 2], 8, 1, vpp_group=2)
+    assert vpp.packs == [[0, 1, 2], [3]]
+
+
+def test_balanced_golden():
+    plan = planner.plan(EXAMPLE, 4, 2, max_packed_sequences=3, alignment_set=False,
+                        algorithm="balanced")
+    assert plan.algorithm == "first_fit_decreasing"
+    assert plan.packs == [[0, 1], [2, 4, 5], [3, 6]]
+    assert plan.pack_tokens == [8, 7, 8]
+    # Next-fit: [5] [4,3] [4]; first-fit decreasing: [5,3] [4,4].
+    assert planner.plan([5, 4, 3, 4], 4, 2, algorithm="balanced").num_microbatches == 2
+    assert planner.plan([5, 4, 3, 4], 4, 2).num_microbatches == 3
+    ffd = planner.plan([1, 1, 2, 1, 1, 6], 4, 2, max_packed_sequences=3, alignment_set=False,
+                       algorithm="first_fit_decreasing")
+    assert ffd.packs == [[0, 1, 3], [2, 5], [4]]
+
+
+def test_plan_errors():
+    with pytest.raises(ValueError, match=r"sequence 0 has padded length p\[0\] = 9, more than "
+                                         r"the pack budget C\*cp = 4\*2 = 8"):
+        planner.plan([9, 3], 4, 2)
+    with pytest.raises(ValueError, match=r"p\[1\] = -1 is negative"):
+        planner.plan([3, -1], 4, 2)
+    with pytest.raises(ValueError, match="Not enough samples to move"):
+        planner.plan([3], 4, 2, dp=2)
+    with pytest.raises(ValueError, match="C = 0"):
+        planner.plan([3], 0, 2)
+    with pytest.raises(ValueError, match="microbatch_group_size_per_vp_stage = 0"):
+        planner.plan([3], 4, 2, vpp_group=0)
+    with pytest.raises(ValueError, match="algorithm must be 'next_fit', 'balanced'"):
+        planner.plan([3], 4, 2, algorithm="best")
+    with pytest.raises(ValueError, match="outside the int32 range"):
+        planner.plan([1 << 31], 4, 2)
+
+
+def test_microbatch_inputs_golden():
+    plan = planner.plan(EXAMPLE, 4, 2, max_packed_sequences=4)
+    for rank in (0, 1):
+        sample_ids, num_seqs = planner.microbatch_inputs(plan, rank, 4)
+        assert sample_ids.dtype == np.int32 and num_seqs.dtype == np.int32
+        assert sample_ids.tolist() == [[0, 1, 0], [2, 3, 4], [5, 6, 0]]
+        assert num_seqs.tolist() == [2, 3, 2]
+    dp2 = planner.plan(EXAMPLE, 4, 2, dp=2, max_packed_sequences=3, alignment_set=False)
+    assert planner.microbatch_inputs(dp2, 1, 4)[0].tolist() == [[0, 1, 0], [5, 0, 0]]
+    assert planner.microbatch_inputs(dp2, 3, 4)[0].tolist() == [[2, 3, 4], [6, 0, 0]]
+    assert planner.microbatch_inputs(dp2, 3, 4)[1].tolist() == [3, 1]
+    empty_ids, empty_counts = planner.microbatch_inputs(planner.plan([], 4, 2), 0, 6)
+    assert empty_ids.shape == (0, 5) and empty_counts.shape == (0,)
+
+
+def test_microbatch_inputs_errors():
+    plan = planner.plan(EXAMPLE, 4, 2, max_packed_sequences=3, alignment_set=False)
+    with pytest.raises(ValueError, match="microbatch 1 has 3 sequences on rank 0, more than N-1 = 2"):
+        planner.microbatch_inputs(plan, 0, 3)
+    with pytest.raises(ValueError, match=r"rank 2 is outside \[0, dp\*cp = 1\*2 = 2\)"):
+        planner.microbatch_inputs(plan, 2, 4)
+    with pytest.raises(ValueError, match="N = 1 must be >= 2"):
+        planner.microbatch_inputs(plan, 0, 1)
+
+
+def test_s12_golden():
+    # GBS, dp, cp, C, Lmax, vppGroup, N (with the dummy: K = N-1) -> U.
+    assert planner.max_microbatches(64, 2048, 4096, 2, dp=2, max_packed_sequences=32) == 8
+    assert planner.max_microbatches(64, 2048, 4096, 2, dp=2, max_packed_sequences=32,
+                                    vpp_group=3) == 9
+    assert planner.max_microbatches(64, 2048, 4096, 2, dp=2, max_packed_sequences=3) == 16
+    assert planner.max_microbatches(64, 2048, 1024, 1, dp=2) == 32
+    assert planner.max_microbatches(1, 128, 1024, 1, dp=4) == 1
+    with pytest.raises(ValueError, match="needs positive inputs"):
+        planner.max_microbatches(0, 2048, 4096, 2)
+    assert planner.graph_capture_count(5, 8) == 8
+    assert planner.graph_capture_count(9, 8) == 9
+    assert planner.graph_capture_count(5, 8, use_runtime_count=True) == 5
+    # The bound holds: 64 sequences of 2048 tokens in next-fit packs.
+    assert planner.plan([2048] * 64, 4096, 2, dp=2, max_packed_sequences=32).num_microbatches == 8
+
+
+#
+# thdc.reference.pack_microbatch
+#
+
+def spec_pool():
+    """The running example of docs/semantics.md in a pool: A = [11,12,13] at
+    row 5, B = [21,22] at row 0, C = [31,32,33,34] at row 20 (labels +100,
+    loss masks all 1.0), five more samples; C = 8, cp = 2, N = 6, P = 64,
+    S = 8."""
+    tokens = np.full(64, -1, np.int64)
+    offsets = np.array([5, 0, 20, 30, 30, 31, 36, 44], np.int32)
+    lengths = np.array([3, 2, 4, 0, 1, 5, 8, 2], np.int32)
+    for sample, (start, length) in enumerate(zip(offsets, lengths)):
+        tokens[start:start + length] = 10 * (sample + 1) + np.arange(1, length + 1)
+    mask = np.where(tokens >= 0, 1.0, -1.0).astype(np.float32)
+    return {"token_pool": tokens, "label_pool": tokens + 100, "loss_mask_pool": mask,
+            "sample_offsets": offsets, "sample_lengths": lengths}
+
+
+def test_reference_pack_microbatch_golden():
+    pool = spec_pool()
+    ids = [0, 1, 2, -1, 99]
+    r0 = reference_pack(pool, ids, 3, 0, 8, 2, 6)
+    r1 = reference_pack(pool, ids, 3, 1, 8, 2, 6)
+    assert r0["tokens"].tolist() == [11, 0, 21, 0, 31, 34, 0, 0]
+    assert r1["tokens"].tolist() == [12, 13, 22, 0, 32, 33, 0, 0]
+    assert r0["labels"].tolist() == [111, 0, 121, 0, 131, 134, 0, 0]
+    assert r0["loss_mask"].tolist() == [1, 0, 1, 0, 1, 1, 0, 0]
+    assert r1["loss_mask"].tolist() == [1, 1, 1, 0, 1, 1, 0, 0]
+    assert r0["loss_mask"].dtype == np.float32
+    assert r1["position_ids"].tolist() == [1, 2, 1, 0, 1, 2, 0, 0]
+    assert r0["padding_mask"].tolist() == [0, 1, 0, 1, 0, 0, 1, 1]
+    for out in (r0, r1):
+        assert out["cu_seqlens_padded"].tolist() == [0, 4, 8, 12, 16, 16, 16]
+        assert out["cu_seqlens"].tolist() == [0, 3, 5, 9, 13, 13, 13]
+        assert out["max_seqlen"] == 16 and out["status"] == 0
+
+
+def test_reference_pack_microbatch_bad_data_and_shapes():
+    pool = spec_pool()
+    # num_seqs = N leaves no slot for the dummy: status bit 1, empty microbatch.
+    out = reference_pack(pool, [0, 1, 3, 4, 7], 6, 0, 8, 2, 6)
+    assert out["status"] == 1 and thdc.describe_status(out["status"]) == "num_seqs_out_of_range"
+    assert out["tokens"].tolist() == [0] * 8 and out["loss_mask"].tolist() == [0] * 8
+    assert out["padding_mask"].tolist() == [1] * 8
+    assert out["cu_seqlens_padded"].tolist() == [0, 16, 16, 16, 16, 16, 16]
+    with pytest.raises(ValueError, match="sample_ids has 4 entries; it must have N-1 = 5"):
+        reference_pack(pool, [0, 1, 2, 3], 3, 0, 8, 2, 6)
+    with pytest.raises(ValueError, match="C = 7 must be even"):
+        reference_pack(pool, [0, 1, 2, 3, 4], 3, 0, 7, 2, 6)
+    short = dict(pool, loss_mask_pool=pool["loss_mask_pool"][:63])
+    with pytest.raises(ValueError, match="loss_mask_pool have 64/64/63 rows"):
+        reference_pack(short, [0, 1, 2, 3, 4], 3, 0, 8, 2, 6)
+
+
+#
+# The compiled pipeline against the reference
+#
+
+def marked_outputs(kernel):
+    """Output arrays filled with a marker (NaN for floats), so that an
+    element the kernel does not write shows up as a difference."""
+    return {a.name: np.full(a.shape, np.nan if a.dtype.startswith("float") else 0x5A,
+                            dtype=a.dtype)
+            for a in thdc.signature(kernel) if a.direction == "output"}
+
+
+SHAPES = [(64, 1, 9, 2048, 48), (64, 2, 9, 4096, 64), (96, 4, 17, 8192, 96)]
+
+
+@pytest.mark.parametrize("C,cp,N,P,S", SHAPES)
+def test_pack_microbatch_matches_reference(compile_host, C, cp, N, P, S):
+    """Random pools planned into microbatches (next-fit and balanced, dp 1
+    and 2): every microbatch of every DP x CP rank, compiled pipeline
+    against thdc.reference.pack_microbatch."""
+    kernel = compile_host(PACK, C=C, cp=cp, N=N, P=P, S=S)
+    assert [a.name for a in thdc.signature(kernel) if a.direction == "input"] == [
+        *POOLS, "sample_ids", "num_seqs", "cp_rank"]
+    rng = np.random.default_rng(C * 100 + cp * 10 + N)
+    runs, fractions = 0, 0
+    for trial in range(12):
+        pool, count = random_pool(rng, C, cp, P, S)
+        dp = 1 + trial % 2
+        algorithm = ("next_fit", "balanced")[trial // 2 % 2]
+        padded = planner.align_lengths(pool["sample_lengths"][:count], cp)
+        try:
+            plan = planner.plan(padded, C, cp, dp=dp, max_packed_sequences=N,
+                                algorithm=algorithm)
+        except ValueError as error:  # dp = 2 needs at least two packs
+            assert "Not enough samples to move" in str(error)
+            continue
+        assert sorted(i for pack in plan.packs for i in pack) == list(range(count))
+        for rank in range(dp * cp):
+            sample_ids, num_seqs = planner.microbatch_inputs(plan, rank, N)
+            for m in range(plan.num_microbatches):
+                inputs = dict(pool, sample_ids=sample_ids[m], num_seqs=num_seqs[m:m + 1],
+                              cp_rank=np.array([rank % cp], np.int32))
+                outputs = kernel(**inputs, out=marked_outputs(kernel))
+                expected = reference_pack(pool, sample_ids[m], int(num_seqs[m]), rank % cp,
+                                          C, cp, N)
+                assert expected["status"] == 0
+                bad = global_batch.differences(outputs._asdict(), expected)
+                assert bad == [], f"trial {trial}, rank {rank}, microbatch {m}: {bad} differ"
+                fractions += bool(((expected["loss_mask"] > 0) & (expected["loss_mask"] < 1)).any())
+                runs += 1
+    assert runs > 50 and fractions > 0
+
+
+#
+# examples/python/global_batch.py, without the GPU
+#
+
+@pytest.mark.parametrize("world", [1, 2, 3])
+def test_lengths_exchange_restores_the_global_order(world):
+    batch = global_batch.draw_global_batch(3, 100, 64, 2, 8192, 128)
+    n = batch["num_samples"]
+    lengths = batch["sample_lengths"][:n]
+    size = global_batch.share_size(n, world)
+    shares = [global_batch.local_share(lengths, rank, world) for rank in range(world)]
+    assert sum(len(share) for share in shares) == n
+    gathered = np.concatenate([np.pad(s, (0, size - len(s)), constant_values=-1) for s in shares])
+    assert np.array_equal(global_batch.interleave_shares(gathered, n, world), lengths)
+
+
+def test_global_batch_draw():
+    C, cp, P, S = 4096, 2, 1 << 20, 512
+    batch = global_batch.draw_global_batch(0, 256, C, cp, P, S)
+    again = global_batch.draw_global_batch(0, 256, C, cp, P, S)
+    assert all(np.array_equal(batch[k], again[k]) for k in POOLS)
+    n = batch["num_samples"]
+    lengths, offsets = batch["sample_lengths"][:n], batch["sample_offsets"][:n]
+    assert n == 256 and lengths.min() >= 1 and lengths.max() <= C * cp
+    assert np.array_equal(offsets[1:], (offsets + lengths)[:-1])
+    ignored = batch["label_pool"] == global_batch.IGNORE
+    assert ignored.any() and not batch["loss_mask_pool"][ignored].any()
+    small = global_batch.draw_global_batch(0, 256, C, cp, 50000, S)
+    assert 0 < small["num_samples"] < 256
+    assert small["sample_lengths"].sum() <= 50000
+
+
+@pytest.mark.parametrize("cp", [1, 2])
+def test_global_batch_example_on_the_host(compile_host, cp):
+    """The example's flow for every rank of a CP group, with the host code:
+    the shares exchanged, the plan, each microbatch's launch against the
+    reference."""
+    C, N, P, S = 256, 17, 16384, 128
+    kernel = compile_host(PACK, C=C, cp=cp, N=N, P=P, S=S)
+    batch = global_batch.draw_global_batch(11, 120, C, cp, P, S)
+    n = batch["num_samples"]
+    size = global_batch.share_size(n, cp)
+    gathered = np.concatenate([
+        np.pad(global_batch.local_share(batch["sample_lengths"][:n], rank, cp),
+               (0, size - len(range(rank, n, cp))), constant_values=-1) for rank in range(cp)])
+    lengths = global_batch.interleave_shares(gathered, n, cp)
+    pools = {name: batch[name] for name in POOLS}
+    for algorithm in ("next_fit", "balanced"):
+        for rank in range(cp):
+            plan, sample_ids, num_seqs = global_batch.plan_microbatches(
+                lengths, C, cp, N, rank, algorithm)
+            assert plan.num_microbatches <= planner.max_microbatches(n, C * cp, C, cp,
+                                                                     max_packed_sequences=N)
+            packed = [i for m in range(plan.num_microbatches) for i in sample_ids[m, :num_seqs[m]]]
+            assert sorted(packed) == list(range(n))
+            expected = global_batch.reference_outputs(batch, sample_ids, num_seqs, rank, C, cp, N)
+            for m in range(plan.num_microbatches):
+                out = kernel(**pools, sample_ids=sample_ids[m], num_seqs=num_seqs[m:m + 1],
+                             cp_rank=np.array([rank], np.int32), out=marked_outputs(kernel))
+                assert global_batch.differences(out._asdict(), expected[m]) == []
+                assert expected[m]["status"] == 0
