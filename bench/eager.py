@@ -16,6 +16,11 @@ S7, S10 and the "Host syncs / data-dependent shapes" table):
        arrays padded with torch.cat + repeat
 
 That is 8 host syncs per microbatch (7 when cp == 1, where S7 is a no-op).
+
+eager_pack_step is the same step from a pool of samples, the outputs of
+examples/pack_microbatch.mlir: S1 + S4 first (each chosen sample sliced
+from the pool and padded to its aligned length, the pack joined with
+torch.cat, cu_seqlens and cu_seqlens_padded from cumsum), then eager_step.
 TE computes the partition indices in one CUDA kernel; so does this file when
 CuPy is installed (a RawKernel launched on torch's current stream, one
 thread per local row with TE's binary search), otherwise a dozen torch ops
@@ -25,6 +30,7 @@ microbatches; bad metadata is not handled (the framework asserts), and
 
 Usage (on a machine with PyTorch and a GPU):
   eager.py --selftest                      the golden running example of docs/semantics.md
+                                           (eager_step, and eager_pack_step from a pool)
   eager.py --check FILE [FILE ...]         compare with expected outputs (JSON
                                            mapping output names to flat arrays,
                                            e.g. from handwritten_check
@@ -296,6 +302,56 @@ def eager_step(batch, C, cp, N, rank, index_impl="auto"):
     return outputs
 
 
+def pack_samples(pools, sample_offsets, sample_lengths, sample_ids, cp, pad_id=0):
+    """S1 + S4 the framework's way: the framework batch (framework_batch's
+    layout) of one pack. The varlen dataset gives every sample aligned to
+    p = round_up(v, G) rows (G = 2*cp, or 1 when cp == 1): its tokens and
+    labels right-padded with pad_id, its loss mask with 0.0, its position ids
+    counting 0..p-1; the scheduler joins the pack's samples with torch.cat
+    and builds cu_seqlens and cu_seqlens_padded as cumulative sums of the
+    lengths.
+
+    pools: device tensors "token_pool", "label_pool" (int64) and
+    "loss_mask_pool" (float32), sample k at rows [offset, offset + v);
+    sample_offsets, sample_lengths: the dataset's index (host sequences);
+    sample_ids: the pack's samples in pack order (host, from the planner)."""
+    device = pools["token_pool"].device
+    granularity = 2 * cp if cp > 1 else 1
+    parts = {key: [] for key in DATA_KEYS}
+    valid, padded = [], []
+    for sample in sample_ids:
+        start, length = int(sample_offsets[sample]), int(sample_lengths[sample])
+        aligned = -(-length // granularity) * granularity
+        rows = slice(start, start + length)
+        tail = (0, aligned - length)
+        parts["tokens"].append(F.pad(pools["token_pool"][rows], tail, value=pad_id))
+        parts["labels"].append(F.pad(pools["label_pool"][rows], tail, value=pad_id))
+        parts["loss_mask"].append(F.pad(pools["loss_mask_pool"][rows], tail, value=0.0))
+        parts["position_ids"].append(torch.arange(aligned, dtype=torch.int64, device=device))
+        valid.append(length)
+        padded.append(aligned)
+    dtypes = {"tokens": torch.int64, "labels": torch.int64, "position_ids": torch.int64,
+              "loss_mask": torch.float32}
+    batch = {key: torch.cat(values) if values else torch.empty(0, dtype=dtypes[key], device=device)
+             for key, values in parts.items()}
+    for name, lengths in (("cu_seqlens", valid), ("cu_seqlens_padded", padded)):
+        lengths = torch.tensor(lengths, dtype=torch.int32, device=device)
+        batch[name] = F.pad(torch.cumsum(lengths, 0, dtype=torch.int32), (1, 0))
+    batch["max_seqlen"] = torch.tensor(max(padded, default=0), dtype=torch.int32, device=device)
+    return batch
+
+
+def eager_pack_step(pools, sample_offsets, sample_lengths, sample_ids, C, cp, N, rank,
+                    pad_id=0, index_impl="auto"):
+    """One microbatch packed from a pool for CP rank `rank`, the way the
+    reference framework does it: pack_samples (S1 + S4), then eager_step (S5,
+    S6, S7, S10 with their host syncs). The outputs of
+    examples/pack_microbatch.mlir (and of reference::packMicrobatchStep) for
+    a valid pack; the framework cannot pack an empty one under CP."""
+    batch = pack_samples(pools, sample_offsets, sample_lengths, sample_ids, cp, pad_id)
+    return eager_step(batch, C, cp, N, rank, index_impl)
+
+
 #
 # Timing
 #
@@ -389,7 +445,8 @@ def check_file(path, defaults, index_impl="auto"):
 
 
 def selftest(index_impl="auto"):
-    """The running example of docs/semantics.md (S10 "graph: cp=2, target 8, N=6")."""
+    """The running example of docs/semantics.md (S10 "graph: cp=2, target 8,
+    N=6"), through eager_step and through eager_pack_step."""
     device = "cuda"
     base = {
         "tokens": [11, 12, 13, 99, 21, 22, 99, 99, 31, 32, 33, 34],
@@ -422,6 +479,27 @@ def selftest(index_impl="auto"):
                 print(f"FAIL selftest rank {rank}: {difference}")
                 failures += 1
     checks = sum(len(e) + 4 for e in golden.values())
+
+    # The same microbatch packed from a pool (the samples out of order, with
+    # gaps): A = [11,12,13] at row 5, B = [21,22] at row 0, C = [31..34] at
+    # row 20; all-ones loss masks.
+    tokens = [0] * 32
+    for start, values in ((5, [11, 12, 13]), (0, [21, 22]), (20, [31, 32, 33, 34])):
+        tokens[start:start + len(values)] = values
+    pools = {"token_pool": torch.tensor(tokens, dtype=torch.int64, device=device),
+             "label_pool": torch.tensor(tokens, dtype=torch.int64, device=device) + 100,
+             "loss_mask_pool": torch.ones(32, dtype=torch.float32, device=device)}
+    for rank, expected in golden.items():
+        out = eager_pack_step(pools, [5, 0, 20], [3, 2, 4], [0, 1, 2], 8, 2, 6, rank,
+                              pad_id=99, index_impl=index_impl)
+        expected = dict(expected, cu_seqlens_padded=[0, 4, 8, 12, 16, 16, 16],
+                        cu_seqlens=[0, 3, 5, 9, 13, 13, 13], max_seqlen=[16], status=[0])
+        for name, values in expected.items():
+            difference = _first_difference(name, out[name], _expected_tensor(values, out[name]))
+            if difference:
+                print(f"FAIL selftest (from a pool) rank {rank}: {difference}")
+                failures += 1
+        checks += len(expected)
     print(f"{checks - failures} passed, {failures} failed")
     return 1 if failures else 0
 

@@ -3,7 +3,8 @@
 # the eager baseline) but no MLIR: builds the parts of thdc without MLIR and
 # runs, on bundles compiled elsewhere by scripts/make-gpu-bundles.sh,
 #   check: the GPU suite (thdc-runtime-check: random microbatches, 1000 graph
-#          replays with new data, every status bit, GPU against host code),
+#          replays with new data, every status bit, GPU against host code;
+#          every example pipeline against its recorded reference cases),
 #          then under compute-sanitizer memcheck and racecheck;
 #   jit:   cold and warm JIT compile times, when a thdc-embed binary and the
 #          LLVM/MLIR runtime libraries are given (THDC_EMBED; THDC_MLIR_DEBS,
@@ -11,8 +12,10 @@
 #   bench: bench/thdc_bench and bench/eager.py in one run, then
 #          bench/report.py writes the results table;
 #   python: the Python package built there (nanobind) and its pytest suites
-#          on PyTorch (test/python), torchrun with cp = 2 when there are two
-#          GPUs, and bench/python_call.py beside bench/thdc_bench.
+#          on PyTorch (test/python), examples/python/global_batch.py on one
+#          GPU (cp = 1), torchrun with cp = 2 (torchrun_cp.py, and
+#          global_batch.py) when there are two GPUs, and
+#          bench/python_call.py beside bench/thdc_bench.
 #   scripts/gpu-suite.sh [check|jit|bench|python|all][,...] RESULTS_DIR
 # A Python package missing there (megatron-core) can be given as wheels in
 # THDC_WHEELS; they are installed into a temporary folder.
@@ -47,6 +50,8 @@ if wants check; then
   export THDC_CACHE_DIR=$(mktemp -d)
   run gpu-suite "$build/bin/thdc-runtime-check" --replays 1000 "$bundles"/check/*
   run gpu-suite-cached "$build/bin/thdc-runtime-check" --replays 10 --microbatches 2 "$bundles"/check/C32768_cp2_N64
+  # Every example pipeline against its recorded reference cases.
+  run gpu-examples "$build/bin/thdc-runtime-check" "$bundles"/examples/*
   # A manifest edited to another buffer size is refused: the kernel states
   # its own lengths.
   tampered=$(mktemp -d)/other-size
@@ -67,6 +72,9 @@ if wants check; then
     run "sanitizer-$tool" "$sanitizer" --tool "$tool" --error-exitcode 1 \
       "$build/bin/thdc-runtime-check" --replays 20 --microbatches 3 \
       "$bundles/check/C8_cp2_N6" "$bundles/check/C1024_cp4_N33" "$bundles/check/C4096_cp8_N64"
+    run "sanitizer-$tool-examples" "$sanitizer" --tool "$tool" --error-exitcode 1 \
+      "$build/bin/thdc-runtime-check" "$bundles"/examples/*_C1024_* "$bundles"/examples/pack_microbatch_C8_* \
+      "$bundles"/examples/pack_microbatch_dynamic_cp_C16_* "$bundles"/examples/model_positions_C8_*
   done
 fi
 
@@ -124,13 +132,20 @@ if wants python; then
   run python-pytest python3 -m pytest -v -p no:cacheprovider "$root/test/python"
   run python-quickstart env THDC_STEP_BUNDLE="$bundles/python/megatron_step_C4096_cp2_N64" \
     python3 "$root/examples/python/quickstart.py"
+  # A global batch planned on the host and packed on the GPU, against the
+  # reference and the eager PyTorch step: one process (cp = 1), then one per
+  # CP rank under torchrun (cp = 2).
+  run python-global-batch-cp1 python3 "$root/examples/python/global_batch.py" \
+    --bundle "$bundles/python/pack_microbatch_C4096_cp1_N64_P1048576_S512" --json "$out/global-batch-cp1.json"
   gpus=$(python3 -c 'import torch; print(torch.cuda.device_count())')
   if [ "$gpus" -ge 2 ]; then
     export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
     run python-torchrun torchrun --standalone --nproc-per-node 2 "$root/test/python/torchrun_cp.py" \
       --bundle "$bundles/python/megatron_step_C1024_cp2_N33" --microbatches 500
+    run python-global-batch-cp2 torchrun --standalone --nproc-per-node 2 "$root/examples/python/global_batch.py" \
+      --bundle "$bundles/python/pack_microbatch_C4096_cp2_N64_P1048576_S512" --json "$out/global-batch-cp2.json"
   else
-    echo "== python-torchrun: skipped (one GPU)" | tee -a "$out/summary.txt"
+    echo "== python-torchrun, python-global-batch-cp2: skipped (one GPU)" | tee -a "$out/summary.txt"
   fi
   run python-bench-cpp sh -c "\"$build/bench/thdc_bench\" \"$bundles/bench\" > \"$out/python-bench-cpp.jsonl\""
   run python-bench python3 "$root/bench/python_call.py" "$bundles/bench" \

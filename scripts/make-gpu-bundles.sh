@@ -20,6 +20,19 @@ done
 # The PTX alone (the others carry a cubin for sm_90 too): the driver compiles
 # it at load, as on any chip the bundle has no cubin for.
 "$bin/thdc" "$example" --param C=32768 --param cp=2 --param N=64 --no-cubin -o "$out/check/C32768_cp2_N64_ptx-only"
+# Every example pipeline at the differential harness's shapes, each with the
+# cases the harness recorded (inputs and the reference interpreter's
+# outputs) in cases.bin: thdc-runtime-check replays them on the GPU.
+mkdir -p "$out/examples" "$out/cases"
+THDC_RECORD_CASES="$out/cases" "$bin/thdc-interpreter-differential-tests" \
+  --gtest_filter='InterpreterDifferential.*Examples*:InterpreterDifferential.ModelPositions:InterpreterDifferential.PackMicrobatch*' > "$out/cases/harness.txt"
+for args in "$out"/cases/*.args; do
+  stem=$(basename "$args" .args)
+  read -r pipeline params < "$args"
+  "$bin/thdc" "$root/examples/$pipeline" $params -o "$out/examples/$stem"
+  cp "$out/cases/$stem.cases" "$out/examples/$stem/cases.bin"
+done
+rm -rf "$out/cases"
 # The benchmark's configurations (bench/inputs.h).
 for shape in "8192 1 64" "32768 2 64" "32768 4 128" "131072 2 256" "1048576 2 1024"; do
   set -- $shape
@@ -45,14 +58,23 @@ if [ "${THDC_GEOMETRY_SWEEP:-0}" = 1 ]; then
   done
 fi
 # The Python tests' kernels (test/python/test_torch_gpu.py, torchrun_cp.py)
-# and examples/python/quickstart.py's: the example and the megatron
-# drop-in's pipeline.
+# and examples/python/quickstart.py's and global_batch.py's: the examples and
+# the megatron drop-in's pipeline.
 mkdir -p "$out/python"
 "$bin/thdc" "$example" --param C=1024 --param cp=2 --param N=33 -o "$out/python/megatron_graph_step_C1024_cp2_N33"
 for shape in "1024 1 17" "1024 2 33" "4096 2 64"; do
   set -- $shape
   "$bin/thdc" "$root/python/thdc/pipelines/megatron_step.mlir" --param C=$1 --param cp=$2 --param N=$3 \
     -o "$out/python/megatron_step_C$1_cp$2_N$3"
+done
+# examples/pack_microbatch.mlir (C, cp, N, pool rows P, pool samples S):
+# examples/python/global_batch.py's, one process per CP rank (cp = 1 and 2;
+# 1M pool rows and 512 samples hold its global batch of 256 samples of up to
+# C*cp tokens), and test_torch_gpu.py's.
+for shape in "4096 1 64 1048576 512" "4096 2 64 1048576 512" "1024 2 33 16384 64"; do
+  set -- $shape
+  "$bin/thdc" "$root/examples/pack_microbatch.mlir" --param C=$1 --param cp=$2 --param N=$3 \
+    --param P=$4 --param S=$5 -o "$out/python/pack_microbatch_C$1_cp$2_N$3_P$4_S$5"
 done
 # fmt's headers for the runtime-only build there (header-only; a GPU host may
 # have neither libfmt-dev nor a network): scripts/gpu-suite.sh passes this

@@ -3,7 +3,9 @@ one call captured in torch.cuda.graph and replayed with new microbatches,
 torch.compile through the custom op, the megatron drop-in (PackedSeqParams,
 seq_idx against megatron-core, capture), PyTorch's variable-length attention
 fed with the outputs, CuPy arrays, no host synchronisation, and, with two
-GPUs, the caller's device. Skipped without PyTorch or a GPU.
+GPUs, the caller's device; examples/pack_microbatch.mlir on torch tensors
+(pools planned into microbatches) and examples/python/global_batch.py in
+one process. Skipped without PyTorch or a GPU.
 
 Kernels come from bundles compiled elsewhere (THDC_BUNDLES, written by
 scripts/make-gpu-bundles.sh) or, where thdc has a JIT, are compiled here."""
@@ -20,7 +22,10 @@ import thdc  # noqa: E402
 import thdc.megatron  # noqa: E402
 import thdc.torch  # noqa: E402
 from conftest import EXAMPLE, SOURCE_DIR  # noqa: E402
-from microbatches import INPUTS, mismatches, random_microbatch, reference  # noqa: E402
+from microbatches import (INPUTS, POOLS, mismatches, random_microbatch,  # noqa: E402
+                          random_pool, reference, reference_pack)
+
+PACK = os.path.join(SOURCE_DIR, "examples", "pack_microbatch.mlir")
 
 BUNDLES = os.environ.get("THDC_BUNDLES", os.path.join(SOURCE_DIR, "build-gpu-bundles"))
 
@@ -432,3 +437,123 @@ def test_explicit_device_and_mismatch():
             b = kernel(**on_one)
         assert torch.equal(a.tokens.cpu(), b.tokens.cpu())
     assert torch.cuda.current_device() == 0
+
+
+def pack_kernel(C, cp, N, P, S):
+    """The kernel of examples/pack_microbatch.mlir for these parameters, and
+    its bundle's path (None when the JIT compiled it)."""
+    path = os.path.join(BUNDLES, "python", f"pack_microbatch_C{C}_cp{cp}_N{N}_P{P}_S{S}")
+    if os.path.isdir(path):
+        return thdc.load(path, backend="cuda"), path
+    if thdc.has_jit:
+        params = {"C": C, "cp": cp, "N": N, "P": P, "S": S}
+        return thdc.compile(PACK, params, backend="cuda"), None
+    pytest.skip(f"no bundle {path} and no JIT")
+
+
+def test_pack_microbatch_matches_reference():
+    """Random pools planned into microbatches: every microbatch of every CP
+    rank launched on torch tensors into static outputs under
+    set_sync_debug_mode("error"), then compared with
+    thdc.reference.pack_microbatch."""
+    C, cp, N, P, S = 1024, 2, 33, 16384, 64
+    kernel, _ = pack_kernel(C, cp, N, P, S)
+    assert kernel.backend == "cuda"
+    spec = [a for a in thdc.signature(kernel) if a.direction == "output"]
+    rng = np.random.default_rng(17)
+    checked = 0
+    for trial in range(10):
+        pool, count = random_pool(rng, C, cp, P, S)
+        padded = thdc.planner.align_lengths(pool["sample_lengths"][:count], cp)
+        plan = thdc.planner.plan(padded, C, cp, max_packed_sequences=N,
+                                 algorithm=("next_fit", "balanced")[trial % 2])
+        on_gpu = {name: torch.from_numpy(pool[name]).cuda() for name in POOLS}
+        for rank in range(cp):
+            sample_ids, num_seqs = thdc.planner.microbatch_inputs(plan, rank, N)
+            ids = torch.from_numpy(sample_ids).cuda()
+            counts = torch.from_numpy(num_seqs).cuda()
+            cp_rank = torch.tensor([rank], dtype=torch.int32, device="cuda")
+            microbatches = plan.num_microbatches
+            outs = {a.name: torch.full((microbatches,) + a.shape, 0x55,
+                                       dtype=getattr(torch, a.dtype), device="cuda")
+                    for a in spec}
+            torch.cuda.synchronize()
+            torch.cuda.set_sync_debug_mode("error")
+            try:
+                for m in range(microbatches):
+                    kernel(**on_gpu, sample_ids=ids[m], num_seqs=counts[m:m + 1],
+                           cp_rank=cp_rank, out={k: v[m] for k, v in outs.items()})
+            finally:
+                torch.cuda.set_sync_debug_mode("default")
+            got = {k: v.cpu().numpy() for k, v in outs.items()}
+            for m in range(microbatches):
+                expected = reference_pack(pool, sample_ids[m], num_seqs[m], rank, C, cp, N)
+                assert expected["status"] == 0
+                bad = mismatches({k: v[m] for k, v in got.items()}, expected)
+                assert bad == [], f"trial {trial}, rank {rank}, microbatch {m}: {bad} differ"
+                checked += 1
+    assert checked > 20
+
+
+def test_pack_microbatch_ignores_stale_shared_memory():
+    """Before every launch, a kernel fills every multiprocessor's shared
+    memory with a value no input has (-1, INT32_MAX): the outputs must not
+    change. A kernel that reads shared memory it did not write in the same
+    launch sees what the previous kernel on that multiprocessor left there
+    (in a training loop: anything)."""
+    cupy = pytest.importorskip("cupy")
+    C, cp, N, P, S = 1024, 2, 33, 16384, 64
+    kernel, _ = pack_kernel(C, cp, N, P, S)
+    poison = cupy.RawKernel(r"""
+    extern "C" __global__ void poison(int value) {
+      extern __shared__ int rows[];
+      for (int i = threadIdx.x; i < 12288; i += blockDim.x) rows[i] = value;
+    }""", "poison")
+    sm_count = torch.cuda.get_device_properties(0).multi_processor_count
+    rng = np.random.default_rng(18)
+    pool, count = random_pool(rng, C, cp, P, S)
+    plan = thdc.planner.plan(thdc.planner.align_lengths(pool["sample_lengths"][:count], cp),
+                             C, cp, max_packed_sequences=N)
+    on_gpu = {name: torch.from_numpy(pool[name]).cuda() for name in POOLS}
+    failures = []
+    for rank in range(cp):
+        sample_ids, num_seqs = thdc.planner.microbatch_inputs(plan, rank, N)
+        for m in range(plan.num_microbatches):
+            expected = reference_pack(pool, sample_ids[m], num_seqs[m], rank, C, cp, N)
+            for value in (-1, 2**31 - 1):
+                torch.cuda.synchronize()
+                poison((8 * sm_count,), (256,), (np.int32(value),), shared_mem=49152)
+                cupy.cuda.Device().synchronize()
+                out = kernel(**on_gpu, sample_ids=torch.from_numpy(sample_ids[m]).cuda(),
+                             num_seqs=torch.from_numpy(num_seqs[m:m + 1]).cuda(),
+                             cp_rank=torch.tensor([rank], dtype=torch.int32, device="cuda"))
+                bad = mismatches(host(out), expected)
+                if bad:
+                    failures.append((rank, m, value, bad))
+    assert failures == []
+
+
+def test_global_batch_example_in_one_process(tmp_path):
+    """examples/python/global_batch.py without torchrun (cp = 1): every
+    microbatch of thdc and of the eager PyTorch step equal to the reference."""
+    import importlib.util
+    import json
+
+    if "LOCAL_RANK" in os.environ:
+        pytest.skip("runs as a single process")
+    args = ["--global-batches", "2", "--samples", "128", "--json", str(tmp_path / "figures.json")]
+    path = os.path.join(BUNDLES, "python", "pack_microbatch_C4096_cp1_N64_P1048576_S512")
+    if os.path.isdir(path):
+        args += ["--bundle", path]
+    elif not thdc.has_jit:
+        pytest.skip(f"no bundle {path} and no JIT")
+    spec = importlib.util.spec_from_file_location(
+        "global_batch", os.path.join(SOURCE_DIR, "examples", "python", "global_batch.py"))
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    assert example.main(args) == 0
+    figures = json.loads((tmp_path / "figures.json").read_text())
+    assert figures["failed"] == 0 and figures["eager_failed"] == 0
+    # The warm-up global batch is checked too, not timed.
+    assert figures["passed"] > sum(figures["microbatches"]) > 0
+    assert figures["thdc_ms_per_global_batch"] > 0
