@@ -3,7 +3,7 @@
 // Sections S2 and S3 of docs/semantics.md: the cap K on real sequences per
 // pack (schedulerMaxRealNumSeqs) and the in-order next-fit packing of a
 // global batch into microbatches, with the DP x CP group mapping
-// (dpBalancedGroups). The host planner (runtime/Planner.h) builds on these.
+// (dpBalancedGroups). The host planner (planner/Planner.h) builds on these.
 //
 //===----------------------------------------------------------------------===//
 
