@@ -752,6 +752,23 @@ TEST(InterpreterDifferential, GraphStepExamples) {
   }
 }
 
+/// cu arrays padded to a static count of entries (the graphs' inputs), on
+/// valid and on faulty metadata (counts out of range included).
+TEST(InterpreterDifferential, StaticCuSeqlens) {
+  for (auto [C, cp, N] : {std::tuple<int64_t, int64_t, int64_t>{8, 2, 6},
+                          {16, 1, 4},
+                          {1024, 2, 40}}) {
+    Pipeline pipeline{"static_cu_seqlens.mlir", example("static_cu_seqlens.mlir"),
+                      [=](std::mt19937 &rng, int i) {
+                        return graphStepValues(rng, i, C, cp, N,
+                                               cp > 1 ? 2 * cp : 1, N);
+                      },
+                      60,
+                      {{"N", N}}};
+    runPipeline(pipeline, uint32_t(50 + N));
+  }
+}
+
 /// RoPE rows and seq_idx from a step's metadata: at least one sequence (the
 /// semantics continues the last one), tables shorter and longer than
 /// max_seqlen.
