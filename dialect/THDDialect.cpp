@@ -66,6 +66,33 @@ llvm::StringMap<int64_t> mlir::thd::getPipelineParams(Operation *op) {
   return params;
 }
 
+/// The value of `expr` under `params`; nullopt with `error` set when it does
+/// not evaluate.
+static std::optional<int64_t>
+evaluateParams(ExprAttr expr, const llvm::StringMap<int64_t> &params,
+               std::string &error) {
+  return thdc::evaluateParamExpr(
+      expr.getText(),
+      [&](StringRef name) -> std::optional<int64_t> {
+        auto it = params.find(name);
+        if (it == params.end())
+          return std::nullopt;
+        return it->getValue();
+      },
+      error);
+}
+
+std::optional<int64_t> mlir::thd::tryResolveIntOrParam(Operation *op,
+                                                       Attribute attr) {
+  if (auto integer = dyn_cast<IntegerAttr>(attr))
+    return integer.getInt();
+  auto expr = dyn_cast<ExprAttr>(attr);
+  if (!expr)
+    return std::nullopt;
+  std::string error;
+  return evaluateParams(expr, getPipelineParams(op), error);
+}
+
 FailureOr<int64_t> mlir::thd::resolveIntOrParam(Operation *op, Attribute attr,
                                                 StringRef attrName) {
   if (auto integer = dyn_cast<IntegerAttr>(attr))
@@ -78,15 +105,7 @@ FailureOr<int64_t> mlir::thd::resolveIntOrParam(Operation *op, Attribute attr,
                              << attr;
   llvm::StringMap<int64_t> params = getPipelineParams(op);
   std::string error;
-  std::optional<int64_t> value = thdc::evaluateParamExpr(
-      expr.getText(),
-      [&](StringRef name) -> std::optional<int64_t> {
-        auto it = params.find(name);
-        if (it == params.end())
-          return std::nullopt;
-        return it->getValue();
-      },
-      error);
+  std::optional<int64_t> value = evaluateParams(expr, params, error);
   if (!value) {
     InFlightDiagnostic diag = op->emitOpError() << "cannot evaluate '"
                                                 << attrName << "': " << error;

@@ -27,6 +27,9 @@ llvm::StringMap<int64_t> getPipelineParams(Operation *op);
 FailureOr<int64_t> resolveIntOrParam(Operation *op, Attribute attr,
                                      llvm::StringRef attrName);
 
+/// The same without a diagnostic: std::nullopt when `attr` does not resolve.
+std::optional<int64_t> tryResolveIntOrParam(Operation *op, Attribute attr);
+
 } // namespace mlir::thd
 
 #endif // THDC_DIALECT_THDDIALECT_H

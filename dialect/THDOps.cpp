@@ -336,27 +336,6 @@ static LogicalResult verifyTargetOrAlignment(Operation *op, Attribute target,
   return success();
 }
 
-/// Whether a `cp` attribute is 1, without diagnostics (a value that does
-/// not resolve is its op's own error).
-static bool cpSizeIsOne(Operation *op, Attribute cp) {
-  if (auto integer = dyn_cast<IntegerAttr>(cp))
-    return integer.getInt() == 1;
-  auto expr = dyn_cast<ExprAttr>(cp);
-  if (!expr)
-    return false;
-  llvm::StringMap<int64_t> params = getPipelineParams(op);
-  std::string error;
-  std::optional<int64_t> value = thdc::evaluateParamExpr(
-      expr.getText(),
-      [&](StringRef name) -> std::optional<int64_t> {
-        auto it = params.find(name);
-        return it == params.end() ? std::nullopt
-                                  : std::optional<int64_t>(it->getValue());
-      },
-      error);
-  return value && *value == 1;
-}
-
 /// The contiguous CP slice (cp > 1) that `value` comes from, through steps
 /// that keep its rows where they are (sanitize, pad_tail), if any.
 static CpSliceOp contiguousSliceOf(Value value) {
@@ -365,7 +344,9 @@ static CpSliceOp contiguousSliceOf(Value value) {
     if (auto slice = dyn_cast<CpSliceOp>(def)) {
       if (slice.getMode() != CpMode::contiguous)
         return nullptr;
-      return cpSizeIsOne(slice, slice.getCp()) ? nullptr : slice;
+      // A cp that does not resolve is the slice's own error.
+      std::optional<int64_t> cp = tryResolveIntOrParam(slice, slice.getCp());
+      return cp && *cp == 1 ? nullptr : slice;
     }
     if (auto sanitize = dyn_cast<SanitizeOp>(def))
       def = sanitize.getInput().getDefiningOp();

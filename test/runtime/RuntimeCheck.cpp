@@ -182,6 +182,16 @@ std::string describe(const GraphStepInput &in) {
   return text + (in.numSeqs > 8 ? ",...]" : "]");
 }
 
+/// The bundle in `dir`, or null with the failure reported.
+std::unique_ptr<Executable> loadBundle(const std::string &dir) {
+  Result<std::unique_ptr<Executable>> loaded = Executable::load(dir);
+  if (!loaded) {
+    report(false, "load " + dir + ": " + loaded.status().message());
+    return nullptr;
+  }
+  return std::move(*loaded);
+}
+
 /// The recorded cases of `dir`/cases.bin through the bundle in `dir`.
 void checkCases(const std::string &dir) {
   std::string error;
@@ -190,12 +200,10 @@ void checkCases(const std::string &dir) {
     report(false, error);
     return;
   }
-  Result<std::unique_ptr<Executable>> loaded = Executable::load(dir);
-  if (!loaded) {
-    report(false, "load " + dir + ": " + loaded.status().message());
+  std::unique_ptr<Executable> loaded = loadBundle(dir);
+  if (!loaded)
     return;
-  }
-  const Executable &p = **loaded;
+  const Executable &p = *loaded;
   const Manifest &m = p.manifest();
   std::string name = m.entry;
   for (const auto &[key, value] : m.params)
@@ -272,12 +280,10 @@ void checkBundle(const std::string &dir, int microbatches, int replays) {
     checkCases(dir);
     return;
   }
-  Result<std::unique_ptr<Executable>> loaded = Executable::load(dir);
-  if (!loaded) {
-    report(false, "load " + dir + ": " + loaded.status().message());
+  std::unique_ptr<Executable> loaded = loadBundle(dir);
+  if (!loaded)
     return;
-  }
-  const Executable &p = **loaded;
+  const Executable &p = *loaded;
   const Manifest &m = p.manifest();
   Shape s{m.params.at("C"), m.params.at("cp"), m.params.at("N")};
   std::string name = m.entry + " C=" + std::to_string(s.C) +
