@@ -739,7 +739,8 @@ TEST(InterpreterDifferential, GraphStepExamples) {
       int64_t multiple = cp == 1 ? 1 : example_.contiguous ? cp : 2 * cp;
       int64_t maxSeqs = example_.dummySlot ? N - 1 : N;
       Pipeline pipeline{example_.file, example(example_.file),
-                        [=](std::mt19937 &rng, int i) {
+                        [C = C, cp = cp, N = N, multiple,
+                         maxSeqs](std::mt19937 &rng, int i) {
                           return graphStepValues(rng, i, C, cp, N, multiple,
                                                  maxSeqs);
                         },
@@ -759,7 +760,7 @@ TEST(InterpreterDifferential, StaticCuSeqlens) {
                           {16, 1, 4},
                           {1024, 2, 40}}) {
     Pipeline pipeline{"static_cu_seqlens.mlir", example("static_cu_seqlens.mlir"),
-                      [=](std::mt19937 &rng, int i) {
+                      [C = C, cp = cp, N = N](std::mt19937 &rng, int i) {
                         return graphStepValues(rng, i, C, cp, N,
                                                cp > 1 ? 2 * cp : 1, N);
                       },
