@@ -336,14 +336,12 @@ static LogicalResult verifyTargetOrAlignment(Operation *op, Attribute target,
   return success();
 }
 
-/// The contiguous CP slice (cp > 1) that `value` comes from, through steps
-/// that keep its rows where they are (sanitize, pad_tail), if any.
-static CpSliceOp contiguousSliceOf(Value value) {
+/// The CP slice (cp > 1) that `value` comes from, through steps that keep
+/// its rows where they are (sanitize, pad_tail), if any.
+static CpSliceOp sliceOf(Value value) {
   Operation *def = value.getDefiningOp();
   while (def) {
     if (auto slice = dyn_cast<CpSliceOp>(def)) {
-      if (slice.getMode() != CpMode::contiguous)
-        return nullptr;
       // A cp that does not resolve is the slice's own error.
       std::optional<int64_t> cp = tryResolveIntOrParam(slice, slice.getCp());
       return cp && *cp == 1 ? nullptr : slice;
@@ -358,26 +356,55 @@ static CpSliceOp contiguousSliceOf(Value value) {
   return nullptr;
 }
 
+/// The extend_last tail padding of the offsets a slice used, if any: after
+/// it the last sequence is longer, so its chunks are other rows.
+static PadTailMetadataOp extendedFrom(CpSliceOp slice) {
+  for (Operation *user : slice.getCuSeqlensPadded().getUsers())
+    if (auto metadata = dyn_cast<PadTailMetadataOp>(user))
+      if (metadata.getPolicy() == TailPolicy::extend_last &&
+          metadata.getCuSeqlensPadded() == slice.getCuSeqlensPadded())
+        return metadata;
+  return nullptr;
+}
+
 LogicalResult PadTailOp::verify() {
   if (failed(verifyTargetOrAlignment(*this, getTargetAttr(),
                                      getAlignmentAttr())) ||
       failed(verifySameElementType(*this, getInput().getType(),
                                    getResult().getType())))
     return failure();
-  // Contiguous CP gives rank r the rows [r*T/cp, (r+1)*T/cp) of the buffer
-  // it slices. Sliced before the tail is padded, those are rows of the
-  // unpadded buffer, while the padded metadata describes rank r as rows
-  // [r*Lt, (r+1)*Lt) of the padded one: every rank but the last would hold
-  // rows its cu arrays give to another rank (S7, S10).
-  if (CpSliceOp slice = contiguousSliceOf(getInput())) {
-    InFlightDiagnostic diag =
-        emitOpError()
-        << "pads the tail of a contiguous CP slice; each rank would hold "
-           "rows of the unpadded buffer that the padded cu_seqlens do not "
-           "describe. Pad the packed buffer first (thd.pad_tail to the "
-           "global target, e.g. \"C*cp\") and slice it contiguously after";
-    diag.attachNote(slice.getLoc()) << "sliced contiguously here";
-    return diag;
+  // Padding each rank's slice is right only when the slice already gives
+  // the rank the rows its padded cu arrays describe (S7, S10):
+  // - contiguous CP gives rank r the rows [r*T/cp, (r+1)*T/cp) of the buffer
+  //   it slices; sliced before the tail is padded, those are rows of the
+  //   unpadded buffer, while the padded metadata describes rank r as rows
+  //   [r*Lt, (r+1)*Lt) of the padded one;
+  // - zigzag CP by offsets whose last sequence extend_last then lengthens
+  //   gives the rank that sequence's chunks of its old length.
+  if (CpSliceOp slice = sliceOf(getInput())) {
+    if (slice.getMode() == CpMode::contiguous) {
+      InFlightDiagnostic diag =
+          emitOpError()
+          << "pads the tail of a contiguous CP slice; each rank would hold "
+             "rows of the unpadded buffer that the padded cu_seqlens do not "
+             "describe. Pad the packed buffer first (thd.pad_tail to the "
+             "global target, e.g. \"C*cp\") and slice it contiguously after";
+      diag.attachNote(slice.getLoc()) << "sliced contiguously here";
+      return diag;
+    }
+    if (PadTailMetadataOp metadata = extendedFrom(slice)) {
+      InFlightDiagnostic diag =
+          emitOpError()
+          << "pads the tail of a CP slice taken with offsets that "
+             "extend_last then lengthens; each rank would hold chunks of "
+             "the last sequence at its old length, which the extended "
+             "cu_seqlens_padded do not describe. Pad the packed buffer "
+             "first and slice it with the offsets thd.pad_tail_metadata "
+             "returns";
+      diag.attachNote(slice.getLoc()) << "sliced here";
+      diag.attachNote(metadata.getLoc()) << "the last sequence extended here";
+      return diag;
+    }
   }
   FailureOr<std::optional<int64_t>> target =
       resolveAtLeast(*this, getTargetAttr(), "target", 0);

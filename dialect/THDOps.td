@@ -360,7 +360,8 @@ def THD_PadTailMetadataOp : THD_Op<"pad_tail_metadata"> {
       sequence to extend, nothing covers the tail). The last sequence then
       has more rows, so under zigzag CP its chunks move: slice the data with
       the offsets this op returns, after padding it to `gT` rows (see
-      examples/graph_step_extend_last.mlir);
+      examples/graph_step_extend_last.mlir; `thd.pad_tail` rejects padding
+      a slice taken with the offsets from before);
     - `none`: no sequence covers the tail.
     With `max_seqs N` both arrays are then padded to `N + 1` entries by
     repeating their last value and `max_seqlen` is the static `gT`;

@@ -706,3 +706,20 @@ func.func @f(%t: tensor<16xi64>, %cup: tensor<7xi32>, %r: tensor<1xi32>) -> tens
 func.func @f(tensor<?xi64> {thd.name = "tokens", thd.capacity = 8 : i64}) {
   return
 }
+
+// -----
+
+// extend_last lengthens the last sequence: a slice taken with the offsets
+// from before it, then padded, holds that sequence's chunks at its old
+// length (S7, S10).
+func.func @f(%t: tensor<16xi64>, %cu: tensor<7xi32>, %cup: tensor<7xi32>, %n: tensor<1xi32>,
+             %r: tensor<1xi32>, %ms: tensor<1xi32>) -> (tensor<8xi64>, tensor<7xi32>) {
+  // expected-note @+1 {{sliced here}}
+  %0 = thd.cp_slice %t, %cup, %r num_seqs %n cp 2 mode zigzag : tensor<16xi64>, tensor<7xi32> -> tensor<8xi64>
+  // expected-error @+1 {{pads the tail of a CP slice taken with offsets that extend_last then lengthens}}
+  %1 = thd.pad_tail %0 target 8 : tensor<8xi64> -> tensor<8xi64>
+  // expected-note @+1 {{the last sequence extended here}}
+  %cu2, %cup2, %ms2, %n2 = thd.pad_tail_metadata %cu, %cup, %ms num_seqs %n cp 2 mode zigzag
+      target 8 max_seqs 6 policy extend_last : tensor<7xi32>, tensor<7xi32> -> tensor<7xi32>, tensor<7xi32>
+  return %1, %cup2 : tensor<8xi64>, tensor<7xi32>
+}
