@@ -417,6 +417,20 @@ def _first_difference(name, actual, expected):
     return f"{name}[{i}] = {actual[i].item()}, expected {expected[i].item()}"
 
 
+def _selftest_failures(what, out, expected):
+    """The outputs of the running example's step that differ from the
+    golden `expected` data keys and its graph-mode metadata, each printed."""
+    expected = dict(expected, cu_seqlens_padded=[0, 4, 8, 12, 16, 16, 16],
+                    cu_seqlens=[0, 3, 5, 9, 13, 13, 13], max_seqlen=[16], status=[0])
+    failures = 0
+    for name, values in expected.items():
+        difference = _first_difference(name, out[name], _expected_tensor(values, out[name]))
+        if difference:
+            print(f"FAIL {what}: {difference}")
+            failures += 1
+    return failures
+
+
 def check_file(path, defaults, index_impl="auto"):
     """Returns (passed, message)."""
     with open(path) as f:
@@ -471,13 +485,7 @@ def selftest(index_impl="auto"):
         batch["cu_seqlens_padded"] = torch.tensor([0, 4, 8, 12], dtype=torch.int32, device=device)
         batch["max_seqlen"] = torch.tensor(4, dtype=torch.int32, device=device)
         out = eager_step(batch, 8, 2, 6, rank, index_impl)
-        expected = dict(expected, cu_seqlens_padded=[0, 4, 8, 12, 16, 16, 16],
-                        cu_seqlens=[0, 3, 5, 9, 13, 13, 13], max_seqlen=[16], status=[0])
-        for name, values in expected.items():
-            difference = _first_difference(name, out[name], _expected_tensor(values, out[name]))
-            if difference:
-                print(f"FAIL selftest rank {rank}: {difference}")
-                failures += 1
+        failures += _selftest_failures(f"selftest rank {rank}", out, expected)
     checks = sum(len(e) + 4 for e in golden.values())
 
     # The same microbatch packed from a pool (the samples out of order, with
@@ -492,14 +500,8 @@ def selftest(index_impl="auto"):
     for rank, expected in golden.items():
         out = eager_pack_step(pools, [5, 0, 20], [3, 2, 4], [0, 1, 2], 8, 2, 6, rank,
                               pad_id=99, index_impl=index_impl)
-        expected = dict(expected, cu_seqlens_padded=[0, 4, 8, 12, 16, 16, 16],
-                        cu_seqlens=[0, 3, 5, 9, 13, 13, 13], max_seqlen=[16], status=[0])
-        for name, values in expected.items():
-            difference = _first_difference(name, out[name], _expected_tensor(values, out[name]))
-            if difference:
-                print(f"FAIL selftest (from a pool) rank {rank}: {difference}")
-                failures += 1
-        checks += len(expected)
+        failures += _selftest_failures(f"selftest (from a pool) rank {rank}", out, expected)
+        checks += len(expected) + 4
     print(f"{checks - failures} passed, {failures} failed")
     return 1 if failures else 0
 

@@ -691,6 +691,22 @@ template <typename T> nb::object toNumpy(const std::vector<T> &values) {
       copy->data(), {copy->size()}, owner));
 }
 
+/// A reference step's outputs (GraphStepOutput or PackStepOutput: the same
+/// fields) as a dict of NumPy arrays by output name.
+template <typename Output> nb::dict stepOutputs(const Output &out) {
+  nb::dict result;
+  result["tokens"] = toNumpy(out.tokens);
+  result["labels"] = toNumpy(out.labels);
+  result["position_ids"] = toNumpy(out.positionIds);
+  result["loss_mask"] = toNumpy(out.lossMask);
+  result["padding_mask"] = toNumpy(out.paddingMask);
+  result["cu_seqlens_padded"] = toNumpy(out.cuSeqlensPadded);
+  result["cu_seqlens"] = toNumpy(out.cuSeqlens);
+  result["max_seqlen"] = out.maxSeqlen;
+  result["status"] = out.status;
+  return result;
+}
+
 nb::dict referenceGraphStep(HostArray<int64_t> tokens,
                             HostArray<int64_t> labels,
                             HostArray<int64_t> positionIds,
@@ -725,17 +741,7 @@ nb::dict referenceGraphStep(HostArray<int64_t> tokens,
     nb::gil_scoped_release release;
     out = reference::megatronGraphStep(input, C, cp, N);
   }
-  nb::dict result;
-  result["tokens"] = toNumpy(out.tokens);
-  result["labels"] = toNumpy(out.labels);
-  result["position_ids"] = toNumpy(out.positionIds);
-  result["loss_mask"] = toNumpy(out.lossMask);
-  result["padding_mask"] = toNumpy(out.paddingMask);
-  result["cu_seqlens_padded"] = toNumpy(out.cuSeqlensPadded);
-  result["cu_seqlens"] = toNumpy(out.cuSeqlens);
-  result["max_seqlen"] = out.maxSeqlen;
-  result["status"] = out.status;
-  return result;
+  return stepOutputs(out);
 }
 
 nb::object referenceSeqIdx(HostArray<int32_t> cuSeqlens, int64_t totalTokens) {
@@ -766,17 +772,7 @@ nb::dict referencePackMicrobatch(
   }();
   if (!out)
     throw nb::value_error(("pack_microbatch: " + out.error()).c_str());
-  nb::dict result;
-  result["tokens"] = toNumpy(out->tokens);
-  result["labels"] = toNumpy(out->labels);
-  result["position_ids"] = toNumpy(out->positionIds);
-  result["loss_mask"] = toNumpy(out->lossMask);
-  result["padding_mask"] = toNumpy(out->paddingMask);
-  result["cu_seqlens_padded"] = toNumpy(out->cuSeqlensPadded);
-  result["cu_seqlens"] = toNumpy(out->cuSeqlens);
-  result["max_seqlen"] = out->maxSeqlen;
-  result["status"] = out->status;
-  return result;
+  return stepOutputs(*out);
 }
 
 //===----------------------------------------------------------------------===//

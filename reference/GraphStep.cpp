@@ -62,11 +62,13 @@ prepareDataKey(const std::vector<T> &values, const std::vector<uint8_t> &mask,
   return unwrap(padTail(local, localTarget, T(0)), "megatronGraphStep (S10)");
 }
 
-/// The valid-microbatch pipeline on the meaningful prefix cu/cup.
-GraphStepOutput runGraphStep(const GraphStepInput &input,
-                             const std::vector<int32_t> &cu,
-                             const std::vector<int32_t> &cup, int64_t rank,
-                             int64_t c, int64_t cp, int64_t n) {
+} // namespace
+
+GraphStepOutput internal::graphStepOnPrefix(const GraphStepInput &input,
+                                            const std::vector<int32_t> &cu,
+                                            const std::vector<int32_t> &cup,
+                                            int64_t rank, int64_t c, int64_t cp,
+                                            int64_t n) {
   std::vector<uint8_t> mask =
       unwrap(paddingMask(cu, cup), "megatronGraphStep (S5)");
   const int64_t total = static_cast<int64_t>(mask.size());
@@ -104,8 +106,6 @@ GraphStepOutput runGraphStep(const GraphStepInput &input,
   output.maxSeqlen = tail.maxSeqlen;
   return output;
 }
-
-} // namespace
 
 int32_t sampleStatus(const std::vector<int32_t> &sampleOffsets,
                      const std::vector<int32_t> &sampleLengths,
@@ -167,12 +167,12 @@ GraphStepOutput megatronGraphStep(const GraphStepInput &input,
                             input.cuSeqlens.begin() + end);
     std::vector<int32_t> cup(input.cuSeqlensPadded.begin(),
                              input.cuSeqlensPadded.begin() + end);
-    output = runGraphStep(input, cu, cup, input.cpRank, maxSeqlenPerRank, cp,
+    output = graphStepOnPrefix(input, cu, cup, input.cpRank, maxSeqlenPerRank, cp,
                           maxPackedSequences);
   } else {
     // An invalid microbatch is replaced by an empty one: its dummy sequence
     // covers the whole buffer and every row is padding.
-    output = runGraphStep(input, {0}, {0}, /*rank=*/0, maxSeqlenPerRank, cp,
+    output = graphStepOnPrefix(input, {0}, {0}, /*rank=*/0, maxSeqlenPerRank, cp,
                           maxPackedSequences);
   }
   output.status = status;

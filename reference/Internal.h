@@ -79,6 +79,17 @@ template <typename T> T unwrap(Expected<T> result, const char *where) {
 std::optional<std::string> checkCuArray(const char *name,
                                         const std::vector<int32_t> &cu);
 
+/// S5 -> S6 -> S7 -> S10 of one graph-mode step (megatronGraphStep) on the
+/// meaningful prefix cu/cup of valid metadata, for CP rank `rank`: the
+/// padding mask, each data key sanitised, sliced and padded to the local
+/// target, the dummy sequence, both cu arrays padded to n+1 entries. The
+/// data keys need at least cup.back() rows. Aborts (unwrap) where a step
+/// refuses, which valid metadata never makes it do.
+GraphStepOutput graphStepOnPrefix(const GraphStepInput &input,
+                                  const std::vector<int32_t> &cu,
+                                  const std::vector<int32_t> &cup, int64_t rank,
+                                  int64_t c, int64_t cp, int64_t n);
+
 } // namespace internal
 } // namespace reference
 } // namespace thdc

@@ -13,7 +13,6 @@
 #include "reference/Internal.h"
 
 #include <algorithm>
-#include <type_traits>
 
 namespace thdc {
 namespace reference {
@@ -115,8 +114,9 @@ Expected<PackStepOutput> packMicrobatchStep(const PackStepInput &input,
     rank = 0;
   }
 
-  // thd.pack (S4, pad 0), thd.padding_mask (S5), thd.sanitize (S6),
-  // thd.position_ids (S8).
+  // thd.pack (S4, pad 0) and thd.position_ids (S8); the rest (S5 mask, S6
+  // sanitise, S7 zigzag slice, S10 tail) is the graph step's composition on
+  // the packed buffer.
   const std::vector<int64_t> offsets(input.sampleOffsets.begin(),
                                      input.sampleOffsets.end());
   Expected<PackedBuffer<int64_t>> tokens =
@@ -129,77 +129,23 @@ Expected<PackStepOutput> packMicrobatchStep(const PackStepInput &input,
     return makeError<Result>("S4: " + (!tokens   ? tokens.error()
                                        : !labels ? labels.error()
                                                  : lossMask.error()));
-  Expected<std::vector<uint8_t>> mask = paddingMask(*cu, *cup);
-  if (!mask)
-    return makeError<Result>("S5: " + mask.error());
-  Expected<std::vector<int64_t>> cleanTokens =
-      sanitize(tokens->values, *mask, 0);
-  Expected<std::vector<int64_t>> cleanLabels =
-      sanitize(labels->values, *mask, 0);
-  Expected<std::vector<float>> cleanLossMask =
-      sanitize(lossMask->values, *mask, 0.0f);
-  if (!cleanTokens || !cleanLabels || !cleanLossMask)
-    return makeError<Result>("S6: " + (!cleanTokens   ? cleanTokens.error()
-                                       : !cleanLabels ? cleanLabels.error()
-                                                      : cleanLossMask.error()));
   Expected<std::vector<int64_t>> positions = positionIds(*cu, *cup);
   if (!positions)
     return makeError<Result>("S8: " + positions.error());
-
-  // thd.cp_slice (S7 zigzag); an empty microbatch has an empty slice (TE
-  // would reject T == 0 under CP).
-  const int64_t total = cup->back();
-  std::vector<int32_t> indices;
-  if (cp == 1 || total > 0) {
-    Expected<std::vector<int32_t>> partition =
-        cpPartitionIndices(*cup, total, cp, rank, CpMode::Zigzag);
-    if (!partition)
-      return makeError<Result>("S7: " + partition.error());
-    indices = std::move(*partition);
-  }
-
-  // thd.pad_tail (S10): data with 0 (0.0 for the loss mask), the mask with
-  // 1, to C rows.
-  std::string error;
-  auto sliceAndPad = [&](const auto &values, auto fill, auto &out) {
-    using T = typename std::decay_t<decltype(values)>::value_type;
-    if (!error.empty())
-      return;
-    Expected<std::vector<T>> local = cpSlice(values, indices);
-    if (!local) {
-      error = "S7: " + local.error();
-      return;
-    }
-    Expected<std::vector<T>> paddedLocal = padTail(*local, C, T(fill));
-    if (!paddedLocal) {
-      error = "S10: " + paddedLocal.error();
-      return;
-    }
-    out = std::move(*paddedLocal);
-  };
-  sliceAndPad(*cleanTokens, 0, output.tokens);
-  sliceAndPad(*cleanLabels, 0, output.labels);
-  sliceAndPad(*positions, 0, output.positionIds);
-  sliceAndPad(*cleanLossMask, 0.0f, output.lossMask);
-  sliceAndPad(*mask, 1, output.paddingMask);
-  if (!error.empty())
-    return makeError<Result>(error);
-
-  // thd.max_seqlen and thd.pad_tail_metadata (S10 graph mode: target C,
-  // N+1 entries, dummy sequence in compact coordinates).
-  TailPaddingConfig tailConfig;
-  tailConfig.cp = cp;
-  tailConfig.mode = CpMode::Zigzag;
-  tailConfig.target = C;
-  tailConfig.maxNumSeqs = N;
-  tailConfig.policy = TailPolicy::AppendDummySequence;
-  Expected<TailPaddingResult> tail = padTailMetadata(
-      *cu, *cup, maxSeqlenFromCu(*cup), int64_t(indices.size()), tailConfig);
-  if (!tail)
-    return makeError<Result>("S10: " + tail.error());
-  output.cuSeqlensPadded = std::move(tail->cuSeqlensPadded);
-  output.cuSeqlens = std::move(tail->cuSeqlens);
-  output.maxSeqlen = tail->maxSeqlen;
+  GraphStepInput packed;
+  packed.tokens = std::move(tokens->values);
+  packed.labels = std::move(labels->values);
+  packed.positionIds = std::move(*positions);
+  packed.lossMask = std::move(lossMask->values);
+  GraphStepOutput step = graphStepOnPrefix(packed, *cu, *cup, rank, C, cp, N);
+  output.tokens = std::move(step.tokens);
+  output.labels = std::move(step.labels);
+  output.positionIds = std::move(step.positionIds);
+  output.lossMask = std::move(step.lossMask);
+  output.paddingMask = std::move(step.paddingMask);
+  output.cuSeqlensPadded = std::move(step.cuSeqlensPadded);
+  output.cuSeqlens = std::move(step.cuSeqlens);
+  output.maxSeqlen = step.maxSeqlen;
   return output;
 }
 

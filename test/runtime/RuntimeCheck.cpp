@@ -192,6 +192,17 @@ std::unique_ptr<Executable> loadBundle(const std::string &dir) {
   return std::move(*loaded);
 }
 
+/// Whether a bundle's buffers and stream were created; a failure is
+/// reported.
+bool allocated(const std::string &name, const Result<Buffers> &buffers,
+               const Result<void *> &stream) {
+  if (buffers && stream)
+    return true;
+  report(false, name + ": " +
+                    (!buffers ? buffers.status() : stream.status()).message());
+  return false;
+}
+
 /// The recorded cases of `dir`/cases.bin through the bundle in `dir`.
 void checkCases(const std::string &dir) {
   std::string error;
@@ -220,12 +231,8 @@ void checkCases(const std::string &dir) {
     return;
   Result<Buffers> buffers = Buffers::allocate(p);
   Result<void *> stream = createStream(p.backend());
-  if (!buffers || !stream) {
-    report(false,
-           name + ": " +
-               (!buffers ? buffers.status() : stream.status()).message());
+  if (!allocated(name, buffers, stream))
     return;
-  }
   // Outputs poisoned before every run, so an unwritten element shows up.
   auto poisoned = [&](size_t k) {
     HostData data;
@@ -298,12 +305,8 @@ void checkBundle(const std::string &dir, int microbatches, int replays) {
                                     : "");
   Result<Buffers> buffers = Buffers::allocate(p);
   Result<void *> stream = createStream(p.backend());
-  if (!buffers || !stream) {
-    report(false,
-           name + ": " +
-               (!buffers ? buffers.status() : stream.status()).message());
+  if (!allocated(name, buffers, stream))
     return;
-  }
   // On a GPU, the bundle's host code runs the same microbatches: the GPU
   // path is compared with the CPU path, not only with the reference.
   std::unique_ptr<Executable> host;
