@@ -5,6 +5,12 @@
 #include <array>
 #include <cstdint>
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define THDC_SHA256_X86 1
+#include <cpuid.h>
+#include <immintrin.h>
+#endif
+
 namespace {
 constexpr std::array<uint32_t, 64> kRoundConstants = {
     0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1,
@@ -60,16 +66,94 @@ void compress(std::array<uint32_t, 8> &state, const unsigned char *block) {
   state[6] += g;
   state[7] += h;
 }
-} // namespace
+using CompressFn = void (*)(std::array<uint32_t, 8> &, const unsigned char *,
+                            size_t);
 
-std::string thdc::runtime::sha256Hex(std::string_view bytes) {
+void compressPortable(std::array<uint32_t, 8> &state,
+                      const unsigned char *blocks, size_t count) {
+  for (size_t i = 0; i < count; ++i)
+    compress(state, blocks + 64 * i);
+}
+
+#ifdef THDC_SHA256_X86
+/// `count` blocks through the SHA extensions. The instructions keep the
+/// state as the lanes ABEF and CDGH and do two rounds per sha256rnds2;
+/// sha256msg1/sha256msg2 extend the message schedule four words at a time.
+__attribute__((target("sha,sse4.1,ssse3"))) void
+compressSha(std::array<uint32_t, 8> &state, const unsigned char *blocks,
+            size_t count) {
+  const __m128i byteSwap =
+      _mm_set_epi64x(0x0c0d0e0f08090a0bULL, 0x0405060700010203ULL);
+  __m128i dcba = _mm_loadu_si128(reinterpret_cast<const __m128i *>(&state[0]));
+  __m128i hgfe = _mm_loadu_si128(reinterpret_cast<const __m128i *>(&state[4]));
+  __m128i cdab = _mm_shuffle_epi32(dcba, 0xB1);
+  __m128i efgh = _mm_shuffle_epi32(hgfe, 0x1B);
+  __m128i abef = _mm_alignr_epi8(cdab, efgh, 8);
+  __m128i cdgh = _mm_blend_epi16(efgh, cdab, 0xF0);
+  for (size_t block = 0; block < count; ++block) {
+    const unsigned char *data = blocks + 64 * block;
+    __m128i abefBefore = abef, cdghBefore = cdgh;
+    __m128i w[4]; // the schedule's last 16 words, four to a lane group
+    for (int group = 0; group < 16; ++group) {
+      __m128i words;
+      if (group < 4) {
+        words = _mm_shuffle_epi8(
+            _mm_loadu_si128(
+                reinterpret_cast<const __m128i *>(data + 16 * group)),
+            byteSwap);
+      } else {
+        // W[t] = s1(W[t-2]) + W[t-7] + s0(W[t-15]) + W[t-16], for four t.
+        __m128i partial = _mm_add_epi32(
+            _mm_sha256msg1_epu32(w[group & 3], w[(group + 1) & 3]),
+            _mm_alignr_epi8(w[(group + 3) & 3], w[(group + 2) & 3], 4));
+        words = _mm_sha256msg2_epu32(partial, w[(group + 3) & 3]);
+      }
+      w[group & 3] = words;
+      __m128i rounds = _mm_add_epi32(
+          words, _mm_loadu_si128(reinterpret_cast<const __m128i *>(
+                     &kRoundConstants[4 * group])));
+      cdgh = _mm_sha256rnds2_epu32(cdgh, abef, rounds);
+      abef = _mm_sha256rnds2_epu32(abef, cdgh, _mm_shuffle_epi32(rounds, 0x0E));
+    }
+    abef = _mm_add_epi32(abef, abefBefore);
+    cdgh = _mm_add_epi32(cdgh, cdghBefore);
+  }
+  __m128i feba = _mm_shuffle_epi32(abef, 0x1B);
+  __m128i dchg = _mm_shuffle_epi32(cdgh, 0xB1);
+  dcba = _mm_blend_epi16(feba, dchg, 0xF0);
+  hgfe = _mm_alignr_epi8(dchg, feba, 8);
+  _mm_storeu_si128(reinterpret_cast<__m128i *>(&state[0]), dcba);
+  _mm_storeu_si128(reinterpret_cast<__m128i *>(&state[4]), hgfe);
+}
+
+bool processorHasSha() {
+  unsigned eax, ebx, ecx, edx;
+  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx))
+    return false;
+  bool ssse3 = ecx & (1u << 9), sse41 = ecx & (1u << 19);
+  if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx))
+    return false;
+  return ssse3 && sse41 && (ebx & (1u << 29));
+}
+#endif
+
+CompressFn chosenCompress() {
+#ifdef THDC_SHA256_X86
+  static const CompressFn chosen =
+      processorHasSha() ? compressSha : compressPortable;
+  return chosen;
+#else
+  return compressPortable;
+#endif
+}
+
+std::string sha256With(CompressFn compressBlocks, std::string_view bytes) {
   std::array<uint32_t, 8> state = {0x6a09e667, 0xbb67ae85, 0x3c6ef372,
                                    0xa54ff53a, 0x510e527f, 0x9b05688c,
                                    0x1f83d9ab, 0x5be0cd19};
   const auto *data = reinterpret_cast<const unsigned char *>(bytes.data());
   size_t full = bytes.size() / 64 * 64;
-  for (size_t offset = 0; offset < full; offset += 64)
-    compress(state, data + offset);
+  compressBlocks(state, data, full / 64);
   // The tail, a 1 bit, zeros, and the length in bits: one or two blocks.
   unsigned char tail[128] = {0};
   size_t rest = bytes.size() - full;
@@ -80,8 +164,7 @@ std::string thdc::runtime::sha256Hex(std::string_view bytes) {
   uint64_t bits = uint64_t(bytes.size()) * 8;
   for (int i = 0; i < 8; ++i)
     tail[tailBlocks * 64 - 1 - i] = static_cast<unsigned char>(bits >> (8 * i));
-  for (size_t block = 0; block < tailBlocks; ++block)
-    compress(state, tail + 64 * block);
+  compressBlocks(state, tail, tailBlocks);
   static const char *digits = "0123456789abcdef";
   std::string hex;
   hex.reserve(64);
@@ -89,4 +172,17 @@ std::string thdc::runtime::sha256Hex(std::string_view bytes) {
     for (int shift = 28; shift >= 0; shift -= 4)
       hex.push_back(digits[(word >> shift) & 0xf]);
   return hex;
+}
+} // namespace
+
+std::string thdc::runtime::sha256Hex(std::string_view bytes) {
+  return sha256With(chosenCompress(), bytes);
+}
+
+std::string thdc::runtime::detail::sha256HexPortable(std::string_view bytes) {
+  return sha256With(compressPortable, bytes);
+}
+
+bool thdc::runtime::detail::sha256UsesProcessorInstructions() {
+  return chosenCompress() != compressPortable;
 }

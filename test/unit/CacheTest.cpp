@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <optional>
+#include <random>
 #include <string>
 
 using namespace thdc::runtime;
@@ -56,6 +57,36 @@ TEST(CacheDirectory, NoHomeMeansNoDiskCache) {
   EXPECT_EQ(cacheDirectory(""), "-");
   // Neither the JIT nor the cubin cache may then write anywhere.
   EXPECT_FALSE(prepareCacheDirectory(cacheDirectory("")));
+}
+
+// FIPS 180-4's examples and NIST's long message: one, two and many blocks,
+// and a tail that needs a second padding block.
+TEST(Sha256, KnownDigests) {
+  EXPECT_EQ(sha256Hex(""),
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(sha256Hex("abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(
+      sha256Hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
+      "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  EXPECT_EQ(sha256Hex(std::string(1000000, 'a')),
+            "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
+
+// On a processor with the SHA extensions sha256Hex runs on them; both paths
+// agree on every length around the block and padding boundaries.
+TEST(Sha256, ProcessorInstructionsAgreeWithThePortableCode) {
+  std::mt19937 random(7);
+  std::string bytes(4200, '\0');
+  for (char &byte : bytes)
+    byte = static_cast<char>(random());
+  for (size_t length = 0; length <= bytes.size(); length += length < 260 ? 1 : 97)
+    ASSERT_EQ(sha256Hex(std::string_view(bytes).substr(0, length)),
+              detail::sha256HexPortable(std::string_view(bytes).substr(0, length)))
+        << "length " << length;
+  EXPECT_EQ(detail::sha256HexPortable("abc"), sha256Hex("abc"));
+  RecordProperty("processor_instructions",
+                 detail::sha256UsesProcessorInstructions() ? "yes" : "no");
 }
 
 TEST(CacheKey, Is128BitsOfTheMaterialsSha256) {
