@@ -135,15 +135,22 @@ int main(int argc, char **argv) {
   const Manifest &m = (*executable)->manifest();
   int64_t C = m.params.at("C"), cp = m.params.at("cp"), N = m.params.at("N");
   const char *source[] = {"compiled", "memory cache", "disk cache"};
-  std::printf("compiled %s (C=%lld, cp=%lld, N=%lld) for %s in %.1f ms (%s)\n",
+  std::printf("compiled %s (C=%lld, cp=%lld, N=%lld) for %s in %.3f ms (%s)\n",
               m.entry.c_str(), (long long)C, (long long)cp, (long long)N,
               (*executable)->loadInfo().device.c_str(), compiled.micros / 1000,
               source[int(compiled.source)]);
+  const LoadInfo &load = (*executable)->loadInfo();
+  const char *module = load.cubinFromBundle  ? "the bundle's cubin"
+                       : load.cubinFromCache ? "a cached cubin"
+                                             : "the driver's compile of the PTX";
   if (compiled.source == CompileInfo::Source::Compiled)
-    std::printf("  of which the compiler %.1f ms, the module load %.1f ms%s\n",
+    std::printf("  of which the compiler %.3f ms, the load %.3f ms (the "
+                "module from %s %.3f ms)\n",
                 compiled.compileMicros / 1000, compiled.loadMicros / 1000,
-                (*executable)->loadInfo().cubinFromCache ? " (cached cubin)"
-                                                         : "");
+                module, load.moduleMicros / 1000);
+  else if (compiled.source == CompileInfo::Source::DiskCache)
+    std::printf("  of which the load %.3f ms (the module from %s %.3f ms)\n",
+                compiled.loadMicros / 1000, module, load.moduleMicros / 1000);
 
   CompileInfo again;
   if (!jit.compile(text.str(), params, &again, path))
