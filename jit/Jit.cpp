@@ -144,9 +144,7 @@ std::string thdc::runtime::jitCacheKey(
   std::string identity = "thdc " + buildId + "\nllvm " + LLVM_VERSION_STRING +
                          "\ntarget " + target + "\nchip " + options.chip +
                          "\nblock " + std::to_string(options.blockSize) +
-                         "\nsms " + std::to_string(options.smCount) +
-                         "\ncubin " + std::to_string(options.assembleCubin) +
-                         "\n";
+                         "\nsms " + std::to_string(options.smCount) + "\n";
   for (const auto &[name, value] : params)
     identity += "param " + name + "=" + std::to_string(value) + "\n";
   return runtime::cacheKey(identity + "\n" + pipelineText);
@@ -293,7 +291,6 @@ Jit::compileLocked(const std::string &pipelineText,
                                                : "sm_90";
           gpu.blockSize = options.blockSize;
           gpu.smCount = options.smCount;
-          gpu.assembleCubin = target == Backend::Cuda && options.assembleCubin;
           runtime::Manifest written;
           bool withHost = target == Backend::Host;
           if (mlir::failed(

@@ -31,10 +31,8 @@ struct CompileInfo {
     DiskCache
   } source = Source::Compiled;
   double micros = 0;        ///< wall time of the whole call
-  double compileMicros = 0; ///< of which the compiler (MLIR to PTX/host
-                            ///< code, and ptxas when it assembles a cubin)
-  double loadMicros = 0;    ///< of which loading the module (the driver's
-                            ///< compile too when there is no cubin)
+  double compileMicros = 0; ///< of which the compiler (MLIR to PTX/host code)
+  double loadMicros = 0;    ///< of which loading the module (driver JIT)
   std::string key;          ///< the cache key
   std::string bundleDir;    ///< the cache entry; empty when not cached
   /// Why the disk cache was not used or an entry was compiled again (a
@@ -57,11 +55,6 @@ struct JitOptions {
   /// Multiprocessors the launch geometry is chosen for; 0: the device's
   /// own (on the host: the chip's usual part, thdc::defaultSmCount).
   int64_t smCount = 0;
-  /// Also assemble the kernel for the chip with CUDA's ptxas (found as
-  /// `thdc` finds it: $THDC_PTXAS, empty for none, else the toolkit's), so
-  /// that loading it compiles nothing; the entry then holds the cubin
-  /// beside the PTX. Without ptxas the driver compiles the PTX at load.
-  bool assembleCubin = true;
 };
 
 /// The compiler's build id: the SHA-256 (hex) of THDC_VERSION and of every
