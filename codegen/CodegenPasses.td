@@ -42,8 +42,8 @@ def THDLowerToGPU : Pass<"thd-lower-to-gpu", "::mlir::ModuleOp"> {
            "more, else 256)">,
     Option<"rowsPerThread", "rows-per-thread", "int64_t", /*default=*/"0",
            "Elements each thread computes, a warp apart in its warp's span "
-           "(0: the fewest that fit the longest output in one wave of "
-           "resident blocks on sm-count multiprocessors)">,
+           "(0: 1 when one wave of resident blocks on sm-count "
+           "multiprocessors covers the longest output, else 2)">,
     Option<"smCount", "sm-count", "int64_t", /*default=*/"132",
            "Streaming multiprocessors of the GPU the kernel is for (the "
            "launch geometry's wave)">,

@@ -33,8 +33,11 @@ public:
   /// Threads a multiprocessor keeps resident (sm_80 and sm_90; fewer on some
   /// chips, where a wave is then a little longer than one).
   static constexpr int64_t kThreadsPerMultiprocessor = 2048;
-  /// The most rows per thread chosen (more is an option).
-  static constexpr int64_t kMaxChosenRowsPerThread = 16;
+  /// The most rows per thread chosen (more is an option): past one wave,
+  /// more rows per thread in fewer blocks is slower, since a thread has one
+  /// row's loads in flight at a time; two rows let the cursor answer the
+  /// second row without a search (docs/launch-geometry.md).
+  static constexpr int64_t kMaxChosenRowsPerThread = 2;
 
   Block *createKernel(func::FuncOp pipeline, ArrayRef<Type> argTypes) override {
     // Block size 0 picks one: large blocks when the outputs are long, so that
@@ -64,10 +67,9 @@ public:
 
   void begin(ElementEmitter &e) override {
     OpBuilder &b = e.b;
-    // Rows per thread 0 picks the fewest that cover the longest output with
-    // one wave of resident blocks: every block then starts at once, and a
-    // thread's later rows are answered by its cursor (docs/launch-geometry.md
-    // has the measurements).
+    // Rows per thread 0 picks one row when one wave of resident blocks
+    // covers the longest output, else two (docs/launch-geometry.md has the
+    // measurements).
     if (rowsPerThread == 0) {
       int64_t wave = smCount * std::max<int64_t>(
                                    1, kThreadsPerMultiprocessor / blockSize) *

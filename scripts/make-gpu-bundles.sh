@@ -43,13 +43,14 @@ for C in 8192 16384 32768 65536 131072 262144 524288 1048576 2097152 4194304; do
   "$bin/thdc" "$example" --param C=$C --param cp=2 --param N=1024 --no-host -o "$out/scaling/C${C}_cp2_N1024"
 done
 # Launch geometry sweep (THDC_GEOMETRY_SWEEP=1): the two largest
-# configurations at each block size and rows per thread, one bench-b<B>-r<R>
-# folder each; the measurements behind the geometry the compiler chooses
+# configurations of the benchmark and the two largest of the scaling run at
+# each block size and rows per thread, one bench-b<B>-r<R> folder each; the
+# measurements behind the geometry the compiler chooses
 # (docs/launch-geometry.md).
 if [ "${THDC_GEOMETRY_SWEEP:-0}" = 1 ]; then
   for b in 256 512 1024; do
     for r in 1 2 4 8 16; do
-      for shape in "131072 2 256" "1048576 2 1024"; do
+      for shape in "131072 2 256" "1048576 2 1024" "2097152 2 1024" "4194304 2 1024"; do
         set -- $shape
         "$bin/thdc" "$example" --param C=$1 --param cp=$2 --param N=$3 --no-host \
           --block-size $b --rows-per-thread $r -o "$out/bench-b$b-r$r/C$1_cp$2_N$3"

@@ -5,7 +5,8 @@
 // RUN: thd-opt %s --param C=1000 --thd-force-static-shapes --thd-fuse --thd-lower-to-gpu=block-size=128 | FileCheck %s --check-prefix=GEOMETRY
 // RUN: not thd-opt %s --thd-force-static-shapes --thd-lower-to-gpu=block-size=2048 2>&1 | FileCheck %s --check-prefix=BLOCK
 // RUN: thd-opt %s --param C=1048576 --param N=1024 --thd-force-static-shapes --thd-fuse --thd-lower-to-gpu | FileCheck %s --check-prefix=AUTO
-// RUN: thd-opt %s --param C=1048576 --param N=1024 --thd-force-static-shapes --thd-fuse --thd-lower-to-gpu=sm-count=16 | FileCheck %s --check-prefix=SMALL-GPU
+// RUN: thd-opt %s --param C=262144 --param N=1024 --thd-force-static-shapes --thd-fuse --thd-lower-to-gpu | FileCheck %s --check-prefix=ONE-WAVE
+// RUN: thd-opt %s --param C=262144 --param N=1024 --thd-force-static-shapes --thd-fuse --thd-lower-to-gpu=sm-count=16 | FileCheck %s --check-prefix=SMALL-GPU
 // RUN: not thd-opt %s --thd-force-static-shapes --thd-lower-to-gpu=sm-count=0 2>&1 | FileCheck %s --check-prefix=BAD-SMS
 // RUN: thd-opt %s --param C=1048576 --param N=1024 --thd-force-static-shapes --thd-fuse --thd-lower-to-gpu="block-size=512 max-blocks=128 rows-per-thread=1" | FileCheck %s --check-prefix=STRIDE
 
@@ -32,15 +33,17 @@
 
 // BLOCK: error: block-size must be in [1, 1024] (or 0: chosen from the output lengths), got 2048
 
-// Long outputs get 1024 threads a block and the fewest rows per thread that
-// fit one wave of resident blocks: 2^20 rows on 132 multiprocessors of 2
-// such blocks (270,336 threads) take 4 rows a thread, 256 blocks.
-// AUTO: thd.block = array<i64: 1024, 1, 1>, thd.grid = array<i64: 256, 1, 1>
-// AUTO: scf.for %{{.+}} = %c0{{.*}} to %c4{{.*}} step %c1
-// On a GPU of 16 multiprocessors, 16 rows a thread (the most chosen), 64
-// blocks.
-// SMALL-GPU: thd.block = array<i64: 1024, 1, 1>, thd.grid = array<i64: 64, 1, 1>
-// SMALL-GPU: scf.for %{{.+}} = %c0{{.*}} to %c16{{.*}} step %c1
+// Long outputs get 1024 threads a block. One wave of resident blocks on 132
+// multiprocessors of 2 such blocks is 270,336 threads; 2^20 rows need more,
+// so each thread takes 2 rows (the most chosen): 512 blocks.
+// AUTO: thd.block = array<i64: 1024, 1, 1>, thd.grid = array<i64: 512, 1, 1>
+// AUTO: scf.for %{{.+}} = %c0{{.*}} to %c2{{.*}} step %c1
+// 2^18 rows fit that wave: one row a thread, 256 blocks.
+// ONE-WAVE: thd.block = array<i64: 1024, 1, 1>, thd.grid = array<i64: 256, 1, 1>
+// On a GPU of 16 multiprocessors (a wave of 32,768 threads) they do not: 2
+// rows a thread, 128 blocks.
+// SMALL-GPU: thd.block = array<i64: 1024, 1, 1>, thd.grid = array<i64: 128, 1, 1>
+// SMALL-GPU: scf.for %{{.+}} = %c0{{.*}} to %c2{{.*}} step %c1
 // BAD-SMS: error: sm-count must be in [1, 4096], got 0
 // A capped grid: blocks loop over the 2048 tiles of 512 rows with the grid's
 // stride.
