@@ -14,7 +14,8 @@
 #   python: the Python package built there (nanobind) and its pytest suites
 #          on PyTorch (test/python), examples/python/global_batch.py on one
 #          GPU (cp = 1), torchrun with cp = 2 (torchrun_cp.py, and
-#          global_batch.py) when there are two GPUs, and
+#          global_batch.py) when there are two GPUs (else global_batch.py's
+#          two ranks share the GPU over gloo), and
 #          bench/python_call.py beside bench/thdc_bench.
 #   scripts/gpu-suite.sh [check|jit|bench|python|all][,...] RESULTS_DIR
 # A Python package missing there (megatron-core) can be given as wheels in
@@ -145,7 +146,11 @@ if wants python; then
     run python-global-batch-cp2 torchrun --standalone --nproc-per-node 2 "$root/examples/python/global_batch.py" \
       --bundle "$bundles/python/pack_microbatch_C4096_cp2_N64_P1048576_S512" --json "$out/global-batch-cp2.json"
   else
-    echo "== python-torchrun, python-global-batch-cp2: skipped (one GPU)" | tee -a "$out/summary.txt"
+    echo "== python-torchrun: skipped (one GPU)" | tee -a "$out/summary.txt"
+    # Two CP ranks sharing the one GPU, exchanging lengths over gloo: each
+    # rank's outputs against the reference (the times are not two GPUs').
+    run python-global-batch-cp2-one-gpu torchrun --standalone --nproc-per-node 2 "$root/examples/python/global_batch.py" \
+      --backend gloo --bundle "$bundles/python/pack_microbatch_C4096_cp2_N64_P1048576_S512" --json "$out/global-batch-cp2-one-gpu.json"
   fi
   run python-bench-cpp sh -c "\"$build/bench/thdc_bench\" \"$bundles/bench\" > \"$out/python-bench-cpp.jsonl\""
   run python-bench python3 "$root/bench/python_call.py" "$bundles/bench" \

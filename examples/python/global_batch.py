@@ -7,6 +7,11 @@ microbatch loop.
     torchrun --standalone --nproc-per-node 2 examples/python/global_batch.py --bundle DIR
     python3 examples/python/global_batch.py --bundle DIR          # one process, cp = 1
 
+With --backend gloo the ranks exchange lengths through host memory, so that
+several ranks can share one GPU (NCCL needs a GPU per rank): the loop and
+each rank's outputs can then be checked on a one-GPU machine, though the
+times are those of ranks contending for one device.
+
 DIR is a bundle of examples/pack_microbatch.mlir written by `thdc` on a
 machine with MLIR (the GPU host needs none), for cp = the number of
 processes (dp = 1: the processes are one CP group), e.g.
@@ -190,10 +195,11 @@ def exchange_lengths(local, num_samples, world):
 
     if world == 1:
         return local.cpu().numpy()
-    share = torch.full((share_size(num_samples, world),), -1, dtype=torch.int32,
-                       device=local.device)
+    # NCCL exchanges device tensors; gloo host ones.
+    device = local.device if dist.get_backend() == "nccl" else torch.device("cpu")
+    share = torch.full((share_size(num_samples, world),), -1, dtype=torch.int32, device=device)
     share[:local.numel()] = local
-    gathered = torch.empty(world * share.numel(), dtype=torch.int32, device=local.device)
+    gathered = torch.empty(world * share.numel(), dtype=torch.int32, device=device)
     dist.all_gather_into_tensor(gathered, share)
     return interleave_shares(gathered.cpu().numpy(), num_samples, world)
 
@@ -212,6 +218,9 @@ def main(argv=None):
     parser.add_argument("--algorithm", choices=("next_fit", "balanced"), default="next_fit")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", metavar="OUT", help="also write the figures here")
+    parser.add_argument("--backend", choices=("nccl", "gloo"), default="nccl",
+                        help="under torchrun: the process group's backend (gloo: ranks may "
+                             "share a GPU)")
     args = parser.parse_args(argv)
     if args.global_batches < 1:
         parser.error("--global-batches must be >= 1")
@@ -224,8 +233,13 @@ def main(argv=None):
 
     distributed = "LOCAL_RANK" in os.environ  # started by torchrun
     if distributed:
-        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
-        dist.init_process_group("nccl")
+        local_rank = int(os.environ["LOCAL_RANK"])
+        if args.backend == "nccl" and local_rank >= torch.cuda.device_count():
+            raise SystemExit(f"local rank {local_rank} has no GPU of its own "
+                             f"({torch.cuda.device_count()} here); NCCL needs one per rank "
+                             f"(--backend gloo lets ranks share one)")
+        torch.cuda.set_device(local_rank % torch.cuda.device_count())
+        dist.init_process_group(args.backend)
     rank = dist.get_rank() if distributed else 0
     world = dist.get_world_size() if distributed else 1
     device = torch.device("cuda", torch.cuda.current_device())
@@ -313,8 +327,9 @@ def main(argv=None):
                           f"from the reference in {names}", flush=True)
 
     # Totals over the ranks; each global batch's time is its slowest rank's.
-    totals = torch.tensor([counts[k] for k in counts], dtype=torch.int64, device=device)
-    times = torch.tensor([t[1:3] for t in timings], dtype=torch.float64, device=device)
+    reduce_on = device if not distributed or args.backend == "nccl" else torch.device("cpu")
+    totals = torch.tensor([counts[k] for k in counts], dtype=torch.int64, device=reduce_on)
+    times = torch.tensor([t[1:3] for t in timings], dtype=torch.float64, device=reduce_on)
     if distributed:
         dist.all_reduce(totals)
         dist.all_reduce(times, op=dist.ReduceOp.MAX)
@@ -324,6 +339,9 @@ def main(argv=None):
         eager_ms = statistics.median(times[:, 1].tolist())
         figures = {
             "example": "global_batch", "device": torch.cuda.get_device_name(), "world": world,
+            "gpus": torch.cuda.device_count() if not distributed else
+            min(world, torch.cuda.device_count()),
+            "backend": args.backend if distributed else None,
             "C": C, "cp": cp, "N": N, "P": P, "S": S, "samples": args.samples,
             "algorithm": args.algorithm, "microbatch_slots": slots,
             "microbatches": [t[0] for t in timings], "global_batches_timed": len(timings),
@@ -331,7 +349,8 @@ def main(argv=None):
             "speedup": eager_ms / thdc_ms, "planning_ms": statistics.median(t[3] for t in timings),
             **counts,
         }
-        print(f"global batch on {figures['device']} x{world} (C={C}, cp={cp}, N={N}): "
+        print(f"global batch on {figures['gpus']} {figures['device']}, {world} rank(s)"
+              f"{' over ' + args.backend if distributed else ''} (C={C}, cp={cp}, N={N}): "
               f"{statistics.median(figures['microbatches'])} microbatches, thdc "
               f"{thdc_ms:.3f} ms, eager PyTorch {eager_ms:.3f} ms per global batch "
               f"(median of {len(timings)})")
