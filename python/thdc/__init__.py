@@ -22,6 +22,7 @@ from __future__ import annotations
 import collections
 import keyword
 import os
+import sys
 from typing import Mapping, NamedTuple, Optional, Union
 
 from . import _thdc
@@ -108,8 +109,29 @@ def load(
     "host". device: whose module is loaded now (-1: the current device);
     other devices load theirs on their first call. cache_dir: where
     driver-compiled cubins are kept ($THDC_CACHE_DIR by default).
+
+    Load before the training loop and outside graph capture: the driver's
+    module load waits for all the work queued on the device, and inside a
+    PyTorch graph capture it would make the capture fail when it ends, so
+    it is refused there with RuntimeError.
     """
+    if backend != "host":
+        _refuse_during_capture("thdc.load")
     return _finish(_thdc.load(os.fspath(bundle), backend, cache_dir, device))
+
+
+def _refuse_during_capture(what: str) -> None:
+    """RuntimeError when PyTorch's current stream is capturing a CUDA graph
+    (only if PyTorch is already imported: thdc does not import it)."""
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_available():
+        return
+    if torch.cuda.is_current_stream_capturing():
+        raise RuntimeError(
+            f"{what} inside a CUDA graph capture: the driver's module load "
+            "cannot be captured and would make the capture fail; load the "
+            "kernel before capturing and call it inside"
+        )
 
 
 def compile(

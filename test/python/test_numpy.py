@@ -5,6 +5,7 @@ the package's megatron_step pipeline with seq_idx."""
 import ctypes
 import os
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -240,6 +241,39 @@ def test_load_bundle_written_by_thdc(tmp_path, compile_host):
         assert mismatches(call(kernel, mb)._asdict(), reference(mb, 64, 1, 9)) == []
     with pytest.raises(RuntimeError, match="manifest.json"):
         thdc.load(tmp_path / "missing", backend="host")
+
+
+def test_load_is_refused_while_torch_captures(tmp_path, monkeypatch):
+    """Inside a PyTorch graph capture a module load would make the capture
+    fail when it ends: thdc.load refuses first, without touching the bundle
+    (a stand-in for torch that reports a capture; the GPU suite runs the
+    real one)."""
+    class Cuda:
+        capturing = True
+
+        @staticmethod
+        def is_available():
+            return True
+
+        @classmethod
+        def is_current_stream_capturing(cls):
+            return cls.capturing
+
+    class Torch:
+        cuda = Cuda
+
+    monkeypatch.setitem(sys.modules, "torch", Torch)
+    with pytest.raises(RuntimeError, match="inside a CUDA graph capture"):
+        thdc.load(tmp_path / "missing", backend="cuda")
+    with pytest.raises(RuntimeError, match="inside a CUDA graph capture"):
+        thdc.load(tmp_path / "missing")
+    # The host code loads no module; outside a capture the load goes ahead
+    # (and here finds no bundle).
+    with pytest.raises(RuntimeError, match="manifest.json"):
+        thdc.load(tmp_path / "missing", backend="host")
+    Cuda.capturing = False
+    with pytest.raises(RuntimeError, match="manifest.json"):
+        thdc.load(tmp_path / "missing")
 
 
 def test_megatron_step_pipeline_with_seq_idx(compile_host):

@@ -160,6 +160,26 @@ def test_manifest_that_disagrees_with_the_kernel_is_refused(tmp_path):
         thdc.load(edited, backend="cuda")
 
 
+def test_load_inside_a_graph_capture_is_refused_and_the_capture_survives():
+    """A module load cannot be captured (it waits for the device); thdc.load
+    says so instead of letting the capture fail when it ends."""
+    kernel, path = gpu_kernel("megatron_graph_step", 1024, 2, 33)
+    if path is None:
+        pytest.skip("needs a bundle")
+    mb = random_microbatch(np.random.default_rng(8), 1024, 2, 33)
+    inputs = to_device(mb)
+    outputs = kernel(**inputs)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        with pytest.raises(RuntimeError, match="inside a CUDA graph capture"):
+            thdc.load(path, backend="cuda")
+        kernel(**inputs, out=outputs)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert mismatches(host(outputs), reference(mb, 1024, 2, 33)) == []
+
+
 def _current_context():
     import ctypes
 
