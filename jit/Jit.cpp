@@ -191,6 +191,24 @@ Jit::compile(const std::string &pipelineText,
   return result;
 }
 
+std::shared_ptr<Executable>
+Jit::cached(const std::string &pipelineText,
+            const std::map<std::string, int64_t> &params, CompileInfo *info) {
+  auto start = std::chrono::steady_clock::now();
+  std::string key = cacheKey(pipelineText, params);
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = memory.find(key);
+  if (readSwitches().alwaysCompile || it == memory.end())
+    return nullptr;
+  if (info) {
+    *info = CompileInfo();
+    info->key = key;
+    info->source = CompileInfo::Source::MemoryCache;
+    info->micros = microsSince(start);
+  }
+  return it->second;
+}
+
 Result<std::shared_ptr<Executable>>
 Jit::compileLocked(const std::string &pipelineText,
                    const std::map<std::string, int64_t> &params,

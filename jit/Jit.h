@@ -102,6 +102,15 @@ public:
           CompileInfo *info = nullptr,
           const std::string &sourceName = "pipeline.mlir");
 
+  /// What compile() would return from the memory cache, without compiling
+  /// or loading anything; null when it would compile or load (the key is
+  /// not in memory, or THDC_ALWAYS_COMPILE is set). For callers that must
+  /// not load a module now, e.g. inside a CUDA graph capture.
+  std::shared_ptr<Executable>
+  cached(const std::string &pipelineText,
+         const std::map<std::string, int64_t> &params = {},
+         CompileInfo *info = nullptr);
+
   /// The cache key of a compile call, for tools and tests.
   std::string cacheKey(const std::string &pipelineText,
                        const std::map<std::string, int64_t> &params) const;

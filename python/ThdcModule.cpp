@@ -614,6 +614,20 @@ Jit &jitFor(const std::string &backend, const std::string &cacheDir,
   return *jit;
 }
 
+/// A kernel of the JIT's, with how the compile call was served.
+std::shared_ptr<Kernel> jitKernel(std::shared_ptr<Executable> executable,
+                                  const CompileInfo &info) {
+  auto kernel = std::make_shared<Kernel>(std::move(executable));
+  static const char *sources[] = {"compiled", "memory-cache", "disk-cache"};
+  kernel->record.source = sources[int(info.source)];
+  kernel->record.micros = info.micros;
+  kernel->record.compileMicros = info.compileMicros;
+  kernel->record.loadMicros = info.loadMicros;
+  kernel->record.key = info.key;
+  kernel->record.cacheNote = info.cacheNote;
+  return kernel;
+}
+
 std::shared_ptr<Kernel> compileText(const std::string &text,
                                     const std::map<std::string, int64_t> &params,
                                     const std::string &backend,
@@ -628,15 +642,19 @@ std::shared_ptr<Kernel> compileText(const std::string &text,
   }();
   if (!compiled)
     throw std::runtime_error(compiled.status().message());
-  auto kernel = std::make_shared<Kernel>(*compiled);
-  static const char *sources[] = {"compiled", "memory-cache", "disk-cache"};
-  kernel->record.source = sources[int(info.source)];
-  kernel->record.micros = info.micros;
-  kernel->record.compileMicros = info.compileMicros;
-  kernel->record.loadMicros = info.loadMicros;
-  kernel->record.key = info.key;
-  kernel->record.cacheNote = info.cacheNote;
-  return kernel;
+  return jitKernel(*compiled, info);
+}
+
+/// compile()'s memory-cache hit, or None where compile() would compile or
+/// load a module (which a CUDA graph capture cannot hold).
+nb::object cachedText(const std::string &text,
+                      const std::map<std::string, int64_t> &params,
+                      const std::string &backend, const std::string &cacheDir,
+                      const std::string &chip) {
+  CompileInfo info;
+  std::shared_ptr<Executable> hit =
+      jitFor(backend, cacheDir, chip).cached(text, params, &info);
+  return hit ? nb::cast(jitKernel(hit, info)) : nb::none();
 }
 #endif
 
@@ -965,6 +983,11 @@ NB_MODULE(_thdc, m) {
   m.def("compile", &compileText, nb::arg("text"), nb::arg("params"),
         nb::arg("backend") = "auto", nb::arg("cache_dir") = "",
         nb::arg("source_name") = "pipeline.mlir", nb::arg("chip") = "");
+  m.def("compile_cached", &cachedText, nb::arg("text"), nb::arg("params"),
+        nb::arg("backend") = "auto", nb::arg("cache_dir") = "",
+        nb::arg("chip") = "",
+        "compile()'s memory-cache hit, or None where compile() would "
+        "compile or load a module.");
   m.attr("has_jit") = true;
 #else
   m.attr("has_jit") = false;

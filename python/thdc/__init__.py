@@ -120,13 +120,17 @@ def load(
     return _finish(_thdc.load(os.fspath(bundle), backend, cache_dir, device))
 
 
-def _refuse_during_capture(what: str) -> None:
-    """RuntimeError when PyTorch's current stream is capturing a CUDA graph
-    (only if PyTorch is already imported: thdc does not import it)."""
+def _capturing() -> bool:
+    """Whether PyTorch's current stream is capturing a CUDA graph (only if
+    PyTorch is already imported: thdc does not import it)."""
     torch = sys.modules.get("torch")
-    if torch is None or not torch.cuda.is_available():
-        return
-    if torch.cuda.is_current_stream_capturing():
+    return (torch is not None and torch.cuda.is_available()
+            and torch.cuda.is_current_stream_capturing())
+
+
+def _refuse_during_capture(what: str) -> None:
+    """RuntimeError inside a capture: a module load cannot be captured."""
+    if _capturing():
         raise RuntimeError(
             f"{what} inside a CUDA graph capture: the driver's module load "
             "cannot be captured and would make the capture fail; load the "
@@ -152,7 +156,9 @@ def compile(
     GPU architecture ("sm_90"); by default the current device's. Needs a
     build of thdc with MLIR (`thdc.has_jit`); elsewhere load a bundle.
     Processes sharing a cache folder may compile the same key at once: one
-    compiles, the others wait for it and load its result.
+    compiles, the others wait for it and load its result. Inside a PyTorch
+    graph capture only a memory-cache hit is returned; anything else would
+    load a module, and raises RuntimeError.
     """
     if not has_jit:
         raise RuntimeError(
@@ -168,6 +174,12 @@ def compile(
         with open(text, encoding="utf-8") as f:
             text = f.read()
     values = {str(k): int(v) for k, v in (params or {}).items()}
+    if backend != "host" and _capturing():
+        # Inside a capture only a memory-cache hit, which loads nothing.
+        cached = _thdc.compile_cached(text, values, backend, cache_dir, chip)
+        if cached is None:
+            _refuse_during_capture("thdc.compile (not in the memory cache)")
+        return _finish(cached)
     return _finish(_thdc.compile(text, values, backend, cache_dir, source_name, chip))
 
 

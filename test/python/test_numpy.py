@@ -276,6 +276,43 @@ def test_load_is_refused_while_torch_captures(tmp_path, monkeypatch):
         thdc.load(tmp_path / "missing")
 
 
+def test_compile_inside_a_torch_capture_only_hits_memory(cache_dir, monkeypatch):
+    """Inside a capture thdc.compile returns a memory-cache hit (nothing is
+    loaded) and refuses anything else (a compile or a disk-cache load)."""
+    if not thdc.has_jit:
+        pytest.skip("this build of thdc has no JIT")
+
+    class Cuda:
+        capturing = False
+
+        @staticmethod
+        def is_available():
+            return True
+
+        @classmethod
+        def is_current_stream_capturing(cls):
+            return cls.capturing
+
+    class Torch:
+        cuda = Cuda
+
+    monkeypatch.setitem(sys.modules, "torch", Torch)
+    params = {"C": 48, "cp": 1, "N": 7}
+    first = thdc.compile(EXAMPLE, params, cache_dir=cache_dir)
+    Cuda.capturing = True
+    again = thdc.compile(EXAMPLE, params, cache_dir=cache_dir)
+    assert again.compile_info["source"] == "memory-cache"
+    assert again.compile_info["key"] == first.compile_info["key"]
+    rng = np.random.default_rng(12)
+    mb = random_microbatch(rng, 48, 1, 7)
+    assert mismatches(call(again, mb)._asdict(), reference(mb, 48, 1, 7)) == []
+    with pytest.raises(RuntimeError, match="not in the memory cache.*inside a CUDA graph capture"):
+        thdc.compile(EXAMPLE, dict(params, C=56), cache_dir=cache_dir)
+    # The host backend loads no GPU module: not refused.
+    assert thdc.compile(EXAMPLE, dict(params, C=56), backend="host",
+                        cache_dir=cache_dir).backend == "host"
+
+
 def test_megatron_step_pipeline_with_seq_idx(compile_host):
     """The drop-in's pipeline: the example's outputs plus seq_idx, equal to the
     reference's seqIdx over the padded cu array with C tokens (cp = 1)."""

@@ -381,3 +381,27 @@ TEST(JitSwitches, DumpIrToStderr) {
   EXPECT_LT(err.find(": input -----"), err.find(": bound-fused -----"));
   EXPECT_LT(err.find(": bound-fused -----"), err.find(": host-llvm -----"));
 }
+
+TEST(JitSwitches, CachedAnswersFromMemoryOnly) {
+  std::string text = exampleText();
+  std::map<std::string, int64_t> params = smallParams();
+  std::string cache = freshCacheDir();
+  Jit jit(hostOptions(cache));
+  EXPECT_EQ(jit.cached(text, params), nullptr);
+  auto compiled = jit.compile(text, params);
+  ASSERT_TRUE(compiled) << compiled.status().message();
+  CompileInfo info;
+  std::shared_ptr<Executable> hit = jit.cached(text, params, &info);
+  EXPECT_EQ(hit, *compiled);
+  EXPECT_EQ(info.source, CompileInfo::Source::MemoryCache);
+  EXPECT_EQ(info.key, jit.cacheKey(text, params));
+  // Other parameters are another key; a second Jit has the entry on disk
+  // but not in memory, and cached() never loads it.
+  std::map<std::string, int64_t> other = params;
+  other["C"] += 8;
+  EXPECT_EQ(jit.cached(text, other), nullptr);
+  Jit second(hostOptions(cache));
+  EXPECT_EQ(second.cached(text, params), nullptr);
+  ScopedEnv always("THDC_ALWAYS_COMPILE", "1");
+  EXPECT_EQ(jit.cached(text, params), nullptr);
+}
