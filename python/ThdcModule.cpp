@@ -709,9 +709,9 @@ template <typename T> nb::object toNumpy(const std::vector<T> &values) {
       copy->data(), {copy->size()}, owner));
 }
 
-/// A reference step's outputs (GraphStepOutput or PackStepOutput: the same
-/// fields) as a dict of NumPy arrays by output name.
-template <typename Output> nb::dict stepOutputs(const Output &out) {
+/// A reference step's outputs (the graph step's or the pack step's) as a
+/// dict of NumPy arrays by output name.
+nb::dict stepOutputs(const reference::GraphStepOutput &out) {
   nb::dict result;
   result["tokens"] = toNumpy(out.tokens);
   result["labels"] = toNumpy(out.labels);

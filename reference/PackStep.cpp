@@ -99,13 +99,12 @@ Expected<PackStepOutput> packMicrobatchStep(const PackStepInput &input,
   statusInput.cuSeqlensPadded.resize(std::size_t(N + 1), cup->back());
   statusInput.numSeqs = input.numSeqs;
   statusInput.cpRank = input.cpRank;
-  PackStepOutput output;
-  output.status =
+  const int32_t status =
       graphStepStatus(statusInput, C, cp, N) |
       sampleStatus(input.sampleOffsets, input.sampleLengths, input.sampleIds,
                    input.numSeqs, int64_t(input.tokenPool.size()));
   int64_t rank = input.cpRank;
-  if (output.status != 0) {
+  if (status != 0) {
     ids.clear();
     valid.clear();
     padded->clear();
@@ -137,15 +136,9 @@ Expected<PackStepOutput> packMicrobatchStep(const PackStepInput &input,
   packed.labels = std::move(labels->values);
   packed.positionIds = std::move(*positions);
   packed.lossMask = std::move(lossMask->values);
-  GraphStepOutput step = graphStepOnPrefix(packed, *cu, *cup, rank, C, cp, N);
-  output.tokens = std::move(step.tokens);
-  output.labels = std::move(step.labels);
-  output.positionIds = std::move(step.positionIds);
-  output.lossMask = std::move(step.lossMask);
-  output.paddingMask = std::move(step.paddingMask);
-  output.cuSeqlensPadded = std::move(step.cuSeqlensPadded);
-  output.cuSeqlens = std::move(step.cuSeqlens);
-  output.maxSeqlen = step.maxSeqlen;
+  PackStepOutput output =
+      graphStepOnPrefix(packed, *cu, *cup, rank, C, cp, N);
+  output.status = status;
   return output;
 }
 

@@ -719,28 +719,9 @@ struct PackStepInput {
   int32_t cpRank = 0;
 };
 
-/// Output of packMicrobatchStep for one CP rank: static shapes [C] and
-/// [N+1], as GraphStepOutput.
-struct PackStepOutput {
-  /// Local tokens, C rows (0 on padding rows).
-  std::vector<int64_t> tokens;
-  /// Local labels, C rows (0 on padding rows).
-  std::vector<int64_t> labels;
-  /// Local position ids, C rows (0 on padding rows).
-  std::vector<int64_t> positionIds;
-  /// Local loss mask, C rows (0.0 on padding rows).
-  std::vector<float> lossMask;
-  /// Local padding mask, C rows, 1 = padding (incl. the tail).
-  std::vector<uint8_t> paddingMask;
-  /// Global padded offsets with the dummy, N+1 entries.
-  std::vector<int32_t> cuSeqlensPadded;
-  /// Global valid offsets with the dummy (compact), N+1 entries.
-  std::vector<int32_t> cuSeqlens;
-  /// Static max_seqlen = C*cp.
-  int32_t maxSeqlen = 0;
-  /// 0 when valid, else an OR of StatusBit values.
-  int32_t status = 0;
-};
+/// Output of packMicrobatchStep for one CP rank: the graph step's outputs,
+/// static shapes [C] and [N+1] (the loss mask is 0.0 on padding rows).
+using PackStepOutput = GraphStepOutput;
 
 /// One microbatch packed from a pool for CP rank input.cpRank, with
 /// C = maxSeqlenPerRank and N = maxPackedSequences: the reference of
