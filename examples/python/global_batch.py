@@ -187,6 +187,16 @@ def load_kernel(args, world):
     return kernel, params
 
 
+def collective_device(device):
+    """Where the process group's collectives take their tensors: the GPU
+    with NCCL, host memory with gloo."""
+    import torch
+    import torch.distributed as dist
+
+    distributed = dist.is_available() and dist.is_initialized()
+    return device if not distributed or dist.get_backend() == "nccl" else torch.device("cpu")
+
+
 def exchange_lengths(local, num_samples, world):
     """ONE all_gather of every rank's valid lengths, copied to the host (a
     synchronisation, as in the reference framework's scheduler)."""
@@ -195,8 +205,7 @@ def exchange_lengths(local, num_samples, world):
 
     if world == 1:
         return local.cpu().numpy()
-    # NCCL exchanges device tensors; gloo host ones.
-    device = local.device if dist.get_backend() == "nccl" else torch.device("cpu")
+    device = collective_device(local.device)
     share = torch.full((share_size(num_samples, world),), -1, dtype=torch.int32, device=device)
     share[:local.numel()] = local
     gathered = torch.empty(world * share.numel(), dtype=torch.int32, device=device)
@@ -327,7 +336,7 @@ def main(argv=None):
                           f"from the reference in {names}", flush=True)
 
     # Totals over the ranks; each global batch's time is its slowest rank's.
-    reduce_on = device if not distributed or args.backend == "nccl" else torch.device("cpu")
+    reduce_on = collective_device(device)
     totals = torch.tensor([counts[k] for k in counts], dtype=torch.int64, device=reduce_on)
     times = torch.tensor([t[1:3] for t in timings], dtype=torch.float64, device=reduce_on)
     if distributed:

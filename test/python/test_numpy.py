@@ -243,45 +243,10 @@ def test_load_bundle_written_by_thdc(tmp_path, compile_host):
         thdc.load(tmp_path / "missing", backend="host")
 
 
-def test_load_is_refused_while_torch_captures(tmp_path, monkeypatch):
-    """Inside a PyTorch graph capture a module load would make the capture
-    fail when it ends: thdc.load refuses first, without touching the bundle
-    (a stand-in for torch that reports a capture; the GPU suite runs the
-    real one)."""
-    class Cuda:
-        capturing = True
-
-        @staticmethod
-        def is_available():
-            return True
-
-        @classmethod
-        def is_current_stream_capturing(cls):
-            return cls.capturing
-
-    class Torch:
-        cuda = Cuda
-
-    monkeypatch.setitem(sys.modules, "torch", Torch)
-    with pytest.raises(RuntimeError, match="inside a CUDA graph capture"):
-        thdc.load(tmp_path / "missing", backend="cuda")
-    with pytest.raises(RuntimeError, match="inside a CUDA graph capture"):
-        thdc.load(tmp_path / "missing")
-    # The host code loads no module; outside a capture the load goes ahead
-    # (and here finds no bundle).
-    with pytest.raises(RuntimeError, match="manifest.json"):
-        thdc.load(tmp_path / "missing", backend="host")
-    Cuda.capturing = False
-    with pytest.raises(RuntimeError, match="manifest.json"):
-        thdc.load(tmp_path / "missing")
-
-
-def test_compile_inside_a_torch_capture_only_hits_memory(cache_dir, monkeypatch):
-    """Inside a capture thdc.compile returns a memory-cache hit (nothing is
-    loaded) and refuses anything else (a compile or a disk-cache load)."""
-    if not thdc.has_jit:
-        pytest.skip("this build of thdc has no JIT")
-
+@pytest.fixture
+def fake_torch(monkeypatch):
+    """A stand-in for an imported torch with a GPU, whose current stream
+    captures while `capturing` is set; the GPU suite runs the real one."""
     class Cuda:
         capturing = False
 
@@ -297,9 +262,34 @@ def test_compile_inside_a_torch_capture_only_hits_memory(cache_dir, monkeypatch)
         cuda = Cuda
 
     monkeypatch.setitem(sys.modules, "torch", Torch)
+    return Cuda
+
+
+def test_load_is_refused_while_torch_captures(tmp_path, fake_torch):
+    """Inside a PyTorch graph capture a module load would make the capture
+    fail when it ends: thdc.load refuses first, without touching the bundle."""
+    fake_torch.capturing = True
+    with pytest.raises(RuntimeError, match="inside a CUDA graph capture"):
+        thdc.load(tmp_path / "missing", backend="cuda")
+    with pytest.raises(RuntimeError, match="inside a CUDA graph capture"):
+        thdc.load(tmp_path / "missing")
+    # The host code loads no module; outside a capture the load goes ahead
+    # (and here finds no bundle).
+    with pytest.raises(RuntimeError, match="manifest.json"):
+        thdc.load(tmp_path / "missing", backend="host")
+    fake_torch.capturing = False
+    with pytest.raises(RuntimeError, match="manifest.json"):
+        thdc.load(tmp_path / "missing")
+
+
+def test_compile_inside_a_torch_capture_only_hits_memory(cache_dir, fake_torch):
+    """Inside a capture thdc.compile returns a memory-cache hit (nothing is
+    loaded) and refuses anything else (a compile or a disk-cache load)."""
+    if not thdc.has_jit:
+        pytest.skip("this build of thdc has no JIT")
     params = {"C": 48, "cp": 1, "N": 7}
     first = thdc.compile(EXAMPLE, params, cache_dir=cache_dir)
-    Cuda.capturing = True
+    fake_torch.capturing = True
     again = thdc.compile(EXAMPLE, params, cache_dir=cache_dir)
     assert again.compile_info["source"] == "memory-cache"
     assert again.compile_info["key"] == first.compile_info["key"]
