@@ -6,6 +6,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/SmallPtrSet.h"
 
 using namespace mlir;
 using namespace mlir::thd;
@@ -337,10 +338,13 @@ static LogicalResult verifyTargetOrAlignment(Operation *op, Attribute target,
 }
 
 /// The CP slice (cp > 1) that `value` comes from, through steps that keep
-/// its rows where they are (sanitize, pad_tail), if any.
+/// its rows where they are (sanitize, pad_tail), if any. Op verifiers run
+/// before dominance is checked, so the chain may be a cycle (a value used as
+/// its own operand): each op is visited once.
 static CpSliceOp sliceOf(Value value) {
   Operation *def = value.getDefiningOp();
-  while (def) {
+  llvm::SmallPtrSet<Operation *, 8> visited;
+  while (def && visited.insert(def).second) {
     if (auto slice = dyn_cast<CpSliceOp>(def)) {
       // A cp that does not resolve is the slice's own error.
       std::optional<int64_t> cp = tryResolveIntOrParam(slice, slice.getCp());
