@@ -6,6 +6,8 @@
 
 #include <csetjmp>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <mutex>
 
 namespace {
@@ -20,13 +22,27 @@ void onFatalError(void *, const char *reason, bool) {
   // Not inside a guard: LLVM's own behaviour follows (it exits).
   std::fprintf(stderr, "LLVM ERROR: %s\n", reason);
 }
+
+/// LLVM's allocation failures (a container asked to grow past what can be
+/// allocated, e.g. for a parsed result number like `%a#2147483647`) call
+/// this instead of aborting. The handler must not return.
+void onBadAlloc(void *, const char *reason, bool) {
+  if (activeJump) {
+    *activeMessage = std::string("out of memory: ") + reason;
+    std::longjmp(*activeJump, 1);
+  }
+  std::fprintf(stderr, "LLVM ERROR: out of memory: %s\n", reason);
+  std::abort();
+}
 } // namespace
 
 bool thdc::runWithFatalErrorsAsFailures(llvm::function_ref<bool()> body,
                                         std::string &fatalMessage) {
   static std::once_flag installed;
-  std::call_once(installed,
-                 [] { llvm::install_fatal_error_handler(onFatalError); });
+  std::call_once(installed, [] {
+    llvm::install_fatal_error_handler(onFatalError);
+    llvm::install_bad_alloc_error_handler(onBadAlloc);
+  });
   fatalMessage.clear();
   std::jmp_buf jump;
   std::jmp_buf *outerJump = activeJump;

@@ -19,9 +19,9 @@
 
 namespace thdc {
 
-/// Runs `body` and returns what it returns; an LLVM fatal error raised on
-/// this thread inside it returns false instead, with the message in
-/// `fatalMessage` (left empty otherwise).
+/// Runs `body` and returns what it returns; an LLVM fatal error or
+/// allocation failure raised on this thread inside it returns false
+/// instead, with the message in `fatalMessage` (left empty otherwise).
 bool runWithFatalErrorsAsFailures(llvm::function_ref<bool()> body,
                                   std::string &fatalMessage);
 
