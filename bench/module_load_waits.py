@@ -50,10 +50,10 @@ def main():
     address, size = ctypes.c_uint64(), ctypes.c_size_t()
     behind_sleep("cuModuleGetGlobal",
                  lambda: cuda.cuModuleGetGlobal_v2(ctypes.byref(address), ctypes.byref(size),
-                                                   modules[0], entry + b"_buffer_elements"))
+                                                   modules[0], b"thdc_buffer_table"))
     stream = ctypes.c_void_p()
     behind_sleep("cuStreamCreate (non-blocking)", lambda: cuda.cuStreamCreate(ctypes.byref(stream), 1))
-    table = (ctypes.c_int64 * 64)()
+    table = (ctypes.c_int64 * 256)()  # the largest table: 8 + 2 * 64 entries
     behind_sleep("cuMemcpyDtoHAsync+sync on that stream",
                  lambda: cuda.cuMemcpyDtoHAsync_v2(table, address, size, stream)
                  or cuda.cuStreamSynchronize(stream))

@@ -161,9 +161,16 @@ mlir::LogicalResult thdc::writeBundle(mlir::ModuleOp module,
              << "cannot write " << path << ": " << ec.message();
     }
   }
+  // The manifest's own hash goes beside it (written first: a reader that
+  // finds the new manifest finds its hash).
+  std::string manifest = runtime::renderManifest(contents);
   if (Status status = runtime::writeFileAtomically(
-          runtime::joinPath(folder, runtime::kManifestFile),
-          runtime::renderManifest(contents));
+          runtime::joinPath(folder, runtime::kManifestHashFile),
+          runtime::sha256Hex(manifest) + "\n");
+      !status)
+    return fail(status);
+  if (Status status = runtime::writeFileAtomically(
+          runtime::joinPath(folder, runtime::kManifestFile), manifest);
       !status)
     return fail(status);
   if (written)

@@ -1,6 +1,7 @@
 //===- Compiler.cpp - thdc's compilation pipeline as a library ------------===//
 
 #include "codegen/Compiler.h"
+#include "codegen/SourceScreen.h"
 #include "codegen/CodegenPasses.h"
 #include "dialect/THDOps.h"
 #include "passes/Passes.h"
@@ -95,6 +96,8 @@ OwningOpRef<ModuleOp>
 thdc::loadPipeline(MLIRContext &context, llvm::SourceMgr &sourceMgr,
                    const llvm::StringMap<int64_t> &params) {
   context.getOrLoadDialect<thd::THDDialect>()->setParamOverrides(params);
+  if (failed(screenUpstreamCrashes(context, sourceMgr)))
+    return {};
   OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
   if (!module)
     return {};
@@ -166,27 +169,40 @@ FailureOr<thdc::PipelineSignature> thdc::describePipeline(ModuleOp module) {
   return signature;
 }
 
-/// Adds `<entry><kBufferElementsSuffix>`, a constant i64 array holding the
-/// number of buffers and then each buffer's length, at the end of `body`
-/// (in `addressSpace`: 1 is the GPU's global memory).
-static void addBufferElementsGlobal(OpBuilder &b, Location loc, Block *body,
-                                    const thdc::PipelineSignature &signature,
-                                    unsigned addressSpace) {
-  SmallVector<int64_t> elements = {int64_t(signature.buffers.size())};
-  for (const thdc::runtime::BufferDesc &buffer : signature.buffers)
-    elements.push_back(buffer.elements);
+/// Adds the code's own statement of its buffers and entry (the globals
+/// kBufferTableSymbol and kEntryNameSymbol of runtime/Manifest.h) at the end
+/// of `body`, in `addressSpace` (1 is the GPU's global memory); `grid` and
+/// `block` are the kernel's launch geometry, null for host code.
+static void addBufferTableGlobals(OpBuilder &b, Location loc, Block *body,
+                                  const thdc::PipelineSignature &signature,
+                                  const int64_t *grid, const int64_t *block,
+                                  unsigned addressSpace) {
+  unsigned gridDims[3] = {0, 0, 0}, blockDims[3] = {0, 0, 0};
+  if (grid && block)
+    for (int d = 0; d < 3; ++d) {
+      gridDims[d] = unsigned(grid[d]);
+      blockDims[d] = unsigned(block[d]);
+    }
+  std::vector<int64_t> table = thdc::runtime::encodeBufferTable(
+      signature.buffers, gridDims, blockDims);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPoint(body, body->end());
   if (!body->empty() && body->back().hasTrait<OpTrait::IsTerminator>())
     b.setInsertionPoint(&body->back());
   auto i64 = b.getI64Type();
-  auto tensorType = RankedTensorType::get({int64_t(elements.size())}, i64);
+  auto tensorType = RankedTensorType::get({int64_t(table.size())}, i64);
   LLVM::GlobalOp::create(
-      b, loc, LLVM::LLVMArrayType::get(i64, elements.size()),
+      b, loc, LLVM::LLVMArrayType::get(i64, table.size()),
       /*isConstant=*/true, LLVM::Linkage::External,
-      signature.entry + thdc::runtime::kBufferElementsSuffix,
-      DenseElementsAttr::get(tensorType, ArrayRef<int64_t>(elements)),
+      thdc::runtime::kBufferTableSymbol,
+      DenseElementsAttr::get(tensorType, ArrayRef<int64_t>(table)),
       /*alignment=*/8, addressSpace);
+  std::string name = signature.entry + '\0';
+  LLVM::GlobalOp::create(
+      b, loc, LLVM::LLVMArrayType::get(b.getI8Type(), name.size()),
+      /*isConstant=*/true, LLVM::Linkage::External,
+      thdc::runtime::kEntryNameSymbol, b.getStringAttr(name),
+      /*alignment=*/1, addressSpace);
 }
 
 namespace {
@@ -404,8 +420,8 @@ FailureOr<std::string> thdc::compileToPtx(ModuleOp module,
     if (failed(signature))
       return failure();
     OpBuilder b(module.getContext());
-    addBufferElementsGlobal(b, kernelModule.getLoc(), kernelModule.getBody(),
-                            *signature, /*addressSpace=*/1);
+    addBufferTableGlobals(b, kernelModule.getLoc(), kernelModule.getBody(),
+                          *signature, grid, block, /*addressSpace=*/1);
     dropBufferNames(*gpuModule);
     PassManager toBinary(module.getContext());
     toBinary.addPass(createGpuModuleToBinaryPass(binary));
@@ -471,8 +487,9 @@ LogicalResult thdc::lowerToHostLLVM(ModuleOp module) {
   LLVM::CallOp::create(b, loc, entry, arguments);
   LLVM::ReturnOp::create(b, loc, ValueRange{});
 
-  addBufferElementsGlobal(b, loc, module.getBody(), *signature,
-                          /*addressSpace=*/0);
+  addBufferTableGlobals(b, loc, module.getBody(), *signature,
+                        /*grid=*/nullptr, /*block=*/nullptr,
+                        /*addressSpace=*/0);
   return success();
 }
 
@@ -524,8 +541,11 @@ LogicalResult thdc::emitHostSharedObject(ModuleOp module,
     return module.emitError(
         "no C compiler ('cc') on PATH to link the host shared object");
   std::string out = path.str();
-  llvm::SmallVector<llvm::StringRef> args = {*cc, "-shared", "-o", out,
-                                             objectPath};
+  // -Bsymbolic: the packed entry calls the pipeline's function inside the
+  // library, never a process symbol of the same name (a pipeline called
+  // `step` used to call the C library's regex `step`).
+  llvm::SmallVector<llvm::StringRef> args = {
+      *cc, "-shared", "-Wl,-Bsymbolic", "-o", out, objectPath};
   std::string message;
   int rc =
       llvm::sys::ExecuteAndWait(*cc, args, std::nullopt, {}, 0, 0, &message);

@@ -20,10 +20,14 @@
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/TargetParser/Host.h"
 
+#include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
+#include <unistd.h>
+#include <vector>
 
 
 using namespace thdc;
@@ -40,6 +44,16 @@ struct Switches {
 
 bool isSet(const char *value) {
   return value && *value && std::string(value) != "0";
+}
+
+/// How long a compile waits for another process compiling the same key
+/// (THDC_LOCK_TIMEOUT, seconds; default 10 minutes).
+double lockTimeoutSeconds() {
+  const char *value = std::getenv("THDC_LOCK_TIMEOUT");
+  char *end = nullptr;
+  double seconds = value && *value ? std::strtod(value, &end) : 0;
+  return value && *value && end && *end == '\0' && seconds >= 0 ? seconds
+                                                                  : 600;
 }
 
 Switches readSwitches() {
@@ -93,6 +107,54 @@ void logCall(const CompileInfo &info, const std::string &sourceName,
   llvm::errs() << "\n";
 }
 
+/// Removes what processes that died while compiling `key` left in the
+/// cache folder `dir` (staging folders, entries set aside for deletion).
+/// Called with the key's lock held: nobody alive is writing them.
+void removeLeftovers(const std::string &dir, const std::string &key) {
+  std::error_code ec;
+  std::vector<std::string> leftovers;
+  std::string staging = "jit-" + key + ".staging",
+              discarded = "jit-" + key + ".discarded";
+  for (llvm::sys::fs::directory_iterator it(dir, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    llvm::StringRef name = llvm::sys::path::filename(it->path());
+    if ((name.starts_with(staging) || name.starts_with(discarded)) &&
+        checkPrivate(it->path()))
+      leftovers.push_back(it->path());
+  }
+  for (const std::string &path : leftovers)
+    llvm::sys::fs::remove_directories(path);
+}
+
+/// The prefix of this process's temporary staging folders (outside the
+/// cache): the process id lets a later process tell a dead one's.
+std::string temporaryStagingPrefix() {
+  return "thdc-jit-" + std::to_string(getpid()) + "-";
+}
+
+/// Removes temporary staging folders that processes which have since died
+/// left in the system's temporary folder (a process killed mid-compile).
+void removeDeadProcessesStaging() {
+  llvm::SmallString<256> temporary;
+  llvm::sys::path::system_temp_directory(/*ErasedOnReboot=*/true, temporary);
+  std::error_code ec;
+  std::vector<std::string> dead;
+  for (llvm::sys::fs::directory_iterator it(temporary, ec), end;
+       !ec && it != end; it.increment(ec)) {
+    llvm::StringRef name = llvm::sys::path::filename(it->path());
+    if (!name.consume_front("thdc-jit-"))
+      continue;
+    unsigned long long pid = 0;
+    if (name.consumeInteger(10, pid) || !name.starts_with("-") || pid == 0 ||
+        pid > 0x7fffffff)
+      continue;
+    if (kill(pid_t(pid), 0) != 0 && errno == ESRCH && checkPrivate(it->path()))
+      dead.push_back(it->path());
+  }
+  for (const std::string &path : dead)
+    llvm::sys::fs::remove_directories(path);
+}
+
 /// Moves a damaged cache entry out of the way and deletes it.
 void discardEntry(const std::string &entry) {
   llvm::SmallString<256> aside;
@@ -124,6 +186,7 @@ Jit::Jit(JitOptions opts) : options(std::move(opts)) {
     targetName = "host-" + llvm::sys::getDefaultTargetTriple();
   }
   options.cacheDir = cacheDirectory(options.cacheDir);
+  removeDeadProcessesStaging();
   if (options.cacheDir != "-") {
     // Absolute, so that staging folders are made beside the entries (and
     // renamed within one file system).
@@ -226,6 +289,7 @@ Jit::compileLocked(const std::string &pipelineText,
   load.backend = target;
   load.cacheDir = options.cacheDir;
   load.requireHashes = true;
+  load.requirePrivate = true;
   const std::string &dir = options.cacheDir;
   const std::string entry = joinPath(dir, "jit-" + out.key);
   bool useDisk = dir != "-";
@@ -238,10 +302,17 @@ Jit::compileLocked(const std::string &pipelineText,
   // what it published.
   std::optional<FileLock> keyLock;
   if (useDisk) {
+    std::string lockPath = joinPath(dir, "jit-" + out.key + ".lock");
+    bool timedOut = false;
     Result<FileLock> acquired =
-        FileLock::acquire(joinPath(dir, "jit-" + out.key + ".lock"));
+        FileLock::acquire(lockPath, lockTimeoutSeconds(), &timedOut);
     if (acquired) {
       keyLock.emplace(std::move(*acquired));
+      removeLeftovers(dir, out.key);
+    } else if (timedOut) {
+      // Another process holds the key past the bound: compiling beside it
+      // would wait on whatever holds it up, so say so instead.
+      return acquired.status();
     } else {
       useDisk = false;
       out.cacheNote = acquired.status().message();
@@ -338,7 +409,8 @@ Jit::compileLocked(const std::string &pipelineText,
   auto makeStaging = [&](bool inCache, llvm::SmallString<256> &staging) {
     return inCache ? llvm::sys::fs::createUniqueDirectory(
                          entry + ".staging", staging)
-                   : llvm::sys::fs::createUniqueDirectory("thdc-jit", staging);
+                   : llvm::sys::fs::createUniqueDirectory(
+                         temporaryStagingPrefix() + "staging", staging);
   };
 
   llvm::SmallString<256> staging;

@@ -81,13 +81,18 @@ std::string jitCacheKey(const std::string &buildId, const std::string &target,
 ///                         parameter binding and fusion, after lowering for
 ///                         the host, and the kernel's PTX) into files
 ///                         <key>.<n>-<stage>.<ext> of the folder <dir>, or
-///                         with 1 to stderr.
+///                         with 1 to stderr;
+///   THDC_LOCK_TIMEOUT=<s> how long a compile waits for another process
+///                         compiling the same key before it fails with an
+///                         error naming the lock (default 600 s).
 /// Thread-safe, and safe for several
 /// processes sharing one cache folder: a lock per key makes concurrent
 /// compiles of one key produce one entry, entries are published whole (a
 /// staging folder renamed into place), each file is checked against the
 /// hash in its manifest before it is used, and a damaged entry is compiled
-/// again. Errors, LLVM fatal errors included, are returned, never ended in.
+/// again; what a process killed while compiling left behind is removed by
+/// the next compile of that key. Errors, LLVM fatal errors and running out
+/// of memory inside the compiler included, are returned, never ended in.
 class Jit {
 public:
   explicit Jit(JitOptions options = {});

@@ -5,13 +5,16 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <thread>
 #include <utility>
 
 using namespace thdc::runtime;
@@ -76,24 +79,47 @@ Status thdc::runtime::prepareCacheDirectory(const std::string &dir) {
   return checkPrivate(dir);
 }
 
-Result<std::string> thdc::runtime::readWholeFile(const std::string &path) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+Result<std::string> thdc::runtime::readWholeFile(const std::string &path,
+                                                 bool requirePrivate) {
+  // O_NONBLOCK: opening a FIFO must not wait for a writer.
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0)
     return Status::error(fmt::format("cannot read {}: {}", path, errnoText()));
+  auto fail = [&](const std::string &message) {
+    close(fd);
+    return Status::error(message);
+  };
+  struct stat info;
+  if (fstat(fd, &info) != 0)
+    return fail(fmt::format("cannot read {}: {}", path, errnoText()));
+  if (!S_ISREG(info.st_mode))
+    return fail(fmt::format("{} is not a regular file; refusing to read it",
+                            path));
+  if (size_t(info.st_size) > kMaxReadBytes)
+    return fail(fmt::format("{} has {} bytes, more than the {} thdc reads",
+                            path, info.st_size, kMaxReadBytes));
+  if (requirePrivate && info.st_uid != geteuid())
+    return fail(fmt::format("{} belongs to another user (uid {}); thdc loads "
+                            "only what this user wrote",
+                            path, info.st_uid));
+  if (requirePrivate && (info.st_mode & (S_IWGRP | S_IWOTH)))
+    return fail(fmt::format(
+        "{} is writable by other users; refusing to load it", path));
   std::string bytes;
+  bytes.reserve(size_t(info.st_size));
   char buffer[1 << 16];
   for (;;) {
     ssize_t got = read(fd, buffer, sizeof(buffer));
     if (got < 0 && errno == EINTR)
       continue;
-    if (got < 0) {
-      std::string message =
-          fmt::format("cannot read {}: {}", path, errnoText());
-      close(fd);
-      return Status::error(message);
-    }
+    if (got < 0)
+      return fail(fmt::format("cannot read {}: {}", path, errnoText()));
     if (got == 0)
       break;
+    // A file that grows while it is read is not read without end.
+    if (bytes.size() + size_t(got) > kMaxReadBytes)
+      return fail(fmt::format("{} grew past {} bytes while it was read", path,
+                              kMaxReadBytes));
     bytes.append(buffer, size_t(got));
   }
   close(fd);
@@ -135,17 +161,44 @@ Status thdc::runtime::writeFileAtomically(const std::string &path,
   return Status();
 }
 
-Result<FileLock> FileLock::acquire(const std::string &path) {
-  int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+Result<FileLock> FileLock::acquire(const std::string &path,
+                                   double timeoutSeconds, bool *timedOut) {
+  if (timedOut)
+    *timedOut = false;
+  int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0)
     return Status::error(
         fmt::format("cannot open the lock {}: {}", path, errnoText()));
-  while (flock(fd, LOCK_EX) != 0) {
+  auto start = std::chrono::steady_clock::now();
+  // Polled rather than blocking, so that a holder that never lets go (a
+  // process stopped in a debugger, a compile that does not end) costs its
+  // waiters a bounded time. The pause grows to 20 ms: short waits stay
+  // short and long ones cost little.
+  std::chrono::microseconds pause(200);
+  while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
     if (errno == EINTR)
       continue;
-    std::string message = fmt::format("cannot lock {}: {}", path, errnoText());
-    close(fd);
-    return Status::error(message);
+    if (errno != EWOULDBLOCK) {
+      std::string message =
+          fmt::format("cannot lock {}: {}", path, errnoText());
+      close(fd);
+      return Status::error(message);
+    }
+    double waited = std::chrono::duration<double>(
+                        std::chrono::steady_clock::now() - start)
+                        .count();
+    if (timeoutSeconds >= 0 && waited >= timeoutSeconds) {
+      close(fd);
+      if (timedOut)
+        *timedOut = true;
+      return Status::error(fmt::format(
+          "waited {:.1f} s for the lock {}, which another process holds (a "
+          "compile of the same pipeline that has not finished: look for a "
+          "stuck process, or raise THDC_LOCK_TIMEOUT)",
+          waited, path));
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(20000));
   }
   FileLock lock;
   lock.fd_ = fd;

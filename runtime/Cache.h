@@ -47,8 +47,17 @@ Status checkPrivate(const std::string &path);
 /// permission) nothing is left behind and the error names the path.
 Status writeFileAtomically(const std::string &path, std::string_view bytes);
 
-/// Reads a whole file.
-Result<std::string> readWholeFile(const std::string &path);
+/// Largest file readWholeFile reads (a bundle's PTX or host code is well
+/// under a megabyte).
+constexpr size_t kMaxReadBytes = size_t(1) << 30;
+
+/// Reads a whole regular file of at most kMaxReadBytes; a FIFO, a device, a
+/// folder or anything larger is an error, never a wait or an endless read.
+/// With `requirePrivate`, the file must also belong to this user and not be
+/// writable by group or others (checked on the opened file, so it cannot be
+/// swapped between the check and the read).
+Result<std::string> readWholeFile(const std::string &path,
+                                  bool requirePrivate = false);
 
 /// `dir`/`name`.
 std::string joinPath(const std::string &dir, const std::string &name);
@@ -56,8 +65,12 @@ std::string joinPath(const std::string &dir, const std::string &name);
 /// An exclusive advisory lock (flock) on a lock file, held until destroyed.
 class FileLock {
 public:
-  /// Blocks until the lock on `path` (created if missing) is held.
-  static Result<FileLock> acquire(const std::string &path);
+  /// Waits until the lock on `path` (created if missing) is held, at most
+  /// `timeoutSeconds` (negative: without a bound); past that, an error that
+  /// says who to look for, and `*timedOut` (when given) is set.
+  static Result<FileLock> acquire(const std::string &path,
+                                  double timeoutSeconds = -1,
+                                  bool *timedOut = nullptr);
   FileLock(FileLock &&other) noexcept;
   FileLock &operator=(FileLock &&other) noexcept;
   FileLock(const FileLock &) = delete;

@@ -12,38 +12,24 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <cerrno>
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <link.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 using namespace thdc::runtime;
 
 namespace {
-/// Compares the buffer table compiled into a bundle's code (the buffer
-/// count, then each buffer's length) with its manifest; a message naming
-/// the first difference, or empty. `what` names the code.
-std::string bufferTableMismatch(const Manifest &m, const int64_t *counts,
-                                size_t entries, const char *what) {
-  const std::vector<BufferDesc> &buffers = m.buffers;
-  if (entries == 0 || counts[0] != int64_t(buffers.size()) ||
-      entries != buffers.size() + 1)
-    return fmt::format("{} lists {} buffers, but the {} takes {}",
-                       kManifestFile, buffers.size(), what,
-                       entries ? counts[0] : 0);
-  for (size_t i = 0; i < buffers.size(); ++i)
-    if (counts[i + 1] != buffers[i].elements)
-      return fmt::format(
-          "{}: buffer '{}' has {} elements, but the {} was compiled for {}",
-          kManifestFile, buffers[i].name, buffers[i].elements, what,
-          counts[i + 1]);
-  return "";
-}
-
 /// Reads a bundle file and checks it against the manifest's hash.
 Result<std::string> readBundleFile(const std::string &bundleDir,
                                    const Manifest &m, const std::string &file,
-                                   bool requireHash) {
-  Result<std::string> bytes = readWholeFile(joinPath(bundleDir, file));
+                                   const LoadOptions &options) {
+  bool requireHash = options.requireHashes;
+  Result<std::string> bytes =
+      readWholeFile(joinPath(bundleDir, file), options.requirePrivate);
   if (!bytes)
     return bytes.status();
   auto expected = m.fileHashes.find(file);
@@ -60,6 +46,107 @@ Result<std::string> readBundleFile(const std::string &bundleDir,
                     "replaced); refusing to load it",
                     joinPath(bundleDir, file)));
   return bytes;
+}
+
+/// Maps host code from `bytes` (already checked against the manifest's
+/// hash) rather than from its path: the file may have changed since it was
+/// hashed, and dlopen by a path already loaded returns the library loaded
+/// then, not the one just compiled there. The bytes go into an anonymous
+/// memory file, or where the system has none, a private temporary copy
+/// that is removed once mapped.
+Result<void *> openHostCode(const std::string &bytes, const std::string &name) {
+  auto writeAll = [&](int fd) {
+    const char *data = bytes.data();
+    size_t left = bytes.size();
+    while (left > 0) {
+      ssize_t written = write(fd, data, left);
+      if (written < 0 && errno == EINTR)
+        continue;
+      if (written <= 0)
+        return false;
+      data += written;
+      left -= size_t(written);
+    }
+    return true;
+  };
+  auto failed = [&](const std::string &how) {
+    return Status::error(
+        fmt::format("cannot load the host code {}: {}", name, how));
+  };
+  int fd = memfd_create("thdc-host-code", MFD_CLOEXEC);
+  if (fd >= 0) {
+    if (!writeAll(fd)) {
+      std::string message = std::strerror(errno);
+      close(fd);
+      return failed(message);
+    }
+    // dlopen first looks a path up among the loaded libraries, so the name
+    // must not be one a library still loaded was opened by (an earlier
+    // load's descriptor number): take another number until it is free.
+    std::vector<int> held{fd};
+    void *handle = nullptr;
+    std::string error;
+    for (int attempt = 0; attempt < 64; ++attempt) {
+      std::string path = fmt::format("/proc/self/fd/{}", held.back());
+      if (void *loaded = dlopen(path.c_str(), RTLD_NOW | RTLD_NOLOAD)) {
+        dlclose(loaded);
+        int next = dup(held.back());
+        if (next < 0)
+          break;
+        held.push_back(next);
+        continue;
+      }
+      handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+      if (!handle)
+        error = dlerror();
+      break;
+    }
+    for (int open : held)
+      close(open);
+    if (handle)
+      return handle;
+    if (!error.empty())
+      return failed(error);
+  }
+  // No memory files (or no /proc): a private folder of our own.
+  const char *tmp = std::getenv("TMPDIR");
+  std::string folder = std::string(tmp && *tmp ? tmp : "/tmp") +
+                       "/thdc-host-XXXXXX";
+  if (!mkdtemp(folder.data()))
+    return failed(std::strerror(errno));
+  std::string path = folder + "/host.so";
+  fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0700);
+  bool written = fd >= 0 && writeAll(fd);
+  std::string message = written ? "" : std::strerror(errno);
+  if (fd >= 0)
+    close(fd);
+  void *handle =
+      written ? dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL) : nullptr;
+  if (written && !handle)
+    message = dlerror();
+  unlink(path.c_str());
+  rmdir(folder.c_str());
+  if (!handle)
+    return failed(message);
+  return handle;
+}
+
+/// The size of the object at `address` in a loaded library, from its
+/// symbol table (0 when it is not a symbol's start).
+size_t symbolSize(const void *address) {
+  Dl_info info;
+  void *entry = nullptr;
+  if (!dladdr1(address, &info, &entry, RTLD_DL_SYMENT) || !entry ||
+      info.dli_saddr != address)
+    return 0;
+  return static_cast<const ElfW(Sym) *>(entry)->st_size;
+}
+
+/// The entry name a bundle's code states, from its `bytes` (NUL-terminated
+/// within them), or empty.
+std::string statedEntry(const char *bytes, size_t size) {
+  const void *end = bytes ? std::memchr(bytes, 0, size) : nullptr;
+  return end ? std::string(bytes, static_cast<const char *>(end)) : "";
 }
 
 double microsSince(std::chrono::steady_clock::time_point start) {
@@ -93,9 +180,10 @@ Status loadPtx(const CudaDriver &cu, const std::string &ptx,
   std::string cubinPath = cacheDir == "-" || !prepareCacheDirectory(cacheDir)
                               ? std::string()
                               : joinPath(cacheDir, "cubin-" + key + ".cubin");
-  Result<std::string> cached = cubinPath.empty() || !checkPrivate(cubinPath)
+  Result<std::string> cached = cubinPath.empty()
                                    ? Result<std::string>(Status::error(""))
-                                   : readWholeFile(cubinPath);
+                                   : readWholeFile(cubinPath,
+                                                   /*requirePrivate=*/true);
   if (cached && cu.cuModuleLoadData(module, cached->data()) == CUDA_SUCCESS) {
     *fromCache = true;
     return Status();
@@ -169,33 +257,50 @@ Status Executable::loadModule(int device) const {
   return Status();
 }
 
-/// The kernel states its buffers' lengths (PTX of bundles written before it
-/// did does not): a manifest that disagrees would let callers hand it
-/// buffers it reads or writes past. Checked once, when the bundle is loaded.
+/// The kernel states its buffers, its entry and its launch geometry: a
+/// manifest that disagrees would let callers hand it buffers it reads or
+/// writes past, and a kernel that states nothing is not trusted. Checked
+/// once, when the bundle is loaded.
 Status Executable::checkKernelBuffers(int device) const {
   const CudaDriver &cu = **CudaDriver::get();
   ScopedDevice scope;
   if (Status entered = scope.enter(cu, device); !entered)
     return entered;
-  CUdeviceptr address = 0;
-  size_t bytes = 0;
-  std::string symbol = manifest_.entry + kBufferElementsSuffix;
-  if (cu.cuModuleGetGlobal(&address, &bytes, modules_->modules[device],
-                           symbol.c_str()) != CUDA_SUCCESS)
+  auto readGlobal = [&](const char *symbol,
+                        std::string &bytes) -> Status {
+    CUdeviceptr address = 0;
+    size_t size = 0;
+    if (cu.cuModuleGetGlobal(&address, &size, modules_->modules[device],
+                             symbol) != CUDA_SUCCESS)
+      return Status::error(fmt::format(
+          "the kernel '{}' has no '{}' (it was written by an older thdc or "
+          "is not thdc's); compile it again",
+          manifest_.kernelName, symbol));
+    bytes.assign(size, '\0');
+    CUresult r = cu.cuMemcpyDtoH(bytes.data(), address, size);
+    if (r != CUDA_SUCCESS)
+      return Status::error(fmt::format("reading {}: {}", symbol,
+                                       cu.describe("cuMemcpyDtoH", r)));
     return Status();
-  std::vector<int64_t> counts(bytes / sizeof(int64_t));
-  CUresult r = cu.cuMemcpyDtoH(counts.data(), address, bytes);
-  if (r != CUDA_SUCCESS)
-    return Status::error(
-        fmt::format("reading {}: {}", symbol, cu.describe("cuMemcpyDtoH", r)));
-  std::string mismatch =
-      bufferTableMismatch(manifest_, counts.data(), counts.size(), "kernel");
+  };
+  std::string table, entry;
+  if (Status read = readGlobal(kBufferTableSymbol, table); !read)
+    return read;
+  if (Status read = readGlobal(kEntryNameSymbol, entry); !read)
+    return read;
+  std::vector<int64_t> entries(table.size() / sizeof(int64_t));
+  std::memcpy(entries.data(), table.data(), entries.size() * sizeof(int64_t));
+  std::string mismatch = bufferTableMismatch(
+      manifest_, entries.data(), entries.size(),
+      statedEntry(entry.data(), entry.size()), "kernel",
+      /*checkGeometry=*/true);
   return mismatch.empty() ? Status() : Status::error(mismatch);
 }
 
 Result<std::unique_ptr<Executable>>
 Executable::load(const std::string &bundleDir, const LoadOptions &options) {
-  Result<Manifest> manifest = readManifest(bundleDir);
+  Result<Manifest> manifest =
+      readManifest(bundleDir, options.requireHashes, options.requirePrivate);
   if (!manifest)
     return manifest.status();
   std::unique_ptr<Executable> executable(new Executable());
@@ -224,13 +329,13 @@ Executable::load(const std::string &bundleDir, const LoadOptions &options) {
     if (!device)
       return device.status();
     Result<std::string> ptx =
-        readBundleFile(bundleDir, m, m.ptxFile, options.requireHashes);
+        readBundleFile(bundleDir, m, m.ptxFile, options);
     if (!ptx)
       return ptx.status();
     executable->ptx_ = std::move(*ptx);
     if (!m.cubinFile.empty()) {
       Result<std::string> cubin =
-          readBundleFile(bundleDir, m, m.cubinFile, options.requireHashes);
+          readBundleFile(bundleDir, m, m.cubinFile, options);
       if (!cubin)
         return cubin.status();
       executable->cubin_ = std::move(*cubin);
@@ -249,43 +354,41 @@ Executable::load(const std::string &bundleDir, const LoadOptions &options) {
       return Status::error(
           fmt::format("no GPU ({}) and the bundle has no host code",
                       driver.status().message()));
-    // Checked against the manifest before it is mapped: a truncated or
-    // replaced library is refused, never dlopened.
-    if (Result<std::string> bytes =
-            readBundleFile(bundleDir, m, m.hostLibrary, options.requireHashes);
-        !bytes)
+    // Checked against the manifest's hash, then mapped from these very
+    // bytes: a truncated or replaced library is refused, never dlopened.
+    Result<std::string> bytes =
+        readBundleFile(bundleDir, m, m.hostLibrary, options);
+    if (!bytes)
       return bytes.status();
-    std::string library = joinPath(bundleDir, m.hostLibrary);
-    if (library.front() != '/') {
-      char cwd[4096];
-      if (getcwd(cwd, sizeof(cwd)))
-        library = joinPath(cwd, library);
-    }
-    void *handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!handle)
-      return Status::error(
-          fmt::format("cannot load the host code: {}", dlerror()));
-    void *symbol = dlsym(handle, m.hostSymbol.c_str());
-    if (!symbol) {
+    Result<void *> opened =
+        openHostCode(*bytes, joinPath(bundleDir, m.hostLibrary));
+    if (!opened)
+      return opened.status();
+    void *handle = *opened;
+    auto refuse = [&](const std::string &message) {
       dlclose(handle);
-      return Status::error(
-          fmt::format("the host code has no symbol '{}'", m.hostSymbol));
-    }
-    // The code states its buffers' lengths (bundles written before it did
-    // do not): a manifest that disagrees would make it write past them.
-    if (auto *counts = static_cast<const int64_t *>(
-            dlsym(handle, (m.entry + kBufferElementsSuffix).c_str()))) {
-      // Read before dlclose unmaps them; the table is as long as its first
-      // entry says, and compared only when that matches the manifest.
-      size_t entries =
-          counts[0] == int64_t(m.buffers.size()) ? m.buffers.size() + 1 : 1;
-      std::string mismatch =
-          bufferTableMismatch(m, counts, entries, "host code");
-      if (!mismatch.empty()) {
-        dlclose(handle);
-        return Status::error(joinPath(bundleDir, mismatch));
-      }
-    }
+      return Status::error(joinPath(bundleDir, message));
+    };
+    // The code states its buffers and entry; the manifest must agree before
+    // anything of it is called.
+    auto *table =
+        static_cast<const int64_t *>(dlsym(handle, kBufferTableSymbol));
+    auto *entry = static_cast<const char *>(dlsym(handle, kEntryNameSymbol));
+    if (!table || !entry)
+      return refuse(fmt::format(
+          "{}: the host code has no '{}' (it was written by an older thdc or "
+          "is not thdc's); compile it again",
+          m.hostLibrary, !table ? kBufferTableSymbol : kEntryNameSymbol));
+    std::string mismatch = bufferTableMismatch(
+        m, table, symbolSize(table) / sizeof(int64_t),
+        statedEntry(entry, symbolSize(entry)), "host code",
+        /*checkGeometry=*/false);
+    if (!mismatch.empty())
+      return refuse(mismatch);
+    void *symbol = dlsym(handle, m.hostSymbol.c_str());
+    if (!symbol)
+      return refuse(fmt::format("{}: the host code has no symbol '{}'",
+                                m.hostLibrary, m.hostSymbol));
     executable->library_ = handle;
     executable->hostEntry_ = reinterpret_cast<void (*)(void **)>(symbol);
     executable->info_.backend = Backend::Host;

@@ -57,8 +57,12 @@ struct LoadOptions {
   /// calling thread's current context, else 0). Other devices load theirs on
   /// their first launch.
   int device = -1;
-  /// Refuse a bundle whose manifest lacks the hash of a file it uses.
+  /// Refuse a bundle whose manifest lacks the hash of a file it uses, or
+  /// that has no hash of its manifest.
   bool requireHashes = false;
+  /// Read only files that belong to this user and that nobody else can
+  /// write (the JIT's cache).
+  bool requirePrivate = false;
 };
 
 /// A loaded bundle, ready to launch.

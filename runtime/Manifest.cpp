@@ -3,10 +3,13 @@
 #include "runtime/Manifest.h"
 #include "runtime/Cache.h"
 #include "runtime/Json.h"
+#include "runtime/Sha256.h"
 
 #include <fmt/format.h>
 
+#include <cctype>
 #include <climits>
+#include <sys/stat.h>
 
 using namespace thdc::runtime;
 
@@ -21,10 +24,10 @@ bool isPlainFileName(const std::string &name) {
 const ElementTypeInfo *thdc::runtime::findElementType(const std::string &name) {
   using Kind = ElementTypeInfo::Kind;
   static const ElementTypeInfo types[] = {
-      {"i1", "bool", Kind::Bool, 1},      {"i8", "int8", Kind::Int, 1},
-      {"i16", "int16", Kind::Int, 2},     {"i32", "int32", Kind::Int, 4},
-      {"i64", "int64", Kind::Int, 8},     {"f32", "float32", Kind::Float, 4},
-      {"f64", "float64", Kind::Float, 8}};
+      {"i1", "bool", Kind::Bool, 1, 1},      {"i8", "int8", Kind::Int, 1, 2},
+      {"i16", "int16", Kind::Int, 2, 3},     {"i32", "int32", Kind::Int, 4, 4},
+      {"i64", "int64", Kind::Int, 8, 5},     {"f32", "float32", Kind::Float, 4, 6},
+      {"f64", "float64", Kind::Float, 8, 7}};
   for (const ElementTypeInfo &type : types)
     if (name == type.name)
       return &type;
@@ -36,6 +39,92 @@ size_t BufferDesc::bytes() const {
   return element ? size_t(elements) * element->bytes : 0;
 }
 
+std::vector<int64_t>
+thdc::runtime::encodeBufferTable(const std::vector<BufferDesc> &buffers,
+                                 const unsigned grid[3],
+                                 const unsigned block[3]) {
+  std::vector<int64_t> table(bufferTableEntries(buffers.size()), 0);
+  table[kBufferTableMagicIndex] = kBufferTableMagic;
+  table[kBufferTableCountIndex] = int64_t(buffers.size());
+  for (int d = 0; d < 3; ++d) {
+    table[kBufferTableGridIndex + d] = grid[d];
+    table[kBufferTableBlockIndex + d] = block[d];
+  }
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    const ElementTypeInfo *type = findElementType(buffers[i].type);
+    table[kBufferTableFirstBuffer + 2 * i] = buffers[i].elements;
+    table[kBufferTableFirstBuffer + 2 * i + 1] =
+        (type ? type->code : 0) |
+        (buffers[i].isOutput ? kBufferTableOutputBit : 0);
+  }
+  return table;
+}
+
+std::string thdc::runtime::bufferTableMismatch(const Manifest &m,
+                                               const int64_t *table,
+                                               size_t entries,
+                                               const std::string &entry,
+                                               const char *what,
+                                               bool checkGeometry) {
+  const std::vector<BufferDesc> &buffers = m.buffers;
+  if (entries < kBufferTableFirstBuffer ||
+      table[kBufferTableMagicIndex] != kBufferTableMagic)
+    return fmt::format("the {} has no buffer table of this runtime's format "
+                       "(written by another thdc, or damaged); compile it "
+                       "again",
+                       what);
+  int64_t count = table[kBufferTableCountIndex];
+  if (count != int64_t(buffers.size()) ||
+      entries != bufferTableEntries(buffers.size()))
+    return fmt::format("{} lists {} buffers, but the {} takes {}",
+                       kManifestFile, buffers.size(), what, count);
+  if (entry != m.entry)
+    return fmt::format("{} names the entry '{}', but the {} is '{}'",
+                       kManifestFile, m.entry, what, entry);
+  if (m.kernelName != entry)
+    return fmt::format("{} names the kernel '{}', but the {} is '{}'",
+                       kManifestFile, m.kernelName, what, entry);
+  if (!m.hostLibrary.empty() && m.hostSymbol != entry + kPackedSuffix)
+    return fmt::format("{} names the host symbol '{}', but the {} enters at "
+                       "'{}{}'",
+                       kManifestFile, m.hostSymbol, what, entry, kPackedSuffix);
+  if (checkGeometry)
+    for (int d = 0; d < 3; ++d)
+      if (table[kBufferTableGridIndex + d] != m.grid[d] ||
+          table[kBufferTableBlockIndex + d] != m.block[d])
+        return fmt::format(
+            "{} launches grid [{}, {}, {}] x block [{}, {}, {}], but the {} "
+            "was compiled for grid [{}, {}, {}] x block [{}, {}, {}]",
+            kManifestFile, m.grid[0], m.grid[1], m.grid[2], m.block[0],
+            m.block[1], m.block[2], what, table[kBufferTableGridIndex],
+            table[kBufferTableGridIndex + 1], table[kBufferTableGridIndex + 2],
+            table[kBufferTableBlockIndex], table[kBufferTableBlockIndex + 1],
+            table[kBufferTableBlockIndex + 2]);
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    const BufferDesc &buffer = buffers[i];
+    int64_t elements = table[kBufferTableFirstBuffer + 2 * i];
+    int64_t descriptor = table[kBufferTableFirstBuffer + 2 * i + 1];
+    const ElementTypeInfo *type = findElementType(buffer.type);
+    bool output = descriptor & kBufferTableOutputBit;
+    if (elements != buffer.elements)
+      return fmt::format(
+          "{}: buffer '{}' has {} elements, but the {} was compiled for {}",
+          kManifestFile, buffer.name, buffer.elements, what, elements);
+    if (!type || type->code != (descriptor & ~kBufferTableOutputBit))
+      return fmt::format("{}: buffer '{}' has the type '{}', but the {} was "
+                         "compiled for another (type code {})",
+                         kManifestFile, buffer.name, buffer.type, what,
+                         descriptor & ~kBufferTableOutputBit);
+    if (output != buffer.isOutput)
+      return fmt::format("{}: buffer '{}' is an {}, but the {} was compiled "
+                         "with it as an {}",
+                         kManifestFile, buffer.name,
+                         buffer.isOutput ? "output" : "input", what,
+                         output ? "output" : "input");
+  }
+  return "";
+}
+
 int Manifest::find(const std::string &name) const {
   for (size_t i = 0; i < buffers.size(); ++i)
     if (buffers[i].name == name)
@@ -43,12 +132,29 @@ int Manifest::find(const std::string &name) const {
   return -1;
 }
 
-Result<Manifest> thdc::runtime::readManifest(const std::string &bundleDir) {
+Result<Manifest> thdc::runtime::readManifest(const std::string &bundleDir,
+                                             bool requireHash,
+                                             bool requirePrivate) {
   std::string path = joinPath(bundleDir, kManifestFile);
-  Result<std::string> text = readWholeFile(path);
+  Result<std::string> text = readWholeFile(path, requirePrivate);
   if (!text)
     return Status::error(text.status().message() +
                          " (is it a bundle written by thdc?)");
+  std::string hashPath = joinPath(bundleDir, kManifestHashFile);
+  struct stat info;
+  if (requireHash || lstat(hashPath.c_str(), &info) == 0) {
+    Result<std::string> hash = readWholeFile(hashPath, requirePrivate);
+    if (!hash)
+      return hash.status();
+    std::string expected = *hash;
+    while (!expected.empty() && std::isspace((unsigned char)expected.back()))
+      expected.pop_back();
+    if (expected != sha256Hex(*text))
+      return Status::error(fmt::format(
+          "{} does not match the hash in {} (damaged or edited); refusing to "
+          "load it",
+          path, kManifestHashFile));
+  }
   return parseManifest(*text, path);
 }
 

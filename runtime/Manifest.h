@@ -38,8 +38,10 @@
 namespace thdc::runtime {
 
 /// The manifest format this code writes and reads; bump on incompatible
-/// changes.
-constexpr int kBundleFormatVersion = 1;
+/// changes. 2: the code states its buffers' types and directions and its
+/// entry name under fixed symbols (kBufferTableSymbol), and the manifest's
+/// own hash is kept beside it (kManifestHashFile).
+constexpr int kBundleFormatVersion = 2;
 
 /// The names a bundle's files and its host code's symbols are given, derived
 /// from the pipeline's entry name. The compiler names them so
@@ -48,6 +50,9 @@ constexpr int kBundleFormatVersion = 1;
 /// names, so a reader never guesses those.
 /// The manifest, in the bundle folder.
 inline constexpr char kManifestFile[] = "manifest.json";
+/// The SHA-256 (hex) of manifest.json, in the bundle folder: the manifest is
+/// checked like the files it hashes (required where hashes are).
+inline constexpr char kManifestHashFile[] = "manifest.json.sha256";
 /// `<entry>.ptx`: the kernel's PTX.
 inline constexpr char kPtxFileSuffix[] = ".ptx";
 /// `<entry>.cubin`: the kernel assembled for the manifest's chip (optional).
@@ -57,14 +62,39 @@ inline constexpr char kHostLibrarySuffix[] = ".host.so";
 /// `void <entry>_packed(void **buffers)`: the host entry that takes all
 /// buffers as one array (the manifest's host symbol).
 inline constexpr char kPackedSuffix[] = "_packed";
-/// `const int64_t <entry>_buffer_elements[]`, in the host code and in the
-/// kernel's module: the number of buffers, then each buffer's element count
-/// in kernel parameter order (checked against the manifest at load).
-inline constexpr char kBufferElementsSuffix[] = "_buffer_elements";
+/// The code's own statement of what it touches (the buffer table), under
+/// this fixed name in the kernel's module and in the host code: a constant
+/// int64 array, laid out as kBufferTable* below. The runtime refuses code
+/// without one and a manifest that disagrees with it, so that no edit of the
+/// manifest can make the code read or write memory it was not compiled for.
+inline constexpr char kBufferTableSymbol[] = "thdc_buffer_table";
+/// The pipeline's entry name as the code states it (a NUL-terminated
+/// string, under this fixed name beside the buffer table): the manifest's
+/// entry, kernel name and host symbol must be derived from it.
+inline constexpr char kEntryNameSymbol[] = "thdc_entry_name";
+
+/// The buffer table's layout. Its first entry tells a table from other
+/// data and changes when the layout does.
+constexpr int64_t kBufferTableMagic = 0x7468646362740002; // "thdcbt" v2
+enum BufferTableIndex : size_t {
+  kBufferTableMagicIndex = 0,
+  kBufferTableCountIndex = 1, ///< the number of buffers, n
+  kBufferTableGridIndex = 2,  ///< grid[3], then block[3]; zeros in host code
+  kBufferTableBlockIndex = 5,
+  kBufferTableFirstBuffer = 8, ///< then n pairs (elements, descriptor)
+};
+/// A buffer's descriptor in the table: its element type's code, plus
+/// kBufferTableOutputBit for an output.
+constexpr int64_t kBufferTableOutputBit = int64_t(1) << 8;
 
 /// Most buffers a bundle may have (kernel parameters are passed through a
 /// fixed array: no allocation at launch).
 constexpr size_t kMaxBuffers = 64;
+
+/// The number of int64 entries of a table of `buffers` buffers.
+constexpr size_t bufferTableEntries(size_t buffers) {
+  return kBufferTableFirstBuffer + 2 * buffers;
+}
 
 /// Largest element count a manifest may declare: 2^40 elements, far above
 /// what 32-bit offsets address and far below a byte count that overflows.
@@ -79,6 +109,7 @@ struct ElementTypeInfo {
   const char *arrayName;
   Kind kind;
   unsigned bytes;
+  int64_t code; ///< in the buffer table (1 to 7; never changes for a type)
 };
 
 /// The element type called `name` in a manifest, or null.
@@ -95,6 +126,12 @@ struct BufferDesc {
   /// Size in bytes (i1 is one byte per element; 0 for an unknown type).
   size_t bytes() const;
 };
+
+/// The buffer table (see kBufferTableSymbol) of `buffers` compiled with
+/// the launch geometry `grid` x `block` (zeros for host code).
+std::vector<int64_t> encodeBufferTable(const std::vector<BufferDesc> &buffers,
+                                       const unsigned grid[3],
+                                       const unsigned block[3]);
 
 /// The contents of a bundle's manifest.json.
 struct Manifest {
@@ -116,14 +153,28 @@ struct Manifest {
   int find(const std::string &name) const;
 };
 
+/// Compares the buffer table and entry name that a bundle's code states
+/// (`table` of `entries` int64 values, `entry`) with `manifest`; `what`
+/// names the code ("kernel", "host code"), and `checkGeometry` compares the
+/// launch geometry too (the kernel's table). A message naming the first
+/// difference, or empty when the manifest describes the code.
+std::string bufferTableMismatch(const Manifest &manifest, const int64_t *table,
+                                size_t entries, const std::string &entry,
+                                const char *what, bool checkGeometry);
+
 /// The manifest as JSON text (two-space indent, one member per line, a
 /// final newline); parseManifest reads it back equal.
 std::string renderManifest(const Manifest &manifest);
 
 /// Reads and checks `bundleDir`/manifest.json: known element types, element
 /// counts whose byte sizes cannot overflow, files named inside the bundle
-/// folder, a launch geometry the GPU accepts.
-Result<Manifest> readManifest(const std::string &bundleDir);
+/// folder, a launch geometry the GPU accepts. The manifest must match the
+/// hash in kManifestHashFile when that file is there, and with
+/// `requireHash` it must be there. With `requirePrivate` both files must
+/// belong to this user and be writable by nobody else (readWholeFile).
+Result<Manifest> readManifest(const std::string &bundleDir,
+                              bool requireHash = false,
+                              bool requirePrivate = false);
 
 /// The same checks on manifest text; `path` names it in messages, and each
 /// message names the offending field.

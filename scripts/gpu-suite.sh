@@ -53,12 +53,18 @@ if wants check; then
   run gpu-suite-cached "$build/bin/thdc-runtime-check" --replays 10 --microbatches 2 "$bundles"/check/C32768_cp2_N64
   # Every example pipeline against its recorded reference cases.
   run gpu-examples "$build/bin/thdc-runtime-check" "$bundles"/examples/*
-  # A manifest edited to another buffer size is refused: the kernel states
-  # its own lengths.
-  tampered=$(mktemp -d)/other-size
-  cp -r "$bundles/check/C8_cp2_N6" "$tampered"
-  sed -i '0,/"elements": 16/s//"elements": 32/' "$tampered/manifest.json"
-  run gpu-tampered-manifest sh -c "\"$build/bin/thdc-runtime-check\" --replays 2 --microbatches 1 \"$tampered\" 2>&1 | grep 'but the kernel was compiled for 16'"
+  # A manifest edited to another buffer size, type or direction is refused:
+  # the kernel states its own buffers (the edits drop the manifest's own
+  # hash, which would refuse them first).
+  tampered=$(mktemp -d)
+  cp -r "$bundles/check/C8_cp2_N6" "$tampered/other-size"
+  sed -i '0,/"elements": 16/s//"elements": 32/' "$tampered/other-size/manifest.json"
+  cp -r "$bundles/check/C8_cp2_N6" "$tampered/other-type"
+  sed -i '0,/"type": "i64"/s//"type": "i32"/' "$tampered/other-type/manifest.json"
+  cp -r "$bundles/check/C8_cp2_N6" "$tampered/other-direction"
+  sed -i '0,/"direction": "output"/s//"direction": "input"/' "$tampered/other-direction/manifest.json"
+  rm -f "$tampered"/*/manifest.json.sha256
+  run gpu-tampered-manifest sh -c "\"$build/bin/thdc-runtime-check\" --replays 2 --microbatches 1 \"$tampered\"/* 2>&1 | tee /dev/stderr | grep -c 'but the kernel was compiled' | grep -qx 3"
   # Module loads in new processes with no driver cache and no thdc cache:
   # the bundle's cubin, then the PTX alone (compiled by the driver).
   for attempt in 1 2 3; do

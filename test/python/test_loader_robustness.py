@@ -1,0 +1,92 @@
+"""The loader and the JIT from Python against inputs that used to end, hang
+or fool the process: a bundle compiled again into the folder it was loaded
+from, pipeline text that MLIR's parser crashes on, and a value used as its
+own operand. The inputs that used to kill the interpreter run in a child
+process, so that a regression fails the test instead of the test runner."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import thdc
+from conftest import build_bin_dir
+
+ALIGN = """func.func @step(%lengths: tensor<4xi32> {{thd.name = "lengths"}}) -> (tensor<4xi32> {{thd.name = "aligned"}}) {{
+  %a = thd.align_lengths %lengths cp {cp} tp 1 : tensor<4xi32>
+  return %a : tensor<4xi32>
+}}
+"""
+
+
+def thdc_tool():
+    path = os.path.join(build_bin_dir(), "thdc")
+    if not os.path.exists(path):
+        pytest.skip("the thdc tool is not built")
+    return path
+
+
+def write_bundle(tmp_path, cp, folder):
+    source = tmp_path / f"align{cp}.mlir"
+    source.write_text(ALIGN.format(cp=cp))
+    subprocess.run([thdc_tool(), str(source), "--no-cubin", "-o", str(folder)],
+                   check=True)
+
+
+def test_load_after_recompiling_into_the_same_folder_runs_the_new_code(tmp_path):
+    bundle = tmp_path / "bundle"
+    lengths = np.array([1, 2, 3, 5], np.int32)
+    write_bundle(tmp_path, 2, bundle)
+    first = thdc.load(bundle, backend="host")
+    assert first(lengths).aligned.tolist() == [4, 4, 4, 8]
+    # A notebook cell compiling again, then loading again: the old code used
+    # to run, silently.
+    write_bundle(tmp_path, 4, bundle)
+    second = thdc.load(bundle, backend="host")
+    assert second(lengths).aligned.tolist() == [8, 8, 8, 8]
+    assert first(lengths).aligned.tolist() == [4, 4, 4, 8]
+
+
+def run_child(code, timeout=120):
+    """Runs `code` in a new interpreter with this one's path; returns it."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)],
+                          capture_output=True, text=True, timeout=timeout,
+                          env=env)
+
+
+CRASHERS = {
+    # MLIR's parser allocates a placeholder per result number up to this.
+    "result-number": ("func.func @f(%a: tensor<8xi64>) -> tensor<8xi64> {\n"
+                      "  return %a#2147483647 : tensor<8xi64>\n}\n",
+                      "is out of range"),
+    # MLIR's parser dereferences the missing bit width of index.
+    "dense-index-array": ("func.func @f() attributes {a = array<index:1,0,1>} {\n"
+                          "  return\n}\n",
+                          "a dense array of 'index' is not supported"),
+    # The pad_tail verifier walked its producers without end.
+    "self-operand": ("func.func @f() -> tensor<8xi64> {\n"
+                     "  %p = thd.pad_tail %p target 8 : tensor<8xi64> -> tensor<8xi64>\n"
+                     "  return %p : tensor<8xi64>\n}\n",
+                     "does not dominate this use"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CRASHERS))
+def test_text_that_ended_or_hung_the_process_raises(name, tmp_path):
+    if not thdc.has_jit:
+        pytest.skip("this build of thdc has no JIT")
+    text, message = CRASHERS[name]
+    child = run_child(f"""
+        import thdc
+        try:
+            thdc.compile({text!r}, backend="host", cache_dir={str(tmp_path)!r})
+        except RuntimeError as error:
+            print("RuntimeError:", error)
+        else:
+            print("compiled")
+    """, timeout=60)
+    assert child.returncode == 0, child.stderr[-2000:]
+    assert "RuntimeError:" in child.stdout and message in child.stdout, child.stdout
