@@ -2,16 +2,19 @@
 //
 //   thdc-consumer BUNDLE
 //
-// Loads a bundle of examples/megatron_graph_step.mlir on the host backend,
-// runs it on the golden inputs of CP rank 0 (shared/spec, as in
-// test/tools/Inputs/golden_rank0.json) and prints what the manifest says
-// and the outputs.
+// Loads a bundle of examples/megatron_graph_step.mlir (any C, cp and N) on
+// the host backend, runs it on the golden microbatch of CP rank 0 (shared
+// spec, as in test/tools/Inputs/golden_rank0.json) laid out in the bundle's
+// own buffer lengths, and prints what the manifest says, the first rows of
+// the output tokens and the status. A bundle of another pipeline, or one
+// too small for the golden microbatch, is refused with a message.
 //
 //===----------------------------------------------------------------------===//
 
 #include "reference/StatusBits.h"
 #include "runtime/Executable.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -46,14 +49,20 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "error: %s\n", buffers.status().message().c_str());
     return 1;
   }
-  const std::map<std::string, std::vector<int64_t>> inputs = {
-      {"tokens", {11, 12, 13, 99, 21, 22, 99, 99, 31, 32, 33, 34, 7, 7, 7, 7}},
-      {"labels", {12, 13, 1, 99, 22, 2, 99, 99, 32, 33, 34, 3, 7, 7, 7, 7}},
-      {"position_ids", {0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 7, 7, 7, 7}},
-      {"cu_seqlens", {0, 3, 5, 9, -1, -1, -1}},
-      {"cu_seqlens_padded", {0, 4, 8, 12, -1, -1, -1}},
-      {"num_seqs", {3}},
-      {"cp_rank", {0}}};
+  // The golden microbatch: its rows (then filler rows), its offsets (then
+  // the -1 the unused entries of the cu arrays hold), its scalars.
+  struct Golden {
+    std::vector<int64_t> values;
+    int64_t fill;
+  };
+  const std::map<std::string, Golden> inputs = {
+      {"tokens", {{11, 12, 13, 99, 21, 22, 99, 99, 31, 32, 33, 34}, 7}},
+      {"labels", {{12, 13, 1, 99, 22, 2, 99, 99, 32, 33, 34, 3}, 7}},
+      {"position_ids", {{0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3}, 7}},
+      {"cu_seqlens", {{0, 3, 5, 9}, -1}},
+      {"cu_seqlens_padded", {{0, 4, 8, 12}, -1}},
+      {"num_seqs", {{3}, 0}},
+      {"cp_rank", {{0}, 0}}};
   const Manifest &m = (*executable)->manifest();
   for (size_t i = 0; i < m.buffers.size(); ++i) {
     const BufferDesc &buffer = m.buffers[i];
@@ -64,12 +73,31 @@ int main(int argc, char **argv) {
       for (int64_t e = 0; e < buffer.elements; ++e)
         reinterpret_cast<float *>(bytes.data())[e] = 1.0f;
     } else {
-      const std::vector<int64_t> &values = inputs.at(buffer.name);
+      auto golden = inputs.find(buffer.name);
+      if (golden == inputs.end() ||
+          (buffer.type != "i64" && buffer.type != "i32")) {
+        std::fprintf(stderr,
+                     "error: input '%s' (%s) is not one of the graph step's; "
+                     "this program runs bundles of "
+                     "examples/megatron_graph_step.mlir\n",
+                     buffer.name.c_str(), buffer.type.c_str());
+        return 1;
+      }
+      const Golden &g = golden->second;
+      if (size_t(buffer.elements) < g.values.size()) {
+        std::fprintf(stderr,
+                     "error: input '%s' holds %lld elements, fewer than the "
+                     "%zu of the golden microbatch\n",
+                     buffer.name.c_str(), (long long)buffer.elements,
+                     g.values.size());
+        return 1;
+      }
       for (int64_t e = 0; e < buffer.elements; ++e) {
+        int64_t value = size_t(e) < g.values.size() ? g.values[e] : g.fill;
         if (buffer.type == "i64")
-          reinterpret_cast<int64_t *>(bytes.data())[e] = values[e];
+          reinterpret_cast<int64_t *>(bytes.data())[e] = value;
         else
-          reinterpret_cast<int32_t *>(bytes.data())[e] = int32_t(values[e]);
+          reinterpret_cast<int32_t *>(bytes.data())[e] = int32_t(value);
       }
     }
     if (Status status = buffers->upload(i, bytes.data()); !status) {
@@ -91,14 +119,19 @@ int main(int argc, char **argv) {
       std::fprintf(stderr, "error: %s\n", status.message().c_str());
       return 1;
     }
+    // The first rows; a large bundle's others are counted, not printed.
+    constexpr int64_t kShown = 8;
     std::printf("%s:", buffer.name.c_str());
-    for (int64_t e = 0; e < buffer.elements; ++e) {
+    for (int64_t e = 0; e < std::min(buffer.elements, kShown); ++e) {
       if (buffer.type == "i64")
         std::printf(" %lld",
                     (long long)reinterpret_cast<int64_t *>(bytes.data())[e]);
       else
         std::printf(" %d", reinterpret_cast<int32_t *>(bytes.data())[e]);
     }
+    if (buffer.elements > kShown)
+      std::printf(" ... (%lld more)",
+                  (long long)(buffer.elements - kShown));
     if (buffer.name == "status")
       std::printf(" (%s)", thdc::reference::describeStatus(
                                reinterpret_cast<int32_t *>(bytes.data())[0])

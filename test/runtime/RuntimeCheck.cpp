@@ -292,7 +292,37 @@ void checkBundle(const std::string &dir, int microbatches, int replays) {
     return;
   const Executable &p = *loaded;
   const Manifest &m = p.manifest();
+  // Random microbatches need the graph step's parameters and inputs; any
+  // other bundle is a failure to report, not an exception.
+  for (const char *param : {"C", "cp", "N"})
+    if (!m.params.count(param)) {
+      report(false, dir + ": the manifest has no parameter '" + param +
+                        "'; random microbatches need a bundle of the graph "
+                        "step (examples/megatron_graph_step.mlir) or "
+                        "recorded cases (cases.bin)");
+      return;
+    }
   Shape s{m.params.at("C"), m.params.at("cp"), m.params.at("N")};
+  if (s.C < 1 || s.cp < 1 || s.N < 1 || s.C > (int64_t(1) << 26) ||
+      s.cp > 64 || s.N > (int64_t(1) << 20)) {
+    report(false, dir + ": parameters C=" + std::to_string(s.C) +
+                      " cp=" + std::to_string(s.cp) + " N=" +
+                      std::to_string(s.N) + " are out of the checked range");
+    return;
+  }
+  {
+    std::mt19937 probe(0);
+    HostData data = pack(m, randomInput(probe, s));
+    for (size_t i = 0; i < m.buffers.size(); ++i)
+      if (data.bytes[i].size() != m.buffers[i].bytes()) {
+        report(false, dir + ": buffer '" + m.buffers[i].name + "' holds " +
+                          std::to_string(m.buffers[i].bytes()) +
+                          " bytes, but the graph step with these parameters "
+                          "has " +
+                          std::to_string(data.bytes[i].size()));
+        return;
+      }
+  }
   std::string name = m.entry + " C=" + std::to_string(s.C) +
                      " cp=" + std::to_string(s.cp) +
                      " N=" + std::to_string(s.N) + " on " + p.loadInfo().device;
