@@ -8,6 +8,8 @@
 
 #include "planner/Planner.h"
 
+#include "reference/CheckedArithmetic.h"
+
 #include <algorithm>
 #include <cassert>
 #include <limits>
@@ -52,21 +54,24 @@ Result<PackingLimits> resolveLimits(const std::vector<int32_t> &lengths,
   if (!parameters)
     return Status::error(parameters.error());
 
-  constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
-  const int64_t vppGroup = config.vppGroup.value_or(1);
-  if (config.maxSeqlenPerRank > kInt64Max / config.cp ||
-      vppGroup > kInt64Max / config.dp)
+  // The reference has refused products that overflow; these are defined.
+  const std::optional<int64_t> capacity =
+      reference::checkedMul(config.maxSeqlenPerRank, config.cp);
+  const std::optional<int64_t> packMultiple =
+      reference::checkedMul(config.dp, config.vppGroup.value_or(1));
+  if (!capacity || !packMultiple)
     return Status::error(concat("C*cp = ", config.maxSeqlenPerRank, "*",
                                 config.cp, " or dp*vppGroup = ", config.dp, "*",
-                                vppGroup, " overflows int64"));
+                                config.vppGroup.value_or(1),
+                                " overflows int64"));
   if (lengths.size() > std::size_t(std::numeric_limits<int32_t>::max()))
     return Status::error(
         concat(lengths.size(), " sequences do not fit int32 sequence ids"));
 
   PackingLimits limits;
-  limits.capacity = config.maxSeqlenPerRank * config.cp;
+  limits.capacity = *capacity;
   limits.maxRealSeqs = *cap;
-  limits.packMultiple = config.dp * vppGroup;
+  limits.packMultiple = *packMultiple;
   for (std::size_t i = 0; i < lengths.size(); ++i) {
     if (lengths[i] < 0)
       return Status::error(
@@ -215,8 +220,10 @@ thdc::planner::plannerSequenceCap(const PlannerConfig &config) {
 
 MicrobatchGroups thdc::planner::microbatchGroups(const std::vector<Pack> &packs,
                                                  int64_t dp, int64_t cp) {
-  assert(dp >= 1 && cp >= 1 && int64_t(packs.size()) % dp == 0 &&
-         "microbatchGroups needs dp, cp >= 1 and a multiple of dp packs");
+  assert(dp >= 1 && cp >= 1 && reference::checkedMul(dp, cp) &&
+         int64_t(packs.size()) % dp == 0 &&
+         "microbatchGroups needs dp, cp >= 1, dp*cp within int64 and a "
+         "multiple of dp packs");
   MicrobatchGroups groups(packs.size() / std::size_t(dp));
   for (std::size_t m = 0; m < groups.size(); ++m)
     for (int64_t j = 0; j < dp * cp; ++j)
@@ -352,18 +359,34 @@ thdc::planner::microbatchInputs(const MicrobatchPlan &plan, int64_t rank,
         concat("thd_max_packed_sequences N = ", maxPackedSequences,
                " must be >= 2: sample_ids has N-1 entries and one of the N "
                "slots is the dummy sequence's"));
-  const int64_t ranks = plan.dp * plan.cp;
-  if (rank < 0 || rank >= ranks)
+  // The pipeline's N is at most int32 max (its cu arrays have N+1 int32
+  // entries); sample_ids has microbatches * (N-1) entries, checked before it
+  // is sized: wrapped, N = 2^61 + 1 with 8 microbatches would size it 0.
+  if (maxPackedSequences > std::numeric_limits<int32_t>::max())
+    return Status::error(
+        concat("thd_max_packed_sequences N = ", maxPackedSequences,
+               " is outside the int32 range of the pipeline's N"));
+  const std::optional<int64_t> ranks = reference::checkedMul(plan.dp, plan.cp);
+  if (!ranks)
+    return Status::error(concat("the plan's dp*cp = ", plan.dp, "*", plan.cp,
+                                " overflows int64"));
+  if (rank < 0 || rank >= *ranks)
     return Status::error(concat("rank ", rank, " is outside [0, dp*cp = ",
-                                plan.dp, "*", plan.cp, " = ", ranks, ")"));
+                                plan.dp, "*", plan.cp, " = ", *ranks, ")"));
   MicrobatchInputs inputs;
   inputs.slots = maxPackedSequences - 1;
-  inputs.sampleIds.assign(plan.groups.size() * std::size_t(inputs.slots), 0);
+  const std::optional<int64_t> entries =
+      reference::checkedMul(int64_t(plan.groups.size()), inputs.slots);
+  if (!entries || uint64_t(*entries) > inputs.sampleIds.max_size())
+    return Status::error(concat("sample_ids of ", plan.groups.size(),
+                                " microbatches * (N-1 = ", inputs.slots,
+                                ") entries is more than a buffer can hold"));
+  inputs.sampleIds.assign(std::size_t(*entries), 0);
   for (std::size_t m = 0; m < plan.groups.size(); ++m) {
-    if (int64_t(plan.groups[m].size()) != ranks)
+    if (int64_t(plan.groups[m].size()) != *ranks)
       return Status::error(concat("microbatch ", m, " has ",
                                   plan.groups[m].size(),
-                                  " groups, not dp*cp = ", ranks));
+                                  " groups, not dp*cp = ", *ranks));
     const Pack &pack = plan.groups[m][std::size_t(rank)];
     if (int64_t(pack.size()) > inputs.slots)
       return Status::error(

@@ -110,8 +110,8 @@ struct MicrobatchPlan {
 Result<std::optional<int64_t>> plannerSequenceCap(const PlannerConfig &config);
 
 /// S3 group mapping: for microbatch m and DP x CP rank j (j = dpIdx*cp +
-/// cpIdx), groups[m][j] = packs[m*dp + j/cp]. Requires dp, cp >= 1 and
-/// packs.size() a multiple of dp.
+/// cpIdx), groups[m][j] = packs[m*dp + j/cp]. Requires dp, cp >= 1, dp*cp
+/// within int64 and packs.size() a multiple of dp.
 MicrobatchGroups microbatchGroups(const std::vector<Pack> &packs, int64_t dp,
                                   int64_t cp);
 
@@ -174,7 +174,9 @@ struct MicrobatchInputs {
 /// (j = dpIdx*cp + cpIdx, the index into plan.groups[m]; its cp_rank is
 /// rank % cp) of every microbatch m: sample_ids holds groups[m][rank] (N-1
 /// entries: the pack's ids, then zeros) and num_seqs its size. Errors: N < 2
-/// (sample_ids would have no entry), rank outside [0, dp*cp), and a pack of
+/// (sample_ids would have no entry), N above int32 max (the pipeline's
+/// range), microbatches * (N-1) entries past what a buffer holds (computed
+/// without overflow), rank outside [0, dp*cp), and a pack of
 /// more than N-1 sequences, which leaves no slot for the dummy sequence (a
 /// plan made with this N, an alignment and the dummy tail has none).
 /// Golden: p = [5,3,4,2,2,1,6], C = 4, cp = 2, N = 4 (K = 3), rank 1 ->

@@ -16,11 +16,24 @@ namespace reference {
 
 using namespace internal;
 
+namespace {
+/// a * b, or the int64 bound of its sign when it does not fit.
+int64_t saturatingMul(int64_t a, int64_t b) {
+  if (std::optional<int64_t> product = checkedMul(a, b))
+    return *product;
+  return (a < 0) != (b < 0) ? std::numeric_limits<int64_t>::min()
+                            : std::numeric_limits<int64_t>::max();
+}
+} // namespace
+
 int64_t padGranularity(int64_t cp, int64_t tp, bool sequenceParallel,
                        int64_t dp, bool dynamicCp) {
-  int64_t cpPad = dynamicCp ? 2 * cp * dp : (cp > 1 ? 2 * cp : 1);
+  // Saturating, not wrapping (which can give a small, valid looking G): a G
+  // of int64 max makes alignLengths refuse every positive length.
+  int64_t cpPad = dynamicCp ? saturatingMul(saturatingMul(2, cp), dp)
+                            : (cp > 1 ? saturatingMul(2, cp) : 1);
   int64_t tpPad = sequenceParallel ? tp : 1;
-  return cpPad * tpPad;
+  return saturatingMul(cpPad, tpPad);
 }
 
 Expected<std::vector<int32_t>>

@@ -47,7 +47,6 @@ cpPartitionIndices(const std::vector<int32_t> &cuSeqlensPadded,
     return indices;
   }
 
-  const int64_t twoCp = 2 * cp;
   if (cup.size() < 2)
     return makeError<Result>(
         concat("cu_seqlens_padded needs at least 2 entries for zigzag CP "
@@ -58,6 +57,13 @@ cpPartitionIndices(const std::vector<int32_t> &cuSeqlensPadded,
                                     " must be > 0 for zigzag CP partitioning "
                                     "with cp = ",
                                     cp));
+  // 0 < T <= int32 max: a cp above T/2 cannot divide T in 2*cp chunks, and
+  // below it 2*cp cannot overflow.
+  if (cp > totalTokens / 2)
+    return makeError<Result>(concat("total_tokens = ", totalTokens,
+                                    " is not divisible by 2*cp (cp = ", cp,
+                                    "): it is smaller"));
+  const int64_t twoCp = 2 * cp;
   if (totalTokens % twoCp)
     return makeError<Result>(concat("total_tokens = ", totalTokens,
                                     " is not divisible by 2*cp = ", twoCp));

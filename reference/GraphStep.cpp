@@ -17,36 +17,52 @@ namespace reference {
 
 using namespace internal;
 
-namespace {
-
-void checkGraphStepPreconditions(const GraphStepInput &input, int64_t c,
-                                 int64_t cp, int64_t n) {
+std::optional<std::string>
+internal::checkStepConfiguration(int64_t c, int64_t cp, int64_t n) {
   if (c < 1 || cp < 1 || n < 1)
-    fatal("megatronGraphStep", concat("needs C >= 1, cp >= 1 and N >= 1 (C = ",
-                                      c, ", cp = ", cp, ", N = ", n, ")"));
+    return concat("needs C >= 1, cp >= 1 and N >= 1 (C = ", c, ", cp = ", cp,
+                  ", N = ", n, ")");
   if (cp > 1 && c % 2)
-    fatal("megatronGraphStep",
-          concat("C = ", c, " must be even when cp = ", cp,
-                 " > 1 (the dummy length C*cp - T must be divisible by 2*cp)"));
-  if (c * cp > kInt32Max)
-    fatal("megatronGraphStep",
-          concat("C * cp = ", c * cp, " is outside the int32 range"));
-  const std::size_t rows = static_cast<std::size_t>(c * cp);
-  const std::size_t entries = static_cast<std::size_t>(n + 1);
+    return concat("C = ", c, " must be even when cp = ", cp,
+                  " > 1 (the dummy length C*cp - T must be divisible by "
+                  "2*cp)");
+  std::optional<int64_t> rows = checkedMul(c, cp);
+  if (!rows || *rows > kInt32Max)
+    return concat("C * cp = ", c, " * ", cp,
+                  rows ? concat(" = ", *rows) : std::string(" overflows int64"),
+                  ", outside the int32 range of the cu arrays");
+  if (n > kInt32Max)
+    return concat("N = ", n,
+                  " is outside the int32 range (the cu arrays have N+1 "
+                  "entries)");
+  return std::nullopt;
+}
+
+std::optional<std::string>
+graphStepPreconditionError(const GraphStepInput &input,
+                           int64_t maxSeqlenPerRank, int64_t cp,
+                           int64_t maxPackedSequences) {
+  if (std::optional<std::string> problem =
+          checkStepConfiguration(maxSeqlenPerRank, cp, maxPackedSequences))
+    return problem;
+  // Both products fit: checkStepConfiguration bounds C*cp and N by int32.
+  const std::size_t rows = static_cast<std::size_t>(maxSeqlenPerRank * cp);
+  const std::size_t entries = static_cast<std::size_t>(maxPackedSequences + 1);
   if (input.tokens.size() != rows || input.labels.size() != rows ||
       input.positionIds.size() != rows || input.lossMask.size() != rows)
-    fatal("megatronGraphStep",
-          concat("tokens/labels/position_ids/loss_mask have ",
-                 input.tokens.size(), "/", input.labels.size(), "/",
-                 input.positionIds.size(), "/", input.lossMask.size(),
-                 " rows; all must have C*cp = ", rows));
+    return concat("tokens/labels/position_ids/loss_mask have ",
+                  input.tokens.size(), "/", input.labels.size(), "/",
+                  input.positionIds.size(), "/", input.lossMask.size(),
+                  " rows; all must have C*cp = ", rows);
   if (input.cuSeqlens.size() != entries ||
       input.cuSeqlensPadded.size() != entries)
-    fatal("megatronGraphStep",
-          concat("cu_seqlens/cu_seqlens_padded have ", input.cuSeqlens.size(),
-                 "/", input.cuSeqlensPadded.size(),
-                 " entries; both must have N+1 = ", entries));
+    return concat("cu_seqlens/cu_seqlens_padded have ", input.cuSeqlens.size(),
+                  "/", input.cuSeqlensPadded.size(),
+                  " entries; both must have N+1 = ", entries);
+  return std::nullopt;
 }
+
+namespace {
 
 /// S6 -> S7 -> S10 for one data key: sanitise the first mask.size() rows,
 /// gather the CP slice and right-pad with 0 to the local target.
@@ -128,7 +144,9 @@ int32_t sampleStatus(const std::vector<int32_t> &sampleOffsets,
 
 int32_t graphStepStatus(const GraphStepInput &input, int64_t maxSeqlenPerRank,
                         int64_t cp, int64_t maxPackedSequences) {
-  checkGraphStepPreconditions(input, maxSeqlenPerRank, cp, maxPackedSequences);
+  if (std::optional<std::string> problem = graphStepPreconditionError(
+          input, maxSeqlenPerRank, cp, maxPackedSequences))
+    fatal("megatronGraphStep", *problem);
   const std::vector<int32_t> &cu = input.cuSeqlens;
   const std::vector<int32_t> &cup = input.cuSeqlensPadded;
   int32_t status = 0;

@@ -10,6 +10,7 @@
 #ifndef THDC_REFERENCE_INTERNAL_H
 #define THDC_REFERENCE_INTERNAL_H
 
+#include "reference/CheckedArithmetic.h"
 #include "reference/Reference.h"
 
 #include <cstdint>
@@ -78,6 +79,12 @@ template <typename T> T unwrap(Expected<T> result, const char *where) {
 /// message otherwise.
 std::optional<std::string> checkCuArray(const char *name,
                                         const std::vector<int32_t> &cu);
+
+/// The configuration checks shared by the graph step and the pack step, as
+/// a message; nullopt when they hold: C, cp, N >= 1, C even when cp > 1,
+/// C*cp within int32 (computed without overflow) and N within int32.
+std::optional<std::string> checkStepConfiguration(int64_t c, int64_t cp,
+                                                  int64_t n);
 
 /// S5 -> S6 -> S7 -> S10 of one graph-mode step (megatronGraphStep) on the
 /// meaningful prefix cu/cup of valid metadata, for CP rank `rank`: the

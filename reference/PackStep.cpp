@@ -27,15 +27,8 @@ namespace {
 std::optional<std::string> checkPackStepShapes(const PackStepInput &input,
                                                int64_t c, int64_t cp,
                                                int64_t n) {
-  if (c < 1 || cp < 1 || n < 1)
-    return concat("needs C >= 1, cp >= 1 and N >= 1 (C = ", c, ", cp = ", cp,
-                  ", N = ", n, ")");
-  if (cp > 1 && c % 2)
-    return concat("C = ", c, " must be even when cp = ", cp,
-                  " > 1 (the dummy length C*cp - T must be divisible by "
-                  "2*cp)");
-  if (c * cp > kInt32Max)
-    return concat("C * cp = ", c * cp, " is outside the int32 range");
+  if (std::optional<std::string> problem = checkStepConfiguration(c, cp, n))
+    return problem;
   if (input.labelPool.size() != input.tokenPool.size() ||
       input.lossMaskPool.size() != input.tokenPool.size())
     return concat("token_pool/label_pool/loss_mask_pool have ",

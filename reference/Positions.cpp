@@ -128,6 +128,11 @@ Expected<std::vector<int32_t>> seqIdx(const std::vector<int32_t> &cuSeqlens,
   using Result = std::vector<int32_t>;
   if (cuSeqlens.empty())
     return makeError<Result>("seqIdx: cu_seqlens must have at least one entry");
+  // Rows are counted in int64 from int32 offsets: a total inside int32 keeps
+  // every difference (and the result's size) in range.
+  if (totalTokens < 0 || totalTokens > kInt32Max)
+    return makeError<Result>(concat("seqIdx: total_tokens = ", totalTokens,
+                                    " is outside [0, int32 max]"));
   std::vector<int64_t> bounds(cuSeqlens.begin(), cuSeqlens.end());
   bounds.push_back(totalTokens);
   Result index;

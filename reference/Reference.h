@@ -115,8 +115,9 @@ std::string indexOutOfRange(std::size_t position, int64_t index,
 //===----------------------------------------------------------------------===//
 
 /// Returns ceil(value / multiple) * multiple (round_up in
-/// docs/semantics.md). Requires multiple > 0; rounds towards +infinity for
-/// negative values too.
+/// docs/semantics.md). Requires multiple > 0 and a result that fits int64
+/// (checkedRoundUp, reference/CheckedArithmetic.h, reports one that does
+/// not); rounds towards +infinity for negative values too.
 int64_t roundUp(int64_t value, int64_t multiple);
 
 /// Returns the largest difference between consecutive entries of a cu array,
@@ -130,7 +131,9 @@ int32_t maxSeqlenFromCu(const std::vector<int32_t> &cuSeqlens);
 
 /// S1: alignment granularity G = cpPad * tpPad, with cpPad = 2*cp if cp > 1
 /// else 1 (dynamic CP: 2*cp*dp always) and tpPad = tp under sequence
-/// parallelism else 1. Golden: cp=2, tp=2, sp -> 8; cp=2, tp=1 -> 4.
+/// parallelism else 1. A product outside int64 saturates at the int64 bound
+/// of its sign instead of wrapping (alignLengths then refuses every positive
+/// length). Golden: cp=2, tp=2, sp -> 8; cp=2, tp=1 -> 4.
 int64_t padGranularity(int64_t cp, int64_t tp, bool sequenceParallel,
                        int64_t dp = 1, bool dynamicCp = false);
 
@@ -198,8 +201,9 @@ struct PackingResult {
 /// fit closes the current pack (which may be empty). Then the number of packs
 /// is made a multiple of dp*(vppGroup or 1) by moving the last sequence of
 /// the last multi-sequence packs into singleton packs. Errors: non-positive
-/// C/cp/dp/maxNumSeqs/vppGroup, negative lengths, "Not enough samples to
-/// move". Golden: p=[5,3,4,2,2,1,6], C=4, cp=2, K=3 -> [[0,1],[2,3,4],[5,6]].
+/// C/cp/dp/maxNumSeqs/vppGroup, C*cp, dp*vppGroup or dp*cp outside int64,
+/// negative lengths, "Not enough samples to move". Golden: p=[5,3,4,2,2,1,6],
+/// C=4, cp=2, K=3 -> [[0,1],[2,3,4],[5,6]].
 Expected<PackingResult>
 dpBalancedGroups(const std::vector<int32_t> &paddedLengths, int64_t maxPerRank,
                  int64_t cp, int64_t dp,
@@ -384,9 +388,9 @@ ropeTableRows(const std::vector<int32_t> &cuSeqlensPadded, int64_t cp,
               int64_t freqRows);
 
 /// S8 (Mamba seq_idx): with c = cu ++ [totalTokens], row-wise sequence index
-/// repeat(i, max(c[i+1]-c[i], 0)). Errors: empty cu, a result whose length
-/// differs from totalTokens. Golden: cu [0,5,7,11], total 16 ->
-/// [0]*5 + [1]*2 + [2]*4 + [3]*5.
+/// repeat(i, max(c[i+1]-c[i], 0)). Errors: empty cu, totalTokens outside
+/// [0, int32 max], a result whose length differs from totalTokens. Golden: cu
+/// [0,5,7,11], total 16 -> [0]*5 + [1]*2 + [2]*4 + [3]*5.
 Expected<std::vector<int32_t>> seqIdx(const std::vector<int32_t> &cuSeqlens,
                                       int64_t totalTokens);
 
@@ -485,7 +489,8 @@ struct TailPaddingResult {
 
 /// S10 (`pad_sequence_for_thd`, tensor path): Lt = target or
 /// round_up(localLength, alignment), gT = Lt*cp, gA = cup[n]. Checks: exactly
-/// one of alignment/target; alignment, target, cp, maxNumSeqs positive;
+/// one of alignment/target; alignment, target, cp, maxNumSeqs positive; cp,
+/// maxNumSeqs and gT within int32 (Lt computed without overflow);
 /// max(diff(cup)) <= gT ("Individual request length ... exceeds");
 /// localLength <= Lt and gA <= gT ("refusing to silently truncate").
 /// AppendDummySequence: when gT > gA, cup gets gT and cu gets cu[n]+(gT-gA)
@@ -527,7 +532,7 @@ mergeTailMask(const std::vector<uint8_t> &oldMask, int64_t localLength,
 /// round_up(gA, alignment) on the *global* length (the tensor path rounds the
 /// local length: the two disagree under CP, e.g. gA=3200, cp=2, a=128 ->
 /// 3200 here vs 3328). Errors: not exactly one of alignment/target,
-/// non-positive values.
+/// non-positive values, a result outside int64.
 Expected<int64_t> metadataOnlyGlobalTarget(int64_t totalPadded, int64_t cp,
                                            std::optional<int64_t> alignment,
                                            std::optional<int64_t> target);
@@ -538,7 +543,8 @@ Expected<int64_t> metadataOnlyGlobalTarget(int64_t totalPadded, int64_t cp,
 
 /// S11: capture seed of the four static cu inputs, [0, C*cp, ..., C*cp]
 /// (N+1 entries: one sequence covering the whole buffer plus zero-length
-/// entries). Requires C >= 1, cp >= 1, N >= 1.
+/// entries). Requires C >= 1, cp >= 1, 1 <= N <= int32 max, C*cp within
+/// int32 (checked without overflow; aborts with a message).
 std::vector<int32_t> graphCaptureCuSeed(int64_t maxSeqlenPerRank, int64_t cp,
                                         int64_t maxPackedSequences);
 
@@ -549,7 +555,8 @@ std::vector<int32_t> graphCaptureCuSeed(int64_t maxSeqlenPerRank, int64_t cp,
 /// S12: upper bound U on microbatches for the dp_balanced scheduler:
 /// s = max(1, floor(C*cp / Lmax)), capped by max(1, K) when K is set;
 /// U = max(1, roundup(ceil(GBS / s), dp*(vppGroup or 1)) / dp).
-/// Errors: non-positive inputs. Golden: GBS 64, dp 2, cp 2, C 4096,
+/// Errors: non-positive inputs, C*cp, dp*vppGroup or the rounded pack
+/// count outside int64. Golden: GBS 64, dp 2, cp 2, C 4096,
 /// Lmax 2048, K 31 -> 8.
 Expected<int64_t>
 maxMicrobatchesUpperBound(int64_t globalBatchSize, int64_t dp, int64_t cp,
@@ -565,7 +572,8 @@ int64_t graphCaptureCount(int64_t runtimeNumMicrobatches, int64_t upperBound,
 /// S12: slot liveness probe for one PP stage: `order` lists chunk ids, +c
 /// for a forward and -c for a backward of (1-based) chunk c; the need is the
 /// max over chunks of the peak number of outstanding forwards (forwards
-/// minus backwards so far). Error: a chunk id 0.
+/// minus backwards so far). Error: a chunk id 0 (or int64 min, which has no
+/// positive counterpart).
 Expected<int64_t> graphSlotsNeeded(const std::vector<int64_t> &order);
 
 //===----------------------------------------------------------------------===//
@@ -659,6 +667,18 @@ struct GraphStepOutput {
   int32_t status = 0;
 };
 
+/// The first broken precondition of graphStepStatus and megatronGraphStep
+/// for this input and configuration, as a message naming the values, or
+/// nullopt when they all hold: C >= 1, cp >= 1, N >= 1, C even when cp > 1,
+/// C*cp within int32 (checked without overflow: C = 2^61 + 4 with cp = 8 is
+/// refused, not wrapped to 32), N within int32, data sizes C*cp and cu sizes
+/// N+1. Callers that take C, cp, N or the buffers from users check here
+/// first: the two functions abort with this message.
+std::optional<std::string>
+graphStepPreconditionError(const GraphStepInput &input,
+                           int64_t maxSeqlenPerRank, int64_t cp,
+                           int64_t maxPackedSequences);
+
 /// Validation of a GraphStepInput: the OR of every StatusBit that applies
 /// (0 = valid). When bit 1 is set the other checks use numSeqs clamped into
 /// [0, N]. Preconditions as for megatronGraphStep.
@@ -682,8 +702,9 @@ int32_t graphStepStatus(const GraphStepInput &input, int64_t maxSeqlenPerRank,
 /// then repeats; max_seqlen = C*cp. When graphStepStatus is nonzero the
 /// outputs are those of an empty microbatch: data 0, mask all 1, both cu
 /// arrays [0, C*cp, ..., C*cp], max_seqlen C*cp, and `status` holds the bits.
-/// Preconditions (checked, abort with a message): C >= 1, cp >= 1, N >= 1,
-/// C even when cp > 1, C*cp fits int32, data sizes C*cp, cu sizes N+1.
+/// Preconditions (checked, abort with a message; graphStepPreconditionError
+/// reports them without aborting): C >= 1, cp >= 1, N >= 1, C even when
+/// cp > 1, C*cp and N fit int32, data sizes C*cp, cu sizes N+1.
 /// Golden (S10 "graph: cp=2, target 8, N=6"): r0 tokens
 /// [11,0,21,0,31,34,0,0], mask [0,1,0,1,0,0,1,1].
 GraphStepOutput megatronGraphStep(const GraphStepInput &input,
@@ -743,13 +764,13 @@ using PackStepOutput = GraphStepOutput;
 /// The result has the layout of megatronGraphStep's on the packed buffer
 /// (an invalid microbatch gives its empty microbatch). Errors: a
 /// configuration or buffer size the pipeline cannot have (C, cp, N < 1, odd
-/// C with cp > 1, C*cp outside int32, pools of different sizes, offsets and
-/// lengths of different sizes or none, sampleIds not N-1 entries), and data
-/// the reference steps refuse where the pipeline sets status bits (a chosen
-/// sample's negative length, int32 overflow of the lengths). Golden (C = 8,
-/// cp = 2, N = 6, the running example, all-ones loss masks): r0 tokens
-/// [11,0,21,0,31,34,0,0], loss_mask [1,0,1,0,1,1,0,0]; r1 loss_mask
-/// [1,1,1,0,1,1,0,0].
+/// C with cp > 1, C*cp or N outside int32, checked without overflow, pools of
+/// different sizes, offsets and lengths of different sizes or none, sampleIds
+/// not N-1 entries), and data the reference steps refuse where the pipeline
+/// sets status bits (a chosen sample's negative length, int32 overflow of the
+/// lengths). Golden (C = 8, cp = 2, N = 6, the running example, all-ones loss
+/// masks): r0 tokens [11,0,21,0,31,34,0,0], loss_mask [1,0,1,0,1,1,0,0]; r1
+/// loss_mask [1,1,1,0,1,1,0,0].
 Expected<PackStepOutput> packMicrobatchStep(const PackStepInput &input,
                                             int64_t maxSeqlenPerRank,
                                             int64_t cp,

@@ -59,7 +59,22 @@ dpBalancedGroups(const std::vector<int32_t> &paddedLengths, int64_t maxPerRank,
   if (vppGroup && *vppGroup < 1)
     return makeError<PackingResult>(concat(
         "microbatch_group_size_per_vp_stage = ", *vppGroup, " must be >= 1"));
-  const int64_t capacity = maxPerRank * cp;
+  // Every product below is checked: wrapped, an absurd C*cp or dp*vppGroup
+  // would become a small budget (or a zero divisor) without a word.
+  const std::optional<int64_t> capacity = checkedMul(maxPerRank, cp);
+  const std::optional<int64_t> multiple = checkedMul(dp, vppGroup.value_or(1));
+  const std::optional<int64_t> ranks = checkedMul(dp, cp);
+  if (!capacity)
+    return makeError<PackingResult>(
+        concat("the pack budget C * cp = ", maxPerRank, " * ", cp,
+               " overflows int64"));
+  if (!multiple)
+    return makeError<PackingResult>(
+        concat("the pack multiple dp * vppGroup = ", dp, " * ", *vppGroup,
+               " overflows int64"));
+  if (!ranks)
+    return makeError<PackingResult>(
+        concat("the rank count dp * cp = ", dp, " * ", cp, " overflows int64"));
 
   std::vector<std::vector<int32_t>> packs;
   std::vector<int32_t> current;
@@ -69,7 +84,7 @@ dpBalancedGroups(const std::vector<int32_t> &paddedLengths, int64_t maxPerRank,
     if (length < 0)
       return makeError<PackingResult>(
           concat("padded length p[", i, "] = ", length, " is negative"));
-    bool fits = currentTokens + length <= capacity &&
+    bool fits = currentTokens + length <= *capacity &&
                 (!maxNumSeqs || int64_t(current.size()) < *maxNumSeqs);
     if (fits) {
       current.push_back(static_cast<int32_t>(i));
@@ -84,17 +99,16 @@ dpBalancedGroups(const std::vector<int32_t> &paddedLengths, int64_t maxPerRank,
   if (!current.empty())
     packs.push_back(std::move(current));
 
-  const int64_t multiple = dp * vppGroup.value_or(1);
   const int64_t initialPacks = static_cast<int64_t>(packs.size());
-  if (initialPacks % multiple) {
-    int64_t need = multiple - initialPacks % multiple;
+  if (initialPacks % *multiple) {
+    int64_t need = *multiple - initialPacks % *multiple;
     int64_t k = initialPacks - 1;
     while (need > 0) {
       if (k < 0)
         return makeError<PackingResult>(concat(
             "Not enough samples to move: ", initialPacks,
             " packs must be split into a multiple of dp * vppGroup = ",
-            multiple, " but ", need,
+            *multiple, " but ", need,
             " more packs are needed and no pack has more than one sequence "
             "left"));
       if (packs[k].size() > 1) {
@@ -112,7 +126,7 @@ dpBalancedGroups(const std::vector<int32_t> &paddedLengths, int64_t maxPerRank,
   const int64_t numMicrobatches = static_cast<int64_t>(packs.size()) / dp;
   for (int64_t m = 0; m < numMicrobatches; ++m) {
     std::vector<std::vector<int32_t>> group;
-    for (int64_t j = 0; j < cp * dp; ++j)
+    for (int64_t j = 0; j < *ranks; ++j)
       group.push_back(packs[m * dp + j / cp]);
     result.groups.push_back(std::move(group));
   }

@@ -121,8 +121,21 @@ padTailMetadata(const std::vector<int32_t> &cuSeqlens,
     return makeError<Result>(
         concat("local length ", localLength, " is negative"));
 
-  const int64_t localTarget =
-      config.target ? *config.target : roundUp(localLength, *config.alignment);
+  if (cp > kInt32Max)
+    return makeError<Result>(
+        concat("cp = ", cp, " is outside the int32 range"));
+  if (config.maxNumSeqs && *config.maxNumSeqs > kInt32Max)
+    return makeError<Result>(
+        concat("thd_max_packed_sequences = ", *config.maxNumSeqs,
+               " is outside the int32 range (the cu arrays get N+1 entries)"));
+  const std::optional<int64_t> target =
+      config.target ? config.target
+                    : checkedRoundUp(localLength, *config.alignment);
+  if (!target)
+    return makeError<Result>(concat("local length ", localLength,
+                                    " rounded up to the alignment ",
+                                    *config.alignment, " overflows int64"));
+  const int64_t localTarget = *target;
   if (localTarget > kInt32Max / cp)
     return makeError<Result>(
         concat("global target length Lt * cp = ", localTarget, " * ", cp,
@@ -252,12 +265,19 @@ Expected<int64_t> metadataOnlyGlobalTarget(int64_t totalPadded, int64_t cp,
   if (target) {
     if (*target <= 0)
       return makeError<int64_t>(concat("target = ", *target, " must be > 0"));
-    return *target * cp;
+    if (std::optional<int64_t> global = checkedMul(*target, cp))
+      return *global;
+    return makeError<int64_t>(concat("global target length target * cp = ",
+                                     *target, " * ", cp, " overflows int64"));
   }
   if (*alignment <= 0)
     return makeError<int64_t>(
         concat("alignment = ", *alignment, " must be > 0"));
-  return roundUp(totalPadded, *alignment);
+  if (std::optional<int64_t> global = checkedRoundUp(totalPadded, *alignment))
+    return *global;
+  return makeError<int64_t>(concat("total padded length ", totalPadded,
+                                   " rounded up to the alignment ", *alignment,
+                                   " overflows int64"));
 }
 
 } // namespace reference

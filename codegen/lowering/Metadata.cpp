@@ -10,6 +10,8 @@
 #include "codegen/lowering/StepLowering.h"
 #include "reference/StatusBits.h"
 
+#include <limits>
+
 using namespace mlir;
 using namespace mlir::thd;
 namespace reference = thdc::reference;
@@ -179,13 +181,29 @@ void tailMetadata(PadTailMetadataOp op, ElementEmitter &e) {
 
 Value mlir::thd::lowerElement(MaxSeqlenOp op, ElementEmitter &e, OpResult,
                               Value) {
+  // reference::maxSeqlenFromCu: the largest difference of consecutive
+  // entries, at least 0, saturated at int32 max. Each difference is taken in
+  // 64 bits (two i32 offsets can be 2^32 - 1 apart) and clamped into
+  // [0, int32 max] before the i32 maximum, which gives the same value.
+  Type i64 = e.b.getI64Type();
+  auto wide = [&](Value v) {
+    return arith::ExtSIOp::create(e.b, e.loc, i64, v).getResult();
+  };
+  Value zero = arith::ConstantIntOp::create(e.b, e.loc, i64, 0);
+  Value int32Max = arith::ConstantIntOp::create(
+      e.b, e.loc, i64, std::numeric_limits<int32_t>::max());
   Value n = e.count(op.getNumSeqs(), op.getOffsets());
   return e.reduceEntries(
       e.add(n, e.idx(1)), e.i32(0), gpu::AllReduceOperation::MAXSI,
       [&](Value i, Value acc) -> Value {
-        Value len = e.sub(e.cuAt(op.getOffsets(), i),
-                          e.cuAt(op.getOffsets(), e.sub(i, e.idx(1))));
-        return arith::MaxSIOp::create(e.b, e.loc, acc, len);
+        Value len = e.sub(wide(e.cuAt(op.getOffsets(), i)),
+                          wide(e.cuAt(op.getOffsets(), e.sub(i, e.idx(1)))));
+        Value clamped = arith::MinSIOp::create(
+            e.b, e.loc, arith::MaxSIOp::create(e.b, e.loc, len, zero),
+            int32Max);
+        return arith::MaxSIOp::create(
+            e.b, e.loc, acc,
+            arith::TruncIOp::create(e.b, e.loc, e.b.getI32Type(), clamped));
       });
 }
 Value mlir::thd::lowerRowCount(MaxSeqlenOp op, ElementEmitter &e, OpResult) {

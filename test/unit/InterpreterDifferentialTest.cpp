@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <functional>
+#include <limits>
 #include <map>
 #include <random>
 #include <sstream>
@@ -419,6 +420,43 @@ func.func @rows(%cu: tensor<7xi32> {thd.name = "cu"},
                                     {"cup_full", all.cup}};
                     }};
   runPipeline(pipeline, 3);
+}
+
+/// thd.max_seqlen saturates at int32 max as reference::maxSeqlenFromCu
+/// does: offsets anywhere in int32 (garbage a bad microbatch can hold) are
+/// up to 2^32 - 1 apart, which an i32 difference wraps to a negative or
+/// small length.
+TEST(InterpreterDifferential, MaxSeqlenSaturates) {
+  Pipeline pipeline{
+      "max_seqlen_range", R"mlir(
+func.func @max_seqlen_range(%offsets: tensor<6xi32> {thd.name = "offsets"},
+                            %n: tensor<1xi32> {thd.name = "num_seqs"})
+    -> (tensor<1xi32> {thd.name = "max_seqlen"},
+        tensor<1xi32> {thd.name = "max_seqlen_all"}) {
+  %m = thd.max_seqlen %offsets num_seqs %n : tensor<6xi32>
+  %ma = thd.max_seqlen %offsets : tensor<6xi32>
+  return %m, %ma : tensor<1xi32>, tensor<1xi32>
+}
+)mlir",
+      [](std::mt19937 &rng, int i) {
+        constexpr double lo = std::numeric_limits<int32_t>::min();
+        constexpr double hi = std::numeric_limits<int32_t>::max();
+        // First the extremes: a length of 2^32 - 1 (wraps to
+        // -1), of 2^31 (wraps to int32 min), of 2^32 - 2.
+        if (i == 0)
+          return Values{{"offsets", {0, lo, hi, 0, 0, 0}}, {"num_seqs", {5}}};
+        if (i == 1)
+          return Values{{"offsets", {0, 0, lo, 0, 0, 0}}, {"num_seqs", {3}}};
+        if (i == 2)
+          return Values{{"offsets", {0, lo + 1, hi, hi, hi, hi}},
+                        {"num_seqs", {2}}};
+        std::vector<double> offsets =
+            randomValues(rng, 6, std::numeric_limits<int32_t>::min(),
+                         std::numeric_limits<int32_t>::max());
+        return Values{{"offsets", offsets},
+                      {"num_seqs", {double(uniform(rng, -1, 7))}}};
+      }};
+  runPipeline(pipeline, 12);
 }
 
 TEST(InterpreterDifferential, PackFromPool) {

@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -417,6 +418,66 @@ TEST(PlannerInputs, Errors) {
   EXPECT_ERROR(microbatchInputs(plan, -1, 4), "rank -1 is outside");
   EXPECT_ERROR(microbatchInputs(plan, 0, 1),
                "thd_max_packed_sequences N = 1 must be >= 2");
+}
+
+TEST(PlannerInputs, AbsurdCapacityIsAnErrorNotAWrappedBuffer) {
+  // 8 microbatches of N-1 = 2^61 slots: 8 * 2^61 wraps to 0 in 64 bits, so
+  // a wrapped count sized sample_ids 0 and the copy wrote past it.
+  const PlannerConfig config = capConfig(4, 1, 1, 1);
+  const MicrobatchPlan plan = nextFit({4, 4, 4, 4, 4, 4, 4, 4}, config);
+  ASSERT_EQ(plan.numMicrobatches(), 8);
+  const int64_t wrapsToZero = (int64_t(1) << 61) + 1;
+  EXPECT_ERROR(microbatchInputs(plan, 0, wrapsToZero),
+               "thd_max_packed_sequences N = 2305843009213693953 is outside "
+               "the int32 range");
+  EXPECT_ERROR(microbatchInputs(plan, 0, std::numeric_limits<int64_t>::max()),
+               "is outside the int32 range");
+  // The pipeline's largest N is accepted (2^31 - 2 zeros per microbatch
+  // would be 64 GiB here, so on a plan without microbatches).
+  const MicrobatchPlan none = nextFit({}, config);
+  Result<MicrobatchInputs> widest =
+      microbatchInputs(none, 0, std::numeric_limits<int32_t>::max());
+  ASSERT_TRUE(widest) << widest.status().message();
+  EXPECT_EQ(widest->slots, std::numeric_limits<int32_t>::max() - 1);
+  EXPECT_TRUE(widest->sampleIds.empty());
+}
+
+TEST(PlannerInputs, RankCountOverflowIsAnError) {
+  // A hand-made plan whose dp*cp = 2^32 * 2^32 wraps to 0.
+  MicrobatchPlan plan;
+  plan.dp = int64_t(1) << 32;
+  plan.cp = int64_t(1) << 32;
+  EXPECT_ERROR(microbatchInputs(plan, 0, 4),
+               "the plan's dp*cp = 4294967296*4294967296 overflows int64");
+}
+
+TEST(PlannerS3, ProductsOverflowingInt64AreErrors) {
+  // dp * vppGroup = 2^32 * 2^32 wrapped to 0: a zero divisor (SIGFPE).
+  PlannerConfig config =
+      capConfig(4, 1, int64_t(1) << 32, std::nullopt, int64_t(1) << 32);
+  EXPECT_ERROR(nextFitPlan({}, config),
+               "dp * vppGroup = 4294967296 * 4294967296 overflows int64");
+  EXPECT_ERROR(balancedPlan({1}, config), "overflows int64");
+  EXPECT_FALSE(checkPlan(MicrobatchPlan(), {}, config));
+  // C * cp = 2^62 * 4 wraps to 0.
+  config = capConfig(int64_t(1) << 62, 4, 1, std::nullopt);
+  EXPECT_ERROR(nextFitPlan({4}, config),
+               "C * cp = 4611686018427387904 * 4 overflows int64");
+  EXPECT_ERROR(firstFitDecreasingPlan({4}, config), "overflows int64");
+  // dp * cp = 2^32 * 2^32 (the groups of a microbatch).
+  config = capConfig(1, int64_t(1) << 32, int64_t(1) << 32, std::nullopt);
+  EXPECT_ERROR(nextFitPlan({}, config), "dp * cp");
+}
+
+TEST(PlannerS12, UpperBoundOverflowIsAnError) {
+  // C * cp = 2^62 * 4 wrapped to 0 gave a bound of one sequence per pack.
+  EXPECT_ERROR(
+      microbatchUpperBound(capConfig(int64_t(1) << 62, 4, 1, 31), 64, 2048),
+      "C * cp = 4611686018427387904 * 4 overflows int64");
+  EXPECT_ERROR(
+      microbatchUpperBound(
+          capConfig(4096, 1, int64_t(1) << 32, 31, int64_t(1) << 32), 64, 2048),
+      "dp * vppGroup");
 }
 
 //===----------------------------------------------------------------------===//

@@ -1255,6 +1255,176 @@ TEST(GraphStepDeathTest, InputSizesArePreconditions) {
 }
 
 //===----------------------------------------------------------------------===//
+// Sizes whose products overflow int64 are refused, never wrapped
+//===----------------------------------------------------------------------===//
+
+// C = 2^61 + 4 with cp = 8: C*cp = 2^64 + 32 wraps to 32 in 64 bits.
+constexpr int64_t kWrapsTo32 = (int64_t(1) << 61) + 4;
+constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
+constexpr int64_t kInt64Min = std::numeric_limits<int64_t>::min();
+
+/// The running example's graph input resized to 32 rows (what C*cp wraps
+/// to), N = 6.
+GraphStepInput wrappedCapacityInput() {
+  GraphStepInput input = runningExampleInput(0);
+  input.tokens.resize(32, 0);
+  input.labels.resize(32, 0);
+  input.positionIds.resize(32, 0);
+  input.lossMask.resize(32, 0.0f);
+  return input;
+}
+
+TEST(GraphStepDeathTest, CapacityOverflowIsAPreconditionNotAWrap) {
+  const GraphStepInput input = wrappedCapacityInput();
+  EXPECT_DEATH(megatronGraphStep(input, kWrapsTo32, 8, 6),
+               "megatronGraphStep: C \\* cp = 2305843009213693956 \\* 8 "
+               "overflows int64");
+  EXPECT_DEATH(graphStepStatus(input, kWrapsTo32, 8, 6), "overflows int64");
+}
+
+TEST(GraphStep, PreconditionErrorReportsWithoutAborting) {
+  std::optional<std::string> problem =
+      graphStepPreconditionError(wrappedCapacityInput(), kWrapsTo32, 8, 6);
+  ASSERT_TRUE(problem);
+  EXPECT_EQ(*problem, "C * cp = 2305843009213693956 * 8 overflows int64, "
+                      "outside the int32 range of the cu arrays");
+  problem = graphStepPreconditionError(runningExampleInput(0), 1 << 30, 4, 6);
+  ASSERT_TRUE(problem);
+  EXPECT_EQ(*problem, "C * cp = 1073741824 * 4 = 4294967296, outside the "
+                      "int32 range of the cu arrays");
+  problem = graphStepPreconditionError(runningExampleInput(0), 8, 2, kInt64Max);
+  ASSERT_TRUE(problem);
+  EXPECT_NE(problem->find("N = 9223372036854775807 is outside the int32"),
+            std::string::npos)
+      << *problem;
+  EXPECT_FALSE(
+      graphStepPreconditionError(runningExampleInput(0), 8, 2, 6).has_value());
+  problem = graphStepPreconditionError(runningExampleInput(0), 7, 2, 6);
+  ASSERT_TRUE(problem);
+  EXPECT_NE(problem->find("must be even"), std::string::npos) << *problem;
+}
+
+TEST(PackStep, CapacityOverflowIsAnErrorNotAnAbort) {
+  // Sizes consistent with C*cp wrapped to 32 and N = 6.
+  PackStepInput input;
+  input.tokenPool = {11, 12, 13, 21, 22};
+  input.labelPool = {12, 13, 2, 22, 2};
+  input.lossMaskPool = {1, 1, 1, 1, 1};
+  input.sampleOffsets = {0, 3};
+  input.sampleLengths = {3, 2};
+  input.sampleIds = {0, 1, 0, 0, 0};
+  input.numSeqs = 2;
+  EXPECT_ERROR(packMicrobatchStep(input, kWrapsTo32, 8, 6),
+               "packMicrobatchStep: C * cp = 2305843009213693956 * 8 "
+               "overflows int64");
+  EXPECT_ERROR(packMicrobatchStep(input, 1 << 30, 4, 6),
+               "C * cp = 1073741824 * 4 = 4294967296, outside the int32");
+  EXPECT_TRUE(packMicrobatchStep(input, 8, 2, 6));
+}
+
+TEST(S3, ProductsOverflowingInt64AreErrors) {
+  // C*cp = 2^62 * 4 wrapped to 0: no sequence fitted, an empty first pack.
+  EXPECT_ERROR(dpBalancedGroups({4}, int64_t(1) << 62, 4, 1),
+               "the pack budget C * cp = 4611686018427387904 * 4 overflows "
+               "int64");
+  // dp * vppGroup = 2^32 * 2^32 wrapped to 0: a zero divisor.
+  EXPECT_ERROR(dpBalancedGroups({}, 4, 1, int64_t(1) << 32, std::nullopt,
+                                int64_t(1) << 32),
+               "the pack multiple dp * vppGroup = 4294967296 * 4294967296 "
+               "overflows int64");
+  // dp * cp = 2^32 * 2^32: the ranks of a microbatch's group.
+  EXPECT_ERROR(dpBalancedGroups({}, 1, int64_t(1) << 32, int64_t(1) << 32),
+               "the rank count dp * cp = 4294967296 * 4294967296 overflows "
+               "int64");
+}
+
+TEST(S12, UpperBoundOverflowIsAnError) {
+  // C*cp wrapped to 0 gave one sequence per pack: 64 microbatches.
+  EXPECT_ERROR(maxMicrobatchesUpperBound(64, 1, 4, int64_t(1) << 62, 2048),
+               "the pack budget C * cp = 4611686018427387904 * 4 overflows");
+  // dp * vppGroup wrapped to 0 divided by zero.
+  EXPECT_ERROR(maxMicrobatchesUpperBound(64, int64_t(1) << 32, 1, 4096, 2048,
+                                         int64_t(1) << 32),
+               "dp * vppGroup = 4294967296 * 4294967296 overflows int64");
+  // int64 max packs rounded up to a multiple of 2^62.
+  EXPECT_ERROR(maxMicrobatchesUpperBound(kInt64Max, int64_t(1) << 62, 1, 1, 1),
+               "rounded up to a multiple of dp * vppGroup = "
+               "4611686018427387904 overflows int64");
+  EXPECT_VALUE(maxMicrobatchesUpperBound(kInt64Max, 1, 1, 1, 1), kInt64Max);
+}
+
+TEST(S11DeathTest, CaptureSeedCapacityOverflowIsAPrecondition) {
+  EXPECT_DEATH(graphCaptureCuSeed(kWrapsTo32, 8, 6), "C\\*cp in int32");
+  EXPECT_DEATH(graphCaptureCuSeed(8, 2, kInt64Max), "N <= int32 max");
+}
+
+TEST(S10, TargetOverflowIsAnError) {
+  // target * cp = (2^61 + 4) * 8 wrapped to 32.
+  EXPECT_ERROR(metadataOnlyGlobalTarget(0, 8, std::nullopt, kWrapsTo32),
+               "target * cp = 2305843009213693956 * 8 overflows int64");
+  // round_up(int64 max - 1, 2^62) = 2^63.
+  EXPECT_ERROR(metadataOnlyGlobalTarget(kInt64Max - 1, 1, int64_t(1) << 62,
+                                        std::nullopt),
+               "rounded up to the alignment 4611686018427387904 overflows");
+  TailPaddingConfig config;
+  config.cp = 1;
+  config.alignment = int64_t(1) << 62;
+  config.policy = TailPolicy::None;
+  EXPECT_ERROR(padTailMetadata({0}, {0}, 0, kInt64Max - 1, config),
+               "local length 9223372036854775806 rounded up to the alignment "
+               "4611686018427387904 overflows int64");
+  // A cp past int32 (2*cp would overflow the zigzag checks).
+  config.cp = int64_t(1) << 62;
+  config.alignment = 2;
+  config.policy = TailPolicy::ExtendLast;
+  EXPECT_ERROR(padTailMetadata({0}, {0}, 0, 0, config),
+               "cp = 4611686018427387904 is outside the int32 range");
+  config.cp = 2;
+  config.maxNumSeqs = kInt64Max;
+  EXPECT_ERROR(padTailMetadata({0}, {0}, 0, 0, config),
+               "thd_max_packed_sequences = 9223372036854775807 is outside the "
+               "int32 range");
+}
+
+TEST(S7, HugeCpIsRefusedNotWrapped) {
+  // 2*cp = 2*(int64 max) wrapped to -2, which divides everything: the slice
+  // came out empty.
+  EXPECT_ERROR(cpPartitionIndices({0, 8}, 8, kInt64Max, 0),
+               "total_tokens = 8 is not divisible by 2*cp (cp = "
+               "9223372036854775807): it is smaller");
+  EXPECT_ERROR(cpPartitionIndices({0, 8}, 8, int64_t(1) << 62, 1),
+               "(cp = 4611686018427387904)");
+  EXPECT_ERROR(cpPartitionIndices({0, 8}, 8, 8, 0), "(cp = 8)");
+  EXPECT_TRUE(cpPartitionIndices({0, 8}, 8, 4, 0));
+}
+
+TEST(S1, GranularitySaturatesInsteadOfWrapping) {
+  // 2 * (2^61 + 1) * 4 = 2^64 + 8 wrapped to a valid looking G = 8.
+  const int64_t g = padGranularity((int64_t(1) << 61) + 1, 1, false, 4, true);
+  EXPECT_EQ(g, kInt64Max);
+  EXPECT_ERROR(alignLengths({3}, g), "outside the int32 range");
+  EXPECT_VALUE(alignLengths({0}, g), I32{0});
+  EXPECT_EQ(padGranularity(int64_t(1) << 62, 1, false), kInt64Max);
+  EXPECT_EQ(padGranularity(2, int64_t(1) << 62, true), kInt64Max);
+  EXPECT_EQ(padGranularity(2, kInt64Min, true), kInt64Min);
+  EXPECT_EQ(padGranularity(2, 2, true, 3, true), 24);
+}
+
+TEST(S8, SeqIdxTotalOutsideInt32IsAnError) {
+  EXPECT_ERROR(seqIdx({0, 5}, -1),
+               "total_tokens = -1 is outside [0, int32 max]");
+  // int64 min - 5 wrapped to a count of about 2^63 rows.
+  EXPECT_ERROR(seqIdx({0, 5}, kInt64Min), "is outside [0, int32 max]");
+}
+
+TEST(S12, SlotsNeededRefusesInt64Min) {
+  // -(int64 min) overflows: it named chunk int64 min, and the backward
+  // counted as a forward of nothing.
+  EXPECT_ERROR(graphSlotsNeeded({1, kInt64Min}),
+               "order[1] = -9223372036854775808 is not a (1-based) chunk id");
+}
+
+//===----------------------------------------------------------------------===//
 // Randomized properties
 //===----------------------------------------------------------------------===//
 
