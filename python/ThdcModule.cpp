@@ -48,6 +48,8 @@ namespace dl = thdc::python::dlpack;
 namespace {
 
 constexpr size_t kMaxArguments = 64;
+static_assert(kMaxArguments >= kMaxBuffers,
+              "a call holds one object per buffer of a manifest");
 
 std::string quoted(const std::string &name) { return "'" + name + "'"; }
 
@@ -154,13 +156,251 @@ const dl::ExchangeApi *exchangeApiOf(PyTypeObject *type) {
   throw nb::python_error();
 }
 
+/// The type of `object` as Python code spells it ("float",
+/// "numpy.ndarray"), for messages.
+std::string typeName(nb::handle object) {
+  nb::handle type = object.type();
+  nb::object module = nb::getattr(type, "__module__", nb::none());
+  std::string name = nb::type_name(type).c_str();
+  if (!nb::isinstance<nb::str>(module))
+    return name;
+  std::string prefix = nb::borrow<nb::str>(module).c_str();
+  return prefix == "builtins" || name.rfind(prefix + ".", 0) == 0
+             ? name
+             : prefix + "." + name;
+}
+
+/// The range an integer argument must fit, named in messages.
+struct IntegerRange {
+  int64_t min, max;
+  const char *name;
+};
+constexpr IntegerRange kInt32Range{std::numeric_limits<int32_t>::min(),
+                                   std::numeric_limits<int32_t>::max(),
+                                   "int32"};
+constexpr IntegerRange kInt64Range{std::numeric_limits<int64_t>::min(),
+                                   std::numeric_limits<int64_t>::max(),
+                                   "int64"};
+
+/// `object` as an integer: a Python int or an object with __index__ (NumPy's
+/// integers); a bool, a float, a string or anything else is a TypeError
+/// naming `what` (nanobind's own casters take True as 1), a value outside
+/// `range` a ValueError.
+int64_t integerArgument(nb::handle object, const std::string &what,
+                        IntegerRange range = kInt32Range) {
+  if (PyBool_Check(object.ptr()) || !PyIndex_Check(object.ptr()))
+    raiseArgument(PyExc_TypeError,
+                  what + " must be an int; got " + typeName(object));
+  nb::object index = nb::steal(PyNumber_Index(object.ptr()));
+  if (!index.is_valid()) { // e.g. numpy.bool, whose __index__ raises
+    PyErr_Clear();
+    raiseArgument(PyExc_TypeError,
+                  what + " must be an int; got " + typeName(object));
+  }
+  int overflow = 0;
+  long long value = PyLong_AsLongLongAndOverflow(index.ptr(), &overflow);
+  if (value == -1 && PyErr_Occurred())
+    throw nb::python_error();
+  if (overflow || value < range.min || value > range.max)
+    raiseArgument(PyExc_ValueError, what + " = " + nb::str(index).c_str() +
+                                        " is outside the " + range.name +
+                                        " range");
+  return value;
+}
+
+/// An optional integer argument: None, or as integerArgument.
+std::optional<int64_t> optionalIntegerArgument(nb::handle object,
+                                               const std::string &what) {
+  if (object.is_none())
+    return std::nullopt;
+  return integerArgument(object, what);
+}
+
+/// An argument received as the Python object it is and checked by the
+/// function, so that a wrong value's TypeError names the argument
+/// (nanobind's own message names only the function, and its integer caster
+/// takes True as 1). `Kind::name` is what signatures show.
+template <typename Kind> struct Unchecked { nb::handle object; };
+struct IntKind {
+  static constexpr auto name = nb::detail::const_name("int");
+};
+struct ArrayKind {
+  static constexpr auto name = nb::detail::const_name("numpy.ndarray");
+};
+struct LengthsKind {
+  static constexpr auto name =
+      nb::detail::const_name("collections.abc.Sequence[int]");
+};
+using IntArg = Unchecked<IntKind>;
+/// An int or None (signatures add "| None" for a default of None).
+using OptionalIntArg = Unchecked<IntKind>;
+using ArrayArg = Unchecked<ArrayKind>;
+using LengthsArg = Unchecked<LengthsKind>;
+
+} // namespace
+
+namespace nanobind::detail {
+template <typename Kind> struct type_caster<Unchecked<Kind>> {
+  NB_TYPE_CASTER(Unchecked<Kind>, Kind::name)
+  bool from_python(handle src, uint8_t, cleanup_list *) noexcept {
+    value.object = src;
+    return true;
+  }
+};
+} // namespace nanobind::detail
+
+namespace {
+
+const char *dtypeNameOf(int64_t) { return "int64"; }
+const char *dtypeNameOf(int32_t) { return "int32"; }
+const char *dtypeNameOf(float) { return "float32"; }
+
+std::string shapeText(const int64_t *shape, size_t ndim) {
+  std::string text = "(";
+  for (size_t d = 0; d < ndim; ++d)
+    text += std::to_string(shape[d]) + (ndim == 1 ? "," : "") +
+            (d + 1 < ndim ? ", " : "");
+  return text + ")";
+}
+
+/// `object` as a 1-D host array (anything with DLPack or the buffer
+/// protocol, imported without conversion); TypeError naming `what` for
+/// anything else, ValueError for another rank or a device array.
+nb::ndarray<nb::ro> hostArrayArgument(nb::handle object,
+                                      const std::string &what,
+                                      const char *expected) {
+  nb::ndarray<nb::ro> array;
+  if (!nb::try_cast(object, array, /*convert=*/false))
+    raiseArgument(PyExc_TypeError, what + " must be a 1-D " + expected +
+                                       " array (NumPy, or any array with "
+                                       "DLPack on the CPU); got " +
+                                       typeName(object));
+  if (array.device_type() != nb::device::cpu::value)
+    raiseArgument(PyExc_ValueError,
+                  what + " must be in host memory; it is on " +
+                      describeDevice(array.device_type(), array.device_id()));
+  if (array.ndim() != 1)
+    raiseArgument(PyExc_ValueError,
+                  what + " must be 1-D; got shape " +
+                      shapeText(array.shape_ptr(), array.ndim()));
+  return array;
+}
+
+dl::DataType dlpackType(nb::dlpack::dtype t) {
+  return {t.code, t.bits, t.lanes};
+}
+
+/// A 1-D host array of exactly T's dtype, copied: an array of another dtype
+/// is a TypeError (never a conversion, which would truncate floats).
+template <typename T>
+std::vector<T> hostVector(ArrayArg argument, const std::string &what) {
+  nb::ndarray<nb::ro> array =
+      hostArrayArgument(argument.object, what, dtypeNameOf(T()));
+  if (array.dtype() != nb::dtype<T>())
+    raiseArgument(PyExc_TypeError,
+                  what + " must have dtype " + dtypeNameOf(T()) + "; got " +
+                      describeDtype(dlpackType(array.dtype())));
+  std::vector<T> values(array.shape(0));
+  const T *data = static_cast<const T *>(array.data());
+  const int64_t stride = array.stride(0);
+  for (size_t i = 0; i < values.size(); ++i)
+    values[i] = data[int64_t(i) * stride];
+  return values;
+}
+
+/// Lengths from Python as int32: a 1-D integer array, or a sequence of ints
+/// (bools, floats and strings are TypeErrors); a ValueError names the first
+/// value outside int32.
+std::vector<int32_t> lengthsArgument(LengthsArg argument,
+                                     const std::string &what) {
+  nb::handle object = argument.object;
+  // Strings and bytes are sequences (bytes even an array of uint8): refused.
+  if (PyUnicode_Check(object.ptr()) || PyBytes_Check(object.ptr()) ||
+      PyByteArray_Check(object.ptr()))
+    raiseArgument(PyExc_TypeError, what +
+                                       " must be a sequence of ints or a "
+                                       "1-D integer array; got " +
+                                       typeName(object));
+  std::vector<int64_t> values;
+  nb::ndarray<nb::ro> array;
+  if (nb::try_cast(object, array, /*convert=*/false)) {
+    array = hostArrayArgument(object, what, "integer");
+    nb::dlpack::dtype t = array.dtype();
+    bool isInteger =
+        (t.code == uint8_t(nb::dlpack::dtype_code::Int) ||
+         t.code == uint8_t(nb::dlpack::dtype_code::UInt)) &&
+        t.lanes == 1 &&
+        (t.bits == 8 || t.bits == 16 || t.bits == 32 || t.bits == 64);
+    if (!isInteger)
+      raiseArgument(PyExc_TypeError,
+                    what + " must be an array of integers; got dtype " +
+                        describeDtype(dlpackType(t)));
+    bool isSigned = t.code == uint8_t(nb::dlpack::dtype_code::Int);
+    const char *data = static_cast<const char *>(array.data());
+    const int64_t stride = array.stride(0) * (t.bits / 8);
+    values.resize(array.shape(0));
+    for (size_t i = 0; i < values.size(); ++i) {
+      const char *element = data + int64_t(i) * stride;
+      switch (t.bits) {
+      case 8:
+        values[i] = isSigned ? *reinterpret_cast<const int8_t *>(element)
+                             : *reinterpret_cast<const uint8_t *>(element);
+        break;
+      case 16:
+        values[i] = isSigned ? *reinterpret_cast<const int16_t *>(element)
+                             : *reinterpret_cast<const uint16_t *>(element);
+        break;
+      case 32:
+        values[i] = isSigned ? *reinterpret_cast<const int32_t *>(element)
+                             : *reinterpret_cast<const uint32_t *>(element);
+        break;
+      default: {
+        uint64_t bits = *reinterpret_cast<const uint64_t *>(element);
+        if (!isSigned && bits > uint64_t(kInt32Range.max))
+          raiseArgument(PyExc_ValueError, what + "[" + std::to_string(i) +
+                                              "] = " + std::to_string(bits) +
+                                              " is outside the int32 range");
+        values[i] = int64_t(bits);
+      }
+      }
+    }
+  } else {
+    if (!PySequence_Check(object.ptr()))
+      raiseArgument(PyExc_TypeError,
+                    what +
+                        " must be a sequence of ints or a 1-D integer "
+                        "array; got " +
+                        typeName(object));
+    nb::object items =
+        nb::steal(PySequence_Fast(object.ptr(), "a sequence of ints"));
+    if (!items.is_valid())
+      throw nb::python_error();
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(items.ptr());
+    PyObject **elements = PySequence_Fast_ITEMS(items.ptr());
+    values.resize(size_t(count));
+    for (Py_ssize_t i = 0; i < count; ++i)
+      values[size_t(i)] = integerArgument(
+          elements[i], what + "[" + std::to_string(i) + "]", kInt64Range);
+  }
+  std::vector<int32_t> lengths;
+  lengths.reserve(values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (values[i] < kInt32Range.min || values[i] > kInt32Range.max)
+      raiseArgument(PyExc_ValueError, what + "[" + std::to_string(i) +
+                                          "] = " + std::to_string(values[i]) +
+                                          " is outside the int32 range");
+    lengths.push_back(int32_t(values[i]));
+  }
+  return lengths;
+}
+
 /// Reads `object` as an array. `writable` asks nanobind's import for a
 /// writable view (outputs); a framework exchange table gives writable views.
-/// nanobind imports kept alive for the duration of a call.
+/// nanobind imports kept alive for the duration of a call (the objects
+/// they come from are held by the call itself).
 struct ArrayOwners {
   std::vector<nb::ndarray<>> writable;
   std::vector<nb::ndarray<nb::ro>> readOnly;
-  std::vector<nb::object> objects;
 };
 
 /// "input 'tokens'" / "output 'status'", for messages.
@@ -179,7 +419,7 @@ void readArray(nb::handle object, const BufferDesc &desc, ArrayView &view,
                                          " cannot be read through DLPack: " +
                                          std::string(error.what()));
     }
-    if (tensor.ndim > int32_t(view.shape.size()))
+    if (tensor.ndim < 0 || tensor.ndim > int32_t(view.shape.size()))
       raiseArgument(PyExc_ValueError,
                     roleOf(desc) + " has " + std::to_string(tensor.ndim) +
                         " dimensions; thdc takes 1-D arrays");
@@ -228,14 +468,16 @@ void readArray(nb::handle object, const BufferDesc &desc, ArrayView &view,
   }
   if (!imported)
     raiseArgument(PyExc_TypeError,
-                  roleOf(desc) + " must be an array with DLPack support (torch, "
-                         "CuPy, NumPy, JAX)" +
-                      std::string(writable ? " and writable" : "") +
-                      "; got " + nb::type_name(object.type()).c_str());
+                  roleOf(desc) +
+                      " must be an array with DLPack support (torch, "
+                      "CuPy, NumPy, JAX)" +
+                      std::string(writable ? " and writable" : "") + "; got " +
+                      typeName(object));
 }
 
-/// Checks `view` against `desc`: dtype, element count in a 1-D (or
-/// [1, n]-like) shape, contiguity.
+/// Checks `view` against `desc`: dtype, a 1-D shape of desc.elements
+/// (leading dimensions of 1 are accepted: a [1, T] batch row; a 0-d array
+/// stands for one element), contiguity.
 void checkArray(const ArrayView &view, const BufferDesc &desc) {
   dl::DataType want = dtypeOf(desc.type);
   if (view.dtype.code != want.code || view.dtype.bits != want.bits ||
@@ -243,34 +485,21 @@ void checkArray(const ArrayView &view, const BufferDesc &desc) {
     raiseArgument(PyExc_TypeError, roleOf(desc) + " must have dtype " +
                                        dtypeName(desc.type) + "; got " +
                                        describeDtype(view.dtype));
-  int64_t count = 1;
-  int longAxis = -1;
-  for (int32_t d = 0; d < view.ndim; ++d) {
-    count *= view.shape[d];
-    if (view.shape[d] != 1) {
-      if (longAxis >= 0)
-        longAxis = -2;
-      else if (longAxis == -1)
-        longAxis = d;
-    }
-  }
-  auto shapeText = [&] {
-    std::string text = "(";
-    for (int32_t d = 0; d < view.ndim; ++d)
-      text += std::to_string(view.shape[d]) + (view.ndim == 1 ? "," : "") +
-              (d + 1 < view.ndim ? ", " : "");
-    return text + ")";
-  };
-  if (count != desc.elements || longAxis == -2)
+  bool leadingOnes = true;
+  for (int32_t d = 0; d + 1 < view.ndim; ++d)
+    leadingOnes = leadingOnes && view.shape[d] == 1;
+  const int64_t count = view.ndim == 0 ? 1 : view.shape[view.ndim - 1];
+  if (!leadingOnes || count != desc.elements)
     raiseArgument(PyExc_ValueError,
                   roleOf(desc) + " must have shape (" +
                       std::to_string(desc.elements) +
                       ",) (leading dimensions of 1 are accepted); got " +
-                      shapeText());
-  if (longAxis >= 0 && view.hasStrides && view.strides[longAxis] != 1)
+                      shapeText(view.shape.data(), size_t(view.ndim)));
+  if (view.ndim > 0 && count > 1 && view.hasStrides &&
+      view.strides[view.ndim - 1] != 1)
     raiseArgument(PyExc_ValueError,
                   roleOf(desc) + " must be contiguous; its stride is " +
-                      std::to_string(view.strides[longAxis]) +
+                      std::to_string(view.strides[view.ndim - 1]) +
                       " elements (call .contiguous() or pass a copy)");
 }
 
@@ -297,23 +526,75 @@ bool isCupyArray(PyObject *object) {
   return name == "cupy" || name.substr(0, 5) == "cupy.";
 }
 
+/// Stream handles: pointers, as non-negative ints.
+constexpr IntegerRange kHandleRange{0, std::numeric_limits<int64_t>::max(),
+                                    "non-negative int64"};
+
+bool isIndexLike(nb::handle object) {
+  return PyIndex_Check(object.ptr()) && !PyBool_Check(object.ptr());
+}
+
+[[noreturn]] void raiseBadStream(nb::handle stream) {
+  raiseArgument(PyExc_TypeError,
+                "stream must be an int handle, a torch.cuda.Stream, a cupy "
+                "Stream or an object with __cuda_stream__; got " +
+                    typeName(stream));
+}
+
+/// Checks the form of a stream argument where it is not used (the host
+/// code): what streamHandle would accept.
+void checkStreamArgument(nb::handle stream) {
+  if (isIndexLike(stream))
+    integerArgument(stream, "stream", kHandleRange);
+  else if (!nb::hasattr(stream, "__cuda_stream__") &&
+           !nb::hasattr(stream, "cuda_stream") && !nb::hasattr(stream, "ptr"))
+    raiseBadStream(stream);
+}
+
 /// A stream argument: an int handle, an object with `cuda_stream`
 /// (torch.cuda.Stream) or `ptr` (cupy), or the `__cuda_stream__` protocol.
 void *streamHandle(nb::handle stream) {
-  if (PyLong_Check(stream.ptr()))
-    return reinterpret_cast<void *>(nb::cast<uintptr_t>(stream));
+  auto handle = [](nb::handle value, const char *what) {
+    return reinterpret_cast<void *>(
+        uintptr_t(integerArgument(value, what, kHandleRange)));
+  };
+  if (isIndexLike(stream))
+    return handle(stream, "stream");
   if (nb::hasattr(stream, "__cuda_stream__")) {
     nb::object pair = stream.attr("__cuda_stream__")();
-    return reinterpret_cast<void *>(nb::cast<uintptr_t>(pair[1]));
+    if (!PyTuple_Check(pair.ptr()) || PyTuple_GET_SIZE(pair.ptr()) != 2)
+      raiseArgument(PyExc_TypeError,
+                    "stream.__cuda_stream__() must return a (version, "
+                    "handle) tuple; got " +
+                        typeName(pair));
+    return handle(PyTuple_GET_ITEM(pair.ptr(), 1),
+                  "stream.__cuda_stream__()[1]");
   }
   if (nb::hasattr(stream, "cuda_stream"))
-    return reinterpret_cast<void *>(
-        nb::cast<uintptr_t>(stream.attr("cuda_stream")));
+    return handle(stream.attr("cuda_stream"), "stream.cuda_stream");
   if (nb::hasattr(stream, "ptr"))
-    return reinterpret_cast<void *>(nb::cast<uintptr_t>(stream.attr("ptr")));
-  throw nb::type_error(
-      "stream must be an int handle, a torch.cuda.Stream, a cupy Stream or "
-      "an object with __cuda_stream__");
+    return handle(stream.attr("ptr"), "stream.ptr");
+  raiseBadStream(stream);
+}
+
+/// Whether `object` is an array (a framework's tensor, anything with
+/// DLPack or the buffer protocol) rather than a container of arrays.
+bool isArrayObject(nb::handle object) {
+  return exchangeApiOf(Py_TYPE(object.ptr())) ||
+         PyObject_CheckBuffer(object.ptr()) ||
+         nb::hasattr(object, "__dlpack__");
+}
+
+/// "numpy.ndarray of shape (9, 8) and dtype int64", for messages.
+std::string describeArrayObject(nb::handle object) {
+  std::string text = typeName(object);
+  nb::ndarray<nb::ro> array;
+  if (nb::try_cast(object, array, /*convert=*/false))
+    text += " of shape " + shapeText(array.shape_ptr(), array.ndim()) +
+            " and dtype " + describeDtype(dlpackType(array.dtype()));
+  else
+    PyErr_Clear();
+  return text;
 }
 
 /// How a compile was served, for `Kernel.compile_info`.
@@ -350,7 +631,10 @@ public:
 
   nb::object call(nb::args args, nb::kwargs kwargs) {
     const Manifest &m = manifest();
-    std::array<PyObject *, kMaxArguments> objects{};
+    // Owned references: every object the call reads stays alive until it
+    // returns, whatever Python code runs meanwhile (a sequence's
+    // __getitem__, a producer's __dlpack__, the allocator).
+    std::array<nb::object, kMaxArguments> objects;
     nb::handle stream = nb::none(), outArg = nb::none(), deviceArg = nb::none();
 
     if (args.size() > inputs_.size())
@@ -359,11 +643,13 @@ public:
                         " inputs; got " + std::to_string(args.size()) +
                         " positional arguments");
     for (size_t i = 0; i < args.size(); ++i)
-      objects[inputs_[i]] = args[i].ptr();
+      objects[inputs_[i]] = nb::borrow(args[i]);
     PyObject *key = nullptr, *value = nullptr;
     Py_ssize_t position = 0;
     while (PyDict_Next(kwargs.ptr(), &position, &key, &value)) {
       const char *name = PyUnicode_AsUTF8(key);
+      if (!name)
+        throw nb::python_error();
       if (std::strcmp(name, "stream") == 0) {
         stream = value;
         continue;
@@ -384,60 +670,34 @@ public:
         raiseArgument(PyExc_TypeError, m.entry +
                                            "() got an unexpected argument '" +
                                            name + "'" + inputNamesHint());
-      if (objects[found])
+      if (objects[found].is_valid())
         raiseArgument(PyExc_TypeError, m.entry +
                                            "() got input '" + name +
                                            "' both by position and by name");
-      objects[found] = value;
+      objects[found] = nb::borrow(value);
     }
     for (int index : inputs_)
-      if (!objects[index])
+      if (!objects[index].is_valid())
         raiseArgument(PyExc_TypeError, m.entry + "() is missing input " +
                                            quoted(m.buffers[index].name) +
                                            inputNamesHint());
 
+    // device= and stream= are checked on every backend (the host code
+    // ignores their values), so that a call is refused or accepted alike.
+    const std::optional<int64_t> requestedDevice =
+        optionalIntegerArgument(deviceArg, "device");
+
     bool allocate = outArg.is_none();
-    if (!allocate) {
-      if (PyDict_Check(outArg.ptr())) {
-        size_t matched = 0;
-        for (int index : outputs_) {
-          PyObject *given = PyDict_GetItemString(outArg.ptr(),
-                                                 m.buffers[index].name.c_str());
-          if (!given)
-            raiseArgument(PyExc_TypeError,
-                          m.entry + "(): out= is missing output " +
-                              quoted(m.buffers[index].name) +
-                              outputNamesHint());
-          objects[index] = given;
-          ++matched;
-        }
-        if (size_t(PyDict_Size(outArg.ptr())) != matched)
-          raiseArgument(PyExc_TypeError,
-                        m.entry + "(): out= names an unknown output" +
-                            outputNamesHint());
-      } else {
-        if (!PySequence_Check(outArg.ptr()) ||
-            size_t(nb::len(outArg)) != outputs_.size())
-          raiseArgument(PyExc_TypeError,
-                        m.entry + "(): out= must be a dict by name or a "
-                                  "sequence of " +
-                            std::to_string(outputs_.size()) + " arrays" +
-                            outputNamesHint());
-        for (size_t i = 0; i < outputs_.size(); ++i) {
-          PyObject *item = PySequence_GetItem(outArg.ptr(), Py_ssize_t(i));
-          Py_DECREF(item); // the sequence keeps it alive
-          objects[outputs_[i]] = item;
-        }
-      }
-    }
+    if (!allocate)
+      readOutArgument(outArg, objects);
 
     // The device of the launch: an explicit ordinal, else the current one.
     bool onGpu = executable_->backend() == Backend::Cuda;
     int device = -1;
     if (onGpu) {
       const CudaDriver &cu = **CudaDriver::get();
-      int requested = deviceArg.is_none() ? -1 : nb::cast<int>(deviceArg);
-      Result<int> resolved = cu.resolveDevice(requested);
+      Result<int> resolved =
+          cu.resolveDevice(requestedDevice ? int(*requestedDevice) : -1);
       if (!resolved)
         raiseArgument(PyExc_ValueError, resolved.status().message());
       device = *resolved;
@@ -486,20 +746,20 @@ public:
       if (allocator.is_none())
         raiseArgument(PyExc_RuntimeError, "no output allocator is set");
       nb::handle like =
-          inputs_.empty() ? nb::handle(Py_None) : nb::handle(objects[inputs_[0]]);
+          inputs_.empty() ? nb::handle(Py_None) : objects[inputs_[0]];
       for (int index : outputs_) {
         const BufferDesc &desc = m.buffers[index];
-        nb::object array =
+        objects[index] =
             allocator(like, dtypeName(desc.type), desc.elements,
                       onGpu ? int(dl::kCUDA) : int(dl::kCPU), device);
-        objects[index] = array.ptr();
-        owners.objects.push_back(std::move(array));
       }
     }
     for (int index : outputs_)
       check(index);
 
     void *launchStream = nullptr;
+    if (!onGpu && !stream.is_none())
+      checkStreamArgument(stream);
     if (onGpu) {
       if (!stream.is_none()) {
         launchStream = streamHandle(stream);
@@ -508,7 +768,7 @@ public:
       } else if (const dl::ExchangeApi *api = views[inputs_[0]].api) {
         if (api->currentWorkStream(dl::kCUDA, device, &launchStream) != 0)
           throw nb::python_error();
-      } else if (isCupyArray(objects[inputs_[0]])) {
+      } else if (isCupyArray(objects[inputs_[0]].ptr())) {
         // CuPy's current stream, as the CUDA array interface intends.
         launchStream = streamHandle(
             nb::module_::import_("cupy.cuda").attr("get_current_stream")());
@@ -535,10 +795,9 @@ public:
                              Py_ssize_t(outputs_.size()));
     if (!result)
       throw nb::python_error();
-    for (size_t i = 0; i < outputs_.size(); ++i) {
-      Py_INCREF(objects[outputs_[i]]);
-      PyTuple_SET_ITEM(result, Py_ssize_t(i), objects[outputs_[i]]);
-    }
+    for (size_t i = 0; i < outputs_.size(); ++i)
+      PyTuple_SET_ITEM(result, Py_ssize_t(i),
+                       objects[outputs_[i]].inc_ref().ptr());
     return nb::steal(result);
   }
 
@@ -561,6 +820,69 @@ public:
   }
 
 private:
+  /// Reads out= (a dict by output name, or a sequence with one array per
+  /// output) into `objects`, as owned references.
+  void readOutArgument(nb::handle outArg,
+                       std::array<nb::object, kMaxArguments> &objects) const {
+    const Manifest &m = manifest();
+    const std::string expected =
+        m.entry + "(): out= must be a dict by name or a sequence of " +
+        std::to_string(outputs_.size()) + " arrays";
+    if (PyDict_Check(outArg.ptr())) {
+      PyObject *key = nullptr, *value = nullptr;
+      Py_ssize_t position = 0;
+      while (PyDict_Next(outArg.ptr(), &position, &key, &value))
+        if (!PyUnicode_Check(key))
+          raiseArgument(PyExc_TypeError,
+                        m.entry +
+                            "(): out= keys must be output names "
+                            "(str); got a key of type " +
+                            typeName(key) + outputNamesHint());
+      size_t matched = 0;
+      for (int index : outputs_) {
+        PyObject *given =
+            PyDict_GetItemString(outArg.ptr(), m.buffers[index].name.c_str());
+        if (!given)
+          raiseArgument(PyExc_TypeError,
+                        m.entry + "(): out= is missing output " +
+                            quoted(m.buffers[index].name) + outputNamesHint());
+        objects[index] = nb::borrow(given);
+        ++matched;
+      }
+      if (size_t(PyDict_Size(outArg.ptr())) != matched)
+        raiseArgument(PyExc_TypeError, m.entry +
+                                           "(): out= names an unknown output" +
+                                           outputNamesHint());
+      return;
+    }
+    if (!PyList_Check(outArg.ptr()) && !PyTuple_Check(outArg.ptr())) {
+      // An array is a sequence too (of rows, made anew on each access):
+      // refused as a whole rather than split into outputs.
+      if (isArrayObject(outArg))
+        raiseArgument(PyExc_TypeError,
+                      expected + ", one per output; got a single " +
+                          describeArrayObject(outArg) + outputNamesHint());
+      if (!PySequence_Check(outArg.ptr()) || PyUnicode_Check(outArg.ptr()) ||
+          PyBytes_Check(outArg.ptr()))
+        raiseArgument(PyExc_TypeError, expected + "; got " + typeName(outArg) +
+                                           outputNamesHint());
+    }
+    Py_ssize_t length = PySequence_Size(outArg.ptr());
+    if (length < 0)
+      throw nb::python_error();
+    if (size_t(length) != outputs_.size())
+      raiseArgument(PyExc_TypeError, expected + "; got " +
+                                         std::to_string(length) +
+                                         outputNamesHint());
+    for (size_t i = 0; i < outputs_.size(); ++i) {
+      // A new reference: a lazy sequence may have made the item just now.
+      PyObject *item = PySequence_GetItem(outArg.ptr(), Py_ssize_t(i));
+      if (!item)
+        throw nb::python_error();
+      objects[outputs_[i]] = nb::steal(item);
+    }
+  }
+
   std::string inputNamesHint() const {
     std::string text = " (inputs:";
     for (int index : inputs_)
@@ -580,11 +902,11 @@ private:
 
 std::shared_ptr<Kernel> loadBundle(const std::string &bundle,
                                    const std::string &backend,
-                                   const std::string &cacheDir, int device) {
+                                   const std::string &cacheDir, IntArg device) {
   LoadOptions options;
   options.backend = parseBackend(backend);
   options.cacheDir = cacheDir;
-  options.device = device;
+  options.device = int(integerArgument(device.object, "device"));
   Result<std::unique_ptr<Executable>> loaded =
       Executable::load(bundle, options);
   if (!loaded)
@@ -693,13 +1015,6 @@ private:
 // The reference semantics, for tests
 //===----------------------------------------------------------------------===//
 
-template <typename T>
-using HostArray = nb::ndarray<const T, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
-
-template <typename T> std::vector<T> toVector(const HostArray<T> &array) {
-  return std::vector<T>(array.data(), array.data() + array.shape(0));
-}
-
 template <typename T> nb::object toNumpy(const std::vector<T> &values) {
   auto *copy = new std::vector<T>(values);
   nb::capsule owner(copy, [](void *p) noexcept {
@@ -725,35 +1040,52 @@ nb::dict stepOutputs(const reference::GraphStepOutput &out) {
   return result;
 }
 
-nb::dict referenceGraphStep(HostArray<int64_t> tokens,
-                            HostArray<int64_t> labels,
-                            HostArray<int64_t> positionIds,
-                            HostArray<float> lossMask,
-                            HostArray<int32_t> cuSeqlens,
-                            HostArray<int32_t> cuSeqlensPadded,
-                            int32_t numSeqs, int32_t cpRank, int64_t C,
-                            int64_t cp, int64_t N) {
+/// The sizes C, cp and N of a reference step: each within int32 and C*cp
+/// too (checked before any product or allocation: the steps abort, or
+/// allocate C*cp rows, on sizes that wrap).
+struct StepSizes {
+  int64_t C, cp, N;
+};
+StepSizes stepSizes(const char *function, IntArg C, IntArg cp, IntArg N) {
+  StepSizes sizes{integerArgument(C.object, "C"),
+                  integerArgument(cp.object, "cp"),
+                  integerArgument(N.object, "N")};
+  if (sizes.C >= 1 && sizes.cp >= 1 && sizes.C * sizes.cp > kInt32Range.max)
+    throw nb::value_error(
+        (std::string(function) + ": C*cp = " + std::to_string(sizes.C) + "*" +
+         std::to_string(sizes.cp) + " = " + std::to_string(sizes.C * sizes.cp) +
+         " is outside the int32 range")
+            .c_str());
+  return sizes;
+}
+
+nb::dict referenceGraphStep(ArrayArg tokens, ArrayArg labels,
+                            ArrayArg positionIds, ArrayArg lossMask,
+                            ArrayArg cuSeqlens, ArrayArg cuSeqlensPadded,
+                            IntArg numSeqs, IntArg cpRank, IntArg C_,
+                            IntArg cp_, IntArg N_) {
+  const auto [C, cp, N] = stepSizes("graph_step", C_, cp_, N_);
   // megatronGraphStep aborts on broken preconditions: check them here.
-  if (C < 1 || cp < 1 || N < 1 || (cp > 1 && C % 2) ||
-      C * cp > int64_t(INT32_MAX))
+  if (C < 1 || cp < 1 || N < 1 || (cp > 1 && C % 2))
     throw nb::value_error("graph_step needs C >= 1, cp >= 1, N >= 1, C even "
                           "when cp > 1 and C*cp within int32");
-  for (size_t size : {tokens.shape(0), labels.shape(0), positionIds.shape(0),
-                      lossMask.shape(0)})
+  reference::GraphStepInput input;
+  input.tokens = hostVector<int64_t>(tokens, "tokens");
+  input.labels = hostVector<int64_t>(labels, "labels");
+  input.positionIds = hostVector<int64_t>(positionIds, "position_ids");
+  input.lossMask = hostVector<float>(lossMask, "loss_mask");
+  input.cuSeqlens = hostVector<int32_t>(cuSeqlens, "cu_seqlens");
+  input.cuSeqlensPadded =
+      hostVector<int32_t>(cuSeqlensPadded, "cu_seqlens_padded");
+  input.numSeqs = int32_t(integerArgument(numSeqs.object, "num_seqs"));
+  input.cpRank = int32_t(integerArgument(cpRank.object, "cp_rank"));
+  for (size_t size : {input.tokens.size(), input.labels.size(),
+                      input.positionIds.size(), input.lossMask.size()})
     if (int64_t(size) != C * cp)
       throw nb::value_error("graph_step: data arrays need C*cp rows");
-  if (int64_t(cuSeqlens.shape(0)) != N + 1 ||
-      int64_t(cuSeqlensPadded.shape(0)) != N + 1)
+  if (int64_t(input.cuSeqlens.size()) != N + 1 ||
+      int64_t(input.cuSeqlensPadded.size()) != N + 1)
     throw nb::value_error("graph_step: cu arrays need N+1 entries");
-  reference::GraphStepInput input;
-  input.tokens = toVector(tokens);
-  input.labels = toVector(labels);
-  input.positionIds = toVector(positionIds);
-  input.lossMask = toVector(lossMask);
-  input.cuSeqlens = toVector(cuSeqlens);
-  input.cuSeqlensPadded = toVector(cuSeqlensPadded);
-  input.numSeqs = numSeqs;
-  input.cpRank = cpRank;
   reference::GraphStepOutput out;
   {
     nb::gil_scoped_release release;
@@ -762,28 +1094,48 @@ nb::dict referenceGraphStep(HostArray<int64_t> tokens,
   return stepOutputs(out);
 }
 
-nb::object referenceSeqIdx(HostArray<int32_t> cuSeqlens, int64_t totalTokens) {
+nb::object referenceSeqIdx(ArrayArg cuSeqlensArg, IntArg totalTokensArg) {
+  std::vector<int32_t> cuSeqlens =
+      hostVector<int32_t>(cuSeqlensArg, "cu_seqlens");
+  const int64_t totalTokens =
+      integerArgument(totalTokensArg.object, "total_tokens");
+  // seqIdx writes a row per token it covers and checks the count after:
+  // count first, so that offsets spanning billions of rows are refused
+  // before they are allocated.
+  int64_t covered = 0, previous = cuSeqlens.empty() ? 0 : cuSeqlens[0];
+  for (size_t i = 1; i <= cuSeqlens.size() && !cuSeqlens.empty(); ++i) {
+    int64_t bound = i < cuSeqlens.size() ? cuSeqlens[i] : totalTokens;
+    covered += std::max<int64_t>(0, bound - previous);
+    previous = bound;
+  }
+  if (!cuSeqlens.empty() && covered != totalTokens)
+    throw nb::value_error(("seq_idx: cu_seqlens with total_tokens = " +
+                           std::to_string(totalTokens) + " covers " +
+                           std::to_string(covered) + " rows instead of " +
+                           std::to_string(totalTokens))
+                              .c_str());
   reference::Expected<std::vector<int32_t>> result =
-      reference::seqIdx(toVector(cuSeqlens), totalTokens);
+      reference::seqIdx(cuSeqlens, totalTokens);
   if (!result)
     throw nb::value_error(result.error().c_str());
   return toNumpy(*result);
 }
 
-nb::dict referencePackMicrobatch(
-    HostArray<int64_t> tokenPool, HostArray<int64_t> labelPool,
-    HostArray<float> lossMaskPool, HostArray<int32_t> sampleOffsets,
-    HostArray<int32_t> sampleLengths, HostArray<int32_t> sampleIds,
-    int32_t numSeqs, int32_t cpRank, int64_t C, int64_t cp, int64_t N) {
+nb::dict referencePackMicrobatch(ArrayArg tokenPool, ArrayArg labelPool,
+                                 ArrayArg lossMaskPool, ArrayArg sampleOffsets,
+                                 ArrayArg sampleLengths, ArrayArg sampleIds,
+                                 IntArg numSeqs, IntArg cpRank, IntArg C_,
+                                 IntArg cp_, IntArg N_) {
+  const auto [C, cp, N] = stepSizes("pack_microbatch", C_, cp_, N_);
   reference::PackStepInput input;
-  input.tokenPool = toVector(tokenPool);
-  input.labelPool = toVector(labelPool);
-  input.lossMaskPool = toVector(lossMaskPool);
-  input.sampleOffsets = toVector(sampleOffsets);
-  input.sampleLengths = toVector(sampleLengths);
-  input.sampleIds = toVector(sampleIds);
-  input.numSeqs = numSeqs;
-  input.cpRank = cpRank;
+  input.tokenPool = hostVector<int64_t>(tokenPool, "token_pool");
+  input.labelPool = hostVector<int64_t>(labelPool, "label_pool");
+  input.lossMaskPool = hostVector<float>(lossMaskPool, "loss_mask_pool");
+  input.sampleOffsets = hostVector<int32_t>(sampleOffsets, "sample_offsets");
+  input.sampleLengths = hostVector<int32_t>(sampleLengths, "sample_lengths");
+  input.sampleIds = hostVector<int32_t>(sampleIds, "sample_ids");
+  input.numSeqs = int32_t(integerArgument(numSeqs.object, "num_seqs"));
+  input.cpRank = int32_t(integerArgument(cpRank.object, "cp_rank"));
   reference::Expected<reference::PackStepOutput> out = [&] {
     nb::gil_scoped_release release;
     return reference::packMicrobatchStep(input, C, cp, N);
@@ -797,50 +1149,35 @@ nb::dict referencePackMicrobatch(
 // The microbatch planner
 //===----------------------------------------------------------------------===//
 
-/// Lengths from Python (a sequence or an array of integers) as int32, or a
-/// ValueError naming the first one outside int32.
-std::vector<int32_t> lengthsArgument(const std::vector<int64_t> &values,
-                                     const char *what) {
-  std::vector<int32_t> lengths;
-  lengths.reserve(values.size());
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    if (values[i] < std::numeric_limits<int32_t>::min() ||
-        values[i] > std::numeric_limits<int32_t>::max())
-      throw nb::value_error((std::string(what) + "[" + std::to_string(i) +
-                             "] = " + std::to_string(values[i]) +
-                             " is outside the int32 range")
-                                .c_str());
-    lengths.push_back(int32_t(values[i]));
-  }
-  return lengths;
-}
-
 template <typename T> T valueOrRaise(planner::Result<T> result) {
   if (!result)
     throw nb::value_error(result.status().message().c_str());
   return std::move(*result);
 }
 
-planner::PlannerConfig plannerConfig(int64_t C, int64_t cp, int64_t dp,
-                                     std::optional<int64_t> maxPackedSequences,
+/// The planner's settings from Python: every size an int within int32, so
+/// that no product the planner forms (C*cp, dp*vpp_group, ...) can wrap.
+planner::PlannerConfig plannerConfig(IntArg C, IntArg cp, IntArg dp,
+                                     OptionalIntArg maxPackedSequences,
                                      bool alignmentSet, bool dummyTail,
-                                     std::optional<int64_t> vppGroup) {
+                                     OptionalIntArg vppGroup) {
   planner::PlannerConfig config;
-  config.maxSeqlenPerRank = C;
-  config.cp = cp;
-  config.dp = dp;
-  config.maxPackedSequences = maxPackedSequences;
+  config.maxSeqlenPerRank = integerArgument(C.object, "C");
+  config.cp = integerArgument(cp.object, "cp");
+  config.dp = integerArgument(dp.object, "dp");
+  config.maxPackedSequences = optionalIntegerArgument(maxPackedSequences.object,
+                                                      "max_packed_sequences");
   config.alignmentSet = alignmentSet;
   config.dummyTail = dummyTail;
-  config.vppGroup = vppGroup;
+  config.vppGroup = optionalIntegerArgument(vppGroup.object, "vpp_group");
   return config;
 }
 
-planner::MicrobatchPlan plannerPlan(const std::vector<int64_t> &paddedLengths,
-                                    int64_t C, int64_t cp, int64_t dp,
-                                    std::optional<int64_t> maxPackedSequences,
+planner::MicrobatchPlan plannerPlan(LengthsArg paddedLengths, IntArg C,
+                                    IntArg cp, IntArg dp,
+                                    OptionalIntArg maxPackedSequences,
                                     bool alignmentSet, bool dummyTail,
-                                    std::optional<int64_t> vppGroup,
+                                    OptionalIntArg vppGroup,
                                     const std::string &algorithm) {
   const std::vector<int32_t> lengths =
       lengthsArgument(paddedLengths, "padded_lengths");
@@ -859,7 +1196,21 @@ planner::MicrobatchPlan plannerPlan(const std::vector<int64_t> &paddedLengths,
 }
 
 nb::tuple plannerMicrobatchInputs(const planner::MicrobatchPlan &plan,
-                                  int64_t rank, int64_t N) {
+                                  IntArg rankArg, IntArg NArg) {
+  const int64_t rank = integerArgument(rankArg.object, "rank");
+  const int64_t N = integerArgument(NArg.object, "N");
+  // sample_ids holds N-1 ids per microbatch: refuse an N whose array could
+  // not be indexed with int32 (or allocated) before the planner sizes it.
+  const int64_t entries =
+      int64_t(plan.groups.size()) * std::max<int64_t>(N - 1, 0);
+  if (entries > kInt32Range.max)
+    throw nb::value_error(
+        ("microbatch_inputs: N = " + std::to_string(N) + " gives sample_ids " +
+         std::to_string(plan.groups.size()) + " x " + std::to_string(N - 1) +
+         " = " + std::to_string(entries) +
+         " entries, more than the int32 range; N is the pipeline's sequence "
+         "capacity per microbatch")
+            .c_str());
   planner::MicrobatchInputs inputs =
       valueOrRaise(planner::microbatchInputs(plan, rank, N));
   auto *ids = new std::vector<int32_t>(std::move(inputs.sampleIds));
@@ -873,17 +1224,41 @@ nb::tuple plannerMicrobatchInputs(const planner::MicrobatchPlan &plan,
   return nb::make_tuple(sampleIds, toNumpy(inputs.numSeqs));
 }
 
-nb::object plannerAlignLengths(const std::vector<int64_t> &validLengths,
-                               int64_t cp, int64_t tp, bool sequenceParallel,
-                               int64_t dp, bool dynamicCp) {
+/// S1's granularity G from Python's cp, tp and dp: each an int >= 1, and G
+/// within int32 (reference::padGranularity multiplies them unchecked).
+int64_t padGranularityArgument(const char *function, IntArg cpArg, IntArg tpArg,
+                               bool sequenceParallel, IntArg dpArg,
+                               bool dynamicCp) {
+  const int64_t cp = integerArgument(cpArg.object, "cp");
+  const int64_t tp = integerArgument(tpArg.object, "tp");
+  const int64_t dp = integerArgument(dpArg.object, "dp");
   if (cp < 1 || tp < 1 || dp < 1)
     throw nb::value_error(
-        ("align_lengths needs cp, tp, dp >= 1 (cp = " + std::to_string(cp) +
+        (std::string(function) +
+         " needs cp, tp, dp >= 1 (cp = " + std::to_string(cp) +
          ", tp = " + std::to_string(tp) + ", dp = " + std::to_string(dp) + ")")
             .c_str());
+  // G divides 2*cp*dp*tp: bound that product without letting it wrap.
+  int64_t bound = 2;
+  for (int64_t factor : {cp, dynamicCp ? dp : 1, sequenceParallel ? tp : 1}) {
+    if (bound > kInt32Range.max / factor)
+      throw nb::value_error(
+          (std::string(function) + ": the alignment granularity for cp = " +
+           std::to_string(cp) + ", tp = " + std::to_string(tp) +
+           ", dp = " + std::to_string(dp) + " is outside the int32 range")
+              .c_str());
+    bound *= factor;
+  }
+  return reference::padGranularity(cp, tp, sequenceParallel, dp, dynamicCp);
+}
+
+nb::object plannerAlignLengths(LengthsArg validLengths, IntArg cp, IntArg tp,
+                               bool sequenceParallel, IntArg dp,
+                               bool dynamicCp) {
+  const int64_t granularity = padGranularityArgument(
+      "align_lengths", cp, tp, sequenceParallel, dp, dynamicCp);
   reference::Expected<std::vector<int32_t>> padded = reference::alignLengths(
-      lengthsArgument(validLengths, "valid_lengths"),
-      reference::padGranularity(cp, tp, sequenceParallel, dp, dynamicCp));
+      lengthsArgument(validLengths, "valid_lengths"), granularity);
   if (!padded)
     throw nb::value_error(padded.error().c_str());
   return toNumpy(*padded);
@@ -952,8 +1327,9 @@ NB_MODULE(_thdc, m) {
            "(default: the current device).")
       .def(
           "prepare",
-          [](const Kernel &k, int device) {
-            Status status = k.executable().prepare(device);
+          [](const Kernel &k, IntArg device) {
+            Status status = k.executable().prepare(
+                int(integerArgument(device.object, "device")));
             if (!status)
               throw std::runtime_error(status.message());
           },
@@ -994,7 +1370,10 @@ NB_MODULE(_thdc, m) {
 #endif
   m.def(
       "describe_status",
-      [](int32_t status) { return thdc::reference::describeStatus(status); },
+      [](IntArg status) {
+        return thdc::reference::describeStatus(
+            int32_t(integerArgument(status.object, "status")));
+      },
       nb::arg("status"),
       "The names of a thd.validate status word's bits, joined by '|' "
       "(\"ok\" for 0), as reference/StatusBits.h defines them.");
@@ -1090,23 +1469,25 @@ NB_MODULE(_thdc, m) {
                "parallelism), as an int32 array.");
   planning.def(
       "pad_granularity",
-      [](int64_t cp, int64_t tp, bool sequenceParallel, int64_t dp,
+      [](IntArg cp, IntArg tp, bool sequenceParallel, IntArg dp,
          bool dynamicCp) {
-        return reference::padGranularity(cp, tp, sequenceParallel, dp,
-                                         dynamicCp);
+        return padGranularityArgument("pad_granularity", cp, tp,
+                                      sequenceParallel, dp, dynamicCp);
       },
       nb::arg("cp"), nb::arg("tp") = 1, nb::arg("sequence_parallel") = false,
       nb::arg("dp") = 1, nb::arg("dynamic_cp") = false,
       "S1: the alignment granularity G.");
   planning.def(
       "max_microbatches",
-      [](int64_t globalBatchSize, int64_t maxSeqlen, int64_t C, int64_t cp,
-         int64_t dp, std::optional<int64_t> maxPackedSequences,
-         bool alignmentSet, bool dummyTail, std::optional<int64_t> vppGroup) {
+      [](IntArg globalBatchSize, IntArg maxSeqlen, IntArg C, IntArg cp,
+         IntArg dp, OptionalIntArg maxPackedSequences, bool alignmentSet,
+         bool dummyTail, OptionalIntArg vppGroup) {
+        const planner::PlannerConfig config = plannerConfig(
+            C, cp, dp, maxPackedSequences, alignmentSet, dummyTail, vppGroup);
         return valueOrRaise(planner::microbatchUpperBound(
-            plannerConfig(C, cp, dp, maxPackedSequences, alignmentSet,
-                          dummyTail, vppGroup),
-            globalBatchSize, maxSeqlen));
+            config,
+            integerArgument(globalBatchSize.object, "global_batch_size"),
+            integerArgument(maxSeqlen.object, "max_seqlen")));
       },
       nb::arg("global_batch_size"), nb::arg("max_seqlen"), nb::arg("C"),
       nb::arg("cp"), nb::arg("dp") = 1,
@@ -1120,9 +1501,12 @@ NB_MODULE(_thdc, m) {
       "next-fit.");
   planning.def(
       "graph_capture_count",
-      [](int64_t numMicrobatches, int64_t upperBound, bool useRuntimeCount) {
-        return reference::graphCaptureCount(numMicrobatches, upperBound,
-                                            useRuntimeCount);
+      [](IntArg numMicrobatches, IntArg upperBound, bool useRuntimeCount) {
+        return reference::graphCaptureCount(
+            integerArgument(numMicrobatches.object, "num_microbatches",
+                            kInt64Range),
+            integerArgument(upperBound.object, "upper_bound", kInt64Range),
+            useRuntimeCount);
       },
       nb::arg("num_microbatches"), nb::arg("upper_bound"),
       nb::arg("use_runtime_count") = false,

@@ -20,7 +20,9 @@ thdc.reference is the reference semantics (NumPy in, NumPy out), for tests.
 from __future__ import annotations
 
 import collections
+import collections.abc
 import keyword
+import numbers
 import os
 import sys
 from typing import Mapping, NamedTuple, Optional, Union
@@ -58,7 +60,51 @@ class Arg(NamedTuple):
 
 def signature(kernel: Kernel) -> list:
     """The kernel's buffers as `Arg`s: inputs, then outputs."""
+    if not isinstance(kernel, Kernel):
+        raise TypeError(f"kernel must be a thdc.Kernel; got {type(kernel).__name__}")
     return [Arg(*entry) for entry in kernel.signature]
+
+
+def _check_str(value, what: str) -> str:
+    """`value` if it is a str; TypeError naming `what` otherwise."""
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be a str; got {type(value).__name__}")
+    return value
+
+
+def _check_int(value, what: str) -> int:
+    """`value` as an int: a Python or NumPy integer, never a bool, a float
+    (which int() would truncate) or a string; TypeError naming `what`."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{what} must be an int; got {type(value).__name__}")
+    return int(value)
+
+
+def _check_path(value, what: str) -> str:
+    """A str or os.PathLike path as a str; TypeError naming `what` otherwise
+    (bytes paths included)."""
+    if not isinstance(value, (str, os.PathLike)):
+        raise TypeError(f"{what} must be a str or an os.PathLike path; got "
+                        f"{type(value).__name__}")
+    path = os.fspath(value)
+    if not isinstance(path, str):
+        raise TypeError(f"{what} must be a str path; got {type(path).__name__}")
+    return path
+
+
+def _check_params(params) -> dict:
+    """compile()'s parameters: a mapping of str names to ints (None: none)."""
+    if params is None:
+        return {}
+    if not isinstance(params, collections.abc.Mapping):
+        raise TypeError("params must be a mapping of parameter names to ints; got "
+                        f"{type(params).__name__}")
+    values = {}
+    for name, value in params.items():
+        if not isinstance(name, str):
+            raise TypeError(f"params keys must be parameter names (str); got {name!r}")
+        values[name] = _check_int(value, f"params[{name!r}]")
+    return values
 
 
 def _allocate(like, dtype: str, elements: int, device_type: int, device_id: int):
@@ -115,9 +161,13 @@ def load(
     PyTorch graph capture it would make the capture fail when it ends, so
     it is refused there with RuntimeError.
     """
+    path = _check_path(bundle, "bundle")
+    _check_str(backend, "backend")
+    _check_str(cache_dir, "cache_dir")
+    device = _check_int(device, "device")
     if backend != "host":
         _refuse_during_capture("thdc.load")
-    return _finish(_thdc.load(os.fspath(bundle), backend, cache_dir, device))
+    return _finish(_thdc.load(path, backend, cache_dir, device))
 
 
 def _capturing() -> bool:
@@ -166,14 +216,17 @@ def compile(
             "compile a bundle with the `thdc` tool and use thdc.load()"
         )
     source_name = "pipeline.mlir"
-    text = os.fspath(pipeline)
+    text = _check_path(pipeline, "pipeline")
+    values = _check_params(params)
+    _check_str(backend, "backend")
+    _check_str(cache_dir, "cache_dir")
+    _check_str(chip, "chip")
     if isinstance(pipeline, os.PathLike) or (
         "\n" not in text and text.endswith(".mlir")
     ):
         source_name = text
         with open(text, encoding="utf-8") as f:
             text = f.read()
-    values = {str(k): int(v) for k, v in (params or {}).items()}
     if backend != "host" and _capturing():
         # Inside a capture only a memory-cache hit, which loads nothing.
         cached = _thdc.compile_cached(text, values, backend, cache_dir, chip)
@@ -185,6 +238,7 @@ def compile(
 
 def pipeline_path(name: str) -> str:
     """The path of a pipeline shipped with the package (e.g. "megatron_step")."""
+    _check_str(name, "name")
     path = os.path.join(os.path.dirname(__file__), "pipelines", name + ".mlir")
     if not os.path.exists(path):
         raise FileNotFoundError(f"thdc ships no pipeline named {name!r}")

@@ -108,16 +108,28 @@ class GraphStep:
         convention: str = "graph",
         cache_dir: str = "",
     ):
+        C, N = thdc._check_int(C, "C"), thdc._check_int(N, "N")
+        cp, cp_rank = thdc._check_int(cp, "cp"), thdc._check_int(cp_rank, "cp_rank")
+        if bundle is not None:
+            bundle = thdc._check_path(bundle, "bundle")
+        thdc._check_str(convention, "convention")
+        thdc._check_str(cache_dir, "cache_dir")
         if convention not in CONVENTIONS:
             raise ValueError(f"convention must be one of {CONVENTIONS}; got {convention!r}")
         if not 0 <= cp_rank < cp:
             raise ValueError(f"cp_rank must be in [0, {cp}); got {cp_rank}")
+        if not (device is None or isinstance(device, (str, torch.device))):
+            try:
+                device = thdc._check_int(device, "device")
+            except TypeError:
+                raise TypeError("device must be a torch.device, a str such as 'cuda:0' or "
+                                f"an int ordinal; got {type(device).__name__}") from None
         if device is None:
             device = torch.device("cuda", torch.cuda.current_device())
         self.device = torch.device(device)
         if self.device.type != "cuda" or self.device.index is None:
             raise ValueError(f"device must be a CUDA device with an index; got {device}")
-        self.C, self.N, self.cp, self.cp_rank = int(C), int(N), int(cp), int(cp_rank)
+        self.C, self.N, self.cp, self.cp_rank = C, N, cp, cp_rank
         self.convention = convention
         params = {"C": self.C, "cp": self.cp, "N": self.N}
         if bundle is not None:
@@ -182,6 +194,12 @@ class GraphStep:
         end in unused slots. Only shapes are read on the host."""
         data = {"tokens": tokens, "labels": labels, "loss_mask": loss_mask,
                 "position_ids": position_ids}
+        for name, value in (*data.items(), ("cu_seqlens", cu_seqlens),
+                            ("cu_seqlens_padded", cu_seqlens_padded)):
+            if not isinstance(value, torch.Tensor):
+                raise TypeError(f"{name} must be a torch.Tensor; got {type(value).__name__}")
+        if not (num_seqs is None or isinstance(num_seqs, torch.Tensor)):
+            num_seqs = thdc._check_int(num_seqs, "num_seqs")
         capacity = self.C * self.cp
         for name, value in data.items():
             rows = value.numel()
@@ -203,7 +221,7 @@ class GraphStep:
         elif isinstance(num_seqs, torch.Tensor):
             self.inputs.num_seqs.copy_(num_seqs.reshape(-1)[:1], non_blocking=True)
         else:
-            self.inputs.num_seqs.fill_(int(num_seqs))
+            self.inputs.num_seqs.fill_(num_seqs)
 
     def __call__(self, tokens, labels, loss_mask, position_ids, cu_seqlens,
                  cu_seqlens_padded, num_seqs=None, stream=None):

@@ -23,6 +23,10 @@ _KERNELS: Dict[str, Kernel] = {}
 
 def register(kernel: Kernel, name: str = "") -> str:
     """Makes `kernel` callable through the custom ops under a key."""
+    if not isinstance(kernel, Kernel):
+        raise TypeError(f"kernel must be a thdc.Kernel; got {type(kernel).__name__}")
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str; got {type(name).__name__}")
     key = name or f"{kernel.entry}:{id(kernel):x}"
     existing = _KERNELS.get(key)
     if existing is not None and existing is not kernel:
@@ -71,6 +75,8 @@ def _run_out_fake(key: str, inputs: List[torch.Tensor], outputs: List[torch.Tens
 def op(kernel: Kernel, *, out: bool = False, name: str = "") -> Callable:
     """A callable over the custom op for `kernel`: `f(*inputs)` returning the
     outputs, or with out=True `f(inputs, outputs)` writing into them."""
+    if not isinstance(out, bool):
+        raise TypeError(f"out must be a bool; got {type(out).__name__}")
     key = register(kernel, name)
     if out:
         def call_out(inputs, outputs):
