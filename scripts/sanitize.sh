@@ -7,8 +7,9 @@
 # checking is off (their static
 # state and the JIT's fatal-error guard, which leaks by design, would be
 # reported). Each libFuzzer target runs for THDC_FUZZ_SECONDS (default 15)
-# from its seed corpus. The Python module is left out: it would need the
-# sanitizer runtimes preloaded into Python.
+# from its seed corpus (long runs of them: scripts/fuzz.sh). The Python
+# module is left out: it would need the sanitizer runtimes preloaded into
+# Python.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${THDC_SANITIZE_BUILD_DIR:-$root/build-sanitize}

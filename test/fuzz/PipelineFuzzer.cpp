@@ -3,9 +3,23 @@
 // Arbitrary text as a pipeline: parsed with every dialect the compiler
 // registers, verified, made static, checked for capturability and fused
 // (thdc::loadPipeline). Every outcome is a module or diagnostics, never a
-// crash.
+// crash (nor a hang: run with -timeout).
+//
+// Inputs are text, as the tools read them. The mutator is libFuzzer's byte
+// mutation plus, one time in three, a structural one on the same text:
+// rewireSsaUse (SsaRewire.h) makes a use name another definition (the op's
+// own result, a later value, any value). That reaches graphs the seeds and
+// byte mutations never make, such as `%p = thd.pad_tail %p ...`: the parser
+// accepts a use before its definition, and only the dominance check, which
+// runs after every op's verifier, rejects the cycle, so the verifiers see it.
+// Text rather than a structured (parsed) input, because most mutated inputs
+// no longer parse, and the rewiring should apply to them too. Seeds: the
+// examples and test pipelines (gen-pipeline-inputs.py, at build time) and
+// corpus/pipeline; dictionary: pipeline.dict plus the dialect's words.
 //
 //===----------------------------------------------------------------------===//
+
+#include "SsaRewire.h"
 
 #include "codegen/Compiler.h"
 
@@ -16,6 +30,24 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+
+extern "C" size_t LLVMFuzzerMutate(uint8_t *data, size_t size, size_t maxSize);
+
+extern "C" size_t LLVMFuzzerCustomMutator(uint8_t *data, size_t size,
+                                          size_t maxSize, unsigned int seed) {
+  std::mt19937 rng(seed);
+  if (rng() % 3 == 0) {
+    std::string text(reinterpret_cast<const char *>(data), size);
+    if (thdc::fuzz::rewireSsaUse(text, maxSize, rng)) {
+      std::memcpy(data, text.data(), text.size());
+      return text.size();
+    }
+  }
+  return LLVMFuzzerMutate(data, size, maxSize);
+}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   static mlir::DialectRegistry *registry = [] {

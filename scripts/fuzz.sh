@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Long fuzzing runs of every libFuzzer target, each for SECONDS, in
+#   sanitize: ./build-sanitize, ASan + UBSan (configured as scripts/sanitize.sh
+#             does it): finds memory and undefined-behaviour errors;
+#   release:  ./build-fuzz, optimised, coverage instrumentation only
+#             (-fsanitize=fuzzer-no-link): many times the executions per
+#             second, for hangs, aborts and deep inputs.
+#   scripts/fuzz.sh SECONDS_PER_TARGET [release|sanitize|both]   (default both)
+# Only the fuzz targets are built (the release build's other binaries would
+# lack the coverage callbacks that only the fuzzer's runtime provides).
+# Each target starts from its seeds (test/fuzz/corpus/<target>; the pipeline
+# fuzzer also from every example and test pipeline, with its dictionary) and
+# keeps what it finds in <build>/fuzz-corpus/<target>, so that the next run
+# goes on from there. A crash, hang (-timeout, default 10 s: THDC_FUZZ_TIMEOUT),
+# leak or OOM leaves its input in <build>/fuzz-artifacts and fails the script,
+# after every target ran; reproduce with `<build>/bin/<target> <artifact>`.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+seconds=${1:?usage: scripts/fuzz.sh SECONDS_PER_TARGET [release|sanitize|both]}
+which=${2:-both}
+case $which in
+  release) builds=(release) ;;
+  sanitize) builds=(sanitize) ;;
+  both) builds=(release sanitize) ;;
+  *) echo "scripts/fuzz.sh: unknown build '$which' (release, sanitize or both)" >&2; exit 2 ;;
+esac
+targets=(thdc-fuzz-param-expr thdc-fuzz-pipeline thdc-fuzz-input-json thdc-fuzz-manifest)
+jobs=${THDC_BUILD_JOBS:-$(nproc)}
+
+configure() {
+  local kind=$1 build=$2
+  [ -f "$build/build.ninja" ] && return
+  local common=(-G Ninja -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release
+    -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit
+    -DMLIR_LINK_MLIR_DYLIB=ON -DTHDC_PYTHON=OFF -DTHDC_FUZZ=ON)
+  if [ "$kind" = sanitize ]; then
+    # The same configuration as scripts/sanitize.sh.
+    local sanitizers="-fsanitize=address,undefined -fno-sanitize=vptr,function -fno-sanitize-recover=all"
+    CC=clang-14 CXX=clang++-14 cmake "${common[@]}" \
+      -DCMAKE_C_FLAGS_RELEASE="-O1" -DCMAKE_CXX_FLAGS_RELEASE="-O1" \
+      -DCMAKE_C_FLAGS="$sanitizers -fno-omit-frame-pointer -gline-tables-only" \
+      -DCMAKE_CXX_FLAGS="$sanitizers -fsanitize=fuzzer-no-link -fno-omit-frame-pointer -gline-tables-only" \
+      -DCMAKE_EXE_LINKER_FLAGS="$sanitizers" -DCMAKE_SHARED_LINKER_FLAGS="$sanitizers" \
+      -DTHDC_FUZZ_SECONDS="${THDC_FUZZ_SECONDS:-15}"
+  else
+    CC=clang-14 CXX=clang++-14 cmake "${common[@]}" \
+      -DCMAKE_C_FLAGS="-fsanitize=fuzzer-no-link -gline-tables-only" \
+      -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link -gline-tables-only"
+  fi
+}
+
+failed=()
+for kind in "${builds[@]}"; do
+  if [ "$kind" = sanitize ]; then
+    build=${THDC_SANITIZE_BUILD_DIR:-$root/build-sanitize}
+  else
+    build=${THDC_FUZZ_BUILD_DIR:-$root/build-fuzz}
+  fi
+  configure "$kind" "$build"
+  cmake --build "$build" -j "$jobs" --target "${targets[@]}"
+  export THDC_FUZZ_ARTIFACTS=$build/fuzz-artifacts
+  mkdir -p "$THDC_FUZZ_ARTIFACTS"
+  for target in "${targets[@]}"; do
+    name=${target#thdc-fuzz-}
+    extra=()
+    if [ "$name" = pipeline ]; then
+      extra=("$build/test/fuzz/pipeline-seeds" "-dict=$build/test/fuzz/pipeline.dict")
+    fi
+    export THDC_FUZZ_CORPUS=$build/fuzz-corpus/$name
+    echo "== $kind: $target, ${seconds} s"
+    if ! "$root/test/fuzz/run-fuzzer.sh" "$build/bin/$target" "$root/test/fuzz/corpus/$name" \
+        "$seconds" "${extra[@]}" "-timeout=${THDC_FUZZ_TIMEOUT:-10}"; then
+      failed+=("$kind/$target")
+    fi
+  done
+  # Artifacts a run of this script or an earlier one left and nobody looked at.
+  if compgen -G "$THDC_FUZZ_ARTIFACTS/*" > /dev/null; then
+    echo "== $kind: inputs that failed, in $THDC_FUZZ_ARTIFACTS:"
+    ls -l "$THDC_FUZZ_ARTIFACTS"
+    [ ${#failed[@]} -gt 0 ] || failed+=("$kind (earlier artifacts)")
+  fi
+done
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "scripts/fuzz.sh: failing inputs found by: ${failed[*]}"
+  exit 1
+fi
+echo "scripts/fuzz.sh: no failing input"
