@@ -223,6 +223,10 @@ const Tampering kTamperings[] = {
      "lists 3 buffers, but the host code takes 2"},
 };
 
+void PrintTo(const Tampering &tampering, std::ostream *os) {
+  *os << tampering.name;
+}
+
 std::string tamperingName(const ::testing::TestParamInfo<Tampering> &info) {
   std::string name = info.param.name;
   for (char &c : name)

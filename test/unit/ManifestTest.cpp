@@ -245,6 +245,10 @@ std::string bundleFormat(int delta) {
   return "\"format\": " + std::to_string(kBundleFormatVersion + delta);
 }
 const std::string kFormat = bundleFormat(0), kNextFormat = bundleFormat(1);
+const std::string kNextFormatError =
+    "bundle format " + std::to_string(kBundleFormatVersion + 1) +
+    " is not supported by this runtime (it reads format " +
+    std::to_string(kBundleFormatVersion) + ")";
 
 INSTANTIATE_TEST_SUITE_P(
     Manifest, ManifestRejects,
@@ -253,8 +257,7 @@ INSTANTIATE_TEST_SUITE_P(
         Malformed{"no format", "\"format\"", "\"formats\"",
                   "missing \"format\""},
         Malformed{"newer format", kFormat.c_str(), kNextFormat.c_str(),
-                  "bundle format 2 is not supported by this runtime (it "
-                  "reads format 1)"},
+                  kNextFormatError.c_str()},
         Malformed{"string format", kFormat.c_str(), "\"format\": \"1\"",
                   "missing \"format\""},
         Malformed{"no entry", "\"entry\": \"step\"", "\"entry\": 3",
