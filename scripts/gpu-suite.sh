@@ -64,7 +64,7 @@ if wants check; then
   cp -r "$bundles/check/C8_cp2_N6" "$tampered/other-direction"
   sed -i '0,/"direction": "output"/s//"direction": "input"/' "$tampered/other-direction/manifest.json"
   rm -f "$tampered"/*/manifest.json.sha256
-  run gpu-tampered-manifest sh -c "\"$build/bin/thdc-runtime-check\" --replays 2 --microbatches 1 \"$tampered\"/* 2>&1 | tee /dev/stderr | grep -c 'but the kernel was compiled' | grep -qx 3"
+  run gpu-tampered-manifest sh -c "\"$build/bin/thdc-runtime-check\" --replays 2 --microbatches 1 \"$tampered\"/* > \"$tampered.log\" 2>&1; cat \"$tampered.log\"; test \$(grep -c 'but the kernel was compiled' \"$tampered.log\") -eq 3"
   # Module loads in new processes with no driver cache and no thdc cache:
   # the bundle's cubin, then the PTX alone (compiled by the driver).
   for attempt in 1 2 3; do

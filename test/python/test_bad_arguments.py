@@ -61,6 +61,8 @@ def kernel(compile_host):
 
 def kernel_code(cache_dir):
     """Child-process code compiling the test kernel (a disk-cache hit)."""
+    if not thdc.has_jit:
+        pytest.skip("this build of thdc has no JIT")
     return textwrap.dedent(f"""\
         from test_numpy import golden
         from microbatches import INPUTS, mismatches, reference
@@ -392,11 +394,17 @@ def stand_in_torch(monkeypatch):
     fake = types.SimpleNamespace(Tensor=Tensor, device=type("device", (), {}),
                                  library=Library)
     monkeypatch.setitem(sys.modules, "torch", fake)
-    for name in ("thdc.megatron", "thdc.torch"):
-        monkeypatch.delitem(sys.modules, name, raising=False)
+    # The modules imported with the stand-in must not outlive the test: the
+    # package's attributes and sys.modules get their earlier values back
+    # (the real PyTorch's, where it is installed).
+    for name in ("megatron", "torch"):
+        monkeypatch.delitem(sys.modules, "thdc." + name, raising=False)
+        monkeypatch.delattr(thdc, name, raising=False)
     yield fake
-    for name in ("thdc.megatron", "thdc.torch"):
-        sys.modules.pop(name, None)
+    for name in ("megatron", "torch"):
+        sys.modules.pop("thdc." + name, None)
+        if hasattr(thdc, name):
+            delattr(thdc, name)
 
 
 GRAPH_STEP_ARGUMENTS = [

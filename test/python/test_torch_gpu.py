@@ -145,19 +145,30 @@ def test_bad_calls_on_gpu_raise():
 
 
 def test_manifest_that_disagrees_with_the_kernel_is_refused(tmp_path):
-    """A manifest edited to another buffer size (as if taken from another
-    bundle) is refused at load: the kernel states its own lengths."""
+    """A manifest edited to another buffer size or type (as if taken from
+    another bundle) is refused at load: the kernel states its own buffers.
+    The edits drop the manifest's own hash, which refuses them first."""
     import shutil
 
     _, path = gpu_kernel("megatron_graph_step", 1024, 2, 33)
     if path is None:
         pytest.skip("needs a bundle")
-    edited = tmp_path / "edited"
-    shutil.copytree(path, edited)
-    manifest = (edited / "manifest.json").read_text()
-    (edited / "manifest.json").write_text(manifest.replace('"elements": 2048', '"elements": 4096', 1))
-    with pytest.raises(RuntimeError, match="buffer 'tokens' has 4096 elements, but the kernel was compiled for 2048"):
-        thdc.load(edited, backend="cuda")
+    edits = {
+        "size": (('"elements": 2048', '"elements": 4096'),
+                 "buffer 'tokens' has 4096 elements, but the kernel was compiled for 2048"),
+        "type": (('"type": "i64"', '"type": "i32"'),
+                 "buffer 'tokens' has the type 'i32', but the kernel was compiled for another"),
+    }
+    for name, ((old, new), message) in edits.items():
+        edited = tmp_path / name
+        shutil.copytree(path, edited)
+        manifest = (edited / "manifest.json").read_text()
+        (edited / "manifest.json").write_text(manifest.replace(old, new, 1))
+        with pytest.raises(RuntimeError, match="does not match the hash in manifest.json.sha256"):
+            thdc.load(edited, backend="cuda")
+        (edited / "manifest.json.sha256").unlink()
+        with pytest.raises(RuntimeError, match=message):
+            thdc.load(edited, backend="cuda")
 
 
 def test_load_inside_a_graph_capture_is_refused_and_the_capture_survives():
