@@ -5,12 +5,86 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Location.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringMap.h"
 
 using namespace mlir;
 
 namespace {
 bool isIdentifierChar(char c) {
   return llvm::isAlnum(c) || c == '_' || c == '$' || c == '.' || c == '-';
+}
+
+/// The MLIR lexer skips spaces and `//` comments between any two tokens:
+/// the position of the next token at or after `i`.
+size_t skipTrivia(llvm::StringRef text, size_t i) {
+  while (i < text.size()) {
+    if (llvm::isSpace(text[i])) {
+      ++i;
+    } else if (text.substr(i).starts_with("//")) {
+      i = text.find('\n', i);
+      if (i == llvm::StringRef::npos)
+        return text.size();
+    } else {
+      break;
+    }
+  }
+  return i;
+}
+
+/// The identifier (or `!alias`) starting at `i`.
+llvm::StringRef wordAt(llvm::StringRef text, size_t i) {
+  size_t end = i < text.size() && text[i] == '!' ? i + 1 : i;
+  while (end < text.size() && isIdentifierChar(text[end]))
+    ++end;
+  return text.slice(i, end);
+}
+
+/// Calls `visit(i)` at every position of `text` outside comments and string
+/// literals.
+template <typename Visit> void forEachCodeChar(llvm::StringRef text, Visit visit) {
+  for (size_t i = 0, n = text.size(); i < n; ++i) {
+    if (text[i] == '/' && i + 1 < n && text[i + 1] == '/') {
+      i = text.find('\n', i);
+      if (i == llvm::StringRef::npos)
+        return;
+      continue;
+    }
+    if (text[i] == '"') {
+      for (++i; i < n && text[i] != '"' && text[i] != '\n'; ++i)
+        if (text[i] == '\\')
+          ++i;
+      continue;
+    }
+    i = visit(i);
+  }
+}
+
+/// Type aliases (`!name = type`) by name: the first word of their type.
+llvm::StringMap<llvm::StringRef> typeAliases(llvm::StringRef text) {
+  llvm::StringMap<llvm::StringRef> aliases;
+  forEachCodeChar(text, [&](size_t i) {
+    if (text[i] != '!' || (i > 0 && isIdentifierChar(text[i - 1])))
+      return i;
+    llvm::StringRef name = wordAt(text, i);
+    size_t next = skipTrivia(text, i + name.size());
+    if (name.size() > 1 && next < text.size() && text[next] == '=')
+      aliases[name] = wordAt(text, skipTrivia(text, next + 1));
+    return i + name.size() - 1;
+  });
+  return aliases;
+}
+
+/// Whether the type named `word` is `index`, through aliases (an alias that
+/// is not defined is the parser's error, not a crash).
+bool isIndexType(llvm::StringRef word,
+                 const llvm::StringMap<llvm::StringRef> &aliases) {
+  for (int hops = 0; hops < 64 && word.starts_with("!"); ++hops) {
+    auto alias = aliases.find(word);
+    if (alias == aliases.end())
+      return false;
+    word = alias->second;
+  }
+  return word == "index" || word.starts_with("!");
 }
 } // namespace
 
@@ -19,6 +93,7 @@ LogicalResult thdc::screenUpstreamCrashes(MLIRContext &context,
   const llvm::MemoryBuffer *buffer =
       sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID());
   llvm::StringRef text = buffer->getBuffer();
+  llvm::StringMap<llvm::StringRef> aliases = typeAliases(text);
   bool found = false;
   auto report = [&](size_t offset) {
     found = true;
@@ -28,62 +103,46 @@ LogicalResult thdc::screenUpstreamCrashes(MLIRContext &context,
                                          buffer->getBufferIdentifier(), line,
                                          column));
   };
-  for (size_t i = 0, n = text.size(); i < n; ++i) {
-    char c = text[i];
-    if (c == '/' && i + 1 < n && text[i + 1] == '/') {
-      i = text.find('\n', i);
-      if (i == llvm::StringRef::npos)
-        break;
-      continue;
-    }
-    if (c == '"') {
-      for (++i; i < n && text[i] != '"' && text[i] != '\n'; ++i)
-        if (text[i] == '\\')
-          ++i;
-      continue;
-    }
-    if (c == '%') {
-      size_t start = i++;
-      while (i < n && isIdentifierChar(text[i]))
-        ++i;
-      if (i + 1 < n && text[i] == '#' && llvm::isDigit(text[i + 1])) {
+  forEachCodeChar(text, [&](size_t i) -> size_t {
+    size_t n = text.size();
+    if (text[i] == '%') {
+      size_t end = i + 1;
+      while (end < n && isIdentifierChar(text[end]))
+        ++end;
+      size_t hash = skipTrivia(text, end);
+      if (hash + 1 < n && text[hash] == '#' && llvm::isDigit(text[hash + 1])) {
         uint64_t number = 0;
-        size_t digits = i + 1;
+        size_t digits = hash + 1;
         for (; digits < n && llvm::isDigit(text[digits]); ++digits)
           if (number <= kMaxResultNumber)
             number = number * 10 + (text[digits] - '0');
         if (number > kMaxResultNumber)
-          report(start) << "result number in '"
-                        << text.slice(start, std::min(digits, start + 40))
-                        << "' is out of range: thdc accepts result numbers "
-                           "up to "
-                        << kMaxResultNumber;
+          report(i) << "result number '"
+                    << text.slice(hash, std::min(digits, hash + 24))
+                    << "' of '" << text.slice(i, end)
+                    << "' is out of range: thdc accepts result numbers up "
+                       "to "
+                    << kMaxResultNumber;
       }
-      --i;
-      continue;
+      return end - 1;
     }
-    if (c == 'a' && text.substr(i).starts_with("array") &&
-        (i == 0 || !isIdentifierChar(text[i - 1]))) {
-      size_t j = i + 5;
-      while (j < n && llvm::isSpace(text[j]))
-        ++j;
-      if (j < n && text[j] == '<') {
-        ++j;
-        while (j < n && llvm::isSpace(text[j]))
-          ++j;
-        llvm::StringRef rest = text.substr(j);
-        bool index = rest.starts_with("index") &&
-                     (rest.size() == 5 || !isIdentifierChar(rest[5]));
-        // A type alias may stand for index: not resolved here, refused too.
-        bool alias = rest.starts_with("!");
-        if (index || alias)
-          report(i) << "a dense array of "
-                    << (index ? "'index'" : "an aliased type")
-                    << " is not supported (MLIR's parser cannot read "
-                       "one); use an integer type such as i64";
+    if (text[i] == 'a' && text.substr(i).starts_with("array") &&
+        (i == 0 || !isIdentifierChar(text[i - 1])) &&
+        (i + 5 == n || !isIdentifierChar(text[i + 5]))) {
+      size_t open = skipTrivia(text, i + 5);
+      if (open < n && text[open] == '<') {
+        llvm::StringRef element = wordAt(text, skipTrivia(text, open + 1));
+        if (isIndexType(element, aliases))
+          report(i) << "a dense array of 'index'"
+                    << (element.starts_with("!")
+                            ? " (through the alias '" + element.str() + "')"
+                            : std::string())
+                    << " is not supported (MLIR's parser cannot read one); "
+                       "use an integer type such as i64";
       }
-      i += 4;
+      return i + 4;
     }
-  }
+    return i;
+  });
   return failure(found);
 }

@@ -9,9 +9,11 @@
 //     memory, or gigabytes filled before the error.
 // A pipeline never needs either, so the compiler screens its input for them
 // before parsing: each is an error at its location instead of a crash in
-// the training process that compiles the text. The screen is lexical
-// (comments and string literals are skipped) and costs one pass over the
-// text. Reproducers: test/codegen/upstream-crashes.mlir.
+// the training process that compiles the text. The screen is lexical, as
+// MLIR's lexer is (comments and string literals are skipped, spaces and
+// comments between tokens too, type aliases are followed), and costs two
+// passes over the text. thd-opt, a developer's tool built on MlirOptMain,
+// parses without it. Reproducers: test/codegen/upstream-crashes.mlir.
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,9 +26,11 @@
 
 namespace thdc {
 
-/// Largest result number (`%name#N`) a pipeline may use; far above the
-/// results of any operation thdc compiles.
-constexpr uint64_t kMaxResultNumber = 65535;
+/// Largest result number (`%name#N`) a pipeline may use: above the results
+/// of any operation thdc compiles (a kernel has at most 64 buffers), and
+/// low enough that the parser's table for each undefined name stays at 4
+/// KiB, so no text of reasonable size can make it allocate gigabytes.
+constexpr uint64_t kMaxResultNumber = 255;
 
 /// Emits an error at each input of `sourceMgr`'s main buffer that upstream
 /// MLIR would crash on; fails when there was one.

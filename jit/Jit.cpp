@@ -22,10 +22,13 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <fcntl.h>
 #include <optional>
+#include <sys/file.h>
 #include <unistd.h>
 #include <vector>
 
@@ -49,11 +52,18 @@ bool isSet(const char *value) {
 /// How long a compile waits for another process compiling the same key
 /// (THDC_LOCK_TIMEOUT, seconds; default 10 minutes).
 double lockTimeoutSeconds() {
+  constexpr double kDefaultSeconds = 600;
   const char *value = std::getenv("THDC_LOCK_TIMEOUT");
+  if (!value || !*value)
+    return kDefaultSeconds;
   char *end = nullptr;
-  double seconds = value && *value ? std::strtod(value, &end) : 0;
-  return value && *value && end && *end == '\0' && seconds >= 0 ? seconds
-                                                                  : 600;
+  double seconds = std::strtod(value, &end);
+  if (*end == '\0' && seconds >= 0 && std::isfinite(seconds))
+    return seconds;
+  llvm::errs() << "thdc: THDC_LOCK_TIMEOUT='" << value
+               << "' is not a number of seconds; waiting at most "
+               << kDefaultSeconds << " s\n";
+  return kDefaultSeconds;
 }
 
 Switches readSwitches() {
@@ -132,8 +142,25 @@ std::string temporaryStagingPrefix() {
   return "thdc-jit-" + std::to_string(getpid()) + "-";
 }
 
+/// The lock file of a temporary staging folder, held by the process that
+/// compiles in it.
+constexpr char kStagingLockFile[] = ".compiling";
+
+/// Whether nobody holds the lock of the staging folder `dir` (a folder
+/// without one is not judged).
+bool stagingAbandoned(const std::string &dir) {
+  int fd = open(joinPath(dir, kStagingLockFile).c_str(),
+                O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0)
+    return false;
+  bool free = flock(fd, LOCK_EX | LOCK_NB) == 0;
+  close(fd);
+  return free;
+}
+
 /// Removes temporary staging folders that processes which have since died
-/// left in the system's temporary folder (a process killed mid-compile).
+/// left in the system's temporary folder (a process killed mid-compile):
+/// their process is gone and their lock is free.
 void removeDeadProcessesStaging() {
   llvm::SmallString<256> temporary;
   llvm::sys::path::system_temp_directory(/*ErasedOnReboot=*/true, temporary);
@@ -148,7 +175,8 @@ void removeDeadProcessesStaging() {
     if (name.consumeInteger(10, pid) || !name.starts_with("-") || pid == 0 ||
         pid > 0x7fffffff)
       continue;
-    if (kill(pid_t(pid), 0) != 0 && errno == ESRCH && checkPrivate(it->path()))
+    if (kill(pid_t(pid), 0) != 0 && errno == ESRCH &&
+        checkPrivate(it->path()) && stagingAbandoned(it->path()))
       dead.push_back(it->path());
   }
   for (const std::string &path : dead)
@@ -406,11 +434,20 @@ Jit::compileLocked(const std::string &pipelineText,
     return Status::error(what +
                          (diagnostics.empty() ? "" : ":\n" + diagnostics));
   };
+  // A temporary staging folder holds a lock while this process uses it, so
+  // that a process that cannot see ours (another PID namespace sharing the
+  // temporary folder) never takes it for a dead one's.
+  std::optional<FileLock> stagingLock;
   auto makeStaging = [&](bool inCache, llvm::SmallString<256> &staging) {
-    return inCache ? llvm::sys::fs::createUniqueDirectory(
-                         entry + ".staging", staging)
-                   : llvm::sys::fs::createUniqueDirectory(
-                         temporaryStagingPrefix() + "staging", staging);
+    if (inCache)
+      return llvm::sys::fs::createUniqueDirectory(entry + ".staging", staging);
+    std::error_code ec = llvm::sys::fs::createUniqueDirectory(
+        temporaryStagingPrefix() + "staging", staging);
+    if (!ec)
+      if (Result<FileLock> held = FileLock::acquire(
+              joinPath(std::string(staging), kStagingLockFile), 0))
+        stagingLock.emplace(std::move(*held));
+    return ec;
   };
 
   llvm::SmallString<256> staging;

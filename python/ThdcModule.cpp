@@ -743,15 +743,18 @@ public:
       check(index);
 
     if (allocate) {
-      if (allocator.is_none())
+      // Held for the loop: an allocator that replaces itself must not free
+      // the callable that is running.
+      nb::object allocateOutput = allocator;
+      if (allocateOutput.is_none())
         raiseArgument(PyExc_RuntimeError, "no output allocator is set");
       nb::handle like =
           inputs_.empty() ? nb::handle(Py_None) : objects[inputs_[0]];
       for (int index : outputs_) {
         const BufferDesc &desc = m.buffers[index];
         objects[index] =
-            allocator(like, dtypeName(desc.type), desc.elements,
-                      onGpu ? int(dl::kCUDA) : int(dl::kCPU), device);
+            allocateOutput(like, dtypeName(desc.type), desc.elements,
+                           onGpu ? int(dl::kCUDA) : int(dl::kCPU), device);
       }
     }
     for (int index : outputs_)

@@ -44,11 +44,9 @@ std::string thdc::runtime::cacheKey(std::string_view material) {
   return sha256Hex(material).substr(0, 32);
 }
 
-Status thdc::runtime::checkPrivate(const std::string &path) {
-  struct stat info;
-  if (lstat(path.c_str(), &info) != 0)
-    return Status::error(
-        fmt::format("cannot inspect {}: {}", path, errnoText()));
+namespace {
+/// Why `path`, whose status is `info`, is not private to this user, or ok.
+Status privacy(const std::string &path, const struct stat &info) {
   if (info.st_uid != geteuid())
     return Status::error(fmt::format(
         "{} belongs to another user (uid {}); thdc loads only what this user "
@@ -60,6 +58,15 @@ Status thdc::runtime::checkPrivate(const std::string &path) {
                     "go-w) or choose another THDC_CACHE_DIR",
                     path));
   return Status();
+}
+} // namespace
+
+Status thdc::runtime::checkPrivate(const std::string &path) {
+  struct stat info;
+  if (lstat(path.c_str(), &info) != 0)
+    return Status::error(
+        fmt::format("cannot inspect {}: {}", path, errnoText()));
+  return privacy(path, info);
 }
 
 Status thdc::runtime::prepareCacheDirectory(const std::string &dir) {
@@ -98,13 +105,9 @@ Result<std::string> thdc::runtime::readWholeFile(const std::string &path,
   if (size_t(info.st_size) > kMaxReadBytes)
     return fail(fmt::format("{} has {} bytes, more than the {} thdc reads",
                             path, info.st_size, kMaxReadBytes));
-  if (requirePrivate && info.st_uid != geteuid())
-    return fail(fmt::format("{} belongs to another user (uid {}); thdc loads "
-                            "only what this user wrote",
-                            path, info.st_uid));
-  if (requirePrivate && (info.st_mode & (S_IWGRP | S_IWOTH)))
-    return fail(fmt::format(
-        "{} is writable by other users; refusing to load it", path));
+  if (requirePrivate)
+    if (Status private_ = privacy(path, info); !private_)
+      return fail(private_.message());
   std::string bytes;
   bytes.reserve(size_t(info.st_size));
   char buffer[1 << 16];

@@ -52,7 +52,7 @@ Result<std::string> readBundleFile(const std::string &bundleDir,
 /// hash) rather than from its path: the file may have changed since it was
 /// hashed, and dlopen by a path already loaded returns the library loaded
 /// then, not the one just compiled there. The bytes go into an anonymous
-/// memory file, or where the system has none, a private temporary copy
+/// memory file, or where that cannot be mapped, a private temporary copy
 /// that is removed once mapped.
 Result<void *> openHostCode(const std::string &bytes, const std::string &name) {
   auto writeAll = [&](int fd) {
@@ -73,19 +73,22 @@ Result<void *> openHostCode(const std::string &bytes, const std::string &name) {
     return Status::error(
         fmt::format("cannot load the host code {}: {}", name, how));
   };
+  // Where memory files cannot be mapped executable (no /proc, a
+  // memfd_noexec policy, SELinux), a private copy serves instead.
+  std::string memoryFileError;
   int fd = memfd_create("thdc-host-code", MFD_CLOEXEC);
-  if (fd >= 0) {
-    if (!writeAll(fd)) {
-      std::string message = std::strerror(errno);
-      close(fd);
-      return failed(message);
-    }
+  if (fd < 0) {
+    memoryFileError = std::strerror(errno);
+  } else if (!writeAll(fd)) {
+    memoryFileError = std::strerror(errno);
+    close(fd);
+  } else {
     // dlopen first looks a path up among the loaded libraries, so the name
     // must not be one a library still loaded was opened by (an earlier
     // load's descriptor number): take another number until it is free.
     std::vector<int> held{fd};
     void *handle = nullptr;
-    std::string error;
+    memoryFileError = "no descriptor number was free of a loaded library";
     for (int attempt = 0; attempt < 64; ++attempt) {
       std::string path = fmt::format("/proc/self/fd/{}", held.back());
       if (void *loaded = dlopen(path.c_str(), RTLD_NOW | RTLD_NOLOAD)) {
@@ -98,17 +101,15 @@ Result<void *> openHostCode(const std::string &bytes, const std::string &name) {
       }
       handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
       if (!handle)
-        error = dlerror();
+        memoryFileError = dlerror();
       break;
     }
     for (int open : held)
       close(open);
     if (handle)
       return handle;
-    if (!error.empty())
-      return failed(error);
   }
-  // No memory files (or no /proc): a private folder of our own.
+  // A private folder of our own, removed once the copy is mapped.
   const char *tmp = std::getenv("TMPDIR");
   std::string folder = std::string(tmp && *tmp ? tmp : "/tmp") +
                        "/thdc-host-XXXXXX";
@@ -127,7 +128,7 @@ Result<void *> openHostCode(const std::string &bytes, const std::string &name) {
   unlink(path.c_str());
   rmdir(folder.c_str());
   if (!handle)
-    return failed(message);
+    return failed(message + " (from a memory file: " + memoryFileError + ")");
   return handle;
 }
 
@@ -244,6 +245,12 @@ Status Executable::loadModule(int device) const {
     return Status::error(fmt::format("kernel '{}': {}", manifest_.kernelName,
                                      cu.describe("cuModuleGetFunction", r)));
   }
+  // Every device's module, not only the first: another chip may load the
+  // PTX where the first loaded the cubin.
+  if (Status matches = checkKernelBuffers(module); !matches) {
+    cu.cuModuleUnload(module);
+    return matches;
+  }
   if (device == info_.deviceOrdinal) {
     LoadInfo &info = const_cast<LoadInfo &>(info_);
     info.cubinFromCache = fromCache;
@@ -260,18 +267,16 @@ Status Executable::loadModule(int device) const {
 /// The kernel states its buffers, its entry and its launch geometry: a
 /// manifest that disagrees would let callers hand it buffers it reads or
 /// writes past, and a kernel that states nothing is not trusted. Checked
-/// once, when the bundle is loaded.
-Status Executable::checkKernelBuffers(int device) const {
+/// on each module as it is loaded, in the device's context.
+Status Executable::checkKernelBuffers(void *moduleHandle) const {
   const CudaDriver &cu = **CudaDriver::get();
-  ScopedDevice scope;
-  if (Status entered = scope.enter(cu, device); !entered)
-    return entered;
+  auto module = static_cast<CUmodule>(moduleHandle);
   auto readGlobal = [&](const char *symbol,
                         std::string &bytes) -> Status {
     CUdeviceptr address = 0;
     size_t size = 0;
-    if (cu.cuModuleGetGlobal(&address, &size, modules_->modules[device],
-                             symbol) != CUDA_SUCCESS)
+    if (cu.cuModuleGetGlobal(&address, &size, module, symbol) !=
+        CUDA_SUCCESS)
       return Status::error(fmt::format(
           "the kernel '{}' has no '{}' (it was written by an older thdc or "
           "is not thdc's); compile it again",
@@ -347,8 +352,6 @@ Executable::load(const std::string &bundleDir, const LoadOptions &options) {
     executable->info_.device = cu.name(*device);
     if (Status loaded = executable->loadModule(*device); !loaded)
       return loaded;
-    if (Status matches = executable->checkKernelBuffers(*device); !matches)
-      return matches;
   } else {
     if (m.hostLibrary.empty())
       return Status::error(

@@ -99,7 +99,8 @@ private:
   struct DeviceModules;
   Executable();
   Status loadModule(int device) const;
-  Status checkKernelBuffers(int device) const;
+  /// Checks `module` (a CUmodule) against the manifest.
+  Status checkKernelBuffers(void *module) const;
   Status checkDisjoint(void *const *buffers) const;
   /// Each buffer's size in bytes and the outputs' indices (and bits), for
   /// checkDisjoint.
