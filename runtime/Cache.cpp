@@ -129,27 +129,36 @@ Result<std::string> thdc::runtime::readWholeFile(const std::string &path,
   return bytes;
 }
 
-Status thdc::runtime::writeFileAtomically(const std::string &path,
-                                          std::string_view bytes) {
-  std::string temporary = path + ".tmp-XXXXXX";
-  int fd = mkstemp(temporary.data());
-  if (fd < 0)
-    return Status::error(fmt::format("cannot write {}: {}", path, errnoText()));
+bool thdc::runtime::writeAll(int fd, std::string_view bytes) {
   const char *data = bytes.data();
   size_t left = bytes.size();
   while (left > 0) {
     ssize_t written = write(fd, data, left);
     if (written < 0 && errno == EINTR)
       continue;
-    if (written <= 0) {
-      std::string message =
-          fmt::format("cannot write {}: {}", path, errnoText());
-      close(fd);
-      unlink(temporary.c_str());
-      return Status::error(message);
+    if (written < 0)
+      return false;
+    if (written == 0) {
+      errno = ENOSPC;
+      return false;
     }
     data += written;
     left -= size_t(written);
+  }
+  return true;
+}
+
+Status thdc::runtime::writeFileAtomically(const std::string &path,
+                                          std::string_view bytes) {
+  std::string temporary = path + ".tmp-XXXXXX";
+  int fd = mkstemp(temporary.data());
+  if (fd < 0)
+    return Status::error(fmt::format("cannot write {}: {}", path, errnoText()));
+  if (!writeAll(fd, bytes)) {
+    std::string message = fmt::format("cannot write {}: {}", path, errnoText());
+    close(fd);
+    unlink(temporary.c_str());
+    return Status::error(message);
   }
   if (fsync(fd) != 0 || close(fd) != 0) {
     std::string message = fmt::format("cannot write {}: {}", path, errnoText());

@@ -47,6 +47,10 @@ Status checkPrivate(const std::string &path);
 /// permission) nothing is left behind and the error names the path.
 Status writeFileAtomically(const std::string &path, std::string_view bytes);
 
+/// Writes all of `bytes` to the open file `fd` (retrying short and
+/// interrupted writes); false with errno set on failure.
+bool writeAll(int fd, std::string_view bytes);
+
 /// Largest file readWholeFile reads (a bundle's PTX or host code is well
 /// under a megabyte).
 constexpr size_t kMaxReadBytes = size_t(1) << 30;

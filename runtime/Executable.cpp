@@ -55,20 +55,6 @@ Result<std::string> readBundleFile(const std::string &bundleDir,
 /// memory file, or where that cannot be mapped, a private temporary copy
 /// that is removed once mapped.
 Result<void *> openHostCode(const std::string &bytes, const std::string &name) {
-  auto writeAll = [&](int fd) {
-    const char *data = bytes.data();
-    size_t left = bytes.size();
-    while (left > 0) {
-      ssize_t written = write(fd, data, left);
-      if (written < 0 && errno == EINTR)
-        continue;
-      if (written <= 0)
-        return false;
-      data += written;
-      left -= size_t(written);
-    }
-    return true;
-  };
   auto failed = [&](const std::string &how) {
     return Status::error(
         fmt::format("cannot load the host code {}: {}", name, how));
@@ -79,7 +65,7 @@ Result<void *> openHostCode(const std::string &bytes, const std::string &name) {
   int fd = memfd_create("thdc-host-code", MFD_CLOEXEC);
   if (fd < 0) {
     memoryFileError = std::strerror(errno);
-  } else if (!writeAll(fd)) {
+  } else if (!writeAll(fd, bytes)) {
     memoryFileError = std::strerror(errno);
     close(fd);
   } else {
@@ -117,7 +103,7 @@ Result<void *> openHostCode(const std::string &bytes, const std::string &name) {
     return failed(std::strerror(errno));
   std::string path = folder + "/host.so";
   fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0700);
-  bool written = fd >= 0 && writeAll(fd);
+  bool written = fd >= 0 && writeAll(fd, bytes);
   std::string message = written ? "" : std::strerror(errno);
   if (fd >= 0)
     close(fd);

@@ -14,6 +14,7 @@
 #include "jit/Jit.h"
 #include "runtime/Cache.h"
 #include "runtime/Sha256.h"
+#include "test/unit/JitTestSupport.h"
 
 #include "llvm/Support/ErrorHandling.h"
 #include "llvm/Support/FileSystem.h"
@@ -47,18 +48,8 @@ std::string alignPipeline(int cp) {
          "}\n";
 }
 
-std::string freshFolder() {
-  char pattern[] = "/tmp/thdc-trust-test-XXXXXX";
-  const char *dir = mkdtemp(pattern);
-  return dir ? dir : "";
-}
-
-JitOptions hostOptions(const std::string &cacheDir) {
-  JitOptions options;
-  options.backend = Backend::Host;
-  options.cacheDir = cacheDir;
-  return options;
-}
+std::string freshFolder() { return thdc::testing::freshFolder("trust-test"); }
+using thdc::testing::hostOptions;
 
 std::string readFile(const std::string &path) {
   std::ifstream in(path, std::ios::binary);

@@ -2,6 +2,7 @@
 
 #include "jit/Jit.h"
 #include "codegen/FatalErrorGuard.h"
+#include "test/unit/JitTestSupport.h"
 
 #include "llvm/Support/ErrorHandling.h"
 #include "llvm/TargetParser/Host.h"
@@ -24,18 +25,8 @@ std::string exampleText() {
   return text.str();
 }
 
-std::string freshCacheDir() {
-  char pattern[] = "/tmp/thdc-jit-test-XXXXXX";
-  const char *dir = mkdtemp(pattern);
-  return dir ? dir : "";
-}
-
-JitOptions hostOptions(const std::string &cacheDir) {
-  JitOptions options;
-  options.backend = Backend::Host;
-  options.cacheDir = cacheDir;
-  return options;
-}
+std::string freshCacheDir() { return thdc::testing::freshFolder("jit-test"); }
+using thdc::testing::hostOptions;
 } // namespace
 
 TEST(Jit, ColdThenMemoryThenDiskCache) {
