@@ -10,9 +10,14 @@
 using namespace mlir;
 
 namespace {
-bool isIdentifierChar(char c) {
-  return llvm::isAlnum(c) || c == '_' || c == '$' || c == '.' || c == '-';
+/// A character of MLIR's bare identifiers (keywords, type names, alias
+/// names): a `-` ends them (`index-` is the keyword `index`).
+bool isBareIdChar(char c) {
+  return llvm::isAlnum(c) || c == '_' || c == '$' || c == '.';
 }
+
+/// A character of an SSA name's suffix (`%a-b.c`).
+bool isSuffixIdChar(char c) { return isBareIdChar(c) || c == '-'; }
 
 /// The MLIR lexer skips spaces and `//` comments between any two tokens:
 /// the position of the next token at or after `i`.
@@ -34,7 +39,7 @@ size_t skipTrivia(llvm::StringRef text, size_t i) {
 /// The identifier (or `!alias`) starting at `i`.
 llvm::StringRef wordAt(llvm::StringRef text, size_t i) {
   size_t end = i < text.size() && text[i] == '!' ? i + 1 : i;
-  while (end < text.size() && isIdentifierChar(text[end]))
+  while (end < text.size() && isBareIdChar(text[end]))
     ++end;
   return text.slice(i, end);
 }
@@ -63,7 +68,7 @@ template <typename Visit> void forEachCodeChar(llvm::StringRef text, Visit visit
 llvm::StringMap<llvm::StringRef> typeAliases(llvm::StringRef text) {
   llvm::StringMap<llvm::StringRef> aliases;
   forEachCodeChar(text, [&](size_t i) {
-    if (text[i] != '!' || (i > 0 && isIdentifierChar(text[i - 1])))
+    if (text[i] != '!' || (i > 0 && isBareIdChar(text[i - 1])))
       return i;
     llvm::StringRef name = wordAt(text, i);
     size_t next = skipTrivia(text, i + name.size());
@@ -107,7 +112,7 @@ LogicalResult thdc::screenUpstreamCrashes(MLIRContext &context,
     size_t n = text.size();
     if (text[i] == '%') {
       size_t end = i + 1;
-      while (end < n && isIdentifierChar(text[end]))
+      while (end < n && isSuffixIdChar(text[end]))
         ++end;
       size_t hash = skipTrivia(text, end);
       if (hash + 1 < n && text[hash] == '#' && llvm::isDigit(text[hash + 1])) {
@@ -127,8 +132,8 @@ LogicalResult thdc::screenUpstreamCrashes(MLIRContext &context,
       return end - 1;
     }
     if (text[i] == 'a' && text.substr(i).starts_with("array") &&
-        (i == 0 || !isIdentifierChar(text[i - 1])) &&
-        (i + 5 == n || !isIdentifierChar(text[i + 5]))) {
+        (i == 0 || !isBareIdChar(text[i - 1])) &&
+        (i + 5 == n || !isBareIdChar(text[i + 5]))) {
       size_t open = skipTrivia(text, i + 5);
       if (open < n && text[open] == '<') {
         llvm::StringRef element = wordAt(text, skipTrivia(text, open + 1));

@@ -15,6 +15,8 @@
 // screen.
 // INDEX: dense-index.mlir:2:32: error: a dense array of 'index' is not supported (MLIR's parser cannot read one); use an integer type such as i64
 // INDEX: dense-index.mlir:3:32: error: a dense array of 'index' is not supported
+// A keyword ends at '-' (found by the pipeline fuzzer):
+// INDEX: dense-index.mlir:5:32: error: a dense array of 'index' is not supported
 // ALIAS: dense-alias.mlir:3:32: error: a dense array of 'index' (through the alias '!b') is not supported
 // NUMBER: result-number.mlir:2:18: error: result number '#2147483647' of '%a' is out of range: thdc accepts result numbers up to 255
 // NUMBER: result-number.mlir:3:10: error: result number '#256' of '%a' is out of range
@@ -27,6 +29,7 @@
 func.func @f() attributes {a = array<index: 1, 0, 1>} { return }
 func.func @g() attributes {a = array // a comment
   < index: 1>} { return }
+func.func @h() attributes {a = array<index- array<i1: true>} { return }
 //--- dense-alias.mlir
 !a = index
 !b = !a
