@@ -17,6 +17,10 @@
 //   kernel        {name, ptx, chip, grid[3], block[3]}
 //   host          {library, symbol}, when the bundle has host code
 //   sha256        the hash of each file above, by file name
+// Beside it, manifest.json.sha256 holds the manifest's own hash; in the
+// compiled code (kernel module and host library), kBufferTableSymbol and
+// kEntryNameSymbol state what the code touches, and the runtime refuses a
+// manifest that disagrees with them (bufferTableMismatch).
 //
 // The reader is the runtime's own (runtime/Json.h, no exceptions): a damaged
 // manifest is an error that names the field, never a thrown exception or an
