@@ -1068,10 +1068,6 @@ nb::dict referenceGraphStep(ArrayArg tokens, ArrayArg labels,
                             IntArg numSeqs, IntArg cpRank, IntArg C_,
                             IntArg cp_, IntArg N_) {
   const auto [C, cp, N] = stepSizes("graph_step", C_, cp_, N_);
-  // megatronGraphStep aborts on broken preconditions: check them here.
-  if (C < 1 || cp < 1 || N < 1 || (cp > 1 && C % 2))
-    throw nb::value_error("graph_step needs C >= 1, cp >= 1, N >= 1, C even "
-                          "when cp > 1 and C*cp within int32");
   reference::GraphStepInput input;
   input.tokens = hostVector<int64_t>(tokens, "tokens");
   input.labels = hostVector<int64_t>(labels, "labels");
@@ -1082,13 +1078,11 @@ nb::dict referenceGraphStep(ArrayArg tokens, ArrayArg labels,
       hostVector<int32_t>(cuSeqlensPadded, "cu_seqlens_padded");
   input.numSeqs = int32_t(integerArgument(numSeqs.object, "num_seqs"));
   input.cpRank = int32_t(integerArgument(cpRank.object, "cp_rank"));
-  for (size_t size : {input.tokens.size(), input.labels.size(),
-                      input.positionIds.size(), input.lossMask.size()})
-    if (int64_t(size) != C * cp)
-      throw nb::value_error("graph_step: data arrays need C*cp rows");
-  if (int64_t(input.cuSeqlens.size()) != N + 1 ||
-      int64_t(input.cuSeqlensPadded.size()) != N + 1)
-    throw nb::value_error("graph_step: cu arrays need N+1 entries");
+  // megatronGraphStep aborts on broken preconditions: the reference states
+  // them once, and they become a ValueError here.
+  if (std::optional<std::string> problem =
+          reference::graphStepPreconditionError(input, C, cp, N))
+    throw nb::value_error(("graph_step: " + *problem).c_str());
   reference::GraphStepOutput out;
   {
     nb::gil_scoped_release release;

@@ -53,12 +53,12 @@ graphStepPreconditionError(const GraphStepInput &input,
     return concat("tokens/labels/position_ids/loss_mask have ",
                   input.tokens.size(), "/", input.labels.size(), "/",
                   input.positionIds.size(), "/", input.lossMask.size(),
-                  " rows; all must have C*cp = ", rows);
+                  " rows, not C*cp rows; all must have C*cp = ", rows);
   if (input.cuSeqlens.size() != entries ||
       input.cuSeqlensPadded.size() != entries)
     return concat("cu_seqlens/cu_seqlens_padded have ", input.cuSeqlens.size(),
                   "/", input.cuSeqlensPadded.size(),
-                  " entries; both must have N+1 = ", entries);
+                  " entries, not N+1; both must have N+1 = ", entries);
   return std::nullopt;
 }
 
