@@ -2,6 +2,7 @@
 
 #include "dialect/THDOps.h"
 #include "dialect/ParamExpr.h"
+#include "reference/Reference.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
@@ -174,29 +175,38 @@ LogicalResult verifySameElementType(Operation *op, Type input, Type result) {
 // Op verifiers
 //===----------------------------------------------------------------------===//
 
+/// S1's granularity of `op` through the reference (reference::padGranularity,
+/// the one definition): its parameters must resolve.
+static thdc::reference::Expected<int64_t> granularityOf(AlignLengthsOp op) {
+  auto value = [&](Attribute attr, StringRef name) -> int64_t {
+    return attr ? *resolveIntOrParam(op, attr, name) : 1;
+  };
+  return thdc::reference::padGranularity(
+      value(op.getCp(), "cp"), value(op.getTp(), "tp"),
+      op.getSequenceParallel(), value(op.getDpAttr(), "dp"),
+      bool(op.getDpAttr()), value(op.getMultipleAttr(), "multiple"));
+}
+
 LogicalResult AlignLengthsOp::verify() {
   FailureOr<std::optional<int64_t>> cp = resolveAtLeast(*this, getCp(), "cp", 1);
   FailureOr<std::optional<int64_t>> tp = resolveAtLeast(*this, getTp(), "tp", 1);
   FailureOr<std::optional<int64_t>> dp =
       resolveAtLeast(*this, getDpAttr(), "dp", 1);
-  if (failed(cp) || failed(tp) || failed(dp))
+  FailureOr<std::optional<int64_t>> multiple =
+      resolveAtLeast(*this, getMultipleAttr(), "multiple", 1);
+  if (failed(cp) || failed(tp) || failed(dp) || failed(multiple))
     return failure();
+  thdc::reference::Expected<int64_t> granularity = granularityOf(*this);
+  if (!granularity)
+    return emitOpError() << granularity.error();
   // Padded lengths and their offsets are 32-bit.
-  if (getGranularity() > INT32_MAX)
-    return emitOpError() << "alignment granularity " << getGranularity()
+  if (*granularity > INT32_MAX)
+    return emitOpError() << "alignment granularity " << *granularity
                          << " does not fit i32";
   return success();
 }
 
-int64_t AlignLengthsOp::getGranularity() {
-  auto value = [&](Attribute attr, StringRef name) {
-    return *resolveIntOrParam(*this, attr, name);
-  };
-  int64_t cp = value(getCp(), "cp");
-  int64_t cpPad = getDpAttr() ? 2 * cp * value(getDpAttr(), "dp")
-                              : (cp > 1 ? 2 * cp : 1);
-  return cpPad * (getSequenceParallel() ? value(getTp(), "tp") : 1);
-}
+int64_t AlignLengthsOp::getGranularity() { return *granularityOf(*this); }
 
 LogicalResult GatherOp::verify() {
   std::optional<int64_t> ids = staticLength(getIds());

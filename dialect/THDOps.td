@@ -28,12 +28,18 @@ class THD_Op<string mnemonic, list<Trait> traits = []>
 def THD_AlignLengthsOp : THD_Op<"align_lengths", [AllTypesMatch<["valid_lens", "padded_lens"]>]> {
   let summary = "per-sequence alignment of lengths (S1)";
   let description = [{
-    Rounds every valid length `v` up to the alignment granularity
-    `G = cpPad * tpPad`, where `cpPad = 2*cp` when `cp > 1` (else 1) and
-    `tpPad = tp` with `sequence_parallel` (else 1): `p = ceil(v / G) * G`.
-    The padded lengths are the physical lengths of the sequences in the
-    packed buffer; every offset built from them is then divisible by `2*cp`,
-    as zigzag CP partitioning requires.
+    Rounds every valid length `v` up to the alignment granularity `G`:
+    `p = ceil(v / G) * G`. The padded lengths are the physical lengths of
+    the sequences in the packed buffer; every offset built from them is then
+    divisible by `2*cp`, as zigzag CP partitioning requires.
+
+    `G = tpPad * lcm(cpPad, share * m)`, where `cpPad = 2*cp` when `cp > 1`
+    (else 1), `share = cpPad / 2` when `cpPad > 1` (else 1) is the number of
+    ranks a sequence is divided among, `tpPad = tp` with
+    `sequence_parallel` (else 1), and `m` is the `multiple` (default 1,
+    which gives `G = cpPad * tpPad`). With `multiple m`, every rank's share
+    of every sequence holds a multiple of `m` tokens, as low-precision GEMMs
+    need (16 for FP8, 32 for MXFP8, 128 for blockwise FP8 and HybridEP).
 
     With `dynamic_cp dp D` (dynamic context parallelism, where a pack may be
     shared by any number of the DP x CP ranks), `cpPad = 2*cp*D` whatever
@@ -46,15 +52,19 @@ def THD_AlignLengthsOp : THD_Op<"align_lengths", [AllTypesMatch<["valid_lens", "
     %q = thd.align_lengths %v cp "cp" tp 2 sequence_parallel : tensor<?xi32>
     // dynamic CP, cp = 2, dp = 4: G = 16; [3, 17] -> [16, 32]
     %d = thd.align_lengths %v cp 2 tp 1 dynamic_cp dp 4 : tensor<2xi32>
+    // FP8, cp = 2: G = lcm(4, 2 * 16) = 32; [3, 40] -> [32, 64]
+    %f = thd.align_lengths %v cp 2 tp 1 multiple 16 : tensor<2xi32>
     ```
   }];
   let arguments = (ins THD_Lengths:$valid_lens, THD_IntOrParamAttr:$cp,
                        THD_IntOrParamAttr:$tp, UnitAttr:$sequence_parallel,
-                       OptionalAttr<THD_IntOrParamAttr>:$dp);
+                       OptionalAttr<THD_IntOrParamAttr>:$dp,
+                       OptionalAttr<THD_IntOrParamAttr>:$multiple);
   let results = (outs THD_Lengths:$padded_lens);
   let assemblyFormat = [{
     $valid_lens `cp` custom<IntOrParam>($cp) `tp` custom<IntOrParam>($tp)
     (`sequence_parallel` $sequence_parallel^)? (`dynamic_cp` `dp` custom<IntOrParam>($dp)^)?
+    (`multiple` custom<IntOrParam>($multiple)^)?
     attr-dict `:` type($valid_lens)
   }];
   let extraClassDeclaration = [{

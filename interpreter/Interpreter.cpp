@@ -215,29 +215,31 @@ LogicalResult evaluate(AlignLengthsOp op, Environment &env) {
   FailureOr<int64_t> tp = intValue(op, op.getTp(), "tp");
   FailureOr<int64_t> dp =
       op.getDpAttr() ? intValue(op, op.getDpAttr(), "dp") : FailureOr<int64_t>(1);
+  FailureOr<int64_t> multiple =
+      op.getMultipleAttr() ? intValue(op, op.getMultipleAttr(), "multiple")
+                           : FailureOr<int64_t>(1);
   FailureOr<Buffer> result = resultBuffer(op, op.getPaddedLens());
-  if (failed(cp) || failed(tp) || failed(dp) || failed(result))
+  if (failed(cp) || failed(tp) || failed(dp) || failed(multiple) ||
+      failed(result))
     return failure();
-  int64_t granularity = ref::padGranularity(
-      *cp, *tp, op.getSequenceParallel(), *dp, bool(op.getDpAttr()));
+  ref::Expected<int64_t> granularity = ref::padGranularity(
+      *cp, *tp, op.getSequenceParallel(), *dp, bool(op.getDpAttr()), *multiple);
+  if (!granularity)
+    return referenceError(op, granularity.error());
   std::vector<int32_t> valid = int32Values(env[op.getValidLens()]);
-  if (granularity <= 0)
-    return referenceError(op, "the alignment granularity " +
-                                  std::to_string(granularity) +
-                                  " is not positive");
   // p = ceil(v / G) * G for every v, negative ones included (the reference's
   // S1 step refuses those; bad lengths are reported by thd.validate).
   std::vector<int32_t> padded(valid.size());
   if (std::all_of(valid.begin(), valid.end(),
                   [](int32_t v) { return v >= 0; })) {
     ref::Expected<std::vector<int32_t>> aligned =
-        ref::alignLengths(valid, granularity);
+        ref::alignLengths(valid, *granularity);
     if (!aligned)
       return referenceError(op, aligned.error());
     padded = *aligned;
   } else {
     for (size_t i = 0; i < valid.size(); ++i) {
-      int64_t p = ref::roundUp(valid[i], granularity);
+      int64_t p = ref::roundUp(valid[i], *granularity);
       if (failed(checkInt32(op, p, "a padded length")))
         return failure();
       padded[i] = int32_t(p);

@@ -232,6 +232,11 @@ struct LengthsKind {
       nb::detail::const_name("collections.abc.Sequence[int]");
 };
 using IntArg = Unchecked<IntKind>;
+/// An int or the name of a low-precision recipe (S1's `multiple`).
+struct MultipleKind {
+  static constexpr auto name = nb::detail::const_name("int | str");
+};
+using MultipleArg = Unchecked<MultipleKind>;
 /// An int or None (signatures add "| None" for a default of None).
 using OptionalIntArg = Unchecked<IntKind>;
 using ArrayArg = Unchecked<ArrayKind>;
@@ -1221,39 +1226,58 @@ nb::tuple plannerMicrobatchInputs(const planner::MicrobatchPlan &plan,
   return nb::make_tuple(sampleIds, toNumpy(inputs.numSeqs));
 }
 
-/// S1's granularity G from Python's cp, tp and dp: each an int >= 1, and G
-/// within int32 (reference::padGranularity multiplies them unchecked).
+/// S1's `multiple` m: an int (>= 1, checked by the reference) or the name of
+/// a low-precision recipe (reference::lowPrecisionMultiples).
+int64_t multipleArgument(const char *function, MultipleArg multipleArg) {
+  nb::handle object = multipleArg.object;
+  if (nb::isinstance<nb::str>(object)) {
+    reference::Expected<int64_t> multiple =
+        reference::lowPrecisionMultiple(nb::borrow<nb::str>(object).c_str());
+    if (!multiple)
+      raiseArgument(PyExc_ValueError,
+                    std::string(function) + ": " + multiple.error());
+    return *multiple;
+  }
+  if (PyBool_Check(object.ptr()) || !PyIndex_Check(object.ptr()))
+    raiseArgument(PyExc_TypeError,
+                  std::string(function) +
+                      ": multiple must be an int or a low-precision recipe "
+                      "name; got " +
+                      typeName(object));
+  return integerArgument(object, "multiple");
+}
+
+/// S1's granularity G from Python's cp, tp, dp and multiple, through
+/// reference::padGranularity (which refuses values below 1 and an overflow),
+/// within int32 (the range of the padded lengths).
 int64_t padGranularityArgument(const char *function, IntArg cpArg, IntArg tpArg,
                                bool sequenceParallel, IntArg dpArg,
-                               bool dynamicCp) {
+                               bool dynamicCp, MultipleArg multipleArg) {
   const int64_t cp = integerArgument(cpArg.object, "cp");
   const int64_t tp = integerArgument(tpArg.object, "tp");
   const int64_t dp = integerArgument(dpArg.object, "dp");
-  if (cp < 1 || tp < 1 || dp < 1)
-    throw nb::value_error(
-        (std::string(function) +
-         " needs cp, tp, dp >= 1 (cp = " + std::to_string(cp) +
-         ", tp = " + std::to_string(tp) + ", dp = " + std::to_string(dp) + ")")
-            .c_str());
-  // G divides 2*cp*dp*tp: bound that product without letting it wrap.
-  int64_t bound = 2;
-  for (int64_t factor : {cp, dynamicCp ? dp : 1, sequenceParallel ? tp : 1}) {
-    if (bound > kInt32Range.max / factor)
-      throw nb::value_error(
-          (std::string(function) + ": the alignment granularity for cp = " +
-           std::to_string(cp) + ", tp = " + std::to_string(tp) +
-           ", dp = " + std::to_string(dp) + " is outside the int32 range")
-              .c_str());
-    bound *= factor;
-  }
-  return reference::padGranularity(cp, tp, sequenceParallel, dp, dynamicCp);
+  const int64_t multiple = multipleArgument(function, multipleArg);
+  reference::Expected<int64_t> granularity = reference::padGranularity(
+      cp, tp, sequenceParallel, dp, dynamicCp, multiple);
+  if (!granularity)
+    raiseArgument(PyExc_ValueError,
+                  std::string(function) + ": " + granularity.error());
+  if (*granularity > kInt32Range.max)
+    raiseArgument(
+        PyExc_ValueError,
+        std::string(function) + ": the alignment granularity G = " +
+            std::to_string(*granularity) + " for cp = " + std::to_string(cp) +
+            ", tp = " + std::to_string(tp) + ", dp = " + std::to_string(dp) +
+            ", multiple = " + std::to_string(multiple) +
+            " is outside the int32 range");
+  return *granularity;
 }
 
 nb::object plannerAlignLengths(LengthsArg validLengths, IntArg cp, IntArg tp,
-                               bool sequenceParallel, IntArg dp,
-                               bool dynamicCp) {
+                               bool sequenceParallel, IntArg dp, bool dynamicCp,
+                               MultipleArg multiple) {
   const int64_t granularity = padGranularityArgument(
-      "align_lengths", cp, tp, sequenceParallel, dp, dynamicCp);
+      "align_lengths", cp, tp, sequenceParallel, dp, dynamicCp, multiple);
   reference::Expected<std::vector<int32_t>> padded = reference::alignLengths(
       lengthsArgument(validLengths, "valid_lengths"), granularity);
   if (!padded)
@@ -1460,20 +1484,34 @@ NB_MODULE(_thdc, m) {
   planning.def("align_lengths", &plannerAlignLengths, nb::arg("valid_lengths"),
                nb::arg("cp"), nb::arg("tp") = 1,
                nb::arg("sequence_parallel") = false, nb::arg("dp") = 1,
-               nb::arg("dynamic_cp") = false,
-               "S1: the padded lengths p = round_up(v, G), G = (2*cp if cp > 1 "
-               "else 1; 2*cp*dp with dynamic CP) * (tp under sequence "
-               "parallelism), as an int32 array.");
+               nb::arg("dynamic_cp") = false, nb::arg("multiple") = 1,
+               "S1: the padded lengths p = round_up(v, G) as an int32 array, "
+               "G = pad_granularity(cp, tp, sequence_parallel, dp, "
+               "dynamic_cp, multiple).");
   planning.def(
       "pad_granularity",
-      [](IntArg cp, IntArg tp, bool sequenceParallel, IntArg dp,
-         bool dynamicCp) {
+      [](IntArg cp, IntArg tp, bool sequenceParallel, IntArg dp, bool dynamicCp,
+         MultipleArg multiple) {
         return padGranularityArgument("pad_granularity", cp, tp,
-                                      sequenceParallel, dp, dynamicCp);
+                                      sequenceParallel, dp, dynamicCp,
+                                      multiple);
       },
       nb::arg("cp"), nb::arg("tp") = 1, nb::arg("sequence_parallel") = false,
-      nb::arg("dp") = 1, nb::arg("dynamic_cp") = false,
-      "S1: the alignment granularity G.");
+      nb::arg("dp") = 1, nb::arg("dynamic_cp") = false, nb::arg("multiple") = 1,
+      "S1: the alignment granularity G = tpPad * lcm(cpPad, share * m): "
+      "cpPad = 2*cp if cp > 1 else 1 (2*cp*dp with dynamic CP), share = "
+      "cpPad/2 if cpPad > 1 else 1 (the ranks a sequence is divided among), "
+      "tpPad = tp under sequence parallelism else 1, and m = multiple, an "
+      "int >= 1 or a recipe of LOW_PRECISION_MULTIPLES: every rank's share "
+      "of every sequence is then a multiple of m. ValueError on values "
+      "below 1, an unknown recipe, or a G outside int32.");
+  {
+    nb::dict multiples;
+    for (const reference::LowPrecisionMultiple &entry :
+         reference::lowPrecisionMultiples())
+      multiples[entry.recipe] = entry.multiple;
+    planning.attr("LOW_PRECISION_MULTIPLES") = multiples;
+  }
   planning.def(
       "max_microbatches",
       [](IntArg globalBatchSize, IntArg maxSeqlen, IntArg C, IntArg cp,

@@ -1,39 +1,82 @@
 //===- Alignment.cpp - S1 per-sequence alignment --------------------------===//
 //
 // Section S1 of docs/semantics.md: the alignment granularity G and the
-// padded (physical) length p = ceil(v / G) * G of every sequence, and the
-// aligned varlen-dataset sample (padGranularity, alignLengths,
-// alignVarlenSample). Implemented in the compiler by thd.align_lengths.
+// padded (physical) length p = ceil(v / G) * G of every sequence, the
+// low-precision multiples, and the aligned varlen-dataset sample
+// (lowPrecisionMultiples, padGranularity, alignLengths, alignVarlenSample).
+// Implemented in the compiler by thd.align_lengths.
 //
 //===----------------------------------------------------------------------===//
 
 #include "reference/Internal.h"
 
 #include <algorithm>
+#include <numeric>
 
 namespace thdc {
 namespace reference {
 
 using namespace internal;
 
-namespace {
-/// a * b, or the int64 bound of its sign when it does not fit.
-int64_t saturatingMul(int64_t a, int64_t b) {
-  if (std::optional<int64_t> product = checkedMul(a, b))
-    return *product;
-  return (a < 0) != (b < 0) ? std::numeric_limits<int64_t>::min()
-                            : std::numeric_limits<int64_t>::max();
+const std::vector<LowPrecisionMultiple> &lowPrecisionMultiples() {
+  static const std::vector<LowPrecisionMultiple> table = {
+      {"fp8", 16},
+      {"mxfp8", 32},
+      {"blockwise_fp8", 128},
+      {"hybridep", 128},
+  };
+  return table;
 }
-} // namespace
 
-int64_t padGranularity(int64_t cp, int64_t tp, bool sequenceParallel,
-                       int64_t dp, bool dynamicCp) {
-  // Saturating, not wrapping (which can give a small, valid looking G): a G
-  // of int64 max makes alignLengths refuse every positive length.
-  int64_t cpPad = dynamicCp ? saturatingMul(saturatingMul(2, cp), dp)
-                            : (cp > 1 ? saturatingMul(2, cp) : 1);
-  int64_t tpPad = sequenceParallel ? tp : 1;
-  return saturatingMul(cpPad, tpPad);
+Expected<int64_t> lowPrecisionMultiple(const std::string &recipe) {
+  std::string names;
+  for (const LowPrecisionMultiple &entry : lowPrecisionMultiples()) {
+    if (recipe == entry.recipe)
+      return entry.multiple;
+    names += (names.empty() ? "'" : ", '") + std::string(entry.recipe) + "'";
+  }
+  return makeError<int64_t>(concat("unknown low-precision recipe '", recipe,
+                                   "'; the recipes are ", names));
+}
+
+Expected<int64_t> padGranularity(int64_t cp, int64_t tp, bool sequenceParallel,
+                                 int64_t dp, bool dynamicCp, int64_t multiple) {
+  if (cp < 1 || tp < 1 || dp < 1 || multiple < 1)
+    return makeError<int64_t>(concat(
+        "the alignment granularity needs cp, tp, dp and the multiple "
+        ">= 1 (cp = ",
+        cp, ", tp = ", tp, ", dp = ", dp, ", multiple = ", multiple, ")"));
+  // Checked, not wrapped or saturated: a wrapped G can be small and valid
+  // looking.
+  auto overflow = [&] {
+    return makeError<int64_t>(
+        concat("the alignment granularity for cp = ", cp, ", tp = ", tp,
+               sequenceParallel ? " (sequence parallel)" : "", ", dp = ", dp,
+               dynamicCp ? " (dynamic CP)" : "", ", multiple = ", multiple,
+               " overflows int64"));
+  };
+  std::optional<int64_t> twoCp = checkedMul(2, cp);
+  if (!twoCp)
+    return overflow();
+  std::optional<int64_t> cpPad =
+      dynamicCp ? checkedMul(*twoCp, dp) : (cp > 1 ? *twoCp : 1);
+  if (!cpPad)
+    return overflow();
+  // The ranks a sequence is divided among: each holds 2 of the cpPad chunks.
+  const int64_t share = *cpPad > 1 ? *cpPad / 2 : 1;
+  std::optional<int64_t> perRank = checkedMul(share, multiple);
+  if (!perRank)
+    return overflow();
+  // lcm(a, b) = a / gcd(a, b) * b; a / gcd divides exactly.
+  std::optional<int64_t> lcm =
+      checkedMul(*cpPad / std::gcd(*cpPad, *perRank), *perRank);
+  if (!lcm)
+    return overflow();
+  std::optional<int64_t> granularity =
+      checkedMul(sequenceParallel ? tp : 1, *lcm);
+  if (!granularity)
+    return overflow();
+  return *granularity;
 }
 
 Expected<std::vector<int32_t>>

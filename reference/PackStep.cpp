@@ -56,7 +56,9 @@ Expected<PackStepOutput> packMicrobatchStep(const PackStepInput &input,
   const int64_t C = maxSeqlenPerRank, N = maxPackedSequences;
   if (std::optional<std::string> problem = checkPackStepShapes(input, C, cp, N))
     return makeError<Result>("packMicrobatchStep: " + *problem);
-  const int64_t granularity = padGranularity(cp, 1, false);
+  Expected<int64_t> granularity = padGranularity(cp, 1, false);
+  if (!granularity)
+    return makeError<Result>("S1: " + granularity.error());
 
   // thd.gather: the lengths of the first num_seqs chosen samples (at most
   // the N-1 ids there are), each id clamped into the pool's samples.
@@ -70,7 +72,7 @@ Expected<PackStepOutput> packMicrobatchStep(const PackStepInput &input,
     valid.push_back(input.sampleLengths[std::size_t(id)]);
   }
   // thd.align_lengths, thd.cu_seqlens.
-  Expected<std::vector<int32_t>> padded = alignLengths(valid, granularity);
+  Expected<std::vector<int32_t>> padded = alignLengths(valid, *granularity);
   if (!padded)
     return makeError<Result>("S1: " + padded.error());
   Expected<std::vector<int32_t>> cu = cumulativeLengths(valid);

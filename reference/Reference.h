@@ -129,13 +129,34 @@ int32_t maxSeqlenFromCu(const std::vector<int32_t> &cuSeqlens);
 // S1. Per-sequence alignment
 //===----------------------------------------------------------------------===//
 
-/// S1: alignment granularity G = cpPad * tpPad, with cpPad = 2*cp if cp > 1
-/// else 1 (dynamic CP: 2*cp*dp always) and tpPad = tp under sequence
-/// parallelism else 1. A product outside int64 saturates at the int64 bound
-/// of its sign instead of wrapping (alignLengths then refuses every positive
-/// length). Golden: cp=2, tp=2, sp -> 8; cp=2, tp=1 -> 4.
-int64_t padGranularity(int64_t cp, int64_t tp, bool sequenceParallel,
-                       int64_t dp = 1, bool dynamicCp = false);
+/// S1: the token multiples that low-precision recipes need per GEMM and per
+/// rank ("fp8" 16, "mxfp8" 32, "blockwise_fp8" 128, "hybridep" 128), in a
+/// fixed order. The single table of these values: the Python planner
+/// exposes it as thdc.planner.LOW_PRECISION_MULTIPLES.
+struct LowPrecisionMultiple {
+  /// The recipe's name.
+  const char *recipe;
+  /// The multiple m its token counts need.
+  int64_t multiple;
+};
+const std::vector<LowPrecisionMultiple> &lowPrecisionMultiples();
+
+/// S1: the multiple m of the recipe named `recipe`; an error naming the
+/// known recipes otherwise.
+Expected<int64_t> lowPrecisionMultiple(const std::string &recipe);
+
+/// S1: alignment granularity G = tpPad * lcm(cpPad, share * m), with
+/// cpPad = 2*cp if cp > 1 else 1 (dynamic CP: 2*cp*dp always), share =
+/// cpPad / 2 when cpPad > 1 else 1 (the ranks a sequence is divided among),
+/// tpPad = tp under sequence parallelism else 1, and m = `multiple`: every
+/// rank's share of every padded sequence is then a multiple of m (m = 1
+/// gives cpPad * tpPad). Errors: cp, tp, dp or multiple below 1, and a G
+/// outside int64 (checked, never wrapped). Golden: cp=2, tp=2, sp -> 8;
+/// cp=2, tp=1 -> 4; cp=1, m=16 -> 16; cp=2, m=16 -> 32; cp=2, tp=2, sp,
+/// m=16 -> 64; cp=1, tp=4, sp, m=128 -> 512.
+Expected<int64_t> padGranularity(int64_t cp, int64_t tp, bool sequenceParallel,
+                                 int64_t dp = 1, bool dynamicCp = false,
+                                 int64_t multiple = 1);
 
 /// S1: padded (physical) lengths p[i] = ceil(v[i] / G) * G of the valid
 /// lengths v. Errors: granularity <= 0, a negative length, a result outside

@@ -18,6 +18,13 @@ has a slot). "next_fit" is the reference framework's scheduler; "balanced"
 needs no more microbatches, often fewer. `max_microbatches` is the S12
 bound: how many graph slots, or static output buffers, a global batch can
 need. Errors raise ValueError with the planner's message.
+
+`align_lengths` and `pad_granularity` take a `multiple` m (an int, or a
+recipe name of `LOW_PRECISION_MULTIPLES`: "fp8" 16, "mxfp8" 32,
+"blockwise_fp8" 128, "hybridep" 128) so that every rank's share of every
+sequence is a multiple of m tokens, as low-precision GEMMs need:
+
+    padded = planner.align_lengths(valid_lengths, cp=2, multiple="fp8")
 """
 from ._thdc import planner as _planner
 
@@ -26,10 +33,12 @@ plan = _planner.plan
 microbatch_inputs = _planner.microbatch_inputs
 align_lengths = _planner.align_lengths
 pad_granularity = _planner.pad_granularity
+LOW_PRECISION_MULTIPLES = dict(_planner.LOW_PRECISION_MULTIPLES)
 max_microbatches = _planner.max_microbatches
 graph_capture_count = _planner.graph_capture_count
 
 __all__ = [
+    "LOW_PRECISION_MULTIPLES",
     "Plan",
     "align_lengths",
     "graph_capture_count",

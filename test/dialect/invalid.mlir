@@ -33,6 +33,49 @@ func.func @f(%v: tensor<?xi32>) -> tensor<?xi32> {
 
 // -----
 
+func.func @f(%v: tensor<?xi32>) -> tensor<?xi32> {
+  // expected-error @+1 {{'multiple' must be at least 1, got 0}}
+  %0 = thd.align_lengths %v cp 2 tp 1 multiple 0 : tensor<?xi32>
+  return %0 : tensor<?xi32>
+}
+
+// -----
+
+func.func @f(%v: tensor<?xi32>) -> tensor<?xi32> attributes {thd.params = {M = 16 : i64}} {
+  // expected-error @+1 {{'multiple' must be at least 1, got -16}}
+  %0 = thd.align_lengths %v cp 2 tp 1 multiple "0-M" : tensor<?xi32>
+  return %0 : tensor<?xi32>
+}
+
+// -----
+
+func.func @f(%v: tensor<?xi32>) -> tensor<?xi32> {
+  // expected-error @+1 {{cannot evaluate 'multiple'}}
+  %0 = thd.align_lengths %v cp 2 tp 1 multiple "M" : tensor<?xi32>
+  return %0 : tensor<?xi32>
+}
+
+// -----
+
+// 2 * lcm(4, 2 * 2^30) = 2^32: the multiple alone overflows i32.
+func.func @f(%v: tensor<?xi32>) -> tensor<?xi32> {
+  // expected-error @+1 {{alignment granularity 4294967296 does not fit i32}}
+  %0 = thd.align_lengths %v cp 2 tp 2 sequence_parallel multiple 1073741824 : tensor<?xi32>
+  return %0 : tensor<?xi32>
+}
+
+// -----
+
+// Every factor at int32 max: the product overflows int64, an error, not a
+// wrapped (small, valid looking) G.
+func.func @f(%v: tensor<?xi32>) -> tensor<?xi32> {
+  // expected-error @+1 {{the alignment granularity for cp = 2147483647, tp = 2147483647 (sequence parallel), dp = 2147483647 (dynamic CP), multiple = 2147483647 overflows int64}}
+  %0 = thd.align_lengths %v cp 2147483647 tp 2147483647 sequence_parallel dynamic_cp dp 2147483647 multiple 2147483647 : tensor<?xi32>
+  return %0 : tensor<?xi32>
+}
+
+// -----
+
 // Contiguous CP slicing, then padding each rank's rows: the ranks' rows and
 // the padded metadata disagree (S7, S10).
 func.func @f(%t: tensor<12xi64>, %cup: tensor<4xi32>, %r: tensor<1xi32>) -> tensor<8xi64> {

@@ -15,6 +15,10 @@ func.func @align_lengths(%v: tensor<?xi32>) -> (tensor<?xi32>, tensor<3xi32>) {
   %1 = thd.align_lengths %c cp 2 tp 1 : tensor<3xi32>
   // CHECK: thd.align_lengths %{{.+}} cp "cp" tp 2 sequence_parallel dynamic_cp dp 4 : tensor<3xi32>
   %2 = thd.align_lengths %c cp "cp" tp 2 sequence_parallel dynamic_cp dp 4 : tensor<3xi32>
+  // CHECK: thd.align_lengths %{{.+}} cp 2 tp 1 multiple 16 : tensor<3xi32>
+  %3 = thd.align_lengths %c cp 2 tp 1 multiple 16 : tensor<3xi32>
+  // CHECK: thd.align_lengths %{{.+}} cp "cp" tp 2 sequence_parallel dynamic_cp dp 4 multiple "N*16" : tensor<3xi32>
+  %4 = thd.align_lengths %c cp "cp" tp 2 sequence_parallel dynamic_cp dp 4 multiple "N*16" : tensor<3xi32>
   return %0, %1 : tensor<?xi32>, tensor<3xi32>
 }
 

@@ -217,14 +217,23 @@ def test_seq_idx_with_offsets_spanning_billions_of_rows():
 
 
 def test_granularity_that_would_wrap():
-    with pytest.raises(ValueError, match="alignment granularity for cp = 2147483647, tp = 1, "
-                                         "dp = 2147483647 is outside the int32 range"):
+    with pytest.raises(ValueError, match="alignment granularity G = 9223372028264841218 for "
+                                         "cp = 2147483647, tp = 1, dp = 2147483647, multiple = 1 "
+                                         "is outside the int32 range"):
         planner.pad_granularity(2**31 - 1, dp=2**31 - 1, dynamic_cp=True)
     with pytest.raises(ValueError, match="align_lengths: the alignment granularity"):
         planner.align_lengths([3], 2**20, tp=2**20, sequence_parallel=True)
-    with pytest.raises(ValueError, match="needs cp, tp, dp >= 1"):
+    with pytest.raises(ValueError, match="needs cp, tp, dp and the multiple >= 1"):
         planner.pad_granularity(0)
     assert planner.pad_granularity(2**29) == 2**30
+    # With a multiple every factor can be int32 max: the product overflows
+    # int64 in the reference, an error rather than a wrapped G.
+    with pytest.raises(ValueError, match="^pad_granularity: the alignment granularity for "
+                                         "cp = 2147483647, tp = 2147483647 .* overflows int64$"):
+        planner.pad_granularity(2**31 - 1, tp=2**31 - 1, sequence_parallel=True,
+                                dp=2**31 - 1, dynamic_cp=True, multiple=2**31 - 1)
+    with pytest.raises(ValueError, match="multiple = 4294967296 is outside the int32 range"):
+        planner.pad_granularity(2, multiple=2**32)
 
 
 def test_planner_sizes_outside_int32():
@@ -328,6 +337,10 @@ BAD_TYPES = [
         planner.plan([3, 2], 4, 2), True, 4), "rank must be an int; got bool"),
     ("align_lengths cp bool", lambda k: planner.align_lengths([3], True),
      "cp must be an int; got bool"),
+    ("align_lengths multiple bool", lambda k: planner.align_lengths([3], 2, multiple=True),
+     "align_lengths: multiple must be an int or a low-precision recipe name; got bool"),
+    ("pad_granularity multiple float", lambda k: planner.pad_granularity(2, multiple=16.0),
+     "pad_granularity: multiple must be an int or a low-precision recipe name; got float"),
     ("max_microbatches bool", lambda k: planner.max_microbatches(64, 2048, 4096, 2, dp=True),
      "dp must be an int; got bool"),
     ("graph_capture_count bool", lambda k: planner.graph_capture_count(True, 8),

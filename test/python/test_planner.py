@@ -36,10 +36,51 @@ def test_align_lengths_golden():
     assert planner.align_lengths([], cp=2).dtype == np.int32
     with pytest.raises(ValueError, match=r"valid length v\[1\] = -1 is negative"):
         planner.align_lengths([3, -1], cp=2)
-    with pytest.raises(ValueError, match="needs cp, tp, dp >= 1"):
+    with pytest.raises(ValueError, match="needs cp, tp, dp and the multiple >= 1"):
         planner.align_lengths([3], cp=0)
     with pytest.raises(ValueError, match=r"valid_lengths\[0\] = 4294967296 is outside the int32"):
         planner.align_lengths([1 << 32], cp=1)
+
+
+def test_low_precision_multiples_golden():
+    # G = tpPad * lcm(cpPad, share * m): every rank's share of every sequence
+    # is a multiple of m.
+    assert planner.pad_granularity(1, multiple=16) == 16
+    assert planner.pad_granularity(2, multiple=16) == 32
+    assert planner.pad_granularity(2, tp=2, sequence_parallel=True, multiple=16) == 64
+    assert planner.pad_granularity(1, tp=4, sequence_parallel=True, multiple=128) == 512
+    assert planner.pad_granularity(2, dp=2, dynamic_cp=True, multiple="mxfp8") == 128
+    assert planner.pad_granularity(4, multiple=1) == planner.pad_granularity(4) == 8
+    assert planner.align_lengths([3, 40, 0], cp=2, multiple=16).tolist() == [32, 64, 0]
+    assert planner.align_lengths([3, 40], cp=2, multiple=np.int64(16)).tolist() == [32, 64]
+    assert planner.align_lengths([3, 300], cp=1, tp=4, sequence_parallel=True,
+                                 multiple="blockwise_fp8").tolist() == [512, 512]
+
+
+def test_low_precision_recipes():
+    assert planner.LOW_PRECISION_MULTIPLES == {
+        "fp8": 16, "mxfp8": 32, "blockwise_fp8": 128, "hybridep": 128}
+    for recipe, multiple in planner.LOW_PRECISION_MULTIPLES.items():
+        assert planner.pad_granularity(2, multiple=recipe) == \
+            planner.pad_granularity(2, multiple=multiple)
+        assert planner.align_lengths([1], cp=3, multiple=recipe).tolist() == \
+            planner.align_lengths([1], cp=3, multiple=multiple).tolist()
+    # Each rank's share (p / cp with zigzag's two chunks) of every length.
+    for cp in (1, 2, 3, 4):
+        for recipe, m in planner.LOW_PRECISION_MULTIPLES.items():
+            padded = planner.align_lengths([1, 17, 129, 1000], cp=cp, multiple=recipe)
+            assert all(p % (cp * m) == 0 and p % (2 * cp if cp > 1 else 1) == 0
+                       for p in padded.tolist())
+    with pytest.raises(ValueError, match="^align_lengths: unknown low-precision recipe 'fp4'; "
+                                         "the recipes are 'fp8', 'mxfp8', 'blockwise_fp8', "
+                                         "'hybridep'$"):
+        planner.align_lengths([3], cp=2, multiple="fp4")
+    with pytest.raises(ValueError, match="^pad_granularity: unknown low-precision recipe 'FP8'"):
+        planner.pad_granularity(2, multiple="FP8")
+    with pytest.raises(ValueError, match=r"multiple >= 1 \(cp = 2, tp = 1, dp = 1, multiple = 0\)"):
+        planner.align_lengths([3], cp=2, multiple=0)
+    with pytest.raises(ValueError, match="multiple = -16"):
+        planner.pad_granularity(1, multiple=-16)
 
 
 def test_sequence_cap_golden():

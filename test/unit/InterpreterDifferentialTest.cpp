@@ -377,6 +377,31 @@ func.func @align_negative(%lengths: tensor<6xi32> {thd.name = "lengths"})
   runPipeline(pipeline, 2);
 }
 
+/// Low-precision multiples (S1: G = tpPad * lcm(cpPad, share * m)),
+/// literal and from a parameter, on lengths of either sign.
+TEST(InterpreterDifferential, AlignLengthsMultiple) {
+  Pipeline pipeline{"align_multiple", R"mlir(
+func.func @align_multiple(%lengths: tensor<6xi32> {thd.name = "lengths"})
+    -> (tensor<6xi32> {thd.name = "fp8_cp2"}, tensor<6xi32> {thd.name = "fp8_cp2_sp"},
+        tensor<6xi32> {thd.name = "mxfp8_dynamic"}, tensor<6xi32> {thd.name = "blockwise_sp"},
+        tensor<6xi32> {thd.name = "odd"}) attributes {thd.params = {M = 16 : i64}} {
+  %a = thd.align_lengths %lengths cp 2 tp 1 multiple 16 : tensor<6xi32>
+  %b = thd.align_lengths %lengths cp 2 tp 2 sequence_parallel multiple 16 : tensor<6xi32>
+  %c = thd.align_lengths %lengths cp 2 tp 1 dynamic_cp dp 2 multiple 32 : tensor<6xi32>
+  %d = thd.align_lengths %lengths cp 1 tp 4 sequence_parallel multiple "M" : tensor<6xi32>
+  %e = thd.align_lengths %lengths cp 3 tp 1 multiple 5 : tensor<6xi32>
+  return %a, %b, %c, %d, %e
+      : tensor<6xi32>, tensor<6xi32>, tensor<6xi32>, tensor<6xi32>, tensor<6xi32>
+}
+)mlir",
+                    [](std::mt19937 &rng, int) {
+                      return Values{
+                          {"lengths", randomValues(rng, 6, -200, 3000)}};
+                    }};
+  pipeline.params = {{"M", 128}};
+  runPipeline(pipeline, 21);
+}
+
 /// The row-wise ops over one microbatch's metadata.
 TEST(InterpreterDifferential, MaskPositionsSeqIdxMaxSeqlenPadCu) {
   Pipeline pipeline{"rows", R"mlir(

@@ -186,6 +186,47 @@ TEST(PlannerS3, OversizedLaterSequenceIsAnErrorNotAnOversizePack) {
                "sequence 1 has padded length p[1] = 9");
 }
 
+/// The S1 padded lengths of `valid` for cp (tp 1) and a low-precision
+/// multiple m.
+I32 alignedFor(const I32 &valid, int64_t cp, int64_t multiple) {
+  Expected<int64_t> granularity =
+      reference::padGranularity(cp, 1, false, 1, false, multiple);
+  EXPECT_TRUE(granularity) << granularity.error();
+  Expected<I32> padded = reference::alignLengths(valid, *granularity);
+  EXPECT_TRUE(padded) << padded.error();
+  return padded ? *padded : I32();
+}
+
+TEST(PlannerS1, LowPrecisionMultipleHoldsForEveryRankOfEveryPack) {
+  // FP8 with cp = 2: G = lcm(4, 2 * 16) = 32, so each of the two CP ranks
+  // holds a multiple of 16 tokens of every sequence, and of every pack.
+  const int64_t cp = 2, m = 16;
+  const I32 padded = alignedFor({3, 40, 17, 64, 1, 90, 31, 5}, cp, m);
+  EXPECT_EQ(padded, (I32{32, 64, 32, 64, 32, 96, 32, 32}));
+  const PlannerConfig config = makeConfig(128, cp, 2, 4, true, true);
+  for (const MicrobatchPlan &plan :
+       {nextFit(padded, config), balanced(padded, config)}) {
+    ASSERT_FALSE(plan.packs.empty());
+    for (std::size_t k = 0; k < plan.packs.size(); ++k) {
+      EXPECT_EQ(plan.packTokens[k] / cp % m, 0) << "pack " << k;
+      for (int32_t id : plan.packs[k])
+        EXPECT_EQ(padded[id] % (cp * m), 0) << "sequence " << id;
+    }
+  }
+}
+
+TEST(PlannerS1, MultipleBeyondThePackBudgetNamesTheSequence) {
+  // 100 tokens fit C*cp = 128 when aligned to 2*cp = 4, but blockwise FP8
+  // (m = 128) aligns them to lcm(4, 2 * 128) = 256: the planner names the
+  // sequence instead of emitting an oversize pack.
+  const PlannerConfig config = capConfig(64, 2, 1, std::nullopt);
+  EXPECT_TRUE(nextFitPlan(alignedFor({100}, 2, 1), config));
+  EXPECT_ERROR(nextFitPlan(alignedFor({100}, 2, 128), config),
+               "sequence 0 has padded length p[0] = 256, more than the pack "
+               "budget C*cp = 64*2 = 128");
+  EXPECT_ERROR(balancedPlan(alignedFor({100}, 2, 128), config), "p[0] = 256");
+}
+
 TEST(PlannerS3, VirtualPipelineGroupMultiple) {
   MicrobatchPlan plan =
       nextFit({2, 2, 2, 2}, capConfig(8, 1, 1, std::nullopt, 2));
@@ -700,8 +741,9 @@ TEST(PlannerRandomized, BalancedNeverNeedsMoreMicrobatchesThanNextFit) {
     const int64_t capacity = maxPerRank * cp;
     const I32 valid =
         drawValidLengths(draw, family, draw.integer(1, 400), capacity);
-    Expected<I32> lengths =
-        reference::alignLengths(valid, reference::padGranularity(cp, 1, false));
+    Expected<int64_t> granularity = reference::padGranularity(cp, 1, false);
+    ASSERT_TRUE(granularity) << granularity.error();
+    Expected<I32> lengths = reference::alignLengths(valid, *granularity);
     ASSERT_TRUE(lengths) << lengths.error();
     ++trials;
     SCOPED_TRACE("trial " + std::to_string(trial) + " (" +

@@ -89,12 +89,12 @@ TEST(Expected, HoldsValueOrError) {
 //===----------------------------------------------------------------------===//
 
 TEST(S1, GoldenGranularityCp2Tp2Sp) {
-  EXPECT_EQ(padGranularity(2, 2, true), 8);
+  EXPECT_VALUE(padGranularity(2, 2, true), int64_t(8));
 }
 
 TEST(S1, GoldenCp2Tp1AlignsRunningExample) {
-  EXPECT_EQ(padGranularity(2, 1, false), 4);
-  EXPECT_EQ(padGranularity(2, 1, true), 4);
+  EXPECT_VALUE(padGranularity(2, 1, false), int64_t(4));
+  EXPECT_VALUE(padGranularity(2, 1, true), int64_t(4));
   EXPECT_VALUE(alignLengths({3, 2, 4}, 4), (I32{4, 4, 4}));
 }
 
@@ -104,16 +104,18 @@ TEST(S1, GoldenRefRoundUpToFour) {
 
 TEST(S1, AlreadyAlignedAndUnitGranularityAreUnchanged) {
   EXPECT_VALUE(alignLengths({8, 4, 0}, 4), (I32{8, 4, 0}));
-  EXPECT_EQ(padGranularity(1, 1, false), 1);
-  EXPECT_EQ(padGranularity(1, 8, false), 1);
+  EXPECT_VALUE(padGranularity(1, 1, false), int64_t(1));
+  EXPECT_VALUE(padGranularity(1, 8, false), int64_t(1));
   EXPECT_VALUE(alignLengths({3, 1, 7}, 1), (I32{3, 1, 7}));
 }
 
 TEST(S1, GranularityVariants) {
-  EXPECT_EQ(padGranularity(1, 4, true), 4);
-  EXPECT_EQ(padGranularity(4, 1, false), 8);
-  EXPECT_EQ(padGranularity(2, 2, true, /*dp=*/2, /*dynamicCp=*/true), 16);
-  EXPECT_EQ(padGranularity(1, 1, false, /*dp=*/4, /*dynamicCp=*/true), 8);
+  EXPECT_VALUE(padGranularity(1, 4, true), int64_t(4));
+  EXPECT_VALUE(padGranularity(4, 1, false), int64_t(8));
+  EXPECT_VALUE(padGranularity(2, 2, true, /*dp=*/2, /*dynamicCp=*/true),
+               int64_t(16));
+  EXPECT_VALUE(padGranularity(1, 1, false, /*dp=*/4, /*dynamicCp=*/true),
+               int64_t(8));
 }
 
 TEST(S1, AlignErrors) {
@@ -1003,7 +1005,7 @@ TEST(EdgeCase, AlignmentNotDividingC) {
 }
 
 TEST(EdgeCase, Cp1) {
-  EXPECT_EQ(padGranularity(1, 2, false), 1);
+  EXPECT_VALUE(padGranularity(1, 2, false), int64_t(1));
   EXPECT_VALUE(cpPartitionIndices(kCup, 12, 1, 0),
                (I32{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}));
   EXPECT_VALUE(ropePositions(kCup, 1, 0, 12),
@@ -1398,16 +1400,96 @@ TEST(S7, HugeCpIsRefusedNotWrapped) {
   EXPECT_TRUE(cpPartitionIndices({0, 8}, 8, 4, 0));
 }
 
-TEST(S1, GranularitySaturatesInsteadOfWrapping) {
-  // 2 * (2^61 + 1) * 4 = 2^64 + 8 wrapped to a valid looking G = 8.
-  const int64_t g = padGranularity((int64_t(1) << 61) + 1, 1, false, 4, true);
-  EXPECT_EQ(g, kInt64Max);
-  EXPECT_ERROR(alignLengths({3}, g), "outside the int32 range");
-  EXPECT_VALUE(alignLengths({0}, g), I32{0});
-  EXPECT_EQ(padGranularity(int64_t(1) << 62, 1, false), kInt64Max);
-  EXPECT_EQ(padGranularity(2, int64_t(1) << 62, true), kInt64Max);
-  EXPECT_EQ(padGranularity(2, kInt64Min, true), kInt64Min);
-  EXPECT_EQ(padGranularity(2, 2, true, 3, true), 24);
+TEST(S1, GranularityOverflowIsAnErrorNotAWrap) {
+  // 2 * (2^61 + 1) * 4 = 2^64 + 8 would wrap to a valid looking G = 8.
+  EXPECT_ERROR(padGranularity((int64_t(1) << 61) + 1, 1, false, 4, true),
+               "overflows int64");
+  EXPECT_ERROR(padGranularity(int64_t(1) << 62, 1, false), "overflows int64");
+  EXPECT_ERROR(padGranularity(2, int64_t(1) << 62, true), "overflows int64");
+  // The multiple's product with the ranks, and the lcm, are checked too.
+  EXPECT_ERROR(padGranularity(2, 1, false, 1, false, int64_t(1) << 62),
+               "multiple = 4611686018427387904 overflows int64");
+  EXPECT_ERROR(padGranularity(3, 1, false, 1, false, (int64_t(1) << 62) + 1),
+               "overflows int64");
+  EXPECT_ERROR(
+      padGranularity(1, int64_t(1) << 40, true, 1, false, int64_t(1) << 30),
+      "overflows int64");
+  EXPECT_VALUE(padGranularity(2, 2, true, 3, true), int64_t(24));
+}
+
+TEST(S1, GranularityRefusesValuesBelowOne) {
+  EXPECT_ERROR(padGranularity(2, 1, false, 1, false, 0),
+               "multiple >= 1 (cp = 2, tp = 1, dp = 1, multiple = 0)");
+  EXPECT_ERROR(padGranularity(2, 1, false, 1, false, -16), "multiple = -16");
+  EXPECT_ERROR(padGranularity(0, 1, false), "(cp = 0,");
+  EXPECT_ERROR(padGranularity(2, kInt64Min, true),
+               "tp = " + std::to_string(kInt64Min));
+  EXPECT_ERROR(padGranularity(2, 1, false, 0, true), "dp = 0");
+}
+
+TEST(S1, GoldenLowPrecisionMultiples) {
+  // Every rank's share of every sequence is a multiple of m:
+  // G = tpPad * lcm(cpPad, share * m).
+  EXPECT_VALUE(padGranularity(1, 1, false, 1, false, 16), int64_t(16));
+  EXPECT_VALUE(padGranularity(2, 1, false, 1, false, 16), int64_t(32));
+  EXPECT_VALUE(padGranularity(2, 2, true, 1, false, 16), int64_t(64));
+  EXPECT_VALUE(padGranularity(1, 4, true, 1, false, 128), int64_t(512));
+  // The multiple already divides 2*cp: nothing more than cpPad.
+  EXPECT_VALUE(padGranularity(4, 1, false, 1, false, 2), int64_t(8));
+  // An odd multiple: lcm(6, 3 * 5) = 30, each rank's share 10 = 2 * 5.
+  EXPECT_VALUE(padGranularity(3, 1, false, 1, false, 5), int64_t(30));
+  // Dynamic CP: cpPad = 2*cp*dp = 8, share 4, lcm(8, 4 * 32) = 128.
+  EXPECT_VALUE(padGranularity(2, 1, false, 2, true, 32), int64_t(128));
+  // m = 1 is the granularity without a multiple.
+  for (int64_t cp : {1, 2, 3, 8})
+    for (int64_t tp : {1, 2, 4})
+      for (bool sp : {false, true})
+        for (bool dynamicCp : {false, true}) {
+          auto plain = padGranularity(cp, tp, sp, 3, dynamicCp);
+          auto unit = padGranularity(cp, tp, sp, 3, dynamicCp, 1);
+          ASSERT_TRUE(plain && unit);
+          EXPECT_EQ(*plain, *unit);
+        }
+  EXPECT_VALUE(alignLengths({3, 40, 0}, 32), (I32{32, 64, 0}));
+}
+
+TEST(S1, LowPrecisionMultipleEveryRankShareIsAMultiple) {
+  // p / (share * tpPad) is the tokens one rank holds of a sequence of p.
+  for (int64_t cp : {1, 2, 3, 4, 6})
+    for (int64_t tp : {1, 2, 3})
+      for (bool sp : {false, true})
+        for (int64_t m : {1, 2, 5, 16, 32, 128}) {
+          Expected<int64_t> g = padGranularity(cp, tp, sp, 1, false, m);
+          ASSERT_TRUE(g) << g.error();
+          const int64_t share = cp > 1 ? cp : 1, tpPad = sp ? tp : 1;
+          EXPECT_EQ(*g % (share * tpPad * m), 0) << cp << " " << tp << " " << m;
+          if (cp > 1) {
+            EXPECT_EQ(*g % (2 * cp), 0);
+          }
+          // And G is the smallest such: no proper divisor of G qualifies.
+          for (int64_t d = 1; d < *g; ++d) {
+            if (*g % d == 0 && d % tpPad == 0 &&
+                (d / tpPad) % (cp > 1 ? 2 * cp : 1) == 0) {
+              EXPECT_NE((d / tpPad) % (share * m), 0)
+                  << "G " << *g << " d " << d;
+            }
+          }
+        }
+}
+
+TEST(S1, LowPrecisionRecipes) {
+  std::vector<std::pair<std::string, int64_t>> table;
+  for (const LowPrecisionMultiple &entry : lowPrecisionMultiples())
+    table.emplace_back(entry.recipe, entry.multiple);
+  EXPECT_EQ(table, (std::vector<std::pair<std::string, int64_t>>{
+                       {"fp8", 16},
+                       {"mxfp8", 32},
+                       {"blockwise_fp8", 128},
+                       {"hybridep", 128}}));
+  EXPECT_VALUE(lowPrecisionMultiple("mxfp8"), int64_t(32));
+  EXPECT_ERROR(lowPrecisionMultiple("fp4"),
+               "unknown low-precision recipe 'fp4'; the recipes are 'fp8', "
+               "'mxfp8', 'blockwise_fp8', 'hybridep'");
 }
 
 TEST(S8, SeqIdxTotalOutsideInt32IsAnError) {
