@@ -538,6 +538,14 @@ LogicalResult PadCuSeqlensOp::verify() {
   return success();
 }
 
+LogicalResult DroppedOp::verify() {
+  std::optional<int64_t> entries = staticLength(getCuSeqlens());
+  if (entries && *entries < 1)
+    return emitOpError() << "cumulative-offset arrays need at least one "
+                            "entry, got 0";
+  return success();
+}
+
 LogicalResult ValidateOp::verify() {
   if (failed(verifyCuPair(*this, getCuSeqlens(), getCuSeqlensPadded())) ||
       failed(resolveAtLeast(*this, getCp(), "cp", 1)) ||
@@ -734,6 +742,9 @@ Lengths ValidateOp::inferStaticLengths() {
   return SmallVector<int64_t>{1, 1};
 }
 ResultKind ValidateOp::getResultKind(unsigned) { return ResultKind::Scalar; }
+
+Lengths DroppedOp::inferStaticLengths() { return SmallVector<int64_t>{1, 1}; }
+ResultKind DroppedOp::getResultKind(unsigned) { return ResultKind::Scalar; }
 
 ValueRange FusedOp::getYieldedValues() {
   return cast<YieldOp>(getBody().front().getTerminator()).getValues();

@@ -491,6 +491,35 @@ def THD_ValidateOp : THD_Op<"validate", [AttrSizedOperandSegments]> {
   }];
 }
 
+def THD_DroppedOp : THD_Op<"dropped"> {
+  let summary = "sequences and tokens an invalid microbatch loses";
+  let description = [{
+    When `thd.validate` finds a microbatch invalid, the pipeline replaces it
+    by an empty one; this step says how much was lost. With `status` 0 both
+    results are 0. Otherwise `dropped_seqs = clamp(num_seqs, 0, E-1)`, with
+    `E` the entries of `cu_seqlens` (its static capacity, for example
+    `N+1`), and `dropped_tokens = max(cu_seqlens[dropped_seqs], 0)`: the
+    sequences and the valid tokens that the microbatch claimed. `status`
+    is `thd.validate`'s, `num_seqs` and `cu_seqlens` are the unchecked
+    inputs (not `checked_num_seqs`, which is 0 on an invalid microbatch); a
+    `num_seqs` outside the array or negative offsets never read out of
+    bounds or give negative counts.
+
+    ```mlir
+    // status 8, cu [0, 3, 5, 9], num_seqs 2 -> dropped_seqs 2, dropped_tokens 5
+    %status, %checked = thd.validate %cu, %cup, %rank num_seqs %n cp "cp" mode zigzag
+        max_tokens "C*cp" max_seqs "N-1" : tensor<?xi32>, tensor<?xi32>
+    %dropped_seqs, %dropped_tokens = thd.dropped %status, %cu num_seqs %n : tensor<?xi32>
+    ```
+  }];
+  let arguments = (ins THD_Scalar:$status, THD_CuSeqlens:$cu_seqlens,
+                       THD_Scalar:$num_seqs);
+  let results = (outs THD_Scalar:$dropped_seqs, THD_Scalar:$dropped_tokens);
+  let assemblyFormat = [{
+    $status `,` $cu_seqlens `num_seqs` $num_seqs attr-dict `:` type($cu_seqlens)
+  }];
+}
+
 def THD_FusedOp : Op<THD_Dialect, "fused", [
     RecursiveMemoryEffects, DeclareOpInterfaceMethods<THD_StepOpInterface>, SingleBlockImplicitTerminator<"::mlir::thd::YieldOp">]> {
   let summary = "steps that run as one kernel";

@@ -757,6 +757,23 @@ LogicalResult evaluate(ValidateOp op, Environment &env) {
   return success();
 }
 
+LogicalResult evaluate(DroppedOp op, Environment &env) {
+  FailureOr<Buffer> seqs = resultBuffer(op, op.getDroppedSeqs());
+  FailureOr<Buffer> tokens = resultBuffer(op, op.getDroppedTokens());
+  if (failed(seqs) || failed(tokens))
+    return failure();
+  ref::Expected<ref::DroppedCounts> dropped = ref::droppedCounts(
+      scalarOf(env[op.getStatus()]), int32Values(env[op.getCuSeqlens()]),
+      scalarOf(env[op.getNumSeqs()]));
+  if (!dropped)
+    return referenceError(op, dropped.error());
+  seqs->set<int32_t>(0, dropped->sequences);
+  tokens->set<int32_t>(0, dropped->tokens);
+  env.bind(op.getDroppedSeqs(), std::move(*seqs));
+  env.bind(op.getDroppedTokens(), std::move(*tokens));
+  return success();
+}
+
 LogicalResult evaluateBlock(Block &block, Environment &env);
 
 LogicalResult evaluate(FusedOp op, Environment &env) {

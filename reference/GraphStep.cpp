@@ -2,7 +2,8 @@
 //
 // The composite of sections S5, S6, S7 and S10 of docs/semantics.md
 // ("One microbatch in graph mode"): validation into status bits
-// (sampleStatus, graphStepStatus) and one microbatch of the CUDA-graph
+// (sampleStatus, graphStepStatus), what an invalid microbatch loses
+// (droppedCounts), and one microbatch of the CUDA-graph
 // data step for one CP rank (megatronGraphStep). The compiled pipelines
 // (examples/megatron_graph_step.mlir) are tested against it.
 //
@@ -140,6 +141,23 @@ int32_t sampleStatus(const std::vector<int32_t> &sampleOffsets,
       return StatusSampleOutOfRange;
   }
   return 0;
+}
+
+Expected<DroppedCounts> droppedCounts(int32_t status,
+                                      const std::vector<int32_t> &cuSeqlens,
+                                      int64_t numSeqs) {
+  if (cuSeqlens.empty())
+    return makeError<DroppedCounts>(
+        "droppedCounts: cu_seqlens has no entry; a cumulative-offset array "
+        "has at least one");
+  DroppedCounts dropped;
+  if (status == 0)
+    return dropped;
+  const int64_t last = int64_t(cuSeqlens.size()) - 1;
+  const int64_t sequences = std::clamp<int64_t>(numSeqs, 0, last);
+  dropped.sequences = int32_t(std::min<int64_t>(sequences, kInt32Max));
+  dropped.tokens = std::max(cuSeqlens[std::size_t(sequences)], 0);
+  return dropped;
 }
 
 int32_t graphStepStatus(const GraphStepInput &input, int64_t maxSeqlenPerRank,

@@ -642,6 +642,27 @@ int32_t sampleStatus(const std::vector<int32_t> &sampleOffsets,
                      const std::vector<int32_t> &sampleIds, int64_t numSeqs,
                      int64_t poolRows);
 
+/// What a microbatch loses when validation empties it (thd.dropped).
+struct DroppedCounts {
+  /// The sequences it claimed: clamp(numSeqs, 0, E-1).
+  int32_t sequences = 0;
+  /// The valid tokens they claimed: max(cuSeqlens[sequences], 0).
+  int32_t tokens = 0;
+};
+
+/// The sequences and valid tokens that a microbatch with fault bits
+/// `status` (graphStepStatus, sampleStatus, thd.validate) loses: none when
+/// status is 0; otherwise sequences = clamp(numSeqs, 0, E-1), E the entries
+/// of cuSeqlens (its static capacity, N+1 in graph mode), and tokens =
+/// max(cuSeqlens[sequences], 0), the valid tokens the microbatch claimed.
+/// Garbage (a num_seqs outside the array, negative offsets) never reads
+/// out of bounds or reports negative counts. Error: an empty cuSeqlens.
+/// Golden: status 8, cu [0,3,5,9], numSeqs 2 -> (2, 5); numSeqs 7 -> (3, 9);
+/// status 0 -> (0, 0).
+Expected<DroppedCounts> droppedCounts(int32_t status,
+                                      const std::vector<int32_t> &cuSeqlens,
+                                      int64_t numSeqs);
+
 /// Input of one microbatch of megatronGraphStep, in the static shapes of the
 /// graph: the global (pre-CP) buffer has C*cp rows of which the first
 /// cu_seqlens_padded[numSeqs] are meaningful (the rest is arbitrary); the cu

@@ -1,7 +1,8 @@
 //===- Metadata.cpp - steps that compute scalars and tail metadata --------===//
 //
 // Values computed once per kernel: the longest sequence (S4, S13), the fault
-// bits and checked count of a microbatch, and the tail metadata of a padded
+// bits and checked count of a microbatch, what an invalid microbatch loses,
+// and the tail metadata of a padded
 // microbatch (S10), whose offset arrays are then read entry by entry.
 // Sections are those of docs/semantics.md.
 //
@@ -114,6 +115,19 @@ void validate(ValidateOp op, ElementEmitter &e) {
                           raw, e.i32(0)));
 }
 
+/// Both scalars of a dropped op (reference::droppedCounts).
+void dropped(DroppedOp op, ElementEmitter &e) {
+  Value cu = op.getCuSeqlens();
+  int64_t last = e.staticLength(cu) - 1;
+  Value invalid =
+      e.cmp(arith::CmpIPredicate::ne, e.scalar(op.getStatus()), e.i32(0));
+  Value n = e.clamp(e.toIndex(e.scalar(op.getNumSeqs())), 0, last);
+  Value tokens = arith::MaxSIOp::create(
+      e.b, e.loc, e.entry(cu, n, /*inBounds=*/true), e.i32(0));
+  e.defineScalar(op.getDroppedSeqs(), e.select(invalid, e.toI32(n), e.i32(0)));
+  e.defineScalar(op.getDroppedTokens(), e.select(invalid, tokens, e.i32(0)));
+}
+
 /// The scalars of one pad_tail_metadata op, computed before the loops and
 /// kept in the emitter's step values.
 struct TailScalars {
@@ -216,6 +230,15 @@ Value mlir::thd::lowerElement(ValidateOp op, ElementEmitter &e, OpResult,
   return Value(); // both scalars are defined
 }
 Value mlir::thd::lowerRowCount(ValidateOp op, ElementEmitter &e, OpResult) {
+  return noRowCount(op, e);
+}
+
+Value mlir::thd::lowerElement(DroppedOp op, ElementEmitter &e, OpResult,
+                              Value) {
+  dropped(op, e);
+  return Value(); // both scalars are defined
+}
+Value mlir::thd::lowerRowCount(DroppedOp op, ElementEmitter &e, OpResult) {
   return noRowCount(op, e);
 }
 

@@ -766,3 +766,19 @@ func.func @f(%t: tensor<16xi64>, %cu: tensor<7xi32>, %cup: tensor<7xi32>, %n: te
       target 8 max_seqs 6 policy extend_last : tensor<7xi32>, tensor<7xi32> -> tensor<7xi32>, tensor<7xi32>
   return %1, %cup2 : tensor<8xi64>, tensor<7xi32>
 }
+
+// -----
+
+func.func @f(%status: tensor<1xi32>, %cu: tensor<0xi32>, %n: tensor<1xi32>) -> tensor<1xi32> {
+  // expected-error @+1 {{cumulative-offset arrays need at least one entry, got 0}}
+  %0, %1 = thd.dropped %status, %cu num_seqs %n : tensor<0xi32>
+  return %0 : tensor<1xi32>
+}
+
+// -----
+
+func.func @f(%status: tensor<2xi32>, %cu: tensor<7xi32>, %n: tensor<1xi32>) -> tensor<1xi32> {
+  // expected-error @+1 {{operand #0 must be tensor<1xi32>}}
+  %0, %1 = "thd.dropped"(%status, %cu, %n) : (tensor<2xi32>, tensor<7xi32>, tensor<1xi32>) -> (tensor<1xi32>, tensor<1xi32>)
+  return %0 : tensor<1xi32>
+}

@@ -163,6 +163,17 @@ func.func @validate_samples(%cu: tensor<?xi32>, %cup: tensor<?xi32>, %r: tensor<
   return %0 : tensor<1xi32>
 }
 
+// CHECK-LABEL: func @dropped
+func.func @dropped(%cu: tensor<?xi32>, %cup: tensor<?xi32>, %r: tensor<1xi32>, %n: tensor<1xi32>, %static_cu: tensor<7xi32>)
+    -> (tensor<1xi32>, tensor<1xi32>, tensor<1xi32>) {
+  %0, %1 = thd.validate %cu, %cup, %r num_seqs %n cp "cp" mode zigzag max_tokens "C*cp" max_seqs "N-1" : tensor<?xi32>, tensor<?xi32>
+  // CHECK: thd.dropped %{{.+}}, %{{.+}} num_seqs %{{.+}} : tensor<?xi32>
+  %2, %3 = thd.dropped %0, %cu num_seqs %n : tensor<?xi32>
+  // CHECK: thd.dropped %{{.+}}, %{{.+}} num_seqs %{{.+}} : tensor<7xi32>
+  %4, %5 = thd.dropped %0, %static_cu num_seqs %n : tensor<7xi32>
+  return %2, %3, %5 : tensor<1xi32>, tensor<1xi32>, tensor<1xi32>
+}
+
 // CHECK-LABEL: func @named_arguments
 // CHECK-SAME: {thd.capacity = #thd.expr<"C*cp">, thd.name = "tokens"}
 // CHECK-SAME: -> (tensor<?xi64> {thd.name = "tokens"})

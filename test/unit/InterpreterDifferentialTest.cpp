@@ -744,6 +744,60 @@ func.func @validate(%cu: tensor<7xi32> {thd.name = "cu"},
   runPipeline(pipeline, 8);
 }
 
+/// thd.dropped after thd.validate, and on a status given directly. Case i
+/// of every 3: i % 3 == 0 valid metadata (nothing dropped), 1 faults drawn
+/// at random, 2 valid metadata with a cp_rank out of range, so at least a
+/// third of the cases are certainly invalid and drop a nonzero count of
+/// sequences and tokens whenever their num_seqs is. The direct status is
+/// nonzero in half the cases, on cu arrays with garbage (negative entries
+/// included) and num_seqs outside the array.
+TEST(InterpreterDifferential, DroppedAfterValidate) {
+  Pipeline pipeline{"dropped", R"mlir(
+func.func @dropped(%cu: tensor<7xi32> {thd.name = "cu"},
+                   %cup: tensor<7xi32> {thd.name = "cup"},
+                   %rank: tensor<1xi32> {thd.name = "cp_rank"},
+                   %n: tensor<1xi32> {thd.name = "num_seqs"},
+                   %raw_status: tensor<1xi32> {thd.name = "raw_status"},
+                   %raw_cu: tensor<5xi32> {thd.name = "raw_cu"},
+                   %raw_n: tensor<1xi32> {thd.name = "raw_num_seqs"})
+    -> (tensor<1xi32> {thd.name = "status"}, tensor<1xi32> {thd.name = "checked_num_seqs"},
+        tensor<1xi32> {thd.name = "dropped_seqs"}, tensor<1xi32> {thd.name = "dropped_tokens"},
+        tensor<1xi32> {thd.name = "raw_dropped_seqs"},
+        tensor<1xi32> {thd.name = "raw_dropped_tokens"}) {
+  %status, %checked = thd.validate %cu, %cup, %rank num_seqs %n cp 2 mode zigzag
+      max_tokens 24 max_seqs 5 : tensor<7xi32>, tensor<7xi32>
+  %seqs, %tokens = thd.dropped %status, %cu num_seqs %n : tensor<7xi32>
+  %raw_seqs, %raw_tokens = thd.dropped %raw_status, %raw_cu num_seqs %raw_n : tensor<5xi32>
+  return %status, %checked, %seqs, %tokens, %raw_seqs, %raw_tokens
+      : tensor<1xi32>, tensor<1xi32>, tensor<1xi32>, tensor<1xi32>, tensor<1xi32>,
+        tensor<1xi32>
+}
+)mlir",
+                    [](std::mt19937 &rng, int i) {
+                      Values values;
+                      if (i % 3 == 1) {
+                        values = faultyMetadata(rng, 7, 5, 24, 4, 2);
+                      } else {
+                        Microbatch m = randomMicrobatch(rng, 7, 5, 24, 4);
+                        double rank = double(uniform(rng, 0, 1));
+                        if (i % 3 == 2)
+                          rank = chance(rng, 50) ? -1 : 2 + uniform(rng, 0, 3);
+                        values = Values{{"cu", m.cu},
+                                        {"cup", m.cup},
+                                        {"num_seqs", {double(m.n)}},
+                                        {"cp_rank", {rank}}};
+                      }
+                      values["raw_status"] = {
+                          chance(rng, 50) ? 0.0
+                                          : double(uniform(rng, -5, 127))};
+                      values["raw_cu"] = randomValues(rng, 5, -20, 100);
+                      values["raw_num_seqs"] = {double(uniform(rng, -3, 8))};
+                      return values;
+                    },
+                    300};
+  runPipeline(pipeline, 13);
+}
+
 //===----------------------------------------------------------------------===//
 // The examples
 //===----------------------------------------------------------------------===//

@@ -1081,6 +1081,42 @@ GraphStepInput runningExampleInput(int32_t rank) {
   return input;
 }
 
+/// (sequences, tokens) of droppedCounts, for comparisons.
+std::pair<int32_t, int32_t> dropped(int32_t status, const I32 &cu,
+                                    int64_t numSeqs) {
+  Expected<DroppedCounts> counts = droppedCounts(status, cu, numSeqs);
+  EXPECT_TRUE(counts) << counts.error();
+  return counts ? std::make_pair(counts->sequences, counts->tokens)
+                : std::make_pair(-1, -1);
+}
+
+TEST(Dropped, GoldenInvalidMicrobatchLosesWhatItClaimed) {
+  using Counts = std::pair<int32_t, int32_t>;
+  // The running example, flagged not monotonic (8) or with any other bit.
+  EXPECT_EQ(dropped(StatusNotMonotonic, kCu, 2), Counts(2, 5));
+  EXPECT_EQ(dropped(StatusCpRankOutOfRange, kCu, 3), Counts(3, 9));
+  EXPECT_EQ(dropped(StatusNumSeqsOutOfRange | StatusNotDivisibleBy2Cp, kCu, 0),
+            Counts(0, 0));
+  // A valid microbatch loses nothing, whatever its count.
+  EXPECT_EQ(dropped(0, kCu, 3), Counts(0, 0));
+  EXPECT_EQ(dropped(0, {0, -4}, 9), Counts(0, 0));
+}
+
+TEST(Dropped, GarbageIsClampedNotReadOutOfBounds) {
+  using Counts = std::pair<int32_t, int32_t>;
+  // num_seqs past the array reads its last entry (E-1 = 3 sequences).
+  EXPECT_EQ(dropped(StatusNumSeqsOutOfRange, kCu, 7), Counts(3, 9));
+  EXPECT_EQ(dropped(StatusNumSeqsOutOfRange, kCu, int64_t(1) << 40),
+            Counts(3, 9));
+  // A negative num_seqs claims no sequence.
+  EXPECT_EQ(dropped(StatusNumSeqsOutOfRange, kCu, -5), Counts(0, 0));
+  // Negative offsets give no negative token count.
+  EXPECT_EQ(dropped(StatusNotMonotonic, {0, 4, -7, 2}, 2), Counts(2, 0));
+  EXPECT_EQ(dropped(StatusNotMonotonic, {-3}, 0), Counts(0, 0));
+  EXPECT_ERROR(droppedCounts(StatusNotMonotonic, {}, 0),
+               "cu_seqlens has no entry");
+}
+
 TEST(GraphStep, GoldenCp2Target8N6Rank0) {
   GraphStepOutput out = megatronGraphStep(runningExampleInput(0), 8, 2, 6);
   EXPECT_EQ(out.status, 0);
