@@ -289,6 +289,38 @@ LogicalResult CpSliceOp::verify() {
   return success();
 }
 
+LogicalResult CpUnsliceOp::verify() {
+  FailureOr<std::optional<int64_t>> cp =
+      resolveAtLeast(*this, getCp(), "cp", 1);
+  FailureOr<std::optional<int64_t>> rowsPerRank =
+      resolveAtLeast(*this, getRowsPerRank(), "rows_per_rank", 1);
+  if (failed(cp) || failed(rowsPerRank) ||
+      failed(verifySameElementType(*this, getInput().getType(),
+                                   getResult().getType())))
+    return failure();
+  std::optional<int64_t> entries = staticLength(getCuSeqlensPadded());
+  if (entries && *entries < 1)
+    return emitOpError() << "cumulative-offset arrays need at least one "
+                            "entry, got 0";
+  // Rows are addressed by i32 offsets; both factors are at most INT32_MAX,
+  // so the product does not overflow.
+  int64_t rows = **cp * **rowsPerRank;
+  if (rows > INT32_MAX)
+    return emitOpError() << "gathers cp * rows_per_rank = " << **cp << " * "
+                         << **rowsPerRank << " = " << rows
+                         << " rows, more than i32 offsets address ("
+                         << INT32_MAX << ")";
+  for (auto [value, what] : {std::make_pair(getInput(), "input"),
+                             std::make_pair(getResult(), "result")}) {
+    std::optional<int64_t> length = staticLength(value);
+    if (length && *length != rows)
+      return emitOpError() << what << " has " << *length
+                           << " rows; expected cp * rows_per_rank = " << **cp
+                           << " * " << **rowsPerRank << " = " << rows;
+  }
+  return success();
+}
+
 LogicalResult PositionIdsOp::verify() {
   if (failed(verifyCuPair(*this, getCuSeqlens(), getCuSeqlensPadded())))
     return failure();
@@ -678,6 +710,16 @@ Lengths CpSliceOp::inferStaticLengths() {
 }
 ResultKind CpSliceOp::getResultKind(unsigned) { return ResultKind::Rows; }
 
+Lengths CpUnsliceOp::inferStaticLengths() {
+  int64_t rows = boundValue(getCp()) * boundValue(getRowsPerRank());
+  if (staticLengthOf(getInput()) != rows)
+    return emitOpError() << "cannot be made static: the input's capacity is "
+                         << staticLengthOf(getInput())
+                         << " rows but cp * rows_per_rank is " << rows;
+  return oneLength(rows);
+}
+ResultKind CpUnsliceOp::getResultKind(unsigned) { return ResultKind::Rows; }
+
 Lengths PositionIdsOp::inferStaticLengths() {
   return capacityLength(*this, getCapacityAttr());
 }
@@ -787,6 +829,13 @@ TypedAttr mlir::thd::fillConstant(TypedAttr fill, Type elementType) {
 //===----------------------------------------------------------------------===//
 
 OpFoldResult CpSliceOp::fold(FoldAdaptor) {
+  auto cp = dyn_cast<IntegerAttr>(getCp());
+  if (cp && cp.getInt() == 1 && getInput().getType() == getType())
+    return getInput();
+  return {};
+}
+
+OpFoldResult CpUnsliceOp::fold(FoldAdaptor) {
   auto cp = dyn_cast<IntegerAttr>(getCp());
   if (cp && cp.getInt() == 1 && getInput().getType() == getType())
     return getInput();

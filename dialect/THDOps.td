@@ -249,6 +249,58 @@ def THD_CpSliceOp : THD_Op<"cp_slice"> {
   let hasFolder = 1;
 }
 
+def THD_CpUnsliceOp : THD_Op<"cp_unslice"> {
+  let summary = "the rows of every context-parallel rank, back in sequence order (S7)";
+  let description = [{
+    Undoes `thd.cp_slice` over the whole CP group: `input` holds the local
+    rows of all `cp` ranks gathered rank after rank (an all-gather),
+    `rows_per_rank` (`R`) rows each, and the result is the same `cp*R` rows
+    in the order of the packed buffer. With `T = cu_seqlens_padded[n]`
+    (clamped into `[0, cp*R]`) and `Tl = T / cp`, the result's row `g < T`,
+    of the sequence `s` whose rows `[cup[s], cup[s+1])` hold it
+    (zero-length sequences are skipped) at offset `k = g - cup[s]`, comes
+    from the rank that kept it:
+    - `zigzag`: with `h = (cup[s+1] - cup[s]) / (2*cp)`, chunk `c = k / h`
+      is on rank `c` when `c < cp`, else on rank `2*cp-1-c`, at local row
+      `cup[s]/cp + k % h`, plus `h` in the second half;
+    - `contiguous`: rank `g / Tl`, local row `g % Tl`.
+    Rows `g >= T` are the rows each rank holds past `Tl` (the tail that
+    `thd.pad_tail` gave its slice), rank 0's first: row
+    `T + r*(R - Tl) + j` is local row `Tl + j` of rank `r`. On metadata
+    that `thd.validate` accepts, with `T <= cp*R`, the op is thus a
+    permutation: slicing a buffer of `T` rows on every rank, padding each
+    slice to `R` rows and gathering them gives the buffer back, followed by
+    the padded rows.
+
+    Offsets that validation rejects are read as they are: `h` and `Tl` are
+    raised to at least 1, ranks clamped into `[0, cp)` and every source row
+    into `[0, cp*R)`, so the result holds rows of the input and nothing is
+    read out of bounds. (A pipeline gates its metadata with `thd.validate`,
+    whose `num_seqs` is then 0: `T = 0`, and the rows come back as they
+    were gathered.) With `cp = 1` it returns the input (folded away when
+    the types agree).
+
+    ```mlir
+    // cup [0,4,8,12], cp 2, R 6: rank 0 kept rows [0,3,4,7,8,11], rank 1
+    // [1,2,5,6,9,10]; gathered [0,3,4,7,8,11, 1,2,5,6,9,10] -> [0, 1, ..., 11]
+    %seq = thd.cp_unslice %gathered, %cup num_seqs %n cp "cp" mode zigzag rows_per_rank "C"
+        : tensor<?xi64>, tensor<?xi32> -> tensor<?xi64>
+    ```
+  }];
+  let arguments = (ins THD_TokenData:$input, THD_CuSeqlens:$cu_seqlens_padded,
+                       Optional<THD_Scalar>:$num_seqs, THD_IntOrParamAttr:$cp,
+                       DefaultValuedAttr<THD_CpModeAttr, "::mlir::thd::CpMode::zigzag">:$mode,
+                       THD_IntOrParamAttr:$rows_per_rank);
+  let results = (outs THD_TokenData:$result);
+  let assemblyFormat = [{
+    $input `,` $cu_seqlens_padded (`num_seqs` $num_seqs^)?
+    `cp` custom<IntOrParam>($cp) `mode` `` $mode
+    `rows_per_rank` custom<IntOrParam>($rows_per_rank) attr-dict `:` type($input) `,`
+    type($cu_seqlens_padded) `->` type($result)
+  }];
+  let hasFolder = 1;
+}
+
 def THD_PositionIdsOp : THD_Op<"position_ids"> {
   let summary = "per-sequence position ids, zero on padding (S8)";
   let description = [{

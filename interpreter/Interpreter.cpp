@@ -513,6 +513,47 @@ LogicalResult evaluate(CpSliceOp op, Environment &env) {
   return success();
 }
 
+LogicalResult evaluate(CpUnsliceOp op, Environment &env) {
+  FailureOr<int64_t> cp = intValue(op, op.getCp(), "cp");
+  FailureOr<int64_t> rowsPerRank =
+      intValue(op, op.getRowsPerRank(), "rows_per_rank");
+  FailureOr<Buffer> result = resultBuffer(op, op.getResult());
+  if (failed(cp) || failed(rowsPerRank) || failed(result))
+    return failure();
+  const Buffer &input = env[op.getInput()];
+  if (*cp == 1) {
+    Buffer copy = input;
+    env.bind(op.getResult(), std::move(copy));
+    return success();
+  }
+  const Buffer &cupBuffer = env[op.getCuSeqlensPadded()];
+  int64_t n = countOf(env, op.getNumSeqs(), cupBuffer.size());
+  ref::Expected<std::vector<int32_t>> indices = ref::cpUnsliceIndices(
+      meaningful(cupBuffer, n), *cp, *rowsPerRank,
+      op.getMode() == CpMode::zigzag ? ref::CpMode::Zigzag
+                                     : ref::CpMode::Contiguous);
+  if (!indices)
+    return referenceError(op, indices.error());
+  if (int64_t(indices->size()) != result->size())
+    return referenceError(op, "the result has " +
+                                  std::to_string(result->size()) +
+                                  " rows but cp * rows_per_rank is " +
+                                  std::to_string(indices->size()));
+  LogicalResult status = withElementWidth(result->width(), [&](auto t) {
+    using T = decltype(t);
+    ref::Expected<std::vector<T>> rows =
+        ref::cpSlice(input.values<T>(), *indices);
+    if (!rows)
+      return referenceError(op, rows.error());
+    result->assign(*rows, 0);
+    return success();
+  });
+  if (failed(status))
+    return failure();
+  env.bind(op.getResult(), std::move(*result));
+  return success();
+}
+
 LogicalResult evaluate(RopePositionsOp op, Environment &env) {
   FailureOr<int64_t> cp = intValue(op, op.getCp(), "cp");
   FailureOr<int64_t> length = intValue(op, op.getLength(), "length");

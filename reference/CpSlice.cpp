@@ -3,8 +3,10 @@
 // Section S7 of docs/semantics.md: the rows a context-parallel rank keeps,
 // zigzag (dual-chunk) or contiguous (cpPartitionIndices), and the same map
 // over all ranks, sequence order to CP-rank order (S14,
-// sequenceOrderToCpRankOrder). The gather itself is the template cpSlice
-// in Reference.h. Implemented in the compiler by thd.cp_slice.
+// sequenceOrderToCpRankOrder), and back: the rows of the ranks' padded
+// slices gathered rank after rank, in sequence order (cpUnsliceIndices).
+// The gather itself is the template cpSlice in Reference.h. Implemented in
+// the compiler by thd.cp_slice and thd.cp_unslice.
 //
 //===----------------------------------------------------------------------===//
 
@@ -92,6 +94,65 @@ cpPartitionIndices(const std::vector<int32_t> &cuSeqlensPadded,
     const int64_t chunk = k < halfLength ? rank : 2 * (cp - 1) - rank;
     indices.push_back(
         static_cast<int32_t>(k + cs[s] * cp + halfLength * chunk));
+  }
+  return indices;
+}
+
+Expected<std::vector<int32_t>>
+cpUnsliceIndices(const std::vector<int32_t> &cuSeqlensPadded, int64_t cp,
+                 int64_t rowsPerRank, CpMode mode) {
+  using Result = std::vector<int32_t>;
+  const std::vector<int32_t> &cup = cuSeqlensPadded;
+  if (cp < 1)
+    return makeError<Result>(concat("cp = ", cp, " must be >= 1"));
+  if (rowsPerRank < 1)
+    return makeError<Result>(
+        concat("rows_per_rank = ", rowsPerRank, " must be >= 1"));
+  if (rowsPerRank > kInt32Max / cp)
+    return makeError<Result>(concat("cp * rows_per_rank = ", cp, " * ",
+                                    rowsPerRank, " is above int32 max"));
+  if (std::optional<std::string> problem =
+          checkCuArray("cu_seqlens_padded", cup))
+    return makeError<Result>(*problem);
+  const int64_t rows = cp * rowsPerRank;
+  Result indices;
+  indices.reserve(static_cast<std::size_t>(rows));
+  if (cp == 1) {
+    for (int64_t g = 0; g < rows; ++g)
+      indices.push_back(static_cast<int32_t>(g));
+    return indices;
+  }
+  const int64_t total = std::clamp<int64_t>(cup.back(), 0, rows);
+  const int64_t localTotal = total / cp;
+  const int64_t tailWidth = std::max<int64_t>(rowsPerRank - localTotal, 1);
+  const auto sequenceEnd = cup.end() - 1; // s ranges over [0, len-2]
+  for (int64_t g = 0; g < rows; ++g) {
+    if (g >= total) {
+      // The ranks' tails past Tl, rank after rank.
+      const int64_t past = g - total, rank = past / tailWidth;
+      indices.push_back(static_cast<int32_t>(rank * rowsPerRank + localTotal +
+                                             past % tailWidth));
+      continue;
+    }
+    int64_t rank, local;
+    if (mode == CpMode::Contiguous) {
+      const int64_t share = std::max<int64_t>(localTotal, 1);
+      rank = std::min(g / share, cp - 1);
+      local = g - rank * share;
+    } else {
+      // g < total <= cup.back(), so cup has a sequence covering g.
+      const int64_t s =
+          std::upper_bound(cup.begin(), sequenceEnd, g) - cup.begin() - 1;
+      const int64_t start = cup[s], length = cup[s + 1] - start;
+      const int64_t half = std::max<int64_t>(length / (2 * cp), 1);
+      const int64_t k = g - start, chunk = k / half;
+      const bool firstHalf = chunk < cp;
+      rank = std::clamp<int64_t>(firstHalf ? chunk : 2 * cp - 1 - chunk, 0,
+                                 cp - 1);
+      local = start / cp + k % half + (firstHalf ? 0 : half);
+    }
+    indices.push_back(static_cast<int32_t>(
+        std::clamp<int64_t>(rank * rowsPerRank + local, 0, rows - 1)));
   }
   return indices;
 }

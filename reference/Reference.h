@@ -367,6 +367,27 @@ template <typename T>
 Expected<std::vector<T>> cpSlice(const std::vector<T> &values,
                                  const std::vector<int32_t> &indices);
 
+/// S7, the inverse of cpSlice over all ranks: `values` holds the local rows
+/// of the `cp` ranks gathered rank after rank, `rowsPerRank` (R) each; the
+/// result is the row of `values` that each of the cp*R rows of the packed
+/// buffer comes from. With T = min(cup.back(), cp*R) and Tl = T/cp, row
+/// g < T of sequence s (the last s < len(cup)-1 with cup[s] <= g) at offset
+/// k = g-cup[s]: zigzag, h = max((cup[s+1]-cup[s]) / (2*cp), 1), chunk
+/// c = k/h on rank r = c < cp ? c : 2*cp-1-c (clamped into [0, cp)), index
+/// r*R + cup[s]/cp + k%h (+ h when c >= cp); contiguous, with
+/// q = max(Tl, 1), rank r = min(g/q, cp-1), index r*R + g - r*q. Every such
+/// index is clamped into [0, cp*R). Rows g >= T take the ranks' padded
+/// tails in rank order: g = T + r*(R-Tl) + j reads r*R + Tl + j. On
+/// offsets that cpPartitionIndices accepts with T <= cp*R the result is a
+/// permutation and undoes the slices padded to R rows (on others it still
+/// indexes inside the gathered rows). cp == 1 is the identity [0, R).
+/// Errors: cp < 1, R < 1, cp*R above int32 max, cup empty, not starting at 0
+/// or decreasing. Golden: cup [0,4,8,12], cp 2, R 6 ->
+/// [0,6,7,1,2,8,9,3,4,10,11,5].
+Expected<std::vector<int32_t>>
+cpUnsliceIndices(const std::vector<int32_t> &cuSeqlensPadded, int64_t cp,
+                 int64_t rowsPerRank, CpMode mode = CpMode::Zigzag);
+
 /// S14 (TE `thd_sequence_order_to_cp_rank_order`): the concatenation over
 /// ranks r = 0..cp-1 of cpPartitionIndices(cup, cup[-1], cp, r, Zigzag), i.e.
 /// the global rows in CP-rank order. Same errors as cpPartitionIndices.

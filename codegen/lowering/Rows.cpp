@@ -1,8 +1,9 @@
 //===- Rows.cpp - steps that compute per-token buffers --------------------===//
 //
 // Row `r` of a per-token buffer: packing from a pool (S4), the padding mask
-// (S5), sanitised rows (S6), a rank's CP slice (S7), position ids, RoPE
-// positions and the sequence index of a row (S8), and tail padding (S10).
+// (S5), sanitised rows (S6), a rank's CP slice and every rank's gathered
+// rows back in sequence order (S7), position ids, RoPE positions and the
+// sequence index of a row (S8), and tail padding (S10).
 // Sections are those of docs/semantics.md.
 //
 //===----------------------------------------------------------------------===//
@@ -146,6 +147,71 @@ Value mlir::thd::lowerRowCount(CpSliceOp op, ElementEmitter &e,
   Value total = e.toIndex(e.cuAt(op.getCuSeqlensPadded(), n));
   return e.minIdx(e.divU(e.maxIdx(total, e.idx(0)), e.idx(cp)),
                   e.idx(e.staticLength(result)));
+}
+
+namespace {
+/// The row of a CP unslice's gathered input that its row `g` holds. Unslices
+/// of the same layout (offsets, count, cp, rows per rank, mode) share it.
+Value unsliceSource(CpUnsliceOp op, ElementEmitter &e, Value g) {
+  using P = arith::CmpIPredicate;
+  int64_t cp = e.intAttr(op.getCp());
+  int64_t perRank = e.intAttr(op.getRowsPerRank());
+  Value cup = ElementEmitter::resolve(op.getCuSeqlensPadded());
+  Value n = e.count(op.getNumSeqs(), cup);
+  // Both factors fit 31 bits (the verifier), and no rank operand: the key
+  // differs from every cp_slice's.
+  int64_t layout = (perRank << 32) | (cp << 1) |
+                   (op.getMode() == CpMode::contiguous ? 1 : 0);
+  auto key = std::make_tuple(cup, Value(), n, layout, g);
+  if (Value cached = e.elementCache.lookup(key))
+    return cached;
+  Value total = e.clamp(e.toIndex(e.cuAt(cup, n)), 0, cp * perRank);
+  Value localTotal = e.divU(total, e.idx(cp));
+  // The tail: rank r's rows past localTotal, rank after rank. There is a
+  // tail row only when total < cp * perRank, so localTotal < perRank.
+  Value past = e.maxIdx(e.sub(g, total), e.idx(0));
+  Value tailWidth = e.maxIdx(e.sub(e.idx(perRank), localTotal), e.idx(1));
+  Value tailRank = e.divU(past, tailWidth);
+  Value tailSource = e.add(e.add(e.mul(tailRank, e.idx(perRank)), localTotal),
+                           e.sub(past, e.mul(tailRank, tailWidth)));
+  Value rank, local;
+  if (op.getMode() == CpMode::contiguous) {
+    Value share = e.maxIdx(localTotal, e.idx(1));
+    rank = e.minIdx(e.divU(g, share), e.idx(cp - 1));
+    local = e.sub(g, e.mul(rank, share));
+  } else {
+    // TE dual-chunk: chunk c of the sequence is on rank c, or 2cp-1-c in
+    // the second half.
+    Value s = e.findSequence(cup, n, g, 1);
+    Value start = e.toIndex(e.cuAt(cup, s, /*inBounds=*/true));
+    Value end = e.toIndex(e.cuAt(cup, e.add(s, e.idx(1)),
+                                 /*inBounds=*/e.staticLength(cup) >= 2));
+    Value chunkLen =
+        e.maxIdx(e.divS(e.sub(end, start), e.idx(2 * cp)), e.idx(1));
+    Value k = e.sub(g, start);
+    Value chunk = e.divS(k, chunkLen);
+    Value firstHalf = e.cmp(P::slt, chunk, e.idx(cp));
+    rank = e.select(firstHalf, chunk, e.sub(e.idx(2 * cp - 1), chunk));
+    rank = e.clamp(rank, 0, cp - 1);
+    local = e.add(e.add(e.divS(start, e.idx(cp)), e.remS(k, chunkLen)),
+                  e.select(firstHalf, e.idx(0), chunkLen));
+  }
+  Value sequenceSource =
+      e.clamp(e.add(e.mul(rank, e.idx(perRank)), local), 0, cp * perRank - 1);
+  Value source = e.select(e.cmp(P::slt, g, total), sequenceSource, tailSource);
+  return e.elementCache[key] = source;
+}
+} // namespace
+
+Value mlir::thd::lowerElement(CpUnsliceOp op, ElementEmitter &e, OpResult,
+                              Value g) {
+  if (e.intAttr(op.getCp()) == 1)
+    return e.row(op.getInput(), g);
+  return e.row(op.getInput(), unsliceSource(op, e, g));
+}
+Value mlir::thd::lowerRowCount(CpUnsliceOp, ElementEmitter &e,
+                               OpResult result) {
+  return allRows(e, result);
 }
 
 Value mlir::thd::lowerElement(PadTailOp op, ElementEmitter &e, OpResult,

@@ -3,7 +3,7 @@
 // One pair of functions per thd step, defined in the file of its family:
 //   Offsets.cpp   align_lengths, gather, cu_seqlens, pad_cu_seqlens
 //   Rows.cpp      padding_mask, position_ids, pack, sanitize, cp_slice,
-//                 pad_tail, seq_idx, rope_positions
+//                 cp_unslice, pad_tail, seq_idx, rope_positions
 //   Metadata.cpp  max_seqlen, validate, dropped, pad_tail_metadata
 // `lowerElement` computes element `at` of `result` (null `at` for a scalar);
 // `lowerRowCount` the number of meaningful rows of a per-token result.
@@ -35,6 +35,7 @@ THD_STEP_LOWERING(PositionIdsOp)
 THD_STEP_LOWERING(PackOp)
 THD_STEP_LOWERING(SanitizeOp)
 THD_STEP_LOWERING(CpSliceOp)
+THD_STEP_LOWERING(CpUnsliceOp)
 THD_STEP_LOWERING(PadTailOp)
 THD_STEP_LOWERING(SeqIdxOp)
 THD_STEP_LOWERING(RopePositionsOp)

@@ -53,6 +53,29 @@ func.func @cp_slice_cp1_type_change(%t: tensor<8xi64>, %cup: tensor<4xi32>,
 
 // -----
 
+// cp_unslice with cp = 1 is its input; cp = 2 reorders rows: no fold.
+// CHECK-LABEL: func.func @cp_unslice_cp1
+// CHECK-SAME: (%[[T:.+]]: tensor<8xi64>,
+// CHECK-NOT: thd.cp_unslice
+// CHECK: return %[[T]]
+func.func @cp_unslice_cp1(%t: tensor<8xi64>, %cup: tensor<4xi32>) -> tensor<8xi64> {
+  %s = thd.cp_unslice %t, %cup cp 1 mode zigzag rows_per_rank 8
+      : tensor<8xi64>, tensor<4xi32> -> tensor<8xi64>
+  return %s : tensor<8xi64>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @cp_unslice_cp2
+// CHECK: thd.cp_unslice {{.*}} cp 2
+func.func @cp_unslice_cp2(%t: tensor<8xi64>, %cup: tensor<4xi32>) -> tensor<8xi64> {
+  %s = thd.cp_unslice %t, %cup cp 2 mode zigzag rows_per_rank 4
+      : tensor<8xi64>, tensor<4xi32> -> tensor<8xi64>
+  return %s : tensor<8xi64>
+}
+
+// -----
+
 // A pipeline argument padded to its own length is itself, and so is a
 // pad_tail of a pad_tail to the same target.
 // CHECK-LABEL: func.func @pad_tail_own_length

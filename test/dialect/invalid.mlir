@@ -251,6 +251,80 @@ func.func @f(%t: tensor<?xi64>, %cup: tensor<?xi32>, %r: tensor<2xi32>) -> tenso
 
 // -----
 
+func.func @f(%t: tensor<?xi64>, %cup: tensor<?xi32>) -> tensor<?xi64> {
+  // expected-error @+1 {{'cp' must be at least 1, got 0}}
+  %0 = thd.cp_unslice %t, %cup cp 0 mode zigzag rows_per_rank 4 : tensor<?xi64>, tensor<?xi32> -> tensor<?xi64>
+  return %0 : tensor<?xi64>
+}
+
+// -----
+
+func.func @f(%t: tensor<?xi64>, %cup: tensor<?xi32>) -> tensor<?xi64> {
+  // expected-error @+1 {{'rows_per_rank' must be at least 1, got 0}}
+  %0 = thd.cp_unslice %t, %cup cp 2 mode zigzag rows_per_rank 0 : tensor<?xi64>, tensor<?xi32> -> tensor<?xi64>
+  return %0 : tensor<?xi64>
+}
+
+// -----
+
+func.func @f(%t: tensor<?xi64>, %cup: tensor<?xi32>) -> tensor<?xi64> {
+  // expected-error @+1 {{cannot evaluate 'rows_per_rank'}}
+  %0 = thd.cp_unslice %t, %cup cp 2 mode zigzag rows_per_rank "C" : tensor<?xi64>, tensor<?xi32> -> tensor<?xi64>
+  return %0 : tensor<?xi64>
+}
+
+// -----
+
+func.func @f(%t: tensor<?xi64>, %cup: tensor<?xi32>) -> tensor<?xf32> {
+  // expected-error @+1 {{result element type 'f32' differs from the input element type 'i64'}}
+  %0 = thd.cp_unslice %t, %cup cp 2 mode zigzag rows_per_rank 4 : tensor<?xi64>, tensor<?xi32> -> tensor<?xf32>
+  return %0 : tensor<?xf32>
+}
+
+// -----
+
+func.func @f(%t: tensor<12xi64>, %cup: tensor<?xi32>) -> tensor<?xi64> {
+  // expected-error @+1 {{input has 12 rows; expected cp * rows_per_rank = 2 * 4 = 8}}
+  %0 = thd.cp_unslice %t, %cup cp 2 mode zigzag rows_per_rank 4 : tensor<12xi64>, tensor<?xi32> -> tensor<?xi64>
+  return %0 : tensor<?xi64>
+}
+
+// -----
+
+module attributes {thd.params = {C = 8 : i64, cp = 2 : i64}} {
+func.func @f(%t: tensor<?xi64>, %cup: tensor<?xi32>) -> tensor<8xi64> {
+  // expected-error @+1 {{result has 8 rows; expected cp * rows_per_rank = 2 * 8 = 16}}
+  %0 = thd.cp_unslice %t, %cup cp "cp" mode contiguous rows_per_rank "C" : tensor<?xi64>, tensor<?xi32> -> tensor<8xi64>
+  return %0 : tensor<8xi64>
+}
+}
+
+// -----
+
+func.func @f(%t: tensor<?xi64>, %cup: tensor<?xi32>) -> tensor<?xi64> {
+  // expected-error @+1 {{gathers cp * rows_per_rank = 4 * 1073741824 = 4294967296 rows, more than i32 offsets address (2147483647)}}
+  %0 = thd.cp_unslice %t, %cup cp 4 mode zigzag rows_per_rank 1073741824 : tensor<?xi64>, tensor<?xi32> -> tensor<?xi64>
+  return %0 : tensor<?xi64>
+}
+
+// -----
+
+func.func @f(%t: tensor<?xi64>, %cup: tensor<0xi32>) -> tensor<?xi64> {
+  // expected-error @+1 {{cumulative-offset arrays need at least one entry, got 0}}
+  %0 = thd.cp_unslice %t, %cup cp 2 mode zigzag rows_per_rank 4 : tensor<?xi64>, tensor<0xi32> -> tensor<?xi64>
+  return %0 : tensor<?xi64>
+}
+
+// -----
+
+func.func @f(%t: tensor<?xi64>, %cup: tensor<?xi32>, %n: tensor<2xi32>) -> tensor<?xi64> {
+  // expected-error @+1 {{operand #2 must be tensor<1xi32>}}
+  %0 = "thd.cp_unslice"(%t, %cup, %n) <{cp = 2 : i64, rows_per_rank = 4 : i64}> : (tensor<?xi64>, tensor<?xi32>, tensor<2xi32>) -> tensor<?xi64>
+  return %0 : tensor<?xi64>
+}
+
+// -----
+
 func.func @f(%cup: tensor<?xi32>, %r: tensor<1xi32>) -> tensor<6xi32> {
   // expected-error @+1 {{result has 6 rows but 'length' is 8}}
   %0 = thd.rope_positions %cup, %r max_seqlen %r cp 2 length 8 table_rows 16 : tensor<?xi32> -> tensor<6xi32>

@@ -105,6 +105,17 @@ func.func @cp_slice(%t: tensor<12xi64>, %m: tensor<?xi1>, %cup: tensor<4xi32>, %
   return %0, %1, %2 : tensor<6xi64>, tensor<?xi1>, tensor<6xi64>
 }
 
+// CHECK-LABEL: func @cp_unslice
+func.func @cp_unslice(%t: tensor<12xi64>, %m: tensor<?xi1>, %l: tensor<?xf32>, %cup: tensor<4xi32>, %n: tensor<1xi32>) -> (tensor<12xi64>, tensor<?xi1>, tensor<?xf32>) {
+  // CHECK: thd.cp_unslice %{{.+}}, %{{.+}} cp 2 mode zigzag rows_per_rank 6 : tensor<12xi64>, tensor<4xi32> -> tensor<12xi64>
+  %0 = thd.cp_unslice %t, %cup cp 2 mode zigzag rows_per_rank 6 : tensor<12xi64>, tensor<4xi32> -> tensor<12xi64>
+  // CHECK: thd.cp_unslice %{{.+}}, %{{.+}} num_seqs %{{.+}} cp "cp" mode zigzag rows_per_rank "C" : tensor<?xi1>, tensor<4xi32> -> tensor<?xi1>
+  %1 = thd.cp_unslice %m, %cup num_seqs %n cp "cp" mode zigzag rows_per_rank "C" : tensor<?xi1>, tensor<4xi32> -> tensor<?xi1>
+  // CHECK: thd.cp_unslice %{{.+}}, %{{.+}} num_seqs %{{.+}} cp "cp" mode contiguous rows_per_rank "C" : tensor<?xf32>, tensor<4xi32> -> tensor<?xf32>
+  %2 = thd.cp_unslice %l, %cup num_seqs %n cp "cp" mode contiguous rows_per_rank "C" : tensor<?xf32>, tensor<4xi32> -> tensor<?xf32>
+  return %0, %1, %2 : tensor<12xi64>, tensor<?xi1>, tensor<?xf32>
+}
+
 // CHECK-LABEL: func @positions
 func.func @positions(%cu: tensor<4xi32>, %cup: tensor<4xi32>, %r: tensor<1xi32>) -> (tensor<12xi64>, tensor<8xi32>, tensor<16xi32>) {
   // CHECK: thd.position_ids %{{.+}}, %{{.+}} : tensor<4xi32>, tensor<4xi32> -> tensor<12xi64>

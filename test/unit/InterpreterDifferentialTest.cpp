@@ -623,6 +623,60 @@ func.func @slices(%tokens: tensor<48xi64> {thd.name = "tokens"},
   runPipeline(pipeline, 6);
 }
 
+/// The gathered slices of every rank back in sequence order: zigzag over
+/// 2 and 4 ranks, contiguous over 3, cp = 1, and an unslice feeding a
+/// sanitize (fused). Every fourth case has offsets that validation would
+/// reject (not divisible by 2*cp or cp, totals past cp*R).
+TEST(InterpreterDifferential, CpUnslice) {
+  Pipeline pipeline{"unslices", R"mlir(
+func.func @unslices(%gathered: tensor<24xi64> {thd.name = "gathered"},
+                    %loss: tensor<18xf32> {thd.name = "loss"},
+                    %mask: tensor<16xi1> {thd.name = "mask"},
+                    %cu: tensor<7xi32> {thd.name = "cu"},
+                    %cup: tensor<7xi32> {thd.name = "cup"},
+                    %cup3: tensor<7xi32> {thd.name = "cup3"},
+                    %n: tensor<1xi32> {thd.name = "num_seqs"},
+                    %n3: tensor<1xi32> {thd.name = "num_seqs3"})
+    -> (tensor<24xi64> {thd.name = "zigzag2"}, tensor<18xf32> {thd.name = "contiguous3"},
+        tensor<16xi1> {thd.name = "zigzag4"}, tensor<24xi64> {thd.name = "cp1"},
+        tensor<24xi64> {thd.name = "sanitized"}) {
+  %z = thd.cp_unslice %gathered, %cup num_seqs %n cp 2 mode zigzag rows_per_rank 12
+      : tensor<24xi64>, tensor<7xi32> -> tensor<24xi64>
+  %c = thd.cp_unslice %loss, %cup3 num_seqs %n3 cp 3 mode contiguous rows_per_rank 6
+      : tensor<18xf32>, tensor<7xi32> -> tensor<18xf32>
+  %z4 = thd.cp_unslice %mask, %cup num_seqs %n cp 4 mode zigzag rows_per_rank 4
+      : tensor<16xi1>, tensor<7xi32> -> tensor<16xi1>
+  %one = thd.cp_unslice %gathered, %cup num_seqs %n cp 1 mode zigzag rows_per_rank 24
+      : tensor<24xi64>, tensor<7xi32> -> tensor<24xi64>
+  %m = thd.padding_mask %cu, %cup num_seqs %n capacity 24
+      : tensor<7xi32>, tensor<7xi32> -> tensor<24xi1>
+  %s = thd.sanitize %z, %m fill -1 : tensor<24xi64>, tensor<24xi1>
+  return %z, %c, %z4, %one, %s
+      : tensor<24xi64>, tensor<18xf32>, tensor<16xi1>, tensor<24xi64>, tensor<24xi64>
+}
+)mlir",
+                    [](std::mt19937 &rng, int i) {
+                      // Offsets divisible by 8 serve zigzag over 2 and 4
+                      // ranks, by 3 contiguous over 3; up to the smallest
+                      // capacity (16) or, when faulty, any offsets up to 40.
+                      bool faulty = i % 4 == 3;
+                      Microbatch m = randomMicrobatch(
+                          rng, 7, 6, faulty ? 40 : 16, faulty ? 1 : 8);
+                      Microbatch m3 = randomMicrobatch(
+                          rng, 7, 6, faulty ? 40 : 18, faulty ? 1 : 3);
+                      return Values{{"gathered", randomValues(rng, 24, 1, 999)},
+                                    {"loss", randomFloats(rng, 18)},
+                                    {"mask", randomValues(rng, 16, 0, 1)},
+                                    {"cu", m.cu},
+                                    {"cup", m.cup},
+                                    {"cup3", m3.cup},
+                                    {"num_seqs", {double(m.n)}},
+                                    {"num_seqs3", {double(m3.n)}}};
+                    },
+                    200};
+  runPipeline(pipeline, 12);
+}
+
 TEST(InterpreterDifferential, PadTailMetadata) {
   Pipeline pipeline{"tail", R"mlir(
 func.func @tail(%cu: tensor<7xi32> {thd.name = "cu"},
@@ -867,6 +921,33 @@ TEST(InterpreterDifferential, GraphStepExamples) {
                    " cp=" + std::to_string(cp));
       runPipeline(pipeline, uint32_t(10 + C));
     }
+  }
+}
+
+/// The ranks' rows gathered back into sequence order (examples/
+/// cp_unslice.mlir) with the graph step's metadata: valid microbatches and,
+/// every third case, faulty metadata (which validation turns into an empty
+/// microbatch, so the gathered rows come back as they are).
+TEST(InterpreterDifferential, CpUnsliceExample) {
+  for (auto [C, cp, N] : {std::tuple<int64_t, int64_t, int64_t>{8, 2, 6},
+                          {12, 3, 5},
+                          {8, 4, 6},
+                          {16, 1, 4},
+                          {1024, 2, 40}}) {
+    Pipeline pipeline{"cp_unslice.mlir",
+                      example("cp_unslice.mlir"),
+                      [C = C, cp = cp, N = N](std::mt19937 &rng, int i) {
+                        Values values = graphStepValues(
+                            rng, i, C, cp, N, cp > 1 ? 2 * cp : 1, N - 1);
+                        values["gathered_tokens"] = values["tokens"];
+                        values["gathered_loss"] = values["loss_mask"];
+                        return values;
+                      },
+                      C > 100 ? 20 : 60,
+                      {{"C", C}, {"cp", cp}, {"N", N}}};
+    SCOPED_TRACE("cp_unslice.mlir C=" + std::to_string(C) +
+                 " cp=" + std::to_string(cp));
+    runPipeline(pipeline, uint32_t(70 + C + cp));
   }
 }
 

@@ -465,6 +465,122 @@ TEST(S7, SliceIndexOutOfRange) {
                "indices[1] = 3 is out of range for a buffer of 3 rows");
 }
 
+TEST(S7, GoldenUnsliceRunningExample) {
+  // Rank 0 kept rows [0,3,4,7,8,11], rank 1 [1,2,5,6,9,10]; gathered with
+  // R = 6 rows each they come back in sequence order.
+  EXPECT_VALUE(cpUnsliceIndices(kCup, 2, 6),
+               (I32{0, 6, 7, 1, 2, 8, 9, 3, 4, 10, 11, 5}));
+  const I64 gathered = {0, 3, 4, 7, 8, 11, 1, 2, 5, 6, 9, 10};
+  Expected<I32> indices = cpUnsliceIndices(kCup, 2, 6);
+  ASSERT_TRUE(indices) << indices.error();
+  EXPECT_VALUE(cpSlice(gathered, *indices),
+               (I64{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}));
+}
+
+TEST(S7, GoldenUnsliceWithTail) {
+  // R = 8: each rank's slice padded with 2 rows (rank 0: 100, 101; rank 1:
+  // 200, 201); they follow the 12 rows of the sequences, rank 0's first.
+  const I64 gathered = {0, 3, 4, 7, 8, 11, 100, 101,
+                        1, 2, 5, 6, 9, 10, 200, 201};
+  Expected<I32> indices = cpUnsliceIndices(kCup, 2, 8);
+  ASSERT_TRUE(indices) << indices.error();
+  EXPECT_EQ(*indices,
+            (I32{0, 8, 9, 1, 2, 10, 11, 3, 4, 12, 13, 5, 6, 7, 14, 15}));
+  EXPECT_VALUE(cpSlice(gathered, *indices),
+               (I64{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 100, 101, 200, 201}));
+}
+
+TEST(S7, GoldenUnsliceContiguousAndEmpty) {
+  // Contiguous, T = 12, cp 3, R 5: rank r kept rows [4r, 4r+4) and one
+  // padded row.
+  EXPECT_VALUE(cpUnsliceIndices(kCup, 3, 5, CpMode::Contiguous),
+               (I32{0, 1, 2, 3, 5, 6, 7, 8, 10, 11, 12, 13, 4, 9, 14}));
+  // No sequence (a microbatch that validation rejected): every row is a
+  // tail row, so the gathered rows stay where they are.
+  EXPECT_VALUE(cpUnsliceIndices({0}, 2, 3), (I32{0, 1, 2, 3, 4, 5}));
+  EXPECT_VALUE(cpUnsliceIndices({0, 3, 5}, 1, 4), (I32{0, 1, 2, 3}));
+}
+
+TEST(S7, UnsliceInconsistentOffsetsStayInBounds) {
+  // A total above cp*R, an offset not divisible by 2*cp: some rows of the
+  // input, never one outside it.
+  for (CpMode mode : {CpMode::Zigzag, CpMode::Contiguous})
+    for (const I32 &cup : {I32{0, 4, 8, 40}, I32{0, 3, 5, 7}, I32{0, 1}}) {
+      Expected<I32> indices = cpUnsliceIndices(cup, 4, 3, mode);
+      ASSERT_TRUE(indices) << indices.error();
+      ASSERT_EQ(indices->size(), 12u);
+      for (int32_t index : *indices)
+        EXPECT_TRUE(index >= 0 && index < 12) << index;
+    }
+}
+
+TEST(S7, UnsliceErrors) {
+  EXPECT_ERROR(cpUnsliceIndices(kCup, 0, 6), "cp = 0 must be >= 1");
+  EXPECT_ERROR(cpUnsliceIndices(kCup, 2, 0), "rows_per_rank = 0 must be >= 1");
+  EXPECT_ERROR(cpUnsliceIndices(kCup, 4, 1 << 30),
+               "cp * rows_per_rank = 4 * 1073741824 is above int32 max");
+  EXPECT_ERROR(cpUnsliceIndices({}, 2, 6), "at least one entry");
+  EXPECT_ERROR(cpUnsliceIndices({0, 8, 4}, 2, 6),
+               "cu_seqlens_padded decreases");
+}
+
+/// Slicing a buffer on every rank, padding each slice to R rows and
+/// gathering the slices, then unslicing, gives the buffer back: its T rows
+/// in sequence order, then the padded rows rank after rank. Random offsets
+/// (zero-length sequences included), cp 1 to 4, both modes.
+TEST(S7, UnsliceUndoesSliceAndPadOnEveryRank) {
+  std::mt19937 rng(20261107);
+  auto uniform = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  for (int trial = 0; trial < 400; ++trial) {
+    const int64_t cp = uniform(1, 4);
+    const CpMode mode = trial % 2 ? CpMode::Contiguous : CpMode::Zigzag;
+    const int64_t multiple =
+        cp == 1 ? 1 : (mode == CpMode::Zigzag ? 2 * cp : cp);
+    I32 cup = {0};
+    for (int64_t s = uniform(0, 5); s > 0; --s)
+      cup.push_back(cup.back() + int32_t(multiple * uniform(0, 4)));
+    const int64_t total = cup.back(), local = total / cp;
+    const int64_t perRank = local + uniform(local == 0 ? 1 : 0, 5);
+    const int64_t rows = cp * perRank;
+    // The packed buffer, then each rank's padded rows, all distinct.
+    I64 original(static_cast<size_t>(rows));
+    std::iota(original.begin(), original.end(), 1000);
+    const I64 packed(original.begin(), original.begin() + total);
+    I64 gathered, gatheredFilled;
+    for (int64_t rank = 0; rank < cp; ++rank) {
+      I64 slice;
+      if (total > 0) {
+        Expected<I32> indices = cpPartitionIndices(cup, total, cp, rank, mode);
+        ASSERT_TRUE(indices) << indices.error();
+        Expected<I64> sliced = cpSlice(packed, *indices);
+        ASSERT_TRUE(sliced) << sliced.error();
+        slice = *sliced;
+      }
+      ASSERT_EQ(int64_t(slice.size()), local);
+      Expected<I64> filled = padTail(slice, perRank, int64_t(-1));
+      ASSERT_TRUE(filled) << filled.error();
+      gatheredFilled.insert(gatheredFilled.end(), filled->begin(),
+                            filled->end());
+      // The same slice with this rank's own rows of the tail.
+      auto tail = original.begin() + total + rank * (perRank - local);
+      slice.insert(slice.end(), tail, tail + (perRank - local));
+      gathered.insert(gathered.end(), slice.begin(), slice.end());
+    }
+    Expected<I32> indices = cpUnsliceIndices(cup, cp, perRank, mode);
+    ASSERT_TRUE(indices) << indices.error();
+    I32 sorted = *indices;
+    std::sort(sorted.begin(), sorted.end());
+    I32 identity(static_cast<size_t>(rows));
+    std::iota(identity.begin(), identity.end(), 0);
+    ASSERT_EQ(sorted, identity) << "not a permutation, trial " << trial;
+    EXPECT_VALUE(cpSlice(gathered, *indices), original);
+    I64 expectedFilled = withTail(packed, size_t(rows - total), int64_t(-1));
+    EXPECT_VALUE(cpSlice(gatheredFilled, *indices), expectedFilled);
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // S8
 //===----------------------------------------------------------------------===//
