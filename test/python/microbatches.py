@@ -114,3 +114,52 @@ def reference_pack(pool, sample_ids, num_seqs, cp_rank, C, cp, N):
     return thdc.reference.pack_microbatch(*(pool[name] for name in POOLS),
                                           np.asarray(sample_ids, np.int32), int(num_seqs),
                                           cp_rank, C, cp, N)
+
+
+def step_inputs(mb, C, cp, keys=("tokens", "labels", "loss_mask", "position_ids")):
+    """A microbatch as the reference framework hands it over, as torch
+    tensors on the GPU: data [1, T] with T the packed rows (the given keys),
+    cu arrays of num_seqs+1 entries."""
+    import torch
+
+    n = int(mb["num_seqs"][0])
+    rows = max(0, min(int(mb["cu_seqlens_padded"][n]), C * cp))
+    take = lambda name, count: torch.from_numpy(mb[name][:count].copy()).cuda()
+    inputs = {k: take(k, rows).view(1, -1) for k in keys}
+    inputs.update(cu_seqlens=take("cu_seqlens", n + 1),
+                  cu_seqlens_padded=take("cu_seqlens_padded", n + 1))
+    return inputs
+
+
+def rope_rows(cu_seqlens_padded, max_seqlen, cp, rank, length, table_rows):
+    """S8's RoPE table row of each of `length` CP-local rows, restated from
+    docs/semantics.md in NumPy (an oracle independent of the reference)."""
+    cup = np.asarray(cu_seqlens_padded, np.int64)
+    local = np.diff(cup) // cp
+    lcu = np.concatenate([[0], np.cumsum(local)])
+    rows = np.empty(length, np.int64)
+    for t in range(length):
+        s = int(np.clip(np.searchsorted(lcu, t, side="right") - 1, 0, len(cup) - 2))
+        k, L = t - lcu[s], local[s]
+        h = L // 2
+        if cp == 1:
+            pos = k
+        elif k < h:
+            pos = rank * h + k
+        else:
+            pos = L * cp - (rank + 1) * h + (k - h)
+        if table_rows > max_seqlen:
+            pos += cup[s]
+        rows[t] = min(max(pos, 0), table_rows - 1)
+    return rows.astype(np.int32)
+
+
+def dropped(mb, status):
+    """(sequences, valid tokens) an emptied microbatch claimed: its num_seqs
+    clamped into the cu array, and the valid offset there (never negative);
+    (0, 0) when it was valid."""
+    if status == 0:
+        return 0, 0
+    cu = mb["cu_seqlens"]
+    seqs = min(max(int(mb["num_seqs"][0]), 0), len(cu) - 1)
+    return seqs, max(int(cu[seqs]), 0)

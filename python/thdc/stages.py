@@ -1,0 +1,222 @@
+"""The pipelines behind thdc.megatron.GraphStep, one per pipeline-parallel
+stage and set of model-side outputs, as `thd` dialect text.
+
+The reference framework's graph-mode step, for one microbatch and one CP
+rank (docs/semantics.md S5-S10): the padding mask, padded slots sanitised,
+the rank's CP rows, every rank padded to C rows with a dummy sequence over
+the tail, the cu arrays padded to N+1 entries, a static max_seqlen of C*cp.
+Each pipeline-parallel stage reads part of it:
+
+    stage        data keys it reads                     always
+    first        tokens, position_ids                   padding_mask, metadata
+    last         labels, loss_mask                      padding_mask, metadata
+    middle       -                                      padding_mask, metadata
+    first_last   tokens, labels, position_ids,          padding_mask, metadata
+                 loss_mask (one stage, or MTP layers)
+
+"metadata" is the padded cu arrays, max_seqlen, the status bits and the
+dropped-work counts, identical on every stage for the same microbatch. The
+model-side outputs are optional:
+
+    seq_idx         the sequence of each of the C*cp rows of the whole packed
+                    buffer (every rank), what Mamba layers read, under any cp
+    rope_rows       the RoPE table row of each of the rank's C rows (S8, a
+                    table of R rows: the parameter R)
+    cp_order_index  for each of the C*cp rows in sequence order, the row of
+                    the rank-major gather of every rank's C rows that holds
+                    it (thd.cp_unslice of the row numbers, the inverse of
+                    the CP slice and tail padding): `gathered[index]` puts
+                    CP-partitioned rows back into sequence order; the tail
+                    rows of every rank follow the real rows, rank by rank
+
+This module only writes text and imports nothing from thdc, so a build
+script can run it without the package:
+    python3 python/thdc/stages.py --stage first --rope > first.mlir
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Dict, List, Tuple
+
+STAGES: Dict[str, Tuple[str, ...]] = {
+    "first": ("tokens", "position_ids"),
+    "last": ("labels", "loss_mask"),
+    "middle": (),
+    "first_last": ("tokens", "labels", "position_ids", "loss_mask"),
+}
+CP_MODES = ("zigzag", "contiguous")
+# Data keys in the order of the pipeline's arguments and results.
+_DATA_ORDER = ("tokens", "labels", "position_ids", "loss_mask")
+_DATA_TYPES = {"tokens": "i64", "labels": "i64", "position_ids": "i64", "loss_mask": "f32"}
+_FILL = {"i64": "", "f32": " fill 0.0"}
+ENTRY = "megatron_step"
+
+
+def check_options(stage: str, cp_mode: str, rope: bool) -> None:
+    if stage not in STAGES:
+        raise ValueError(f"stage must be one of {tuple(STAGES)}; got {stage!r}")
+    if cp_mode not in CP_MODES:
+        raise ValueError(f"cp_mode must be one of {CP_MODES}; got {cp_mode!r}")
+    if rope and cp_mode != "zigzag":
+        raise ValueError("RoPE table rows follow zigzag CP (thd.rope_positions); "
+                         "cp_mode='contiguous' has no rope rows")
+
+
+def data_keys(stage: str) -> Tuple[str, ...]:
+    """The data keys `stage` reads, in argument order."""
+    check_options(stage, "zigzag", False)
+    return tuple(k for k in _DATA_ORDER if k in STAGES[stage])
+
+
+def outputs(stage: str, *, seq_idx: bool = True, rope: bool = False,
+            cp_order_index: bool = False) -> List[str]:
+    """The result names of the pipeline, in order."""
+    names = list(data_keys(stage)) + ["padding_mask", "cu_seqlens_padded", "cu_seqlens",
+                                      "max_seqlen"]
+    names += ["seq_idx"] * seq_idx + ["rope_rows"] * rope + ["cp_order_index"] * cp_order_index
+    return names + ["status", "dropped_seqs", "dropped_tokens"]
+
+
+def variant(stage: str = "first_last", *, cp_mode: str = "zigzag", seq_idx: bool = True,
+            rope: bool = False, cp_order_index: bool = False) -> str:
+    """A short name for a set of options ("" for the defaults), for bundle folders."""
+    check_options(stage, cp_mode, rope)
+    parts = [] if stage == "first_last" else [stage]
+    parts += [] if cp_mode == "zigzag" else [cp_mode]
+    parts += [] if seq_idx else ["noseqidx"]
+    parts += ["rope"] * rope + ["cporder"] * cp_order_index
+    return "_".join(parts)
+
+
+def pipeline(stage: str = "first_last", *, cp_mode: str = "zigzag", seq_idx: bool = True,
+             rope: bool = False, cp_order_index: bool = False) -> str:
+    """The pipeline's text. Parameters: C rows per CP rank, cp, N the sequence
+    capacity (the dummy included) and, with rope, R the RoPE table's rows."""
+    check_options(stage, cp_mode, rope)
+    keys = data_keys(stage)
+    mode = cp_mode
+    params = "C = 8 : i64, cp = 2 : i64, N = 6 : i64" + (", R = 16 : i64" if rope else "")
+    lines: List[str] = []
+    out = lines.append
+    out(f"// The THD step of the '{stage}' pipeline-parallel stage, {mode} CP"
+        + (", with seq_idx" if seq_idx else "") + (", RoPE rows" if rope else "")
+        + (", the CP order index" if cp_order_index else "") + ".")
+    out("// Generated by thdc/stages.py (python3 stages.py --help); thdc.megatron.GraphStep's pipeline.")
+    out("")
+    out(f"module attributes {{thd.params = {{{params}}}}} {{")
+    args = [f'%{k}: tensor<?x{_DATA_TYPES[k]}> {{thd.name = "{k}", '
+            f'thd.capacity = #thd.expr<"C*cp">}}' for k in keys]
+    args += ['%cu_seqlens: tensor<?xi32> {thd.name = "cu_seqlens", thd.capacity = #thd.expr<"N+1">}',
+             '%cu_seqlens_padded: tensor<?xi32> {thd.name = "cu_seqlens_padded", '
+             'thd.capacity = #thd.expr<"N+1">}',
+             '%num_seqs: tensor<1xi32> {thd.name = "num_seqs"}',
+             '%cp_rank: tensor<1xi32> {thd.name = "cp_rank"}']
+    if cp_order_index:
+        args.append('%rows: tensor<?xi32> {thd.name = "rows", thd.capacity = #thd.expr<"C*cp">}')
+    result_types = {"padding_mask": "tensor<?xi1>", "cu_seqlens_padded": "tensor<?xi32>",
+                    "cu_seqlens": "tensor<?xi32>", "max_seqlen": "tensor<1xi32>",
+                    "seq_idx": "tensor<?xi32>", "rope_rows": "tensor<?xi32>",
+                    "cp_order_index": "tensor<?xi32>", "status": "tensor<1xi32>",
+                    "dropped_seqs": "tensor<1xi32>", "dropped_tokens": "tensor<1xi32>"}
+    result_types.update({k: f"tensor<?x{_DATA_TYPES[k]}>" for k in keys})
+    names = outputs(stage, seq_idx=seq_idx, rope=rope, cp_order_index=cp_order_index)
+    out(f"  func.func @{ENTRY}(")
+    out(",\n".join("      " + a for a in args) + ")")
+    out("      -> (" + ",\n          ".join(
+        f'{result_types[n]} {{thd.name = "{n}"}}' for n in names) + ") {")
+    out("    // Bad metadata sets status bits and empties the microbatch (%n = 0);")
+    out("    // what it claimed is counted as dropped.")
+    out("    %status, %n = thd.validate %cu_seqlens, %cu_seqlens_padded, %cp_rank num_seqs %num_seqs")
+    out(f'        cp "cp" mode {mode} max_tokens "C*cp" max_seqs "N-1" : tensor<?xi32>, tensor<?xi32>')
+    out("    %dropped_seqs, %dropped_tokens = thd.dropped %status, %cu_seqlens num_seqs %num_seqs")
+    out("        : tensor<?xi32>")
+    out("    // S5: the padding mask over the packed buffer.")
+    out("    %mask = thd.padding_mask %cu_seqlens, %cu_seqlens_padded num_seqs %n capacity \"C*cp\"")
+    out("        : tensor<?xi32>, tensor<?xi32> -> tensor<?xi1>")
+    # zigzag: slice each key by the microbatch's offsets, then pad every
+    # rank's rows to C. contiguous: pad the whole buffer to C*cp first (the
+    # dialect refuses padding after a contiguous slice), then give rank r
+    # rows [r*C, (r+1)*C) by the padded offsets, whose total is C*cp.
+    zigzag = mode == "zigzag"
+    slice_by = "%cu_seqlens_padded, %cp_rank num_seqs %n" if zigzag else \
+        "%cup_out, %cp_rank num_seqs %num_seqs_out"
+    if not zigzag:
+        out('    %mask_full = thd.pad_tail %mask target "C*cp" fill true : tensor<?xi1> -> tensor<?xi1>')
+    metadata = [
+        "    // S10, graph mode: a dummy sequence over the tail, N+1 entries, max_seqlen C*cp.",
+        "    %max_seqlen = thd.max_seqlen %cu_seqlens_padded num_seqs %n : tensor<?xi32>",
+        "    %cu_out, %cup_out, %max_seqlen_out, %num_seqs_out = thd.pad_tail_metadata",
+        "        %cu_seqlens, %cu_seqlens_padded, %max_seqlen num_seqs %n",
+        f'        cp "cp" mode {mode} target "C" max_seqs "N" policy append_dummy_sequence',
+        "        : tensor<?xi32>, tensor<?xi32> -> tensor<?xi32>, tensor<?xi32>"]
+    if not zigzag:
+        lines.extend(metadata)
+    mask = "%mask" if zigzag else "%mask_full"
+    values = {}
+    for k in keys:
+        t = f"tensor<?x{_DATA_TYPES[k]}>"
+        fill = _FILL[_DATA_TYPES[k]]
+        out(f"    // {k}: S6 sanitised, S7 this rank's rows"
+            + (", S10 padded to C rows." if zigzag else "."))
+        out(f"    %{k}_s = thd.sanitize %{k}, {mask}{fill} : {t}, tensor<?xi1>")
+        result = f"%{k}_r" if zigzag else f"%{k}_out"
+        out(f'    {result} = thd.cp_slice %{k}_s, {slice_by} cp "cp" mode {mode}')
+        out(f"        : {t}, tensor<?xi32> -> {t}")
+        if zigzag:
+            out(f'    %{k}_out = thd.pad_tail %{k}_r target "C"{fill} : {t} -> {t}')
+        values[k] = f"%{k}_out"
+    result = "%mask_r" if zigzag else "%mask_out"
+    out(f'    {result} = thd.cp_slice {mask}, {slice_by} cp "cp" mode {mode}')
+    out("        : tensor<?xi1>, tensor<?xi32> -> tensor<?xi1>")
+    if zigzag:
+        out('    %mask_out = thd.pad_tail %mask_r target "C" fill true : tensor<?xi1> -> tensor<?xi1>')
+        lines.extend(metadata)
+    values.update({"padding_mask": "%mask_out", "cu_seqlens_padded": "%cup_out",
+                   "cu_seqlens": "%cu_out", "max_seqlen": "%max_seqlen_out",
+                   "status": "%status", "dropped_seqs": "%dropped_seqs",
+                   "dropped_tokens": "%dropped_tokens"})
+    if seq_idx:
+        out("    // S8: the sequence of every row of the whole buffer (C*cp rows, all ranks).")
+        out('    %seq_idx = thd.seq_idx %cup_out num_seqs %num_seqs_out length "C*cp"')
+        out("        : tensor<?xi32> -> tensor<?xi32>")
+        values["seq_idx"] = "%seq_idx"
+    if rope:
+        out("    // S8: the RoPE table row of each of the rank's C rows.")
+        out("    %rope_rows = thd.rope_positions %cup_out, %cp_rank num_seqs %num_seqs_out")
+        out('        max_seqlen %max_seqlen_out cp "cp" length "C" table_rows "R"')
+        out("        : tensor<?xi32> -> tensor<?xi32>")
+        values["rope_rows"] = "%rope_rows"
+    if cp_order_index:
+        out("    // Where each row of the sequence order sits in the gather of all ranks' rows:")
+        out("    // the inverse of the CP slice and the tail padding above.")
+        unslice_by = slice_by.replace(", %cp_rank", "")
+        out(f'    %cp_order_index = thd.cp_unslice %rows, {unslice_by} cp "cp" mode {mode}')
+        out('        rows_per_rank "C" : tensor<?xi32>, tensor<?xi32> -> tensor<?xi32>')
+        values["cp_order_index"] = "%cp_order_index"
+    out("    return " + ", ".join(values[n] for n in names))
+    out("        : " + ", ".join(result_types[n] for n in names))
+    out("  }")
+    out("}")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description="Writes a thdc.megatron.GraphStep pipeline.")
+    parser.add_argument("--stage", default="first_last", choices=tuple(STAGES))
+    parser.add_argument("--cp-mode", default="zigzag", choices=CP_MODES)
+    parser.add_argument("--no-seq-idx", action="store_true")
+    parser.add_argument("--rope", action="store_true")
+    parser.add_argument("--cp-order-index", action="store_true")
+    parser.add_argument("--variant", action="store_true",
+                        help="print the options' variant name instead of the text")
+    args = parser.parse_args(argv)
+    options = dict(cp_mode=args.cp_mode, seq_idx=not args.no_seq_idx, rope=args.rope,
+                   cp_order_index=args.cp_order_index)
+    sys.stdout.write((variant(args.stage, **options) + "\n") if args.variant
+                     else pipeline(args.stage, **options))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

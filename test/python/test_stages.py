@@ -1,0 +1,169 @@
+"""The pipelines behind thdc.megatron.GraphStep (thdc.stages), through the
+CPU path on NumPy arrays: every pipeline-parallel stage against the
+reference, the global seq_idx, the RoPE rows (against the S8 rule restated
+in NumPy), the dropped-work counts of emptied microbatches, and the CP order
+index: every rank's rows, gathered and put back with it, equal the cp = 1
+step over all C*cp rows, in zigzag and contiguous CP. Also the package's
+shipped pipeline against the generator, and the generator's errors."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import thdc
+import thdc.stages as stages
+from microbatches import dropped, mismatches, random_microbatch, reference, rope_rows
+
+DATA = ("tokens", "labels", "position_ids", "loss_mask")
+
+
+@pytest.fixture(scope="module")
+def compile_stage(cache_dir):
+    if not thdc.has_jit:
+        pytest.skip("this build of thdc has no JIT")
+
+    def compile_(C, cp, N, stage="first_last", R=None, **options):
+        params = {"C": C, "cp": cp, "N": N, **({"R": R} if R is not None else {})}
+        text = stages.pipeline(stage, rope=R is not None, **options)
+        return thdc.compile(text, params, backend="host", cache_dir=cache_dir)
+
+    return compile_
+
+
+def run(kernel, mb, cp_order_index=False):
+    """The kernel on a microbatch, by input name (the stage's own inputs)."""
+    names = [a.name for a in thdc.signature(kernel) if a.direction == "input"]
+    values = dict(mb)
+    if cp_order_index:
+        values["rows"] = np.arange(len(mb["tokens"]), dtype=np.int32)
+    return kernel(**{n: values[n] for n in names})._asdict()
+
+
+def invalidate(rng, mb, N):
+    """Breaks a microbatch one of several ways (or not)."""
+    kind = int(rng.integers(0, 5))
+    if kind == 1:
+        mb["num_seqs"][0] = N + int(rng.integers(0, 3))
+    elif kind == 2 and mb["num_seqs"][0] > 0:
+        mb["cu_seqlens_padded"][1] += 1
+    elif kind == 3 and mb["num_seqs"][0] > 0:
+        mb["cu_seqlens"][1] = mb["cu_seqlens_padded"][1] + 3
+    elif kind == 4:
+        mb["num_seqs"][0] = -int(rng.integers(1, 4))
+    return mb
+
+
+@pytest.mark.parametrize("stage", list(stages.STAGES))
+@pytest.mark.parametrize("C,cp,N", [(64, 1, 9), (96, 2, 17), (128, 4, 9)])
+def test_stage_against_reference(compile_stage, stage, C, cp, N):
+    kernel = compile_stage(C, cp, N, stage)
+    assert [a.name for a in thdc.signature(kernel) if a.direction == "output"] == \
+        stages.outputs(stage)
+    keys = stages.data_keys(stage)
+    rng = np.random.default_rng(sum(map(ord, stage)) * 1000 + C + cp)
+    statuses = set()
+    for trial in range(40):
+        mb = random_microbatch(rng, C, cp, N)
+        if trial % 3 == 2:
+            mb = invalidate(rng, mb, N)
+        got = run(kernel, mb)
+        expected = reference(mb, C, cp, N)
+        statuses.add(expected["status"] != 0)
+        filled = {**{k: expected[k] for k in DATA}, **got}
+        bad = mismatches(filled, expected)
+        assert bad == [], f"trial {trial}: {bad}"
+        assert set(keys) <= set(got) and not (set(DATA) - set(keys)) & set(got)
+        assert np.array_equal(got["seq_idx"],
+                              thdc.reference.seq_idx(expected["cu_seqlens_padded"], C * cp))
+        assert (int(got["dropped_seqs"][0]), int(got["dropped_tokens"][0])) == \
+            dropped(mb, expected["status"]), f"trial {trial}"
+    assert statuses == {False, True}
+
+
+@pytest.mark.parametrize("C,cp,N,R", [(64, 1, 9, 32), (64, 1, 9, 200), (96, 2, 17, 192),
+                                      (96, 2, 17, 1000), (64, 4, 9, 300)])
+def test_rope_rows(compile_stage, C, cp, N, R):
+    kernel = compile_stage(C, cp, N, R=R)
+    rng = np.random.default_rng(C + cp + R)
+    for _ in range(30):
+        mb = random_microbatch(rng, C, cp, N)
+        got = run(kernel, mb)
+        rank = int(mb["cp_rank"][0])
+        expected = rope_rows(got["cu_seqlens_padded"], int(got["max_seqlen"][0]), cp, rank, C, R)
+        assert np.array_equal(got["rope_rows"], expected)
+
+
+@pytest.mark.parametrize("cp_mode", stages.CP_MODES)
+@pytest.mark.parametrize("C,cp,N", [(48, 2, 9), (64, 4, 9), (96, 3, 17), (32, 1, 5)])
+def test_cp_order_index_restores_sequence_order(compile_stage, cp_mode, C, cp, N):
+    """Each rank's outputs, concatenated rank by rank and indexed with the CP
+    order index, are the cp = 1 step's over C*cp rows; the index is the same
+    on every rank and a permutation, also for emptied microbatches."""
+    ranks = compile_stage(C, cp, N, cp_mode=cp_mode, cp_order_index=True)
+    whole = compile_stage(C * cp, 1, N)
+    rng = np.random.default_rng(C * cp + len(cp_mode))
+    compared = 0
+    for trial in range(30):
+        mb = random_microbatch(rng, C, cp, N)
+        if trial % 5 == 4:
+            mb = invalidate(rng, mb, N)
+        outs = []
+        for r in range(cp):
+            mb["cp_rank"][0] = r
+            outs.append(run(ranks, mb, cp_order_index=True))
+        index = outs[0]["cp_order_index"]
+        assert np.array_equal(np.sort(index), np.arange(C * cp))
+        for o in outs[1:]:
+            assert np.array_equal(o["cp_order_index"], index)
+        mb["cp_rank"][0] = 0
+        full = run(whole, mb)
+        if outs[0]["status"][0] or full["status"][0]:
+            continue
+        compared += 1
+        for key in DATA + ("padding_mask",):
+            restored = np.concatenate([o[key] for o in outs])[index]
+            assert np.array_equal(restored, full[key]), f"{key}, trial {trial}"
+        for key in ("cu_seqlens_padded", "cu_seqlens", "max_seqlen", "seq_idx"):
+            assert np.array_equal(outs[0][key], full[key]), key
+    assert compared >= 15
+
+
+def test_shipped_pipeline_is_the_generators():
+    with open(thdc.pipeline_path("megatron_step"), encoding="utf-8") as f:
+        assert f.read() == stages.pipeline(), \
+            "python/thdc/pipelines/megatron_step.mlir differs from thdc.stages.pipeline(): " \
+            "regenerate it with `python3 python/thdc/stages.py > ...`"
+
+
+def test_variant_names_are_distinct():
+    names = set()
+    for stage in stages.STAGES:
+        for cp_mode in stages.CP_MODES:
+            for seq_idx in (False, True):
+                for rope in ((False, True) if cp_mode == "zigzag" else (False,)):
+                    for order in (False, True):
+                        names.add(stages.variant(stage, cp_mode=cp_mode, seq_idx=seq_idx,
+                                                 rope=rope, cp_order_index=order))
+    assert len(names) == 4 * (2 * 2 * 2 + 2 * 2)
+
+
+def test_bad_options_raise():
+    with pytest.raises(ValueError, match="stage must be one of"):
+        stages.pipeline("second")
+    with pytest.raises(ValueError, match="cp_mode must be one of"):
+        stages.pipeline(cp_mode="ring")
+    with pytest.raises(ValueError, match="zigzag"):
+        stages.pipeline(cp_mode="contiguous", rope=True)
+
+
+def test_command_line_writes_the_same_text():
+    script = stages.__file__
+    text = subprocess.run([sys.executable, script, "--stage", "last", "--rope"],
+                          capture_output=True, text=True, check=True).stdout
+    assert text == stages.pipeline("last", rope=True)
+    variant = subprocess.run([sys.executable, script, "--stage", "last", "--rope", "--variant"],
+                             capture_output=True, text=True, check=True).stdout
+    assert variant.strip() == "last_rope"
+    assert os.path.basename(script) == "stages.py"
