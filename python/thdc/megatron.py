@@ -8,10 +8,31 @@ mode (Megatron-LM with TransformerEngine), on static buffers.
     # params: megatron-core's PackedSeqParams (thdc's own class without it)
 
 One fused kernel does the padding mask, sanitises padded slots, slices the
-rank's zigzag CP chunks, pads the rank's rows to C with a dummy sequence,
-pads the cu arrays to N+1 entries and computes `seq_idx`; nothing waits for
-the host, so `step.run()` (the kernel on the static buffers) can be captured
-in a CUDA graph and replayed after new data is copied into `step.inputs`.
+rank's CP rows, pads the rank's rows to C with a dummy sequence, pads the cu
+arrays to N+1 entries and computes the model-side metadata (`seq_idx`, and
+on request RoPE table rows and the index that undoes the CP partition);
+nothing waits for the host, so `step.run()` (the kernel on the static
+buffers) can be captured in a CUDA graph and replayed after new data is
+copied into the step's inputs. docs/megatron.md is the guide: tensor,
+pipeline and context parallelism, microbatches in flight, every output.
+
+Pipeline stages. `stage=` picks what one pipeline-parallel stage reads:
+"first" (tokens, position_ids), "last" (labels, loss_mask), "middle" (no
+data key) or "first_last" (all four; the default). Every stage gets the
+padding mask and the same metadata for the same microbatch.
+
+Microbatches in flight. With pipeline parallelism several microbatches are
+alive at once, and a captured graph reads static addresses, so each needs
+its own buffers: `GraphStep(..., slots=K)` owns K buffer sets sharing one
+kernel, `step.slot(i)` is microbatch i's (slot i mod K), with the same
+methods as the step; capture one graph per slot. `slot_count()` gives K
+from the planner's bound.
+
+Tensor parallelism. Every TP rank runs the step on identical inputs (the
+default; no collective), or one rank runs it and `slot.broadcast(group,
+src)` sends the outputs, one buffer, to the others (a capturable NCCL
+broadcast). With `sequence_parallel=True` the batch's `padding_mask` is the
+rank's shard `[1, C/tp]` (`padding_mask_full` keeps `[1, C]`).
 
 The outputs map onto TransformerEngine's attention arguments as follows:
 
@@ -21,12 +42,15 @@ The outputs map onto TransformerEngine's attention arguments as follows:
     max_seqlen_q, max_seqlen_kv              C*cp                C*cp
     pad_between_seqs                         False               True
     qkv_format                               "thd"               "thd"
+    seq_idx                                  [1, C*cp], every rank's rows
 
 "graph" is the reference framework's convention in graph mode: every padding
 row is attended as a token of its sequence, which leaves real tokens
 unaffected because attention is causal and the padding follows them.
 "compact" gives attention the valid lengths and needs a backend that supports
-`pad_between_seqs` (cuDNN, FlashAttention 3).
+`pad_between_seqs` (cuDNN, FlashAttention 3). PackedSeqParams is built with
+the fields the installed class declares (megatron-core's fields vary by
+release); a class without `pad_between_seqs` cannot express "compact".
 
 Offsets are global (all CP ranks); every array has N+1 entries, the last ones
 repeating the total; the dummy sequence covers the rows after the real ones.
@@ -35,30 +59,35 @@ A microbatch whose metadata is invalid (see `thd.validate`: too many
 sequences, over capacity, lengths not divisible by 2*cp, decreasing offsets,
 valid longer than padded, a bad rank) sets bits in `step.outputs.status`, and
 its outputs are those of an empty microbatch: a loss mask of zeros and one
-dummy sequence, so it contributes nothing to the loss or the gradients.
-Reading `status` on the host would synchronise; instead fold it into a
-device flag with `step.accumulate_status(flag)` and look at the flag where
-the training loop synchronises anyway (e.g. with the loss, at the end of the
-step), skipping or logging the batch there. `step.check_async()` is the
-strict alternative: a device-side assert, which ends the process on a bad
-microbatch.
+dummy sequence, so it contributes nothing to the loss or the gradients; the
+sequences and valid tokens it claimed are in `dropped_seqs` and
+`dropped_tokens`. Reading them on the host would synchronise; instead fold
+them into device counters with `step.accumulate_status(flag)` and
+`step.accumulate_dropped(counts)` and look at those where the training loop
+synchronises anyway (e.g. with the loss, at the end of the step), skipping
+or logging the batch there. `step.check_async()` is the strict alternative:
+a device-side assert, which ends the process on a bad microbatch.
 """
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from types import SimpleNamespace
 from typing import Optional, Tuple
 
 import torch
 
 import thdc
+from . import stages
 
 try:  # megatron-core's class when it is installed, else the same fields here
     from megatron.core.packed_seq_params import PackedSeqParams
 
     USING_MEGATRON_CORE = True
-except Exception:  # ImportError, or a megatron-core that fails to import
+    MEGATRON_CORE_IMPORT_ERROR: Optional[str] = None
+except Exception as error:  # ImportError, or a megatron-core that fails to import
     USING_MEGATRON_CORE = False
+    MEGATRON_CORE_IMPORT_ERROR = f"{type(error).__name__}: {error}"
 
     @dataclasses.dataclass
     class PackedSeqParams:  # type: ignore[no-redef]
@@ -79,9 +108,50 @@ except Exception:  # ImportError, or a megatron-core that fails to import
         pad_between_seqs: Optional[bool] = None
 
 
-PIPELINE = "megatron_step"
 CONVENTIONS = ("graph", "compact")
+STAGES = tuple(stages.STAGES)
+CP_MODES = stages.CP_MODES
 _DATA_KEYS = ("tokens", "labels", "position_ids", "loss_mask")
+# Each output starts on this boundary inside the slot's one output buffer.
+_ALIGNMENT = 256
+
+
+def packed_seq_params_fields(cls=None) -> Tuple[str, ...]:
+    """The fields the PackedSeqParams class (default: the installed one)
+    accepts at construction."""
+    cls = PackedSeqParams if cls is None else cls
+    if dataclasses.is_dataclass(cls):
+        return tuple(f.name for f in dataclasses.fields(cls) if f.init)
+    parameters = inspect.signature(cls).parameters.values()
+    return tuple(p.name for p in parameters
+                 if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
+
+
+def make_packed_seq_params(cls=None, **fields):
+    """A PackedSeqParams (default: the installed class) with the given fields
+    the class declares. A field it lacks is left out when its value is None
+    or False (the class's own meaning); `pad_between_seqs=True` on a class
+    without that field raises ValueError, as the class cannot say it."""
+    cls = PackedSeqParams if cls is None else cls
+    known = set(packed_seq_params_fields(cls))
+    missing = {k: v for k, v in fields.items() if k not in known}
+    if missing.get("pad_between_seqs") is True:
+        raise ValueError(f"{cls.__module__}.{cls.__name__} has no pad_between_seqs field, so "
+                         "it cannot describe the 'compact' convention; use convention='graph'")
+    return cls(**{k: v for k, v in fields.items() if k in known})
+
+
+def slot_count(global_batch_size: int, max_seqlen: int, C: int, cp: int = 1, *, dp: int = 1,
+               N: Optional[int] = None, vpp_group: Optional[int] = None,
+               num_microbatches: int = 0) -> int:
+    """How many buffer sets (graph slots) a global batch can need: the
+    planner's bound on its microbatches (thdc.planner.max_microbatches), or
+    the runtime count when that is larger (S12)."""
+    from . import planner
+
+    bound = planner.max_microbatches(global_batch_size, max_seqlen, C, cp, dp,
+                                     max_packed_sequences=N, vpp_group=vpp_group)
+    return planner.graph_capture_count(num_microbatches, bound)
 
 
 class GraphStep:
@@ -90,10 +160,19 @@ class GraphStep:
     C: rows per CP rank (the graph's static sequence length); N: sequence
     capacity including the dummy (cu arrays have N+1 entries, at most N-1
     real sequences); cp, cp_rank: the context-parallel size and this rank.
-    bundle: a bundle of `thdc/pipelines/megatron_step.mlir` compiled for these
-    parameters (needed where thdc has no JIT); else the pipeline is compiled
-    through the JIT. device: the CUDA device (default: the current one).
-    convention: "graph" or "compact" (see the module's documentation).
+    stage: "first", "middle", "last" or "first_last" (the module's
+    documentation). cp_mode: "zigzag" (TransformerEngine's load-balanced
+    layout) or "contiguous". seq_idx: compute `seq_idx` ([C*cp], every
+    rank's rows). rope_table_rows: the rows of the model's RoPE frequency
+    table, to compute each local row's table row (`rope_rows`, [C]).
+    cp_order_index: compute the index that puts every rank's gathered rows
+    back into sequence order (`restore_cp_order`). slots: buffer sets for
+    microbatches in flight. tp, tp_rank, sequence_parallel: the tensor
+    parallel group (only the padding mask's shard depends on them).
+    bundle: a bundle of the pipeline `thdc.stages.pipeline(...)` writes for
+    these options, compiled for these parameters (needed where thdc has no
+    JIT); else the pipeline is compiled through the JIT. device: the CUDA
+    device (default: the current one). convention: "graph" or "compact".
     """
 
     def __init__(
@@ -103,6 +182,15 @@ class GraphStep:
         cp: int = 1,
         cp_rank: int = 0,
         *,
+        stage: str = "first_last",
+        cp_mode: str = "zigzag",
+        seq_idx: bool = True,
+        rope_table_rows: Optional[int] = None,
+        cp_order_index: bool = False,
+        slots: int = 1,
+        tp: int = 1,
+        tp_rank: int = 0,
+        sequence_parallel: bool = False,
         bundle: Optional[str] = None,
         device=None,
         convention: str = "graph",
@@ -110,14 +198,36 @@ class GraphStep:
     ):
         C, N = thdc._check_int(C, "C"), thdc._check_int(N, "N")
         cp, cp_rank = thdc._check_int(cp, "cp"), thdc._check_int(cp_rank, "cp_rank")
+        tp, tp_rank = thdc._check_int(tp, "tp"), thdc._check_int(tp_rank, "tp_rank")
+        slots = thdc._check_int(slots, "slots")
+        for name, value in (("seq_idx", seq_idx), ("cp_order_index", cp_order_index),
+                            ("sequence_parallel", sequence_parallel)):
+            if not isinstance(value, bool):
+                raise TypeError(f"{name} must be a bool; got {type(value).__name__}")
+        if rope_table_rows is not None:
+            rope_table_rows = thdc._check_int(rope_table_rows, "rope_table_rows")
+            if rope_table_rows < 1:
+                raise ValueError(f"rope_table_rows must be >= 1; got {rope_table_rows}")
         if bundle is not None:
             bundle = thdc._check_path(bundle, "bundle")
-        thdc._check_str(convention, "convention")
-        thdc._check_str(cache_dir, "cache_dir")
+        for name, value in (("stage", stage), ("cp_mode", cp_mode),
+                            ("convention", convention), ("cache_dir", cache_dir)):
+            thdc._check_str(value, name)
+        stages.check_options(stage, cp_mode, rope_table_rows is not None)
         if convention not in CONVENTIONS:
             raise ValueError(f"convention must be one of {CONVENTIONS}; got {convention!r}")
+        if C < 1 or N < 1 or cp < 1:
+            raise ValueError(f"C, N and cp must be >= 1; got C={C}, N={N}, cp={cp}")
         if not 0 <= cp_rank < cp:
             raise ValueError(f"cp_rank must be in [0, {cp}); got {cp_rank}")
+        if tp < 1 or not 0 <= tp_rank < tp:
+            raise ValueError(f"tp must be >= 1 and tp_rank in [0, tp); got tp={tp}, "
+                             f"tp_rank={tp_rank}")
+        if sequence_parallel and C % tp:
+            raise ValueError(f"sequence parallelism shards the C = {C} rows over tp = {tp} "
+                             "ranks; C must be a multiple of tp")
+        if slots < 1:
+            raise ValueError(f"slots must be >= 1; got {slots}")
         if not (device is None or isinstance(device, (str, torch.device))):
             try:
                 device = thdc._check_int(device, "device")
@@ -130,77 +240,182 @@ class GraphStep:
         if self.device.type != "cuda" or self.device.index is None:
             raise ValueError(f"device must be a CUDA device with an index; got {device}")
         self.C, self.N, self.cp, self.cp_rank = C, N, cp, cp_rank
-        self.convention = convention
+        self.tp, self.tp_rank, self.sequence_parallel = tp, tp_rank, sequence_parallel
+        self.stage, self.cp_mode, self.convention = stage, cp_mode, convention
+        self.rope_table_rows = rope_table_rows
+        self.options = dict(cp_mode=cp_mode, seq_idx=seq_idx,
+                            rope=rope_table_rows is not None, cp_order_index=cp_order_index)
+        self.data_keys = stages.data_keys(stage)
+
         params = {"C": self.C, "cp": self.cp, "N": self.N}
+        if rope_table_rows is not None:
+            params["R"] = rope_table_rows
         if bundle is not None:
             self.kernel = thdc.load(bundle, backend="cuda", cache_dir=cache_dir,
                                     device=self.device.index)
         else:
             with torch.cuda.device(self.device):
-                self.kernel = thdc.compile(thdc.pipeline_path(PIPELINE), params,
+                self.kernel = thdc.compile(stages.pipeline(stage, **self.options), params,
                                            backend="cuda", cache_dir=cache_dir)
         compiled = {k: self.kernel.params.get(k) for k in params}
         if compiled != params:
             raise ValueError(f"the bundle was compiled for {compiled}, not {params}")
-        self.kernel.prepare(self.device.index)
-
         spec = thdc.signature(self.kernel)
-        make = lambda a: torch.zeros(a.shape, dtype=getattr(torch, a.dtype), device=self.device)
-        self.inputs = SimpleNamespace(**{a.name: make(a) for a in spec if a.direction == "input"})
-        self.inputs.cp_rank.fill_(self.cp_rank)
-        self._input_list = [getattr(self.inputs, a.name) for a in spec if a.direction == "input"]
-        self._output_list = [make(a) for a in spec if a.direction == "output"]
-        # A first run on the zeroed inputs (an empty microbatch) names the
-        # outputs and leaves them in a valid state.
-        self.outputs = self.kernel(*self._input_list, out=self._output_list,
-                                   device=self.device.index)
+        expected_inputs = list(self.data_keys) + ["cu_seqlens", "cu_seqlens_padded",
+                                                  "num_seqs", "cp_rank"]
+        expected_inputs += ["rows"] if cp_order_index else []
+        expected_outputs = stages.outputs(stage, seq_idx=seq_idx, rope=self.options["rope"],
+                                          cp_order_index=cp_order_index)
+        got_inputs = [a.name for a in spec if a.direction == "input"]
+        got_outputs = [a.name for a in spec if a.direction == "output"]
+        if got_inputs != expected_inputs or got_outputs != expected_outputs:
+            raise ValueError(
+                f"the kernel is not the step for stage={stage!r} and options {self.options}: it "
+                f"takes {got_inputs} and computes {got_outputs}; the step needs {expected_inputs} "
+                f"-> {expected_outputs} (compile thdc.stages.pipeline() for these options)")
+        self.kernel.prepare(self.device.index)
+        self._spec = spec
+        self.slots = [StepSlot(self, i) for i in range(slots)]
         torch.cuda.synchronize(self.device)
 
-        out, rows = self.outputs, (1, self.C)
-        self.batch = {
-            "tokens": out.tokens.view(rows),
-            "labels": out.labels.view(rows),
-            "loss_mask": out.loss_mask.view(rows),
-            "position_ids": out.position_ids.view(rows),
-            "padding_mask": out.padding_mask.view(rows),
-        }
+    def slot(self, microbatch: int) -> "StepSlot":
+        """The buffer set of microbatch `microbatch` (slot microbatch mod K)."""
+        microbatch = thdc._check_int(microbatch, "microbatch")
+        if microbatch < 0:
+            raise ValueError(f"microbatch must be >= 0; got {microbatch}")
+        return self.slots[microbatch % len(self.slots)]
+
+    # The step itself is its first slot: GraphStep(...) with one slot is the
+    # whole API, and step.slot(0) is the same buffers.
+    @property
+    def inputs(self):
+        """The first slot's input buffers."""
+        return self.slots[0].inputs
+
+    @property
+    def outputs(self):
+        """The first slot's outputs (a named tuple of views of its buffer)."""
+        return self.slots[0].outputs
+
+    @property
+    def batch(self):
+        """The first slot's static batch (the stage's keys, padding_mask)."""
+        return self.slots[0].batch
+
+    @property
+    def packed_seq_params(self):
+        """The first slot's PackedSeqParams."""
+        return self.slots[0].packed_seq_params
+
+    @property
+    def status(self) -> torch.Tensor:
+        """The first slot's last status bits, on the device (0: valid)."""
+        return self.slots[0].status
+
+    def __getattr__(self, name):
+        # run, load_inputs, accumulate_status, accumulate_dropped,
+        # describe_status, check_async, restore_cp_order, broadcast,
+        # seq_idx, rope_rows, cp_order_index, padding_mask_full: the first
+        # slot's (StepSlot documents them).
+        if name in _SLOT_API and "slots" in self.__dict__:
+            return getattr(self.slots[0], name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def __call__(self, *args, **kwargs):
+        """The first slot's load_inputs, then run."""
+        return self.slots[0](*args, **kwargs)
+
+
+_SLOT_API = frozenset(("run", "load_inputs", "accumulate_status", "accumulate_dropped",
+                       "describe_status", "check_async", "restore_cp_order", "broadcast",
+                       "seq_idx", "rope_rows", "cp_order_index", "padding_mask_full", "buffer"))
+
+
+class StepSlot:
+    """One buffer set of a GraphStep: the inputs of one microbatch, the
+    outputs in one device buffer, the batch and PackedSeqParams that view
+    them. Made by GraphStep; `step.slot(i)`."""
+
+    def __init__(self, step: GraphStep, index: int):
+        self.step, self.index = step, index
+        device, spec = step.device, step._spec
+        make = lambda a: torch.zeros(a.shape, dtype=getattr(torch, a.dtype), device=device)
+        self.inputs = SimpleNamespace(**{a.name: make(a) for a in spec if a.direction == "input"})
+        self.inputs.cp_rank.fill_(step.cp_rank)
+        if hasattr(self.inputs, "rows"):  # the row numbers thd.cp_unslice permutes
+            self.inputs.rows.copy_(torch.arange(self.inputs.rows.numel(), dtype=torch.int32))
+        self._input_list = [getattr(self.inputs, a.name) for a in spec if a.direction == "input"]
+        # Every output in one buffer, so one collective can send them all.
+        outputs, offset = [], 0
+        for a in spec:
+            if a.direction == "output":
+                size = torch.empty(0, dtype=getattr(torch, a.dtype)).element_size()
+                outputs.append((a, offset, size))
+                offset += -(-a.shape[0] * size // _ALIGNMENT) * _ALIGNMENT
+        self.buffer = torch.zeros(max(offset, _ALIGNMENT), dtype=torch.uint8, device=device)
+        self._output_list = [
+            self.buffer[o:o + a.shape[0] * size].view(getattr(torch, a.dtype))
+            for a, o, size in outputs]
+        # A first run on the zeroed inputs (an empty microbatch) names the
+        # outputs and leaves them in a valid state.
+        self.outputs = step.kernel(*self._input_list, out=self._output_list,
+                                   device=device.index)
+
+        out, C, cp = self.outputs, step.C, step.cp
+        self.batch = {k: getattr(out, k).view(1, C) for k in step.data_keys}
+        self.padding_mask_full = out.padding_mask.view(1, C)
+        if step.sequence_parallel:
+            shard = C // step.tp
+            self.batch["padding_mask"] = self.padding_mask_full[
+                :, step.tp_rank * shard:(step.tp_rank + 1) * shard]
+        else:
+            self.batch["padding_mask"] = self.padding_mask_full
+        self.seq_idx = out.seq_idx.view(1, C * cp) if step.options["seq_idx"] else None
+        self.rope_rows = out.rope_rows if step.options["rope"] else None
+        self.cp_order_index = out.cp_order_index if step.options["cp_order_index"] else None
         padded, valid = out.cu_seqlens_padded, out.cu_seqlens
-        cu = padded if convention == "graph" else valid
-        self.packed_seq_params = PackedSeqParams(
+        cu = padded if step.convention == "graph" else valid
+        self.packed_seq_params = make_packed_seq_params(
             qkv_format="thd",
             cu_seqlens_q=cu,
             cu_seqlens_kv=cu,
             cu_seqlens_q_padded=padded,
             cu_seqlens_kv_padded=padded,
-            max_seqlen_q=self.C * self.cp,
-            max_seqlen_kv=self.C * self.cp,
-            seq_idx=out.seq_idx.view(rows) if self.cp == 1 else None,
-            pad_between_seqs=convention == "compact",
+            max_seqlen_q=C * cp,
+            max_seqlen_kv=C * cp,
+            seq_idx=self.seq_idx,
+            pad_between_seqs=step.convention == "compact",
         )
 
     def run(self, stream=None) -> Tuple[dict, "PackedSeqParams"]:
         """Launches the step on the static inputs (capturable: no allocation,
         no synchronisation) and returns the static batch and parameters."""
-        self.kernel(*self._input_list, out=self._output_list, stream=stream,
-                    device=self.device.index)
+        self.step.kernel(*self._input_list, out=self._output_list, stream=stream,
+                         device=self.step.device.index)
         return self.batch, self.packed_seq_params
 
-    def load_inputs(self, tokens, labels, loss_mask, position_ids,
-                    cu_seqlens, cu_seqlens_padded, num_seqs=None) -> None:
-        """Copies one packed microbatch into the static inputs, on the current
-        stream. Data tensors hold up to C*cp rows ([T] or [1, T]); cu arrays
-        up to N+1 entries. num_seqs (int or a device tensor) defaults to
+    def load_inputs(self, tokens=None, labels=None, loss_mask=None, position_ids=None,
+                    cu_seqlens=None, cu_seqlens_padded=None, num_seqs=None) -> None:
+        """Copies one packed microbatch into the slot's inputs, on the current
+        stream. Data tensors hold up to C*cp rows ([T] or [1, T]); the stage
+        reads its own keys (they must be given) and ignores the others, so
+        one data path can feed every stage. cu arrays hold up to N+1
+        entries. num_seqs (int or a device tensor) defaults to
         len(cu_seqlens) - 1 and is required for cu arrays of N+1 entries that
         end in unused slots. Only shapes are read on the host."""
-        data = {"tokens": tokens, "labels": labels, "loss_mask": loss_mask,
-                "position_ids": position_ids}
-        for name, value in (*data.items(), ("cu_seqlens", cu_seqlens),
-                            ("cu_seqlens_padded", cu_seqlens_padded)):
+        step = self.step
+        given = {"tokens": tokens, "labels": labels, "loss_mask": loss_mask,
+                 "position_ids": position_ids}
+        data = {k: given[k] for k in step.data_keys}
+        for name, value in (("cu_seqlens", cu_seqlens), ("cu_seqlens_padded", cu_seqlens_padded),
+                            *data.items()):
+            if value is None:
+                raise TypeError(f"stage {step.stage!r} reads {name}; it was not given")
             if not isinstance(value, torch.Tensor):
                 raise TypeError(f"{name} must be a torch.Tensor; got {type(value).__name__}")
         if not (num_seqs is None or isinstance(num_seqs, torch.Tensor)):
             num_seqs = thdc._check_int(num_seqs, "num_seqs")
-        capacity = self.C * self.cp
+        capacity = step.C * step.cp
         for name, value in data.items():
             rows = value.numel()
             if rows > capacity:
@@ -208,14 +423,15 @@ class GraphStep:
             getattr(self.inputs, name)[:rows].copy_(value.reshape(-1), non_blocking=True)
         entries = None
         for name, value in (("cu_seqlens", cu_seqlens), ("cu_seqlens_padded", cu_seqlens_padded)):
-            if value.numel() > self.N + 1:
-                raise ValueError(f"{name} has {value.numel()} entries; the step holds N+1 = {self.N + 1}")
+            if value.numel() > step.N + 1:
+                raise ValueError(f"{name} has {value.numel()} entries; the step holds "
+                                 f"N+1 = {step.N + 1}")
             if entries is not None and value.numel() != entries:
                 raise ValueError("cu_seqlens and cu_seqlens_padded differ in length")
             entries = value.numel()
             getattr(self.inputs, name)[:entries].copy_(value.reshape(-1), non_blocking=True)
         if num_seqs is None:
-            if entries == self.N + 1:
+            if entries == step.N + 1:
                 raise ValueError("cu arrays of N+1 entries need num_seqs")
             self.inputs.num_seqs.fill_(entries - 1)
         elif isinstance(num_seqs, torch.Tensor):
@@ -223,8 +439,8 @@ class GraphStep:
         else:
             self.inputs.num_seqs.fill_(num_seqs)
 
-    def __call__(self, tokens, labels, loss_mask, position_ids, cu_seqlens,
-                 cu_seqlens_padded, num_seqs=None, stream=None):
+    def __call__(self, tokens=None, labels=None, loss_mask=None, position_ids=None,
+                 cu_seqlens=None, cu_seqlens_padded=None, num_seqs=None, stream=None):
         """load_inputs, then run."""
         self.load_inputs(tokens, labels, loss_mask, position_ids, cu_seqlens,
                          cu_seqlens_padded, num_seqs)
@@ -239,6 +455,18 @@ class GraphStep:
         """flag |= status, on the device (capturable); returns flag."""
         return flag.bitwise_or_(self.outputs.status)
 
+    def accumulate_dropped(self, counts: torch.Tensor) -> torch.Tensor:
+        """counts[0] += the sequences, counts[1] += the valid tokens the last
+        microbatch claimed when it was invalid and emptied (0 and 0 when it
+        was valid), on the device (capturable); counts: int64 [2] on the
+        step's device. Returns counts."""
+        if (not isinstance(counts, torch.Tensor) or counts.dtype != torch.int64
+                or counts.shape != (2,) or counts.device != self.step.device):
+            raise ValueError(f"counts must be an int64 tensor of shape (2,) on {self.step.device}")
+        counts[0:1].add_(self.outputs.dropped_seqs)
+        counts[1:2].add_(self.outputs.dropped_tokens)
+        return counts
+
     def describe_status(self) -> str:
         """The last run's status bits by name ("ok" when valid); reads the
         status back, so it synchronises: for logging after a failure."""
@@ -250,3 +478,27 @@ class GraphStep:
         synchronise, but a failure ends the process's CUDA context."""
         torch._assert_async(self.outputs.status[0] == 0,
                             "thdc: invalid THD microbatch metadata (see status bits)")
+
+    def restore_cp_order(self, gathered: torch.Tensor) -> torch.Tensor:
+        """Rows of every CP rank, gathered rank-major ([cp*C, ...]: rank r's C
+        rows at r*C, as all_gather_into_tensor leaves them), in sequence order
+        ([C*cp, ...]); capturable (one index_select on the device). Needs
+        cp_order_index=True."""
+        if self.cp_order_index is None:
+            raise ValueError("restore_cp_order needs GraphStep(..., cp_order_index=True)")
+        if not isinstance(gathered, torch.Tensor):
+            raise TypeError(f"gathered must be a torch.Tensor; got {type(gathered).__name__}")
+        rows = self.step.C * self.step.cp
+        if gathered.dim() < 1 or gathered.shape[0] != rows or gathered.device != self.step.device:
+            raise ValueError(f"gathered must have C*cp = {rows} rows on {self.step.device}; got "
+                             f"shape {tuple(gathered.shape)} on {gathered.device}")
+        return gathered.index_select(0, self.cp_order_index)
+
+    def broadcast(self, group=None, src: int = 0) -> None:
+        """Sends the outputs of `src` (a global rank, which ran the step) to
+        every rank of `group`, one collective over the slot's one output
+        buffer: the tensor-parallel recipe where one rank prepares the
+        microbatch. With NCCL it can be captured in the same graph."""
+        import torch.distributed as dist
+
+        dist.broadcast(self.buffer, src=thdc._check_int(src, "src"), group=group)

@@ -14,6 +14,7 @@ import pytest
 
 import thdc
 import thdc.planner as planner
+import thdc.stages
 from conftest import EXAMPLE
 from microbatches import INPUTS, mismatches, reference
 from test_numpy import golden
@@ -431,7 +432,72 @@ GRAPH_STEP_ARGUMENTS = [
      "device must be a torch.device, a str such as 'cuda:0' or an int ordinal; got float"),
     ("bundle bytes", dict(C=4096, N=64, bundle=b"step.bundle"),
      "bundle must be a str or an os.PathLike path; got bytes"),
+    ("slots float", dict(C=4096, N=64, slots=4.0), "slots must be an int; got float"),
+    ("tp str", dict(C=4096, N=64, tp="2"), "tp must be an int; got str"),
+    ("seq_idx int", dict(C=4096, N=64, seq_idx=1), "seq_idx must be a bool; got int"),
+    ("sequence_parallel str", dict(C=4096, N=64, sequence_parallel="yes"),
+     "sequence_parallel must be a bool; got str"),
+    ("rope_table_rows float", dict(C=4096, N=64, rope_table_rows=4096.0),
+     "rope_table_rows must be an int; got float"),
+    ("stage int", dict(C=4096, N=64, stage=1), "stage must be a str; got int"),
 ]
+
+GRAPH_STEP_VALUES = [
+    ("stage", dict(stage="second"), "stage must be one of"),
+    ("cp_mode", dict(cp=2, cp_mode="ring"), "cp_mode must be one of"),
+    ("rope contiguous", dict(cp=2, cp_mode="contiguous", rope_table_rows=64),
+     "follow zigzag CP"),
+    ("convention", dict(convention="padded"), "convention must be one of"),
+    ("slots", dict(slots=0), "slots must be >= 1"),
+    ("tp rank", dict(tp=2, tp_rank=2), "tp_rank in [0, tp)"),
+    ("sequence parallel", dict(C=4098, tp=4, sequence_parallel=True), "multiple of tp"),
+    ("rope rows", dict(rope_table_rows=0), "rope_table_rows must be >= 1"),
+    ("cp rank", dict(cp=2, cp_rank=2), "cp_rank must be in [0, 2)"),
+    ("C", dict(C=0), "must be >= 1"),
+]
+
+
+@pytest.mark.parametrize("what,arguments,message", GRAPH_STEP_VALUES,
+                         ids=[c[0] for c in GRAPH_STEP_VALUES])
+def test_megatron_graph_step_values(stand_in_torch, what, arguments, message):
+    import thdc.megatron
+
+    with pytest.raises(ValueError) as raised:
+        thdc.megatron.GraphStep(**{"C": 4096, "N": 64, "bundle": "/unused", **arguments})
+    assert message in str(raised.value)
+
+
+def test_megatron_packed_seq_params_of_any_release(stand_in_torch):
+    """PackedSeqParams is built with the fields the class declares: an older
+    release's dataclass gets only its own; a plain class through its
+    signature; pad_between_seqs=True on a class without it is refused."""
+    import dataclasses
+
+    import thdc.megatron
+
+    @dataclasses.dataclass
+    class Old:
+        qkv_format: str = None
+        cu_seqlens_q: object = None
+        max_seqlen_q: int = None
+
+    made = thdc.megatron.make_packed_seq_params(Old, qkv_format="thd", cu_seqlens_q=1,
+                                                seq_idx=2, pad_between_seqs=False)
+    assert made == Old(qkv_format="thd", cu_seqlens_q=1)
+    with pytest.raises(ValueError, match="cannot describe the 'compact' convention"):
+        thdc.megatron.make_packed_seq_params(Old, pad_between_seqs=True)
+
+    class Plain:
+        def __init__(self, qkv_format=None, *, seq_idx=None):
+            self.qkv_format, self.seq_idx = qkv_format, seq_idx
+
+    assert thdc.megatron.packed_seq_params_fields(Plain) == ("qkv_format", "seq_idx")
+    plain = thdc.megatron.make_packed_seq_params(Plain, qkv_format="thd", seq_idx=3,
+                                                 cu_seqlens_q=4)
+    assert (plain.qkv_format, plain.seq_idx) == ("thd", 3)
+    # Without megatron-core here: the fallback class has every field.
+    assert not thdc.megatron.USING_MEGATRON_CORE
+    assert {"seq_idx", "pad_between_seqs"} <= set(thdc.megatron.packed_seq_params_fields())
 
 
 @pytest.mark.parametrize("what,arguments,message", GRAPH_STEP_ARGUMENTS,
@@ -452,14 +518,17 @@ def test_megatron_graph_step_arguments(stand_in_torch, what, arguments, message)
 def test_megatron_load_inputs_num_seqs(stand_in_torch, num_seqs, message):
     import thdc.megatron
 
-    step = object.__new__(thdc.megatron.GraphStep)
-    step.C, step.N, step.cp = 8, 6, 2
+    slot = object.__new__(thdc.megatron.StepSlot)
+    slot.step = types.SimpleNamespace(C=8, N=6, cp=2, stage="first_last",
+                                      data_keys=thdc.stages.data_keys("first_last"))
     tensors = [stand_in_torch.Tensor() for _ in range(6)]
     with pytest.raises(TypeError) as raised:
-        step.load_inputs(*tensors, num_seqs=num_seqs)
+        slot.load_inputs(*tensors, num_seqs=num_seqs)
     assert message in str(raised.value)
     with pytest.raises(TypeError, match="cu_seqlens must be a torch.Tensor; got list"):
-        step.load_inputs(*tensors[:4], [0, 3], tensors[5])
+        slot.load_inputs(*tensors[:4], [0, 3], tensors[5])
+    with pytest.raises(TypeError, match="stage 'first_last' reads labels; it was not given"):
+        slot.load_inputs(tensors[0], None, *tensors[2:])
 
 
 def test_torch_op_arguments(stand_in_torch, kernel):

@@ -23,7 +23,7 @@ import thdc.megatron  # noqa: E402
 import thdc.torch  # noqa: E402
 from conftest import EXAMPLE, SOURCE_DIR  # noqa: E402
 from microbatches import (INPUTS, POOLS, mismatches, random_microbatch,  # noqa: E402
-                          random_pool, reference, reference_pack)
+                          random_pool, reference, reference_pack, step_inputs)
 
 PACK = os.path.join(SOURCE_DIR, "examples", "pack_microbatch.mlir")
 
@@ -290,19 +290,6 @@ def test_jax_inputs():
     assert mismatches(host(out), reference(mb, C, cp, N)) == []
 
 
-def step_inputs(mb, C, cp):
-    """A microbatch as the reference framework hands it over: data [1, T]
-    with T the packed rows, cu arrays of num_seqs+1 entries."""
-    n = int(mb["num_seqs"][0])
-    rows = int(mb["cu_seqlens_padded"][n])
-    take = lambda name, count: torch.from_numpy(mb[name][:count].copy()).cuda()
-    return dict(
-        tokens=take("tokens", rows).view(1, -1), labels=take("labels", rows).view(1, -1),
-        loss_mask=take("loss_mask", rows).view(1, -1),
-        position_ids=take("position_ids", rows).view(1, -1),
-        cu_seqlens=take("cu_seqlens", n + 1), cu_seqlens_padded=take("cu_seqlens_padded", n + 1))
-
-
 @pytest.mark.parametrize("cp", [1, 2])
 def test_megatron_graph_step_dropin(cp):
     C, N = 1024, 33 if cp > 1 else 17
@@ -317,7 +304,7 @@ def test_megatron_graph_step_dropin(cp):
     assert params.cu_seqlens_q_padded is params.cu_seqlens_kv_padded
     assert params.max_seqlen_q == params.max_seqlen_kv == C * cp
     assert params.total_tokens is None
-    assert (params.seq_idx is None) == (cp > 1)
+    assert params.seq_idx.shape == (1, C * cp) and params.seq_idx.dtype == torch.int32
     assert static_batch["tokens"].shape == (1, C) and static_batch["padding_mask"].dtype == torch.bool
 
     graph = torch.cuda.CUDAGraph()
@@ -336,9 +323,8 @@ def test_megatron_graph_step_dropin(cp):
         expected = reference(mb, C, cp, N)
         got = host(step.outputs)
         assert mismatches(got, expected) == [], f"trial {trial}"
-        if cp == 1:
-            assert np.array_equal(got["seq_idx"],
-                                  thdc.reference.seq_idx(expected["cu_seqlens_padded"], C))
+        assert np.array_equal(got["seq_idx"],
+                              thdc.reference.seq_idx(expected["cu_seqlens_padded"], C * cp))
     assert int(flag.item()) == 0
     assert step.describe_status() == "ok"
 
@@ -347,26 +333,6 @@ def test_megatron_graph_step_dropin(cp):
     assert params.pad_between_seqs is True
     assert params.cu_seqlens_q is compact.outputs.cu_seqlens
     assert params.cu_seqlens_q_padded is compact.outputs.cu_seqlens_padded
-
-
-def test_megatron_seq_idx_equals_megatron_core():
-    """seq_idx made by the kernel equals what megatron-core's PackedSeqParams
-    computes (outside capture: it synchronises) from the same padded cu
-    array with total_tokens = C."""
-    packed_seq_params = pytest.importorskip("megatron.core.packed_seq_params")
-    C, N = 1024, 17
-    _, bundle = gpu_kernel("megatron_step", C, 1, N)
-    step = thdc.megatron.GraphStep(C, N, 1, 0, bundle=bundle)
-    assert thdc.megatron.USING_MEGATRON_CORE
-    assert isinstance(step.packed_seq_params, packed_seq_params.PackedSeqParams)
-    rng = np.random.default_rng(9)
-    for _ in range(100):
-        mb = random_microbatch(rng, C, 1, N, rank=0)
-        _, params = step(**step_inputs(mb, C, 1))
-        theirs = packed_seq_params.PackedSeqParams(
-            qkv_format="thd", cu_seqlens_q_padded=params.cu_seqlens_q_padded.clone(),
-            total_tokens=C)
-        assert torch.equal(params.seq_idx, theirs.seq_idx)
 
 
 def test_megatron_dropin_under_sync_debug_mode():

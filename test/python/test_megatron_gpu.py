@@ -1,0 +1,366 @@
+"""thdc.megatron on a GPU, for every rank, stage and microbatch in flight:
+the per-stage forms against the reference, a ring of K >= 4 buffer sets
+replayed from captured graphs with K microbatches alive at once, the global
+seq_idx (against megatron-core's own computation where it is installed), the
+RoPE rows, the index that undoes the CP partition (every rank's rows put back
+in sequence order equal the cp = 1 step), the dropped-work counters, the
+sequence-parallel shard, two TP ranks under torchrun, PackedSeqParams for the
+installed megatron-core release or the fallback class, and no host
+synchronisation in the per-microbatch path. Skipped without PyTorch or a GPU.
+
+Kernels come from bundles (THDC_BUNDLES, written by
+scripts/make-gpu-bundles.sh) or, where thdc has a JIT, are compiled here."""
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA device", allow_module_level=True)
+
+import thdc  # noqa: E402
+import thdc.megatron  # noqa: E402
+import thdc.stages  # noqa: E402
+from conftest import SOURCE_DIR  # noqa: E402
+from microbatches import (dropped, mismatches, random_microbatch, reference,  # noqa: E402
+                          rope_rows, step_inputs)
+
+BUNDLES = os.environ.get("THDC_BUNDLES", os.path.join(SOURCE_DIR, "build-gpu-bundles"))
+OUTPUTS = ("tokens", "labels", "position_ids", "loss_mask", "padding_mask",
+           "cu_seqlens_padded", "cu_seqlens", "max_seqlen", "status")
+
+
+def bundle_name(C, cp, N, stage="first_last", R=None, **options):
+    """The folder scripts/make-gpu-bundles.sh writes for these options."""
+    variant = thdc.stages.variant(stage, rope=R is not None, **options)
+    return (f"megatron_step{'_' + variant if variant else ''}_C{C}_cp{cp}_N{N}"
+            + (f"_R{R}" if R is not None else ""))
+
+
+def make_step(C, N, cp=1, rank=0, *, stage="first_last", R=None, cp_mode="zigzag",
+              seq_idx=True, cp_order_index=False, **kwargs):
+    """A GraphStep from its bundle, or through the JIT where there is one."""
+    options = dict(cp_mode=cp_mode, seq_idx=seq_idx, cp_order_index=cp_order_index)
+    path = os.path.join(BUNDLES, "python", bundle_name(C, cp, N, stage, R, **options))
+    if not os.path.isdir(path):
+        if not thdc.has_jit:
+            pytest.skip(f"no bundle {path} and no JIT")
+        path = None
+    return thdc.megatron.GraphStep(C, N, cp, rank, stage=stage, rope_table_rows=R,
+                                   bundle=path, **options, **kwargs)
+
+
+def host(outputs):
+    return {k: v.cpu().numpy() for k, v in outputs._asdict().items()}
+
+
+def expect(mb, C, cp, N):
+    """The reference's outputs, seq_idx over every rank's rows, dropped counts."""
+    expected = reference(mb, C, cp, N)
+    expected["seq_idx"] = thdc.reference.seq_idx(expected["cu_seqlens_padded"], C * cp)
+    expected["dropped"] = dropped(mb, expected["status"])
+    return expected
+
+
+def compare(got, expected, keys):
+    """Names of `keys` (outputs of one stage) that differ from the reference."""
+    bad = [k for k in mismatches({**expected_like(expected), **got}, expected)
+           if k in keys]
+    if "seq_idx" in got and not np.array_equal(got["seq_idx"], expected["seq_idx"]):
+        bad.append("seq_idx")
+    if (int(got["dropped_seqs"][0]), int(got["dropped_tokens"][0])) != expected["dropped"]:
+        bad.append("dropped")
+    return bad
+
+
+def expected_like(expected):
+    """The reference's values in the outputs' form (for keys a stage lacks)."""
+    values = {k: v for k, v in expected.items() if isinstance(v, np.ndarray)}
+    values["max_seqlen"] = np.array([expected["max_seqlen"]])
+    values["status"] = np.array([expected["status"]])
+    return values
+
+
+@pytest.mark.parametrize("stage", list(thdc.stages.STAGES))
+def test_each_stage_computes_its_keys_and_the_shared_metadata(stage):
+    C, cp, N = 1024, 2, 33
+    step = make_step(C, N, cp, 1, stage=stage)
+    keys = thdc.stages.data_keys(stage)
+    assert set(step.batch) == set(keys) | {"padding_mask"}
+    assert list(step.outputs._fields) == thdc.stages.outputs(stage)
+    rng = np.random.default_rng(31)
+    for trial in range(60):
+        mb = random_microbatch(rng, C, cp, N, rank=1)
+        if trial % 5 == 4:  # invalid: more sequences than the capacity holds
+            mb["num_seqs"][0] = N
+        step(**step_inputs(mb, C, cp))  # every key given: the stage reads its own
+        got = host(step.outputs)
+        bad = compare(got, expect(mb, C, cp, N), set(keys) | set(OUTPUTS[4:]))
+        assert bad == [], f"stage {stage}, trial {trial}: {bad}"
+    with pytest.raises(TypeError, match="reads cu_seqlens"):
+        step.load_inputs(cu_seqlens_padded=torch.zeros(1, dtype=torch.int32, device="cuda"))
+    if keys:
+        mb = step_inputs(random_microbatch(rng, C, cp, N, rank=1), C, cp)
+        del mb[keys[0]]
+        with pytest.raises(TypeError, match=f"reads {keys[0]}"):
+            step.load_inputs(**mb)
+
+
+def test_a_kernel_for_other_options_is_refused():
+    C, cp, N = 1024, 2, 33
+    first = os.path.join(BUNDLES, "python", bundle_name(C, cp, N, "first"))
+    if not os.path.isdir(first):
+        pytest.skip(f"no bundle {first}")
+    with pytest.raises(ValueError, match="not the step for stage='last'"):
+        thdc.megatron.GraphStep(C, N, cp, 0, stage="last", bundle=first)
+
+
+def test_ring_of_slots_keeps_k_microbatches_alive_in_captured_graphs():
+    """K from the planner's bound (>= 4); one graph captured per slot;
+    microbatch i goes to slot i mod K; after K microbatches are loaded and
+    replayed, every one of them is still intact and equal to the reference.
+    The loop runs under set_sync_debug_mode("error")."""
+    C, cp, N = 1024, 2, 33
+    K = thdc.megatron.slot_count(global_batch_size=6, max_seqlen=C * cp, C=C, cp=cp, N=N)
+    assert K >= 4
+    step = make_step(C, N, cp, 0, slots=K)
+    assert len(step.slots) == K and step.slot(K) is step.slot(0) is step.slots[0]
+    graphs = []
+    for k in range(K):
+        graphs.append(torch.cuda.CUDAGraph())
+        with torch.cuda.graph(graphs[-1]):
+            step.slot(k).run()
+    rng = np.random.default_rng(32)
+    flag = torch.zeros(1, dtype=torch.int32, device="cuda")
+    counts = torch.zeros(2, dtype=torch.int64, device="cuda")
+    total_dropped = np.zeros(2, np.int64)
+    checked = 0
+    for round_ in range(4):
+        batches = [random_microbatch(rng, C, cp, N, rank=0) for _ in range(K)]
+        if round_ == 2:
+            batches[1]["cu_seqlens_padded"][1] += 1  # not divisible by 2*cp
+        staged = [step_inputs(mb, C, cp) for mb in batches]
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            for i, inputs in enumerate(staged):
+                microbatch = round_ * K + i
+                slot = step.slot(microbatch)
+                slot.load_inputs(**inputs)
+                graphs[microbatch % K].replay()
+                slot.accumulate_status(flag)
+                slot.accumulate_dropped(counts)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+        for i, mb in enumerate(batches):  # all K alive: none overwritten
+            expected = expect(mb, C, cp, N)
+            bad = compare(host(step.slot(i).outputs), expected, OUTPUTS)
+            assert bad == [], f"round {round_}, slot {i}: {bad}"
+            total_dropped += expected["dropped"]
+            checked += 1
+    assert checked == 4 * K
+    assert int(flag.item()) != 0 and total_dropped[0] > 0
+    assert counts.cpu().tolist() == total_dropped.tolist()
+
+
+@pytest.mark.parametrize("cp", [1, 2, 4])
+def test_global_seq_idx(cp):
+    """seq_idx holds every rank's C*cp rows, the same on every rank, and
+    equals the reference's (and megatron-core's own computation, from the
+    same padded offsets with total_tokens = C*cp, where it is installed)."""
+    C, N = 1024, 33
+    ranks = [make_step(C, N, cp, r) for r in range(cp)]
+    theirs_cls = None
+    if thdc.megatron.USING_MEGATRON_CORE and "total_tokens" in \
+            thdc.megatron.packed_seq_params_fields():
+        theirs_cls = thdc.megatron.PackedSeqParams
+    rng = np.random.default_rng(33 + cp)
+    for _ in range(40):
+        mb = random_microbatch(rng, C, cp, N)
+        seq_idx = []
+        for r, step in enumerate(ranks):
+            _, params = step(**step_inputs(mb, C, cp))
+            assert params.seq_idx is step.seq_idx and params.seq_idx.shape == (1, C * cp)
+            seq_idx.append(step.seq_idx.clone())
+        expected = thdc.reference.seq_idx(reference(mb, C, cp, N)["cu_seqlens_padded"], C * cp)
+        for s in seq_idx:
+            assert np.array_equal(s.cpu().numpy()[0], expected)
+        if theirs_cls is not None:
+            theirs = theirs_cls(qkv_format="thd",
+                                cu_seqlens_q_padded=ranks[0].outputs.cu_seqlens_padded.clone(),
+                                total_tokens=C * cp)
+            assert torch.equal(seq_idx[0], theirs.seq_idx)
+
+
+@pytest.mark.parametrize("cp,R", [(1, 512), (2, 1024), (2, 4096), (4, 4096)])
+def test_rope_rows(cp, R):
+    """Each local row's RoPE table row, against the S8 rule restated in
+    NumPy: a table no longer than max_seqlen (C*cp) is indexed by the
+    position in the sequence, a longer one is shifted by the sequence's
+    start; always clamped into the table."""
+    C, N = 512, 17
+    rng = np.random.default_rng(40 + cp + R)
+    for rank in range(cp):
+        step = make_step(C, N, cp, rank, R=R, cp_order_index=True)
+        for _ in range(20):
+            mb = random_microbatch(rng, C, cp, N, rank=rank)
+            step(**step_inputs(mb, C, cp))
+            got = host(step.outputs)
+            expected = rope_rows(got["cu_seqlens_padded"], C * cp, cp, rank, C, R)
+            assert np.array_equal(got["rope_rows"], expected)
+            assert step.rope_rows is step.outputs.rope_rows
+
+
+@pytest.mark.parametrize("cp_mode,cp,C,N,R", [("zigzag", 2, 512, 17, 4096),
+                                              ("zigzag", 4, 512, 17, 4096),
+                                              ("contiguous", 2, 1024, 33, None)])
+def test_restore_cp_order_undoes_the_partition(cp_mode, cp, C, N, R):
+    """Every rank's outputs gathered rank-major ([cp*C]) and put back with
+    restore_cp_order equal the cp = 1 step over all C*cp rows: the same
+    sanitised data, mask and seq_idx in sequence order."""
+    ranks = [make_step(C, N, cp, r, R=R, cp_mode=cp_mode, cp_order_index=True)
+             for r in range(cp)]
+    whole = make_step(C * cp, N, 1, 0)
+    rng = np.random.default_rng(50 + cp)
+    valid = 0
+    for _ in range(30):
+        mb = random_microbatch(rng, C, cp, N)
+        for step in ranks:
+            step(**step_inputs(mb, C, cp))
+        whole(**step_inputs(mb, C * cp, 1))
+        if int(whole.outputs.status[0].item()) or int(ranks[0].outputs.status[0].item()):
+            continue
+        valid += 1
+        index = ranks[0].cp_order_index
+        for step in ranks[1:]:
+            assert torch.equal(step.cp_order_index, index)
+        for key in ("tokens", "labels", "position_ids", "loss_mask", "padding_mask"):
+            gathered = torch.cat([getattr(s.outputs, key) for s in ranks])
+            restored = ranks[0].restore_cp_order(gathered)
+            assert torch.equal(restored, getattr(whole.outputs, key)), key
+        # Rows of any shape and type: [cp*C, 3] bfloat16 hidden states.
+        hidden = torch.randn(cp * C, 3, device="cuda").to(torch.bfloat16)
+        back = ranks[0].restore_cp_order(hidden)
+        assert torch.equal(back, hidden[index.long()])
+        assert torch.equal(torch.sort(index.long()).values,
+                           torch.arange(cp * C, device="cuda"))
+    assert valid >= 20
+
+
+def test_sequence_parallel_shard_of_the_padding_mask():
+    C, cp, N, tp = 1024, 2, 33, 4
+    full = make_step(C, N, cp, 0)
+    mb = random_microbatch(np.random.default_rng(60), C, cp, N, rank=0)
+    full(**step_inputs(mb, C, cp))
+    for tp_rank in range(tp):
+        step = make_step(C, N, cp, 0, tp=tp, tp_rank=tp_rank, sequence_parallel=True)
+        batch, _ = step(**step_inputs(mb, C, cp))
+        shard = C // tp
+        assert batch["padding_mask"].shape == (1, shard)
+        assert torch.equal(batch["padding_mask"],
+                           full.batch["padding_mask"][:, tp_rank * shard:(tp_rank + 1) * shard])
+        assert step.padding_mask_full.shape == (1, C)
+    with pytest.raises(ValueError, match="multiple of tp"):
+        thdc.megatron.GraphStep(C, N, cp, 0, tp=3, sequence_parallel=True, bundle="/unused")
+
+
+def test_two_tp_ranks_under_torchrun():
+    """Two TP ranks (gloo) sharing this GPU: both recipes, outputs equal on
+    both ranks and to the reference (test/python/torchrun_tp.py)."""
+    torchrun = shutil.which("torchrun")
+    if torchrun is None:
+        pytest.skip("no torchrun")
+    C, cp, N = 1024, 2, 33
+    path = os.path.join(BUNDLES, "python", bundle_name(C, cp, N))
+    args = ["--bundle", path] if os.path.isdir(path) else []
+    if not args and not thdc.has_jit:
+        pytest.skip(f"no bundle {path} and no JIT")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    result = subprocess.run(
+        [torchrun, "--standalone", "--nproc-per-node", "2",
+         os.path.join(os.path.dirname(__file__), "torchrun_tp.py"), *args],
+        env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    assert "tp ranks agree" in result.stdout
+
+
+def test_dropped_counts_and_no_synchronisation():
+    C, cp, N = 1024, 2, 33
+    step = make_step(C, N, cp, 1)
+    rng = np.random.default_rng(70)
+    batches = []
+    for trial in range(40):
+        mb = random_microbatch(rng, C, cp, N, rank=1)
+        if trial % 3 == 0:
+            mb["cu_seqlens"][1] = mb["cu_seqlens_padded"][1] + 2  # valid above padded
+        if trial % 7 == 0:
+            mb["num_seqs"][0] = N + 5
+        batches.append(mb)
+    expected = np.zeros(2, np.int64)
+    for mb in batches:
+        expected += expect(mb, C, cp, N)["dropped"]
+    staged = [step_inputs(mb, C, cp) for mb in batches]
+    counts = torch.zeros(2, dtype=torch.int64, device="cuda")
+    flag = torch.zeros(1, dtype=torch.int32, device="cuda")
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for inputs in staged:
+            step(**inputs)
+            step.accumulate_status(flag)
+            step.accumulate_dropped(counts)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert expected[0] > 0 and counts.cpu().tolist() == expected.tolist()
+    assert int(flag.item()) != 0
+    with pytest.raises(ValueError, match="int64"):
+        step.accumulate_dropped(torch.zeros(2, dtype=torch.int32, device="cuda"))
+
+
+def test_packed_seq_params_uses_the_fields_of_the_installed_class():
+    """Whatever megatron-core is installed (or none): the params carry the
+    fields the class declares, and the 'compact' convention is refused by a
+    class that cannot say pad_between_seqs."""
+    if os.environ.get("THDC_EXPECT_MEGATRON_CORE"):
+        assert thdc.megatron.USING_MEGATRON_CORE, thdc.megatron.MEGATRON_CORE_IMPORT_ERROR
+    C, cp, N = 1024, 2, 33
+    fields = thdc.megatron.packed_seq_params_fields()
+    step = make_step(C, N, cp, 0)
+    params = step.packed_seq_params
+    assert isinstance(params, thdc.megatron.PackedSeqParams)
+    assert params.cu_seqlens_q_padded is step.outputs.cu_seqlens_padded
+    assert params.max_seqlen_q == C * cp
+    if "seq_idx" in fields:
+        assert params.seq_idx is step.seq_idx
+    print("megatron-core" if thdc.megatron.USING_MEGATRON_CORE else "fallback", fields)
+    if "pad_between_seqs" in fields:
+        assert params.pad_between_seqs is False
+        compact = make_step(C, N, cp, 0, convention="compact")
+        assert compact.packed_seq_params.pad_between_seqs is True
+        assert compact.packed_seq_params.cu_seqlens_q is compact.outputs.cu_seqlens
+    else:
+        with pytest.raises(ValueError, match="pad_between_seqs"):
+            make_step(C, N, cp, 0, convention="compact")
+
+
+def test_bad_options_raise():
+    with pytest.raises(ValueError, match="stage must be one of"):
+        thdc.megatron.GraphStep(8, 6, stage="second", bundle="/unused")
+    with pytest.raises(ValueError, match="zigzag"):
+        thdc.megatron.GraphStep(8, 6, 2, cp_mode="contiguous", rope_table_rows=16,
+                                bundle="/unused")
+    with pytest.raises(ValueError, match="slots"):
+        thdc.megatron.GraphStep(8, 6, slots=0, bundle="/unused")
+    with pytest.raises(ValueError, match="tp_rank"):
+        thdc.megatron.GraphStep(8, 6, tp=2, tp_rank=2, bundle="/unused")
+    with pytest.raises(TypeError, match="seq_idx"):
+        thdc.megatron.GraphStep(8, 6, seq_idx=1, bundle="/unused")
+    step = make_step(1024, 33, 2, 0)
+    with pytest.raises(ValueError, match="cp_order_index=True"):
+        step.restore_cp_order(torch.zeros(2048, device="cuda"))
+    with pytest.raises(ValueError, match="microbatch"):
+        step.slot(-1)
