@@ -27,7 +27,8 @@ def rows(result):
     out = []
     for mode in sorted(modes, key=lambda m: MODE_ORDER.index(m) if m in MODE_ORDER else 99):
         figures = modes[mode]
-        speedup = difference = None
+        speedup = 1.0 if mode == "eager" else None
+        difference = None
         if eager is not None and mode != "eager":
             if eager["time_per_iter_ms"] and figures["time_per_iter_ms"]:
                 speedup = eager["time_per_iter_ms"] / figures["time_per_iter_ms"]
@@ -60,7 +61,7 @@ def markdown(results, svg_name=None):
         for r in rows(result):
             lines.append(
                 f"| {r['mode']} | {r['preset']} | {r['C']} | {fmt(r['time'], '.2f')} | "
-                f"{fmt(r['tokens'], ',.0f')} | {fmt(r['speedup'], '.2f', '1.00' if r['mode'] == 'eager' else '-')} | "
+                f"{fmt(r['tokens'], ',.0f')} | {fmt(r['speedup'], '.2f')} | "
                 f"{fmt(r['memory'], '.2f')} | {fmt(r['syncs'], '.1f')} | "
                 f"{r['final']:.4f} | {fmt(r['difference'], '.2e')} | "
                 f"{r['microbatches']:.2f} | {r['setup']:.1f} |")

@@ -23,6 +23,7 @@ rounding. Per mode: the loss of every step, time per iteration, tokens/s
 import argparse
 import contextlib
 import gc
+import importlib.util
 import json
 import math
 import os
@@ -277,6 +278,9 @@ def main(argv=None):
         args.precision = "bf16" if device.type == "cuda" else "fp32"
     if device.type == "cuda" and args.precision != "bf16":
         parser.error("FlashAttention runs in bf16: --precision bf16 on a GPU")
+    if device.type == "cuda" and importlib.util.find_spec("torch.nn.attention.varlen") is None:
+        parser.error(f"torch {torch.__version__} has no torch.nn.attention.varlen (PyTorch 2.10 "
+                     "or newer): the GPU modes need its variable-length FlashAttention")
     preset = gpt.preset(args.preset, args.C, args.N, args.documents)
     modes = MODES if args.mode == "all" else (args.mode,)
     if device.type == "cpu" and "thdc-graphs" in modes:
