@@ -1,0 +1,157 @@
+"""The two ways a packed microbatch reaches the model.
+
+The reference framework's eager preparation (bench/eager.py, its functions
+imported as they are): the documents joined with torch.cat, the padding
+mask and the sanitising, then the sizes read back to the host (`.item()`),
+so the model sees exactly the T rows of the microbatch and shapes change
+from one microbatch to the next.
+
+thdc: the documents concatenated on the device (one gather per key, from
+row indices planned on the host) into the static inputs of a
+thdc.megatron.GraphStep slot; its kernel pads to C rows with a dummy
+sequence, pads the cu arrays to N+1 entries and computes every row's RoPE
+table row, without a host synchronisation. On the CPU, HostStep runs the
+same pipeline's host code behind the same methods.
+"""
+import importlib.util
+import os
+import sys
+from types import SimpleNamespace
+
+import torch
+
+import thdc
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+
+def load_eager_module():
+    """bench/eager.py, the reference framework's step in PyTorch."""
+    path = os.path.join(ROOT, "bench", "eager.py")
+    spec = importlib.util.spec_from_file_location("thd_eager_reference", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def upload(batch, plan, device):
+    """The global batch's pools (and, for thdc, the plan's row indices and cu
+    arrays) on the device: pinned host copies sent without waiting (the
+    pinned blocks are kept until their copies are done)."""
+
+    def send(array):
+        tensor = torch.from_numpy(array)
+        if device.type == "cuda":
+            tensor = tensor.pin_memory()
+        return tensor.to(device, non_blocking=True)
+
+    return {"token_pool": send(batch.tokens), "label_pool": send(batch.labels),
+            "loss_mask_pool": send(batch.loss_mask), "position_pool": send(batch.positions),
+            "rows": send(plan.rows), "cu": send(plan.cu)}
+
+
+def eager_microbatch(eager, pools, batch, plan, m):
+    """Microbatch m the reference framework's eager way (cp = 1, no CUDA
+    graph, so no padding to C): S1 + S4 (pack_samples), S5 (padding mask),
+    S6 (sanitise), S7 (a no-op at cp = 1) and the metadata read back to the
+    host. Returns the model's inputs on the T rows: tokens, positions,
+    labels, loss_mask, cu_seqlens, max_seqlen (an int)."""
+    packed = eager.pack_samples(pools, batch.offsets, batch.lengths, plan.documents(m), cp=1)
+    cu, cup = packed.pop("cu_seqlens"), packed.pop("cu_seqlens_padded")
+    max_seqlen = packed.pop("max_seqlen")
+    mask = eager.build_thd_padding_mask(cu, cup)
+    eager.sanitize_thd_padding_values(packed, mask)
+    packed = eager.get_cp_slice_for_thd(packed, cup, 1, 0)
+    _, _, max_seqlen = eager.broadcast_metadata_over_tp(cu, cup, max_seqlen, 1)
+    return (packed["tokens"], packed["position_ids"], packed["labels"], packed["loss_mask"],
+            cup, max_seqlen)
+
+
+def load_microbatch(slot, pools, plan, m):
+    """Microbatch m into a step slot's static inputs: its documents gathered
+    from the pools (row indices from the plan; only host-known sizes), its
+    cu arrays and sequence count."""
+    rows = pools["rows"][int(plan.row_starts[m]):int(plan.row_starts[m + 1])]
+    n = int(plan.num_seqs[m])
+    cu = pools["cu"][m, :n + 1]
+    slot.load_inputs(tokens=pools["token_pool"].index_select(0, rows),
+                     labels=pools["label_pool"].index_select(0, rows),
+                     loss_mask=pools["loss_mask_pool"].index_select(0, rows),
+                     position_ids=pools["position_pool"].index_select(0, rows),
+                     cu_seqlens=cu, cu_seqlens_padded=cu, num_seqs=n)
+
+
+def step_bundle_name(C, N, R):
+    """The folder scripts/make-gpu-bundles.sh writes GraphStep's pipeline
+    with RoPE rows into (python/thdc/stages.py --rope; cp = 1)."""
+    return f"megatron_step_rope_C{C}_cp1_N{N}_R{R}"
+
+
+def step_bundle(bundle_dir, C, N, R):
+    """The bundle for (C, N, R) in bundle_dir, or None without a folder
+    (thdc's JIT compiles the pipeline)."""
+    if bundle_dir is None:
+        if not thdc.has_jit:
+            raise SystemExit("this build of thdc has no JIT: pass --bundle-dir (bundles from "
+                             "scripts/make-gpu-bundles.sh)")
+        return None
+    path = os.path.join(bundle_dir, step_bundle_name(C, N, R))
+    if not os.path.isfile(os.path.join(path, "manifest.json")):
+        raise SystemExit(f"no bundle {path}: compile python/thdc/stages.py --rope with "
+                         f"C={C}, cp=1, N={N}, R={R} (scripts/make-gpu-bundles.sh)")
+    return path
+
+
+def make_step(device, C, N, R, slots=1, bundle_dir=None):
+    """thdc.megatron.GraphStep with RoPE rows on a GPU, HostStep on the CPU."""
+    bundle = step_bundle(bundle_dir, C, N, R)
+    if device.type == "cpu":
+        return HostStep(C, N, R, bundle)
+    import thdc.megatron
+
+    return thdc.megatron.GraphStep(C, N, 1, 0, rope_table_rows=R, slots=slots, bundle=bundle,
+                                   device=device)
+
+
+class HostStep:
+    """GraphStep's methods on the CPU (one slot, cp = 1): the same pipeline
+    (thdc.stages.pipeline(rope=True)) compiled for the host, called on CPU
+    tensors, which thdc takes through DLPack."""
+
+    def __init__(self, C, N, R, bundle=None):
+        import thdc.megatron
+        import thdc.stages
+
+        params = {"C": C, "cp": 1, "N": N, "R": R}
+        self.kernel = (thdc.load(bundle, backend="host") if bundle else
+                       thdc.compile(thdc.stages.pipeline(rope=True), params, backend="host"))
+        spec = thdc.signature(self.kernel)
+        zeros = lambda a: torch.zeros(a.shape, dtype=getattr(torch, a.dtype))
+        self.inputs = SimpleNamespace(**{a.name: zeros(a) for a in spec
+                                         if a.direction == "input"})
+        self._outputs = {a.name: zeros(a) for a in spec if a.direction == "output"}
+        out = SimpleNamespace(**self._outputs)
+        self.batch = {key: getattr(out, key).view(1, C) for key in
+                      ("tokens", "labels", "loss_mask", "position_ids", "padding_mask")}
+        self.rope_rows = out.rope_rows
+        self.packed_seq_params = thdc.megatron.make_packed_seq_params(
+            qkv_format="thd", cu_seqlens_q=out.cu_seqlens_padded,
+            cu_seqlens_kv=out.cu_seqlens_padded, cu_seqlens_q_padded=out.cu_seqlens_padded,
+            cu_seqlens_kv_padded=out.cu_seqlens_padded, max_seqlen_q=C, max_seqlen_kv=C)
+        self.C, self.N = C, N
+
+    def slot(self, microbatch):
+        return self
+
+    def load_inputs(self, tokens, labels, loss_mask, position_ids, cu_seqlens,
+                    cu_seqlens_padded, num_seqs):
+        for name, value in (("tokens", tokens), ("labels", labels), ("loss_mask", loss_mask),
+                            ("position_ids", position_ids), ("cu_seqlens", cu_seqlens),
+                            ("cu_seqlens_padded", cu_seqlens_padded)):
+            getattr(self.inputs, name)[:value.numel()].copy_(value.reshape(-1))
+        self.inputs.num_seqs.fill_(num_seqs)
+
+    def run(self):
+        self.kernel(**vars(self.inputs), out=self._outputs)
+        return self.batch, self.packed_seq_params

@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+"""Turns the JSON results of train.py (one file per preset and C) into a
+Markdown table and an SVG plot of the loss curves.
+
+  python3 examples/train/report.py small.json medium.json \
+      --svg examples/train/loss.svg > examples/train/RESULTS.md
+"""
+import argparse
+import html
+import json
+import math
+import os
+import sys
+
+MODE_ORDER = ("eager", "thdc-eager", "thdc-graphs")
+COLOURS = {"eager": "#d62728", "thdc-eager": "#1f77b4", "thdc-graphs": "#2ca02c"}
+
+
+def fmt(value, spec, missing="-"):
+    return missing if value is None else format(value, spec)
+
+
+def rows(result):
+    """The table's rows of one result file: a dict per mode."""
+    modes = result["modes"]
+    eager = modes.get("eager")
+    out = []
+    for mode in sorted(modes, key=lambda m: MODE_ORDER.index(m) if m in MODE_ORDER else 99):
+        figures = modes[mode]
+        speedup = 1.0 if mode == "eager" else None
+        difference = None
+        if eager is not None and mode != "eager":
+            if eager["time_per_iter_ms"] and figures["time_per_iter_ms"]:
+                speedup = eager["time_per_iter_ms"] / figures["time_per_iter_ms"]
+            difference = max(abs(a - b) for a, b in zip(figures["loss"], eager["loss"]))
+        memory = figures["max_memory_bytes"]
+        out.append({
+            "mode": mode, "preset": result["preset"], "C": result["C"], "N": result["N"],
+            "time": figures["time_per_iter_ms"], "tokens": figures["tokens_per_s"],
+            "speedup": speedup, "memory": memory / 2**30 if memory is not None else None,
+            "syncs": figures["syncs_per_iter"], "final": figures["final_loss"],
+            "difference": difference, "microbatches": figures["microbatches_per_step"],
+            "setup": figures["setup_s"],
+        })
+    return out
+
+
+def markdown(results, svg_name=None):
+    lines = ["# examples/train: results", ""]
+    for result in results:
+        lines.append(
+            f"- `{result['preset']}`, C={result['C']}, N={result['N']}: "
+            f"{result['parameters'] / 1e6:.1f}M parameters, {result['documents']} documents "
+            f"per global batch, {result['steps']} steps, {result['precision']}, "
+            f"{result['device']}, torch {result['torch']}")
+    lines += ["", "| mode | preset | C | time/iter (ms) | tokens/s | speedup vs eager | "
+              "peak memory (GiB) | syncs/iter | final loss | max \\|Δloss\\| vs eager | "
+              "microbatches/step | setup (s) |",
+              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for result in results:
+        for r in rows(result):
+            lines.append(
+                f"| {r['mode']} | {r['preset']} | {r['C']} | {fmt(r['time'], '.2f')} | "
+                f"{fmt(r['tokens'], ',.0f')} | {fmt(r['speedup'], '.2f')} | "
+                f"{fmt(r['memory'], '.2f')} | {fmt(r['syncs'], '.1f')} | "
+                f"{r['final']:.4f} | {fmt(r['difference'], '.2e')} | "
+                f"{r['microbatches']:.2f} | {r['setup']:.1f} |")
+    lines += ["", "time/iter and tokens/s: the steps after the warm-up, real tokens only; "
+              "syncs/iter: synchronising CUDA operations PyTorch reports per iteration "
+              "(torch.cuda.set_sync_debug_mode), counted in the warm-up steps after the "
+              "first; final loss: the mean of the last 10 steps; max |Δloss|: over every "
+              "step, against the eager mode of the same run."]
+    if svg_name:
+        lines += ["", f"![loss curves]({svg_name})"]
+    return "\n".join(lines) + "\n"
+
+
+def nice_ticks(low, high, count=5):
+    """About `count` round tick values covering [low, high]."""
+    if high <= low:
+        high = low + 1.0
+    step = 10 ** math.floor(math.log10((high - low) / count))
+    for factor in (1, 2, 5, 10):
+        if (high - low) / (step * factor) <= count:
+            step *= factor
+            break
+    first = math.floor(low / step) * step
+    ticks, value = [], first
+    while value <= high + step * 1e-9:
+        ticks.append(round(value, 10))
+        value += step
+    return ticks
+
+
+def svg(results, width=760, panel_height=280):
+    """One panel per result: loss against step, a line per mode."""
+    left, right, top, bottom = 60, 150, 30, 40
+    height = panel_height * len(results)
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+             f'font-family="sans-serif" font-size="12">',
+             f'<rect width="{width}" height="{height}" fill="white"/>']
+    for index, result in enumerate(results):
+        y0 = index * panel_height
+        plot_w, plot_h = width - left - right, panel_height - top - bottom
+        curves = {m: f["loss"] for m, f in result["modes"].items()}
+        values = [v for curve in curves.values() for v in curve if math.isfinite(v)]
+        steps = max(len(c) for c in curves.values())
+        yticks = nice_ticks(min(values), max(values))
+        y_low, y_high = yticks[0], yticks[-1]
+        xticks = nice_ticks(1, steps)
+        x = lambda s: left + plot_w * (s - 1) / max(steps - 1, 1)
+        y = lambda v: y0 + top + plot_h * (1 - (v - y_low) / (y_high - y_low or 1))
+        title = (f"{result['preset']}, C={result['C']}, N={result['N']}: loss per step "
+                 f"({result['device']})")
+        parts.append(f'<text x="{left}" y="{y0 + 18}" font-weight="bold">'
+                     f'{html.escape(title)}</text>')
+        parts.append(f'<rect x="{left}" y="{y0 + top}" width="{plot_w}" height="{plot_h}" '
+                     f'fill="none" stroke="#888"/>')
+        for t in yticks:
+            parts.append(f'<line x1="{left}" x2="{left + plot_w}" y1="{y(t):.1f}" '
+                         f'y2="{y(t):.1f}" stroke="#eee"/>')
+            parts.append(f'<text x="{left - 6}" y="{y(t) + 4:.1f}" text-anchor="end">'
+                         f'{t:g}</text>')
+        for t in xticks:
+            if 1 <= t <= steps:
+                parts.append(f'<text x="{x(t):.1f}" y="{y0 + top + plot_h + 16}" '
+                             f'text-anchor="middle">{t:g}</text>')
+        parts.append(f'<text x="{left + plot_w / 2}" y="{y0 + panel_height - 6}" '
+                     f'text-anchor="middle">step</text>')
+        ordered = [m for m in MODE_ORDER if m in curves] + [m for m in curves
+                                                            if m not in MODE_ORDER]
+        for row, mode in enumerate(ordered):
+            colour = COLOURS.get(mode, "#555")
+            dash = ' stroke-dasharray="6 4"' if mode == "thdc-graphs" else ""
+            points = " ".join(f"{x(s + 1):.1f},{y(v):.1f}"
+                              for s, v in enumerate(curves[mode]) if math.isfinite(v))
+            parts.append(f'<polyline points="{points}" fill="none" stroke="{colour}" '
+                         f'stroke-width="1.3"{dash}/>')
+            ly = y0 + top + 14 + 18 * row
+            parts.append(f'<line x1="{left + plot_w + 12}" x2="{left + plot_w + 36}" '
+                         f'y1="{ly - 4}" y2="{ly - 4}" stroke="{colour}" stroke-width="2"'
+                         f'{dash}/>')
+            parts.append(f'<text x="{left + plot_w + 42}" y="{ly}">{html.escape(mode)}</text>')
+    parts.append("</svg>")
+    return "\n".join(parts) + "\n"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("results", nargs="+", help="JSON files written by train.py --json")
+    parser.add_argument("--svg", metavar="OUT", help="also write the loss curves here")
+    parser.add_argument("--markdown", metavar="OUT", help="write the table here (default: "
+                        "standard output)")
+    args = parser.parse_args(argv)
+    results = []
+    for path in args.results:
+        with open(path) as f:
+            results.append(json.load(f))
+    svg_name = None
+    if args.svg:
+        with open(args.svg, "w") as out:
+            out.write(svg(results))
+        base = os.path.dirname(os.path.abspath(args.markdown)) if args.markdown else os.getcwd()
+        svg_name = os.path.relpath(os.path.abspath(args.svg), base)
+    text = markdown(results, svg_name)
+    if args.markdown:
+        with open(args.markdown, "w") as out:
+            out.write(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,326 @@
+#!/usr/bin/env python3
+"""Trains a small GPT on packed variable-length documents three ways, side by
+side in one process, and measures what thdc saves.
+
+  eager        the reference framework's eager THD preparation (bench/eager.py:
+               torch.cat packing, the padding mask, sizes read back with
+               .item()) and the model in eager mode on the T rows of each
+               microbatch
+  thdc-eager   thdc.megatron.GraphStep (one slot, run eagerly) and the model in
+               eager mode on the static C rows
+  thdc-graphs  the step, the forward and the backward of a whole microbatch
+               captured in one CUDA graph per slot of the step's ring,
+               replayed after each microbatch is loaded into its slot
+
+Every mode trains the same model from the same initialisation on the same
+global batches (documents, plan and order), so their losses agree up to
+rounding. Per mode: the loss of every step, time per iteration, tokens/s
+(real tokens only), peak memory and host synchronisations per iteration.
+
+  python3 examples/train/train.py --preset small --steps 300 --json small.json
+  python3 examples/train/report.py small.json > examples/train/RESULTS.md
+"""
+import argparse
+import contextlib
+import gc
+import importlib.util
+import json
+import math
+import os
+import sys
+import time
+import warnings
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import data  # noqa: E402
+import model as gpt  # noqa: E402
+import preparation  # noqa: E402
+
+MODES = ("eager", "thdc-eager", "thdc-graphs")
+
+
+class Trainer:
+    """Runs the forward and backward of every microbatch of a global batch;
+    gradients accumulate in the parameters' .grad, the loss in `loss_sum`
+    (both on the device). `scale` is one over the global batch's loss
+    tokens, so the microbatches add up to its per-token mean."""
+
+    def __init__(self, model, autocast, device):
+        self.model, self.autocast = model, autocast
+        self.loss_sum = torch.zeros(1, device=device)
+        self.scale = torch.zeros(1, device=device)
+
+    def backward(self, tokens, rope_rows, labels, loss_mask, cu_seqlens, max_seqlen):
+        with self.autocast():
+            loss = self.model.loss(tokens, rope_rows, labels, loss_mask, cu_seqlens,
+                                   max_seqlen, self.scale)
+        loss.backward()
+        self.loss_sum.add_(loss.detach())
+
+
+class EagerTrainer(Trainer):
+    """The reference framework's preparation, the model on T rows."""
+
+    def __init__(self, model, autocast, device):
+        super().__init__(model, autocast, device)
+        self.eager = preparation.load_eager_module()
+
+    def run(self, batch, plan, pools):
+        for m in range(plan.num_microbatches):
+            self.backward(*preparation.eager_microbatch(self.eager, pools, batch, plan, m))
+
+
+class StepTrainer(Trainer):
+    """thdc's step, run eagerly, the model on the static C rows."""
+
+    def __init__(self, model, autocast, device, step):
+        super().__init__(model, autocast, device)
+        self.step = step
+
+    def microbatch(self, slot):
+        batch, params = slot.run()
+        self.backward(batch["tokens"][0], slot.rope_rows, batch["labels"][0],
+                      batch["loss_mask"][0], params.cu_seqlens_q, params.max_seqlen_q)
+
+    def run(self, batch, plan, pools):
+        slot = self.step.slot(0)
+        for m in range(plan.num_microbatches):
+            preparation.load_microbatch(slot, pools, plan, m)
+            self.microbatch(slot)
+
+
+class GraphTrainer(StepTrainer):
+    """thdc's step, forward and backward of a microbatch in one CUDA graph per
+    slot of the step's ring. Graph k reads slot k's static buffers; the
+    graphs share one memory pool, as they replay one after another."""
+
+    def __init__(self, model, autocast, device, step, slots):
+        super().__init__(model, autocast, device, step)
+        # PyTorch captures after a few eager iterations on a side stream (lazy
+        # initialisation: cuBLAS workspaces, autograd's buffers). Slot 0 holds
+        # the empty microbatch GraphStep starts with: its loss mask is zero,
+        # so the warm-up adds nothing to the gradients or the loss.
+        side = torch.cuda.Stream(device)
+        side.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                self.microbatch(step.slot(0))
+        torch.cuda.current_stream(device).wait_stream(side)
+        self.graphs, pool = [], None
+        for k in range(slots):
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, pool=pool):
+                self.microbatch(step.slot(k))
+            pool = graph.pool()
+            self.graphs.append(graph)
+        self.loss_sum.zero_()
+
+    def run(self, batch, plan, pools):
+        for m in range(plan.num_microbatches):
+            preparation.load_microbatch(self.step.slot(m), pools, plan, m)
+            self.graphs[m % len(self.graphs)].replay()
+
+
+@contextlib.contextmanager
+def count_syncs(device, enabled):
+    """Counts the synchronising CUDA operations PyTorch reports inside the
+    block (torch.cuda.set_sync_debug_mode("warn")); yields a list that holds
+    the count afterwards (None on the CPU or when not enabled)."""
+    result = [None]
+    if not enabled or device.type != "cuda":
+        yield result
+        return
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            yield result
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    result[0] = sum("synchroniz" in str(w.message) for w in caught)
+
+
+def synchronize(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def train(mode, args, preset, device):
+    """One mode's run; its figures as a dict."""
+    setup_start = time.perf_counter()
+    torch.manual_seed(args.seed)
+    model = gpt.GPT(preset.model).to(device)  # initialised on the CPU: equal in every mode
+    fused = {"fused": True} if device.type == "cuda" else {}
+    optimizer = torch.optim.AdamW(gpt.parameter_groups(model), lr=preset.lr,
+                                  betas=(0.9, 0.95), **fused)
+    for parameter in model.parameters():  # static gradients, zeroed in place every step
+        parameter.grad = torch.zeros_like(parameter)
+    if args.precision == "bf16":
+        autocast = lambda: torch.autocast(device.type, dtype=torch.bfloat16, cache_enabled=False)
+    else:
+        autocast = contextlib.nullcontext
+
+    C, N, R = preset.C, preset.N, preset.model.rope_rows
+    slots = 1
+    if mode == "eager":
+        trainer = EagerTrainer(model, autocast, device)
+    elif mode == "thdc-eager":
+        step = preparation.make_step(device, C, N, R, bundle_dir=args.bundle_dir)
+        trainer = StepTrainer(model, autocast, device, step)
+    else:
+        slots = args.slots or data.max_microbatches(preset.documents, C, N)
+        step = preparation.make_step(device, C, N, R, slots=slots, bundle_dir=args.bundle_dir)
+        trainer = GraphTrainer(model, autocast, device, step, slots)
+    synchronize(device)
+    setup_s = time.perf_counter() - setup_start
+
+    losses = torch.zeros(args.steps, device=device)
+    warmup = min(args.warmup, args.steps // 2)
+    syncs, microbatches, tokens = [], [], []
+    log_tokens, log_time, log_step = 0, None, 0
+    timed_start = None
+    for it in range(args.steps):
+        if it == warmup:  # the timed part starts here
+            synchronize(device)
+            timed_start = log_time = time.perf_counter()
+            log_tokens, log_step = 0, it
+        batch = data.global_batch(args.seed, it, preset.documents, C, preset.model.vocab)
+        plan = data.plan_microbatches(batch, C, N, args.algorithm)
+        # Host synchronisations are counted in the warm-up steps after the
+        # first (whose lazy initialisation is not per iteration), which are
+        # not timed.
+        with count_syncs(device, 0 < it < warmup) as counted:
+            pools = preparation.upload(batch, plan, device)
+            optimizer.zero_grad(set_to_none=False)
+            trainer.loss_sum.zero_()
+            trainer.scale.fill_(1.0 / float(batch.loss_mask.sum()))
+            trainer.run(batch, plan, pools)
+            optimizer.step()
+            losses[it:it + 1].copy_(trainer.loss_sum)
+        if counted[0] is not None:
+            syncs.append(counted[0])
+        microbatches.append(plan.num_microbatches)
+        tokens.append(batch.num_tokens)
+        log_tokens += batch.num_tokens
+        if (it + 1) % args.log_every == 0 or it + 1 == args.steps:  # the logging point
+            loss = losses[it].item()  # synchronises
+            now = time.perf_counter()
+            rate = (f"{log_tokens / (now - log_time):,.0f} tokens/s" if log_time is not None
+                    and it >= warmup else "warm-up")
+            print(f"{mode:>11} step {it + 1:>5}  loss {loss:.4f}  {rate}", flush=True)
+            if it >= warmup:
+                log_tokens, log_time, log_step = 0, now, it + 1
+    synchronize(device)
+    elapsed = time.perf_counter() - timed_start if timed_start is not None else float("nan")
+    timed = args.steps - warmup
+    loss_values = losses.tolist()
+    figures = {
+        "loss": loss_values,
+        "final_loss": sum(loss_values[-10:]) / len(loss_values[-10:]),
+        "setup_s": setup_s,
+        "warmup_steps": warmup,
+        "timed_steps": timed,
+        "time_per_iter_ms": 1e3 * elapsed / timed if timed else None,
+        "tokens_per_s": sum(tokens[warmup:]) / elapsed if timed else None,
+        "microbatches_per_step": sum(microbatches) / len(microbatches),
+        "tokens_per_step": sum(tokens) / len(tokens),
+        "syncs_per_iter": sum(syncs) / len(syncs) if syncs else None,
+        "sync_counted_steps": len(syncs),
+        "slots": slots,
+        "max_memory_bytes": (torch.cuda.max_memory_allocated(device)
+                             if device.type == "cuda" else None),
+    }
+    if not all(math.isfinite(v) for v in loss_values):
+        print(f"{mode}: the loss is not finite", file=sys.stderr)
+    return figures
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--mode", choices=MODES + ("all",), default="all")
+    parser.add_argument("--preset", choices=gpt.PRESET_NAMES, default="small")
+    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--C", type=int, help="tokens per microbatch (default: the preset's)")
+    parser.add_argument("--N", type=int,
+                        help="sequences per microbatch, the dummy included (default: the "
+                             "preset's)")
+    parser.add_argument("--documents", type=int,
+                        help="documents per global batch (default: the preset's)")
+    parser.add_argument("--slots", type=int,
+                        help="thdc-graphs: graphs captured (default: the planner's bound on "
+                             "the microbatches of a global batch)")
+    parser.add_argument("--algorithm", choices=("next_fit", "balanced"), default="next_fit")
+    parser.add_argument("--bundle-dir", metavar="DIR",
+                        help="where the step's bundles are (scripts/make-gpu-bundles.sh's "
+                             "python/ folder); without it thdc's JIT compiles the step")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--precision", choices=("bf16", "fp32"),
+                        help="bf16 autocast (the default on a GPU; FlashAttention needs it) "
+                             "or fp32 (the default on the CPU)")
+    parser.add_argument("--warmup", type=int, default=10,
+                        help="steps run before timing (host synchronisations are counted in "
+                             "them)")
+    parser.add_argument("--log-every", type=int, default=25)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", metavar="OUT", help="write the figures here")
+    args = parser.parse_args(argv)
+    if args.steps < 1:
+        parser.error("--steps must be >= 1")
+    device = torch.device(args.device)
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    if args.precision is None:
+        args.precision = "bf16" if device.type == "cuda" else "fp32"
+    if device.type == "cuda" and args.precision != "bf16":
+        parser.error("FlashAttention runs in bf16: --precision bf16 on a GPU")
+    if device.type == "cuda" and importlib.util.find_spec("torch.nn.attention.varlen") is None:
+        parser.error(f"torch {torch.__version__} has no torch.nn.attention.varlen (PyTorch 2.10 "
+                     "or newer): the GPU modes need its variable-length FlashAttention")
+    preset = gpt.preset(args.preset, args.C, args.N, args.documents)
+    modes = MODES if args.mode == "all" else (args.mode,)
+    if device.type == "cpu" and "thdc-graphs" in modes:
+        if args.mode != "all":
+            parser.error("thdc-graphs needs a GPU")
+        modes = MODES[:2]
+
+    parameters = sum(p.numel() for p in gpt.GPT(preset.model).parameters())
+    config = preset.model
+    print(f"{args.preset}: {parameters / 1e6:.1f}M parameters ({config.layers} layers, dim "
+          f"{config.dim}, {config.heads} heads, vocab {config.vocab}); C={preset.C}, "
+          f"N={preset.N}, {preset.documents} documents per global batch; {args.steps} steps "
+          f"on {torch.cuda.get_device_name(device) if device.type == 'cuda' else 'the CPU'}",
+          flush=True)
+    results = {}
+    for mode in modes:
+        gc.collect()
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats(device)
+        results[mode] = train(mode, args, preset, device)
+        figures = results[mode]
+        print(f"{mode:>11}: {figures['time_per_iter_ms']:.2f} ms/iter, "
+              f"{figures['tokens_per_s']:,.0f} tokens/s, syncs/iter "
+              f"{figures['syncs_per_iter']}, final loss {figures['final_loss']:.4f}", flush=True)
+    output = {
+        "preset": args.preset, "C": preset.C, "N": preset.N, "R": config.rope_rows,
+        "documents": preset.documents, "steps": args.steps, "seed": args.seed,
+        "algorithm": args.algorithm, "parameters": parameters,
+        "model": {"vocab": config.vocab, "dim": config.dim, "layers": config.layers,
+                  "heads": config.heads},
+        "precision": args.precision, "torch": torch.__version__,
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "modes": results,
+    }
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump(output, out, indent=1)
+    return output
+
+
+if __name__ == "__main__":
+    main()
