@@ -18,8 +18,9 @@
 #          two ranks share the GPU over gloo), and
 #          bench/python_call.py beside bench/thdc_bench.
 #   scripts/gpu-suite.sh [check|jit|bench|python|all][,...] RESULTS_DIR
-# A Python package missing there (megatron-core) can be given as wheels in
-# THDC_WHEELS; they are installed into a temporary folder.
+# A Python package missing there can be given as wheels in THDC_WHEELS; they
+# are installed into a temporary folder. megatron-core releases given in
+# THDC_MEGATRON_WHEELS are each tested with the drop-in on their own.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 mode=${1:-all}
@@ -137,6 +138,19 @@ if wants python; then
   export PYTHONPATH=$build/python${PYTHONPATH:+:$PYTHONPATH} THDC_BUNDLES=$bundles
   export THDC_CACHE_DIR=$(mktemp -d)
   run python-pytest python3 -m pytest -v -p no:cacheprovider "$root/test/python"
+  # The drop-in against each megatron-core release given as a wheel in
+  # THDC_MEGATRON_WHEELS (one at a time, each in its own folder): the
+  # PackedSeqParams fields and the global seq_idx against the release's own.
+  if [ -n "${THDC_MEGATRON_WHEELS:-}" ]; then
+    for wheel in "$THDC_MEGATRON_WHEELS"/megatron_core-*.whl; do
+      version=$(basename "$wheel" | cut -d- -f2)
+      site_mc=$(mktemp -d)
+      python3 -m pip install -q --no-index --no-deps --no-compile --target "$site_mc" "$wheel" &&
+        run "python-megatron-core-$version" env PYTHONPATH="$site_mc:$PYTHONPATH" THDC_EXPECT_MEGATRON_CORE=1 \
+          python3 -m pytest -v -rP -p no:cacheprovider "$root/test/python/test_megatron_gpu.py" \
+          -k "packed_seq_params or global_seq_idx"
+    done
+  fi
   run python-quickstart env THDC_STEP_BUNDLE="$bundles/python/megatron_step_C4096_cp2_N64" \
     python3 "$root/examples/python/quickstart.py"
   # A global batch planned on the host and packed on the GPU, against the

@@ -63,11 +63,29 @@ fi
 # the megatron drop-in's pipeline.
 mkdir -p "$out/python"
 "$bin/thdc" "$example" --param C=1024 --param cp=2 --param N=33 -o "$out/python/megatron_graph_step_C1024_cp2_N33"
-for shape in "1024 1 17" "1024 2 33" "4096 2 64"; do
-  set -- $shape
-  "$bin/thdc" "$root/python/thdc/pipelines/megatron_step.mlir" --param C=$1 --param cp=$2 --param N=$3 \
-    -o "$out/python/megatron_step_C$1_cp$2_N$3"
-done
+# thdc.megatron.GraphStep's pipelines (python/thdc/stages.py writes them):
+# "OPTIONS|C,cp,N[,R] ..." per line; the folder names are the ones
+# test/python/test_megatron_gpu.py's bundle_name() gives (the last line:
+# examples/train/'s presets).
+mkdir -p "$out/python/pipelines"
+while IFS='|' read -r options shapes; do
+  variant=$(python3 "$root/python/thdc/stages.py" $options --variant)
+  source="$out/python/pipelines/megatron_step${variant:+_$variant}.mlir"
+  python3 "$root/python/thdc/stages.py" $options > "$source"
+  for shape in $shapes; do
+    IFS=, read -r C cp N R <<< "$shape"
+    "$bin/thdc" "$source" --param C=$C --param cp=$cp --param N=$N ${R:+--param R=$R} \
+      -o "$out/python/megatron_step${variant:+_$variant}_C${C}_cp${cp}_N${N}${R:+_R$R}"
+  done
+done <<'STAGES'
+|1024,1,17 1024,2,33 4096,2,64 1024,1,33 1024,4,33 2048,1,17 2048,1,33
+--stage first|1024,2,33
+--stage middle|1024,2,33
+--stage last|1024,2,33
+--rope --cp-order-index|512,1,17,512 512,2,17,1024 512,2,17,4096 512,4,17,4096
+--cp-mode contiguous --cp-order-index|1024,2,33
+--rope|8192,1,64,8192 256,1,16,256
+STAGES
 # examples/pack_microbatch.mlir (C, cp, N, pool rows P, pool samples S):
 # examples/python/global_batch.py's, one process per CP rank (cp = 1 and 2;
 # 1M pool rows and 512 samples hold its global batch of 256 samples of up to
