@@ -84,7 +84,7 @@ done <<'STAGES'
 --stage last|1024,2,33
 --rope --cp-order-index|512,1,17,512 512,2,17,1024 512,2,17,4096 512,4,17,4096
 --cp-mode contiguous --cp-order-index|1024,2,33
---rope|8192,1,64,8192 256,1,16,256
+--rope|8192,1,64,8192 16384,1,64,16384 256,1,16,256
 STAGES
 # examples/pack_microbatch.mlir (C, cp, N, pool rows P, pool samples S):
 # examples/python/global_batch.py's, one process per CP rank (cp = 1 and 2;

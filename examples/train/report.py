@@ -12,8 +12,15 @@ import math
 import os
 import sys
 
-MODE_ORDER = ("eager", "thdc-eager", "thdc-graphs")
-COLOURS = {"eager": "#d62728", "thdc-eager": "#1f77b4", "thdc-graphs": "#2ca02c"}
+MODE_ORDER = ("eager", "thdc-eager", "thdc-graphs", "eager-again")
+SMOOTHING = 10  # steps in the moving mean of the smoothed difference
+COLOURS = {"eager": "#d62728", "thdc-eager": "#1f77b4", "thdc-graphs": "#2ca02c",
+           "eager-again": "#7f7f7f"}
+
+
+def moving_mean(values, width=SMOOTHING):
+    """The mean of each window of `width` consecutive values."""
+    return [sum(values[i:i + width]) / width for i in range(len(values) - width + 1)] or values
 
 
 def fmt(value, spec, missing="-"):
@@ -28,18 +35,21 @@ def rows(result):
     for mode in sorted(modes, key=lambda m: MODE_ORDER.index(m) if m in MODE_ORDER else 99):
         figures = modes[mode]
         speedup = 1.0 if mode == "eager" else None
-        difference = None
+        difference = smoothed = None
         if eager is not None and mode != "eager":
             if eager["time_per_iter_ms"] and figures["time_per_iter_ms"]:
                 speedup = eager["time_per_iter_ms"] / figures["time_per_iter_ms"]
             difference = max(abs(a - b) for a, b in zip(figures["loss"], eager["loss"]))
+            smoothed = max(abs(a - b) for a, b in zip(moving_mean(figures["loss"]),
+                                                       moving_mean(eager["loss"])))
         memory = figures["max_memory_bytes"]
         out.append({
             "mode": mode, "preset": result["preset"], "C": result["C"], "N": result["N"],
             "time": figures["time_per_iter_ms"], "tokens": figures["tokens_per_s"],
             "speedup": speedup, "memory": memory / 2**30 if memory is not None else None,
             "syncs": figures["syncs_per_iter"], "final": figures["final_loss"],
-            "difference": difference, "microbatches": figures["microbatches_per_step"],
+            "difference": difference, "smoothed": smoothed,
+            "microbatches": figures["microbatches_per_step"],
             "setup": figures["setup_s"],
         })
     return out
@@ -55,8 +65,8 @@ def markdown(results, svg_name=None):
             f"{result['device']}, torch {result['torch']}")
     lines += ["", "| mode | preset | C | time/iter (ms) | tokens/s | speedup vs eager | "
               "peak memory (GiB) | syncs/iter | final loss | max \\|Δloss\\| vs eager | "
-              "microbatches/step | setup (s) |",
-              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+              f"max \\|Δ\\| of {SMOOTHING}-step means | microbatches/step | setup (s) |",
+              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for result in results:
         for r in rows(result):
             lines.append(
@@ -64,12 +74,15 @@ def markdown(results, svg_name=None):
                 f"{fmt(r['tokens'], ',.0f')} | {fmt(r['speedup'], '.2f')} | "
                 f"{fmt(r['memory'], '.2f')} | {fmt(r['syncs'], '.1f')} | "
                 f"{r['final']:.4f} | {fmt(r['difference'], '.2e')} | "
+                f"{fmt(r['smoothed'], '.2e')} | "
                 f"{r['microbatches']:.2f} | {r['setup']:.1f} |")
     lines += ["", "time/iter and tokens/s: the steps after the warm-up, real tokens only; "
               "syncs/iter: synchronising CUDA operations PyTorch reports per iteration "
               "(torch.cuda.set_sync_debug_mode), counted in the warm-up steps after the "
               "first; final loss: the mean of the last 10 steps; max |Δloss|: over every "
-              "step, against the eager mode of the same run."]
+              "step, against the eager mode of the same run; the smoothed one between "
+              f"moving means over {SMOOTHING} steps; eager-again: the eager mode run a second "
+              "time, the drift between two runs of one mode."]
     if svg_name:
         lines += ["", f"![loss curves]({svg_name})"]
     return "\n".join(lines) + "\n"

@@ -265,6 +265,9 @@ def main(argv=None):
                              "them)")
     parser.add_argument("--log-every", type=int, default=25)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--repeat-eager", action="store_true",
+                        help="run the eager mode a second time (\"eager-again\"): how far two "
+                             "runs of one mode drift apart, the yardstick for the others")
     parser.add_argument("--json", metavar="OUT", help="write the figures here")
     args = parser.parse_args(argv)
     if args.steps < 1:
@@ -296,14 +299,17 @@ def main(argv=None):
           f"on {torch.cuda.get_device_name(device) if device.type == 'cuda' else 'the CPU'}",
           flush=True)
     results = {}
-    for mode in modes:
+    runs = [(mode, mode) for mode in modes]
+    if args.repeat_eager and "eager" in modes:
+        runs.append(("eager-again", "eager"))
+    for key, mode in runs:
         gc.collect()
         if device.type == "cuda":
             torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats(device)
-        results[mode] = train(mode, args, preset, device)
-        figures = results[mode]
-        print(f"{mode:>11}: {figures['time_per_iter_ms']:.2f} ms/iter, "
+        results[key] = train(mode, args, preset, device)
+        figures = results[key]
+        print(f"{key:>11}: {figures['time_per_iter_ms']:.2f} ms/iter, "
               f"{figures['tokens_per_s']:,.0f} tokens/s, syncs/iter "
               f"{figures['syncs_per_iter']}, final loss {figures['final_loss']:.4f}", flush=True)
     output = {

@@ -119,15 +119,19 @@ def reference_pack(pool, sample_ids, num_seqs, cp_rank, C, cp, N):
 def step_inputs(mb, C, cp, keys=("tokens", "labels", "loss_mask", "position_ids")):
     """A microbatch as the reference framework hands it over, as torch
     tensors on the GPU: data [1, T] with T the packed rows (the given keys),
-    cu arrays of num_seqs+1 entries."""
+    cu arrays of num_seqs+1 entries (at most all of them, num_seqs given
+    explicitly when the count is more than they hold or negative)."""
     import torch
 
     n = int(mb["num_seqs"][0])
-    rows = max(0, min(int(mb["cu_seqlens_padded"][n]), C * cp))
+    entries = min(max(n + 1, 1), len(mb["cu_seqlens"]))
+    rows = max(0, min(int(mb["cu_seqlens_padded"][entries - 1]), C * cp))
     take = lambda name, count: torch.from_numpy(mb[name][:count].copy()).cuda()
     inputs = {k: take(k, rows).view(1, -1) for k in keys}
-    inputs.update(cu_seqlens=take("cu_seqlens", n + 1),
-                  cu_seqlens_padded=take("cu_seqlens_padded", n + 1))
+    inputs.update(cu_seqlens=take("cu_seqlens", entries),
+                  cu_seqlens_padded=take("cu_seqlens_padded", entries))
+    if entries != n + 1:  # a count the arrays cannot show (bad metadata)
+        inputs["num_seqs"] = n
     return inputs
 
 
