@@ -119,8 +119,9 @@ def reference_pack(pool, sample_ids, num_seqs, cp_rank, C, cp, N):
 def step_inputs(mb, C, cp, keys=("tokens", "labels", "loss_mask", "position_ids")):
     """A microbatch as the reference framework hands it over, as torch
     tensors on the GPU: data [1, T] with T the packed rows (the given keys),
-    cu arrays of num_seqs+1 entries (at most all of them, num_seqs given
-    explicitly when the count is more than they hold or negative)."""
+    cu arrays of num_seqs+1 entries (at most all of them; num_seqs given
+    explicitly when the arrays have every entry, as the step requires, or
+    when the count is more than they hold or negative)."""
     import torch
 
     n = int(mb["num_seqs"][0])
@@ -130,8 +131,8 @@ def step_inputs(mb, C, cp, keys=("tokens", "labels", "loss_mask", "position_ids"
     inputs = {k: take(k, rows).view(1, -1) for k in keys}
     inputs.update(cu_seqlens=take("cu_seqlens", entries),
                   cu_seqlens_padded=take("cu_seqlens_padded", entries))
-    if entries != n + 1:  # a count the arrays cannot show (bad metadata)
-        inputs["num_seqs"] = n
+    if entries != n + 1 or entries == len(mb["cu_seqlens"]):
+        inputs["num_seqs"] = n  # arrays as long as the step's: the count is explicit
     return inputs
 
 
