@@ -253,6 +253,22 @@ def test_restore_cp_order_undoes_the_partition(cp_mode, cp, C, N, R):
     assert valid >= 20
 
 
+def test_restore_cp_order_does_not_synchronise():
+    C, cp, N, R = 512, 2, 17, 4096
+    step = make_step(C, N, cp, 1, R=R, cp_order_index=True)
+    inputs = step_inputs(random_microbatch(np.random.default_rng(55), C, cp, N, rank=1), C, cp)
+    gathered = torch.randn(cp * C, 8, device="cuda")
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for _ in range(5):
+            step(**inputs)
+            restored = step.restore_cp_order(gathered)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert torch.equal(restored, gathered[step.cp_order_index.long()])
+
+
 def test_sequence_parallel_shard_of_the_padding_mask():
     C, cp, N, tp = 1024, 2, 33, 4
     full = make_step(C, N, cp, 0)
