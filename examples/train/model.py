@@ -182,6 +182,12 @@ class GPT(nn.Module):
         x = self.embedding(tokens)
         for block in self.blocks:
             x = block(x, cos, sin, cu_seqlens, max_seqlen)
+        return self.output_loss(x, labels, loss_mask, scale)
+
+    def output_loss(self, x, labels, loss_mask, scale):
+        """The final norm, the output layer and the loss of the last block's
+        hidden states x [T, dim] (loss's second half, which the per-layer
+        graphs of examples/train run eagerly)."""
         logits = self.head(self.norm(x)).float()
         losses = F.cross_entropy(logits, labels, reduction="none")
         return (losses * loss_mask).sum() * scale

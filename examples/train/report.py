@@ -12,10 +12,11 @@ import math
 import os
 import sys
 
-MODE_ORDER = ("eager", "thdc-eager", "thdc-graphs", "eager-again")
+MODE_ORDER = ("eager", "thdc-eager", "thdc-graphs", "thdc-layer-graphs", "eager-again")
 SMOOTHING = 10  # steps in the moving mean of the smoothed difference
 COLOURS = {"eager": "#d62728", "thdc-eager": "#1f77b4", "thdc-graphs": "#2ca02c",
-           "eager-again": "#7f7f7f"}
+           "thdc-layer-graphs": "#9467bd", "eager-again": "#7f7f7f"}
+DASHES = {"thdc-graphs": "6 4", "thdc-layer-graphs": "2 3"}  # curves that lie on others
 
 
 def moving_mean(values, width=SMOOTHING):
@@ -144,7 +145,7 @@ def svg(results, width=760, panel_height=280):
                                                             if m not in MODE_ORDER]
         for row, mode in enumerate(ordered):
             colour = COLOURS.get(mode, "#555")
-            dash = ' stroke-dasharray="6 4"' if mode == "thdc-graphs" else ""
+            dash = f' stroke-dasharray="{DASHES[mode]}"' if mode in DASHES else ""
             points = " ".join(f"{x(s + 1):.1f},{y(v):.1f}"
                               for s, v in enumerate(curves[mode]) if math.isfinite(v))
             parts.append(f'<polyline points="{points}" fill="none" stroke="{colour}" '

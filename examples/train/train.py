@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Trains a small GPT on packed variable-length documents three ways, side by
+"""Trains a small GPT on packed variable-length documents four ways, side by
 side in one process, and measures what thdc saves.
 
   eager        the reference framework's eager THD preparation (bench/eager.py:
@@ -11,6 +11,11 @@ side in one process, and measures what thdc saves.
   thdc-graphs  the step, the forward and the backward of a whole microbatch
                captured in one CUDA graph per slot of the step's ring,
                replayed after each microbatch is loaded into its slot
+  thdc-layer-graphs
+               the step run eagerly, each transformer block's forward and
+               backward a CUDA graph (torch.cuda.make_graphed_callables, as
+               the reference framework's per-layer graphs); the embedding,
+               the final norm, the output layer and the loss eager
 
 Every mode trains the same model from the same initialisation on the same
 global batches (documents, plan and order), so their losses agree up to
@@ -38,7 +43,8 @@ import data  # noqa: E402
 import model as gpt  # noqa: E402
 import preparation  # noqa: E402
 
-MODES = ("eager", "thdc-eager", "thdc-graphs")
+MODES = ("eager", "thdc-eager", "thdc-graphs", "thdc-layer-graphs")
+GRAPH_MODES = ("thdc-graphs", "thdc-layer-graphs")  # CUDA only
 
 
 class Trainer:
@@ -123,6 +129,126 @@ class GraphTrainer(StepTrainer):
             self.graphs[m % len(self.graphs)].replay()
 
 
+class BlockCall(torch.nn.Module):
+    """One transformer block as make_graphed_callables takes it: tensors only
+    (max_seqlen, a Python int, is the constant C), and the block a submodule,
+    so that its parameters are part of the graph's inputs and get gradients.
+    The forward enters autocast itself: make_graphed_callables is called
+    outside autocast, so the forward is captured in bf16 while the backward
+    is captured without autocast, as loss.backward() runs in every other mode
+    (pytorch/pytorch#120930: a capture under autocast would run the backward
+    under it too)."""
+
+    def __init__(self, block, max_seqlen, autocast):
+        super().__init__()
+        self.block, self.max_seqlen, self.autocast = block, max_seqlen, autocast
+
+    def forward(self, x, cos, sin, cu_seqlens):
+        with self.autocast():
+            return self.block(x, cos, sin, cu_seqlens, self.max_seqlen)
+
+
+class LayerGraphTrainer(StepTrainer):
+    """thdc's step run eagerly (one slot; run() launches without a host
+    synchronisation); each block's forward and backward a CUDA graph made by
+    torch.cuda.make_graphed_callables, the reference framework's per-layer
+    capture; the embedding, the final norm, the output layer and the loss
+    eager, computed as GPT.loss computes them.
+
+    Every tensor a block's graphs read is one of its sample arguments: the
+    hidden states [C, dim] (requires_grad, as the embedding's output and
+    every block's output are), and the metadata, which are static: the
+    slot's cu_seqlens (the step's output buffer), and cos and sin of every
+    row, gathered each microbatch into two static buffers from the step's
+    rope_rows. The graphed callables copy an argument into their static
+    input only where its address differs: the hidden states (a copy of
+    [C, dim] per block), never the metadata. max_seqlen is the constant C."""
+
+    def __init__(self, model, autocast, device, step):
+        super().__init__(model, autocast, device, step)
+        slot = step.slot(0)
+        C = step.C
+        # The slot holds the empty microbatch GraphStep starts with (a valid
+        # cu_seqlens and rope_rows): the metadata of the warm-up and capture.
+        batch, params = slot.run()
+        self.cu_seqlens = params.cu_seqlens_q
+        half = model.rope_cos.shape[1]
+        self.cos = torch.empty(C, half, dtype=model.rope_cos.dtype, device=device)
+        self.sin = torch.empty(C, half, dtype=model.rope_sin.dtype, device=device)
+        self.gather_rope(slot)
+        with torch.no_grad(), autocast():  # the hidden states' dtype (float32)
+            dtype = model.embedding(batch["tokens"][0][:1]).dtype
+        callables = tuple(BlockCall(block, C, autocast) for block in model.blocks)
+        hidden = [torch.zeros(C, model.config.dim, dtype=dtype, device=device,
+                              requires_grad=True) for _ in callables]
+        sample_args = tuple((x, self.cos, self.sin, self.cu_seqlens) for x in hidden)
+        # One call, so all 2L graphs share one memory pool: they are captured
+        # in the order they replay (forward 1..L, backward L..1). Its warm-up
+        # (3 iterations per block on a side stream, on the sample arguments)
+        # computes gradients with torch.autograd.grad, which returns them
+        # without adding them to .grad, and steps no optimizer: the weights
+        # and .grad are unchanged; .grad is zeroed below all the same.
+        try:
+            self.blocks = torch.cuda.make_graphed_callables(callables, sample_args)
+            synchronize(device)
+        except Exception as error:
+            raise RuntimeError(f"thdc-layer-graphs: capturing the {len(callables)} "
+                               f"transformer blocks with torch.cuda.make_graphed_callables "
+                               f"failed: {type(error).__name__}: {error}") from error
+        self.check_capture(C, dtype)
+        for parameter in model.parameters():
+            parameter.grad.zero_()
+        self.loss_sum.zero_()
+
+    def gather_rope(self, slot):
+        """cos and sin of every row into the static buffers: the rows
+        GPT.loss reads (rope_cos[rope_rows]), gathered in place."""
+        torch.index_select(self.model.rope_cos, 0, slot.rope_rows, out=self.cos)
+        torch.index_select(self.model.rope_sin, 0, slot.rope_rows, out=self.sin)
+
+    def check_capture(self, C, dtype):
+        """The graphed blocks (make_graphed_callables replaced their modules'
+        forward) against the same blocks run eagerly, on hidden states at
+        another address than the sample's: the output and the gradient of the
+        hidden states must agree (bf16 rounding and FlashAttention's atomics
+        aside), else the capture is wrong. torch.autograd.grad adds nothing
+        to .grad."""
+        generator = torch.Generator(device=self.cos.device).manual_seed(1)
+        x = torch.randn(C, self.model.config.dim, generator=generator, dtype=dtype,
+                        device=self.cos.device, requires_grad=True)
+        weight = torch.randn(x.shape, generator=generator, dtype=dtype, device=x.device)
+        results = []
+        for graphed in (True, False):
+            with self.autocast():
+                y = x
+                for call in self.blocks:
+                    y = (call(y, self.cos, self.sin, self.cu_seqlens) if graphed else
+                         call.block(y, self.cos, self.sin, self.cu_seqlens, C))
+            (grad,) = torch.autograd.grad((y * weight).sum(), (x,))
+            # The graphed ones are views of the graphs' static buffers: copied.
+            results.append((y.detach().clone(), grad.clone()))
+        for name, got, want, tolerance in (("output", results[0][0], results[1][0], 2e-2),
+                                           ("gradient", results[0][1], results[1][1], 1e-1)):
+            difference = (got - want).abs().max().item()
+            scale = want.abs().max().item()
+            if not (math.isfinite(difference) and difference <= tolerance * scale):
+                raise RuntimeError(f"thdc-layer-graphs: the graphed blocks' {name} differs "
+                                   f"from the eager blocks' by {difference:.3g} (largest "
+                                   f"value {scale:.3g}): the capture is wrong")
+
+    def microbatch(self, slot):
+        batch, params = slot.run()
+        self.gather_rope(slot)
+        with self.autocast():
+            x = self.model.embedding(batch["tokens"][0])
+            for block in self.blocks:
+                x = block(x, self.cos, self.sin, params.cu_seqlens_q)
+            loss = self.model.output_loss(x, batch["labels"][0], batch["loss_mask"][0],
+                                          self.scale)
+        loss.backward()
+        self.loss_sum.add_(loss.detach())
+
+
 @contextlib.contextmanager
 def count_syncs(device, enabled):
     """Counts the synchronising CUDA operations PyTorch reports inside the
@@ -169,6 +295,9 @@ def train(mode, args, preset, device):
     elif mode == "thdc-eager":
         step = preparation.make_step(device, C, N, R, bundle_dir=args.bundle_dir)
         trainer = StepTrainer(model, autocast, device, step)
+    elif mode == "thdc-layer-graphs":
+        step = preparation.make_step(device, C, N, R, bundle_dir=args.bundle_dir)
+        trainer = LayerGraphTrainer(model, autocast, device, step)
     else:
         slots = args.slots or data.max_microbatches(preset.documents, C, N)
         step = preparation.make_step(device, C, N, R, slots=slots, bundle_dir=args.bundle_dir)
@@ -209,7 +338,7 @@ def train(mode, args, preset, device):
             now = time.perf_counter()
             rate = (f"{log_tokens / (now - log_time):,.0f} tokens/s" if log_time is not None
                     and it >= warmup else "warm-up")
-            print(f"{mode:>11} step {it + 1:>5}  loss {loss:.4f}  {rate}", flush=True)
+            print(f"{mode:>17} step {it + 1:>5}  loss {loss:.4f}  {rate}", flush=True)
             if it >= warmup:
                 log_tokens, log_time, log_step = 0, now, it + 1
     synchronize(device)
@@ -251,7 +380,8 @@ def main(argv=None):
                         help="documents per global batch (default: the preset's)")
     parser.add_argument("--slots", type=int,
                         help="thdc-graphs: graphs captured (default: the planner's bound on "
-                             "the microbatches of a global batch)")
+                             "the microbatches of a global batch; thdc-layer-graphs captures "
+                             "one forward and one backward per block, whatever the slots)")
     parser.add_argument("--algorithm", choices=("next_fit", "balanced"), default="next_fit")
     parser.add_argument("--bundle-dir", metavar="DIR",
                         help="where the step's bundles are (scripts/make-gpu-bundles.sh's "
@@ -286,10 +416,10 @@ def main(argv=None):
                      "or newer): the GPU modes need its variable-length FlashAttention")
     preset = gpt.preset(args.preset, args.C, args.N, args.documents)
     modes = MODES if args.mode == "all" else (args.mode,)
-    if device.type == "cpu" and "thdc-graphs" in modes:
-        if args.mode != "all":
-            parser.error("thdc-graphs needs a GPU")
-        modes = MODES[:2]
+    if device.type == "cpu" and args.mode in GRAPH_MODES:
+        parser.error(f"{args.mode} needs a GPU")
+    if device.type == "cpu":
+        modes = tuple(mode for mode in modes if mode not in GRAPH_MODES)
 
     parameters = sum(p.numel() for p in gpt.GPT(preset.model).parameters())
     config = preset.model
@@ -299,19 +429,6 @@ def main(argv=None):
           f"on {torch.cuda.get_device_name(device) if device.type == 'cuda' else 'the CPU'}",
           flush=True)
     results = {}
-    runs = [(mode, mode) for mode in modes]
-    if args.repeat_eager and "eager" in modes:
-        runs.append(("eager-again", "eager"))
-    for key, mode in runs:
-        gc.collect()
-        if device.type == "cuda":
-            torch.cuda.empty_cache()
-            torch.cuda.reset_peak_memory_stats(device)
-        results[key] = train(mode, args, preset, device)
-        figures = results[key]
-        print(f"{key:>11}: {figures['time_per_iter_ms']:.2f} ms/iter, "
-              f"{figures['tokens_per_s']:,.0f} tokens/s, syncs/iter "
-              f"{figures['syncs_per_iter']}, final loss {figures['final_loss']:.4f}", flush=True)
     output = {
         "preset": args.preset, "C": preset.C, "N": preset.N, "R": config.rope_rows,
         "documents": preset.documents, "steps": args.steps, "seed": args.seed,
@@ -322,9 +439,22 @@ def main(argv=None):
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
         "modes": results,
     }
-    if args.json:
-        with open(args.json, "w") as out:
-            json.dump(output, out, indent=1)
+    runs = [(mode, mode) for mode in modes]
+    if args.repeat_eager and "eager" in modes:
+        runs.append(("eager-again", "eager"))
+    for key, mode in runs:
+        gc.collect()
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats(device)
+        results[key] = train(mode, args, preset, device)
+        figures = results[key]
+        print(f"{key:>17}: {figures['time_per_iter_ms']:.2f} ms/iter, "
+              f"{figures['tokens_per_s']:,.0f} tokens/s, syncs/iter "
+              f"{figures['syncs_per_iter']}, final loss {figures['final_loss']:.4f}", flush=True)
+        if args.json:  # after every mode: a mode that fails keeps the others' figures
+            with open(args.json, "w") as out:
+                json.dump(output, out, indent=1)
     return output
 
 

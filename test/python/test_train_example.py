@@ -1,11 +1,15 @@
 """examples/train on the CPU: the tiny preset for a few steps in the eager
 mode and, where thdc has its JIT, with thdc's step (the pipeline's host code
-behind GraphStep's methods); both must learn and agree."""
+behind GraphStep's methods); both must learn and agree. The per-layer graph
+mode's plumbing runs too, with make_graphed_callables replaced by a CPU
+stand-in that checks what the real one needs of its arguments."""
 import importlib.util
+import json
 import math
 import os
 import sys
 import xml.dom.minidom
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -59,17 +63,134 @@ def test_eager_mode_learns(run):
     assert np.mean(losses[-3:]) < losses[0] - 0.2, losses
 
 
-def test_thdc_step_learns_as_eager(run, tmp_path):
+@pytest.fixture(scope="module")
+def step_run(tmp_path_factory):
+    """The thdc-eager mode's run (the pipeline's host code through the JIT)."""
     if not thdc.has_jit:
         pytest.skip("this build of thdc has no JIT")
+    path = tmp_path_factory.mktemp("train") / "thdc.json"
+    return train_tiny("thdc-eager", path)["modes"]["thdc-eager"]
+
+
+def test_thdc_step_learns_as_eager(run, step_run):
     eager = run[0]["modes"]["eager"]
-    step = train_tiny("thdc-eager", tmp_path / "thdc.json")["modes"]["thdc-eager"]
+    step = step_run
     assert all(math.isfinite(v) for v in step["loss"])
     assert np.mean(step["loss"][-3:]) < step["loss"][0] - 0.2, step["loss"]
     difference = max(abs(a - b) for a, b in zip(eager["loss"], step["loss"]))
     assert difference < LOSS_TOLERANCE, (eager["loss"], step["loss"])
     # The same work: every real token counted once in both.
     assert eager["tokens_per_step"] == step["tokens_per_step"]
+
+
+def test_graph_modes_need_a_gpu(tmp_path):
+    """On the CPU --mode all leaves out both graph modes; asking for one is an
+    error that names it."""
+    pytest.importorskip("torch")
+    train = load("train")
+    assert train.MODES == ("eager", "thdc-eager", "thdc-graphs", "thdc-layer-graphs")
+    for mode in train.GRAPH_MODES:
+        with pytest.raises(SystemExit):
+            train.main(["--device", "cpu", "--preset", "tiny", "--steps", "1", "--mode", mode])
+    result = train.main(["--device", "cpu", "--preset", "tiny", "--steps", "1", "--mode",
+                         "eager", "--json", str(tmp_path / "one.json")])
+    assert list(result["modes"]) == ["eager"]
+    assert json.loads((tmp_path / "one.json").read_text())["modes"].keys() == {"eager"}
+
+
+class GraphedStandIn:
+    """torch.cuda.make_graphed_callables on the CPU, for the example's
+    plumbing: checks what the real one requires of its arguments, runs its
+    warm-up (torch.autograd.grad over the sample arguments and the module's
+    parameters, nothing unused), and returns the modules with a forward that
+    checks every call against the sample arguments (same count, shapes,
+    dtypes, requires_grad) and that the tensors without gradients (the
+    metadata) are the sample ones, at their static addresses: the real one
+    would copy them where they are not, and a graph that read them as
+    constants would read stale values. Then it runs the module eagerly."""
+
+    def __init__(self):
+        self.calls = 0
+        self.captured = None
+
+    def __call__(self, callables, sample_args, num_warmup_iters=3, allow_unused_input=False,
+                 pool=None):
+        import torch
+
+        assert not torch.is_autocast_enabled("cpu")  # the forward enters autocast itself
+        assert isinstance(callables, tuple) and isinstance(sample_args, tuple)
+        assert len(callables) == len(sample_args)
+        self.captured = len(callables)
+        for module, samples in zip(callables, sample_args):
+            assert isinstance(module, torch.nn.Module)
+            assert not (module._forward_hooks or module._forward_pre_hooks
+                        or module._backward_hooks)
+            assert all(not b.requires_grad for b in module.buffers())
+            assert isinstance(samples, tuple)
+            assert all(isinstance(t, torch.Tensor) for t in samples)
+            inputs = [t for t in samples if t.requires_grad]
+            inputs += [p for p in module.parameters() if p.requires_grad]
+            before = [p.grad.clone() for p in module.parameters()]
+            output = module(*samples)
+            torch.autograd.grad(output, inputs, grad_outputs=torch.ones_like(output),
+                                allow_unused=allow_unused_input)
+            assert all(torch.equal(b, p.grad) for b, p in zip(before, module.parameters()))
+            module.forward = self.checked(module.forward, samples)
+        return callables
+
+    def checked(self, forward, samples):
+        def run(*args):
+            assert len(args) == len(samples)
+            for got, sample in zip(args, samples):
+                assert (got.shape, got.dtype, got.device, got.requires_grad) == (
+                    sample.shape, sample.dtype, sample.device, sample.requires_grad)
+                if not sample.requires_grad:
+                    assert got.data_ptr() == sample.data_ptr()
+            self.calls += 1
+            return forward(*args)
+        return run
+
+
+def test_layer_graph_mode_computes_the_step_modes_loss(step_run, monkeypatch):
+    """thdc-layer-graphs's trainer on the CPU, the graphs replaced by the
+    stand-in: each block is called with the static metadata, and the losses
+    are thdc-eager's (the same C rows, the same sums)."""
+    torch = pytest.importorskip("torch")
+    train, gpt = load("train"), load("model")
+    stand_in = GraphedStandIn()
+    monkeypatch.setattr(torch.cuda, "make_graphed_callables", stand_in)
+    args = SimpleNamespace(seed=0, precision="fp32", bundle_dir=None, slots=None, steps=STEPS,
+                           warmup=2, algorithm="next_fit", log_every=8)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        layers = train.train("thdc-layer-graphs", args, gpt.preset("tiny"), torch.device("cpu"))
+    finally:
+        torch.set_num_threads(threads)
+    config = gpt.preset("tiny").model
+    assert stand_in.captured == config.layers
+    # The capture check (graphed against eager) and every microbatch call
+    # every block.
+    microbatches = round(layers["microbatches_per_step"] * STEPS)
+    assert stand_in.calls == config.layers * (1 + microbatches)
+    difference = max(abs(a - b) for a, b in zip(step_run["loss"], layers["loss"]))
+    assert difference < LOSS_TOLERANCE, (step_run["loss"], layers["loss"])
+    assert layers["tokens_per_step"] == step_run["tokens_per_step"]
+
+
+def test_report_orders_every_mode(tmp_path):
+    report = load("report")
+    figures = {"loss": [1.0, 0.5], "final_loss": 0.5, "time_per_iter_ms": 2.0,
+               "tokens_per_s": 1.0, "max_memory_bytes": None, "syncs_per_iter": 0.0,
+               "microbatches_per_step": 1.0, "setup_s": 0.1}
+    modes = ("eager-again", "thdc-layer-graphs", "thdc-graphs", "eager", "thdc-eager")
+    result = {"preset": "tiny", "C": 256, "N": 16, "parameters": 1e6, "documents": 8,
+              "steps": 2, "precision": "fp32", "device": "cpu", "torch": "x",
+              "modes": {mode: dict(figures) for mode in modes}}
+    assert [r["mode"] for r in report.rows(result)] == [
+        "eager", "thdc-eager", "thdc-graphs", "thdc-layer-graphs", "eager-again"]
+    assert set(report.COLOURS) >= set(modes) and len(set(report.COLOURS.values())) == len(
+        report.COLOURS)
 
 
 def test_report(run, tmp_path):
