@@ -58,20 +58,21 @@ def rows(result):
 
 def markdown(results, svg_name=None):
     lines = ["# examples/train: results", ""]
-    for result in results:
+    for index, result in enumerate(results, 1):
         lines.append(
-            f"- `{result['preset']}`, C={result['C']}, N={result['N']}: "
+            f"- run {index}: `{result['preset']}`, C={result['C']}, N={result['N']}, "
+            f"{result.get('algorithm', 'next_fit')} packing: "
             f"{result['parameters'] / 1e6:.1f}M parameters, {result['documents']} documents "
             f"per global batch, {result['steps']} steps, {result['precision']}, "
             f"{result['device']}, torch {result['torch']}")
-    lines += ["", "| mode | preset | C | time/iter (ms) | tokens/s | speedup vs eager | "
+    lines += ["", "| run | mode | preset | C | time/iter (ms) | tokens/s | speedup vs eager | "
               "peak memory (GiB) | syncs/iter | final loss | max \\|Δloss\\| vs eager | "
               f"max \\|Δ\\| of {SMOOTHING}-step means | microbatches/step | setup (s) |",
-              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for result in results:
+              "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for index, result in enumerate(results, 1):
         for r in rows(result):
             lines.append(
-                f"| {r['mode']} | {r['preset']} | {r['C']} | {fmt(r['time'], '.2f')} | "
+                f"| {index} | {r['mode']} | {r['preset']} | {r['C']} | {fmt(r['time'], '.2f')} | "
                 f"{fmt(r['tokens'], ',.0f')} | {fmt(r['speedup'], '.2f')} | "
                 f"{fmt(r['memory'], '.2f')} | {fmt(r['syncs'], '.1f')} | "
                 f"{r['final']:.4f} | {fmt(r['difference'], '.2e')} | "
