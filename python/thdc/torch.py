@@ -17,7 +17,9 @@ from typing import Callable, Dict, List
 
 import torch
 
-from . import Kernel, signature
+from . import Kernel, _require_torch, signature
+
+_require_torch(torch, "thdc.torch")
 
 _KERNELS: Dict[str, Kernel] = {}
 
