@@ -1290,12 +1290,40 @@ const char *algorithmName(planner::PlanAlgorithm algorithm) {
                                                       : "first_fit_decreasing";
 }
 
+/// The Python objects a Kernel holds (its allocator, its result type), shown
+/// to the garbage collector: a cycle through them (an allocator that refers
+/// to its kernel; thdc._allocate's module globals holding a registry of
+/// kernels) is then collected, where it would otherwise outlive the
+/// interpreter and show as nanobind's leak warnings at exit.
+int kernelTraverse(PyObject *self, visitproc visit, void *arg) {
+  Py_VISIT(Py_TYPE(self));
+  if (!nb::inst_ready(self))
+    return 0;
+  Kernel *kernel = nb::inst_ptr<Kernel>(self);
+  Py_VISIT(kernel->allocator.ptr());
+  Py_VISIT(kernel->resultType.ptr());
+  return 0;
+}
+
+int kernelClear(PyObject *self) {
+  if (!nb::inst_ready(self))
+    return 0;
+  Kernel *kernel = nb::inst_ptr<Kernel>(self);
+  kernel->allocator = nb::none();
+  kernel->resultType = nb::none();
+  return 0;
+}
+
+PyType_Slot kernelSlots[] = {{Py_tp_traverse, (void *)kernelTraverse},
+                             {Py_tp_clear, (void *)kernelClear},
+                             {0, nullptr}};
+
 } // namespace
 
 NB_MODULE(_thdc, m) {
   m.doc() = "thdc's runtime (and JIT, where built with MLIR) for Python";
 
-  nb::class_<Kernel>(m, "Kernel")
+  nb::class_<Kernel>(m, "Kernel", nb::type_slots(kernelSlots))
       .def_prop_ro("entry", [](const Kernel &k) { return k.manifest().entry; })
       .def_prop_ro("params",
                    [](const Kernel &k) { return k.manifest().params; })

@@ -24,6 +24,7 @@ import collections.abc
 import keyword
 import numbers
 import os
+import re
 import sys
 from typing import Mapping, NamedTuple, Optional, Union
 
@@ -168,6 +169,29 @@ def load(
     if backend != "host":
         _refuse_during_capture("thdc.load")
     return _finish(_thdc.load(path, backend, cache_dir, device))
+
+
+#: The oldest PyTorch thdc.torch and thdc.megatron work with. From 2.10 a
+#: torch.Tensor carries DLPack's exchange table, through which a call reads
+#: PyTorch's current stream; an older torch's tensors would be launched on
+#: the CUDA default stream instead, unordered with the work on the current one.
+TORCH_MIN_VERSION = (2, 10)
+
+
+def _require_torch(torch, what: str) -> None:
+    """ImportError naming the installed and the required versions when
+    `torch` (the imported module) is older than TORCH_MIN_VERSION."""
+    version = getattr(torch, "__version__", None)
+    match = re.match(r"(\d+)\.(\d+)", version) if isinstance(version, str) else None
+    required = ".".join(map(str, TORCH_MIN_VERSION))
+    if match is None:
+        raise ImportError(f"{what} needs PyTorch >= {required}; cannot read the "
+                          f"installed torch's version ({version!r})")
+    if (int(match.group(1)), int(match.group(2))) < TORCH_MIN_VERSION:
+        raise ImportError(
+            f"{what} needs PyTorch >= {required} (its tensors' DLPack exchange "
+            f"table gives thdc PyTorch's current stream); torch {version} is "
+            f"installed: pip install 'torch>={required}'")
 
 
 def _capturing() -> bool:

@@ -80,6 +80,8 @@ import torch
 import thdc
 from . import stages
 
+thdc._require_torch(torch, "thdc.megatron")
+
 try:  # megatron-core's class when it is installed, else the same fields here
     from megatron.core.packed_seq_params import PackedSeqParams
 

@@ -12,13 +12,26 @@ and the fake implementations give the output shapes from its signature.
 """
 from __future__ import annotations
 
+import atexit
 from typing import Callable, Dict, List
 
 import torch
 
-from . import Kernel, signature
+from . import Kernel, _require_torch, signature
+
+_require_torch(torch, "thdc.torch")
 
 _KERNELS: Dict[str, Kernel] = {}
+
+
+@atexit.register
+def _release_kernels() -> None:
+    """Drops the registered kernels before the interpreter finalises: the
+    custom ops' functions below stay referenced by PyTorch's operator
+    registry until the process ends, and with them this module's globals,
+    which the interpreter's finalisation then never clears: the kernels
+    would outlive it (nanobind reports them as leaked)."""
+    _KERNELS.clear()
 
 
 def register(kernel: Kernel, name: str = "") -> str:

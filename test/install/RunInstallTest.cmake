@@ -5,7 +5,8 @@
 #
 #   cmake -DTHDC_BUILD_DIR=... -DTHDC_SOURCE_DIR=... -DWORK_DIR=...
 #         -DGENERATOR=... -DCXX_COMPILER=... -DMLIR_DIR=...
-#         -DCXX_FLAGS=... -DLINKER_FLAGS=... -P RunInstallTest.cmake
+#         -DCXX_FLAGS=... -DLINKER_FLAGS=... [-DPYTHON_EXECUTABLE=...
+#         -DPYTHON_INSTALL_DIR=...] -P RunInstallTest.cmake
 #
 # The consumer is compiled and linked with thdc's flags: a sanitized build's
 # libraries need the sanitizers' runtimes.
@@ -24,13 +25,35 @@ file(REMOVE_RECURSE "${WORK_DIR}")
 set(prefix "${WORK_DIR}/prefix")
 run(${CMAKE_COMMAND} --install "${THDC_BUILD_DIR}" --prefix "${prefix}")
 
-foreach(file bin/thdc bin/thd-opt bin/thd-run include/runtime/Executable.h
-    include/reference/StatusBits.h include/dialect/THDOps.h.inc
-    lib/cmake/thdc/thdcConfig.cmake lib/cmake/thdc/thdcConfigVersion.cmake)
+foreach(file bin/thdc bin/thd-opt bin/thd-run include/thdc/runtime/Executable.h
+    include/thdc/reference/StatusBits.h include/thdc/dialect/THDOps.h.inc
+    include/thdc/jit/Jit.h lib/cmake/thdc/thdcConfig.cmake
+    lib/cmake/thdc/thdcConfigVersion.cmake)
   if(NOT EXISTS "${prefix}/${file}")
     message(FATAL_ERROR "not installed: ${file}")
   endif()
 endforeach()
+# Every header is under include/thdc/: nothing else in include/ (a folder
+# named runtime/ or dialect/ there would collide with other packages').
+file(GLOB installed_includes RELATIVE "${prefix}/include" "${prefix}/include/*")
+if(NOT installed_includes STREQUAL "thdc")
+  message(FATAL_ERROR "include/ holds ${installed_includes}; expected thdc only")
+endif()
+
+# The Python package, where the interpreter finds it (its platlib folder
+# under the prefix): importable from there, with the JIT.
+if(PYTHON_EXECUTABLE)
+  if(EXISTS "${prefix}/thdc")
+    message(FATAL_ERROR "the Python package is installed at the prefix's top "
+      "(${prefix}/thdc), not under ${PYTHON_INSTALL_DIR}")
+  endif()
+  run(${CMAKE_COMMAND} -E env "PYTHONPATH=${prefix}/${PYTHON_INSTALL_DIR}"
+    "${PYTHON_EXECUTABLE}" -c "import thdc\nprint(thdc.__file__, thdc.has_jit)")
+  set(expected "${prefix}/${PYTHON_INSTALL_DIR}/thdc/__init__.py True\n")
+  if(NOT output STREQUAL expected)
+    message(FATAL_ERROR "the installed package printed:\n${output}\nexpected:\n${expected}")
+  endif()
+endif()
 
 run("${prefix}/bin/thdc" "${THDC_SOURCE_DIR}/examples/megatron_graph_step.mlir"
   -o "${WORK_DIR}/bundle")

@@ -405,8 +405,8 @@ def stand_in_torch(monkeypatch):
                 return function
             return wrap
 
-    fake = types.SimpleNamespace(Tensor=Tensor, device=type("device", (), {}),
-                                 library=Library)
+    fake = types.SimpleNamespace(__version__="2.10.0", Tensor=Tensor,
+                                 device=type("device", (), {}), library=Library)
     monkeypatch.setitem(sys.modules, "torch", fake)
     # The modules imported with the stand-in must not outlive the test: the
     # package's attributes and sys.modules get their earlier values back
@@ -540,3 +540,32 @@ def test_torch_op_arguments(stand_in_torch, kernel):
         thdc.torch.register(kernel, 7)
     with pytest.raises(TypeError, match="out must be a bool; got int"):
         thdc.torch.op(kernel, out=1)
+
+
+@pytest.mark.parametrize("module", ["thdc.torch", "thdc.megatron"])
+@pytest.mark.parametrize("version", ["2.9.1", "2.4.0+cu121", "1.13.1", None])
+def test_torch_older_than_required_is_refused(stand_in_torch, module, version):
+    """thdc.torch and thdc.megatron refuse a PyTorch older than 2.10 (whose
+    tensors give no current stream) at import, naming both versions."""
+    import importlib
+
+    if version is None:
+        del stand_in_torch.__version__
+    else:
+        stand_in_torch.__version__ = version
+    with pytest.raises(ImportError) as raised:
+        importlib.import_module(module)
+    message = str(raised.value)
+    assert f"{module} needs PyTorch >= 2.10" in message
+    assert (f"torch {version} is installed" if version else
+            "cannot read the installed torch's version (None)") in message
+    assert module not in sys.modules
+
+
+@pytest.mark.parametrize("module", ["thdc.torch", "thdc.megatron"])
+@pytest.mark.parametrize("version", ["2.10.0", "2.10.0a0+git1234567", "2.11.0+cu130", "3.0.0"])
+def test_torch_from_the_required_version_is_accepted(stand_in_torch, module, version):
+    import importlib
+
+    stand_in_torch.__version__ = version
+    assert importlib.import_module(module).__name__ == module
