@@ -38,7 +38,7 @@ def load(name):
 
 def train_tiny(mode, path):
     """The tiny preset on the CPU in `mode`; train.py's result."""
-    torch = pytest.importorskip("torch")
+    torch = pytest.importorskip("torch", minversion="2.10")  # thdc.megatron needs it
     train = load("train")
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # small matrices: more threads only contend
@@ -86,7 +86,7 @@ def test_thdc_step_learns_as_eager(run, step_run):
 def test_graph_modes_need_a_gpu(tmp_path):
     """On the CPU --mode all leaves out both graph modes; asking for one is an
     error that names it."""
-    pytest.importorskip("torch")
+    pytest.importorskip("torch", minversion="2.10")  # thdc.megatron needs it
     train = load("train")
     assert train.MODES == ("eager", "thdc-eager", "thdc-graphs", "thdc-layer-graphs")
     for mode in train.GRAPH_MODES:
@@ -155,7 +155,7 @@ def test_layer_graph_mode_computes_the_step_modes_loss(step_run, monkeypatch):
     """thdc-layer-graphs's trainer on the CPU, the graphs replaced by the
     stand-in: each block is called with the static metadata, and the losses
     are thdc-eager's (the same C rows, the same sums)."""
-    torch = pytest.importorskip("torch")
+    torch = pytest.importorskip("torch", minversion="2.10")  # thdc.megatron needs it
     train, gpt = load("train"), load("model")
     stand_in = GraphedStandIn()
     monkeypatch.setattr(torch.cuda, "make_graphed_callables", stand_in)
