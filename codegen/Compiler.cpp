@@ -22,6 +22,7 @@
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/Verifier.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
@@ -95,11 +96,15 @@ static LogicalResult runPasses(PassManager &pm, ModuleOp module,
 OwningOpRef<ModuleOp>
 thdc::loadPipeline(MLIRContext &context, llvm::SourceMgr &sourceMgr,
                    const llvm::StringMap<int64_t> &params) {
-  context.getOrLoadDialect<thd::THDDialect>()->setParamOverrides(params);
   if (failed(screenUpstreamCrashes(context, sourceMgr)))
     return {};
-  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
-  if (!module)
+  // The parameters are written into the IR before it is verified, so that
+  // it is verified with the values it is compiled for and nothing of this
+  // compile stays in the context.
+  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(
+      sourceMgr, ParserConfig(&context, /*verifyAfterParse=*/false));
+  if (!module || failed(thd::applyParamOverrides(*module, params)) ||
+      failed(verify(*module)))
     return {};
   auto functions = llvm::to_vector(module->getOps<func::FuncOp>());
   if (llvm::count_if(functions,

@@ -76,10 +76,13 @@ using PassManagerRunner = std::function<mlir::LogicalResult(
 /// registered, does not. Not thread-safe: call before compiling.
 void setPassManagerRunner(PassManagerRunner runner);
 
-/// Parses `sourceMgr`'s main buffer with `params` overriding the declared
-/// defaults, then forces static shapes, checks that the pipeline is
-/// capturable and fuses it into one kernel. Diagnostics go to the context's
-/// handler. The module must hold exactly one pipeline function.
+/// Parses `sourceMgr`'s main buffer, writes `params` into its `thd.params`
+/// (thd::applyParamOverrides: an error for a name it does not declare) and
+/// verifies it with them, then forces static shapes, checks that the
+/// pipeline is capturable and fuses it into one kernel. Diagnostics go to
+/// the context's handler. The module must hold exactly one pipeline
+/// function. Nothing of one call stays in `context`: a process may load
+/// many pipelines, with different parameters, in one context.
 mlir::OwningOpRef<mlir::ModuleOp>
 loadPipeline(mlir::MLIRContext &context, llvm::SourceMgr &sourceMgr,
              const llvm::StringMap<int64_t> &params);

@@ -191,6 +191,13 @@ bool thdc::parseParamAssignment(llvm::StringRef assignment, std::string &name,
     error = "invalid value for --param " + lhs.str() + ": " + error;
     return false;
   }
+  // Every parameter is a size, a count or a rank (the ops check each use
+  // against its own minimum); none is negative.
+  if (*parsed < 0) {
+    error = "invalid value for --param " + lhs.str() + ": '" + rhs.str() +
+            "' is negative; parameters are sizes and counts";
+    return false;
+  }
   name = lhs.str();
   value = *parsed;
   return true;

@@ -32,8 +32,9 @@ evaluateParamExpr(llvm::StringRef text, ParamLookup lookup, std::string &error);
 /// Checks only the syntax of `text`; names are not looked up.
 bool isValidParamExprSyntax(llvm::StringRef text, std::string &error);
 
-/// Parses "NAME=VALUE" as given to `--param`; the value may be an integer
-/// expression over literals only. Returns false and sets `error` otherwise.
+/// Parses "NAME=VALUE" as given to `--param` or to `thd-set-params`; the
+/// value may be an integer expression over literals only, and must not be
+/// negative. Returns false and sets `error` otherwise.
 bool parseParamAssignment(llvm::StringRef assignment, std::string &name,
                           int64_t &value, std::string &error);
 

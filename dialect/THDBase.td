@@ -38,22 +38,20 @@ def THD_Dialect : Dialect {
     }
     ```
 
-    Tools accept `--param NAME=VALUE` to override a declared default.
+    The declared defaults can be overridden for one compile: the drivers
+    (`thdc`, `thd-run`, the JIT and the Python module) write the values given
+    to them (`--param NAME=VALUE`, or the `params` of a compile call) into
+    the module's `thd.params` after parsing and before verifying it, and
+    `thd-opt` does the same with the `thd-set-params` pass. The parameters
+    are part of the IR: a module verifies and compiles the same way in every
+    process and context, and one compile leaves nothing behind for the
+    next. Naming a parameter that the module does not declare is an error.
   }];
   let useDefaultAttributePrinterParser = 1;
   let hasOperationAttrVerify = 1;
   let hasRegionArgAttrVerify = 1;
   let hasRegionResultAttrVerify = 1;
   let extraClassDeclaration = [{
-    /// Parameter values given on the command line (`--param NAME=VALUE`);
-    /// they take precedence over the defaults declared in `thd.params`.
-    const llvm::StringMap<int64_t> &getParamOverrides() const {
-      return paramOverrides;
-    }
-    void setParamOverrides(llvm::StringMap<int64_t> overrides) {
-      paramOverrides = std::move(overrides);
-    }
-
     /// Attribute names used on modules and function arguments/results.
     static constexpr llvm::StringLiteral kParamsAttrName = "thd.params";
     static constexpr llvm::StringLiteral kCapacityAttrName = "thd.capacity";
@@ -61,10 +59,6 @@ def THD_Dialect : Dialect {
     /// Launch geometry of a lowered kernel, [x, y, z].
     static constexpr llvm::StringLiteral kBlockAttrName = "thd.block";
     static constexpr llvm::StringLiteral kGridAttrName = "thd.grid";
-
-  private:
-    llvm::StringMap<int64_t> paramOverrides;
-  public:
   }];
 }
 
@@ -79,8 +73,9 @@ def THD_ExprAttr : THD_Attr<"Expr", "expr"> {
     An expression such as `"C*cp"` or `"N+1"` over the parameters declared in
     the enclosing module's `thd.params`: integer literals, parameter names,
     `+`, `-`, `*`, `/` (exact division) and parentheses. It is evaluated
-    with the declared defaults, overridden by `--param NAME=VALUE`; the
-    `thd-bind-params` pass replaces it by its value.
+    with the values in `thd.params` (the declared defaults, or the values a
+    driver or `thd-set-params` wrote there); the `thd-bind-params` pass
+    replaces it by its value.
   }];
   let parameters = (ins StringRefParameter<"the expression text">:$text);
   let assemblyFormat = "`<` $text `>`";

@@ -59,11 +59,64 @@ llvm::StringMap<int64_t> mlir::thd::getPipelineParams(Operation *op) {
   for (NamedAttribute entry : decl)
     if (auto value = dyn_cast<IntegerAttr>(entry.getValue()))
       params[entry.getName().getValue()] = value.getInt();
-  if (auto *dialect = op->getContext()->getLoadedDialect<THDDialect>())
-    for (const auto &override : dialect->getParamOverrides())
-      if (params.count(override.getKey()))
-        params[override.getKey()] = override.getValue();
   return params;
+}
+
+static InFlightDiagnostic emitUndeclared(Operation *op, StringRef name,
+                                         DictionaryAttr decl) {
+  std::string declared;
+  if (decl)
+    for (NamedAttribute entry : decl)
+      declared += (declared.empty() ? "" : ", ") + entry.getName().str();
+  return op->emitError() << "parameter '" << name
+                         << "' set with --param is not declared by this "
+                            "pipeline"
+                         << (declared.empty()
+                                 ? std::string(" (it declares none)")
+                                 : " (it declares: " + declared + ")");
+}
+
+LogicalResult
+mlir::thd::applyParamOverrides(Operation *root,
+                               const llvm::StringMap<int64_t> &overrides) {
+  if (overrides.empty())
+    return success();
+  // Sorted, so that the first undeclared name reported does not depend on
+  // the map's hashing.
+  SmallVector<StringRef> names;
+  for (const auto &override : overrides)
+    names.push_back(override.getKey());
+  llvm::sort(names);
+
+  SmallVector<Operation *> declaring;
+  root->walk([&](Operation *op) {
+    if (op->hasAttr(THDDialect::kParamsAttrName))
+      declaring.push_back(op);
+  });
+  if (declaring.empty())
+    return emitUndeclared(root, names.front(), {});
+
+  Builder builder(root->getContext());
+  for (Operation *op : declaring) {
+    auto decl = op->getAttrOfType<DictionaryAttr>(THDDialect::kParamsAttrName);
+    if (!decl)
+      return op->emitError() << "'" << THDDialect::kParamsAttrName
+                             << "' must be a dictionary of i64 defaults";
+    for (StringRef name : names)
+      if (!decl.contains(name))
+        return emitUndeclared(op, name, decl);
+    SmallVector<NamedAttribute> values;
+    for (NamedAttribute entry : decl) {
+      auto it = overrides.find(entry.getName().getValue());
+      values.push_back(it == overrides.end()
+                           ? entry
+                           : builder.getNamedAttr(
+                                 entry.getName(),
+                                 builder.getI64IntegerAttr(it->getValue())));
+    }
+    op->setAttr(THDDialect::kParamsAttrName, builder.getDictionaryAttr(values));
+  }
+  return success();
 }
 
 /// The value of `expr` under `params`; nullopt with `error` set when it does
@@ -138,7 +191,6 @@ LogicalResult THDDialect::verifyOperationAttribute(Operation *op,
   if (!dict)
     return op->emitError() << "'" << kParamsAttrName
                            << "' must be a dictionary of i64 defaults";
-  std::string declared;
   for (NamedAttribute entry : dict) {
     StringRef name = entry.getName().getValue();
     auto value = dyn_cast<IntegerAttr>(entry.getValue());
@@ -151,15 +203,7 @@ LogicalResult THDDialect::verifyOperationAttribute(Operation *op,
                       [](char c) { return llvm::isAlnum(c) || c == '_'; }))
       return op->emitError()
              << "parameter name '" << name << "' is not an identifier";
-    declared += (declared.empty() ? "" : ", ") + name.str();
   }
-  for (const auto &override : paramOverrides)
-    if (!dict.get(override.getKey()))
-      return op->emitError()
-             << "parameter '" << override.getKey()
-             << "' set with --param is not declared by this pipeline"
-             << (declared.empty() ? std::string(" (it declares none)")
-                                  : " (it declares: " + declared + ")");
   return success();
 }
 

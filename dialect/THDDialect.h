@@ -16,10 +16,20 @@
 
 namespace mlir::thd {
 
-/// The pipeline parameters visible from `op`: the defaults declared in the
-/// nearest enclosing `thd.params`, overridden by the dialect's `--param`
-/// values. Empty when no ancestor declares parameters.
+/// The pipeline parameters visible from `op`: the values in the nearest
+/// enclosing `thd.params`. Empty when no ancestor declares parameters.
 llvm::StringMap<int64_t> getPipelineParams(Operation *op);
+
+/// Writes `overrides` (`--param NAME=VALUE`, a compile call's `params`) into
+/// every `thd.params` declared on `root` or inside it, replacing the
+/// declared values. The drivers call it between parsing (without
+/// verification) and verifying, so that the module is verified with the
+/// values it is compiled for. Emits an error naming the first undeclared
+/// parameter and listing the declared ones, and fails, when a declaration
+/// lacks one of the names or when nothing declares parameters; does nothing
+/// when `overrides` is empty.
+LogicalResult applyParamOverrides(Operation *root,
+                                  const llvm::StringMap<int64_t> &overrides);
 
 /// The value of an integer-or-parameter-expression attribute `attr`, named
 /// `attrName` in diagnostics. Emits an error on `op` and fails when the

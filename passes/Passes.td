@@ -5,15 +5,49 @@
 
 include "mlir/Pass/PassBase.td"
 
+def THDSetParams : Pass<"thd-set-params", "::mlir::ModuleOp"> {
+  let summary = "Set the values of declared pipeline parameters";
+  let description = [{
+    Writes the values of its `params` option into the module's `thd.params`
+    (and into any `thd.params` declared inside it), replacing the declared
+    defaults; expressions over the parameters keep their text and now
+    evaluate to the new values. It is how parameters are overridden in
+    `thd-opt`:
+
+    ```shell
+    thd-opt step.mlir --thd-set-params="params=C=32768,N=64" --thd-bind-params
+    ```
+
+    `thd-opt --param NAME=VALUE` (repeatable) runs this pass before the
+    requested pipeline. The input is verified after parsing with its
+    declared defaults, then again after this pass with the values set, so a
+    value that makes the pipeline invalid is reported then. The other
+    drivers (`thdc`, `thd-run`, the JIT) write their `--param` values into
+    `thd.params` in the same way between parsing and verification.
+
+    A name that the module does not declare is an error that lists the
+    declared ones; so is a value that is not a non-negative integer (an
+    expression over literals such as `4*1024` is accepted). Afterwards
+    `thd.params` holds the values given and every parameter expression
+    evaluates with them.
+  }];
+  let options = [
+    ListOption<"params", "params", "std::string",
+               "Parameter values as NAME=VALUE, comma-separated">,
+  ];
+  let dependentDialects = ["::mlir::thd::THDDialect"];
+}
+
 def THDBindParams : Pass<"thd-bind-params", "::mlir::ModuleOp"> {
   let summary = "Replace parameter expressions by their values";
   let description = [{
     Evaluates every parameter expression (`#thd.expr<"C*cp">` or its short
     form `"C*cp"` in op syntax) in op attributes and in the `thd.capacity` of
-    function arguments and results, using the defaults declared in
-    `thd.params` overridden by `--param NAME=VALUE`, and replaces it by its
-    integer value. `thd.params` is rewritten to the values used, so that the
-    output records how it was specialised.
+    function arguments and results, using the values in `thd.params` (the
+    declared defaults, or those set by `thd-set-params` or a driver's
+    `--param NAME=VALUE`), and replaces it by its integer value.
+    `thd.params` is rewritten to the values used, so that the output records
+    how it was specialised.
 
     Afterwards no `#thd.expr` attribute remains in the module.
   }];

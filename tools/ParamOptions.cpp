@@ -2,9 +2,7 @@
 
 #include "tools/ParamOptions.h"
 #include "dialect/ParamExpr.h"
-#include "dialect/THDDialect.h"
 
-#include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/ManagedStatic.h"
 
@@ -30,24 +28,7 @@ llvm::Expected<llvm::StringMap<int64_t>> thdc::parsedParamOverrides() {
     int64_t value;
     if (!parseParamAssignment(assignment, name, value, error))
       return llvm::createStringError(error);
-    // Every parameter is a size, a count or a rank (the ops check each use
-    // against its own minimum); none is negative.
-    if (value < 0)
-      return llvm::createStringError(
-          "invalid value for --param " + name + ": '" +
-          llvm::StringRef(assignment).split('=').second.trim().str() +
-          "' is negative; parameters are sizes and counts");
     overrides[name] = value;
   }
   return overrides;
-}
-
-void thdc::addParamOverrides(mlir::DialectRegistry &registry,
-                             llvm::StringMap<int64_t> overrides) {
-  // Extensions are plain functions: the values wait in a static.
-  static llvm::StringMap<int64_t> applied;
-  applied = std::move(overrides);
-  registry.addExtension(+[](mlir::MLIRContext *, mlir::thd::THDDialect *thd) {
-    thd->setParamOverrides(applied);
-  });
 }

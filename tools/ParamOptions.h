@@ -3,7 +3,6 @@
 #ifndef THDC_TOOLS_PARAMOPTIONS_H
 #define THDC_TOOLS_PARAMOPTIONS_H
 
-#include "mlir/IR/DialectRegistry.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Error.h"
@@ -16,13 +15,9 @@ void registerParamOption(llvm::cl::OptionCategory &category);
 
 /// The parsed `--param` values, or an error naming the option and the text
 /// of the first malformed one (not NAME=VALUE, not an integer expression,
-/// overflowing, or negative).
+/// overflowing, or negative). The drivers write them into the pipeline's
+/// `thd.params` (thdc::loadPipeline; thd-opt through `thd-set-params`).
 llvm::Expected<llvm::StringMap<int64_t>> parsedParamOverrides();
-
-/// Makes every context created from `registry` apply `overrides` to the
-/// `thd` dialect when it loads. One set of overrides per process.
-void addParamOverrides(mlir::DialectRegistry &registry,
-                       llvm::StringMap<int64_t> overrides);
 
 } // namespace thdc
 

@@ -56,11 +56,12 @@ inline mlir::MLIRContext &compilerContext() {
   return *context;
 }
 
-/// `text` (named `name` in diagnostics) compiled for the host CPU with
-/// `params`; null with `error` set, diagnostics included, on failure.
-inline std::unique_ptr<thdc::HostPipeline>
-compileForHost(const std::string &text, const std::string &name,
-               const llvm::StringMap<int64_t> &params, std::string &error) {
+/// `text` (named `name` in diagnostics) loaded with `params`
+/// (thdc::loadPipeline) in the shared context; null with `error` set,
+/// diagnostics included, on failure.
+inline mlir::OwningOpRef<mlir::ModuleOp>
+loadForHost(const std::string &text, const std::string &name,
+            const llvm::StringMap<int64_t> &params, std::string &error) {
   mlir::MLIRContext &context = compilerContext();
   llvm::SourceMgr sourceMgr;
   std::string diagnostics;
@@ -71,17 +72,41 @@ compileForHost(const std::string &text, const std::string &name,
                                llvm::SMLoc());
   mlir::OwningOpRef<mlir::ModuleOp> module =
       thdc::loadPipeline(context, sourceMgr, params);
-  if (!module) {
+  if (!module)
     error = "loadPipeline failed:\n" + diagnostics;
-    return nullptr;
-  }
+  return module;
+}
+
+/// A loaded `module` compiled for the host CPU; null with `error` set,
+/// diagnostics included, on failure.
+inline std::unique_ptr<thdc::HostPipeline> compileLoaded(mlir::ModuleOp module,
+                                                         std::string &error) {
+  std::string diagnostics;
+  mlir::ScopedDiagnosticHandler handler(
+      module.getContext(), [&](mlir::Diagnostic &diagnostic) {
+        llvm::raw_string_ostream(diagnostics)
+            << diagnostic.getLocation() << ": " << diagnostic << "\n";
+        return mlir::success();
+      });
   mlir::FailureOr<std::unique_ptr<thdc::HostPipeline>> pipeline =
-      thdc::HostPipeline::compile(*module);
+      thdc::HostPipeline::compile(module);
   if (mlir::failed(pipeline)) {
     error = "HostPipeline::compile failed:\n" + diagnostics;
     return nullptr;
   }
   return std::move(*pipeline);
+}
+
+/// `text` (named `name` in diagnostics) compiled for the host CPU with
+/// `params`; null with `error` set, diagnostics included, on failure.
+inline std::unique_ptr<thdc::HostPipeline>
+compileForHost(const std::string &text, const std::string &name,
+               const llvm::StringMap<int64_t> &params, std::string &error) {
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      loadForHost(text, name, params, error);
+  if (!module)
+    return nullptr;
+  return compileLoaded(*module, error);
 }
 
 /// One buffer of an example's interface.

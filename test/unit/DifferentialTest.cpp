@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <limits>
 #include <memory>
 #include <random>
@@ -99,14 +100,35 @@ public:
   /// Compiles `config`; null with `error` set on failure.
   static std::unique_ptr<CompiledGraphStep> compile(const StepConfig &config,
                                                     std::string &error) {
+    mlir::OwningOpRef<mlir::ModuleOp> module = load(config, error);
+    if (!module)
+      return nullptr;
+    return fromModule(config, *module, error);
+  }
+
+  /// The example loaded (thdc::loadPipeline) for `config`, not compiled
+  /// yet; null with `error` set on failure.
+  static mlir::OwningOpRef<mlir::ModuleOp> load(const StepConfig &config,
+                                                std::string &error) {
     std::string text = pipelineText(config.policy, error);
     if (text.empty())
       return nullptr;
     llvm::StringMap<int64_t> params{
         {"C", config.C}, {"cp", config.cp}, {"N", config.N}};
+    mlir::OwningOpRef<mlir::ModuleOp> module = thdc::testing::loadForHost(
+        text, "megatron_graph_step.mlir", params, error);
+    if (!module)
+      error = "loading for " + config.str() + ": " + error;
+    return module;
+  }
+
+  /// Compiles `module`, loaded for `config`; null with `error` set on
+  /// failure, or when its buffers are not those of `config`.
+  static std::unique_ptr<CompiledGraphStep> fromModule(const StepConfig &config,
+                                                       mlir::ModuleOp module,
+                                                       std::string &error) {
     std::unique_ptr<thdc::HostPipeline> pipeline =
-        thdc::testing::compileForHost(text, "megatron_graph_step.mlir", params,
-                                      error);
+        thdc::testing::compileLoaded(module, error);
     if (!pipeline) {
       error = "compiling for " + config.str() + ": " + error;
       return nullptr;
@@ -599,15 +621,10 @@ GraphStepInput randomMicrobatch(std::mt19937 &rng, const StepConfig &config,
 /// Compares the compiled pipeline with the reference on `count` random
 /// microbatches of `config`, every CP rank of each. Returns false after the
 /// first mismatch (reported as a test failure).
-bool differential(const StepConfig &config, int count, uint32_t seed,
+bool differential(CompiledGraphStep &step, int count, uint32_t seed,
                   Coverage &coverage) {
+  const StepConfig &config = step.config();
   std::string error;
-  std::unique_ptr<CompiledGraphStep> step =
-      CompiledGraphStep::compile(config, error);
-  if (!step) {
-    ADD_FAILURE() << error;
-    return false;
-  }
   std::mt19937 rng(seed);
   const bool allowNoSequence = config.policy != TailPolicy::ExtendLast;
   for (int m = 0; m < count; ++m) {
@@ -644,7 +661,7 @@ bool differential(const StepConfig &config, int count, uint32_t seed,
         }
       }
       GraphStepOutput actual;
-      if (!step->run(input, actual, error)) {
+      if (!step.run(input, actual, error)) {
         ADD_FAILURE() << "run failed: " << error << "; "
                       << describe(config, input);
         return false;
@@ -659,6 +676,19 @@ bool differential(const StepConfig &config, int count, uint32_t seed,
     }
   }
   return true;
+}
+
+/// The same, after compiling `config`.
+bool differential(const StepConfig &config, int count, uint32_t seed,
+                  Coverage &coverage) {
+  std::string error;
+  std::unique_ptr<CompiledGraphStep> step =
+      CompiledGraphStep::compile(config, error);
+  if (!step) {
+    ADD_FAILURE() << error;
+    return false;
+  }
+  return differential(*step, count, seed, coverage);
 }
 
 /// Runs the differential comparison for one CP size and tail policy over
@@ -717,6 +747,51 @@ DIFFERENTIAL_TEST(NoTailPolicy, None, 4)
 DIFFERENTIAL_TEST(NoTailPolicy, None, 8)
 
 #undef DIFFERENTIAL_TEST
+
+// The parameters are part of the IR: a process (a JIT in a training job)
+// loads and compiles several shapes in one MLIR context, and each compile
+// must have its own. The shapes are loaded first, then a pipeline with
+// parameters of other names, then compiled in another order: a compile's
+// parameters left in the context would change the signature, the
+// verification or the code of the others.
+TEST(Differential, ShapesInterleavedInOneContext) {
+  const StepConfig configs[] = {
+      {16, 2, 8}, {64, 4, 17}, {24, 1, 5}, {32, 8, 33}};
+  std::string error;
+  std::vector<mlir::OwningOpRef<mlir::ModuleOp>> modules;
+  for (const StepConfig &config : configs) {
+    modules.push_back(CompiledGraphStep::load(config, error));
+    ASSERT_TRUE(modules.back()) << error;
+  }
+  std::string packText =
+      thdc::testing::readSourceFile("examples/pack_microbatch.mlir", error);
+  ASSERT_FALSE(packText.empty()) << error;
+  mlir::OwningOpRef<mlir::ModuleOp> pack = thdc::testing::loadForHost(
+      packText, "pack_microbatch.mlir",
+      {{"C", 4096}, {"N", 64}, {"P", 65536}, {"S", 256}}, error);
+  ASSERT_TRUE(pack) << error;
+
+  Coverage coverage;
+  uint32_t seed = 0x5eed0000u;
+  for (size_t index : {2, 0, 3, 1, 2}) {
+    const StepConfig &config = configs[index];
+    mlir::FailureOr<thdc::PipelineSignature> signature =
+        thdc::describePipeline(*modules[index]);
+    ASSERT_TRUE(mlir::succeeded(signature)) << config.str();
+    EXPECT_EQ(signature->params.size(), 3u) << config.str();
+    EXPECT_EQ(signature->params.lookup("C"), config.C) << config.str();
+    EXPECT_EQ(signature->params.lookup("cp"), config.cp) << config.str();
+    EXPECT_EQ(signature->params.lookup("N"), config.N) << config.str();
+    // Checks every buffer's length against `config`.
+    std::unique_ptr<CompiledGraphStep> step =
+        CompiledGraphStep::fromModule(config, *modules[index], error);
+    ASSERT_TRUE(step) << error;
+    ASSERT_TRUE(differential(*step, 6, seed++, coverage)) << config.str();
+    // A fresh load of another shape between two compiles.
+    StepConfig other = configs[(index + 1) % std::size(configs)];
+    ASSERT_TRUE(CompiledGraphStep::load(other, error)) << error;
+  }
+}
 
 // extend_last needs a real sequence to extend: the reference rejects an
 // empty microbatch, which is why the extend_last suites never generate one.

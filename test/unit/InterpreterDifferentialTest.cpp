@@ -1084,8 +1084,6 @@ std::string interpretText(const std::string &text,
                           const std::vector<Values::mapped_type> &inputs,
                           std::vector<Buffer> *results = nullptr) {
   mlir::MLIRContext &context = thdc::testing::compilerContext();
-  // The compiled pipelines above leave their --param overrides behind.
-  context.getOrLoadDialect<mlir::thd::THDDialect>()->setParamOverrides({});
   std::string diagnostics;
   mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &d) {
     diagnostics += d.str() + "\n";

@@ -124,3 +124,13 @@ TEST(ParamAssignment, RejectsMalformedAssignments) {
   EXPECT_FALSE(parseParamAssignment("C=N", name, value, error));
   EXPECT_NE(error.find("parameter 'N' is not declared"), std::string::npos);
 }
+
+TEST(ParamAssignment, RejectsNegativeValues) {
+  std::string name, error;
+  int64_t value = 0;
+  EXPECT_FALSE(parseParamAssignment("N=8-16", name, value, error));
+  EXPECT_EQ(error, "invalid value for --param N: '8-16' is negative; "
+                   "parameters are sizes and counts");
+  ASSERT_TRUE(parseParamAssignment("N=0", name, value, error)) << error;
+  EXPECT_EQ(value, 0);
+}

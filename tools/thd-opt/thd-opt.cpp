@@ -1,6 +1,7 @@
 //===- thd-opt.cpp - opt driver for the thd dialect -----------------------===//
 
 #include "codegen/Compiler.h"
+#include "passes/Passes.h"
 #include "tools/CommandLine.h"
 #include "tools/ParamOptions.h"
 #include "tools/Version.h"
@@ -10,10 +11,13 @@
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
 #include "mlir/Support/Timing.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
 namespace cl = llvm::cl;
@@ -54,7 +58,35 @@ int main(int argc, char **argv) {
     llvm::errs() << "error: " << llvm::toString(params.takeError()) << "\n";
     return 1;
   }
-  thdc::addParamOverrides(registry, std::move(*params));
-  return mlir::asMainReturnCode(
-      mlir::MlirOptMain(argc, argv, inputFilename, outputFilename, registry));
+  mlir::MlirOptMainConfig config =
+      mlir::MlirOptMainConfig::createFromCLOptions();
+  if (params->empty() || config.shouldShowDialects() ||
+      config.shouldListPasses())
+    return mlir::asMainReturnCode(
+        mlir::MlirOptMain(argc, argv, inputFilename, outputFilename, registry));
+
+  // `--param` is thd-set-params before the requested passes: the input is
+  // verified as parsed (with its declared defaults), then again with the
+  // values set, after that pass.
+  llvm::InitLLVM init(argc, argv);
+  mlir::MlirOptMainConfig requested = config;
+  config.setPassPipelineSetupFn(
+      [&requested, &params](mlir::PassManager &pm) -> mlir::LogicalResult {
+        pm.addPass(mlir::thd::createSetParamsPass(*params));
+        return requested.setupPassPipeline(pm);
+      });
+  std::string error;
+  std::unique_ptr<llvm::MemoryBuffer> input =
+      mlir::openInputFile(inputFilename, &error);
+  std::unique_ptr<llvm::ToolOutputFile> output =
+      input ? mlir::openOutputFile(outputFilename, &error) : nullptr;
+  if (!output) {
+    llvm::errs() << error << "\n";
+    return 1;
+  }
+  if (mlir::failed(
+          mlir::MlirOptMain(output->os(), std::move(input), registry, config)))
+    return 1;
+  output->keep();
+  return 0;
 }
