@@ -118,6 +118,12 @@ int64_t countOf(Environment &env, Value numSeqs, int64_t entries) {
   return std::clamp<int64_t>(scalarOf(env[numSeqs]), 0, last);
 }
 
+/// The reference's name for an op's CP partition mode.
+ref::CpMode referenceMode(CpMode mode) {
+  return mode == CpMode::zigzag ? ref::CpMode::Zigzag
+                                : ref::CpMode::Contiguous;
+}
+
 /// A CP rank read by a step, clamped into [0, cp): a rank outside is a
 /// fault that thd.validate reports, and with cp = 1 every rank reads the
 /// whole buffer.
@@ -488,9 +494,7 @@ LogicalResult evaluate(CpSliceOp op, Environment &env) {
   // An empty microbatch has an empty slice (TE would reject T == 0).
   if (total != 0) {
     ref::Expected<std::vector<int32_t>> partition = ref::cpPartitionIndices(
-        cup, total, *cp, rank,
-        op.getMode() == CpMode::zigzag ? ref::CpMode::Zigzag
-                                       : ref::CpMode::Contiguous);
+        cup, total, *cp, rank, referenceMode(op.getMode()));
     if (!partition)
       return referenceError(op, partition.error());
     indices = std::move(*partition);
@@ -530,8 +534,7 @@ LogicalResult evaluate(CpUnsliceOp op, Environment &env) {
   int64_t n = countOf(env, op.getNumSeqs(), cupBuffer.size());
   ref::Expected<std::vector<int32_t>> indices = ref::cpUnsliceIndices(
       meaningful(cupBuffer, n), *cp, *rowsPerRank,
-      op.getMode() == CpMode::zigzag ? ref::CpMode::Zigzag
-                                     : ref::CpMode::Contiguous);
+      referenceMode(op.getMode()));
   if (!indices)
     return referenceError(op, indices.error());
   if (int64_t(indices->size()) != result->size())
@@ -652,8 +655,7 @@ LogicalResult evaluate(PadTailMetadataOp op, Environment &env) {
     return failure();
   ref::TailPaddingConfig config;
   config.cp = *cp;
-  config.mode = op.getMode() == CpMode::zigzag ? ref::CpMode::Zigzag
-                                               : ref::CpMode::Contiguous;
+  config.mode = referenceMode(op.getMode());
   auto optionalValue = [&](Attribute attr, StringRef name,
                            std::optional<int64_t> &into) {
     if (!attr)

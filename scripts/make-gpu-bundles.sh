@@ -64,9 +64,8 @@ fi
 mkdir -p "$out/python"
 "$bin/thdc" "$example" --param C=1024 --param cp=2 --param N=33 -o "$out/python/megatron_graph_step_C1024_cp2_N33"
 # thdc.megatron.GraphStep's pipelines (python/thdc/stages.py writes them):
-# "OPTIONS|C,cp,N[,R] ..." per line; the folder names are the ones
-# test/python/test_megatron_gpu.py's bundle_name() gives (the last line:
-# examples/train/'s presets).
+# "OPTIONS|C,cp,N[,R] ..." per line, each folder named by
+# thdc.stages.bundle_name (the last line: examples/train/'s presets).
 mkdir -p "$out/python/pipelines"
 while IFS='|' read -r options shapes; do
   variant=$(python3 "$root/python/thdc/stages.py" $options --variant)
@@ -74,8 +73,9 @@ while IFS='|' read -r options shapes; do
   python3 "$root/python/thdc/stages.py" $options > "$source"
   for shape in $shapes; do
     IFS=, read -r C cp N R <<< "$shape"
+    name=$(python3 "$root/python/thdc/stages.py" $options --bundle-name "$shape")
     "$bin/thdc" "$source" --param C=$C --param cp=$cp --param N=$N ${R:+--param R=$R} \
-      -o "$out/python/megatron_step${variant:+_$variant}_C${C}_cp${cp}_N${N}${R:+_R$R}"
+      -o "$out/python/$name"
   done
 done <<'STAGES'
 |1024,1,17 1024,2,33 4096,2,64 1024,1,33 1024,4,33 2048,1,17 2048,1,33

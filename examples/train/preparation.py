@@ -21,6 +21,7 @@ from types import SimpleNamespace
 import torch
 
 import thdc
+import thdc.stages
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
@@ -82,12 +83,6 @@ def load_microbatch(slot, pools, plan, m):
                      cu_seqlens=cu, cu_seqlens_padded=cu, num_seqs=n)
 
 
-def step_bundle_name(C, N, R):
-    """The folder scripts/make-gpu-bundles.sh writes GraphStep's pipeline
-    with RoPE rows into (python/thdc/stages.py --rope; cp = 1)."""
-    return f"megatron_step_rope_C{C}_cp1_N{N}_R{R}"
-
-
 def step_bundle(bundle_dir, C, N, R):
     """The bundle for (C, N, R) in bundle_dir, or None without a folder
     (thdc's JIT compiles the pipeline)."""
@@ -96,7 +91,7 @@ def step_bundle(bundle_dir, C, N, R):
             raise SystemExit("this build of thdc has no JIT: pass --bundle-dir (bundles from "
                              "scripts/make-gpu-bundles.sh)")
         return None
-    path = os.path.join(bundle_dir, step_bundle_name(C, N, R))
+    path = os.path.join(bundle_dir, thdc.stages.bundle_name(C, 1, N, R=R))
     if not os.path.isfile(os.path.join(path, "manifest.json")):
         raise SystemExit(f"no bundle {path}: compile python/thdc/stages.py --rope with "
                          f"C={C}, cp=1, N={N}, R={R} (scripts/make-gpu-bundles.sh)")

@@ -308,13 +308,13 @@ def train(mode, args, preset, device):
     losses = torch.zeros(args.steps, device=device)
     warmup = min(args.warmup, args.steps // 2)
     syncs, microbatches, tokens = [], [], []
-    log_tokens, log_time, log_step = 0, None, 0
+    log_tokens, log_time = 0, None
     timed_start = None
     for it in range(args.steps):
         if it == warmup:  # the timed part starts here
             synchronize(device)
             timed_start = log_time = time.perf_counter()
-            log_tokens, log_step = 0, it
+            log_tokens = 0
         batch = data.global_batch(args.seed, it, preset.documents, C, preset.model.vocab)
         plan = data.plan_microbatches(batch, C, N, args.algorithm)
         # Host synchronisations are counted in the warm-up steps after the
@@ -340,7 +340,7 @@ def train(mode, args, preset, device):
                     and it >= warmup else "warm-up")
             print(f"{mode:>17} step {it + 1:>5}  loss {loss:.4f}  {rate}", flush=True)
             if it >= warmup:
-                log_tokens, log_time, log_step = 0, now, it + 1
+                log_tokens, log_time = 0, now
     synchronize(device)
     elapsed = time.perf_counter() - timed_start if timed_start is not None else float("nan")
     timed = args.steps - warmup

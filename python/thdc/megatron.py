@@ -175,6 +175,9 @@ class GraphStep:
     these options, compiled for these parameters (needed where thdc has no
     JIT); else the pipeline is compiled through the JIT. device: the CUDA
     device (default: the current one). convention: "graph" or "compact".
+
+    The step's own inputs, outputs, batch, packed_seq_params, run(),
+    load_inputs(), ... are those of its first slot (StepSlot documents them).
     """
 
     def __init__(
@@ -278,6 +281,11 @@ class GraphStep:
         self.kernel.prepare(self.device.index)
         self._spec = spec
         self.slots = [StepSlot(self, i) for i in range(slots)]
+        # The step itself is its first slot: with one slot GraphStep is the
+        # whole API, and step.slot(0) holds the same buffers.
+        self._first = self.slots[0]
+        for name in _SLOT_API:
+            setattr(self, name, getattr(self._first, name))
         torch.cuda.synchronize(self.device)
 
     def slot(self, microbatch: int) -> "StepSlot":
@@ -287,50 +295,17 @@ class GraphStep:
             raise ValueError(f"microbatch must be >= 0; got {microbatch}")
         return self.slots[microbatch % len(self.slots)]
 
-    # The step itself is its first slot: GraphStep(...) with one slot is the
-    # whole API, and step.slot(0) is the same buffers.
-    @property
-    def inputs(self):
-        """The first slot's input buffers."""
-        return self.slots[0].inputs
-
-    @property
-    def outputs(self):
-        """The first slot's outputs (a named tuple of views of its buffer)."""
-        return self.slots[0].outputs
-
-    @property
-    def batch(self):
-        """The first slot's static batch (the stage's keys, padding_mask)."""
-        return self.slots[0].batch
-
-    @property
-    def packed_seq_params(self):
-        """The first slot's PackedSeqParams."""
-        return self.slots[0].packed_seq_params
-
-    @property
-    def status(self) -> torch.Tensor:
-        """The first slot's last status bits, on the device (0: valid)."""
-        return self.slots[0].status
-
-    def __getattr__(self, name):
-        # run, load_inputs, accumulate_status, accumulate_dropped,
-        # describe_status, check_async, restore_cp_order, broadcast,
-        # seq_idx, rope_rows, cp_order_index, padding_mask_full: the first
-        # slot's (StepSlot documents them).
-        if name in _SLOT_API and "slots" in self.__dict__:
-            return getattr(self.slots[0], name)
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-
     def __call__(self, *args, **kwargs):
         """The first slot's load_inputs, then run."""
-        return self.slots[0](*args, **kwargs)
+        return self._first(*args, **kwargs)
 
 
-_SLOT_API = frozenset(("run", "load_inputs", "accumulate_status", "accumulate_dropped",
-                       "describe_status", "check_async", "restore_cp_order", "broadcast",
-                       "seq_idx", "rope_rows", "cp_order_index", "padding_mask_full", "buffer"))
+# What GraphStep gives of its first slot, bound once in GraphStep.__init__
+# (plain attributes: nothing is looked up per call on the launch path).
+_SLOT_API = ("inputs", "outputs", "batch", "packed_seq_params", "status", "buffer", "seq_idx",
+             "rope_rows", "cp_order_index", "padding_mask_full", "run", "load_inputs",
+             "accumulate_status", "accumulate_dropped", "describe_status", "check_async",
+             "restore_cp_order", "broadcast")
 
 
 class StepSlot:

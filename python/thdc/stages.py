@@ -89,6 +89,18 @@ def variant(stage: str = "first_last", *, cp_mode: str = "zigzag", seq_idx: bool
     return "_".join(parts)
 
 
+def bundle_name(C: int, cp: int, N: int, stage: str = "first_last", *, R=None,
+                cp_mode: str = "zigzag", seq_idx: bool = True,
+                cp_order_index: bool = False) -> str:
+    """The folder name of the pipeline's bundle for these parameters (R, the
+    RoPE table's rows, only with RoPE rows): what scripts/make-gpu-bundles.sh
+    writes and the tests and examples/train load."""
+    name = variant(stage, cp_mode=cp_mode, seq_idx=seq_idx, rope=R is not None,
+                   cp_order_index=cp_order_index)
+    return (f"{ENTRY}{'_' + name if name else ''}_C{C}_cp{cp}_N{N}"
+            + (f"_R{R}" if R is not None else ""))
+
+
 def pipeline(stage: str = "first_last", *, cp_mode: str = "zigzag", seq_idx: bool = True,
              rope: bool = False, cp_order_index: bool = False) -> str:
     """The pipeline's text. Parameters: C rows per CP rank, cp, N the sequence
@@ -210,11 +222,21 @@ def main(argv=None) -> int:
     parser.add_argument("--cp-order-index", action="store_true")
     parser.add_argument("--variant", action="store_true",
                         help="print the options' variant name instead of the text")
+    parser.add_argument("--bundle-name", metavar="C,cp,N[,R]",
+                        help="print the bundle folder name for these parameters instead")
     args = parser.parse_args(argv)
-    options = dict(cp_mode=args.cp_mode, seq_idx=not args.no_seq_idx, rope=args.rope,
+    options = dict(cp_mode=args.cp_mode, seq_idx=not args.no_seq_idx,
                    cp_order_index=args.cp_order_index)
-    sys.stdout.write((variant(args.stage, **options) + "\n") if args.variant
-                     else pipeline(args.stage, **options))
+    if args.bundle_name:
+        values = [int(v) for v in args.bundle_name.split(",")]
+        if len(values) != 3 + args.rope:
+            parser.error("--bundle-name takes C,cp,N" + (",R with --rope" if args.rope else ""))
+        R = values[3] if args.rope else None
+        sys.stdout.write(bundle_name(*values[:3], args.stage, R=R, **options) + "\n")
+    elif args.variant:
+        sys.stdout.write(variant(args.stage, rope=args.rope, **options) + "\n")
+    else:
+        sys.stdout.write(pipeline(args.stage, rope=args.rope, **options))
     return 0
 
 

@@ -26,26 +26,18 @@ import thdc  # noqa: E402
 import thdc.megatron  # noqa: E402
 import thdc.stages  # noqa: E402
 from conftest import SOURCE_DIR  # noqa: E402
-from microbatches import (dropped, mismatches, random_microbatch, reference,  # noqa: E402
-                          rope_rows, step_inputs)
+from microbatches import (dropped, random_microbatch, reference, rope_rows,  # noqa: E402
+                          stage_mismatches, step_inputs)
 
 BUNDLES = os.environ.get("THDC_BUNDLES", os.path.join(SOURCE_DIR, "build-gpu-bundles"))
-OUTPUTS = ("tokens", "labels", "position_ids", "loss_mask", "padding_mask",
-           "cu_seqlens_padded", "cu_seqlens", "max_seqlen", "status")
-
-
-def bundle_name(C, cp, N, stage="first_last", R=None, **options):
-    """The folder scripts/make-gpu-bundles.sh writes for these options."""
-    variant = thdc.stages.variant(stage, rope=R is not None, **options)
-    return (f"megatron_step{'_' + variant if variant else ''}_C{C}_cp{cp}_N{N}"
-            + (f"_R{R}" if R is not None else ""))
 
 
 def make_step(C, N, cp=1, rank=0, *, stage="first_last", R=None, cp_mode="zigzag",
               seq_idx=True, cp_order_index=False, **kwargs):
     """A GraphStep from its bundle, or through the JIT where there is one."""
     options = dict(cp_mode=cp_mode, seq_idx=seq_idx, cp_order_index=cp_order_index)
-    path = os.path.join(BUNDLES, "python", bundle_name(C, cp, N, stage, R, **options))
+    path = os.path.join(BUNDLES, "python", thdc.stages.bundle_name(C, cp, N, stage, R=R,
+                                                                    **options))
     if not os.path.isdir(path):
         if not thdc.has_jit:
             pytest.skip(f"no bundle {path} and no JIT")
@@ -66,23 +58,14 @@ def expect(mb, C, cp, N):
     return expected
 
 
-def compare(got, expected, keys):
-    """Names of `keys` (outputs of one stage) that differ from the reference."""
-    bad = [k for k in mismatches({**expected_like(expected), **got}, expected)
-           if k in keys]
+def compare(got, expected):
+    """Names of a stage's outputs that differ from the reference."""
+    bad = stage_mismatches(got, expected)
     if "seq_idx" in got and not np.array_equal(got["seq_idx"], expected["seq_idx"]):
         bad.append("seq_idx")
     if (int(got["dropped_seqs"][0]), int(got["dropped_tokens"][0])) != expected["dropped"]:
         bad.append("dropped")
     return bad
-
-
-def expected_like(expected):
-    """The reference's values in the outputs' form (for keys a stage lacks)."""
-    values = {k: v for k, v in expected.items() if isinstance(v, np.ndarray)}
-    values["max_seqlen"] = np.array([expected["max_seqlen"]])
-    values["status"] = np.array([expected["status"]])
-    return values
 
 
 @pytest.mark.parametrize("stage", list(thdc.stages.STAGES))
@@ -99,7 +82,7 @@ def test_each_stage_computes_its_keys_and_the_shared_metadata(stage):
             mb["num_seqs"][0] = N
         step(**step_inputs(mb, C, cp))  # every key given: the stage reads its own
         got = host(step.outputs)
-        bad = compare(got, expect(mb, C, cp, N), set(keys) | set(OUTPUTS[4:]))
+        bad = compare(got, expect(mb, C, cp, N))
         assert bad == [], f"stage {stage}, trial {trial}: {bad}"
     with pytest.raises(TypeError, match="reads cu_seqlens"):
         step.load_inputs(cu_seqlens_padded=torch.zeros(1, dtype=torch.int32, device="cuda"))
@@ -112,7 +95,7 @@ def test_each_stage_computes_its_keys_and_the_shared_metadata(stage):
 
 def test_a_kernel_for_other_options_is_refused():
     C, cp, N = 1024, 2, 33
-    first = os.path.join(BUNDLES, "python", bundle_name(C, cp, N, "first"))
+    first = os.path.join(BUNDLES, "python", thdc.stages.bundle_name(C, cp, N, "first"))
     if not os.path.isdir(first):
         pytest.skip(f"no bundle {first}")
     with pytest.raises(ValueError, match="not the step for stage='last'"):
@@ -158,7 +141,7 @@ def test_ring_of_slots_keeps_k_microbatches_alive_in_captured_graphs():
             torch.cuda.set_sync_debug_mode("default")
         for i, mb in enumerate(batches):  # all K alive: none overwritten
             expected = expect(mb, C, cp, N)
-            bad = compare(host(step.slot(i).outputs), expected, OUTPUTS)
+            bad = compare(host(step.slot(i).outputs), expected)
             assert bad == [], f"round {round_}, slot {i}: {bad}"
             total_dropped += expected["dropped"]
             checked += 1
@@ -293,7 +276,7 @@ def test_two_tp_ranks_under_torchrun():
     if torchrun is None:
         pytest.skip("no torchrun")
     C, cp, N = 1024, 2, 33
-    path = os.path.join(BUNDLES, "python", bundle_name(C, cp, N))
+    path = os.path.join(BUNDLES, "python", thdc.stages.bundle_name(C, cp, N))
     args = ["--bundle", path] if os.path.isdir(path) else []
     if not args and not thdc.has_jit:
         pytest.skip(f"no bundle {path} and no JIT")
