@@ -228,7 +228,10 @@ def main(argv=None) -> int:
     options = dict(cp_mode=args.cp_mode, seq_idx=not args.no_seq_idx,
                    cp_order_index=args.cp_order_index)
     if args.bundle_name:
-        values = [int(v) for v in args.bundle_name.split(",")]
+        try:
+            values = [int(v) for v in args.bundle_name.split(",")]
+        except ValueError:
+            values = []
         if len(values) != 3 + args.rope:
             parser.error("--bundle-name takes C,cp,N" + (",R with --rope" if args.rope else ""))
         R = values[3] if args.rope else None
