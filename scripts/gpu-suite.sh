@@ -11,7 +11,9 @@
 #          a folder of Debian packages or .tar.xz of their files);
 #   bench: bench/thdc_bench and bench/eager.py in one run, then
 #          bench/report.py writes the results table;
-#   python: the Python package built there (nanobind) and its pytest suites
+#   python: the Python package built there (nanobind), or the wheel named by
+#          THDC_PACKAGE (with the compiler, so nothing needs a JIT), and its
+#          pytest suites
 #          on PyTorch (test/python), examples/python/global_batch.py on one
 #          GPU (cp = 1), torchrun with cp = 2 (torchrun_cp.py, and
 #          global_batch.py) when there are two GPUs (else global_batch.py's
@@ -40,11 +42,7 @@ run() { # name command...: logs to $out/name.txt, keeps going on failure
 
 { date -u +"%Y-%m-%d %H:%M UTC"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; nvcc --version | tail -1; } > "$out/machine.txt" 2>&1
 wants() { [[ ",$mode," == *",$1,"* || ",$mode," == *",all,"* ]]; }
-# fmt's headers come with the bundles (scripts/make-gpu-bundles.sh copies them
-# into fmt-include/); an installed fmt is used when they are absent.
-fmt_args=()
-[ -f "$bundles/fmt-include/fmt/format.h" ] && fmt_args=(-DTHDC_FMT_INCLUDE_DIR="$bundles/fmt-include")
-cmake -G Ninja -S "$root" -B "$build" -DTHDC_RUNTIME_ONLY=ON -DCMAKE_BUILD_TYPE=Release ${fmt_args[@]+"${fmt_args[@]}"} \
+cmake -G Ninja -S "$root" -B "$build" -DTHDC_RUNTIME_ONLY=ON -DCMAKE_BUILD_TYPE=Release \
   -DPython_EXECUTABLE="$(python3 -c 'import sys; print(sys.executable)')" > "$out/build.txt" 2>&1 &&
   cmake --build "$build" >> "$out/build.txt" 2>&1 || { echo "build failed"; tail -30 "$out/build.txt"; exit 1; }
 
@@ -135,9 +133,20 @@ if wants python; then
     python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" "$THDC_WHEELS"/*.whl &&
       export PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH}
   fi
-  export PYTHONPATH=$build/python${PYTHONPATH:+:$PYTHONPATH} THDC_BUNDLES=$bundles
+  if [ -n "${THDC_PACKAGE:-}" ]; then
+    # thdc itself from a wheel built elsewhere (scripts/test-wheel.sh), with
+    # its compiler: nothing of the build tree's package is used.
+    package_site=$(mktemp -d)
+    python3 -m pip install -q --no-index --no-deps --no-compile --target "$package_site" "$THDC_PACKAGE" ||
+      { echo "cannot install $THDC_PACKAGE"; exit 1; }
+    export PYTHONPATH=$package_site${PYTHONPATH:+:$PYTHONPATH} PATH=$package_site/bin:$PATH
+    run python-package python3 -c "import thdc; print(thdc.__file__, 'JIT:', thdc.has_jit); assert thdc.has_jit"
+  else
+    export PYTHONPATH=$build/python${PYTHONPATH:+:$PYTHONPATH}
+  fi
+  export THDC_BUNDLES=$bundles
   export THDC_CACHE_DIR=$(mktemp -d)
-  run python-pytest python3 -m pytest -v -p no:cacheprovider "$root/test/python"
+  run python-pytest python3 -m pytest -v -rs -p no:cacheprovider "$root/test/python"
   # The drop-in against each megatron-core release given as a wheel in
   # THDC_MEGATRON_WHEELS (one at a time, each in its own folder): the
   # PackedSeqParams fields and the global seq_idx against the release's own.

@@ -95,11 +95,4 @@ for shape in "4096 1 64 1048576 512" "4096 2 64 1048576 512" "1024 2 33 16384 64
   "$bin/thdc" "$root/examples/pack_microbatch.mlir" --param C=$1 --param cp=$2 --param N=$3 \
     --param P=$4 --param S=$5 -o "$out/python/pack_microbatch_C$1_cp$2_N$3_P$4_S$5"
 done
-# fmt's headers for the runtime-only build there (header-only; a GPU host may
-# have neither libfmt-dev nor a network): scripts/gpu-suite.sh passes this
-# folder as THDC_FMT_INCLUDE_DIR.
-fmt_headers=${THDC_FMT_HEADERS:-/usr/include/fmt}
-[ -f "$fmt_headers/format.h" ] || { echo "no fmt headers in $fmt_headers (apt-get install libfmt-dev, or set THDC_FMT_HEADERS)" >&2; exit 1; }
-mkdir -p "$out/fmt-include"
-cp -r "$fmt_headers" "$out/fmt-include/fmt"
 echo "bundles written to $out"
