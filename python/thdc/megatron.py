@@ -317,14 +317,18 @@ class InputLoader:
         self.inputs, self.data_keys, self.stage = inputs, tuple(data_keys), stage
         self.capacity, self.entries = C * cp, N + 1
         self.gather = gather
-        names = self.data_keys + ("cu_seqlens", "cu_seqlens_padded")
-        # name -> (buffer, dtype, bytes per element, address)
-        self.targets = {n: (getattr(inputs, n), getattr(inputs, n).dtype,
-                            getattr(inputs, n).element_size(), getattr(inputs, n).data_ptr())
-                        for n in names}
+        cu = ("cu_seqlens", "cu_seqlens_padded")
+        # The arguments' check order (cu arrays, then data keys), and per
+        # input its buffer, dtype, bytes per element, address and kind, in
+        # the order their sizes are checked (data keys, then cu arrays).
+        self.checked = cu + self.data_keys
+        self.targets = tuple((n, getattr(inputs, n), getattr(inputs, n).dtype,
+                              getattr(inputs, n).element_size(), getattr(inputs, n).data_ptr(),
+                              n not in cu) for n in self.data_keys + cu)
         self.device_index = inputs.num_seqs.get_device()  # -1 on the CPU
         self.num_seqs_address = inputs.num_seqs.data_ptr()
         self.num_seqs_dtype = inputs.num_seqs.dtype
+        self.num_seqs_size = inputs.num_seqs.element_size()
         # The framework's current stream, read by the gather itself when it
         # can (torch's DLPack exchange table), else asked of torch per call.
         self.stream_of_call = None
@@ -335,54 +339,55 @@ class InputLoader:
     def load(self, tokens=None, labels=None, loss_mask=None, position_ids=None,
              cu_seqlens=None, cu_seqlens_padded=None, num_seqs=None) -> None:
         given = {"tokens": tokens, "labels": labels, "loss_mask": loss_mask,
-                 "position_ids": position_ids}
-        data = [(k, given[k]) for k in self.data_keys]
-        cu = (("cu_seqlens", cu_seqlens), ("cu_seqlens_padded", cu_seqlens_padded))
-        for name, value in (*cu, *data):
+                 "position_ids": position_ids, "cu_seqlens": cu_seqlens,
+                 "cu_seqlens_padded": cu_seqlens_padded}
+        for name in self.checked:
+            value = given[name]
             if value is None:
                 raise TypeError(f"stage {self.stage!r} reads {name}; it was not given")
             if not isinstance(value, torch.Tensor):
                 raise TypeError(f"{name} must be a torch.Tensor; got {type(value).__name__}")
         if not (num_seqs is None or isinstance(num_seqs, torch.Tensor)):
             num_seqs = thdc._check_int(num_seqs, "num_seqs")
-        copies = []  # (name, tensor, elements): by the gather or by copy_
-        for name, value in data:
-            rows = value.numel()
-            if rows > self.capacity:
-                raise ValueError(f"{name} has {rows} rows; the step holds C*cp = {self.capacity}")
-            copies.append((name, value, rows))
-        entries = None
-        for name, value in cu:
-            if value.numel() > self.entries:
-                raise ValueError(f"{name} has {value.numel()} entries; the step holds "
-                                 f"N+1 = {self.entries}")
-            if entries is not None and value.numel() != entries:
-                raise ValueError("cu_seqlens and cu_seqlens_padded differ in length")
-            entries = value.numel()
-            copies.append((name, value, entries))
-        if num_seqs is None:
-            if entries == self.entries:
-                raise ValueError("cu arrays of N+1 entries need num_seqs")
-            num_seqs = entries - 1
 
-        gather, device = self.gather, self.device_index
-        segments = []
-        for name, value, count in copies:
-            buffer, dtype, size, address = self.targets[name]
-            if count == 0:
+        # The checks run before anything is copied: a tensor the gather
+        # cannot take is set aside for its own copy_ after them.
+        gather, device, capacity = self.gather, self.device_index, self.capacity
+        segments, set_aside, entries = [], [], None
+        for name, buffer, dtype, size, address, is_data in self.targets:
+            value = given[name]
+            count = value.numel()
+            if is_data:
+                if count > capacity:
+                    raise ValueError(f"{name} has {count} rows; the step holds C*cp = {capacity}")
+            else:
+                if count > self.entries:
+                    raise ValueError(f"{name} has {count} entries; the step holds "
+                                     f"N+1 = {self.entries}")
+                if entries is not None and count != entries:
+                    raise ValueError("cu_seqlens and cu_seqlens_padded differ in length")
+                entries = count
+            if not count:
                 continue
             source = value.data_ptr() if gather is not None else 0
             if (source and value.dtype is dtype and value.get_device() == device
                     and value.is_contiguous()):
                 segments += (source, address, count * size, 0)
             else:
-                buffer[:count].copy_(value.reshape(-1), non_blocking=True)
+                set_aside.append((buffer, value, count))
+        if num_seqs is None:
+            if entries == self.entries:
+                raise ValueError("cu arrays of N+1 entries need num_seqs")
+            num_seqs = entries - 1
+
+        for buffer, value, count in set_aside:
+            buffer[:count].copy_(value.reshape(-1), non_blocking=True)
         buffer = self.inputs.num_seqs
         if isinstance(num_seqs, torch.Tensor):
             source = num_seqs.data_ptr() if gather is not None else 0
             if (source and num_seqs.dtype is self.num_seqs_dtype
                     and num_seqs.get_device() == device and num_seqs.numel()):
-                segments += (source, self.num_seqs_address, buffer.element_size(), 0)
+                segments += (source, self.num_seqs_address, self.num_seqs_size, 0)
             else:
                 buffer.copy_(num_seqs.reshape(-1)[:1], non_blocking=True)
         elif (gather is not None and self.num_seqs_dtype is torch.int32
@@ -395,7 +400,6 @@ class InputLoader:
                 gather(segments)
             else:
                 gather(segments, self.stream_of_call())
-
 
 # What GraphStep gives of its first slot, bound once in GraphStep.__init__
 # (plain attributes: nothing is looked up per call on the launch path).
@@ -426,6 +430,9 @@ class StepSlot:
         # tests' and the benchmark's comparison.
         self._per_tensor_loader = InputLoader(self.inputs, step.data_keys, step.stage, step.C,
                                               step.cp, step.N, None)
+        # The loader's method itself (StepSlot.load_inputs documents it):
+        # one Python frame less per microbatch.
+        self.load_inputs = self._loader.load
         # Every output in one buffer, so one collective can send them all.
         outputs, offset = [], 0
         for a in spec:
