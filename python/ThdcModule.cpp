@@ -1370,7 +1370,10 @@ public:
                           "] must be an int in the int64 range; got " +
                           typeName(item));
       }
-      (&parsed[i / 4].source)[i % 4] = uint64_t(value);
+      GatherSegment &segment = parsed[i / 4];
+      uint64_t *field[] = {&segment.source, &segment.destination,
+                           &segment.bytes, &segment.value};
+      *field[i % 4] = uint64_t(value);
     }
     size_t count = size_t(size / 4);
     Status done;
