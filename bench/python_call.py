@@ -13,7 +13,9 @@ call on torch tensors and for `launch_pointers` (the C++ launch path with no
 argument checks). Device time: one call captured in torch.cuda.graph, and
 the same launch captured by the runtime's own CapturedLaunch (the C++ path),
 each timed three ways (replay_micros). With --cpp (thdc_bench's output from
-the same run) the Markdown table also shows thdc_bench's graph timing."""
+the same run) the Markdown table also shows thdc_bench's graph timing.
+The drop-in's per-microbatch host cost (thdc.megatron load_inputs + replay)
+is bench/load_inputs.py's."""
 import argparse
 import json
 import os

@@ -300,6 +300,107 @@ class GraphStep:
         return self._first(*args, **kwargs)
 
 
+class InputLoader:
+    """What StepSlot.load_inputs does, for static input buffers `inputs`
+    (a namespace of 1-D tensors: the stage's data keys, cu_seqlens,
+    cu_seqlens_padded, num_seqs) on one device or the CPU.
+
+    With `gather` (a thdc._thdc.Gather of the buffers' device, or its host
+    form for CPU buffers), every given tensor that is contiguous, on the
+    buffers' device and of its buffer's dtype, and num_seqs, go into one
+    gather: a flat list of plain ints (addresses and byte counts) and one
+    launch. The others, and all of them without `gather`, are copied by one
+    Tensor.copy_ each (which converts dtypes and moves between devices).
+    Every check runs before anything is copied."""
+
+    def __init__(self, inputs, data_keys, stage: str, C: int, cp: int, N: int, gather=None):
+        self.inputs, self.data_keys, self.stage = inputs, tuple(data_keys), stage
+        self.capacity, self.entries = C * cp, N + 1
+        self.gather = gather
+        cu = ("cu_seqlens", "cu_seqlens_padded")
+        # The arguments' check order (cu arrays, then data keys), and per
+        # input its buffer, dtype, bytes per element, address and kind, in
+        # the order their sizes are checked (data keys, then cu arrays).
+        self.checked = cu + self.data_keys
+        self.targets = tuple((n, getattr(inputs, n), getattr(inputs, n).dtype,
+                              getattr(inputs, n).element_size(), getattr(inputs, n).data_ptr(),
+                              n not in cu) for n in self.data_keys + cu)
+        self.device_index = inputs.num_seqs.get_device()  # -1 on the CPU
+        self.num_seqs_address = inputs.num_seqs.data_ptr()
+        self.num_seqs_dtype = inputs.num_seqs.dtype
+        self.num_seqs_size = inputs.num_seqs.element_size()
+        # The framework's current stream, read by the gather itself when it
+        # can (torch's DLPack exchange table), else asked of torch per call.
+        self.stream_of_call = None
+        if gather is not None and self.device_index >= 0 and not gather.follows_current_stream:
+            device = torch.device("cuda", self.device_index)
+            self.stream_of_call = lambda: torch.cuda.current_stream(device).cuda_stream
+
+    def load(self, tokens=None, labels=None, loss_mask=None, position_ids=None,
+             cu_seqlens=None, cu_seqlens_padded=None, num_seqs=None) -> None:
+        given = {"tokens": tokens, "labels": labels, "loss_mask": loss_mask,
+                 "position_ids": position_ids, "cu_seqlens": cu_seqlens,
+                 "cu_seqlens_padded": cu_seqlens_padded}
+        for name in self.checked:
+            value = given[name]
+            if value is None:
+                raise TypeError(f"stage {self.stage!r} reads {name}; it was not given")
+            if not isinstance(value, torch.Tensor):
+                raise TypeError(f"{name} must be a torch.Tensor; got {type(value).__name__}")
+        if not (num_seqs is None or isinstance(num_seqs, torch.Tensor)):
+            num_seqs = thdc._check_int(num_seqs, "num_seqs")
+
+        # The checks run before anything is copied: a tensor the gather
+        # cannot take is set aside for its own copy_ after them.
+        gather, device, capacity = self.gather, self.device_index, self.capacity
+        segments, set_aside, entries = [], [], None
+        for name, buffer, dtype, size, address, is_data in self.targets:
+            value = given[name]
+            count = value.numel()
+            if is_data:
+                if count > capacity:
+                    raise ValueError(f"{name} has {count} rows; the step holds C*cp = {capacity}")
+            else:
+                if count > self.entries:
+                    raise ValueError(f"{name} has {count} entries; the step holds "
+                                     f"N+1 = {self.entries}")
+                if entries is not None and count != entries:
+                    raise ValueError("cu_seqlens and cu_seqlens_padded differ in length")
+                entries = count
+            if not count:
+                continue
+            source = value.data_ptr() if gather is not None else 0
+            if (source and value.dtype is dtype and value.get_device() == device
+                    and value.is_contiguous()):
+                segments += (source, address, count * size, 0)
+            else:
+                set_aside.append((buffer, value, count))
+        if num_seqs is None:
+            if entries == self.entries:
+                raise ValueError("cu arrays of N+1 entries need num_seqs")
+            num_seqs = entries - 1
+
+        for buffer, value, count in set_aside:
+            buffer[:count].copy_(value.reshape(-1), non_blocking=True)
+        buffer = self.inputs.num_seqs
+        if isinstance(num_seqs, torch.Tensor):
+            source = num_seqs.data_ptr() if gather is not None else 0
+            if (source and num_seqs.dtype is self.num_seqs_dtype
+                    and num_seqs.get_device() == device and num_seqs.numel()):
+                segments += (source, self.num_seqs_address, self.num_seqs_size, 0)
+            else:
+                buffer.copy_(num_seqs.reshape(-1)[:1], non_blocking=True)
+        elif (gather is not None and self.num_seqs_dtype is torch.int32
+              and -2**31 <= num_seqs < 2**31):
+            segments += (0, self.num_seqs_address, 4, num_seqs)
+        else:
+            buffer.fill_(num_seqs)
+        if segments:
+            if self.stream_of_call is None:
+                gather(segments)
+            else:
+                gather(segments, self.stream_of_call())
+
 # What GraphStep gives of its first slot, bound once in GraphStep.__init__
 # (plain attributes: nothing is looked up per call on the launch path).
 _SLOT_API = ("inputs", "outputs", "batch", "packed_seq_params", "status", "buffer", "seq_idx",
@@ -322,6 +423,16 @@ class StepSlot:
         if hasattr(self.inputs, "rows"):  # the row numbers thd.cp_unslice permutes
             self.inputs.rows.copy_(torch.arange(self.inputs.rows.numel(), dtype=torch.int32))
         self._input_list = [getattr(self.inputs, a.name) for a in spec if a.direction == "input"]
+        gather = thdc._thdc.Gather(device.index, like=self.inputs.cp_rank)
+        self._loader = InputLoader(self.inputs, step.data_keys, step.stage, step.C, step.cp,
+                                   step.N, gather)
+        # The per-tensor path alone (every input by its own Tensor.copy_): the
+        # tests' and the benchmark's comparison.
+        self._per_tensor_loader = InputLoader(self.inputs, step.data_keys, step.stage, step.C,
+                                              step.cp, step.N, None)
+        # The loader's method itself (StepSlot.load_inputs documents it):
+        # one Python frame less per microbatch.
+        self.load_inputs = self._loader.load
         # Every output in one buffer, so one collective can send them all.
         outputs, offset = [], 0
         for a in spec:
@@ -379,42 +490,16 @@ class StepSlot:
         one data path can feed every stage. cu arrays hold up to N+1
         entries. num_seqs (int or a device tensor) defaults to
         len(cu_seqlens) - 1 and is required for cu arrays of N+1 entries that
-        end in unused slots. Only shapes are read on the host."""
-        step = self.step
-        given = {"tokens": tokens, "labels": labels, "loss_mask": loss_mask,
-                 "position_ids": position_ids}
-        data = {k: given[k] for k in step.data_keys}
-        for name, value in (("cu_seqlens", cu_seqlens), ("cu_seqlens_padded", cu_seqlens_padded),
-                            *data.items()):
-            if value is None:
-                raise TypeError(f"stage {step.stage!r} reads {name}; it was not given")
-            if not isinstance(value, torch.Tensor):
-                raise TypeError(f"{name} must be a torch.Tensor; got {type(value).__name__}")
-        if not (num_seqs is None or isinstance(num_seqs, torch.Tensor)):
-            num_seqs = thdc._check_int(num_seqs, "num_seqs")
-        capacity = step.C * step.cp
-        for name, value in data.items():
-            rows = value.numel()
-            if rows > capacity:
-                raise ValueError(f"{name} has {rows} rows; the step holds C*cp = {capacity}")
-            getattr(self.inputs, name)[:rows].copy_(value.reshape(-1), non_blocking=True)
-        entries = None
-        for name, value in (("cu_seqlens", cu_seqlens), ("cu_seqlens_padded", cu_seqlens_padded)):
-            if value.numel() > step.N + 1:
-                raise ValueError(f"{name} has {value.numel()} entries; the step holds "
-                                 f"N+1 = {step.N + 1}")
-            if entries is not None and value.numel() != entries:
-                raise ValueError("cu_seqlens and cu_seqlens_padded differ in length")
-            entries = value.numel()
-            getattr(self.inputs, name)[:entries].copy_(value.reshape(-1), non_blocking=True)
-        if num_seqs is None:
-            if entries == step.N + 1:
-                raise ValueError("cu arrays of N+1 entries need num_seqs")
-            self.inputs.num_seqs.fill_(entries - 1)
-        elif isinstance(num_seqs, torch.Tensor):
-            self.inputs.num_seqs.copy_(num_seqs.reshape(-1)[:1], non_blocking=True)
-        else:
-            self.inputs.num_seqs.fill_(num_seqs)
+        end in unused slots. Only shapes are read on the host.
+
+        Tensors that are contiguous, on the slot's device and of the input's
+        dtype are copied, with num_seqs, by one launch of the runtime's
+        gather kernel; any other is converted by its own Tensor.copy_. Nothing
+        waits: the copies are queued on the current stream, which keeps the
+        given tensors' memory from reuse until they have run (PyTorch's
+        caching allocator reuses freed blocks in stream order)."""
+        self._loader.load(tokens, labels, loss_mask, position_ids, cu_seqlens,
+                          cu_seqlens_padded, num_seqs)
 
     def __call__(self, tokens=None, labels=None, loss_mask=None, position_ids=None,
                  cu_seqlens=None, cu_seqlens_padded=None, num_seqs=None, stream=None):

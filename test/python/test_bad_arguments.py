@@ -519,8 +519,12 @@ def test_megatron_load_inputs_num_seqs(stand_in_torch, num_seqs, message):
     import thdc.megatron
 
     slot = object.__new__(thdc.megatron.StepSlot)
-    slot.step = types.SimpleNamespace(C=8, N=6, cp=2, stage="first_last",
-                                      data_keys=thdc.stages.data_keys("first_last"))
+    # The slot's loader as StepSlot makes it for C=8, cp=2, N=6: the
+    # arguments are checked before any buffer is touched.
+    slot._loader = object.__new__(thdc.megatron.InputLoader)
+    keys = thdc.stages.data_keys("first_last")
+    slot._loader.__dict__.update(stage="first_last", capacity=16, entries=7, data_keys=keys,
+                                 checked=("cu_seqlens", "cu_seqlens_padded") + keys)
     tensors = [stand_in_torch.Tensor() for _ in range(6)]
     with pytest.raises(TypeError) as raised:
         slot.load_inputs(*tensors, num_seqs=num_seqs)

@@ -1,0 +1,286 @@
+//===- Gather.cpp - several small copies in one launch --------------------===//
+
+#include "runtime/Gather.h"
+#include "runtime/CudaDriver.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstring>
+#include <mutex>
+
+using namespace thdc::runtime;
+
+namespace {
+// thdc_gather(count, segments): block (x, y) works on segment y of `count`
+// (32 bytes each: source, destination, bytes, value, as GatherSegment); the
+// blocks along x share its bytes, grid-stride. The segment is read from the
+// parameter space at a computed offset (a kernel parameter's address is a
+// .param address). A copy moves 16-, 8- or 4-byte words when both addresses
+// are aligned to them and the rest byte by byte; a store (source 0) is
+// written by one thread, byte by byte. PTX ISA 8.0 for sm_75 and newer, as
+// the compiler emits: the driver compiles it for the device at load.
+constexpr const char kPtx[] = R"PTX(.version 8.0
+.target sm_75
+.address_size 64
+
+.visible .entry thdc_gather(
+  .param .u32 count,
+  .param .align 8 .b8 segments[512]
+)
+{
+  .reg .pred      %p<4>;
+  .reg .b32       %r<16>;
+  .reg .b64       %rd<24>;
+
+  mov.u32         %r1, %ctaid.y;
+  ld.param.u32    %r2, [count];
+  setp.ge.u32     %p1, %r1, %r2;
+  @%p1 bra        DONE;
+  mov.u64         %rd1, segments;
+  mul.wide.u32    %rd2, %r1, 32;
+  add.s64         %rd3, %rd1, %rd2;
+  ld.param.u64    %rd4, [%rd3];
+  ld.param.u64    %rd5, [%rd3+8];
+  ld.param.u64    %rd6, [%rd3+16];
+  ld.param.u64    %rd7, [%rd3+24];
+  // %rd8: this thread's index along x; %rd10: the threads along x.
+  mov.u32         %r3, %ctaid.x;
+  mov.u32         %r4, %ntid.x;
+  mov.u32         %r5, %tid.x;
+  mov.u32         %r6, %nctaid.x;
+  mul.wide.u32    %rd8, %r3, %r4;
+  cvt.u64.u32     %rd9, %r5;
+  add.s64         %rd8, %rd8, %rd9;
+  mul.wide.u32    %rd10, %r6, %r4;
+  setp.eq.s64     %p1, %rd4, 0;
+  @%p1 bra        STORE;
+  // The widest access that both addresses allow; the bytes past the last
+  // whole access go through the byte loop.
+  or.b64          %rd11, %rd4, %rd5;
+  and.b64         %rd12, %rd11, 15;
+  setp.eq.s64     %p1, %rd12, 0;
+  @%p1 bra        WIDE16;
+  and.b64         %rd12, %rd11, 7;
+  setp.eq.s64     %p1, %rd12, 0;
+  @%p1 bra        WIDE8;
+  and.b64         %rd12, %rd11, 3;
+  setp.eq.s64     %p1, %rd12, 0;
+  @%p1 bra        WIDE4;
+  mov.u64         %rd20, 0;
+  bra.uni         BYTES;
+WIDE16:
+  shr.u64         %rd13, %rd6, 4;
+  mov.u64         %rd14, %rd8;
+WIDE16_LOOP:
+  setp.ge.u64     %p2, %rd14, %rd13;
+  @%p2 bra        WIDE16_END;
+  shl.b64         %rd15, %rd14, 4;
+  add.s64         %rd16, %rd4, %rd15;
+  add.s64         %rd17, %rd5, %rd15;
+  ld.global.v4.u32 {%r10, %r11, %r12, %r13}, [%rd16];
+  st.global.v4.u32 [%rd17], {%r10, %r11, %r12, %r13};
+  add.s64         %rd14, %rd14, %rd10;
+  bra.uni         WIDE16_LOOP;
+WIDE16_END:
+  shl.b64         %rd20, %rd13, 4;
+  bra.uni         BYTES;
+WIDE8:
+  shr.u64         %rd13, %rd6, 3;
+  mov.u64         %rd14, %rd8;
+WIDE8_LOOP:
+  setp.ge.u64     %p2, %rd14, %rd13;
+  @%p2 bra        WIDE8_END;
+  shl.b64         %rd15, %rd14, 3;
+  add.s64         %rd16, %rd4, %rd15;
+  add.s64         %rd17, %rd5, %rd15;
+  ld.global.u64 %rd18, [%rd16];
+  st.global.u64 [%rd17], %rd18;
+  add.s64         %rd14, %rd14, %rd10;
+  bra.uni         WIDE8_LOOP;
+WIDE8_END:
+  shl.b64         %rd20, %rd13, 3;
+  bra.uni         BYTES;
+WIDE4:
+  shr.u64         %rd13, %rd6, 2;
+  mov.u64         %rd14, %rd8;
+WIDE4_LOOP:
+  setp.ge.u64     %p2, %rd14, %rd13;
+  @%p2 bra        WIDE4_END;
+  shl.b64         %rd15, %rd14, 2;
+  add.s64         %rd16, %rd4, %rd15;
+  add.s64         %rd17, %rd5, %rd15;
+  ld.global.u32 %r10, [%rd16];
+  st.global.u32 [%rd17], %r10;
+  add.s64         %rd14, %rd14, %rd10;
+  bra.uni         WIDE4_LOOP;
+WIDE4_END:
+  shl.b64         %rd20, %rd13, 2;
+  bra.uni         BYTES;
+BYTES:
+  add.s64         %rd14, %rd20, %rd8;
+BYTES_LOOP:
+  setp.ge.u64     %p2, %rd14, %rd6;
+  @%p2 bra        DONE;
+  add.s64         %rd16, %rd4, %rd14;
+  add.s64         %rd17, %rd5, %rd14;
+  ld.global.u8    %r10, [%rd16];
+  st.global.u8    [%rd17], %r10;
+  add.s64         %rd14, %rd14, %rd10;
+  bra.uni         BYTES_LOOP;
+STORE:
+  // One thread writes the low %rd6 (<= 8) bytes of the value.
+  setp.ne.s64     %p1, %rd8, 0;
+  @%p1 bra        DONE;
+  mov.u64         %rd14, 0;
+STORE_LOOP:
+  setp.ge.u64     %p2, %rd14, %rd6;
+  @%p2 bra        DONE;
+  cvt.u32.u64     %r7, %rd14;
+  shl.b32         %r7, %r7, 3;
+  shr.u64         %rd18, %rd7, %r7;
+  cvt.u32.u64     %r10, %rd18;
+  add.s64         %rd17, %rd5, %rd14;
+  st.global.u8    [%rd17], %r10;
+  add.s64         %rd14, %rd14, 1;
+  bra.uni         STORE_LOOP;
+DONE:
+  ret;
+}
+)PTX";
+
+static_assert(sizeof(GatherSegment) == 32, "the kernel reads 32-byte segments");
+
+/// The kernel's parameters, laid out as its PTX declares them.
+struct GatherParams {
+  uint32_t count = 0;
+  std::array<GatherSegment, kGatherSegments> segments;
+};
+
+/// The gather kernel per device, loaded on first use and kept for the
+/// life of the process (as the primary contexts are).
+struct GatherFunctions {
+  std::mutex mutex;
+  std::array<std::atomic<CUfunction>, CudaDriver::kMaxDevices> functions{};
+};
+
+GatherFunctions &gatherFunctions() {
+  static GatherFunctions *table = new GatherFunctions();
+  return *table;
+}
+
+/// The kernel on the device `scope` entered (its primary context is
+/// current).
+Result<CUfunction> gatherFunction(const CudaDriver &cu, int device) {
+  GatherFunctions &table = gatherFunctions();
+  if (CUfunction function =
+          table.functions[device].load(std::memory_order_acquire))
+    return function;
+  std::lock_guard<std::mutex> lock(table.mutex);
+  if (CUfunction function =
+          table.functions[device].load(std::memory_order_relaxed))
+    return function;
+  CUmodule module = nullptr;
+  CUresult r = cu.cuModuleLoadData(&module, kPtx);
+  CUfunction function = nullptr;
+  if (r == CUDA_SUCCESS)
+    r = cu.cuModuleGetFunction(&function, module, kGatherEntry);
+  if (r != CUDA_SUCCESS)
+    return Status::error(fmt::format(
+        "loading the runtime's gather kernel on device {} ({}): {}", device,
+        cu.architecture(device), cu.describe("cuModuleLoadData", r)));
+  table.functions[device].store(function, std::memory_order_release);
+  return function;
+}
+} // namespace
+
+const char *thdc::runtime::gatherPtx() { return kPtx; }
+
+Status thdc::runtime::checkGatherSegments(const GatherSegment *segments,
+                                          size_t count) {
+  for (size_t i = 0; i < count; ++i) {
+    const GatherSegment &s = segments[i];
+    if (s.source == 0 && s.bytes > 8)
+      return Status::error(fmt::format(
+          "gather segment {}: a store writes at most 8 bytes; got {}", i,
+          s.bytes));
+    if (s.destination == 0 && s.bytes != 0)
+      return Status::error(fmt::format(
+          "gather segment {}: {} bytes to a null destination", i, s.bytes));
+  }
+  return Status();
+}
+
+Status thdc::runtime::prepareGather(int device) {
+  Result<const CudaDriver *> cu = CudaDriver::get();
+  if (!cu)
+    return cu.status();
+  ScopedDevice scope;
+  if (Status entered = scope.enter(**cu, device); !entered)
+    return entered;
+  Result<CUfunction> function = gatherFunction(**cu, scope.device());
+  return function ? Status() : function.status();
+}
+
+Status thdc::runtime::launchGather(const GatherSegment *segments, size_t count,
+                                   void *stream, int device) {
+  if (Status checked = checkGatherSegments(segments, count); !checked)
+    return checked;
+  if (count == 0)
+    return Status();
+  Result<const CudaDriver *> cu = CudaDriver::get();
+  if (!cu)
+    return cu.status();
+  ScopedDevice scope;
+  if (Status entered = scope.enter(**cu, device); !entered)
+    return entered;
+  Result<CUfunction> function = gatherFunction(**cu, scope.device());
+  if (!function)
+    return function.status();
+  for (size_t first = 0; first < count; first += kGatherSegments) {
+    GatherParams params;
+    params.count = uint32_t(std::min(kGatherSegments, count - first));
+    uint64_t largest = 0;
+    for (uint32_t i = 0; i < params.count; ++i) {
+      params.segments[i] = segments[first + i];
+      if (segments[first + i].source)
+        largest = std::max(largest, segments[first + i].bytes);
+    }
+    // One 16-byte word per thread for the largest segment, up to 1024
+    // blocks per segment (more bytes loop).
+    uint64_t perBlock = uint64_t(kGatherBlock) * 16;
+    unsigned blocks = unsigned(
+        std::clamp<uint64_t>((largest + perBlock - 1) / perBlock, 1, 1024));
+    void *arguments[] = {&params.count, params.segments.data()};
+    CUresult r = (*cu)->cuLaunchKernel(
+        *function, blocks, params.count, 1, kGatherBlock, 1, 1, 0,
+        static_cast<CUstream>(stream), arguments, nullptr);
+    if (r != CUDA_SUCCESS)
+      return Status::error(
+          fmt::format("launching the runtime's gather kernel on device {}: {}",
+                      scope.device(), (*cu)->describe("cuLaunchKernel", r)));
+  }
+  return Status();
+}
+
+Status thdc::runtime::gatherOnHost(const GatherSegment *segments,
+                                   size_t count) {
+  if (Status checked = checkGatherSegments(segments, count); !checked)
+    return checked;
+  for (size_t i = 0; i < count; ++i) {
+    const GatherSegment &s = segments[i];
+    auto *destination = reinterpret_cast<unsigned char *>(s.destination);
+    if (s.bytes == 0)
+      continue;
+    if (s.source) {
+      std::memcpy(destination, reinterpret_cast<const void *>(s.source),
+                  s.bytes);
+      continue;
+    }
+    for (uint64_t b = 0; b < s.bytes; ++b)
+      destination[b] = static_cast<unsigned char>(s.value >> (8 * b));
+  }
+  return Status();
+}
