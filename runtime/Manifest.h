@@ -5,7 +5,7 @@
 // (codegen/Bundle.cpp); the runtime reads it back with parseManifest. Both
 // sides therefore agree on the format version, the field names and the
 // buffer description, which the compiler's pipeline signature
-// (codegen/Compiler.h) and thd-run's host buffers also use.
+// (compiler/Compiler.h) and thd-run's host buffers also use.
 //
 // manifest.json:
 //   format        kBundleFormatVersion

@@ -21,7 +21,7 @@
 
 #include "SsaRewire.h"
 
-#include "codegen/Compiler.h"
+#include "compiler/Compiler.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectRegistry.h"

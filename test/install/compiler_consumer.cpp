@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "codegen/Compiler.h"
+#include "compiler/Compiler.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectRegistry.h"

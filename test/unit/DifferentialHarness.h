@@ -11,7 +11,7 @@
 #ifndef THDC_TEST_UNIT_DIFFERENTIALHARNESS_H
 #define THDC_TEST_UNIT_DIFFERENTIALHARNESS_H
 
-#include "codegen/Compiler.h"
+#include "compiler/Compiler.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectRegistry.h"

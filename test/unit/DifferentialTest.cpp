@@ -13,7 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "codegen/Compiler.h"
+#include "compiler/Compiler.h"
 #include "reference/Reference.h"
 #include "test/unit/DifferentialHarness.h"
 

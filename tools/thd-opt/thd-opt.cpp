@@ -1,6 +1,6 @@
 //===- thd-opt.cpp - opt driver for the thd dialect -----------------------===//
 
-#include "codegen/Compiler.h"
+#include "compiler/Compiler.h"
 #include "passes/Passes.h"
 #include "tools/CommandLine.h"
 #include "tools/ParamOptions.h"

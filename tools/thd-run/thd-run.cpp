@@ -11,15 +11,15 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "codegen/Compiler.h"
+#include "compiler/Compiler.h"
+#include "compiler/Jit.h"
 #include "interpreter/Interpreter.h"
-#include "jit/Jit.h"
 #include "reference/StatusBits.h"
 #include "runtime/CudaDriver.h"
 #include "tools/CommandLine.h"
-#include "tools/thd-run/HostBuffers.h"
 #include "tools/ParamOptions.h"
 #include "tools/Version.h"
+#include "tools/thd-run/HostBuffers.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -138,9 +138,9 @@ static int runOnGpu(const llvm::StringMap<int64_t> &overrides) {
   std::map<std::string, int64_t> params;
   for (const auto &param : overrides)
     params[param.getKey().str()] = param.getValue();
-  runtime::JitOptions options;
+  JitOptions options;
   options.backend = runtime::Backend::Cuda;
-  runtime::Jit jit(options);
+  Jit jit(options);
   auto pipeline =
       jit.compile(text->getBuffer().str(), params, nullptr, pipelineFile);
   if (!pipeline)

@@ -4,12 +4,12 @@
 //   thdc PIPELINE.mlir --emit=ptx|gpu-mlir|host-mlir
 //
 // Forces static shapes, fuses the pipeline into one kernel and writes the
-// bundle (see codegen/Bundle.h) into the folder OUT.
+// bundle (see compiler/Bundle.h) into the folder OUT.
 //
 //===----------------------------------------------------------------------===//
 
-#include "codegen/Bundle.h"
-#include "codegen/Compiler.h"
+#include "compiler/Bundle.h"
+#include "compiler/Compiler.h"
 #include "tools/CommandLine.h"
 #include "tools/ParamOptions.h"
 #include "tools/Version.h"

@@ -1,6 +1,6 @@
 //===- Bundle.cpp - write a compiled pipeline for the runtime -------------===//
 
-#include "codegen/Bundle.h"
+#include "compiler/Bundle.h"
 #include "runtime/Cache.h"
 #include "runtime/Sha256.h"
 

@@ -6,8 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef THDC_CODEGEN_COMPILER_H
-#define THDC_CODEGEN_COMPILER_H
+#ifndef THDC_COMPILER_COMPILER_H
+#define THDC_COMPILER_COMPILER_H
 
 #include "runtime/Manifest.h"
 
@@ -161,4 +161,4 @@ private:
 
 } // namespace thdc
 
-#endif // THDC_CODEGEN_COMPILER_H
+#endif // THDC_COMPILER_COMPILER_H

@@ -1,8 +1,8 @@
 //===- Compiler.cpp - thdc's compilation pipeline as a library ------------===//
 
-#include "codegen/Compiler.h"
-#include "codegen/SourceScreen.h"
+#include "compiler/Compiler.h"
 #include "codegen/CodegenPasses.h"
+#include "compiler/SourceScreen.h"
 #include "dialect/THDOps.h"
 #include "passes/Passes.h"
 
