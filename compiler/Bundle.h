@@ -18,7 +18,7 @@
 #ifndef THDC_COMPILER_BUNDLE_H
 #define THDC_COMPILER_BUNDLE_H
 
-#include "compiler/Compiler.h"
+#include "compiler/Targets.h"
 #include "runtime/Manifest.h"
 
 namespace thdc {

@@ -3,7 +3,7 @@
 #include "compiler/Jit.h"
 #include "compiler/BuildId.h"
 #include "compiler/Bundle.h"
-#include "compiler/Compiler.h"
+#include "compiler/Context.h"
 #include "compiler/FatalErrorGuard.h"
 #include "runtime/Cache.h"
 #include "runtime/CudaDriver.h"

@@ -1,7 +1,7 @@
 //===- CommandLine.cpp - what `--help` of thdc's tools shows --------------===//
 
 #include "tools/CommandLine.h"
-#include "compiler/Compiler.h"
+#include "compiler/Pipelines.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/MLIRContext.h"

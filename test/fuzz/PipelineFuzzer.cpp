@@ -22,6 +22,7 @@
 #include "SsaRewire.h"
 
 #include "compiler/Compiler.h"
+#include "compiler/Context.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectRegistry.h"

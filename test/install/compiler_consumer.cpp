@@ -7,7 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/Compiler.h"
+#include "compiler/Context.h"
+#include "compiler/Targets.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectRegistry.h"

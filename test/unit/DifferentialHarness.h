@@ -11,7 +11,8 @@
 #ifndef THDC_TEST_UNIT_DIFFERENTIALHARNESS_H
 #define THDC_TEST_UNIT_DIFFERENTIALHARNESS_H
 
-#include "compiler/Compiler.h"
+#include "compiler/Context.h"
+#include "compiler/Targets.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectRegistry.h"

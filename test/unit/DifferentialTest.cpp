@@ -13,7 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/Compiler.h"
+#include "compiler/Targets.h"
 #include "reference/Reference.h"
 #include "test/unit/DifferentialHarness.h"
 

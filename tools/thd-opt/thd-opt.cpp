@@ -1,6 +1,7 @@
 //===- thd-opt.cpp - opt driver for the thd dialect -----------------------===//
 
-#include "compiler/Compiler.h"
+#include "compiler/Context.h"
+#include "compiler/Pipelines.h"
 #include "passes/Passes.h"
 #include "tools/CommandLine.h"
 #include "tools/ParamOptions.h"
@@ -17,6 +18,7 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 

@@ -11,8 +11,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/Compiler.h"
+#include "compiler/Context.h"
 #include "compiler/Jit.h"
+#include "compiler/Targets.h"
 #include "interpreter/Interpreter.h"
 #include "reference/StatusBits.h"
 #include "runtime/CudaDriver.h"

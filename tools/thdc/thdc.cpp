@@ -9,7 +9,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Bundle.h"
-#include "compiler/Compiler.h"
+#include "compiler/Context.h"
+#include "compiler/Targets.h"
 #include "tools/CommandLine.h"
 #include "tools/ParamOptions.h"
 #include "tools/Version.h"
