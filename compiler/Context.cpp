@@ -45,3 +45,12 @@ void thdc::registerCompilerDialects(DialectRegistry &registry) {
   index::registerConvertIndexToLLVMInterface(registry);
   registerConvertNVVMToLLVMInterface(registry);
 }
+
+std::unique_ptr<MLIRContext>
+thdc::createCompilerContext(MLIRContext::Threading threading) {
+  DialectRegistry registry;
+  registerCompilerDialects(registry);
+  auto context = std::make_unique<MLIRContext>(registry, threading);
+  context->printOpOnDiagnostic(false);
+  return context;
+}

@@ -9,7 +9,6 @@
 #include "runtime/CudaDriver.h"
 
 #include "mlir/IR/Diagnostics.h"
-#include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/Config/llvm-config.h"
@@ -377,11 +376,9 @@ Jit::compileLocked(const std::string &pipelineText,
     std::string fatal;
     bool ok = runWithFatalErrorsAsFailures(
         [&] {
-          mlir::DialectRegistry registry;
-          registerCompilerDialects(registry);
-          mlir::MLIRContext context(registry);
-          context.disableMultithreading();
-          context.printOpOnDiagnostic(false);
+          std::unique_ptr<mlir::MLIRContext> contextOwner =
+              createCompilerContext(mlir::MLIRContext::Threading::DISABLED);
+          mlir::MLIRContext &context = *contextOwner;
           llvm::SourceMgr sourceMgr;
           llvm::raw_string_ostream diagnosticStream(diagnostics);
           mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context,
