@@ -42,6 +42,14 @@ void thdc::registerMlirCommandLineOptions() {
   mlir::registerDefaultTimingManagerCLOptions();
 }
 
+thdc::OptionScope::OptionScope(std::initializer_list<cl::Option *> options)
+    : options(options) {}
+
+thdc::OptionScope::~OptionScope() {
+  for (cl::Option *option : options)
+    option->removeArgument();
+}
+
 thdc::CompilerCommandLineOptions::CompilerCommandLineOptions() {
   mlir::applyDefaultTimingManagerCLOptions(timing);
   rootScope = timing.getRootScope();
