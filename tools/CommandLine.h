@@ -34,7 +34,7 @@ void registerToolOptions(llvm::cl::OptionCategory &toolCategory,
 /// compiler's passes (which `--mlir-print-ir-before=PASS` names).
 void registerMlirCommandLineOptions();
 
-/// While it lives, every pass manager of the compiler (compiler/Compiler.h)
+/// While it lives, every pass manager of the compiler (compiler/Pipelines.h)
 /// applies MLIR's pass-manager options (`--mlir-print-ir-after-all`,
 /// `--mlir-print-ir-before=PASS`, `--mlir-pass-statistics`, ...) and times
 /// its passes under `--mlir-timing`, in one report printed when it is
