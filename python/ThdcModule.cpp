@@ -1,7 +1,7 @@
 //===- ThdcModule.cpp - thdc's Python module (thdc._thdc) -----------------===//
 //
 // Binds the MLIR-free runtime (runtime/Executable.h) and, when the build has
-// MLIR, the JIT (jit/Jit.h) to Python. A call takes any DLPack arrays:
+// MLIR, the JIT (compiler/Jit.h) to Python. A call takes any DLPack arrays:
 // torch tensors through the framework's C exchange table (no capsule, no
 // Python call per tensor), everything else through nanobind's DLPack and
 // buffer-protocol import. Every argument is checked against the bundle's
@@ -20,7 +20,7 @@
 #include "runtime/Executable.h"
 #include "runtime/Gather.h"
 #ifdef THDC_PYTHON_JIT
-#include "jit/Jit.h"
+#include "compiler/Jit.h"
 #endif
 
 #include <nanobind/nanobind.h>

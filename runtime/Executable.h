@@ -1,7 +1,7 @@
 //===- Executable.h - load a bundle, launch it, capture it ------*- C++ -*-===//
 //
 // The runtime half of thdc, with no MLIR dependency: loads a bundle written
-// by `thdc` (codegen/Bundle.h), launches its kernel on the caller's stream,
+// by `thdc` (compiler/Bundle.h), launches its kernel on the caller's stream,
 // and captures a launch in a CUDA graph to replay while the data in the
 // buffers changes. Without a driver or GPU the same API runs the bundle's host
 // code on the CPU, so programs using it run everywhere.
@@ -10,7 +10,7 @@
 // stream.
 //
 // An Executable is a loaded bundle; "pipeline" names the IR function it was
-// compiled from (codegen/Compiler.h), never the loaded code.
+// compiled from (compiler/Compiler.h), never the loaded code.
 //
 //===----------------------------------------------------------------------===//
 

@@ -2,10 +2,10 @@
 //
 // The one definition of what a bundle's manifest records and of its text:
 // the compiler fills a Manifest and writes it with renderManifest
-// (codegen/Bundle.cpp); the runtime reads it back with parseManifest. Both
+// (compiler/Bundle.cpp); the runtime reads it back with parseManifest. Both
 // sides therefore agree on the format version, the field names and the
 // buffer description, which the compiler's pipeline signature
-// (codegen/Compiler.h) and thd-run's host buffers also use.
+// (compiler/Compiler.h) and thd-run's host buffers also use.
 //
 // manifest.json:
 //   format        kBundleFormatVersion
@@ -49,7 +49,7 @@ constexpr int kBundleFormatVersion = 2;
 
 /// The names a bundle's files and its host code's symbols are given, derived
 /// from the pipeline's entry name. The compiler names them so
-/// (codegen/Bundle.cpp, codegen/Compiler.cpp); the runtime finds the manifest
+/// (compiler/Bundle.cpp, compiler/Targets.cpp); the runtime finds the manifest
 /// and the host code's buffer table by them. The manifest records the other
 /// names, so a reader never guesses those.
 /// The manifest, in the bundle folder.

@@ -24,7 +24,7 @@ config.substitutions.append(("%mlir_lib_dir", os.path.join(os.path.dirname(confi
 
 tool_dirs = [config.thdc_tools_dir, config.llvm_tools_dir]
 tools = ["thd-opt", "thd-golden-step", "thd-run", "thdc", "thdc-runtime-check", "thdc-embed",
-         "thdc-interpreter-differential-tests", "mlir-opt", "mlir-runner"]
+         "thdc-interpreter-differential-tests", "thd-tools-all", "mlir-opt", "mlir-runner"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 
 # CUDA's ptxas (no GPU needed) assembles generated PTX; tests that use it

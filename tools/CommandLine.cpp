@@ -1,7 +1,7 @@
 //===- CommandLine.cpp - what `--help` of thdc's tools shows --------------===//
 
 #include "tools/CommandLine.h"
-#include "codegen/Compiler.h"
+#include "compiler/Pipelines.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/MLIRContext.h"
@@ -40,6 +40,14 @@ void thdc::registerMlirCommandLineOptions() {
   mlir::registerMLIRContextCLOptions();
   mlir::registerAsmPrinterCLOptions();
   mlir::registerDefaultTimingManagerCLOptions();
+}
+
+thdc::OptionScope::OptionScope(std::initializer_list<cl::Option *> options)
+    : options(options) {}
+
+thdc::OptionScope::~OptionScope() {
+  for (cl::Option *option : options)
+    option->removeArgument();
 }
 
 thdc::CompilerCommandLineOptions::CompilerCommandLineOptions() {

@@ -12,7 +12,10 @@
 
 #include "mlir/Support/Timing.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/CommandLine.h"
+
+#include <initializer_list>
 
 namespace thdc {
 
@@ -31,13 +34,29 @@ void registerToolOptions(llvm::cl::OptionCategory &toolCategory,
 /// compiler's passes (which `--mlir-print-ir-before=PASS` names).
 void registerMlirCommandLineOptions();
 
-/// While it lives, every pass manager of the compiler (codegen/Compiler.h)
+/// While it lives, every pass manager of the compiler (compiler/Pipelines.h)
 /// applies MLIR's pass-manager options (`--mlir-print-ir-after-all`,
 /// `--mlir-print-ir-before=PASS`, `--mlir-pass-statistics`, ...) and times
 /// its passes under `--mlir-timing`, in one report printed when it is
 /// destroyed (one entry per stage of the compilation). Create it after the
 /// command line is parsed, with the options registered by
 /// registerMlirCommandLineOptions.
+/// Keeps a tool's options registered while it lives and removes them when it
+/// ends: declared after them (destroyed first), in the struct that holds a
+/// tool's options inside its main function (tools/ToolMains.h). Options at
+/// namespace scope would be registered in every binary linking the tool,
+/// where two tools' `-o` or positional inputs clash.
+class OptionScope {
+public:
+  explicit OptionScope(std::initializer_list<llvm::cl::Option *> options);
+  ~OptionScope();
+  OptionScope(const OptionScope &) = delete;
+  OptionScope &operator=(const OptionScope &) = delete;
+
+private:
+  llvm::SmallVector<llvm::cl::Option *, 16> options;
+};
+
 class CompilerCommandLineOptions {
 public:
   CompilerCommandLineOptions();

@@ -1,7 +1,7 @@
 //===- Version.cpp - `--version` of thdc's tools --------------------------===//
 
 #include "tools/Version.h"
-#include "jit/Jit.h"
+#include "compiler/Jit.h"
 #include "runtime/Manifest.h"
 #include "tools/VersionInfo.h"
 
@@ -18,7 +18,7 @@ void thdc::printVersion(llvm::raw_ostream &os, llvm::StringRef tool) {
      << "  tool: " << tool << "\n"
      << "  git revision: " << gitRevision() << "\n"
      << "  bundle format: " << runtime::kBundleFormatVersion << "\n"
-     << "  compiler build id: " << runtime::compilerBuildId() << "\n";
+     << "  compiler build id: " << compilerBuildId() << "\n";
 }
 
 void thdc::setVersionPrinter(llvm::StringRef tool) {

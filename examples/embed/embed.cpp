@@ -12,7 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "jit/Jit.h"
+#include "compiler/Jit.h"
 #include "reference/Reference.h"
 #include "runtime/CudaDriver.h"
 #include "tools/ParseNumber.h"

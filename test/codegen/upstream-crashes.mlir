@@ -1,5 +1,5 @@
 // Inputs that upstream MLIR's parser crashes on are refused with a
-// diagnostic before parsing (codegen/SourceScreen.h), by the tools that
+// diagnostic before parsing (compiler/SourceScreen.h), by the tools that
 // compile a pipeline and by the JIT (test/unit/BundleTrustTest.cpp,
 // test/python/test_loader_robustness.py).
 // RUN: split-file %s %t

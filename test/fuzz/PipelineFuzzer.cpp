@@ -21,7 +21,8 @@
 
 #include "SsaRewire.h"
 
-#include "codegen/Compiler.h"
+#include "compiler/Compiler.h"
+#include "compiler/Context.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -50,14 +51,9 @@ extern "C" size_t LLVMFuzzerCustomMutator(uint8_t *data, size_t size,
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  static mlir::DialectRegistry *registry = [] {
-    auto *r = new mlir::DialectRegistry();
-    thdc::registerCompilerDialects(*r);
-    return r;
-  }();
-  mlir::MLIRContext context(*registry);
-  context.disableMultithreading();
-  context.printOpOnDiagnostic(false);
+  std::unique_ptr<mlir::MLIRContext> contextOwner =
+      thdc::createCompilerContext(mlir::MLIRContext::Threading::DISABLED);
+  mlir::MLIRContext &context = *contextOwner;
   mlir::ScopedDiagnosticHandler ignore(
       &context, [](mlir::Diagnostic &) { return mlir::success(); });
   llvm::SourceMgr sourceMgr;

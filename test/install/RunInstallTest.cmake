@@ -27,7 +27,7 @@ run(${CMAKE_COMMAND} --install "${THDC_BUILD_DIR}" --prefix "${prefix}")
 
 foreach(file bin/thdc bin/thd-opt bin/thd-run include/thdc/runtime/Executable.h
     include/thdc/reference/StatusBits.h include/thdc/dialect/THDOps.h.inc
-    include/thdc/jit/Jit.h lib/cmake/thdc/thdcConfig.cmake
+    include/thdc/compiler/Jit.h lib/cmake/thdc/thdcConfig.cmake
     lib/cmake/thdc/thdcConfigVersion.cmake)
   if(NOT EXISTS "${prefix}/${file}")
     message(FATAL_ERROR "not installed: ${file}")

@@ -7,7 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "codegen/Compiler.h"
+#include "compiler/Context.h"
+#include "compiler/Targets.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -20,9 +21,9 @@ int main(int argc, char **argv) {
     llvm::errs() << "usage: thdc-compiler-consumer PIPELINE.mlir\n";
     return 2;
   }
-  mlir::DialectRegistry registry;
-  thdc::registerCompilerDialects(registry);
-  mlir::MLIRContext context(registry);
+  std::unique_ptr<mlir::MLIRContext> contextOwner =
+      thdc::createCompilerContext();
+  mlir::MLIRContext &context = *contextOwner;
   llvm::SourceMgr sourceMgr;
   mlir::SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
   auto file = llvm::MemoryBuffer::getFile(argv[1]);

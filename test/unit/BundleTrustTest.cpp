@@ -10,8 +10,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "codegen/FatalErrorGuard.h"
-#include "jit/Jit.h"
+#include "compiler/FatalErrorGuard.h"
+#include "compiler/Jit.h"
 #include "runtime/Cache.h"
 #include "runtime/Sha256.h"
 #include "test/unit/JitTestSupport.h"
@@ -31,6 +31,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+using thdc::Jit;
+using thdc::CompileInfo;
 using namespace thdc::runtime;
 
 namespace {

@@ -11,7 +11,8 @@
 #ifndef THDC_TEST_UNIT_DIFFERENTIALHARNESS_H
 #define THDC_TEST_UNIT_DIFFERENTIALHARNESS_H
 
-#include "codegen/Compiler.h"
+#include "compiler/Context.h"
+#include "compiler/Targets.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -46,13 +47,8 @@ inline std::string readSourceFile(const std::string &relative,
 
 /// The MLIR context shared by every compilation of a test process.
 inline mlir::MLIRContext &compilerContext() {
-  static mlir::MLIRContext *context = [] {
-    mlir::DialectRegistry registry;
-    thdc::registerCompilerDialects(registry);
-    auto *created = new mlir::MLIRContext(registry);
-    created->printOpOnDiagnostic(false);
-    return created;
-  }();
+  static mlir::MLIRContext *context =
+      thdc::createCompilerContext().release();
   return *context;
 }
 

@@ -10,7 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "codegen/Compiler.h"
+#include "compiler/Targets.h"
 #include "dialect/THDDialect.h"
 #include "interpreter/Interpreter.h"
 #include "test/runtime/CaseFile.h"

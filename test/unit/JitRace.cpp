@@ -11,8 +11,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "compiler/Jit.h"
 #include "reference/Reference.h"
-#include "jit/Jit.h"
 
 #include <cstdio>
 #include <cstdlib>

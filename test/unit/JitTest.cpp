@@ -1,7 +1,7 @@
 //===- JitTest.cpp - the in-process compiler and its caches ---------------===//
 
-#include "jit/Jit.h"
-#include "codegen/FatalErrorGuard.h"
+#include "compiler/Jit.h"
+#include "compiler/FatalErrorGuard.h"
 #include "test/unit/JitTestSupport.h"
 
 #include "llvm/Support/ErrorHandling.h"
@@ -15,6 +15,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+using thdc::Jit;
+using thdc::JitOptions;
+using thdc::CompileInfo;
+using thdc::compilerBuildId;
+using thdc::jitCacheKey;
 using namespace thdc::runtime;
 
 namespace {

@@ -3,7 +3,7 @@
 #ifndef THDC_TEST_UNIT_JITTESTSUPPORT_H
 #define THDC_TEST_UNIT_JITTESTSUPPORT_H
 
-#include "jit/Jit.h"
+#include "compiler/Jit.h"
 
 #include <cstdlib>
 #include <string>
@@ -18,8 +18,8 @@ inline std::string freshFolder(const std::string &purpose) {
 }
 
 /// JIT options compiling for the host CPU into `cacheDir` ("-": none).
-inline runtime::JitOptions hostOptions(const std::string &cacheDir) {
-  runtime::JitOptions options;
+inline JitOptions hostOptions(const std::string &cacheDir) {
+  JitOptions options;
   options.backend = runtime::Backend::Host;
   options.cacheDir = cacheDir;
   return options;

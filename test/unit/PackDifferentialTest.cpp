@@ -14,7 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "codegen/Compiler.h"
+#include "compiler/Targets.h"
 #include "reference/Reference.h"
 #include "test/unit/DifferentialHarness.h"
 

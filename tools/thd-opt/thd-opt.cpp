@@ -1,9 +1,11 @@
 //===- thd-opt.cpp - opt driver for the thd dialect -----------------------===//
 
-#include "codegen/Compiler.h"
+#include "compiler/Context.h"
+#include "compiler/Pipelines.h"
 #include "passes/Passes.h"
 #include "tools/CommandLine.h"
 #include "tools/ParamOptions.h"
+#include "tools/ToolMains.h"
 #include "tools/Version.h"
 
 #include "mlir/Debug/Counter.h"
@@ -17,23 +19,31 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
 namespace cl = llvm::cl;
 
-static cl::OptionCategory thdOptCategory("thd-opt options");
+namespace {
+/// thd-opt's options, registered while thdOptMain runs (tools/ToolMains.h).
+struct ThdOptOptions {
+  explicit ThdOptOptions(cl::OptionCategory &category) : category(category) {}
+  cl::OptionCategory &category;
+  cl::opt<std::string> inputFilename{cl::Positional, cl::desc("<input file>"),
+                                     cl::init("-"), cl::cat(category)};
+  cl::opt<std::string> outputFilename{"o", cl::desc("Output filename"),
+                                      cl::value_desc("filename"), cl::init("-"),
+                                      cl::cat(category)};
+  thdc::OptionScope scope{{&inputFilename, &outputFilename}};
+};
+} // namespace
 
-static cl::opt<std::string> inputFilename(cl::Positional,
-                                          cl::desc("<input file>"),
-                                          cl::init("-"),
-                                          cl::cat(thdOptCategory));
-static cl::opt<std::string> outputFilename("o", cl::desc("Output filename"),
-                                           cl::value_desc("filename"),
-                                           cl::init("-"),
-                                           cl::cat(thdOptCategory));
-
-int main(int argc, char **argv) {
+int thdc::tools::thdOptMain(int argc, char **argv) {
+  static cl::OptionCategory thdOptCategory("thd-opt options");
+  ThdOptOptions options(thdOptCategory);
+  const std::string &inputFilename = options.inputFilename;
+  const std::string &outputFilename = options.outputFilename;
   thdc::registerCompilerPasses();
 
   mlir::DialectRegistry registry;

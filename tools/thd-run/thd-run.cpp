@@ -11,21 +11,23 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "codegen/Compiler.h"
+#include "compiler/Context.h"
+#include "compiler/Jit.h"
+#include "compiler/Targets.h"
 #include "interpreter/Interpreter.h"
-#include "jit/Jit.h"
 #include "reference/StatusBits.h"
 #include "runtime/CudaDriver.h"
 #include "tools/CommandLine.h"
-#include "tools/thd-run/HostBuffers.h"
 #include "tools/ParamOptions.h"
+#include "tools/ToolMains.h"
 #include "tools/Version.h"
+#include "tools/thd-run/HostBuffers.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
-#include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Support/FileUtilities.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -37,21 +39,30 @@
 namespace cl = llvm::cl;
 using namespace thdc;
 
-static cl::OptionCategory thdRunCategory("thd-run options");
+namespace {
+/// thd-run's options, registered while thdRunMain runs (see
+/// tools/ToolMains.h).
+struct ThdRunOptions {
+  explicit ThdRunOptions(cl::OptionCategory &category) : category(category) {}
+  cl::OptionCategory &category;
+  cl::opt<std::string> pipelineFile{cl::Positional, cl::desc("<pipeline.mlir>"),
+                                    cl::Required, cl::cat(category)};
+  cl::opt<std::string> inputFile{"input", cl::desc("JSON inputs"),
+                                 cl::value_desc("file"), cl::Required,
+                                 cl::cat(category)};
+  cl::opt<std::string> outputFile{
+      "output", cl::desc("JSON outputs (default: stdout)"),
+      cl::value_desc("file"), cl::init("-"), cl::cat(category)};
+  cl::opt<std::string> backend{
+      "backend",
+      cl::desc("Where to run: cpu, cuda or reference (the interpreter)"),
+      cl::init("cpu"), cl::cat(category)};
+  OptionScope scope{{&pipelineFile, &inputFile, &outputFile, &backend}};
+};
 
-static cl::opt<std::string> pipelineFile(cl::Positional,
-                                         cl::desc("<pipeline.mlir>"),
-                                         cl::Required, cl::cat(thdRunCategory));
-static cl::opt<std::string> inputFile("input", cl::desc("JSON inputs"),
-                                      cl::value_desc("file"), cl::Required,
-                                      cl::cat(thdRunCategory));
-static cl::opt<std::string>
-    outputFile("output", cl::desc("JSON outputs (default: stdout)"),
-               cl::value_desc("file"), cl::init("-"), cl::cat(thdRunCategory));
-static cl::opt<std::string>
-    backend("backend",
-            cl::desc("Where to run: cpu, cuda or reference (the interpreter)"),
-            cl::init("cpu"), cl::cat(thdRunCategory));
+/// The options of the running thdRunMain, for the helpers below.
+const ThdRunOptions *tool = nullptr;
+} // namespace
 
 static int fail(const llvm::Twine &message) {
   llvm::errs() << "error: " << message << "\n";
@@ -62,13 +73,14 @@ static int fail(const llvm::Twine &message) {
 static runtime::Result<std::vector<runtime::HostBuffer>>
 readInputFile(llvm::ArrayRef<runtime::BufferDesc> specs) {
   std::string error;
-  auto inputText = mlir::openInputFile(inputFile, &error);
+  auto inputText = mlir::openInputFile(tool->inputFile, &error);
   if (!inputText)
     return runtime::Status::error(error);
   runtime::Result<std::vector<runtime::HostBuffer>> inputs =
       runtime::readInputs(inputText->getBuffer(), specs);
   if (!inputs)
-    return runtime::Status::error(inputFile + ": " + inputs.status().message());
+    return runtime::Status::error(tool->inputFile + ": " +
+                                  inputs.status().message());
   return inputs;
 }
 
@@ -118,7 +130,7 @@ static void reportStatus(llvm::ArrayRef<runtime::HostBuffer> outputs) {
 static int writeOutputFile(llvm::ArrayRef<runtime::HostBuffer> outputs) {
   reportStatus(outputs);
   std::string error;
-  auto output = mlir::openOutputFile(outputFile, &error);
+  auto output = mlir::openOutputFile(tool->outputFile, &error);
   if (!output)
     return fail(error);
   output->os() << runtime::writeOutputs(outputs, /*pretty=*/true) << "\n";
@@ -132,17 +144,17 @@ static int runOnGpu(const llvm::StringMap<int64_t> &overrides) {
   if (auto driver = runtime::CudaDriver::get(); !driver)
     return fail("--backend cuda: " + driver.status().message());
   std::string error;
-  auto text = mlir::openInputFile(pipelineFile, &error);
+  auto text = mlir::openInputFile(tool->pipelineFile, &error);
   if (!text)
     return fail(error);
   std::map<std::string, int64_t> params;
   for (const auto &param : overrides)
     params[param.getKey().str()] = param.getValue();
-  runtime::JitOptions options;
+  JitOptions options;
   options.backend = runtime::Backend::Cuda;
-  runtime::Jit jit(options);
+  Jit jit(options);
   auto pipeline =
-      jit.compile(text->getBuffer().str(), params, nullptr, pipelineFile);
+      jit.compile(text->getBuffer().str(), params, nullptr, tool->pipelineFile);
   if (!pipeline)
     return fail(pipeline.status().message());
   const runtime::Manifest &manifest = (*pipeline)->manifest();
@@ -213,13 +225,18 @@ static int runOnInterpreter(mlir::ModuleOp module) {
   return writeOutputFile(outputs);
 }
 
-int main(int argc, char **argv) {
+int thdc::tools::thdRunMain(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
-  registerParamOption(thdRunCategory);
-  registerToolOptions(thdRunCategory, registerMlirCommandLineOptions);
+  static cl::OptionCategory category("thd-run options");
+  ThdRunOptions toolOptions(category);
+  tool = &toolOptions;
+  llvm::scope_exit forget([] { tool = nullptr; });
+  registerParamOption(toolOptions.category);
+  registerToolOptions(toolOptions.category, registerMlirCommandLineOptions);
   setVersionPrinter("thd-run");
   cl::ParseCommandLineOptions(argc, argv, "thd-run: run a THD pipeline\n");
   CompilerCommandLineOptions mlirOptions;
+  const std::string &backend = toolOptions.backend;
   if (backend != "cpu" && backend != "cuda" && backend != "reference")
     return fail("unknown backend '" + backend +
                 "' (use cpu, cuda or reference)");
@@ -229,14 +246,12 @@ int main(int argc, char **argv) {
   if (backend == "cuda")
     return runOnGpu(*params);
 
-  mlir::DialectRegistry registry;
-  registerCompilerDialects(registry);
-  mlir::MLIRContext context(registry);
-  context.printOpOnDiagnostic(false);
+  std::unique_ptr<mlir::MLIRContext> contextOwner = createCompilerContext();
+  mlir::MLIRContext &context = *contextOwner;
   llvm::SourceMgr sourceMgr;
   mlir::SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
   std::string error;
-  auto pipelineText = mlir::openInputFile(pipelineFile, &error);
+  auto pipelineText = mlir::openInputFile(tool->pipelineFile, &error);
   if (!pipelineText)
     return fail(error);
   sourceMgr.AddNewSourceBuffer(std::move(pipelineText), llvm::SMLoc());

@@ -4,18 +4,19 @@
 //   thdc PIPELINE.mlir --emit=ptx|gpu-mlir|host-mlir
 //
 // Forces static shapes, fuses the pipeline into one kernel and writes the
-// bundle (see codegen/Bundle.h) into the folder OUT.
+// bundle (see compiler/Bundle.h) into the folder OUT.
 //
 //===----------------------------------------------------------------------===//
 
-#include "codegen/Bundle.h"
-#include "codegen/Compiler.h"
+#include "compiler/Bundle.h"
+#include "compiler/Context.h"
+#include "compiler/Targets.h"
 #include "tools/CommandLine.h"
 #include "tools/ParamOptions.h"
+#include "tools/ToolMains.h"
 #include "tools/Version.h"
 
 #include "mlir/IR/Diagnostics.h"
-#include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/CommandLine.h"
@@ -27,65 +28,73 @@
 
 namespace cl = llvm::cl;
 
-static cl::OptionCategory thdcCategory("thdc options");
-
 namespace {
 enum class Emit { Bundle, Ptx, GpuMlir, HostMlir };
+
+/// thdc's options, registered while thdcMain runs (tools/ToolMains.h).
+struct ThdcOptions {
+  explicit ThdcOptions(cl::OptionCategory &category) : category(category) {}
+  cl::OptionCategory &category;
+  cl::opt<std::string> inputFile{cl::Positional, cl::desc("<pipeline.mlir>"),
+                                 cl::Required, cl::cat(category)};
+  cl::opt<std::string> outputDir{"o", cl::desc("Bundle folder to write"),
+                                 cl::value_desc("folder"), cl::cat(category)};
+  cl::opt<Emit> emit{
+      "emit", cl::desc("What to produce"), cl::init(Emit::Bundle),
+      cl::values(
+          clEnumValN(Emit::Bundle, "bundle", "the bundle folder given by -o"),
+          clEnumValN(Emit::Ptx, "ptx", "the kernel's PTX, on stdout"),
+          clEnumValN(Emit::GpuMlir, "gpu-mlir",
+                     "the kernel in the NVVM dialect before PTX (what "
+                     "thd-opt --thd-to-ptx prints), on stdout"),
+          clEnumValN(Emit::HostMlir, "host-mlir",
+                     "the host code in the LLVM dialect (what thd-opt "
+                     "--thd-to-host prints), on stdout")),
+      cl::cat(category)};
+  cl::opt<bool> emitPtx{"emit-ptx", cl::desc("Same as --emit=ptx"),
+                        cl::cat(category)};
+  cl::opt<std::string> chip{"chip", cl::desc("GPU architecture"),
+                            cl::init("sm_90"), cl::cat(category)};
+  cl::opt<int64_t> blockSize{
+      "block-size",
+      cl::desc("Threads per block (0: chosen from the output lengths)"),
+      cl::init(0), cl::cat(category)};
+  cl::opt<int64_t> maxBlocks{
+      "max-blocks",
+      cl::desc("At most this many blocks; threads then loop over "
+               "the elements (0: one thread per element)"),
+      cl::init(0), cl::cat(category)};
+  cl::opt<int64_t> rowsPerThread{
+      "rows-per-thread",
+      cl::desc("Elements each GPU thread computes, a warp apart (0: chosen "
+               "from the output lengths and --sm-count)"),
+      cl::init(0), cl::cat(category)};
+  cl::opt<int64_t> smCount{
+      "sm-count",
+      cl::desc("Multiprocessors of the GPU the launch geometry is "
+               "chosen for (0: those of --chip's usual data-centre "
+               "part, e.g. 132 for sm_90)"),
+      cl::init(0), cl::cat(category)};
+  cl::opt<bool> noHost{"no-host",
+                       cl::desc("Do not build the host shared object"),
+                       cl::cat(category)};
+  cl::opt<bool> noCubin{
+      "no-cubin",
+      cl::desc("Do not assemble the kernel for --chip with ptxas (the "
+               "bundle then carries only the PTX)"),
+      cl::cat(category)};
+  thdc::OptionScope scope{{&inputFile, &outputDir, &emit, &emitPtx, &chip,
+                           &blockSize, &maxBlocks, &rowsPerThread, &smCount,
+                           &noHost, &noCubin}};
+};
 } // namespace
 
-static cl::opt<std::string> inputFile(cl::Positional,
-                                      cl::desc("<pipeline.mlir>"), cl::Required,
-                                      cl::cat(thdcCategory));
-static cl::opt<std::string> outputDir("o", cl::desc("Bundle folder to write"),
-                                      cl::value_desc("folder"),
-                                      cl::cat(thdcCategory));
-static cl::opt<Emit> emit(
-    "emit", cl::desc("What to produce"), cl::init(Emit::Bundle),
-    cl::values(clEnumValN(Emit::Bundle, "bundle",
-                          "the bundle folder given by -o"),
-               clEnumValN(Emit::Ptx, "ptx", "the kernel's PTX, on stdout"),
-               clEnumValN(Emit::GpuMlir, "gpu-mlir",
-                          "the kernel in the NVVM dialect before PTX (what "
-                          "thd-opt --thd-to-ptx prints), on stdout"),
-               clEnumValN(Emit::HostMlir, "host-mlir",
-                          "the host code in the LLVM dialect (what thd-opt "
-                          "--thd-to-host prints), on stdout")),
-    cl::cat(thdcCategory));
-static cl::opt<bool> emitPtx("emit-ptx", cl::desc("Same as --emit=ptx"),
-                             cl::cat(thdcCategory));
-static cl::opt<std::string> chip("chip", cl::desc("GPU architecture"),
-                                 cl::init("sm_90"), cl::cat(thdcCategory));
-static cl::opt<int64_t>
-    blockSize("block-size",
-              cl::desc("Threads per block (0: chosen from the output lengths)"),
-              cl::init(0), cl::cat(thdcCategory));
-static cl::opt<int64_t>
-    maxBlocks("max-blocks",
-              cl::desc("At most this many blocks; threads then loop over "
-                       "the elements (0: one thread per element)"),
-              cl::init(0), cl::cat(thdcCategory));
-static cl::opt<int64_t> rowsPerThread(
-    "rows-per-thread",
-    cl::desc("Elements each GPU thread computes, a warp apart (0: chosen "
-             "from the output lengths and --sm-count)"),
-    cl::init(0), cl::cat(thdcCategory));
-static cl::opt<int64_t>
-    smCount("sm-count",
-            cl::desc("Multiprocessors of the GPU the launch geometry is "
-                     "chosen for (0: those of --chip's usual data-centre "
-                     "part, e.g. 132 for sm_90)"),
-            cl::init(0), cl::cat(thdcCategory));
-static cl::opt<bool> noHost("no-host",
-                            cl::desc("Do not build the host shared object"),
-                            cl::cat(thdcCategory));
-static cl::opt<bool>
-    noCubin("no-cubin",
-            cl::desc("Do not assemble the kernel for --chip with ptxas (the "
-                     "bundle then carries only the PTX)"),
-            cl::cat(thdcCategory));
-
-int main(int argc, char **argv) {
+int thdc::tools::thdcMain(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  static cl::OptionCategory thdcCategory("thdc options");
+  ThdcOptions options(thdcCategory);
+  auto &[category, inputFile, outputDir, emit, emitPtx, chip, blockSize,
+         maxBlocks, rowsPerThread, smCount, noHost, noCubin, scope] = options;
   thdc::registerParamOption(thdcCategory);
   thdc::registerToolOptions(thdcCategory, thdc::registerMlirCommandLineOptions);
   thdc::setVersionPrinter("thdc");
@@ -111,10 +120,9 @@ int main(int argc, char **argv) {
     return 1;
   }
 
-  mlir::DialectRegistry registry;
-  thdc::registerCompilerDialects(registry);
-  mlir::MLIRContext context(registry);
-  context.printOpOnDiagnostic(false);
+  std::unique_ptr<mlir::MLIRContext> contextOwner =
+      thdc::createCompilerContext();
+  mlir::MLIRContext &context = *contextOwner;
   llvm::SourceMgr sourceMgr;
   mlir::SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
   std::string error;

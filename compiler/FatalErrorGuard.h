@@ -10,8 +10,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef THDC_CODEGEN_FATALERRORGUARD_H
-#define THDC_CODEGEN_FATALERRORGUARD_H
+#ifndef THDC_COMPILER_FATALERRORGUARD_H
+#define THDC_COMPILER_FATALERRORGUARD_H
 
 #include "llvm/ADT/STLFunctionalExtras.h"
 
@@ -27,4 +27,4 @@ bool runWithFatalErrorsAsFailures(llvm::function_ref<bool()> body,
 
 } // namespace thdc
 
-#endif // THDC_CODEGEN_FATALERRORGUARD_H
+#endif // THDC_COMPILER_FATALERRORGUARD_H

@@ -1,47 +1,19 @@
-//===- Compiler.cpp - thdc's compilation pipeline as a library ------------===//
+//===- Targets.cpp - PTX, cubin and host code from a fused pipeline -------===//
 
-#include "codegen/Compiler.h"
-#include "codegen/SourceScreen.h"
-#include "codegen/CodegenPasses.h"
+#include "compiler/Targets.h"
 #include "dialect/THDOps.h"
-#include "passes/Passes.h"
+#include "runtime/Cache.h"
 
-#include "mlir/Conversion/Passes.h"
-#include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
-#include "mlir/Dialect/Func/Extensions/InlinerExtension.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/GPU/Transforms/Passes.h"
-#include "mlir/Dialect/Index/IR/IndexDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
-#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
-#include "mlir/Dialect/MemRef/IR/MemRef.h"
-#include "mlir/Dialect/SCF/IR/SCF.h"
-#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
-#include "mlir/IR/DialectRegistry.h"
-#include "mlir/IR/Verifier.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
-#include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
-#include "mlir/Pass/PassRegistry.h"
-#include "mlir/Target/LLVM/NVVM/Target.h"
-#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
-#include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
-#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
-#include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
-#include "mlir/Transforms/Passes.h"
-
-#include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
-#include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
-#include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVM.h"
-#include "mlir/Conversion/IndexToLLVM/IndexToLLVM.h"
-#include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
-#include "mlir/Conversion/NVVMToLLVM/NVVMToLLVM.h"
-
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
@@ -53,74 +25,10 @@
 #include "llvm/Target/TargetMachine.h"
 #include "llvm/TargetParser/Host.h"
 
+#include <cstdlib>
 #include <functional>
 
 using namespace mlir;
-
-void thdc::registerCompilerDialects(DialectRegistry &registry) {
-  registry.insert<thd::THDDialect, func::FuncDialect, arith::ArithDialect,
-                  tensor::TensorDialect, memref::MemRefDialect, scf::SCFDialect,
-                  cf::ControlFlowDialect, gpu::GPUDialect, NVVM::NVVMDialect,
-                  LLVM::LLVMDialect, index::IndexDialect>();
-  NVVM::registerNVVMTargetInterfaceExternalModels(registry);
-  registerBuiltinDialectTranslation(registry);
-  registerLLVMDialectTranslation(registry);
-  registerNVVMDialectTranslation(registry);
-  registerGPUDialectTranslation(registry);
-  arith::registerConvertArithToLLVMInterface(registry);
-  cf::registerConvertControlFlowToLLVMInterface(registry);
-  registerConvertFuncToLLVMInterface(registry);
-  registerConvertMemRefToLLVMInterface(registry);
-  index::registerConvertIndexToLLVMInterface(registry);
-  registerConvertNVVMToLLVMInterface(registry);
-}
-
-static thdc::PassManagerRunner &passManagerRunner() {
-  static thdc::PassManagerRunner runner;
-  return runner;
-}
-
-void thdc::setPassManagerRunner(PassManagerRunner runner) {
-  passManagerRunner() = std::move(runner);
-}
-
-/// Runs `pm` on `module`, through the tool's runner, if any.
-static LogicalResult runPasses(PassManager &pm, ModuleOp module,
-                               llvm::StringRef stage) {
-  auto run = [&] { return pm.run(module); };
-  if (const thdc::PassManagerRunner &runner = passManagerRunner())
-    return runner(pm, stage, run);
-  return run();
-}
-
-OwningOpRef<ModuleOp>
-thdc::loadPipeline(MLIRContext &context, llvm::SourceMgr &sourceMgr,
-                   const llvm::StringMap<int64_t> &params) {
-  if (failed(screenUpstreamCrashes(context, sourceMgr)))
-    return {};
-  // The parameters are written into the IR before it is verified, so that
-  // it is verified with the values it is compiled for and nothing of this
-  // compile stays in the context.
-  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(
-      sourceMgr, ParserConfig(&context, /*verifyAfterParse=*/false));
-  if (!module || failed(thd::applyParamOverrides(*module, params)) ||
-      failed(verify(*module)))
-    return {};
-  auto functions = llvm::to_vector(module->getOps<func::FuncOp>());
-  if (llvm::count_if(functions,
-                     [](func::FuncOp f) { return !f.isExternal(); }) != 1) {
-    module->emitError() << "expected exactly one pipeline function, found "
-                        << functions.size();
-    return {};
-  }
-  PassManager pm(&context);
-  pm.addPass(thd::createTHDForceStaticShapes());
-  pm.addPass(thd::createTHDVerifyCapturable());
-  pm.addPass(thd::createTHDFuse());
-  if (failed(runPasses(pm, *module, "load pipeline")))
-    return {};
-  return module;
-}
 
 /// Buffer names are for the manifest; LLVM IR has no place for them.
 static void dropBufferNames(Operation *root) {
@@ -128,50 +36,6 @@ static void dropBufferNames(Operation *root) {
     for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i)
       func.removeArgAttr(i, thd::THDDialect::kNameAttrName);
   });
-}
-
-static std::string elementTypeName(Type type) {
-  std::string name;
-  llvm::raw_string_ostream os(name);
-  os << type;
-  return name;
-}
-
-FailureOr<thdc::PipelineSignature> thdc::describePipeline(ModuleOp module) {
-  auto functions = llvm::to_vector(module.getOps<func::FuncOp>());
-  if (functions.size() != 1)
-    return module.emitError("expected exactly one pipeline function");
-  func::FuncOp func = functions.front();
-  PipelineSignature signature;
-  signature.entry = func.getName().str();
-  auto add = [&](Type type, DictionaryAttr attrs, bool isOutput,
-                 unsigned index) -> LogicalResult {
-    auto tensor = dyn_cast<RankedTensorType>(type);
-    if (!tensor || !tensor.hasStaticShape() || tensor.getRank() != 1)
-      return func.emitError()
-             << "buffer #" << index << " is not a static 1-D tensor: " << type;
-    runtime::BufferDesc info;
-    auto name = attrs ? attrs.getAs<StringAttr>(thd::THDDialect::kNameAttrName)
-                      : StringAttr();
-    info.name = name ? name.getValue().str()
-                     : (isOutput ? "result" : "arg") + std::to_string(index);
-    info.type = elementTypeName(tensor.getElementType());
-    info.elements = tensor.getDimSize(0);
-    info.isOutput = isOutput;
-    signature.buffers.push_back(info);
-    return success();
-  };
-  for (unsigned i = 0; i < func.getNumArguments(); ++i)
-    if (failed(
-            add(func.getArgumentTypes()[i], func.getArgAttrDict(i), false, i)))
-      return failure();
-  for (unsigned i = 0; i < func.getNumResults(); ++i)
-    if (failed(
-            add(func.getResultTypes()[i], func.getResultAttrDict(i), true, i)))
-      return failure();
-  for (const auto &param : thd::getPipelineParams(module))
-    signature.params[param.getKey()] = param.getValue();
-  return signature;
 }
 
 /// Adds the code's own statement of its buffers and entry (the globals
@@ -208,120 +72,6 @@ static void addBufferTableGlobals(OpBuilder &b, Location loc, Block *body,
       /*isConstant=*/true, LLVM::Linkage::External,
       thdc::runtime::kEntryNameSymbol, b.getStringAttr(name),
       /*alignment=*/1, addressSpace);
-}
-
-namespace {
-/// GpuOptions as `thd-opt --thd-to-ptx` spells them.
-struct PtxPipelineOptions : public PassPipelineOptions<PtxPipelineOptions> {
-  Option<std::string> chip{*this, "chip",
-                           llvm::cl::desc("GPU architecture (sm_75 to sm_121f)"),
-                           llvm::cl::init("sm_90")};
-  Option<int64_t> blockSize{
-      *this, "block-size",
-      llvm::cl::desc("Threads per block (0: chosen from the output lengths)"),
-      llvm::cl::init(0)};
-  Option<int64_t> maxBlocks{
-      *this, "max-blocks",
-      llvm::cl::desc("At most this many blocks (0: one thread per element)"),
-      llvm::cl::init(0)};
-  Option<int64_t> rowsPerThread{
-      *this, "rows-per-thread",
-      llvm::cl::desc("Elements each GPU thread computes, a warp apart (0: "
-                     "chosen from the output lengths and sm-count)"),
-      llvm::cl::init(0)};
-  Option<int64_t> smCount{
-      *this, "sm-count",
-      llvm::cl::desc("Multiprocessors of the target GPU (0: the chip's usual "
-                     "data-centre part)"),
-      llvm::cl::init(0)};
-};
-} // namespace
-
-void thdc::buildPtxPipeline(OpPassManager &pm, const GpuOptions &options) {
-  thd::THDLowerToGPUOptions lowering;
-  lowering.blockSize = options.blockSize;
-  lowering.maxBlocks = options.maxBlocks;
-  lowering.rowsPerThread = options.rowsPerThread;
-  lowering.smCount =
-      options.smCount > 0 ? options.smCount : defaultSmCount(options.chip);
-  pm.addPass(thd::createTHDLowerToGPU(lowering));
-  GpuNVVMAttachTargetOptions target;
-  target.chip = options.chip;
-  // An unknown chip is reported by checkGpuChip before this pipeline runs.
-  target.features =
-      "+ptx" + std::to_string(ptxVersionFor(options.chip).value_or(80));
-  target.optLevel = 3;
-  pm.addPass(createGpuNVVMAttachTarget(target));
-  OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
-  kernels.addPass(createSCFToControlFlowPass());
-  ConvertGpuOpsToNVVMOpsOptions toNVVM;
-  toNVVM.useBarePtrCallConv = true;
-  // Row and entry indices fit 32 bits (offsets are i32): 64-bit index
-  // arithmetic would cost GPU integer pipes twice the instructions.
-  toNVVM.indexBitwidth = 32;
-  kernels.addPass(createConvertGpuOpsToNVVMOps(toNVVM));
-  kernels.addPass(createCanonicalizerPass());
-  kernels.addPass(createCSEPass());
-  kernels.addPass(createReconcileUnrealizedCastsPass());
-}
-
-void thdc::buildHostPipeline(OpPassManager &pm) {
-  pm.addPass(thd::createTHDLowerToLoops());
-  pm.addPass(createCanonicalizerPass());
-  pm.addPass(createCSEPass());
-  pm.addPass(createSCFToControlFlowPass());
-  pm.addPass(createArithToLLVMConversionPass());
-  pm.addPass(createConvertIndexToLLVMPass());
-  pm.addPass(createFinalizeMemRefToLLVMConversionPass());
-  ConvertFuncToLLVMPassOptions func;
-  func.useBarePtrCallConv = true;
-  pm.addPass(createConvertFuncToLLVMPass(func));
-  pm.addPass(createConvertControlFlowToLLVMPass());
-  pm.addPass(createReconcileUnrealizedCastsPass());
-}
-
-void thdc::registerCompilerPasses() {
-  static bool registered = false;
-  if (registered)
-    return;
-  registered = true;
-  thd::registerTHDPasses();
-  thd::registerTHDCodegenPasses();
-  // The upstream passes of the two pipelines, and the usual tools to look
-  // at what they produce.
-  registerCanonicalizerPass();
-  registerCSEPass();
-  registerViewOpGraphPass();
-  registerSCFToControlFlowPass();
-  registerConvertGpuOpsToNVVMOps();
-  registerGpuNVVMAttachTarget();
-  registerGpuModuleToBinaryPass();
-  registerArithToLLVMConversionPass();
-  registerConvertIndexToLLVMPass();
-  registerFinalizeMemRefToLLVMConversionPass();
-  registerConvertFuncToLLVMPass();
-  registerConvertControlFlowToLLVMPass();
-  registerReconcileUnrealizedCastsPass();
-
-  PassPipelineRegistration<PtxPipelineOptions>(
-      "thd-to-ptx",
-      "Lower a fused static pipeline to one GPU kernel in the NVVM dialect, "
-      "as thdc does before serializing it to PTX "
-      "(then: gpu-module-to-binary{format=isa})",
-      [](OpPassManager &pm, const PtxPipelineOptions &options) {
-        GpuOptions gpu;
-        gpu.chip = options.chip;
-        gpu.blockSize = options.blockSize;
-        gpu.maxBlocks = options.maxBlocks;
-        gpu.rowsPerThread = options.rowsPerThread;
-        gpu.smCount = options.smCount;
-        buildPtxPipeline(pm, gpu);
-      });
-  PassPipelineRegistration<>(
-      "thd-to-host",
-      "Lower a fused static pipeline to the LLVM dialect for the host CPU, "
-      "as thdc does before adding the packed entry",
-      buildHostPipeline);
 }
 
 namespace {
@@ -385,7 +135,7 @@ FailureOr<OwningOpRef<ModuleOp>> thdc::lowerToNVVM(ModuleOp module,
   OwningOpRef<ModuleOp> gpuModule(cast<ModuleOp>(module->clone()));
   PassManager pm(module.getContext());
   buildPtxPipeline(pm, options);
-  if (failed(runPasses(pm, *gpuModule, "lower to NVVM")))
+  if (failed(runPassManager(pm, *gpuModule, "lower to NVVM")))
     return failure();
   return gpuModule;
 }
@@ -430,7 +180,7 @@ FailureOr<std::string> thdc::compileToPtx(ModuleOp module,
     dropBufferNames(*gpuModule);
     PassManager toBinary(module.getContext());
     toBinary.addPass(createGpuModuleToBinaryPass(binary));
-    if (failed(runPasses(toBinary, *gpuModule, "serialize kernel")))
+    if (failed(runPassManager(toBinary, *gpuModule, "serialize kernel")))
       return failure();
     std::string ptx;
     gpuModule->walk([&](gpu::BinaryOp binaryOp) {
@@ -448,7 +198,7 @@ FailureOr<std::string> thdc::compileToPtx(ModuleOp module,
 LogicalResult thdc::runHostPipeline(ModuleOp module) {
   PassManager pm(module.getContext());
   buildHostPipeline(pm);
-  return runPasses(pm, module, "lower to host");
+  return runPassManager(pm, module, "lower to host");
 }
 
 LogicalResult thdc::lowerToHostLLVM(ModuleOp module) {
@@ -610,4 +360,72 @@ bool thdc::HostPipeline::run(llvm::ArrayRef<void *> buffers,
     return false;
   }
   return true;
+}
+
+/// CUDA's ptxas: $THDC_PTXAS when set (empty: none), else the first found in
+/// $CUDA_PATH/bin, $CUDA_HOME/bin, /usr/local/cuda/bin and $PATH.
+std::optional<std::string> thdc::findPtxas() {
+  if (const char *chosen = std::getenv("THDC_PTXAS"))
+    return *chosen ? std::optional<std::string>(chosen) : std::nullopt;
+  llvm::SmallVector<std::string> folders;
+  for (const char *variable : {"CUDA_PATH", "CUDA_HOME"})
+    if (const char *root = std::getenv(variable); root && *root)
+      folders.push_back(std::string(root) + "/bin");
+  folders.push_back("/usr/local/cuda/bin");
+  llvm::SmallVector<llvm::StringRef> paths(folders.begin(), folders.end());
+  if (llvm::ErrorOr<std::string> found =
+          llvm::sys::findProgramByName("ptxas", paths))
+    return *found;
+  if (llvm::ErrorOr<std::string> found = llvm::sys::findProgramByName("ptxas"))
+    return *found;
+  return std::nullopt;
+}
+
+
+/// `ptx` assembled for `chip` by `ptxas`; the error names the command and
+/// what it printed.
+FailureOr<std::string> thdc::assembleCubin(ModuleOp module,
+                                           const std::string &ptxas,
+                                           const std::string &ptx,
+                                           llvm::StringRef chip) {
+  llvm::SmallString<128> input, output, log;
+  for (auto [path, suffix] :
+       {std::pair{&input, "ptx"}, std::pair{&output, "cubin"},
+        std::pair{&log, "log"}})
+    if (std::error_code ec =
+            llvm::sys::fs::createTemporaryFile("thdc-kernel", suffix, *path))
+      return module.emitError()
+             << "cannot create a temporary file: " << ec.message();
+  llvm::scope_exit cleanup([&] {
+    for (const auto &path : {input, output, log})
+      llvm::sys::fs::remove(path);
+  });
+  if (runtime::Status status =
+          runtime::writeFileAtomically(std::string(input), ptx);
+      !status)
+    return module.emitError() << status.message();
+  std::string arch = ("-arch=" + chip).str();
+  llvm::SmallVector<llvm::StringRef> argv = {ptxas, arch,   "-O3",
+                                             "-o",  output, input};
+  std::optional<llvm::StringRef> redirects[] = {std::nullopt, log.str(),
+                                                log.str()};
+  std::string error;
+  int rc =
+      llvm::sys::ExecuteAndWait(ptxas, argv, std::nullopt, redirects,
+                                /*SecondsToWait=*/0, /*MemoryLimit=*/0, &error);
+  if (rc != 0) {
+    runtime::Result<std::string> printed =
+        runtime::readWholeFile(std::string(log));
+    return module.emitError()
+           << "assembling the kernel for " << chip << " with " << ptxas
+           << " failed ("
+           << (error.empty() ? "exit code " + std::to_string(rc) : error) << ")"
+           << (printed && !printed->empty() ? ":\n" + *printed : "")
+           << "; pass --no-cubin to write the bundle with the PTX only";
+  }
+  runtime::Result<std::string> cubin =
+      runtime::readWholeFile(std::string(output));
+  if (!cubin)
+    return module.emitError() << cubin.status().message();
+  return *cubin;
 }

@@ -1,90 +1,15 @@
 //===- Bundle.cpp - write a compiled pipeline for the runtime -------------===//
 
-#include "codegen/Bundle.h"
+#include "compiler/Bundle.h"
 #include "runtime/Cache.h"
 #include "runtime/Sha256.h"
 
-#include "llvm/ADT/ScopeExit.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
-#include "llvm/Support/Program.h"
-
-#include <cstdlib>
 
 #ifndef THDC_VERSION
 #define THDC_VERSION "unknown"
 #endif
-
-namespace thdc {
-namespace {
-/// CUDA's ptxas: $THDC_PTXAS when set (empty: none), else the first found in
-/// $CUDA_PATH/bin, $CUDA_HOME/bin, /usr/local/cuda/bin and $PATH.
-std::optional<std::string> findPtxas() {
-  if (const char *chosen = std::getenv("THDC_PTXAS"))
-    return *chosen ? std::optional<std::string>(chosen) : std::nullopt;
-  llvm::SmallVector<std::string> folders;
-  for (const char *variable : {"CUDA_PATH", "CUDA_HOME"})
-    if (const char *root = std::getenv(variable); root && *root)
-      folders.push_back(std::string(root) + "/bin");
-  folders.push_back("/usr/local/cuda/bin");
-  llvm::SmallVector<llvm::StringRef> paths(folders.begin(), folders.end());
-  if (llvm::ErrorOr<std::string> found =
-          llvm::sys::findProgramByName("ptxas", paths))
-    return *found;
-  if (llvm::ErrorOr<std::string> found = llvm::sys::findProgramByName("ptxas"))
-    return *found;
-  return std::nullopt;
-}
-
-/// `ptx` assembled for `chip` by `ptxas`; the error names the command and
-/// what it printed.
-mlir::FailureOr<std::string> assemble(mlir::ModuleOp module,
-                                      const std::string &ptxas,
-                                      const std::string &ptx,
-                                      const std::string &chip) {
-  llvm::SmallString<128> input, output, log;
-  for (auto [path, suffix] :
-       {std::pair{&input, "ptx"}, std::pair{&output, "cubin"},
-        std::pair{&log, "log"}})
-    if (std::error_code ec =
-            llvm::sys::fs::createTemporaryFile("thdc-kernel", suffix, *path))
-      return module.emitError()
-             << "cannot create a temporary file: " << ec.message();
-  llvm::scope_exit cleanup([&] {
-    for (const auto &path : {input, output, log})
-      llvm::sys::fs::remove(path);
-  });
-  if (runtime::Status status =
-          runtime::writeFileAtomically(std::string(input), ptx);
-      !status)
-    return module.emitError() << status.message();
-  std::string arch = "-arch=" + chip;
-  llvm::SmallVector<llvm::StringRef> argv = {ptxas, arch,   "-O3",
-                                             "-o",  output, input};
-  std::optional<llvm::StringRef> redirects[] = {std::nullopt, log.str(),
-                                                log.str()};
-  std::string error;
-  int rc =
-      llvm::sys::ExecuteAndWait(ptxas, argv, std::nullopt, redirects,
-                                /*SecondsToWait=*/0, /*MemoryLimit=*/0, &error);
-  if (rc != 0) {
-    runtime::Result<std::string> printed =
-        runtime::readWholeFile(std::string(log));
-    return module.emitError()
-           << "assembling the kernel for " << chip << " with " << ptxas
-           << " failed ("
-           << (error.empty() ? "exit code " + std::to_string(rc) : error) << ")"
-           << (printed && !printed->empty() ? ":\n" + *printed : "")
-           << "; pass --no-cubin to write the bundle with the PTX only";
-  }
-  runtime::Result<std::string> cubin =
-      runtime::readWholeFile(std::string(output));
-  if (!cubin)
-    return module.emitError() << cubin.status().message();
-  return *cubin;
-}
-} // namespace
-} // namespace thdc
 
 mlir::LogicalResult thdc::writeBundle(mlir::ModuleOp module,
                                       const GpuOptions &gpu, bool withHost,
@@ -126,7 +51,7 @@ mlir::LogicalResult thdc::writeBundle(mlir::ModuleOp module,
   if (gpu.assembleCubin)
     if (std::optional<std::string> ptxas = findPtxas()) {
       mlir::FailureOr<std::string> cubin =
-          assemble(module, *ptxas, *ptx, gpu.chip);
+          assembleCubin(module, *ptxas, *ptx, gpu.chip);
       if (mlir::failed(cubin))
         return mlir::failure();
       contents.cubinFile = contents.entry + runtime::kCubinFileSuffix;

@@ -15,10 +15,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef THDC_CODEGEN_BUNDLE_H
-#define THDC_CODEGEN_BUNDLE_H
+#ifndef THDC_COMPILER_BUNDLE_H
+#define THDC_COMPILER_BUNDLE_H
 
-#include "codegen/Compiler.h"
+#include "compiler/Targets.h"
 #include "runtime/Manifest.h"
 
 namespace thdc {
@@ -36,4 +36,4 @@ mlir::LogicalResult writeBundle(mlir::ModuleOp module, const GpuOptions &gpu,
 
 } // namespace thdc
 
-#endif // THDC_CODEGEN_BUNDLE_H
+#endif // THDC_COMPILER_BUNDLE_H

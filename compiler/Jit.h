@@ -11,8 +11,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef THDC_JIT_JIT_H
-#define THDC_JIT_JIT_H
+#ifndef THDC_COMPILER_JIT_H
+#define THDC_COMPILER_JIT_H
 
 #include "runtime/Executable.h"
 
@@ -21,7 +21,7 @@
 #include <mutex>
 #include <string>
 
-namespace thdc::runtime {
+namespace thdc {
 
 /// How one Jit::compile call was served.
 struct CompileInfo {
@@ -44,7 +44,7 @@ struct CompileInfo {
 /// Options of the JIT.
 struct JitOptions {
   /// Where the GPU runs (Auto: the GPU if there is one, else the host).
-  Backend backend = Backend::Auto;
+  runtime::Backend backend = runtime::Backend::Auto;
   /// Disk cache folder; empty: $THDC_CACHE_DIR, else $XDG_CACHE_HOME/thdc,
   /// else ~/.cache/thdc. "-" keeps compiled bundles in a temporary folder.
   std::string cacheDir;
@@ -58,7 +58,7 @@ struct JitOptions {
 };
 
 /// The compiler's build id: the SHA-256 (hex) of THDC_VERSION and of every
-/// compiler source file (dialect/, passes/, codegen/, jit/), computed when
+/// compiler source file (dialect/, passes/, codegen/, compiler/), computed when
 /// the compiler is built. Part of every JIT cache key.
 const char *compilerBuildId();
 
@@ -101,7 +101,7 @@ public:
   /// Compiles `pipelineText` with `params` overriding its declared defaults
   /// (or returns the cached result). Compiler diagnostics, with locations in
   /// `sourceName`, are in the error.
-  Result<std::shared_ptr<Executable>>
+  runtime::Result<std::shared_ptr<runtime::Executable>>
   compile(const std::string &pipelineText,
           const std::map<std::string, int64_t> &params = {},
           CompileInfo *info = nullptr,
@@ -111,7 +111,7 @@ public:
   /// or loading anything; null when it would compile or load (the key is
   /// not in memory, or THDC_ALWAYS_COMPILE is set). For callers that must
   /// not load a module now, e.g. inside a CUDA graph capture.
-  std::shared_ptr<Executable>
+  std::shared_ptr<runtime::Executable>
   cached(const std::string &pipelineText,
          const std::map<std::string, int64_t> &params = {},
          CompileInfo *info = nullptr);
@@ -121,17 +121,17 @@ public:
                        const std::map<std::string, int64_t> &params) const;
 
 private:
-  Result<std::shared_ptr<Executable>>
+  runtime::Result<std::shared_ptr<runtime::Executable>>
   compileLocked(const std::string &pipelineText,
                 const std::map<std::string, int64_t> &params, CompileInfo &out,
                 const std::string &sourceName);
   JitOptions options;
-  Backend target = Backend::Host;
+  runtime::Backend target = runtime::Backend::Host;
   std::string targetName; ///< "sm_90", or "host-x86_64"
   std::mutex mutex;
-  std::map<std::string, std::shared_ptr<Executable>> memory;
+  std::map<std::string, std::shared_ptr<runtime::Executable>> memory;
 };
 
-} // namespace thdc::runtime
+} // namespace thdc
 
-#endif // THDC_JIT_JIT_H
+#endif // THDC_COMPILER_JIT_H

@@ -1,15 +1,14 @@
 //===- Jit.cpp - compile pipelines in-process, with a cache ---------------===//
 
-#include "jit/Jit.h"
-#include "codegen/Bundle.h"
-#include "codegen/Compiler.h"
-#include "codegen/FatalErrorGuard.h"
+#include "compiler/Jit.h"
+#include "compiler/BuildId.h"
+#include "compiler/Bundle.h"
+#include "compiler/Context.h"
+#include "compiler/FatalErrorGuard.h"
 #include "runtime/Cache.h"
 #include "runtime/CudaDriver.h"
-#include "jit/BuildId.h"
 
 #include "mlir/IR/Diagnostics.h"
-#include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/Config/llvm-config.h"
@@ -226,9 +225,9 @@ Jit::Jit(JitOptions opts) : options(std::move(opts)) {
 
 Jit::~Jit() = default;
 
-const char *thdc::runtime::compilerBuildId() { return THDC_COMPILER_BUILD_ID; }
+const char *thdc::compilerBuildId() { return THDC_COMPILER_BUILD_ID; }
 
-std::string thdc::runtime::jitCacheKey(
+std::string thdc::jitCacheKey(
     const std::string &buildId, const std::string &target,
     const JitOptions &options, const std::string &pipelineText,
     const std::map<std::string, int64_t> &params) {
@@ -377,11 +376,9 @@ Jit::compileLocked(const std::string &pipelineText,
     std::string fatal;
     bool ok = runWithFatalErrorsAsFailures(
         [&] {
-          mlir::DialectRegistry registry;
-          registerCompilerDialects(registry);
-          mlir::MLIRContext context(registry);
-          context.disableMultithreading();
-          context.printOpOnDiagnostic(false);
+          std::unique_ptr<mlir::MLIRContext> contextOwner =
+              createCompilerContext(mlir::MLIRContext::Threading::DISABLED);
+          mlir::MLIRContext &context = *contextOwner;
           llvm::SourceMgr sourceMgr;
           llvm::raw_string_ostream diagnosticStream(diagnostics);
           mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context,

@@ -1,6 +1,6 @@
 //===- FatalErrorGuard.cpp - LLVM fatal errors as failures ----------------===//
 
-#include "codegen/FatalErrorGuard.h"
+#include "compiler/FatalErrorGuard.h"
 
 #include "llvm/Support/ErrorHandling.h"
 

@@ -1,6 +1,6 @@
 //===- SourceScreen.cpp - inputs upstream MLIR crashes on -----------------===//
 
-#include "codegen/SourceScreen.h"
+#include "compiler/SourceScreen.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Location.h"

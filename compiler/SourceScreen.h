@@ -17,8 +17,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef THDC_CODEGEN_SOURCESCREEN_H
-#define THDC_CODEGEN_SOURCESCREEN_H
+#ifndef THDC_COMPILER_SOURCESCREEN_H
+#define THDC_COMPILER_SOURCESCREEN_H
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Support/LLVM.h"
@@ -39,4 +39,4 @@ mlir::LogicalResult screenUpstreamCrashes(mlir::MLIRContext &context,
 
 } // namespace thdc
 
-#endif // THDC_CODEGEN_SOURCESCREEN_H
+#endif // THDC_COMPILER_SOURCESCREEN_H

@@ -1,0 +1,2 @@
+#include "tools/ToolMains.h"
+int main(int argc, char **argv) { return thdc::tools::thdcMain(argc, argv); }
