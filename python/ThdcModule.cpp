@@ -21,6 +21,7 @@
 #include "runtime/Gather.h"
 #ifdef THDC_PYTHON_JIT
 #include "compiler/Jit.h"
+#include "tools/ToolMains.h"
 #endif
 
 #include <nanobind/nanobind.h>
@@ -1516,6 +1517,30 @@ NB_MODULE(_thdc, m) {
         "compile()'s memory-cache hit, or None where compile() would "
         "compile or load a module.");
   m.attr("has_jit") = true;
+  // The commands of an installed package (thdc/_tools.py): one call per
+  // process, as each tool's main is.
+  m.def(
+      "tool_main",
+      [](const std::string &name, std::vector<std::string> args) -> int {
+        int (*main)(int, char **) = name == "thdc"      ? thdc::tools::thdcMain
+                                    : name == "thd-opt" ? thdc::tools::thdOptMain
+                                    : name == "thd-run" ? thdc::tools::thdRunMain
+                                                        : nullptr;
+        if (!main)
+          throw nb::value_error(
+              ("tool_main: no tool '" + name + "' (thdc, thd-opt, thd-run)")
+                  .c_str());
+        std::vector<char *> argv;
+        for (std::string &arg : args)
+          argv.push_back(arg.data());
+        argv.push_back(nullptr);
+        // The tools never call into Python.
+        nb::gil_scoped_release released;
+        return main(static_cast<int>(args.size()), argv.data());
+      },
+      nb::arg("name"), nb::arg("argv"),
+      "Runs the command `name` (thdc, thd-opt or thd-run) on argv (argv[0] "
+      "first) and returns its exit code. Once per process.");
 #else
   m.attr("has_jit") = false;
 #endif

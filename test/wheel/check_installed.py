@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""Checks an installed thdc the way a user meets it after `pip install`:
+run by scripts/test-wheel.sh with the virtual environment's interpreter, from
+outside the source tree, with no PYTHONPATH and no build tree.
+
+    check_installed.py SOURCE_ROOT
+
+Fails (exit status 1, naming the check) when the package is not the
+installed one, has no JIT, needs a shared LLVM or MLIR, when the quickstart's
+CPU path, a JIT compile or one of the commands thdc, thd-opt and thd-run
+fails, or when a result differs from the reference semantics.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+
+def fail(what: str) -> None:
+    raise SystemExit(f"check_installed: {what}")
+
+
+def run(*command, **kwargs) -> subprocess.CompletedProcess:
+    result = subprocess.run(command, capture_output=True, text=True, **kwargs)
+    if result.returncode != 0:
+        fail(f"{' '.join(map(str, command))} exited with {result.returncode}:\n"
+             f"{result.stdout}{result.stderr}")
+    return result
+
+
+def main() -> None:
+    root = os.path.abspath(sys.argv[1])
+    if os.environ.get("PYTHONPATH"):
+        fail("PYTHONPATH is set; the installed package must be found on its own")
+    import thdc
+
+    location = os.path.dirname(os.path.abspath(thdc.__file__))
+    if location.startswith(root + os.sep):
+        fail(f"thdc was imported from the source tree ({location}), not installed")
+    print(f"thdc from {location}")
+    if not thdc.has_jit:
+        fail("the installed package has no JIT")
+
+    # The module needs no shared LLVM or MLIR (they are linked in).
+    module = thdc._thdc.__file__
+    needed = run("readelf", "-d", module).stdout
+    for line in needed.splitlines():
+        if "NEEDED" in line and ("LLVM" in line or "MLIR" in line):
+            fail(f"{os.path.basename(module)} needs a shared LLVM/MLIR: {line.strip()}")
+    print(f"{os.path.basename(module)}: {os.path.getsize(module) / 2**20:.1f} MiB, "
+          f"needs {sorted(l.split('[')[1].rstrip(']') for l in needed.splitlines() if 'NEEDED' in l)}")
+
+    # The quickstart's CPU path: the JIT compiles the example for the host and
+    # checks 100 microbatches against the reference.
+    quickstart = os.path.join(root, "examples", "python", "quickstart.py")
+    print(run(sys.executable, quickstart).stdout.strip())
+
+    # A JIT compile of the drop-in's own pipeline, run on one microbatch.
+    from thdc import stages
+
+    C, cp, N = 64, 2, 8
+    kernel = thdc.compile(stages.pipeline(), {"C": C, "cp": cp, "N": N}, backend="host")
+    rng = np.random.default_rng(1)
+    lengths = np.array([10, 7, 20, 3])
+    padded = (lengths + 2 * cp - 1) // (2 * cp) * (2 * cp)
+    rows = C * cp
+    inputs = dict(
+        tokens=rng.integers(1, 1000, rows), labels=rng.integers(1, 1000, rows),
+        position_ids=np.arange(rows), loss_mask=np.ones(rows, np.float32),
+        cu_seqlens=np.resize(np.concatenate([[0], np.cumsum(lengths)]), N + 1).astype(np.int32),
+        cu_seqlens_padded=np.resize(np.concatenate([[0], np.cumsum(padded)]), N + 1).astype(np.int32),
+        num_seqs=np.array([len(lengths)], np.int32), cp_rank=np.array([1], np.int32))
+    names = {arg.name for arg in thdc.signature(kernel) if arg.direction == "input"}
+    outputs = kernel(**{k: v for k, v in inputs.items() if k in names})
+    expected = thdc.reference.graph_step(
+        inputs["tokens"], inputs["labels"], inputs["position_ids"], inputs["loss_mask"],
+        inputs["cu_seqlens"], inputs["cu_seqlens_padded"], len(lengths), 1, C, cp, N)
+    for name in ("tokens", "labels", "position_ids", "loss_mask", "cu_seqlens_padded"):
+        if not np.array_equal(np.asarray(getattr(outputs, name)), expected[name]):
+            fail(f"the JIT-compiled drop-in step's {name} differs from the reference")
+    print(f"JIT: {kernel.entry} compiled for the host, equal to the reference")
+
+    # The commands, as entry points of the package.
+    bin_dir = os.path.dirname(sys.executable)
+    for tool in ("thdc", "thd-opt", "thd-run"):
+        path = shutil.which(tool, path=bin_dir)
+        if path is None:
+            fail(f"the package installed no {tool} command in {bin_dir}")
+        version = run(path, "--version").stdout
+        if "thdc" not in version:
+            fail(f"{tool} --version printed {version!r}")
+    example = os.path.join(root, "examples", "megatron_graph_step.mlir")
+    with tempfile.TemporaryDirectory() as work:
+        bundle = os.path.join(work, "bundle")
+        run(os.path.join(bin_dir, "thdc"), example, "--no-cubin", "-o", bundle)
+        manifest = json.load(open(os.path.join(bundle, "manifest.json")))
+        if not manifest:
+            fail("thdc wrote an empty manifest")
+        ir = run(os.path.join(bin_dir, "thd-opt"), example,
+                 "--pass-pipeline=builtin.module(thd-bind-params,thd-force-static-shapes)").stdout
+        if "thd." not in ir:
+            fail("thd-opt printed no thd IR")
+        golden = os.path.join(root, "test", "tools", "Inputs", "golden_rank0.json")
+        out = os.path.join(work, "out.json")
+        run(os.path.join(bin_dir, "thd-run"), example, "--input", golden, "--output", out)
+        got = json.load(open(out))
+        given = json.load(open(golden))
+        want = thdc.reference.graph_step(
+            np.array(given["tokens"], np.int64), np.array(given["labels"], np.int64),
+            np.array(given["position_ids"], np.int64), np.array(given["loss_mask"], np.float32),
+            np.array(given["cu_seqlens"], np.int32), np.array(given["cu_seqlens_padded"], np.int32),
+            given["num_seqs"][0], given["cp_rank"][0], 8, 2, 6)
+        for name in ("tokens", "labels", "position_ids", "cu_seqlens_padded"):
+            if not np.array_equal(np.array(got[name]), want[name]):
+                fail(f"thd-run's {name} differs from the reference: {got[name]} vs {want[name]}")
+    print("thdc, thd-opt and thd-run: compiled a bundle, printed IR, ran the golden input")
+    print("check_installed: all checks passed")
+
+
+if __name__ == "__main__":
+    main()
