@@ -323,6 +323,9 @@ class InputLoader:
     launches; it refuses anything else before copying, and the general path
     below then checks, reports and copies."""
 
+    # The one-call path (a thdc._thdc.InputGather), or None: the general path alone.
+    fast = None
+
     def __init__(self, inputs, data_keys, stage: str, C: int, cp: int, N: int, gather=None):
         self.inputs, self.data_keys, self.stage = inputs, tuple(data_keys), stage
         self.capacity, self.entries = C * cp, N + 1
@@ -335,7 +338,6 @@ class InputLoader:
         self.targets = tuple((n, getattr(inputs, n), getattr(inputs, n).dtype,
                               getattr(inputs, n).element_size(), getattr(inputs, n).data_ptr(),
                               n not in cu) for n in self.data_keys + cu)
-        self.fast = None
         if isinstance(gather, thdc._thdc.Gather):
             self.fast = thdc._thdc.InputGather(
                 gather, tuple((_LOAD_ARGUMENTS.index(n), buffer, is_data)
