@@ -11,7 +11,8 @@ On a machine with thdc's compiler (build/bin/thdc), write the two bundles:
 On the GPU host (the Python package built there, PyTorch installed):
 
     PYTHONPATH=build-gpu/python python3 bench/load_inputs.py \\
-        --bundles build-gpu-bundles/load-inputs [--microbatches 1000] [--repeats 7]
+        --bundles build-gpu-bundles/load-inputs [--microbatches 1000] [--repeats 7] \\
+        [--json load_inputs.json]
 
 (without --bundles the steps are compiled by the JIT where thdc has one).
 
@@ -22,8 +23,10 @@ torch.cuda.synchronize after it). The median run's time per microbatch is
 reported. The device keeps up (its time per microbatch is printed beside),
 so the launch queue never holds the host back. Device time of the gather:
 events around `microbatches` back-to-back load_inputs queued behind a
-sleeping kernel, in batches of 200. Prints one table; writes nothing."""
+sleeping kernel, in batches of 200. Prints one table; with --json FILE
+also writes it there (one object per row, times in µs), for committing."""
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -164,6 +167,21 @@ def bench(args):
         cell = lambda t: f"{t[0]:.2f} [{t[1]:.2f}]"
         print(f"| {C} | {cp} | {N} | {cell(bare)} | {cell(old)} | {cell(new)} "
               f"| {cell(load_only)} | {gather_device:.2f} | {'yes' if same else 'NO'} |")
+    if args.json:
+        pair = lambda t: {"host_us": round(t[0], 3), "device_us": round(t[1], 3)}
+        table = {
+            "device": torch.cuda.get_device_name(), "torch": torch.__version__,
+            "microbatches": args.microbatches, "repeats": args.repeats,
+            "rows": [{"C": C, "cp": cp, "N": N, "bare_replay": pair(bare),
+                      "per_tensor_load_inputs_and_replay": pair(old),
+                      "gather_load_inputs_and_replay": pair(new),
+                      "gather_load_inputs_alone": pair(load_only),
+                      "gather_device_us_back_to_back": round(gather_device, 3),
+                      "same_outputs": same}
+                     for C, cp, N, bare, old, new, load_only, gather_device, same in rows]}
+        with open(args.json, "w") as f:
+            json.dump(table, f, indent=2)
+            f.write("\n")
     return 0 if all(r[-1] for r in rows) else 1
 
 
@@ -174,6 +192,7 @@ def main():
     parser.add_argument("--bundles", metavar="DIR", help="bundles from --write-bundles")
     parser.add_argument("--microbatches", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--json", metavar="FILE", help="also write the table to FILE as JSON")
     args = parser.parse_args()
     if args.write_bundles:
         write_bundles(args.write_bundles)

@@ -1405,6 +1405,288 @@ private:
   int device_ = -1; ///< -1: the host
   const dl::ExchangeApi *api_ = nullptr;
 };
+
+/// thdc._thdc.InputGather: the whole of thdc.megatron.InputLoader.load for
+/// the common microbatch, in one call: every argument a torch.Tensor of the
+/// buffers' own type, contiguous, on the gather's device, of its buffer's
+/// dtype and within its capacity, and num_seqs left out, an int32 int, or
+/// such a tensor. Each tensor is read through the framework's DLPack
+/// exchange table (no Python attribute call per tensor), the segments are
+/// built here and launched as one gather on the framework's current stream.
+/// Anything else is refused before anything is copied (the call returns
+/// False), and the caller takes its general path, which checks and reports
+/// errors. The buffers are read once, at construction: their addresses,
+/// dtypes and sizes.
+class InputGather {
+public:
+  /// A load's tensor arguments (tokens, labels, loss_mask, position_ids,
+  /// cu_seqlens, cu_seqlens_padded), as InputLoader.load takes them.
+  static constexpr size_t kArguments = 6;
+
+  InputGather(const Gather &gather, nb::handle targets, nb::handle numSeqs,
+              IntArg capacity, IntArg entries)
+      : device_(gather.device()) {
+    capacity_ = integerArgument(capacity.object, "capacity", kInt64Range);
+    entries_ = integerArgument(entries.object, "entries", kInt64Range);
+    tensorType_ = nb::borrow(
+        nb::handle(reinterpret_cast<PyObject *>(Py_TYPE(numSeqs.ptr()))));
+    api_ = exchangeApiOf(Py_TYPE(numSeqs.ptr()));
+    if (!api_)
+      raiseArgument(PyExc_TypeError,
+                    "num_seqs must be a buffer of a framework with a DLPack "
+                    "exchange table (torch >= 2.10); got " +
+                        typeName(numSeqs));
+    Buffer numSeqsBuffer = buffer(numSeqs, "num_seqs");
+    numSeqs_ = {numSeqsBuffer.address, numSeqsBuffer.dtype,
+                numSeqsBuffer.elementBytes};
+    if (!PyTuple_Check(targets.ptr()))
+      raiseArgument(PyExc_TypeError,
+                    "targets must be a tuple of (argument, buffer, is_data); "
+                    "got " +
+                        typeName(targets));
+    Py_ssize_t count = PyTuple_GET_SIZE(targets.ptr());
+    if (count < 1 || size_t(count) > kArguments)
+      raiseArgument(PyExc_ValueError, "targets holds 1 to 6 buffers; got " +
+                                          std::to_string(count));
+    for (Py_ssize_t i = 0; i < count; ++i) {
+      nb::handle item = PyTuple_GET_ITEM(targets.ptr(), i);
+      std::string what = "targets[" + std::to_string(i) + "]";
+      if (!PyTuple_Check(item.ptr()) || PyTuple_GET_SIZE(item.ptr()) != 3)
+        raiseArgument(PyExc_TypeError, what +
+                                           " must be a tuple (argument, "
+                                           "buffer, is_data); got " +
+                                           typeName(item));
+      Target target;
+      int64_t argument = integerArgument(PyTuple_GET_ITEM(item.ptr(), 0),
+                                         what + "[0]", kInt32Range);
+      if (argument < 0 || size_t(argument) >= kArguments)
+        raiseArgument(PyExc_ValueError,
+                      what + "[0] must be an argument index in [0, 6); got " +
+                          std::to_string(argument));
+      target.argument = int(argument);
+      target.buffer = buffer(PyTuple_GET_ITEM(item.ptr(), 1), what + "[1]");
+      target.isData = PyObject_IsTrue(PyTuple_GET_ITEM(item.ptr(), 2)) == 1;
+      targets_.push_back(target);
+    }
+  }
+
+  /// Loads the microbatch with one gather, or returns false having done
+  /// nothing.
+  bool call(nb::handle tokens, nb::handle labels, nb::handle lossMask,
+            nb::handle positionIds, nb::handle cuSeqlens,
+            nb::handle cuSeqlensPadded, nb::handle numSeqs) const {
+    const std::array<PyObject *, kArguments> arguments = {
+        tokens.ptr(),      labels.ptr(),    lossMask.ptr(),
+        positionIds.ptr(), cuSeqlens.ptr(), cuSeqlensPadded.ptr()};
+    std::array<GatherSegment, kArguments + 1> segments;
+    size_t count = 0;
+    if (!plan(arguments, numSeqs.ptr(), segments, count))
+      return false;
+    Status done;
+    if (device_ < 0) {
+      done = gatherOnHost(segments.data(), count);
+    } else {
+      void *stream = nullptr;
+      if (api_->currentWorkStream(dl::kCUDA, device_, &stream) != 0)
+        throw nb::python_error();
+      done = launchGather(segments.data(), count, stream, device_);
+    }
+    if (!done)
+      raiseArgument(PyExc_RuntimeError, done.message());
+    return true;
+  }
+
+  /// The flat segments (four ints each, as Gather takes them) that call()
+  /// would launch, or None where it would refuse; launches nothing.
+  nb::object segments(nb::handle tokens, nb::handle labels, nb::handle lossMask,
+                      nb::handle positionIds, nb::handle cuSeqlens,
+                      nb::handle cuSeqlensPadded, nb::handle numSeqs) const {
+    const std::array<PyObject *, kArguments> arguments = {
+        tokens.ptr(),      labels.ptr(),    lossMask.ptr(),
+        positionIds.ptr(), cuSeqlens.ptr(), cuSeqlensPadded.ptr()};
+    std::array<GatherSegment, kArguments + 1> segments;
+    size_t count = 0;
+    if (!plan(arguments, numSeqs.ptr(), segments, count))
+      return nb::none();
+    nb::list flat;
+    for (size_t i = 0; i < count; ++i) {
+      const GatherSegment &s = segments[i];
+      flat.append(int64_t(s.source));
+      flat.append(int64_t(s.destination));
+      flat.append(int64_t(s.bytes));
+      flat.append(int64_t(s.value));
+    }
+    return flat;
+  }
+
+  nb::handle tensorType() const { return tensorType_; }
+  void clear() { tensorType_ = nb::none(); }
+
+private:
+  struct Buffer {
+    uint64_t address = 0;
+    dl::DataType dtype{};
+    uint64_t elementBytes = 0;
+  };
+  struct Target {
+    int argument = 0;
+    Buffer buffer;
+    bool isData = false;
+  };
+
+  /// A static buffer: a contiguous tensor of the framework on the gather's
+  /// device.
+  Buffer buffer(nb::handle object, const std::string &what) const {
+    if (Py_TYPE(object.ptr()) !=
+        reinterpret_cast<PyTypeObject *>(tensorType_.ptr()))
+      raiseArgument(PyExc_TypeError, what + " must be a " +
+                                         nb::type_name(tensorType_).c_str() +
+                                         "; got " + typeName(object));
+    dl::Tensor tensor;
+    if (api_->dltensorFromPyObjectNoSync(object.ptr(), &tensor) != 0)
+      throw nb::python_error();
+    if (!onDevice(tensor))
+      raiseArgument(PyExc_ValueError,
+                    what + " is on " +
+                        describeDevice(tensor.device.type, tensor.device.id) +
+                        ", not the gather's device");
+    if (!contiguous(tensor))
+      raiseArgument(PyExc_ValueError, what + " must be contiguous");
+    return {uint64_t(reinterpret_cast<uintptr_t>(tensor.data)) +
+                tensor.byteOffset,
+            tensor.dtype, uint64_t(tensor.dtype.bits) / 8 * tensor.dtype.lanes};
+  }
+
+  static bool contiguous(const dl::Tensor &tensor) {
+    if (!tensor.strides)
+      return true;
+    int64_t expected = 1;
+    for (int32_t d = tensor.ndim - 1; d >= 0; --d) {
+      if (tensor.shape[d] == 1)
+        continue;
+      if (tensor.strides[d] != expected)
+        return false;
+      expected *= tensor.shape[d];
+    }
+    return true;
+  }
+
+  static bool sameType(dl::DataType a, dl::DataType b) {
+    return a.code == b.code && a.bits == b.bits && a.lanes == b.lanes;
+  }
+
+  /// Reads `object` when it is a tensor of the buffers' type on the
+  /// gather's device; its element count in `elements`.
+  bool read(PyObject *object, dl::Tensor &tensor, int64_t &elements) const {
+    if (Py_TYPE(object) != reinterpret_cast<PyTypeObject *>(tensorType_.ptr()))
+      return false;
+    if (api_->dltensorFromPyObjectNoSync(object, &tensor) != 0) {
+      PyErr_Clear();
+      return false;
+    }
+    elements = 1;
+    for (int32_t d = 0; d < tensor.ndim; ++d)
+      elements *= tensor.shape[d];
+    return true;
+  }
+
+  bool onDevice(const dl::Tensor &tensor) const {
+    return device_ < 0
+               ? tensor.device.type == dl::kCPU
+               : tensor.device.type == dl::kCUDA && tensor.device.id == device_;
+  }
+
+  /// The segments of one load, in InputLoader's order (the targets, then
+  /// num_seqs); false where any argument needs the general path.
+  bool plan(const std::array<PyObject *, kArguments> &arguments,
+            PyObject *numSeqs,
+            std::array<GatherSegment, kArguments + 1> &segments,
+            size_t &count) const {
+    int64_t entries = -1;
+    for (const Target &target : targets_) {
+      dl::Tensor tensor;
+      int64_t elements = 0;
+      if (!read(arguments[size_t(target.argument)], tensor, elements))
+        return false;
+      if (target.isData) {
+        if (elements > capacity_)
+          return false;
+      } else {
+        if (elements > entries_ || (entries >= 0 && elements != entries))
+          return false;
+        entries = elements;
+      }
+      if (!elements)
+        continue;
+      if (!tensor.data || !sameType(tensor.dtype, target.buffer.dtype) ||
+          !onDevice(tensor) || !contiguous(tensor))
+        return false;
+      segments[count++] = {uint64_t(reinterpret_cast<uintptr_t>(tensor.data)) +
+                               tensor.byteOffset,
+                           target.buffer.address,
+                           uint64_t(elements) * target.buffer.elementBytes, 0};
+    }
+    constexpr dl::DataType kInt32{dl::kInt, 32, 1};
+    if (numSeqs == Py_None || PyLong_CheckExact(numSeqs)) {
+      int64_t value = 0;
+      if (numSeqs == Py_None) {
+        if (entries < 0 || entries == entries_)
+          return false;
+        value = entries - 1;
+      } else {
+        int overflow = 0;
+        long long given = PyLong_AsLongLongAndOverflow(numSeqs, &overflow);
+        if (overflow || (given == -1 && PyErr_Occurred())) {
+          PyErr_Clear();
+          return false;
+        }
+        value = given;
+      }
+      if (!sameType(numSeqs_.dtype, kInt32) ||
+          value < std::numeric_limits<int32_t>::min() ||
+          value > std::numeric_limits<int32_t>::max())
+        return false;
+      segments[count++] = {0, numSeqs_.address, 4, uint64_t(value)};
+      return true;
+    }
+    dl::Tensor tensor;
+    int64_t elements = 0;
+    if (!read(numSeqs, tensor, elements) || !elements || !tensor.data ||
+        !sameType(tensor.dtype, numSeqs_.dtype) || !onDevice(tensor))
+      return false;
+    segments[count++] = {uint64_t(reinterpret_cast<uintptr_t>(tensor.data)) +
+                             tensor.byteOffset,
+                         numSeqs_.address, numSeqs_.elementBytes, 0};
+    return true;
+  }
+
+  int device_ = -1; ///< -1: the host
+  const dl::ExchangeApi *api_ = nullptr;
+  /// The buffers' Python type: an argument of exactly this type is read
+  /// through api_ (a subclass takes the general path).
+  nb::object tensorType_;
+  std::vector<Target> targets_;
+  Buffer numSeqs_;
+  int64_t capacity_ = 0, entries_ = 0;
+};
+
+int inputGatherTraverse(PyObject *self, visitproc visit, void *arg) {
+  Py_VISIT(Py_TYPE(self));
+  if (!nb::inst_ready(self))
+    return 0;
+  Py_VISIT(nb::inst_ptr<InputGather>(self)->tensorType().ptr());
+  return 0;
+}
+
+int inputGatherClear(PyObject *self) {
+  if (nb::inst_ready(self))
+    nb::inst_ptr<InputGather>(self)->clear();
+  return 0;
+}
+
+PyType_Slot inputGatherSlots[] = {{Py_tp_traverse, (void *)inputGatherTraverse},
+                                  {Py_tp_clear, (void *)inputGatherClear},
+                                  {0, nullptr}};
 } // namespace
 
 NB_MODULE(_thdc, m) {
@@ -1492,6 +1774,29 @@ NB_MODULE(_thdc, m) {
       .def_prop_ro("follows_current_stream", &Gather::followsCurrentStream)
       .def_prop_ro("device", &Gather::device);
   m.attr("GATHER_SEGMENTS_PER_LAUNCH") = kGatherSegments;
+  nb::class_<InputGather>(m, "InputGather", nb::type_slots(inputGatherSlots))
+      .def(nb::init<const Gather &, nb::handle, nb::handle, IntArg, IntArg>(),
+           nb::arg("gather"), nb::arg("targets"), nb::arg("num_seqs"),
+           nb::arg("capacity"), nb::arg("entries"),
+           "InputLoader's one-call path over static buffers: targets is a "
+           "tuple of (argument index, buffer, is_data) in the order the "
+           "segments are laid out (argument indices: tokens, labels, "
+           "loss_mask, position_ids, cu_seqlens, cu_seqlens_padded); "
+           "num_seqs the count's buffer; capacity the rows of a data "
+           "buffer, entries those of a cu buffer.")
+      .def("__call__", &InputGather::call, nb::arg("tokens").none(),
+           nb::arg("labels").none(), nb::arg("loss_mask").none(),
+           nb::arg("position_ids").none(), nb::arg("cu_seqlens").none(),
+           nb::arg("cu_seqlens_padded").none(), nb::arg("num_seqs").none(),
+           "Loads the microbatch with one gather on the framework's current "
+           "stream and returns True, or returns False having done nothing "
+           "(an argument the general path must take or refuse).")
+      .def("segments", &InputGather::segments, nb::arg("tokens").none(),
+           nb::arg("labels").none(), nb::arg("loss_mask").none(),
+           nb::arg("position_ids").none(), nb::arg("cu_seqlens").none(),
+           nb::arg("cu_seqlens_padded").none(), nb::arg("num_seqs").none(),
+           "The flat segments a call would launch, or None where it would "
+           "refuse; launches nothing.");
   nb::class_<RuntimeGraph>(m, "RuntimeGraph")
       .def("replay", &RuntimeGraph::replay, nb::arg("stream"));
   m.def("capture_pointers",

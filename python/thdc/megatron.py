@@ -114,6 +114,9 @@ CONVENTIONS = ("graph", "compact")
 STAGES = tuple(stages.STAGES)
 CP_MODES = stages.CP_MODES
 _DATA_KEYS = ("tokens", "labels", "position_ids", "loss_mask")
+# InputLoader.load's tensor arguments, in order.
+_LOAD_ARGUMENTS = ("tokens", "labels", "loss_mask", "position_ids", "cu_seqlens",
+                   "cu_seqlens_padded")
 # Each output starts on this boundary inside the slot's one output buffer.
 _ALIGNMENT = 256
 
@@ -311,7 +314,17 @@ class InputLoader:
     gather: a flat list of plain ints (addresses and byte counts) and one
     launch. The others, and all of them without `gather`, are copied by one
     Tensor.copy_ each (which converts dtypes and moves between devices).
-    Every check runs before anything is copied."""
+    Every check runs before anything is copied.
+
+    With a thdc._thdc.Gather, the common microbatch (every tensor fit for the
+    gather, num_seqs left out, an int32 int or such a tensor) takes one
+    call into the module (thdc._thdc.InputGather), which reads the tensors
+    through PyTorch's DLPack exchange table, builds the segments and
+    launches; it refuses anything else before copying, and the general path
+    below then checks, reports and copies."""
+
+    # The one-call path (a thdc._thdc.InputGather), or None: the general path alone.
+    fast = None
 
     def __init__(self, inputs, data_keys, stage: str, C: int, cp: int, N: int, gather=None):
         self.inputs, self.data_keys, self.stage = inputs, tuple(data_keys), stage
@@ -325,6 +338,11 @@ class InputLoader:
         self.targets = tuple((n, getattr(inputs, n), getattr(inputs, n).dtype,
                               getattr(inputs, n).element_size(), getattr(inputs, n).data_ptr(),
                               n not in cu) for n in self.data_keys + cu)
+        if isinstance(gather, thdc._thdc.Gather):
+            self.fast = thdc._thdc.InputGather(
+                gather, tuple((_LOAD_ARGUMENTS.index(n), buffer, is_data)
+                              for n, buffer, _, _, _, is_data in self.targets),
+                inputs.num_seqs, self.capacity, self.entries)
         self.device_index = inputs.num_seqs.get_device()  # -1 on the CPU
         self.num_seqs_address = inputs.num_seqs.data_ptr()
         self.num_seqs_dtype = inputs.num_seqs.dtype
@@ -338,6 +356,17 @@ class InputLoader:
 
     def load(self, tokens=None, labels=None, loss_mask=None, position_ids=None,
              cu_seqlens=None, cu_seqlens_padded=None, num_seqs=None) -> None:
+        fast = self.fast
+        if fast is not None and fast(tokens, labels, loss_mask, position_ids, cu_seqlens,
+                                     cu_seqlens_padded, num_seqs):
+            return
+        self.load_general(tokens, labels, loss_mask, position_ids, cu_seqlens,
+                          cu_seqlens_padded, num_seqs)
+
+    def load_general(self, tokens=None, labels=None, loss_mask=None, position_ids=None,
+                     cu_seqlens=None, cu_seqlens_padded=None, num_seqs=None) -> None:
+        """load without the one-call path: the checks, in Python, and the
+        gather of the tensors it can take beside a copy_ of each other."""
         given = {"tokens": tokens, "labels": labels, "loss_mask": loss_mask,
                  "position_ids": position_ids, "cu_seqlens": cu_seqlens,
                  "cu_seqlens_padded": cu_seqlens_padded}

@@ -47,6 +47,29 @@ class CountingGather:
         self.gather(segments)
 
 
+class CountingFast:
+    """An InputGather, counting the loads it takes and those it refuses."""
+
+    def __init__(self, fast):
+        self.fast, self.taken, self.refused = fast, 0, 0
+
+    def __call__(self, *args):
+        taken = self.fast(*args)
+        self.taken += taken
+        self.refused += not taken
+        return taken
+
+
+def fast_loader(stage="first_last"):
+    """A loader over the host form of the real gather: its one-call path."""
+    keys = thdc.stages.data_keys(stage)
+    inputs = buffers(stage)
+    loader = thdc.megatron.InputLoader(inputs, keys, stage, C, CP, N, thdc._thdc.Gather(None))
+    assert isinstance(loader.fast, thdc._thdc.InputGather)
+    loader.fast = CountingFast(loader.fast)
+    return loader, inputs
+
+
 def loaders(stage="first_last"):
     keys = thdc.stages.data_keys(stage)
     fast, slow = buffers(stage), buffers(stage)
@@ -110,23 +133,34 @@ def test_gather_path_equals_per_tensor_copies(stage):
     rng = np.random.default_rng(5)
     keys = thdc.stages.data_keys(stage)
     fast_loader, fast, slow_loader, slow, counting = loaders(stage)
+    one_call, one_call_inputs = globals()["fast_loader"](stage)
     expected = buffers(stage)
     for trial in range(200):
         kinds = {k: KINDS[int(rng.integers(0, 4))] if trial % 3 else "same" for k in DTYPES}
         kinds.update(cu="other dtype" if trial % 7 == 3 else "same",
                      num_seqs=NUM_SEQS[trial % 4])
         args = random_arguments(rng, kinds)
-        calls = counting.calls
+        calls, taken = counting.calls, one_call.fast.taken
         fast_loader.load(**args)
         slow_loader.load(**args)
+        one_call.load(**args)
         per_tensor(expected, keys, args)
         for name in vars(expected):
             assert torch.equal(getattr(fast, name), getattr(expected, name)), (trial, name, kinds)
             assert torch.equal(getattr(slow, name), getattr(expected, name)), (trial, name, kinds)
+            assert torch.equal(getattr(one_call_inputs, name),
+                               getattr(expected, name)), (trial, name, kinds)
         assert counting.calls - calls <= 1
-        if all(kinds[k] in ("same", "offset") for k in keys) and kinds["cu"] == "same" \
-                and kinds["num_seqs"] != "int64 tensor":
+        everything = (all(kinds[k] in ("same", "offset") for k in keys)
+                      and kinds["cu"] == "same" and kinds["num_seqs"] != "int64 tensor")
+        if everything:
             assert counting.calls - calls == 1  # everything in one gather
+        # The one-call path takes exactly the loads that need no copy_ (an
+        # empty tensor needs none, whatever its kind).
+        fit = (all(kinds[k] in ("same", "offset") or not args[k].numel() for k in keys)
+               and (kinds["cu"] == "same" or not args["cu_seqlens"].numel())
+               and kinds["num_seqs"] != "int64 tensor")
+        assert one_call.fast.taken - taken == fit, (trial, kinds)
 
 
 def test_one_gather_of_every_input_when_all_match():
@@ -146,6 +180,72 @@ def test_one_gather_of_every_input_when_all_match():
                      cu_seqlens_padded=args["cu_seqlens_padded"][:0])
     # Empty tensors copy nothing: only num_seqs (-1 for empty cu arrays).
     assert (counting.calls, counting.segments) == (3, 15) and fast.num_seqs.item() == -1
+
+
+def test_one_call_path_builds_the_gather_in_the_module():
+    """A load fit for the gather is one call into the module, with the same
+    segments as the general path, in its order: each given data key and cu
+    array (source, its buffer, bytes), then num_seqs (a store, or a copy of
+    a tensor's first element); the general path is never entered."""
+    loader, inputs = fast_loader()
+    fast = loader.fast.fast
+    rows, entries = 100, 5
+    args = {k: torch.arange(rows).to(d).view(1, -1) for k, d in DTYPES.items()}
+    args["tokens"] = torch.arange(rows + 1)[1:]  # contiguous at an offset
+    args.update(cu_seqlens=torch.arange(entries, dtype=torch.int32),
+                cu_seqlens_padded=torch.arange(entries, dtype=torch.int32))
+    order = ("tokens", "labels", "loss_mask", "position_ids", "cu_seqlens", "cu_seqlens_padded")
+    positional = [args[k] for k in order]
+    expected = []
+    for name in loader.data_keys + ("cu_seqlens", "cu_seqlens_padded"):
+        buffer = getattr(inputs, name)
+        expected += [args[name].data_ptr(), buffer.data_ptr(),
+                     args[name].numel() * buffer.element_size(), 0]
+    store = [0, inputs.num_seqs.data_ptr(), 4]
+    assert fast.segments(*positional, None) == expected + store + [entries - 1]
+    assert fast.segments(*positional, -3) == expected + store + [2**64 - 3 - 2**64]
+    count = torch.tensor([7, 9], dtype=torch.int32)
+    assert fast.segments(*positional, count) == expected + [count.data_ptr(),
+                                                            inputs.num_seqs.data_ptr(), 4, 0]
+
+    def general(*args, **kwargs):
+        raise AssertionError("the general path ran")
+
+    loader.load_general = general
+    loader.load(**args, num_seqs=count[1:])
+    assert loader.fast.taken == 1
+    assert inputs.tokens[:rows].tolist() == list(range(1, rows + 1))
+    assert inputs.tokens[rows] == -7 and inputs.num_seqs.item() == 9
+    assert inputs.cu_seqlens_padded[:entries].tolist() == list(range(entries))
+
+
+@pytest.mark.parametrize("change, why", [
+    (dict(tokens=torch.arange(8)[::2]), "strided"),
+    (dict(labels=torch.arange(4, dtype=torch.int32)), "other dtype"),
+    (dict(cu_seqlens_padded=torch.arange(3, dtype=torch.int64)), "other dtype"),
+    (dict(tokens=torch.nn.Parameter(torch.zeros(4), requires_grad=False)), "subclass"),
+    (dict(num_seqs=torch.tensor([2], dtype=torch.int64)), "num_seqs of another dtype"),
+    (dict(num_seqs=torch.zeros(0, dtype=torch.int32)), "empty num_seqs"),
+    (dict(num_seqs=2**31), "num_seqs outside int32"),
+    (dict(num_seqs=True), "a bool"),
+    (dict(num_seqs=2.0), "a float"),
+    (dict(tokens=None), "missing"),
+    (dict(tokens=torch.zeros(ROWS + 1, dtype=torch.int64)), "over capacity"),
+    (dict(cu_seqlens=torch.zeros(N + 2, dtype=torch.int32)), "over N+1"),
+    (dict(cu_seqlens=torch.zeros(N + 1, dtype=torch.int32),
+          cu_seqlens_padded=torch.zeros(N + 1, dtype=torch.int32)), "N+1 without num_seqs"),
+    (dict(cu_seqlens_padded=torch.zeros(4, dtype=torch.int32)), "lengths differ"),
+])
+def test_one_call_path_refuses_what_the_general_path_takes(change, why):
+    loader, _ = fast_loader()
+    args = {k: torch.zeros(4, dtype=d) for k, d in DTYPES.items()}
+    args.update(cu_seqlens=torch.zeros(3, dtype=torch.int32),
+                cu_seqlens_padded=torch.zeros(3, dtype=torch.int32))
+    args.update(change)
+    order = ("tokens", "labels", "loss_mask", "position_ids", "cu_seqlens", "cu_seqlens_padded",
+             "num_seqs")
+    assert loader.fast.fast.segments(*[args.get(k) for k in order]) is None, why
+    assert loader.fast(*[args.get(k) for k in order]) is False, why
 
 
 def bad_arguments():
@@ -175,10 +275,11 @@ def bad_arguments():
 @pytest.mark.parametrize("args, error, message", bad_arguments())
 def test_refused_arguments_same_on_both_paths(args, error, message):
     fast_loader, fast, slow_loader, slow, counting = loaders()
-    for loader in (fast_loader, slow_loader):
+    one_call, one_call_inputs = globals()["fast_loader"]()
+    for loader in (fast_loader, slow_loader, one_call):
         with pytest.raises(error, match=message):
             loader.load(**args)
     if error is not RuntimeError:  # a check: refused before any copy
-        for inputs in (fast, slow):
+        for inputs in (fast, slow, one_call_inputs):
             assert all(bool((t == -7).all()) for t in vars(inputs).values())
         assert counting.calls == 0

@@ -2,7 +2,8 @@
 leak warnings: a kernel in a reference cycle through its allocator, and a
 kernel registered with thdc.torch while PyTorch's operator registry keeps
 the custom op's functions (and with them thdc.torch's globals) alive past
-the interpreter's finalisation. Each case runs in its own interpreter on the
+the interpreter's finalisation, and an input loader with its one-call path
+in a cycle with a kernel. Each case runs in its own interpreter on the
 host backend."""
 import os
 import subprocess
@@ -56,6 +57,28 @@ CASES = {
         assert len(thdc.torch._KERNELS) == 1
         del kernel, sys.modules["thdc.torch"], thdc.torch
     """,
+    # thdc.megatron.InputLoader over CPU buffers with the host gather and
+    # its one-call path (an InputGather), in a cycle with the kernel as a
+    # step holds both. Needs PyTorch (the case is skipped without it).
+    "input loader cycle": """
+        import torch
+        import thdc.megatron
+        from types import SimpleNamespace
+        keys = ("tokens", "labels", "position_ids", "loss_mask")
+        inputs = SimpleNamespace(**{k: torch.zeros(8, dtype=torch.int64) for k in keys},
+                                 cu_seqlens=torch.zeros(4, dtype=torch.int32),
+                                 cu_seqlens_padded=torch.zeros(4, dtype=torch.int32),
+                                 num_seqs=torch.zeros(1, dtype=torch.int32))
+        loader = thdc.megatron.InputLoader(inputs, keys, "first_last", 8, 1, 3,
+                                           thdc._thdc.Gather(None))
+        loader.kernel, loader.step = kernel, loader
+        loader.load_inputs = loader.load
+        given = {k: torch.ones(4, dtype=torch.int64) for k in keys}
+        loader.load(**given, cu_seqlens=torch.arange(3, dtype=torch.int32),
+                    cu_seqlens_padded=torch.arange(3, dtype=torch.int32))
+        assert inputs.num_seqs.item() == 2
+        del loader, inputs, kernel
+    """,
 }
 
 
@@ -63,6 +86,8 @@ CASES = {
 def test_no_leak_warnings_at_exit(case, tmp_path, cache_dir):
     if not thdc.has_jit:
         pytest.skip("this build of thdc has no JIT")
+    if "import torch" in CASES[case]:
+        pytest.importorskip("torch")
     script = (textwrap.dedent(COMPILE.format(example=EXAMPLE, cache_dir=cache_dir))
               + textwrap.dedent(CASES[case]) + 'print("ran")\n')
     path = tmp_path / "script.py"
