@@ -1,4 +1,5 @@
 import os
+import shutil
 import sys
 
 import pytest
@@ -13,6 +14,18 @@ EXAMPLE = os.path.join(SOURCE_DIR, "examples", "megatron_graph_step.mlir")
 
 def build_bin_dir():
     return os.environ.get("THDC_BIN_DIR", os.path.join(SOURCE_DIR, "build", "bin"))
+
+
+def thdc_command():
+    """The thdc command: the build's, else an installed package's entry point
+    (a package with the compiler installs one); skips the test without."""
+    path = os.path.join(build_bin_dir(), "thdc")
+    if os.path.exists(path):
+        return path
+    installed = shutil.which("thdc")
+    if installed and thdc.has_jit:
+        return installed
+    pytest.skip("no thdc command: neither built nor installed with the package")
 
 
 @pytest.fixture(scope="session")

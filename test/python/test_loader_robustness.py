@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import thdc
-from conftest import build_bin_dir
+from conftest import thdc_command
 
 ALIGN = """func.func @step(%lengths: tensor<4xi32> {{thd.name = "lengths"}}) -> (tensor<4xi32> {{thd.name = "aligned"}}) {{
   %a = thd.align_lengths %lengths cp {cp} tp 1 : tensor<4xi32>
@@ -21,17 +21,10 @@ ALIGN = """func.func @step(%lengths: tensor<4xi32> {{thd.name = "lengths"}}) -> 
 """
 
 
-def thdc_tool():
-    path = os.path.join(build_bin_dir(), "thdc")
-    if not os.path.exists(path):
-        pytest.skip("the thdc tool is not built")
-    return path
-
-
 def write_bundle(tmp_path, cp, folder):
     source = tmp_path / f"align{cp}.mlir"
     source.write_text(ALIGN.format(cp=cp))
-    subprocess.run([thdc_tool(), str(source), "--no-cubin", "-o", str(folder)],
+    subprocess.run([thdc_command(), str(source), "--no-cubin", "-o", str(folder)],
                    check=True)
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import thdc
-from conftest import EXAMPLE, build_bin_dir
+from conftest import EXAMPLE, thdc_command
 from microbatches import INPUTS, mismatches, random_microbatch, reference
 
 SHAPES = [(8, 2, 6), (64, 1, 9), (96, 4, 17), (256, 2, 33)]
@@ -227,9 +227,7 @@ def test_jit_memory_cache(compile_host):
 
 
 def test_load_bundle_written_by_thdc(tmp_path, compile_host):
-    thdc_tool = os.path.join(build_bin_dir(), "thdc")
-    if not os.path.exists(thdc_tool):
-        pytest.skip("the thdc tool is not built")
+    thdc_tool = thdc_command()
     bundle = tmp_path / "step.bundle"
     subprocess.run([thdc_tool, EXAMPLE, "--param", "C=64", "--param", "cp=1",
                     "--param", "N=9", "-o", str(bundle)], check=True)
