@@ -3,7 +3,6 @@ code): golden vectors and random microbatches against the reference
 semantics, every kind of bad call, loading bundles written by `thdc`, and
 the package's megatron_step pipeline with seq_idx."""
 import ctypes
-import os
 import subprocess
 import sys
 
