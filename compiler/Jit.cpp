@@ -237,16 +237,13 @@ std::string thdc::jitCacheKey(
     const std::map<std::string, int64_t> &params) {
   // How the cubin is made changes what an entry holds: nvJitLink's cubin,
   // or the PTX alone for the driver; and at which optimisation level.
-  std::string identity = "format " + std::to_string(kJitCacheFormat) +
-                         "\nthdc " + buildId + "\nllvm " + LLVM_VERSION_STRING +
-                         "\nptx-compiler " +
-                         (ptxCompilerChoice() == PtxCompilerChoice::Driver
-                              ? "driver"
-                              : "auto") +
-                         " O" + std::to_string(ptxOptLevel()) +
-                         "\ntarget " + target + "\nchip " + options.chip +
-                         "\nblock " + std::to_string(options.blockSize) +
-                         "\nsms " + std::to_string(options.smCount) + "\n";
+  std::string identity =
+      "format " + std::to_string(kJitCacheFormat) + "\nthdc " + buildId +
+      "\nllvm " + LLVM_VERSION_STRING + "\nptx-compiler " +
+      (ptxCompilerChoice() == PtxCompilerChoice::Driver ? "driver" : "auto") +
+      " O" + std::to_string(ptxOptLevel()) + "\ntarget " + target + "\nchip " +
+      options.chip + "\nblock " + std::to_string(options.blockSize) + "\nsms " +
+      std::to_string(options.smCount) + "\n";
   for (const auto &[name, value] : params)
     identity += "param " + name + "=" + std::to_string(value) + "\n";
   return runtime::cacheKey(identity + "\n" + pipelineText);

@@ -77,8 +77,7 @@ TEST(Jit, DiskHitDoesNotWaitForTheKeysLock) {
     ASSERT_TRUE(jit.compile(text, params, &cold));
     key = cold.key;
   }
-  Result<FileLock> held =
-      FileLock::acquire(cache + "/jit-" + key + ".lock", 0);
+  Result<FileLock> held = FileLock::acquire(cache + "/jit-" + key + ".lock", 0);
   ASSERT_TRUE(held) << held.status().message();
   setenv("THDC_LOCK_TIMEOUT", "0", 1);
   Jit again(hostOptions(cache));
