@@ -2,6 +2,7 @@
 
 #include "compiler/Bundle.h"
 #include "runtime/Cache.h"
+#include "runtime/PtxCompiler.h"
 #include "runtime/Sha256.h"
 
 #include "llvm/Support/FileSystem.h"
@@ -48,7 +49,16 @@ mlir::LogicalResult thdc::writeBundle(mlir::ModuleOp module,
   contents.ptxFile = contents.entry + runtime::kPtxFileSuffix;
   if (Status status = writeHashed(contents.ptxFile, *ptx); !status)
     return fail(status);
-  if (gpu.assembleCubin)
+  if (gpu.cubinInProcess) {
+    // Best effort: without nvJitLink, or where it fails (PTX newer than it
+    // knows), the driver compiles the PTX when the bundle is loaded.
+    if (runtime::Result<std::string> cubin =
+            runtime::compilePtxInProcess(*ptx, gpu.chip, gpu.ptxOptLevel)) {
+      contents.cubinFile = contents.entry + runtime::kCubinFileSuffix;
+      if (Status status = writeHashed(contents.cubinFile, *cubin); !status)
+        return fail(status);
+    }
+  } else if (gpu.assembleCubin)
     if (std::optional<std::string> ptxas = findPtxas()) {
       mlir::FailureOr<std::string> cubin =
           assembleCubin(module, *ptxas, *ptx, gpu.chip);

@@ -7,6 +7,7 @@
 #include "compiler/FatalErrorGuard.h"
 #include "runtime/Cache.h"
 #include "runtime/CudaDriver.h"
+#include "runtime/PtxCompiler.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
@@ -36,6 +37,10 @@ using namespace thdc;
 using namespace thdc::runtime;
 
 namespace {
+/// The version of what a JIT cache entry holds; part of every key, so that
+/// a change of the entries' contents never meets an older entry.
+constexpr int kJitCacheFormat = 2;
+
 /// The JIT's environment switches (see Jit in Jit.h).
 struct Switches {
   bool log = false;
@@ -213,7 +218,6 @@ Jit::Jit(JitOptions opts) : options(std::move(opts)) {
     targetName = "host-" + llvm::sys::getDefaultTargetTriple();
   }
   options.cacheDir = cacheDirectory(options.cacheDir);
-  removeDeadProcessesStaging();
   if (options.cacheDir != "-") {
     // Absolute, so that staging folders are made beside the entries (and
     // renamed within one file system).
@@ -231,10 +235,15 @@ std::string thdc::jitCacheKey(
     const std::string &buildId, const std::string &target,
     const JitOptions &options, const std::string &pipelineText,
     const std::map<std::string, int64_t> &params) {
-  std::string identity = "thdc " + buildId + "\nllvm " + LLVM_VERSION_STRING +
-                         "\ntarget " + target + "\nchip " + options.chip +
-                         "\nblock " + std::to_string(options.blockSize) +
-                         "\nsms " + std::to_string(options.smCount) + "\n";
+  // How the cubin is made changes what an entry holds: nvJitLink's cubin,
+  // or the PTX alone for the driver; and at which optimisation level.
+  std::string identity =
+      "format " + std::to_string(kJitCacheFormat) + "\nthdc " + buildId +
+      "\nllvm " + LLVM_VERSION_STRING + "\nptx-compiler " +
+      (ptxCompilerChoice() == PtxCompilerChoice::Driver ? "driver" : "auto") +
+      " O" + std::to_string(ptxOptLevel()) + "\ntarget " + target + "\nchip " +
+      options.chip + "\nblock " + std::to_string(options.blockSize) + "\nsms " +
+      std::to_string(options.smCount) + "\n";
   for (const auto &[name, value] : params)
     identity += "param " + name + "=" + std::to_string(value) + "\n";
   return runtime::cacheKey(identity + "\n" + pipelineText);
@@ -325,6 +334,44 @@ Jit::compileLocked(const std::string &pipelineText,
       useDisk = false;
       out.cacheNote = prepared.message();
     }
+  // A hit takes no lock: entries are published whole (a staging folder
+  // renamed into place), so a reader sees a whole entry or none. A damaged
+  // or foreign entry is dealt with under the key's lock below.
+  std::string unusable;
+  bool foreign = false;
+  auto loadEntry = [&]() -> std::shared_ptr<Executable> {
+    unusable.clear();
+    foreign = false;
+    if (!useDisk || switches.alwaysCompile ||
+        !llvm::sys::fs::exists(joinPath(entry, kManifestFile)))
+      return nullptr;
+    Status owned = checkPrivate(entry);
+    Result<std::unique_ptr<Executable>> cached =
+        owned ? Executable::load(entry, load)
+              : Result<std::unique_ptr<Executable>>(owned);
+    if (!cached) {
+      unusable = "compiled again: " + cached.status().message();
+      foreign = !owned;
+      return nullptr;
+    }
+    std::shared_ptr<Executable> executable(std::move(*cached));
+    memory[out.key] = executable;
+    out.source = CompileInfo::Source::DiskCache;
+    out.bundleDir = entry;
+    out.loadMicros = executable->loadInfo().loadMicros;
+    out.micros = microsSince(start);
+    return executable;
+  };
+  if (std::shared_ptr<Executable> hit = loadEntry())
+    return hit;
+
+  // A miss: the PTX compiler loads while the compiler runs.
+  if (target == Backend::Cuda)
+    warmUpPtxCompiler(!options.chip.empty() ? options.chip : targetName);
+  if (!temporarySwept) {
+    removeDeadProcessesStaging();
+    temporarySwept = true;
+  }
   // One compile per key across processes: the others wait here, then load
   // what it published.
   std::optional<FileLock> keyLock;
@@ -336,6 +383,9 @@ Jit::compileLocked(const std::string &pipelineText,
     if (acquired) {
       keyLock.emplace(std::move(*acquired));
       removeLeftovers(dir, out.key);
+      // Another process may have published the entry while we waited.
+      if (std::shared_ptr<Executable> hit = loadEntry())
+        return hit;
     } else if (timedOut) {
       // Another process holds the key past the bound: compiling beside it
       // would wait on whatever holds it up, so say so instead.
@@ -345,26 +395,12 @@ Jit::compileLocked(const std::string &pipelineText,
       out.cacheNote = acquired.status().message();
     }
   }
-  if (useDisk && !switches.alwaysCompile &&
-      llvm::sys::fs::exists(joinPath(entry, kManifestFile))) {
-    Status owned = checkPrivate(entry);
-    Result<std::unique_ptr<Executable>> cached =
-        owned ? Executable::load(entry, load)
-              : Result<std::unique_ptr<Executable>>(owned);
-    if (cached) {
-      std::shared_ptr<Executable> executable(std::move(*cached));
-      memory[out.key] = executable;
-      out.source = CompileInfo::Source::DiskCache;
-      out.bundleDir = entry;
-      out.loadMicros = executable->loadInfo().loadMicros;
-      out.micros = microsSince(start);
-      return executable;
-    }
-    out.cacheNote = "compiled again: " + cached.status().message();
-    if (owned)
-      discardEntry(entry);
-    else
+  if (!unusable.empty()) {
+    out.cacheNote = unusable;
+    if (foreign)
       useDisk = false; // not ours to delete
+    else
+      discardEntry(entry);
   }
 
   // Compile into a staging folder: beside the entry when caching, so that
@@ -405,6 +441,11 @@ Jit::compileLocked(const std::string &pipelineText,
                                                : "sm_90";
           gpu.blockSize = options.blockSize;
           gpu.smCount = options.smCount;
+          // The GPU target's bundle carries its cubin, made in-process: a
+          // load then compiles nothing.
+          gpu.cubinInProcess = target == Backend::Cuda &&
+                               ptxCompilerChoice() == PtxCompilerChoice::Auto;
+          gpu.ptxOptLevel = ptxOptLevel();
           runtime::Manifest written;
           bool withHost = target == Backend::Host;
           if (mlir::failed(

@@ -129,6 +129,7 @@ private:
   runtime::Backend target = runtime::Backend::Host;
   std::string targetName; ///< "sm_90", or "host-x86_64"
   std::mutex mutex;
+  bool temporarySwept = false; ///< dead processes' staging folders removed
   std::map<std::string, std::shared_ptr<runtime::Executable>> memory;
 };
 

@@ -71,7 +71,7 @@ void thdc::buildPtxPipeline(OpPassManager &pm, const GpuOptions &options) {
   // An unknown chip is reported by checkGpuChip before this pipeline runs.
   target.features =
       "+ptx" + std::to_string(ptxVersionFor(options.chip).value_or(80));
-  target.optLevel = 3;
+  target.optLevel = options.llvmOptLevel;
   pm.addPass(createGpuNVVMAttachTarget(target));
   OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
   kernels.addPass(createSCFToControlFlowPass());

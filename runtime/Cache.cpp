@@ -72,6 +72,10 @@ Status thdc::runtime::checkPrivate(const std::string &path) {
 Status thdc::runtime::prepareCacheDirectory(const std::string &dir) {
   if (dir.empty() || dir == "-")
     return Status::error("no cache folder");
+  // The usual case, an existing folder, in one system call.
+  struct stat existing;
+  if (lstat(dir.c_str(), &existing) == 0 && S_ISDIR(existing.st_mode))
+    return privacy(dir, existing);
   for (size_t i = 1; i <= dir.size(); ++i)
     if (i == dir.size() || dir[i] == '/') {
       std::string prefix = dir.substr(0, i);

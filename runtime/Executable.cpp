@@ -3,6 +3,7 @@
 #include "runtime/Executable.h"
 #include "runtime/Cache.h"
 #include "runtime/CudaDriver.h"
+#include "runtime/PtxCompiler.h"
 #include "runtime/Sha256.h"
 
 #include <fmt/format.h>
@@ -160,9 +161,12 @@ Status loadPtx(const CudaDriver &cu, const std::string &ptx,
                const std::string &kernelName, const std::string &arch,
                const std::string &cacheDir, CUmodule *module,
                bool *fromCache) {
-  // The cache key covers the PTX, the GPU and the driver that compiles it.
+  // The cache key covers the PTX, the GPU, the driver that compiles it and
+  // the optimisation level.
+  int level = ptxOptLevel();
   std::string key =
-      cacheKey(ptx + "\n" + arch + "\n" + std::to_string(cu.driverVersion));
+      cacheKey(ptx + "\n" + arch + "\n" + std::to_string(cu.driverVersion) +
+               "\nO" + std::to_string(level));
   // A cache folder that another user could write to is not read.
   std::string cubinPath = cacheDir == "-" || !prepareCacheDirectory(cacheDir)
                               ? std::string()
@@ -178,7 +182,10 @@ Status loadPtx(const CudaDriver &cu, const std::string &ptx,
   CUlinkState link = nullptr;
   void *cubin = nullptr;
   size_t cubinSize = 0;
-  CUresult r = cu.cuLinkCreate(0, nullptr, nullptr, &link);
+  // The driver's levels are 0 to 4 (4, the default, is ptxas -O3).
+  CUjit_option option = CU_JIT_OPTIMIZATION_LEVEL;
+  void *value = reinterpret_cast<void *>(uintptr_t(level == 3 ? 4 : level));
+  CUresult r = cu.cuLinkCreate(1, &option, &value, &link);
   if (r == CUDA_SUCCESS)
     r = cu.cuLinkAddData(link, CU_JIT_INPUT_PTX, const_cast<char *>(ptx.c_str()),
                          ptx.size() + 1, kernelName.c_str(), 0, nullptr,
@@ -218,6 +225,15 @@ Status Executable::loadModule(int device) const {
   bool fromBundle = !cubin_.empty() && arch == manifest_.chip &&
                     cu.cuModuleLoadData(&module, cubin_.data()) == CUDA_SUCCESS;
   bool fromCache = false;
+  // The PTX is read when it is first needed: a bundle whose cubin loads
+  // never reads it.
+  if (!fromBundle && ptx_.empty()) {
+    Result<std::string> ptx =
+        readBundleFile(bundleDir_, manifest_, manifest_.ptxFile, loadOptions_);
+    if (!ptx)
+      return ptx.status();
+    ptx_ = std::move(*ptx);
+  }
   if (!fromBundle)
     if (Status loaded = loadPtx(cu, ptx_, manifest_.kernelName, arch,
                                 cubinCacheDir_, &module, &fromCache);
@@ -319,11 +335,12 @@ Executable::load(const std::string &bundleDir, const LoadOptions &options) {
     Result<int> device = cu.resolveDevice(options.device);
     if (!device)
       return device.status();
-    Result<std::string> ptx =
-        readBundleFile(bundleDir, m, m.ptxFile, options);
-    if (!ptx)
-      return ptx.status();
-    executable->ptx_ = std::move(*ptx);
+    if (options.requireHashes && !m.fileHashes.count(m.ptxFile))
+      return Status::error(
+          fmt::format("{}: the manifest records no hash for it",
+                      joinPath(bundleDir, m.ptxFile)));
+    executable->bundleDir_ = bundleDir;
+    executable->loadOptions_ = options;
     if (!m.cubinFile.empty()) {
       Result<std::string> cubin =
           readBundleFile(bundleDir, m, m.cubinFile, options);

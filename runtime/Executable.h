@@ -110,7 +110,11 @@ private:
   static_assert(kMaxBuffers <= 64, "outputMask_ has a bit per buffer");
   Manifest manifest_;
   LoadInfo info_;
-  std::string ptx_, cubin_, cubinCacheDir_;
+  std::string cubin_, cubinCacheDir_;
+  /// Read by the first module load that needs it (under the modules' lock).
+  mutable std::string ptx_;
+  std::string bundleDir_;
+  LoadOptions loadOptions_;
   std::unique_ptr<DeviceModules> modules_; // per device, GPU only
   void *library_ = nullptr;                // dlopen handle of the host code
   void (*hostEntry_)(void **) = nullptr;

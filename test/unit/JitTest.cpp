@@ -2,6 +2,7 @@
 
 #include "compiler/Jit.h"
 #include "compiler/FatalErrorGuard.h"
+#include "runtime/Cache.h"
 #include "test/unit/JitTestSupport.h"
 
 #include "llvm/Support/ErrorHandling.h"
@@ -59,6 +60,32 @@ TEST(Jit, ColdThenMemoryThenDiskCache) {
   EXPECT_EQ(disk.key, cold.key);
   std::printf("[jit] cold %.1f ms, memory hit %.3f ms, disk hit %.3f ms\n",
               cold.micros / 1000, warm.micros / 1000, disk.micros / 1000);
+  std::system(("rm -rf " + cache).c_str());
+}
+
+TEST(Jit, DiskHitDoesNotWaitForTheKeysLock) {
+  // A published entry is whole: loading it needs no lock, so a process
+  // compiling the same key elsewhere (holding the lock) delays no hit.
+  std::string cache = freshCacheDir();
+  ASSERT_FALSE(cache.empty());
+  std::string text = exampleText();
+  std::map<std::string, int64_t> params{{"C", 64}, {"N", 8}};
+  std::string key;
+  {
+    Jit jit(hostOptions(cache));
+    CompileInfo cold;
+    ASSERT_TRUE(jit.compile(text, params, &cold));
+    key = cold.key;
+  }
+  Result<FileLock> held = FileLock::acquire(cache + "/jit-" + key + ".lock", 0);
+  ASSERT_TRUE(held) << held.status().message();
+  setenv("THDC_LOCK_TIMEOUT", "0", 1);
+  Jit again(hostOptions(cache));
+  CompileInfo disk;
+  auto hit = again.compile(text, params, &disk);
+  unsetenv("THDC_LOCK_TIMEOUT");
+  ASSERT_TRUE(hit) << hit.status().message();
+  EXPECT_EQ(disk.source, CompileInfo::Source::DiskCache);
   std::system(("rm -rf " + cache).c_str());
 }
 

@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""How long thdc.compile takes: cold, disk-cache hit, memory-cache hit.
+
+Each cold compile and each disk-cache hit runs in a new Python process (the
+JIT's one-time costs, such as touching the compiler's code, are part of a
+cold compile in a training job too); the time is the JIT's own
+(`compile_info["micros"]`: from the call to a loaded module), plus the wall
+time of the whole call. Cold compiles use an empty cache folder each and
+CUDA_CACHE_DISABLE=1, so that neither thdc nor the driver has the kernel.
+
+    PYTHONPATH=build/python python3 bench/jit_times.py --json out.json
+    python3 bench/jit_times.py --backend host        # without a GPU
+
+Environment switches of the JIT (THDC_PTX_COMPILER, THDC_PTX_OPT_LEVEL, see
+README "JIT environment variables") pass through to the child processes, so
+`THDC_PTX_COMPILER=driver python3 bench/jit_times.py` times the driver's
+PTX compile against the default.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+CHILD = r"""
+import json, sys, time
+import thdc
+args = json.loads(sys.argv[1])
+text = open(args["pipeline"]).read()
+start = time.perf_counter()
+kernel = thdc.compile(text, args["params"], backend=args["backend"],
+                      cache_dir=args["cache_dir"], chip=args["chip"])
+first = (time.perf_counter() - start) * 1e6
+info = dict(kernel.compile_info)
+start = time.perf_counter()
+again = thdc.compile(text, args["params"], backend=args["backend"],
+                     cache_dir=args["cache_dir"], chip=args["chip"])
+memory = (time.perf_counter() - start) * 1e6
+print(json.dumps({"info": info, "call_micros": first,
+                  "memory": dict(again.compile_info),
+                  "memory_call_micros": memory}))
+"""
+
+
+def run_child(args, cache_dir, extra_env):
+    env = dict(os.environ)
+    env.update(extra_env)
+    payload = json.dumps({
+        "pipeline": args.pipeline,
+        "params": args.params,
+        "backend": args.backend,
+        "cache_dir": cache_dir,
+        "chip": args.chip,
+    })
+    out = subprocess.run([sys.executable, "-c", CHILD, payload], env=env,
+                         check=True, capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def summary(values):
+    return {
+        "median": statistics.median(values),
+        "min": min(values),
+        "max": max(values),
+        "runs": len(values),
+    }
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pipeline",
+                        default=os.path.join(ROOT, "examples",
+                                             "megatron_graph_step.mlir"))
+    parser.add_argument("--param", action="append", default=[],
+                        help="NAME=VALUE (default C=32768 cp=2 N=64)")
+    parser.add_argument("--backend", default="cuda")
+    parser.add_argument("--chip", default="")
+    parser.add_argument("--cold-runs", type=int, default=5)
+    parser.add_argument("--hit-runs", type=int, default=9)
+    parser.add_argument("--json", help="also write the results here")
+    args = parser.parse_args()
+    args.params = {"C": 32768, "cp": 2, "N": 64}
+    for item in args.param:
+        name, _, value = item.partition("=")
+        args.params[name] = int(value)
+
+    rows = {}
+    cold_env = {"CUDA_CACHE_DISABLE": "1"}
+    cold, cold_calls, compile_part, load_part = [], [], [], []
+    keep = tempfile.mkdtemp(prefix="thdc-jit-times-")
+    os.chmod(keep, 0o700)
+    try:
+        for i in range(args.cold_runs):
+            folder = os.path.join(keep, f"cold-{i}")
+            result = run_child(args, folder, cold_env)
+            info = result["info"]
+            if info["source"] != "compiled":
+                sys.exit(f"expected a compile, got {info['source']}")
+            cold.append(info["micros"])
+            cold_calls.append(result["call_micros"])
+            compile_part.append(info["compile_micros"])
+            load_part.append(info["load_micros"])
+        warm_folder = os.path.join(keep, "cold-0")
+        hits, hit_calls, memory = [], [], []
+        for _ in range(args.hit_runs):
+            result = run_child(args, warm_folder, {})
+            info = result["info"]
+            if info["source"] != "disk-cache":
+                sys.exit(f"expected a disk-cache hit, got {info['source']} "
+                         f"({info.get('cache_note', '')})")
+            hits.append(info["micros"])
+            hit_calls.append(result["call_micros"])
+            memory.append(result["memory"]["micros"])
+    finally:
+        shutil.rmtree(keep, ignore_errors=True)
+
+    rows["cold compile (JIT)"] = summary(cold)
+    rows["  of which compiler"] = summary(compile_part)
+    rows["  of which module load"] = summary(load_part)
+    rows["cold compile (Python call)"] = summary(cold_calls)
+    rows["disk-cache hit (JIT)"] = summary(hits)
+    rows["disk-cache hit (Python call)"] = summary(hit_calls)
+    rows["memory-cache hit (JIT)"] = summary(memory)
+
+    print(f"{args.pipeline} {args.params} backend={args.backend}")
+    print(f"{'':32} {'median ms':>10} {'min ms':>9} {'max ms':>9} {'runs':>5}")
+    for name, row in rows.items():
+        print(f"{name:32} {row['median'] / 1e3:10.3f} {row['min'] / 1e3:9.3f} "
+              f"{row['max'] / 1e3:9.3f} {row['runs']:5d}")
+    if args.json:
+        report = {
+            "pipeline": args.pipeline,
+            "params": args.params,
+            "backend": args.backend,
+            "environment": {k: v for k, v in os.environ.items()
+                            if k.startswith("THDC_") or k.startswith("CUDA_")},
+            "micros": rows,
+        }
+        with open(args.json, "w") as out:
+            json.dump(report, out, indent=2)
+
+
+if __name__ == "__main__":
+    main()
