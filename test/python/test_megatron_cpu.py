@@ -19,7 +19,7 @@ torch = pytest.importorskip("torch")
 
 import thdc  # noqa: E402
 import thdc.stages  # noqa: E402
-from conftest import build_bin_dir  # noqa: E402
+from conftest import SOURCE_DIR, build_bin_dir  # noqa: E402
 from microbatches import (dropped, invalidate, random_microbatch, reference,  # noqa: E402
                           rope_rows, stage_mismatches, step_inputs)
 
@@ -370,3 +370,15 @@ def test_two_tp_ranks_broadcast_over_gloo(tmp_path):
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     assert "tp ranks agree" in result.stdout
 
+
+def test_quickstart_runs_the_step_on_the_cpu():
+    """examples/python/quickstart.py with PyTorch and no GPU: GraphStep on
+    the CPU, every microbatch checked against the reference."""
+    if torch.cuda.is_available():
+        pytest.skip("with a GPU the quickstart takes its CUDA-graph path")
+    quickstart = os.path.join(SOURCE_DIR, "examples", "python", "quickstart.py")
+    result = subprocess.run([sys.executable, quickstart], capture_output=True, text=True,
+                            env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
+                            timeout=300)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    assert "GraphStep(device='cpu'), all equal to the reference" in result.stdout
