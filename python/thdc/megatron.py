@@ -67,6 +67,13 @@ them into device counters with `step.accumulate_status(flag)` and
 synchronises anyway (e.g. with the loss, at the end of the step), skipping
 or logging the batch there. `step.check_async()` is the strict alternative:
 a device-side assert, which ends the process on a bad microbatch.
+
+On the CPU. `GraphStep(..., device="cpu")` runs the same pipeline's host
+code (compiled by the JIT for the host, or a bundle's host code) on CPU
+tensors, with the same outputs: for trying the step out and for tests on a
+machine without a GPU. Every call is done when it returns; there are no
+streams (run(stream=...) is refused) and no graphs, and check_async raises
+RuntimeError at once.
 """
 from __future__ import annotations
 
@@ -177,7 +184,10 @@ class GraphStep:
     bundle: a bundle of the pipeline `thdc.stages.pipeline(...)` writes for
     these options, compiled for these parameters (needed where thdc has no
     JIT); else the pipeline is compiled through the JIT. device: the CUDA
-    device (default: the current one). convention: "graph" or "compact".
+    device (default: the current one), or "cpu" for the pipeline's host code
+    on CPU tensors (the bundle's, or the JIT's for the host), which gives the
+    same outputs but has no streams or graphs. convention: "graph" or
+    "compact".
 
     The step's own inputs, outputs, batch, packed_seq_params, run(),
     load_inputs(), ... are those of its first slot (StepSlot documents them).
@@ -243,10 +253,23 @@ class GraphStep:
                 raise TypeError("device must be a torch.device, a str such as 'cuda:0' or "
                                 f"an int ordinal; got {type(device).__name__}") from None
         if device is None:
+            if not torch.cuda.is_available():
+                raise RuntimeError("GraphStep runs on the current CUDA device by default, and "
+                                   "PyTorch sees none; pass device='cpu' for the host code")
             device = torch.device("cuda", torch.cuda.current_device())
-        self.device = torch.device(device)
-        if self.device.type != "cuda" or self.device.index is None:
-            raise ValueError(f"device must be a CUDA device with an index; got {device}")
+        try:
+            self.device = torch.device(device)
+        except RuntimeError as error:  # torch's own word on a malformed string
+            raise ValueError(f"device must be 'cpu' or a CUDA device; got {device!r}: "
+                             f"{error}") from None
+        # On the CPU the step is the pipeline's host code on CPU tensors:
+        # no streams, no graphs, and no call into torch.cuda.
+        self.on_host = self.device.type == "cpu"
+        if self.on_host:
+            self.device = torch.device("cpu")
+        elif self.device.type != "cuda" or self.device.index is None:
+            raise ValueError(f"device must be 'cpu' or a CUDA device with an index; "
+                             f"got {device}")
         self.C, self.N, self.cp, self.cp_rank = C, N, cp, cp_rank
         self.tp, self.tp_rank, self.sequence_parallel = tp, tp_rank, sequence_parallel
         self.stage, self.cp_mode, self.convention = stage, cp_mode, convention
@@ -258,9 +281,14 @@ class GraphStep:
         params = {"C": self.C, "cp": self.cp, "N": self.N}
         if rope_table_rows is not None:
             params["R"] = rope_table_rows
-        if bundle is not None:
+        if bundle is not None and self.on_host:
+            self.kernel = thdc.load(bundle, backend="host", cache_dir=cache_dir)
+        elif bundle is not None:
             self.kernel = thdc.load(bundle, backend="cuda", cache_dir=cache_dir,
                                     device=self.device.index)
+        elif self.on_host:
+            self.kernel = thdc.compile(stages.pipeline(stage, **self.options), params,
+                                       backend="host", cache_dir=cache_dir)
         else:
             with torch.cuda.device(self.device):
                 self.kernel = thdc.compile(stages.pipeline(stage, **self.options), params,
@@ -281,7 +309,8 @@ class GraphStep:
                 f"the kernel is not the step for stage={stage!r} and options {self.options}: it "
                 f"takes {got_inputs} and computes {got_outputs}; the step needs {expected_inputs} "
                 f"-> {expected_outputs} (compile thdc.stages.pipeline() for these options)")
-        self.kernel.prepare(self.device.index)
+        if not self.on_host:
+            self.kernel.prepare(self.device.index)
         self._spec = spec
         self.slots = [StepSlot(self, i) for i in range(slots)]
         # The step itself is its first slot: with one slot GraphStep is the
@@ -289,7 +318,8 @@ class GraphStep:
         self._first = self.slots[0]
         for name in _SLOT_API:
             setattr(self, name, getattr(self._first, name))
-        torch.cuda.synchronize(self.device)
+        if not self.on_host:
+            torch.cuda.synchronize(self.device)
 
     def slot(self, microbatch: int) -> "StepSlot":
         """The buffer set of microbatch `microbatch` (slot microbatch mod K)."""
@@ -452,7 +482,8 @@ class StepSlot:
         if hasattr(self.inputs, "rows"):  # the row numbers thd.cp_unslice permutes
             self.inputs.rows.copy_(torch.arange(self.inputs.rows.numel(), dtype=torch.int32))
         self._input_list = [getattr(self.inputs, a.name) for a in spec if a.direction == "input"]
-        gather = thdc._thdc.Gather(device.index, like=self.inputs.cp_rank)
+        gather = thdc._thdc.Gather(None if step.on_host else device.index,
+                                   like=self.inputs.cp_rank)
         self._loader = InputLoader(self.inputs, step.data_keys, step.stage, step.C, step.cp,
                                    step.N, gather)
         # The per-tensor path alone (every input by its own Tensor.copy_): the
@@ -477,6 +508,9 @@ class StepSlot:
         # outputs and leaves them in a valid state.
         self.outputs = step.kernel(*self._input_list, out=self._output_list,
                                    device=device.index)
+        if step.on_host:
+            self.run = self._run_on_host
+            self.check_async = self._check_on_host
 
         out, C, cp = self.outputs, step.C, step.cp
         self.batch = {k: getattr(out, k).view(1, C) for k in step.data_keys}
@@ -506,9 +540,20 @@ class StepSlot:
 
     def run(self, stream=None) -> Tuple[dict, "PackedSeqParams"]:
         """Launches the step on the static inputs (capturable: no allocation,
-        no synchronisation) and returns the static batch and parameters."""
+        no synchronisation) and returns the static batch and parameters. On
+        the CPU it runs the host code and returns when done; a stream there
+        raises ValueError."""
         self.step.kernel(*self._input_list, out=self._output_list, stream=stream,
                          device=self.step.device.index)
+        return self.batch, self.packed_seq_params
+
+    def _run_on_host(self, stream=None) -> Tuple[dict, "PackedSeqParams"]:
+        """run for a step on the CPU: the host code, done when it returns."""
+        if stream is not None:
+            raise ValueError(
+                f"run(stream=...): the step runs on the CPU, which has no streams; got "
+                f"stream={stream!r} (a stream needs GraphStep(..., device='cuda:N'))")
+        self.step.kernel(*self._input_list, out=self._output_list)
         return self.batch, self.packed_seq_params
 
     def load_inputs(self, tokens=None, labels=None, loss_mask=None, position_ids=None,
@@ -526,7 +571,8 @@ class StepSlot:
         gather kernel; any other is converted by its own Tensor.copy_. Nothing
         waits: the copies are queued on the current stream, which keeps the
         given tensors' memory from reuse until they have run (PyTorch's
-        caching allocator reuses freed blocks in stream order)."""
+        caching allocator reuses freed blocks in stream order). On the CPU
+        the same copies (the gather's host form) are done when it returns."""
         self._loader.load(tokens, labels, loss_mask, position_ids, cu_seqlens,
                           cu_seqlens_padded, num_seqs)
 
@@ -566,9 +612,18 @@ class StepSlot:
 
     def check_async(self) -> None:
         """A device-side assert that the last microbatch was valid; it does not
-        synchronise, but a failure ends the process's CUDA context."""
+        synchronise, but a failure ends the process's CUDA context. On the
+        CPU a failure raises RuntimeError naming the status bits."""
         torch._assert_async(self.outputs.status[0] == 0,
                             "thdc: invalid THD microbatch metadata (see status bits)")
+
+    def _check_on_host(self) -> None:
+        """check_async for a step on the CPU: RuntimeError at once."""
+        status = int(self.outputs.status[0])
+        if status:
+            from . import describe_status
+            raise RuntimeError(f"thdc: invalid THD microbatch metadata: status {status} "
+                               f"({describe_status(status)})")
 
     def restore_cp_order(self, gathered: torch.Tensor) -> torch.Tensor:
         """Rows of every CP rank, gathered rank-major ([cp*C, ...]: rank r's C
@@ -589,7 +644,8 @@ class StepSlot:
         """Sends the outputs of `src` (a global rank, which ran the step) to
         every rank of `group`, one collective over the slot's one output
         buffer: the tensor-parallel recipe where one rank prepares the
-        microbatch. With NCCL it can be captured in the same graph."""
+        microbatch. With NCCL it can be captured in the same graph; a step
+        on the CPU needs a group of a CPU backend (gloo)."""
         import torch.distributed as dist
 
         dist.broadcast(self.buffer, src=thdc._check_int(src, "src"), group=group)

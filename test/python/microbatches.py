@@ -44,6 +44,22 @@ def random_microbatch(rng, C, cp, N, rank=None):
     }
 
 
+def invalidate(rng, mb, N):
+    """Breaks a microbatch one of several ways (or not): too many sequences,
+    an offset not divisible by 2*cp, valid longer than padded, a negative
+    count."""
+    kind = int(rng.integers(0, 5))
+    if kind == 1:
+        mb["num_seqs"][0] = N + int(rng.integers(0, 3))
+    elif kind == 2 and mb["num_seqs"][0] > 0:
+        mb["cu_seqlens_padded"][1] += 1
+    elif kind == 3 and mb["num_seqs"][0] > 0:
+        mb["cu_seqlens"][1] = mb["cu_seqlens_padded"][1] + 3
+    elif kind == 4:
+        mb["num_seqs"][0] = -int(rng.integers(1, 4))
+    return mb
+
+
 def reference(mb, C, cp, N):
     """The reference outputs of one microbatch, as NumPy arrays."""
     return thdc.reference.graph_step(
@@ -123,9 +139,10 @@ def reference_pack(pool, sample_ids, num_seqs, cp_rank, C, cp, N):
                                           cp_rank, C, cp, N)
 
 
-def step_inputs(mb, C, cp, keys=("tokens", "labels", "loss_mask", "position_ids")):
+def step_inputs(mb, C, cp, keys=("tokens", "labels", "loss_mask", "position_ids"),
+                device="cuda"):
     """A microbatch as the reference framework hands it over, as torch
-    tensors on the GPU: data [1, T] with T the packed rows (the given keys),
+    tensors on `device`: data [1, T] with T the packed rows (the given keys),
     cu arrays of num_seqs+1 entries (at most all of them; num_seqs given
     explicitly when the arrays have every entry, as the step requires, or
     when the count is more than they hold or negative)."""
@@ -134,7 +151,7 @@ def step_inputs(mb, C, cp, keys=("tokens", "labels", "loss_mask", "position_ids"
     n = int(mb["num_seqs"][0])
     entries = min(max(n + 1, 1), len(mb["cu_seqlens"]))
     rows = max(0, min(int(mb["cu_seqlens_padded"][entries - 1]), C * cp))
-    take = lambda name, count: torch.from_numpy(mb[name][:count].copy()).cuda()
+    take = lambda name, count: torch.from_numpy(mb[name][:count].copy()).to(device)
     inputs = {k: take(k, rows).view(1, -1) for k in keys}
     inputs.update(cu_seqlens=take("cu_seqlens", entries),
                   cu_seqlens_padded=take("cu_seqlens_padded", entries))

@@ -14,7 +14,8 @@ import pytest
 
 import thdc
 import thdc.stages as stages
-from microbatches import dropped, random_microbatch, reference, rope_rows, stage_mismatches
+from microbatches import (dropped, invalidate, random_microbatch, reference, rope_rows,
+                          stage_mismatches)
 
 DATA = ("tokens", "labels", "position_ids", "loss_mask")
 
@@ -39,20 +40,6 @@ def run(kernel, mb, cp_order_index=False):
     if cp_order_index:
         values["rows"] = np.arange(len(mb["tokens"]), dtype=np.int32)
     return kernel(**{n: values[n] for n in names})._asdict()
-
-
-def invalidate(rng, mb, N):
-    """Breaks a microbatch one of several ways (or not)."""
-    kind = int(rng.integers(0, 5))
-    if kind == 1:
-        mb["num_seqs"][0] = N + int(rng.integers(0, 3))
-    elif kind == 2 and mb["num_seqs"][0] > 0:
-        mb["cu_seqlens_padded"][1] += 1
-    elif kind == 3 and mb["num_seqs"][0] > 0:
-        mb["cu_seqlens"][1] = mb["cu_seqlens_padded"][1] + 3
-    elif kind == 4:
-        mb["num_seqs"][0] = -int(rng.integers(1, 4))
-    return mb
 
 
 @pytest.mark.parametrize("stage", list(stages.STAGES))

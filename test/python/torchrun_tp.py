@@ -1,8 +1,10 @@
 """Tensor parallelism across processes: run with
     torchrun --standalone --nproc-per-node 2 test/python/torchrun_tp.py [--bundle DIR]
+        [--device cpu]
 Two TP ranks of one CP rank (the world is the TP group, gloo, so the ranks
-may share one GPU). Each draws the same random microbatches (a seed
-broadcast from rank 0) and checks both recipes of docs/megatron.md:
+may share one GPU, or run on the CPU with --device cpu). Each draws the
+same random microbatches (a seed broadcast from rank 0) and checks both
+recipes of docs/megatron.md:
 - replicate: every rank runs thdc.megatron.GraphStep on identical inputs;
 - broadcast: rank 0 runs it, `slot.broadcast()` sends its outputs (one
   buffer) and the other rank, which loaded nothing, receives them.
@@ -39,11 +41,15 @@ def main():
     parser.add_argument("--cp", type=int, default=2)
     parser.add_argument("--N", type=int, default=33)
     parser.add_argument("--microbatches", type=int, default=50)
+    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
+                        help="the steps' device (cpu: the host code)")
     args = parser.parse_args()
 
     dist.init_process_group("gloo")
     rank, tp = dist.get_rank(), dist.get_world_size()
-    torch.cuda.set_device(int(os.environ["LOCAL_RANK"]) % torch.cuda.device_count())
+    on_cpu = args.device == "cpu"
+    if not on_cpu:
+        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]) % torch.cuda.device_count())
     seed = torch.tensor([np.random.SeedSequence().entropy % (1 << 62)])
     dist.broadcast(seed, src=0)
     rng = np.random.default_rng(int(seed.item()))
@@ -51,17 +57,19 @@ def main():
     C, cp, N = args.C, args.cp, args.N
     cp_rank = 1 % cp
     make = lambda: thdc.megatron.GraphStep(C, N, cp, cp_rank, tp=tp, tp_rank=rank,
-                                           sequence_parallel=True, bundle=args.bundle)
+                                           sequence_parallel=True, bundle=args.bundle,
+                                           device="cpu" if on_cpu else None)
     replicated, broadcast = make(), make()
     failures = []
     for trial in range(args.microbatches):
         mb = random_microbatch(rng, C, cp, N, rank=cp_rank)
-        inputs = step_inputs(mb, C, cp)
+        inputs = step_inputs(mb, C, cp, device=args.device)
         replicated(**inputs)
         if rank == 0:
             broadcast(**inputs)
         broadcast.broadcast(src=0)
-        torch.cuda.synchronize()
+        if not on_cpu:
+            torch.cuda.synchronize()
         expected = reference(mb, C, cp, N)
         for name, step in (("replicate", replicated), ("broadcast", broadcast)):
             buffers = gathered_outputs(step)

@@ -1,0 +1,384 @@
+"""thdc.megatron.GraphStep on the CPU (device="cpu": the pipeline's host
+code on CPU tensors), as a machine without a GPU runs it: every stage and CP
+layout, with and without seq_idx, RoPE rows and the CP order index, on
+random and invalid microbatches against the reference; several slots alive
+at once; the status and dropped-work counters; the sequence-parallel shard;
+PackedSeqParams; a bundle's host code; every slot method either working or
+refusing what needs CUDA (streams) by name; no call into torch.cuda on the
+whole path; two TP ranks broadcasting over gloo. The GPU twin is
+test_megatron_gpu.py. Skipped without PyTorch >= 2.10."""
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import thdc  # noqa: E402
+import thdc.stages  # noqa: E402
+from conftest import SOURCE_DIR, build_bin_dir  # noqa: E402
+from microbatches import (dropped, invalidate, random_microbatch, reference,  # noqa: E402
+                          rope_rows, stage_mismatches, step_inputs)
+
+try:
+    import thdc.megatron  # noqa: E402
+except ImportError as error:  # a torch older than thdc.TORCH_MIN_VERSION
+    pytest.skip(str(error), allow_module_level=True)
+
+if not thdc.has_jit:
+    pytest.skip("this build of thdc has no JIT", allow_module_level=True)
+
+DATA = ("tokens", "labels", "position_ids", "loss_mask")
+NOT_DIVISIBLE = 4  # the status bit thdc.describe_status names "not_divisible"
+
+
+@pytest.fixture(scope="module")
+def make_step(cache_dir):
+    def make(C, N, cp=1, rank=0, **kwargs):
+        return thdc.megatron.GraphStep(C, N, cp, rank, device="cpu", cache_dir=cache_dir,
+                                       **kwargs)
+
+    return make
+
+
+def inputs(mb, C, cp):
+    return step_inputs(mb, C, cp, device="cpu")
+
+
+def outputs(slot):
+    return {k: v.numpy() for k, v in slot.outputs._asdict().items()}
+
+
+def contiguous_rows(mb, C, cp, N, expected):
+    """The rows of contiguous CP for the rank of `mb`: the buffer is padded
+    to C*cp rows first (the dummy sequence covers the tail), then rank r
+    takes rows [r*C, (r+1)*C) (docs/semantics.md S14): the cp = 1 reference
+    over all C*cp rows, cut. `expected`: the zigzag reference, whose
+    metadata is the same, as are an emptied microbatch's rows."""
+    if expected["status"]:
+        # Contiguous CP needs lengths divisible by cp, not 2*cp: an invalid
+        # microbatch's not_divisible bit can differ (validity cannot, for
+        # these microbatches, whose lengths are multiples of 2*cp or odd).
+        return {"status_mask": ~NOT_DIVISIBLE}
+    whole = reference(dict(mb, cp_rank=np.array([0], np.int32)), C * cp, 1, N)
+    rank = int(mb["cp_rank"][0])
+    return {k: whole[k][rank * C:(rank + 1) * C] for k in DATA + ("padding_mask",)}
+
+
+def expect(mb, C, cp, N, cp_mode="zigzag"):
+    """The reference's outputs, seq_idx over every rank's rows, dropped counts."""
+    expected = reference(mb, C, cp, N)
+    if cp_mode == "contiguous":
+        expected.update(contiguous_rows(mb, C, cp, N, expected))
+    expected["seq_idx"] = thdc.reference.seq_idx(expected["cu_seqlens_padded"], C * cp)
+    expected["dropped"] = dropped(mb, expected["status"])
+    return expected
+
+
+def compare(got, expected):
+    """Names of a stage's outputs that differ from the reference."""
+    if "status_mask" in expected:
+        if got["status"][0] == 0:
+            return ["status"]
+        mask = expected["status_mask"]
+        got = dict(got, status=got["status"] & mask)
+        expected = dict(expected, status=expected["status"] & mask)
+    bad = stage_mismatches(got, expected)
+    if "seq_idx" in got and not np.array_equal(got["seq_idx"], expected["seq_idx"]):
+        bad.append("seq_idx")
+    if (int(got["dropped_seqs"][0]), int(got["dropped_tokens"][0])) != expected["dropped"]:
+        bad.append("dropped")
+    return bad
+
+
+OPTIONS = {
+    "all": dict(seq_idx=True, rope=True, cp_order_index=True),
+    "none": dict(seq_idx=False, rope=False, cp_order_index=False),
+}
+
+
+@pytest.mark.parametrize("options", list(OPTIONS))
+@pytest.mark.parametrize("cp_mode", thdc.stages.CP_MODES)
+@pytest.mark.parametrize("stage", thdc.stages.STAGES)
+def test_stage_against_reference(make_step, stage, cp_mode, options):
+    """Random and invalid microbatches through the step's own load and run
+    (every key given: the stage reads its own), against the reference; the
+    RoPE rows against the S8 rule, the CP order index a permutation."""
+    C, cp, N, R = 48, 2, 9, 160
+    opts = dict(OPTIONS[options])
+    rope = opts.pop("rope") and cp_mode == "zigzag"
+    step = make_step(C, N, cp, 1, stage=stage, cp_mode=cp_mode,
+                     rope_table_rows=R if rope else None, **opts)
+    assert step.kernel.backend == "host" and step.device == torch.device("cpu")
+    keys = thdc.stages.data_keys(stage)
+    assert set(step.batch) == set(keys) | {"padding_mask"}
+    assert list(step.outputs._fields) == thdc.stages.outputs(
+        stage, seq_idx=opts["seq_idx"], rope=rope, cp_order_index=opts["cp_order_index"])
+    for tensor in step.outputs:
+        assert tensor.device.type == "cpu"
+    rng = np.random.default_rng(sum(map(ord, stage + cp_mode + options)))
+    statuses = set()
+    for trial in range(30):
+        mb = random_microbatch(rng, C, cp, N, rank=1)
+        if trial % 3 == 2:
+            mb = invalidate(rng, mb, N)
+        batch, params = step(**inputs(mb, C, cp))
+        assert batch is step.batch and params is step.packed_seq_params
+        got = outputs(step)
+        expected = expect(mb, C, cp, N, cp_mode)
+        statuses.add(expected["status"] != 0)
+        bad = compare(got, expected)
+        assert bad == [], f"trial {trial}: {bad}"
+        assert (step.seq_idx is None) == (not opts["seq_idx"])
+        if rope:
+            assert np.array_equal(got["rope_rows"], rope_rows(
+                got["cu_seqlens_padded"], C * cp, cp, 1, C, R))
+        else:
+            assert step.rope_rows is None
+        if opts["cp_order_index"]:
+            assert np.array_equal(np.sort(got["cp_order_index"]), np.arange(C * cp))
+        else:
+            assert step.cp_order_index is None
+    assert statuses == {False, True}
+
+
+def test_the_jit_compiles_the_host_code(make_step, monkeypatch):
+    """The pipeline is compiled for the host whatever devices there are."""
+    backends = []
+    compile_ = thdc.compile
+    monkeypatch.setattr(thdc, "compile", lambda *a, **k: backends.append(k.get("backend"))
+                        or compile_(*a, **k))
+    step = make_step(32, 5, 2, 1, stage="middle")
+    assert backends == ["host"] and step.kernel.backend == "host"
+
+
+@pytest.mark.parametrize("cp_mode,cp", [("zigzag", 2), ("zigzag", 4), ("contiguous", 3)])
+def test_restore_cp_order_undoes_the_partition(make_step, cp_mode, cp):
+    """Every rank's outputs gathered rank-major and put back with
+    restore_cp_order equal the cp = 1 step over all C*cp rows."""
+    C, N = 48, 9
+    ranks = [make_step(C, N, cp, r, cp_mode=cp_mode, cp_order_index=True) for r in range(cp)]
+    whole = make_step(C * cp, N)
+    rng = np.random.default_rng(50 + cp)
+    valid = 0
+    for _ in range(20):
+        mb = random_microbatch(rng, C, cp, N)
+        for step in ranks:
+            step(**inputs(mb, C, cp))
+        whole(**inputs(mb, C * cp, 1))
+        if int(whole.status[0]) or int(ranks[0].status[0]):
+            continue
+        valid += 1
+        for key in DATA + ("padding_mask",):
+            gathered = torch.cat([getattr(s.outputs, key) for s in ranks])
+            assert torch.equal(ranks[0].restore_cp_order(gathered), getattr(whole.outputs, key))
+        hidden = torch.randn(cp * C, 3).to(torch.bfloat16)
+        assert torch.equal(ranks[0].restore_cp_order(hidden),
+                           hidden[ranks[0].cp_order_index.long()])
+    assert valid >= 10
+
+
+def test_slots_keep_microbatches_and_count_the_dropped_work(make_step):
+    """K slots, microbatch i in slot i mod K: after K loads and runs every
+    one is intact; the status flag and the dropped counts add up over
+    rounds with invalid microbatches."""
+    C, cp, N, K = 64, 2, 9, 3
+    step = make_step(C, N, cp, 0, slots=K)
+    assert len(step.slots) == K and step.slot(K) is step.slot(0) is step.slots[0]
+    assert step.inputs is step.slot(0).inputs and step.buffer is step.slot(0).buffer
+    assert len({s.buffer.data_ptr() for s in step.slots}) == K
+    rng = np.random.default_rng(32)
+    flag = torch.zeros(1, dtype=torch.int32)
+    counts = torch.zeros(2, dtype=torch.int64)
+    total = np.zeros(2, np.int64)
+    for round_ in range(4):
+        batches = [random_microbatch(rng, C, cp, N, rank=0) for _ in range(K)]
+        if round_ >= 2:
+            batches[1]["num_seqs"][0] = N  # more sequences than the step holds
+        for i, mb in enumerate(batches):
+            slot = step.slot(round_ * K + i)
+            slot.load_inputs(**inputs(mb, C, cp))
+            slot.run()
+            assert slot.accumulate_status(flag) is flag
+            assert slot.accumulate_dropped(counts) is counts
+        for i, mb in enumerate(batches):
+            expected = expect(mb, C, cp, N)
+            assert compare(outputs(step.slot(i)), expected) == [], f"round {round_}, slot {i}"
+            total += expected["dropped"]
+    assert int(flag) != 0 and total[0] > 0
+    assert counts.tolist() == total.tolist()
+    assert step.slot(1).describe_status() != "ok" and thdc.describe_status(int(flag)) != "ok"
+    assert int(step.slot(1).status[0]) & ~int(flag) == 0
+    assert step.slot(0).describe_status() == "ok"
+
+
+def test_packed_seq_params_and_conventions(make_step):
+    C, cp, N = 64, 2, 9
+    step = make_step(C, N, cp, 1)
+    params = step.packed_seq_params
+    assert isinstance(params, thdc.megatron.PackedSeqParams)
+    assert params.qkv_format == "thd"
+    assert params.cu_seqlens_q is step.outputs.cu_seqlens_padded
+    assert params.cu_seqlens_q_padded is step.outputs.cu_seqlens_padded
+    assert params.max_seqlen_q == params.max_seqlen_kv == C * cp
+    fields = thdc.megatron.packed_seq_params_fields()
+    if "seq_idx" in fields:
+        assert params.seq_idx is step.seq_idx and step.seq_idx.shape == (1, C * cp)
+    if "pad_between_seqs" in fields:
+        assert params.pad_between_seqs is False
+        compact = make_step(C, N, cp, 1, convention="compact")
+        assert compact.packed_seq_params.pad_between_seqs is True
+        assert compact.packed_seq_params.cu_seqlens_q is compact.outputs.cu_seqlens
+    else:
+        with pytest.raises(ValueError, match="pad_between_seqs"):
+            make_step(C, N, cp, 1, convention="compact")
+    mb = random_microbatch(np.random.default_rng(3), C, cp, N, rank=1)
+    step(**inputs(mb, C, cp))
+    expected = reference(mb, C, cp, N)
+    assert np.array_equal(params.cu_seqlens_kv_padded.numpy(), expected["cu_seqlens_padded"])
+
+
+def test_sequence_parallel_shard_of_the_padding_mask(make_step):
+    C, cp, N, tp = 64, 2, 9, 4
+    full = make_step(C, N, cp, 0)
+    mb = random_microbatch(np.random.default_rng(60), C, cp, N, rank=0)
+    full(**inputs(mb, C, cp))
+    shard = C // tp
+    for tp_rank in range(tp):
+        step = make_step(C, N, cp, 0, tp=tp, tp_rank=tp_rank, sequence_parallel=True)
+        batch, _ = step(**inputs(mb, C, cp))
+        assert batch["padding_mask"].shape == (1, shard)
+        assert torch.equal(batch["padding_mask"],
+                           full.batch["padding_mask"][:, tp_rank * shard:(tp_rank + 1) * shard])
+        assert step.padding_mask_full.shape == (1, C)
+
+
+def test_bundle_host_code(tmp_path, make_step, monkeypatch):
+    """GraphStep(bundle=..., device="cpu") runs the bundle's host code."""
+    tool = os.path.join(build_bin_dir(), "thdc")
+    if not os.path.exists(tool):
+        pytest.skip("the thdc tool is not built")
+    C, cp, N = 64, 2, 9
+    pipeline = tmp_path / "last.mlir"
+    pipeline.write_text(thdc.stages.pipeline("last"))
+    bundle = tmp_path / "last.bundle"
+    subprocess.run([tool, str(pipeline), "--param", f"C={C}", "--param", f"cp={cp}",
+                    "--param", f"N={N}", "-o", str(bundle)], check=True)
+    backends = []
+    load = thdc.load
+    monkeypatch.setattr(thdc, "load", lambda *a, **k: backends.append(k.get("backend"))
+                        or load(*a, **k))
+    step = make_step(C, N, cp, 1, stage="last", bundle=str(bundle))
+    assert backends == ["host"]  # also where a GPU would make "auto" the CUDA code
+    assert step.kernel.backend == "host" and step.kernel.compile_info["source"] == "bundle"
+    rng = np.random.default_rng(9)
+    for trial in range(10):
+        mb = random_microbatch(rng, C, cp, N, rank=1)
+        step(**inputs(mb, C, cp))
+        assert compare(outputs(step), expect(mb, C, cp, N)) == [], f"trial {trial}"
+    with pytest.raises(ValueError, match="not the step for stage='first'"):
+        make_step(C, N, cp, 1, stage="first", bundle=str(bundle))
+    with pytest.raises(ValueError, match="compiled for"):
+        make_step(C, N + 1, cp, 1, stage="last", bundle=str(bundle))
+
+
+def test_cuda_only_things_are_refused_by_name(make_step):
+    """Streams do not exist on the CPU: run(stream=) and step(..., stream=)
+    raise ValueError naming them, whatever the stream's form. check_async
+    raises at once on an invalid microbatch. Tensors on another device
+    are refused by name."""
+    C, cp, N = 64, 2, 9
+    step = make_step(C, N, cp, 1, cp_order_index=True)
+    mb = random_microbatch(np.random.default_rng(4), C, cp, N, rank=1)
+    for stream in (0, 7, object()):
+        with pytest.raises(ValueError, match=r"run\(stream=...\).*CPU.*no streams"):
+            step.run(stream=stream)
+        with pytest.raises(ValueError, match="no streams"):
+            step.slot(0)(**inputs(mb, C, cp), stream=stream)
+    step.run(stream=None)
+    step.check_async()  # valid: nothing happens
+    bad = random_microbatch(np.random.default_rng(5), C, cp, N, rank=1)
+    bad["num_seqs"][0] = N + 1
+    step(**inputs(bad, C, cp))
+    with pytest.raises(RuntimeError,
+                       match=r"invalid THD microbatch metadata: status \d+ "
+                             r"\(num_seqs_out_of_range"):
+        step.check_async()
+    with pytest.raises(ValueError, match="int64 tensor of shape \\(2,\\) on cpu"):
+        step.accumulate_dropped(torch.zeros(2, dtype=torch.int32))
+    with pytest.raises(ValueError, match="int64 tensor of shape \\(2,\\) on cpu"):
+        step.accumulate_dropped(torch.zeros(2, dtype=torch.int64, device="meta"))
+    with pytest.raises(ValueError, match="C\\*cp = 128 rows on cpu"):
+        step.restore_cp_order(torch.zeros(C * cp, device="meta"))
+    with pytest.raises(ValueError, match="device must be 'cpu' or a CUDA device"):
+        thdc.megatron.GraphStep(C, N, cp, 1, device="meta")
+    with pytest.raises(ValueError, match="device must be 'cpu' or a CUDA device"):
+        thdc.megatron.GraphStep(C, N, cp, 1, device="not-a-device")
+    if not torch.cuda.is_available():
+        with pytest.raises(RuntimeError, match="device='cpu'"):
+            thdc.megatron.GraphStep(C, N, cp, 1)
+
+
+def test_no_call_into_torch_cuda(make_step, monkeypatch):
+    """The CPU path never calls into torch.cuda: with every public callable
+    of torch.cuda replaced by one that fails, a step is built (JIT and
+    slots), loaded, run and read through every slot method."""
+    def fail(name):
+        def called(*args, **kwargs):
+            raise AssertionError(f"torch.cuda.{name} was called on the CPU path")
+        return called
+
+    for name in dir(torch.cuda):
+        if not name.startswith("_") and callable(getattr(torch.cuda, name)):
+            monkeypatch.setattr(torch.cuda, name, fail(name))
+    C, cp, N = 32, 2, 5
+    step = make_step(C, N, cp, 1, slots=2, rope_table_rows=64, cp_order_index=True)
+    flag, counts = torch.zeros(1, dtype=torch.int32), torch.zeros(2, dtype=torch.int64)
+    rng = np.random.default_rng(6)
+    for i in range(4):
+        mb = random_microbatch(rng, C, cp, N, rank=1)
+        slot = step.slot(i)
+        slot.load_inputs(**inputs(mb, C, cp))
+        slot.run()
+        slot.accumulate_status(flag)
+        slot.accumulate_dropped(counts)
+        slot.describe_status()
+        slot.restore_cp_order(torch.zeros(C * cp, 2))
+        assert compare(outputs(slot), expect(mb, C, cp, N)) == []
+        if int(slot.status[0]) == 0:
+            slot.check_async()
+
+
+def test_two_tp_ranks_broadcast_over_gloo(tmp_path):
+    """Two TP ranks on the CPU under torchrun: replicate and broadcast
+    (slot.broadcast over gloo), both equal on both ranks and to the
+    reference (test/python/torchrun_tp.py --device cpu)."""
+    torchrun = shutil.which("torchrun") or shutil.which(
+        "torchrun", path=os.path.dirname(sys.executable))
+    if torchrun is None:
+        pytest.skip("no torchrun")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path),
+               THDC_CACHE_DIR=str(tmp_path / "cache"))
+    result = subprocess.run(
+        [torchrun, "--standalone", "--nproc-per-node", "2",
+         os.path.join(os.path.dirname(__file__), "torchrun_tp.py"), "--device", "cpu",
+         "--C", "64", "--N", "9", "--microbatches", "20"],
+        env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    assert "tp ranks agree" in result.stdout
+
+
+def test_quickstart_runs_the_step_on_the_cpu():
+    """examples/python/quickstart.py with PyTorch and no GPU: GraphStep on
+    the CPU, every microbatch checked against the reference."""
+    if torch.cuda.is_available():
+        pytest.skip("with a GPU the quickstart takes its CUDA-graph path")
+    quickstart = os.path.join(SOURCE_DIR, "examples", "python", "quickstart.py")
+    result = subprocess.run([sys.executable, quickstart], capture_output=True, text=True,
+                            env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
+                            timeout=300)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    assert "GraphStep(device='cpu'), all equal to the reference" in result.stdout
