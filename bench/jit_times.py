@@ -33,6 +33,18 @@ import json, sys, time
 import thdc
 args = json.loads(sys.argv[1])
 text = open(args["pipeline"]).read()
+# A training process has its CUDA context before it compiles: create it
+# first (through PyTorch where it is installed) and time it apart.
+context = None
+if args["backend"] == "cuda" and args["warm_context"]:
+    start = time.perf_counter()
+    try:
+        import torch
+        torch.zeros(1, device="cuda")
+        torch.cuda.synchronize()
+        context = (time.perf_counter() - start) * 1e6
+    except ImportError:
+        pass
 start = time.perf_counter()
 kernel = thdc.compile(text, args["params"], backend=args["backend"],
                       cache_dir=args["cache_dir"], chip=args["chip"])
@@ -42,7 +54,7 @@ start = time.perf_counter()
 again = thdc.compile(text, args["params"], backend=args["backend"],
                      cache_dir=args["cache_dir"], chip=args["chip"])
 memory = (time.perf_counter() - start) * 1e6
-print(json.dumps({"info": info, "call_micros": first,
+print(json.dumps({"info": info, "call_micros": first, "context_micros": context,
                   "memory": dict(again.compile_info),
                   "memory_call_micros": memory}))
 """
@@ -57,6 +69,7 @@ def run_child(args, cache_dir, extra_env):
         "backend": args.backend,
         "cache_dir": cache_dir,
         "chip": args.chip,
+        "warm_context": not args.cold_context,
     })
     out = subprocess.run([sys.executable, "-c", CHILD, payload], env=env,
                          check=True, capture_output=True, text=True)
@@ -83,6 +96,9 @@ def main():
     parser.add_argument("--chip", default="")
     parser.add_argument("--cold-runs", type=int, default=5)
     parser.add_argument("--hit-runs", type=int, default=9)
+    parser.add_argument("--cold-context", action="store_true",
+                        help="let the JIT's module load create the process's CUDA "
+                             "context (default: PyTorch creates it first, as in training)")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
     args.params = {"C": 32768, "cp": 2, "N": 64}
@@ -92,7 +108,7 @@ def main():
 
     rows = {}
     cold_env = {"CUDA_CACHE_DISABLE": "1"}
-    cold, cold_calls, compile_part, load_part = [], [], [], []
+    cold, cold_calls, compile_part, load_part, contexts = [], [], [], [], []
     keep = tempfile.mkdtemp(prefix="thdc-jit-times-")
     os.chmod(keep, 0o700)
     try:
@@ -102,6 +118,8 @@ def main():
             info = result["info"]
             if info["source"] != "compiled":
                 sys.exit(f"expected a compile, got {info['source']}")
+            if result["context_micros"] is not None:
+                contexts.append(result["context_micros"])
             cold.append(info["micros"])
             cold_calls.append(result["call_micros"])
             compile_part.append(info["compile_micros"])
@@ -120,6 +138,8 @@ def main():
     finally:
         shutil.rmtree(keep, ignore_errors=True)
 
+    if contexts:
+        rows["CUDA context, before (not in)"] = summary(contexts)
     rows["cold compile (JIT)"] = summary(cold)
     rows["  of which compiler"] = summary(compile_part)
     rows["  of which module load"] = summary(load_part)

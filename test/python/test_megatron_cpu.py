@@ -19,7 +19,7 @@ torch = pytest.importorskip("torch")
 
 import thdc  # noqa: E402
 import thdc.stages  # noqa: E402
-from conftest import SOURCE_DIR, build_bin_dir  # noqa: E402
+from conftest import SOURCE_DIR, thdc_command  # noqa: E402
 from microbatches import (dropped, invalidate, random_microbatch, reference,  # noqa: E402
                           rope_rows, stage_mismatches, step_inputs)
 
@@ -258,9 +258,7 @@ def test_sequence_parallel_shard_of_the_padding_mask(make_step):
 
 def test_bundle_host_code(tmp_path, make_step, monkeypatch):
     """GraphStep(bundle=..., device="cpu") runs the bundle's host code."""
-    tool = os.path.join(build_bin_dir(), "thdc")
-    if not os.path.exists(tool):
-        pytest.skip("the thdc tool is not built")
+    tool = thdc_command()
     C, cp, N = 64, 2, 9
     pipeline = tmp_path / "last.mlir"
     pipeline.write_text(thdc.stages.pipeline("last"))

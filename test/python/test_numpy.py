@@ -290,9 +290,10 @@ def test_compile_inside_a_torch_capture_only_hits_memory(cache_dir, fake_torch):
     again = thdc.compile(EXAMPLE, params, cache_dir=cache_dir)
     assert again.compile_info["source"] == "memory-cache"
     assert again.compile_info["key"] == first.compile_info["key"]
-    rng = np.random.default_rng(12)
-    mb = random_microbatch(rng, 48, 1, 7)
-    assert mismatches(call(again, mb)._asdict(), reference(mb, 48, 1, 7)) == []
+    if again.backend == "host":  # NumPy arrays; a GPU kernel's results are checked elsewhere
+        rng = np.random.default_rng(12)
+        mb = random_microbatch(rng, 48, 1, 7)
+        assert mismatches(call(again, mb)._asdict(), reference(mb, 48, 1, 7)) == []
     with pytest.raises(RuntimeError, match="not in the memory cache.*inside a CUDA graph capture"):
         thdc.compile(EXAMPLE, dict(params, C=56), cache_dir=cache_dir)
     # The host backend loads no GPU module: not refused.
