@@ -240,7 +240,7 @@ std::string thdc::jitCacheKey(
   std::string identity =
       "format " + std::to_string(kJitCacheFormat) + "\nthdc " + buildId +
       "\nllvm " + LLVM_VERSION_STRING + "\nptx-compiler " +
-      (ptxCompilerChoice() == PtxCompilerChoice::Driver ? "driver" : "auto") +
+      (ptxCompilerChoice() == PtxCompilerChoice::Driver ? "driver" : "nvjitlink") +
       " O" + std::to_string(ptxOptLevel()) + "\ntarget " + target + "\nchip " +
       options.chip + "\nblock " + std::to_string(options.blockSize) + "\nsms " +
       std::to_string(options.smCount) + "\n";
@@ -441,10 +441,10 @@ Jit::compileLocked(const std::string &pipelineText,
                                                : "sm_90";
           gpu.blockSize = options.blockSize;
           gpu.smCount = options.smCount;
-          // The GPU target's bundle carries its cubin, made in-process: a
-          // load then compiles nothing.
+          // With nvJitLink chosen, the GPU target's bundle carries its
+          // cubin, made in-process: a load then compiles nothing.
           gpu.cubinInProcess = target == Backend::Cuda &&
-                               ptxCompilerChoice() == PtxCompilerChoice::Auto;
+                               ptxCompilerChoice() == PtxCompilerChoice::NvJitLink;
           gpu.ptxOptLevel = ptxOptLevel();
           runtime::Manifest written;
           bool withHost = target == Backend::Host;

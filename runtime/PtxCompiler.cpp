@@ -98,18 +98,18 @@ const NvJitLink &library() {
 
 PtxCompilerChoice thdc::runtime::ptxCompilerChoice() {
   const char *value = std::getenv("THDC_PTX_COMPILER");
-  if (!value || !*value || std::strcmp(value, "auto") == 0)
-    return PtxCompilerChoice::Auto;
-  if (std::strcmp(value, "driver") == 0)
+  if (!value || !*value || std::strcmp(value, "driver") == 0)
     return PtxCompilerChoice::Driver;
+  if (std::strcmp(value, "nvjitlink") == 0)
+    return PtxCompilerChoice::NvJitLink;
   static std::once_flag once;
   std::call_once(once, [&] {
     std::fprintf(stderr,
-                 "thdc: THDC_PTX_COMPILER='%s' is neither 'auto' nor "
-                 "'driver'; using 'auto'\n",
+                 "thdc: THDC_PTX_COMPILER='%s' is neither 'driver' nor "
+                 "'nvjitlink'; using 'driver'\n",
                  value);
   });
-  return PtxCompilerChoice::Auto;
+  return PtxCompilerChoice::Driver;
 }
 
 int thdc::runtime::ptxOptLevel() {

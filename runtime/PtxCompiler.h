@@ -18,13 +18,15 @@
 
 namespace thdc::runtime {
 
-/// Who compiles PTX to a cubin ($THDC_PTX_COMPILER): nvJitLink in-process
-/// when it is found, else the driver at load time (Auto, the default); the
-/// driver alone (Driver).
-enum class PtxCompilerChoice { Auto, Driver };
+/// Who compiles PTX to a cubin ($THDC_PTX_COMPILER): the driver when the
+/// module is loaded (Driver, the default: on an H200 it made a cold JIT
+/// compile to a loaded module 87 ms against nvJitLink's 103, bench/RESULTS.md);
+/// nvJitLink in-process during the compile when it is found, else the
+/// driver (NvJitLink).
+enum class PtxCompilerChoice { Driver, NvJitLink };
 
-/// $THDC_PTX_COMPILER: "auto" (or unset) or "driver"; anything else is
-/// reported once on stderr and read as "auto".
+/// $THDC_PTX_COMPILER: "driver" (or unset) or "nvjitlink"; anything else is
+/// reported once on stderr and read as "driver".
 PtxCompilerChoice ptxCompilerChoice();
 
 /// The optimisation level of the PTX compile ($THDC_PTX_OPT_LEVEL, 0 to 3;

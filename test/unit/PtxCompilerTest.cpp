@@ -133,12 +133,15 @@ TEST(PtxCompiler, OptLevelAndCompilerAreInTheJitKey) {
   EXPECT_EQ(ptxOptLevel(), 0);
   std::string levelZero = key();
   unsetenv("THDC_PTX_OPT_LEVEL");
-  setenv("THDC_PTX_COMPILER", "driver", 1);
   EXPECT_EQ(ptxCompilerChoice(), PtxCompilerChoice::Driver);
-  std::string driver = key();
+  setenv("THDC_PTX_COMPILER", "nvjitlink", 1);
+  EXPECT_EQ(ptxCompilerChoice(), PtxCompilerChoice::NvJitLink);
+  std::string inProcess = key();
+  setenv("THDC_PTX_COMPILER", "driver", 1);
+  EXPECT_EQ(key(), base);
   unsetenv("THDC_PTX_COMPILER");
   EXPECT_NE(base, levelZero);
-  EXPECT_NE(base, driver);
-  EXPECT_NE(levelZero, driver);
+  EXPECT_NE(base, inProcess);
+  EXPECT_NE(levelZero, inProcess);
   EXPECT_EQ(base, key());
 }
