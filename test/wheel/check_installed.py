@@ -51,6 +51,9 @@ def main() -> None:
     for line in needed.splitlines():
         if "NEEDED" in line and ("LLVM" in line or "MLIR" in line):
             fail(f"{os.path.basename(module)} needs a shared LLVM/MLIR: {line.strip()}")
+        if "RPATH" in line or "RUNPATH" in line:
+            fail(f"{os.path.basename(module)} names a folder of the building machine: "
+                 f"{line.strip()}")
     print(f"{os.path.basename(module)}: {os.path.getsize(module) / 2**20:.1f} MiB, "
           f"needs {sorted(l.split('[')[1].rstrip(']') for l in needed.splitlines() if 'NEEDED' in l)}")
 
