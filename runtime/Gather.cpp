@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstring>
 #include <mutex>
+#include <string>
 
 using namespace thdc::runtime;
 
@@ -22,7 +23,7 @@ namespace {
 // are aligned to them and the rest byte by byte; a store (source 0) is
 // written by one thread, byte by byte. PTX ISA 8.0 for sm_75 and newer, as
 // the compiler emits: the driver compiles it for the device at load.
-constexpr const char kPtx[] = R"PTX(.version 8.0
+constexpr const char kPtxTemplate[] = R"PTX(.version 8.0
 .target sm_75
 .address_size 64
 
@@ -71,55 +72,7 @@ constexpr const char kPtx[] = R"PTX(.version 8.0
   @%p1 bra        WIDE4;
   mov.u64         %rd20, 0;
   bra.uni         BYTES;
-WIDE16:
-  shr.u64         %rd13, %rd6, 4;
-  mov.u64         %rd14, %rd8;
-WIDE16_LOOP:
-  setp.ge.u64     %p2, %rd14, %rd13;
-  @%p2 bra        WIDE16_END;
-  shl.b64         %rd15, %rd14, 4;
-  add.s64         %rd16, %rd4, %rd15;
-  add.s64         %rd17, %rd5, %rd15;
-  ld.global.v4.u32 {%r10, %r11, %r12, %r13}, [%rd16];
-  st.global.v4.u32 [%rd17], {%r10, %r11, %r12, %r13};
-  add.s64         %rd14, %rd14, %rd10;
-  bra.uni         WIDE16_LOOP;
-WIDE16_END:
-  shl.b64         %rd20, %rd13, 4;
-  bra.uni         BYTES;
-WIDE8:
-  shr.u64         %rd13, %rd6, 3;
-  mov.u64         %rd14, %rd8;
-WIDE8_LOOP:
-  setp.ge.u64     %p2, %rd14, %rd13;
-  @%p2 bra        WIDE8_END;
-  shl.b64         %rd15, %rd14, 3;
-  add.s64         %rd16, %rd4, %rd15;
-  add.s64         %rd17, %rd5, %rd15;
-  ld.global.u64 %rd18, [%rd16];
-  st.global.u64 [%rd17], %rd18;
-  add.s64         %rd14, %rd14, %rd10;
-  bra.uni         WIDE8_LOOP;
-WIDE8_END:
-  shl.b64         %rd20, %rd13, 3;
-  bra.uni         BYTES;
-WIDE4:
-  shr.u64         %rd13, %rd6, 2;
-  mov.u64         %rd14, %rd8;
-WIDE4_LOOP:
-  setp.ge.u64     %p2, %rd14, %rd13;
-  @%p2 bra        WIDE4_END;
-  shl.b64         %rd15, %rd14, 2;
-  add.s64         %rd16, %rd4, %rd15;
-  add.s64         %rd17, %rd5, %rd15;
-  ld.global.u32 %r10, [%rd16];
-  st.global.u32 [%rd17], %r10;
-  add.s64         %rd14, %rd14, %rd10;
-  bra.uni         WIDE4_LOOP;
-WIDE4_END:
-  shl.b64         %rd20, %rd13, 2;
-  bra.uni         BYTES;
-BYTES:
+@WIDE_LOOPS@BYTES:
   add.s64         %rd14, %rd20, %rd8;
 BYTES_LOOP:
   setp.ge.u64     %p2, %rd14, %rd6;
@@ -150,6 +103,49 @@ DONE:
   ret;
 }
 )PTX";
+
+/// The copy loop over `width`-byte words (16, 8 or 4) that stands for
+/// WIDE<width> in kPtxTemplate: the threads along x take words a grid stride
+/// apart; the bytes past the last whole word go to BYTES (%rd20 = the first
+/// of them).
+std::string wideLoop(int width) {
+  int shift = width == 16 ? 4 : width == 8 ? 3 : 2;
+  const char *move =
+      width == 16 ? "  ld.global.v4.u32 {%r10, %r11, %r12, %r13}, [%rd16];\n"
+                    "  st.global.v4.u32 [%rd17], {%r10, %r11, %r12, %r13};\n"
+      : width == 8 ? "  ld.global.u64   %rd18, [%rd16];\n"
+                     "  st.global.u64   [%rd17], %rd18;\n"
+                   : "  ld.global.u32   %r10, [%rd16];\n"
+                     "  st.global.u32   [%rd17], %r10;\n";
+  return fmt::format("WIDE{0}:\n"
+                     "  shr.u64         %rd13, %rd6, {1};\n"
+                     "  mov.u64         %rd14, %rd8;\n"
+                     "WIDE{0}_LOOP:\n"
+                     "  setp.ge.u64     %p2, %rd14, %rd13;\n"
+                     "  @%p2 bra        WIDE{0}_END;\n"
+                     "  shl.b64         %rd15, %rd14, {1};\n"
+                     "  add.s64         %rd16, %rd4, %rd15;\n"
+                     "  add.s64         %rd17, %rd5, %rd15;\n"
+                     "{2}"
+                     "  add.s64         %rd14, %rd14, %rd10;\n"
+                     "  bra.uni         WIDE{0}_LOOP;\n"
+                     "WIDE{0}_END:\n"
+                     "  shl.b64         %rd20, %rd13, {1};\n"
+                     "  bra.uni         BYTES;\n",
+                     width, shift, move);
+}
+
+/// The kernel's PTX: the template with its three word loops.
+const std::string &kernelPtx() {
+  static const std::string ptx = [] {
+    std::string text = kPtxTemplate;
+    size_t at = text.find("@WIDE_LOOPS@");
+    text.replace(at, std::strlen("@WIDE_LOOPS@"),
+                 wideLoop(16) + wideLoop(8) + wideLoop(4));
+    return text;
+  }();
+  return ptx;
+}
 
 static_assert(sizeof(GatherSegment) == 32, "the kernel reads 32-byte segments");
 
@@ -183,7 +179,7 @@ Result<CUfunction> gatherFunction(const CudaDriver &cu, int device) {
           table.functions[device].load(std::memory_order_relaxed))
     return function;
   CUmodule module = nullptr;
-  CUresult r = cu.cuModuleLoadData(&module, kPtx);
+  CUresult r = cu.cuModuleLoadData(&module, kernelPtx().c_str());
   CUfunction function = nullptr;
   if (r == CUDA_SUCCESS)
     r = cu.cuModuleGetFunction(&function, module, kGatherEntry);
@@ -196,7 +192,7 @@ Result<CUfunction> gatherFunction(const CudaDriver &cu, int device) {
 }
 } // namespace
 
-const char *thdc::runtime::gatherPtx() { return kPtx; }
+const char *thdc::runtime::gatherPtx() { return kernelPtx().c_str(); }
 
 Status thdc::runtime::checkGatherSegments(const GatherSegment *segments,
                                           size_t count) {
