@@ -1422,6 +1422,8 @@ public:
   /// A load's tensor arguments (tokens, labels, loss_mask, position_ids,
   /// cu_seqlens, cu_seqlens_padded), as InputLoader.load takes them.
   static constexpr size_t kArguments = 6;
+  /// One microbatch's gather: a segment per argument and one for num_seqs.
+  using Segments = std::array<GatherSegment, kArguments + 1>;
 
   InputGather(const Gather &gather, nb::handle targets, nb::handle numSeqs,
               IntArg capacity, IntArg entries)
@@ -1475,12 +1477,11 @@ public:
   bool call(nb::handle tokens, nb::handle labels, nb::handle lossMask,
             nb::handle positionIds, nb::handle cuSeqlens,
             nb::handle cuSeqlensPadded, nb::handle numSeqs) const {
-    const std::array<PyObject *, kArguments> arguments = {
-        tokens.ptr(),      labels.ptr(),    lossMask.ptr(),
-        positionIds.ptr(), cuSeqlens.ptr(), cuSeqlensPadded.ptr()};
-    std::array<GatherSegment, kArguments + 1> segments;
+    Segments segments;
     size_t count = 0;
-    if (!plan(arguments, numSeqs.ptr(), segments, count))
+    if (!plan({tokens.ptr(), labels.ptr(), lossMask.ptr(), positionIds.ptr(),
+               cuSeqlens.ptr(), cuSeqlensPadded.ptr()},
+              numSeqs.ptr(), segments, count))
       return false;
     Status done;
     if (device_ < 0) {
@@ -1501,12 +1502,11 @@ public:
   nb::object segments(nb::handle tokens, nb::handle labels, nb::handle lossMask,
                       nb::handle positionIds, nb::handle cuSeqlens,
                       nb::handle cuSeqlensPadded, nb::handle numSeqs) const {
-    const std::array<PyObject *, kArguments> arguments = {
-        tokens.ptr(),      labels.ptr(),    lossMask.ptr(),
-        positionIds.ptr(), cuSeqlens.ptr(), cuSeqlensPadded.ptr()};
-    std::array<GatherSegment, kArguments + 1> segments;
+    Segments segments;
     size_t count = 0;
-    if (!plan(arguments, numSeqs.ptr(), segments, count))
+    if (!plan({tokens.ptr(), labels.ptr(), lossMask.ptr(), positionIds.ptr(),
+               cuSeqlens.ptr(), cuSeqlensPadded.ptr()},
+              numSeqs.ptr(), segments, count))
       return nb::none();
     nb::list flat;
     for (size_t i = 0; i < count; ++i) {
@@ -1599,9 +1599,7 @@ private:
   /// The segments of one load, in InputLoader's order (the targets, then
   /// num_seqs); false where any argument needs the general path.
   bool plan(const std::array<PyObject *, kArguments> &arguments,
-            PyObject *numSeqs,
-            std::array<GatherSegment, kArguments + 1> &segments,
-            size_t &count) const {
+            PyObject *numSeqs, Segments &segments, size_t &count) const {
     int64_t entries = -1;
     for (const Target &target : targets_) {
       dl::Tensor tensor;
