@@ -192,3 +192,29 @@ def dropped(mb, status):
     cu = mb["cu_seqlens"]
     seqs = min(max(int(mb["num_seqs"][0]), 0), len(cu) - 1)
     return seqs, max(int(cu[seqs]), 0)
+
+
+def check_packed_seq_params(step, make_step, C, N, cp, rank):
+    """What every step's PackedSeqParams holds, and the 'compact' convention:
+    built where the installed class has pad_between_seqs, refused where it
+    has not. Returns the params and the class's fields."""
+    import pytest
+    import thdc.megatron
+
+    params = step.packed_seq_params
+    fields = thdc.megatron.packed_seq_params_fields()
+    assert isinstance(params, thdc.megatron.PackedSeqParams)
+    assert params.cu_seqlens_q_padded is step.outputs.cu_seqlens_padded
+    assert params.max_seqlen_q == C * cp
+    if "seq_idx" in fields:
+        assert params.seq_idx is step.seq_idx
+    if "pad_between_seqs" in fields:
+        assert params.pad_between_seqs is False
+        compact = make_step(C, N, cp, rank, convention="compact")
+        assert compact.packed_seq_params.pad_between_seqs is True
+        assert compact.packed_seq_params.cu_seqlens_q is compact.outputs.cu_seqlens
+    else:
+        with pytest.raises(ValueError, match="pad_between_seqs"):
+            make_step(C, N, cp, rank, convention="compact")
+    return params, fields
+

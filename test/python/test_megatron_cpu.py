@@ -20,8 +20,8 @@ torch = pytest.importorskip("torch")
 import thdc  # noqa: E402
 import thdc.stages  # noqa: E402
 from conftest import SOURCE_DIR, thdc_command  # noqa: E402
-from microbatches import (dropped, invalidate, random_microbatch, reference,  # noqa: E402
-                          rope_rows, stage_mismatches, step_inputs)
+from microbatches import (check_packed_seq_params, dropped, invalidate, random_microbatch,  # noqa: E402
+                          reference, rope_rows, stage_mismatches, step_inputs)
 
 try:
     import thdc.megatron  # noqa: E402
@@ -218,23 +218,12 @@ def test_slots_keep_microbatches_and_count_the_dropped_work(make_step):
 def test_packed_seq_params_and_conventions(make_step):
     C, cp, N = 64, 2, 9
     step = make_step(C, N, cp, 1)
-    params = step.packed_seq_params
-    assert isinstance(params, thdc.megatron.PackedSeqParams)
+    params, fields = check_packed_seq_params(step, make_step, C, N, cp, 1)
     assert params.qkv_format == "thd"
     assert params.cu_seqlens_q is step.outputs.cu_seqlens_padded
-    assert params.cu_seqlens_q_padded is step.outputs.cu_seqlens_padded
-    assert params.max_seqlen_q == params.max_seqlen_kv == C * cp
-    fields = thdc.megatron.packed_seq_params_fields()
+    assert params.max_seqlen_kv == C * cp
     if "seq_idx" in fields:
-        assert params.seq_idx is step.seq_idx and step.seq_idx.shape == (1, C * cp)
-    if "pad_between_seqs" in fields:
-        assert params.pad_between_seqs is False
-        compact = make_step(C, N, cp, 1, convention="compact")
-        assert compact.packed_seq_params.pad_between_seqs is True
-        assert compact.packed_seq_params.cu_seqlens_q is compact.outputs.cu_seqlens
-    else:
-        with pytest.raises(ValueError, match="pad_between_seqs"):
-            make_step(C, N, cp, 1, convention="compact")
+        assert step.seq_idx.shape == (1, C * cp)
     mb = random_microbatch(np.random.default_rng(3), C, cp, N, rank=1)
     step(**inputs(mb, C, cp))
     expected = reference(mb, C, cp, N)

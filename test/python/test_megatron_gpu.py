@@ -26,8 +26,8 @@ import thdc  # noqa: E402
 import thdc.megatron  # noqa: E402
 import thdc.stages  # noqa: E402
 from conftest import SOURCE_DIR  # noqa: E402
-from microbatches import (dropped, random_microbatch, reference, rope_rows,  # noqa: E402
-                          stage_mismatches, step_inputs)
+from microbatches import (check_packed_seq_params, dropped, random_microbatch,  # noqa: E402
+                          reference, rope_rows, stage_mismatches, step_inputs)
 
 BUNDLES = os.environ.get("THDC_BUNDLES", os.path.join(SOURCE_DIR, "build-gpu-bundles"))
 
@@ -329,23 +329,9 @@ def test_packed_seq_params_uses_the_fields_of_the_installed_class():
     if os.environ.get("THDC_EXPECT_MEGATRON_CORE"):
         assert thdc.megatron.USING_MEGATRON_CORE, thdc.megatron.MEGATRON_CORE_IMPORT_ERROR
     C, cp, N = 1024, 2, 33
-    fields = thdc.megatron.packed_seq_params_fields()
     step = make_step(C, N, cp, 0)
-    params = step.packed_seq_params
-    assert isinstance(params, thdc.megatron.PackedSeqParams)
-    assert params.cu_seqlens_q_padded is step.outputs.cu_seqlens_padded
-    assert params.max_seqlen_q == C * cp
-    if "seq_idx" in fields:
-        assert params.seq_idx is step.seq_idx
+    _, fields = check_packed_seq_params(step, make_step, C, N, cp, 0)
     print("megatron-core" if thdc.megatron.USING_MEGATRON_CORE else "fallback", fields)
-    if "pad_between_seqs" in fields:
-        assert params.pad_between_seqs is False
-        compact = make_step(C, N, cp, 0, convention="compact")
-        assert compact.packed_seq_params.pad_between_seqs is True
-        assert compact.packed_seq_params.cu_seqlens_q is compact.outputs.cu_seqlens
-    else:
-        with pytest.raises(ValueError, match="pad_between_seqs"):
-            make_step(C, N, cp, 0, convention="compact")
 
 
 def test_bad_options_raise():
