@@ -139,6 +139,25 @@ std::vector<int32_t> meaningful(const Buffer &array, int64_t n) {
   return result;
 }
 
+/// The meaningful entries of the cu array `offsets` for the step's num_seqs
+/// (all of them without one).
+std::vector<int32_t> meaningful(Environment &env, Value offsets,
+                                Value numSeqs) {
+  const Buffer &array = env[offsets];
+  return meaningful(array, countOf(env, numSeqs, array.size()));
+}
+
+/// With cp = 1 a CP slice and its inverse give their input unchanged: binds
+/// `result` to it and returns true; false for any other cp.
+bool passedThroughAtOneRank(int64_t cp, Value input, Value result,
+                            Environment &env) {
+  if (cp != 1)
+    return false;
+  Buffer copy = env[input];
+  env.bind(result, std::move(copy));
+  return true;
+}
+
 /// The bit pattern of `fill` (zero when absent) as an element of
 /// `elementType`.
 uint64_t fillBits(TypedAttr fill, Type elementType) {
@@ -479,15 +498,11 @@ LogicalResult evaluate(CpSliceOp op, Environment &env) {
   FailureOr<Buffer> result = resultBuffer(op, op.getResult());
   if (failed(cp) || failed(result))
     return failure();
-  const Buffer &input = env[op.getInput()];
-  if (*cp == 1) {
-    Buffer copy = input;
-    env.bind(op.getResult(), std::move(copy));
+  if (passedThroughAtOneRank(*cp, op.getInput(), op.getResult(), env))
     return success();
-  }
-  const Buffer &cupBuffer = env[op.getCuSeqlensPadded()];
-  int64_t n = countOf(env, op.getNumSeqs(), cupBuffer.size());
-  std::vector<int32_t> cup = meaningful(cupBuffer, n);
+  const Buffer &input = env[op.getInput()];
+  std::vector<int32_t> cup =
+      meaningful(env, op.getCuSeqlensPadded(), op.getNumSeqs());
   int64_t total = cup.back();
   int64_t rank = clampedRank(env[op.getCpRank()], *cp);
   std::vector<int32_t> indices;
@@ -524,17 +539,12 @@ LogicalResult evaluate(CpUnsliceOp op, Environment &env) {
   FailureOr<Buffer> result = resultBuffer(op, op.getResult());
   if (failed(cp) || failed(rowsPerRank) || failed(result))
     return failure();
-  const Buffer &input = env[op.getInput()];
-  if (*cp == 1) {
-    Buffer copy = input;
-    env.bind(op.getResult(), std::move(copy));
+  if (passedThroughAtOneRank(*cp, op.getInput(), op.getResult(), env))
     return success();
-  }
-  const Buffer &cupBuffer = env[op.getCuSeqlensPadded()];
-  int64_t n = countOf(env, op.getNumSeqs(), cupBuffer.size());
+  const Buffer &input = env[op.getInput()];
   ref::Expected<std::vector<int32_t>> indices = ref::cpUnsliceIndices(
-      meaningful(cupBuffer, n), *cp, *rowsPerRank,
-      referenceMode(op.getMode()));
+      meaningful(env, op.getCuSeqlensPadded(), op.getNumSeqs()), *cp,
+      *rowsPerRank, referenceMode(op.getMode()));
   if (!indices)
     return referenceError(op, indices.error());
   if (int64_t(indices->size()) != result->size())
@@ -564,13 +574,13 @@ LogicalResult evaluate(RopePositionsOp op, Environment &env) {
   FailureOr<Buffer> result = resultBuffer(op, op.getPositions());
   if (failed(cp) || failed(length) || failed(tableRows) || failed(result))
     return failure();
-  const Buffer &cupBuffer = env[op.getCuSeqlensPadded()];
-  int64_t n = countOf(env, op.getNumSeqs(), cupBuffer.size());
-  if (n == 0)
+  std::vector<int32_t> cup =
+      meaningful(env, op.getCuSeqlensPadded(), op.getNumSeqs());
+  if (cup.size() == 1)
     return referenceError(op, "rope positions need at least one sequence "
                               "(num_seqs is 0)");
   ref::Expected<std::vector<int64_t>> rows = ref::ropeTableRows(
-      meaningful(cupBuffer, n), *cp, clampedRank(env[op.getCpRank()], *cp),
+      cup, *cp, clampedRank(env[op.getCpRank()], *cp),
       result->size(), scalarOf(env[op.getMaxSeqlen()]), *tableRows);
   if (!rows)
     return referenceError(op, rows.error());
@@ -584,9 +594,8 @@ LogicalResult evaluate(SeqIdxOp op, Environment &env) {
   FailureOr<Buffer> result = resultBuffer(op, op.getSeqIdx());
   if (failed(result))
     return failure();
-  const Buffer &cupBuffer = env[op.getCuSeqlensPadded()];
-  int64_t n = countOf(env, op.getNumSeqs(), cupBuffer.size());
-  std::vector<int32_t> cup = meaningful(cupBuffer, n);
+  std::vector<int32_t> cup =
+      meaningful(env, op.getCuSeqlensPadded(), op.getNumSeqs());
   if (failed(checkNonDecreasing(op, cup, "cu_seqlens_padded")))
     return failure();
   // The tail [cup[n], length) is sequence n; a total past the length is cut.
