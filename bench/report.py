@@ -7,10 +7,11 @@
 BENCH.jsonl comes from bench/thdc_bench (one JSON object per variant and
 configuration), EAGER.json from `bench/eager.py --time --json`, MACHINE.txt
 from scripts/gpu-suite.sh (date, GPU, driver, CUDA). The targets checked:
-graph replay at most 0.9x the hand-written kernel, >= 90% of the 1 GiB
-device-to-device copy bandwidth at C = 1,048,576 (also reported against a
-copy of the same bytes), >= 50x faster than eager at (32768, 2, 64), <= 5 us
-of host time per plain launch.
+graph replay at most 0.9x the hand-written kernel, >= 90% of the faster
+copy of the same bytes (cudaMemcpy or the copy kernel, bench/copy_kernel.h)
+at C = 1,048,576 (and at 4,194,304 in the scaling run; both also reported
+against the 1 GiB copy rate), >= 50x faster than eager at (32768, 2, 64),
+<= 5 us of host time per plain launch.
 
 The scaling run is thdc_bench and eager.py over bundles from 8K to 4M rows
 per rank; the plot (SVG, written here without a plotting library) shows
@@ -22,8 +23,9 @@ import json
 import math
 
 
-def load_bench(path):
-    """{(C, cp, N, mix): {variant: row}} and the empty kernel's row."""
+def load_bench(path, rates=None):
+    """{(C, cp, N, mix): {variant: row}} and the empty kernel's row; the 1 GiB
+    copy rates of the run go into `rates` when given."""
     by_key, floor = {}, None
     for line in open(path):
         if not line.strip().startswith("{"):
@@ -32,8 +34,19 @@ def load_bench(path):
         if r["variant"] == "empty_graph":
             floor = r
             continue
+        if r["variant"] == "copy_1gib":
+            if rates is not None:
+                rates.update(r)
+            continue
         by_key.setdefault((r["C"], r["cp"], r["N"], r["mix"]), {})[r["variant"]] = r
     return by_key, floor
+
+
+def faster_copy(v):
+    """The faster of the two copies of the same bytes (cudaMemcpy, the copy
+    kernel) for one configuration, or None."""
+    copies = [v[name] for name in ("copy", "copy_kernel") if name in v]
+    return min(copies, key=lambda r: r["device_us"]) if copies else None
 
 
 def load_eager(path):
@@ -54,7 +67,8 @@ def write_plot(scaling, eager, machine, path):
     """Two log-log panels, device time and bandwidth against C, as SVG."""
     series = [("thdc (graph replay)", "thdc_graph", "#1f77b4"),
               ("hand-written kernel (graph)", "handwritten_graph", "#ff7f0e"),
-              ("copy of the same bytes", "copy", "#2ca02c"),
+              ("cudaMemcpy of the same bytes", "copy", "#2ca02c"),
+              ("copy kernel, same bytes", "copy_kernel", "#9467bd"),
               ("PyTorch eager", None, "#d62728")]
     mixes = sorted({k[3] for k in scaling})
     dashes = {"long": "", "short": "6,4"}
@@ -140,7 +154,8 @@ def main():
     parser.add_argument("--plot", default="scaling.svg")
     args = parser.parse_args()
 
-    by_key, floor = load_bench(args.bench)
+    rates = {}
+    by_key, floor = load_bench(args.bench, rates)
     eager = load_eager(args.eager)
     machine = open(args.machine).read().strip().splitlines()
 
@@ -153,8 +168,10 @@ def main():
                "Bandwidth counts the rows the rank keeps (read) and its outputs (written). "
                "Eager is the project's PyTorch eager implementation of the same steps with "
                "the reference framework's host synchronisations (median of timed runs). "
-               "The copy is a 1 GiB device-to-device cudaMemcpy in the same run; "
-               "the size-matched copy moves the same bytes as the step. "
+               "The 1 GiB copy is a device-to-device cudaMemcpy in the same run; "
+               "the size-matched copies move the same bytes as the step: cudaMemcpy, and "
+               "the copy kernel (bench/copy_kernel.h: 16-byte accesses, four in flight "
+               "per thread, coalesced); the faster of the two is the bar. "
                "Back-to-back is the mean of 200 replays enqueued together (events around "
                "all of them): what the step costs inside a longer stream of work.\n")
     if floor:
@@ -163,7 +180,8 @@ def main():
                    f"back-to-back.\n")
     header = ("| C | cp | N | mix | seqs | thdc launch µs | thdc graph µs | hand-written graph µs "
               "| graph / hand-written | back-to-back thdc / hand-written µs "
-              "| thdc GB/s | % of 1 GiB copy | size-matched copy µs | % of size-matched copy "
+              "| thdc GB/s | % of 1 GiB copy | cudaMemcpy same bytes µs | copy kernel µs "
+              "| % of faster copy "
               "| eager µs | eager / thdc graph | submit µs | round trip µs |")
     out.append(header)
     out.append("|" + "---|" * header.count("|")[:-1] if False else
@@ -179,53 +197,69 @@ def main():
         e = eager.get(key)
         ratio = g["device_us"] / h["device_us"]
         pct = 100.0 * g["bandwidth_gbs"] / g["copy_gbs"]
-        matched = v.get("copy")
+        matched = faster_copy(v)
         matched_pct = (100.0 * matched["device_us"] / g["device_us"]) if matched else None
         speedup = (e / g["device_us"]) if e else None
         out.append(f"| {key[0]} | {key[1]} | {key[2]} | {key[3]} | {g['num_seqs']} | "
                    f"{l['device_us']:.2f} | {g['device_us']:.2f} | {h['device_us']:.2f} | "
                    f"{ratio:.2f} | {mean(g)} / {mean(h)} | "
                    f"{g['bandwidth_gbs']:.0f} | {pct:.0f}% | "
-                   f"{fmt(matched, 'device_us', '.2f')} | "
+                   f"{fmt(v.get('copy'), 'device_us', '.2f')} | "
+                   f"{fmt(v.get('copy_kernel'), 'device_us', '.2f')} | "
                    f"{(f'{matched_pct:.0f}%' if matched_pct else 'n/a')} | "
                    f"{(f'{e:.0f}' if e else 'n/a')} | {(f'{speedup:.0f}x' if speedup else 'n/a')} | "
                    f"{l['submit_us']:.2f} | {l['round_trip_us']:.2f} |")
         verdicts.append(("graph replay <= 0.9x hand-written", key, ratio <= 0.9, f"{ratio:.2f}x"))
-        if key[0] == 1048576:
-            verdicts.append((">= 90% of 1 GiB copy bandwidth", key, pct >= 90.0,
-                             f"{pct:.0f}% (size-matched copy: "
-                             f"{(f'{matched_pct:.0f}%' if matched_pct else 'n/a')})"))
+        if key[0] == 1048576 and matched_pct:
+            verdicts.append((">= 90% of the faster copy of the same bytes", key,
+                             matched_pct >= 90.0,
+                             f"{matched_pct:.0f}% ({g['device_us']:.2f} against "
+                             f"{matched['device_us']:.2f} µs; {pct:.0f}% of the 1 GiB copy rate)"))
         if key[:3] == (32768, 2, 64) and speedup:
             verdicts.append((">= 50x faster than eager", key, speedup >= 50.0, f"{speedup:.0f}x"))
         verdicts.append(("<= 5 us host time per plain launch", key, l["submit_us"] <= 5.0,
                          f"{l['submit_us']:.2f} us"))
     if copy_gbs:
-        out.append(f"\nDevice-to-device copy in this run: {copy_gbs:.0f} GB/s (bytes read + written).\n")
+        out.append(f"\nDevice-to-device copy of 1 GiB in this run: {copy_gbs:.0f} GB/s by "
+                   f"cudaMemcpy" + (f", {rates['copy_kernel_gbs']:.0f} GB/s by the copy kernel"
+                                    if "copy_kernel_gbs" in rates else "") +
+                   " (bytes read + written).\n")
     out.append("\n## Targets\n")
     out.append("| target | configuration | met | measured |")
     out.append("|---|---|---|---|")
     for name, key, ok, measured in verdicts:
         out.append(f"| {name} | C={key[0]} cp={key[1]} N={key[2]} {key[3]} | "
                    f"{'yes' if ok else 'NO'} | {measured} |")
+    verdicts_scaling = []
     if args.scaling:
         scaling, _ = load_bench(args.scaling[0])
         scaling_eager = load_eager(args.scaling[1])
         write_plot(scaling, scaling_eager, machine, args.plot)
         out.append(f"\n## Scaling\n")
         out.append(f"![device time and bandwidth against C]({args.plot.split('/')[-1]})\n")
-        out.append("| C | cp | N | mix | thdc graph µs | hand-written graph µs | size-matched copy µs "
-                   "| eager µs | thdc GB/s | copy GB/s (same bytes) |")
-        out.append("|---|---|---|---|---|---|---|---|---|---|")
+        out.append("| C | cp | N | mix | thdc graph µs | hand-written graph µs "
+                   "| cudaMemcpy same bytes µs | copy kernel µs | % of faster copy "
+                   "| eager µs | thdc GB/s | faster copy GB/s (same bytes) |")
+        out.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
         for key in sorted(scaling):
             v = scaling[key]
             if "thdc_graph" not in v:
                 continue
-            g, h, c = v["thdc_graph"], v["handwritten_graph"], v.get("copy")
+            g, h, c = v["thdc_graph"], v["handwritten_graph"], faster_copy(v)
             e = scaling_eager.get(key)
+            share = 100.0 * c["device_us"] / g["device_us"] if c else None
             out.append(f"| {key[0]} | {key[1]} | {key[2]} | {key[3]} | {g['device_us']:.2f} | "
-                       f"{h['device_us']:.2f} | {fmt(c, 'device_us', '.2f')} | "
+                       f"{h['device_us']:.2f} | {fmt(v.get('copy'), 'device_us', '.2f')} | "
+                       f"{fmt(v.get('copy_kernel'), 'device_us', '.2f')} | "
+                       f"{(f'{share:.0f}%' if share else 'n/a')} | "
                        f"{(f'{e:.0f}' if e else 'n/a')} | {g['bandwidth_gbs']:.0f} | "
-                       f"{fmt(c, 'bandwidth_gbs', '.0f')} |")
+                       f"{(format(g['bytes'] / (c['device_us'] * 1e-6) / 1e9, '.0f') if c else 'n/a')} |")
+            if key[0] == 4194304 and share:
+                verdicts_scaling.append((key, share))
+    for key, share in verdicts_scaling:
+        out.append(f"\nTarget >= 90% of the faster copy of the same bytes at C={key[0]} "
+                   f"cp={key[1]} N={key[2]} {key[3]}: {'met' if share >= 90.0 else 'NOT met'} "
+                   f"({share:.0f}%).")
     text = "\n".join(out) + "\n"
     if args.output == "-":
         print(text, end="")

@@ -21,6 +21,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "bench/copy_kernel.h"
 #include "bench/handwritten.h"
 #include "bench/inputs.h"
 #include "bench/step_input.h"
@@ -231,6 +232,32 @@ Timing copyTiming(size_t bytes, cudaStream_t stream, int iterations) {
   return t;
 }
 
+/// The copy kernel (bench/copy_kernel.h) moving what a step moves: `read`
+/// bytes read and `written` bytes written (each rounded up to 16), the
+/// bytes read copied to as many written and the rest of the written ones
+/// filled.
+Timing copyKernelTiming(size_t read, size_t written, cudaStream_t stream,
+                        int iterations) {
+  auto round16 = [](size_t n) { return (n + 15) / 16 * 16; };
+  read = round16(read);
+  written = round16(written);
+  size_t copied = std::min(read, written);
+  void *a = nullptr, *b = nullptr;
+  CHECK_CUDA(cudaMalloc(&a, copied));
+  CHECK_CUDA(cudaMalloc(&b, written));
+  CHECK_CUDA(cudaMemsetAsync(a, 1, copied, stream));
+  std::vector<CopySegment> segments = {{a, b, copied, 0}};
+  if (written > copied)
+    segments.push_back(
+        {nullptr, static_cast<char *>(b) + copied, written - copied, 1});
+  Timing t =
+      measure([&] { launchCopyKernel(segments, stream); }, stream, iterations);
+  CHECK_CUDA(cudaGetLastError());
+  CHECK_CUDA(cudaFree(a));
+  CHECK_CUDA(cudaFree(b));
+  return t;
+}
+
 /// Device-to-device copy bandwidth, bytes read plus written per second.
 double copyBandwidth(cudaStream_t stream) {
   size_t bytes = size_t(2) << 30;
@@ -257,13 +284,21 @@ std::vector<BenchConfig> bundleConfigs(const std::string &root) {
   return configs;
 }
 
-/// Bytes a rank's step must move: the rows it keeps (read) and its outputs
-/// (written); the metadata is negligible.
-double bytesMoved(const Microbatch &mb) {
+/// Bytes a rank's step must read: the rows it keeps; the metadata is
+/// negligible.
+double bytesRead(const Microbatch &mb) {
   double kept = double(mb.packedLength()) / double(mb.cp);
-  double read = kept * (8 + 8 + 8 + 4);
-  double written = double(mb.C) * (8 + 8 + 8 + 4 + 1);
-  return read + written;
+  return kept * (8 + 8 + 8 + 4);
+}
+
+/// Bytes a rank's step must write: its outputs.
+double bytesWritten(const Microbatch &mb) {
+  return double(mb.C) * (8 + 8 + 8 + 4 + 1);
+}
+
+/// Bytes a rank's step must move, read plus written.
+double bytesMoved(const Microbatch &mb) {
+  return bytesRead(mb) + bytesWritten(mb);
 }
 
 void emit(const char *variant, const Microbatch &mb, const Timing &t,
@@ -312,6 +347,17 @@ int main(int argc, char **argv) {
   double copy = copyBandwidth(stream);
   std::fprintf(stderr, "%s: device-to-device copy %.0f GB/s\n", prop.name,
                copy / 1e9);
+  {
+    // The copy kernel's rate at the same 1 GiB: which of the two copies is
+    // faster at that size.
+    size_t half = size_t(1) << 30;
+    Timing t = copyKernelTiming(half, half, stream, 20);
+    std::printf("{\"variant\": \"copy_1gib\", \"bytes\": %zu, "
+                "\"cudamemcpy_gbs\": %.1f, \"copy_kernel_gbs\": %.1f, "
+                "\"device\": \"%s\"}\n",
+                2 * half, copy / 1e9,
+                double(2 * half) / (t.deviceMicros * 1e-6) / 1e9, prop.name);
+  }
 
   {
     // The floor of a graph replay: an empty kernel, timed the same way.
@@ -407,6 +453,10 @@ int main(int argc, char **argv) {
            bytes, copy, prop.name);
       emit("copy", mb, copyTiming(size_t(bytes), stream, iterations), bytes,
            copy, prop.name);
+      emit("copy_kernel", mb,
+           copyKernelTiming(size_t(bytesRead(mb)), size_t(bytesWritten(mb)),
+                            stream, iterations),
+           bytes, copy, prop.name);
       CHECK_CUDA(cudaGraphExecDestroy(handExec));
       CHECK_CUDA(cudaGraphDestroy(handGraph));
     }
