@@ -30,23 +30,30 @@ def THDLowerToGPU : Pass<"thd-lower-to-gpu", "::mlir::ModuleOp"> {
     Replaces every function of static thd ops by a `gpu.func` kernel of the
     same name in a `gpu.module` named `thd_kernels`, taking the pipeline's
     buffers then one output buffer per result (static memrefs, passed as
-    bare pointers). Thread `t` (the global x index) computes element `t` of
-    every output that long (and `t + k * threads` with `max-blocks`); the
-    scalars are computed by every block from the metadata, which is staged
-    in shared memory. The kernel carries its launch geometry in `thd.block` and
-    `thd.grid`, for the runtime's manifest.
+    bare pointers). Each thread computes steps of every output (one
+    element, or two consecutive ones stored with one vector access on long
+    outputs), laid out as docs/launch-geometry.md describes; the scalars are
+    computed by every block from the metadata, which is staged in shared
+    memory at the kernel's entry. The kernel carries its launch geometry in
+    `thd.block` and `thd.grid`, for the runtime's manifest.
   }];
   let options = [
     Option<"blockSize", "block-size", "int64_t", /*default=*/"0",
            "Threads per block (0: 1024 for outputs of 2^18 elements or "
            "more, else 256)">,
     Option<"rowsPerThread", "rows-per-thread", "int64_t", /*default=*/"0",
-           "Elements each thread computes, a warp apart in its warp's span "
-           "(0: 1 when one wave of resident blocks on sm-count "
-           "multiprocessors covers the longest output, else 2)">,
+           "Steps each thread computes (a step is vector-width consecutive "
+           "elements), a warp apart in its warp's span (0: 1 when one wave "
+           "of resident blocks on sm-count multiprocessors covers the "
+           "longest output or a step is two elements, else 2)">,
     Option<"smCount", "sm-count", "int64_t", /*default=*/"132",
            "Streaming multiprocessors of the GPU the kernel is for (the "
            "launch geometry's wave)">,
+    Option<"vectorWidth", "vector-width", "int64_t", /*default=*/"0",
+           "Consecutive elements of an output each step computes and stores "
+           "with one vector access where the buffer is aligned for it (0: 2 "
+           "on outputs of 2^18 elements or more, else 1; only outputs of "
+           "even length take 2)">,
     Option<"maxBlocks", "max-blocks", "int64_t", /*default=*/"0",
            "At most this many blocks (0: one thread per element); threads "
            "then loop over the elements with a grid stride">
@@ -55,7 +62,8 @@ def THDLowerToGPU : Pass<"thd-lower-to-gpu", "::mlir::ModuleOp"> {
                            "::mlir::LLVM::LLVMDialect",
                            "::mlir::gpu::GPUDialect",
                            "::mlir::memref::MemRefDialect",
-                           "::mlir::scf::SCFDialect"];
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::vector::VectorDialect"];
 }
 
 #endif // THD_CODEGEN_PASSES_TD

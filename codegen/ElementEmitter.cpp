@@ -13,6 +13,7 @@
 #include "codegen/ElementEmitter.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "llvm/ADT/MapVector.h"
 
 using namespace mlir;
@@ -31,6 +32,39 @@ Value ElementEmitter::load(Value memref, Value index, bool inBounds) {
   Value at = inBounds ? index : clamp(index, 0, size - 1);
   return memref::LoadOp::create(b, loc, memref, ValueRange{at},
                                 /*nontemporal=*/false, alignOf(memref));
+}
+
+void ElementEmitter::storeElements(ArrayRef<Value> values, Value out,
+                                   ArrayRef<Value> elements) {
+  auto scalarStores = [&] {
+    for (auto [value, element] : llvm::zip_equal(values, elements))
+      memref::StoreOp::create(b, loc, value, out, ValueRange{element},
+                              /*nontemporal=*/false, alignOf(out));
+  };
+  Type elementType = cast<MemRefType>(out.getType()).getElementType();
+  unsigned bits = elementType.getIntOrFloatBitWidth();
+  // i1 is a byte an element in a buffer but a bit in a vector: stored one
+  // byte at a time.
+  if (values.size() == 1 || bits % 8 != 0)
+    return scalarStores();
+  int64_t bytes = int64_t(values.size()) * bits / 8;
+  Value &aligned = alignedOutputs[{out, bytes}];
+  if (!aligned) {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(scalarAnchor);
+    Value address = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, out);
+    aligned = cmp(arith::CmpIPredicate::eq,
+                  arith::RemUIOp::create(b, loc, address, idx(bytes)), idx(0));
+  }
+  auto ifAligned = scf::IfOp::create(b, loc, aligned, /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(ifAligned.thenBlock()->getTerminator());
+  auto vectorType = VectorType::get({int64_t(values.size())}, elementType);
+  Value vector = vector::FromElementsOp::create(b, loc, vectorType, values);
+  vector::StoreOp::create(b, loc, vector, out, ValueRange{elements.front()},
+                          /*nontemporal=*/false, llvm::MaybeAlign(bytes));
+  b.setInsertionPoint(ifAligned.elseBlock()->getTerminator());
+  scalarStores();
 }
 
 Value ElementEmitter::fillValue(TypedAttr fill, Type elementType) {
@@ -55,14 +89,20 @@ ElementLoweringOpInterface ElementEmitter::loweringOf(Value value,
   return lowering;
 }
 
+Operation *KernelTarget::argumentLoadPoint(ElementEmitter &emitter) {
+  return emitter.scalarAnchor;
+}
+
 Value ElementEmitter::scalar(Value tensor) {
   tensor = resolve(tensor);
   if (Value cached = scalars.lookup(tensor))
     return cached;
   OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPoint(scalarAnchor);
-  if (auto arg = dyn_cast<BlockArgument>(tensor))
+  if (auto arg = dyn_cast<BlockArgument>(tensor)) {
+    b.setInsertionPoint(target.argumentLoadPoint(*this));
     return scalars[tensor] = load(memrefOf.lookup(arg), idx(0));
+  }
+  b.setInsertionPoint(scalarAnchor);
   Value value;
   if (auto lowering = loweringOf(tensor, "as a scalar"))
     value = lowering.emitElement(*this, cast<OpResult>(tensor), Value());
@@ -254,9 +294,11 @@ LogicalResult ElementEmitter::run() {
     argTypes.push_back(memref);
   }
   auto ret = cast<func::ReturnOp>(pipeline.front().getTerminator());
-  for (Value returned : ret.getOperands())
+  for (Value returned : ret.getOperands()) {
     target.longestOutput =
         std::max(target.longestOutput, staticLength(returned));
+    target.outputLengths.push_back(staticLength(returned));
+  }
 
   unsigned numInputs = pipeline.getNumArguments();
   Block *body = target.createKernel(pipeline, argTypes);
@@ -298,32 +340,37 @@ LogicalResult ElementEmitter::run() {
     rows.clear();
     sequences.clear();
     elementCache.clear();
-    Value element = target.beginElements(*this, length);
-    // Every value first, then every store: an element's loads are all in
+    int64_t width = target.vectorWidth(length);
+    Value first = target.beginElements(*this, length);
+    SmallVector<Value, 2> elements = {first};
+    for (int64_t k = 1; k < width; ++k)
+      elements.push_back(add(first, idx(k)));
+    // Every value first, then every store: the step's loads are all in
     // flight together instead of each waiting for the store before it.
-    SmallVector<std::pair<Value, Value>> stores;
+    SmallVector<std::pair<SmallVector<Value, 2>, Value>> stores;
     for (unsigned i : outputs) {
       Value value = resolve(ret.getOperand(i));
       ResultKind kind = ResultKind::Rows;
       if (auto step = value.getDefiningOp<StepOpInterface>())
         kind = step.getResultKind(cast<OpResult>(value).getResultNumber());
-      Value stored;
-      switch (kind) {
-      case ResultKind::Scalar:
-        stored = scalar(value);
-        break;
-      case ResultKind::Entries:
-        stored = entry(value, element);
-        break;
-      case ResultKind::Rows:
-        stored = row(value, element);
-        break;
+      SmallVector<Value, 2> stored;
+      for (Value element : elements) {
+        switch (kind) {
+        case ResultKind::Scalar:
+          stored.push_back(scalar(value));
+          break;
+        case ResultKind::Entries:
+          stored.push_back(entry(value, element));
+          break;
+        case ResultKind::Rows:
+          stored.push_back(row(value, element));
+          break;
+        }
       }
-      stores.emplace_back(stored, body->getArgument(numInputs + i));
+      stores.emplace_back(std::move(stored), body->getArgument(numInputs + i));
     }
-    for (auto [stored, out] : stores)
-      memref::StoreOp::create(b, loc, stored, out, ValueRange{element},
-                              /*nontemporal=*/false, alignOf(out));
+    for (auto &[stored, out] : stores)
+      storeElements(stored, out, elements);
   }
   if (failed(target.finish(*this)))
     status = failure();

@@ -53,10 +53,20 @@ public:
   /// Called once the kernel body exists, before any element code
   /// (`emitter.scalarAnchor` is the point before which the scalars go).
   virtual void begin(ElementEmitter &emitter) {}
+  /// How many consecutive elements of an output `length` long one step of
+  /// the element code computes and stores together, with one vector store
+  /// where the output is aligned for it (1: an element at a time). Divides
+  /// `length`.
+  virtual int64_t vectorWidth(int64_t length) { return 1; }
   /// Opens the region computing elements [0, length) of the outputs of one
-  /// length, at the builder's insertion point, and returns the element
-  /// index; the builder is left inside the region.
+  /// length, at the builder's insertion point, and returns the first element
+  /// of the step (a multiple of vectorWidth(length)); the builder is left
+  /// inside the region.
   virtual Value beginElements(ElementEmitter &emitter, int64_t length) = 0;
+  /// Where the loads of one-element kernel inputs (the scalars' arguments)
+  /// go: before the scalar code (the GPU issues them at the kernel's entry,
+  /// with the staging copies, ahead of its barrier).
+  virtual Operation *argumentLoadPoint(ElementEmitter &emitter);
   /// The array `global` as the steps read it (the GPU stages small metadata
   /// arrays in shared memory).
   virtual Value readableArray(ElementEmitter &emitter, Value global) {
@@ -79,8 +89,10 @@ public:
   /// Called after every output is stored; fails if the kernel cannot be
   /// finished.
   virtual LogicalResult finish(ElementEmitter &emitter) { return success(); }
-  /// The largest output length, for the launch geometry.
+  /// The largest output length, and every output's length, for the launch
+  /// geometry.
   int64_t longestOutput = 1;
+  SmallVector<int64_t> outputLengths;
 };
 
 /// Builds the element code of one pipeline function for one target, and
@@ -202,6 +214,11 @@ public:
   /// `inBounds`.
   Value load(Value memref, Value index, bool inBounds = false);
 
+  /// Stores `values` into `out` at `elements` (consecutive): one vector
+  /// store when there are several and `out` is aligned for it at run time,
+  /// else one store each.
+  void storeElements(ArrayRef<Value> values, Value out,
+                     ArrayRef<Value> elements);
   /// The static length of a ranked 1-D value.
   static int64_t staticLength(Value value) {
     return cast<ShapedType>(value.getType()).getDimSize(0);
@@ -239,6 +256,9 @@ private:
   DenseMap<std::tuple<Value, Value, Value, int64_t>, Value> sequences;
   DenseMap<std::pair<Value, int64_t>, Value> counts;
   DenseMap<std::tuple<Value, Value, int64_t>, Value> cursors;
+  /// Whether an output buffer is aligned to a byte count (i1), computed
+  /// once before the element code.
+  DenseMap<std::pair<Value, int64_t>, Value> alignedOutputs;
   LogicalResult status = success();
 };
 

@@ -26,9 +26,10 @@ namespace {
 class GPUTarget : public KernelTarget {
 public:
   GPUTarget(int64_t blockSize, int64_t maxBlocks, int64_t rowsPerThread,
-            int64_t smCount)
+            int64_t smCount, int64_t vectorOption)
       : blockSize(blockSize), maxBlocks(maxBlocks),
-        rowsPerThread(rowsPerThread), smCount(smCount) {}
+        rowsPerThread(rowsPerThread), smCount(smCount),
+        vectorOption(vectorOption) {}
 
   /// Threads a multiprocessor keeps resident (sm_80 and sm_90; fewer on some
   /// chips, where a wave is then a little longer than one).
@@ -39,13 +40,28 @@ public:
   /// second row without a search (docs/launch-geometry.md).
   static constexpr int64_t kMaxChosenRowsPerThread = 2;
 
+  /// Outputs this long or longer are computed two elements a step by
+  /// default (and their blocks are large, below).
+  static constexpr int64_t kLongOutput = int64_t(1) << 18;
+
+  /// Two consecutive elements a step, stored with one 16-byte (i64), 8-byte
+  /// (i32, f32) access, on long outputs of even length: a warp's store then
+  /// covers 512 bytes instead of 256, which the memory system drains faster
+  /// (docs/launch-geometry.md has the measurements). The option forces one
+  /// or two on every output of even length.
+  int64_t vectorWidth(int64_t length) override {
+    if (length % 2 != 0 || vectorOption == 1)
+      return 1;
+    return vectorOption == 2 || length >= kLongOutput ? 2 : 1;
+  }
+
   Block *createKernel(func::FuncOp pipeline, ArrayRef<Type> argTypes) override {
     // Block size 0 picks one: large blocks when the outputs are long, so that
     // fewer blocks each stage and check the metadata (measured on an H200: at
     // 1M rows per rank 1024 threads are up to 15% faster than 256; at 32K
     // rows and below 256 is as fast or faster).
     if (blockSize == 0)
-      blockSize = longestOutput >= (int64_t(1) << 18) ? 1024 : 256;
+      blockSize = longestOutput >= kLongOutput ? 1024 : 256;
     Location loc = pipeline.getLoc();
     auto module = pipeline->getParentOfType<ModuleOp>();
     OpBuilder b(module.getContext());
@@ -67,15 +83,23 @@ public:
 
   void begin(ElementEmitter &e) override {
     OpBuilder &b = e.b;
-    // Rows per thread 0 picks one row when one wave of resident blocks
-    // covers the longest output, else two (docs/launch-geometry.md has the
-    // measurements).
+    // Rows per thread 0 picks one step a thread when one wave of resident
+    // blocks covers the most steps or when a step is two elements, else two
+    // (docs/launch-geometry.md has the measurements): the second row of a
+    // thread is found by the cursor without a search, which a two-element
+    // step already gives.
+    // The most steps of any output (a step is vectorWidth elements).
+    int64_t steps = 1;
+    for (int64_t length : outputLengths)
+      steps = std::max(steps, length / vectorWidth(length));
     if (rowsPerThread == 0) {
       int64_t wave = smCount * std::max<int64_t>(
                                    1, kThreadsPerMultiprocessor / blockSize) *
                      blockSize;
-      rowsPerThread = std::clamp<int64_t>((longestOutput + wave - 1) / wave, 1,
-                                          kMaxChosenRowsPerThread);
+      rowsPerThread = vectorWidth(longestOutput) > 1
+                          ? 1
+                          : std::clamp<int64_t>((steps + wave - 1) / wave, 1,
+                                                kMaxChosenRowsPerThread);
     }
     // A group is a warp (or the whole block when the block is not a number
     // of warps); it owns a span of `group * rowsPerThread` consecutive
@@ -84,10 +108,18 @@ public:
     // sequences (findSequence's cursor).
     group = blockSize % 32 == 0 ? 32 : blockSize;
     tileSize = blockSize * rowsPerThread;
-    grid = (longestOutput + tileSize - 1) / tileSize;
+    grid = (steps + tileSize - 1) / tileSize;
     gridStride = maxBlocks > 0 && grid > maxBlocks;
     if (gridStride)
       grid = maxBlocks;
+    {
+      // The staging copies and the loads of one-element inputs go before
+      // this barrier, at the kernel's entry; it is dropped if nothing is
+      // staged.
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(&kernel.getBody().front());
+      stagingBarrier = gpu::BarrierOp::create(b, e.loc);
+    }
     Value tid = gpu::ThreadIdOp::create(b, e.loc, gpu::Dimension::x);
     Value lane = arith::RemUIOp::create(b, e.loc, tid, e.idx(group));
     Value groupIndex = e.divU(tid, e.idx(group));
@@ -96,9 +128,11 @@ public:
 
   Value beginElements(ElementEmitter &e, int64_t length) override {
     OpBuilder &b = e.b;
+    int64_t width = vectorWidth(length);
+    int64_t steps = length / width;
     Value tile = gpu::BlockIdOp::create(b, e.loc, gpu::Dimension::x);
     if (gridStride) {
-      int64_t tiles = (length + tileSize - 1) / tileSize;
+      int64_t tiles = (steps + tileSize - 1) / tileSize;
       auto loop = scf::ForOp::create(b, e.loc, tile, e.idx(tiles), e.idx(grid));
       b.setInsertionPoint(loop.getBody()->getTerminator());
       tile = loop.getInductionVar();
@@ -112,10 +146,10 @@ public:
       element = e.add(element, e.mul(loop.getInductionVar(), e.idx(group)));
     }
     auto inside = scf::IfOp::create(
-        b, e.loc, e.cmp(arith::CmpIPredicate::ult, element, e.idx(length)),
+        b, e.loc, e.cmp(arith::CmpIPredicate::ult, element, e.idx(steps)),
         /*withElseRegion=*/false);
     b.setInsertionPoint(inside.thenBlock()->getTerminator());
-    return element;
+    return width == 1 ? element : e.mul(element, e.idx(width));
   }
 
   /// Small metadata arrays are copied into shared memory once per block:
@@ -135,35 +169,44 @@ public:
         gpu::AddressSpaceAttr::get(b.getContext(),
                                    gpu::AddressSpace::Workgroup));
     Value copy = kernel.addWorkgroupAttribution(shared, e.loc);
-    // All threads of the block copy, then wait: uniform code ahead of every
-    // use. That is before the anchor, or before the uniform step being
-    // emitted above it (a check loop over entries, say) when the first
-    // read comes from there: a copy placed after it would be read unwritten.
+    // All threads of the block copy at the kernel's entry, where nothing
+    // else has run (the copy reads only a kernel argument), and one barrier
+    // after every copy makes them visible to a first read from anywhere in
+    // the kernel. Each thread's loads of every staged array come before its
+    // first store to shared memory, so that they are all in flight together
+    // instead of one array's round trip after another's.
     OpBuilder::InsertionGuard guard(b);
-    Block *body = e.scalarAnchor->getBlock();
-    Operation *before = e.scalarAnchor;
-    if (b.getInsertionBlock() == body) {
-      if (b.getInsertionPoint() != body->end() &&
-          b.getInsertionPoint()->isBeforeInBlock(before))
-        before = &*b.getInsertionPoint();
-    } else if (Operation *step = body->findAncestorOpInBlock(
-                   *b.getInsertionBlock()->getParentOp())) {
-      if (step->isBeforeInBlock(before))
-        before = step;
+    int64_t n = type.getNumElements();
+    llvm::MaybeAlign align = ElementEmitter::alignOf(global);
+    SmallVector<std::pair<Value, Value>> loaded; // (index, value)
+    b.setInsertionPoint(firstStagingStore ? firstStagingStore : stagingBarrier);
+    Value tid = gpu::ThreadIdOp::create(b, e.loc, gpu::Dimension::x);
+    for (int64_t k = 0; k * blockSize < n; ++k) {
+      Value i = e.add(tid, e.idx(k * blockSize));
+      // The last round's index is clamped for the load, its store guarded.
+      Value at = (k + 1) * blockSize > n ? e.minIdx(i, e.idx(n - 1)) : i;
+      loaded.emplace_back(i,
+                          memref::LoadOp::create(b, e.loc, global,
+                                                 ValueRange{at}, false, align));
     }
-    b.setInsertionPoint(before);
-    Value first = gpu::ThreadIdOp::create(b, e.loc, gpu::Dimension::x);
-    auto loop = scf::ForOp::create(
-        b, e.loc, first, e.idx(type.getNumElements()), e.idx(blockSize));
-    b.setInsertionPoint(loop.getBody()->getTerminator());
-    Value i = loop.getInductionVar();
-    memref::StoreOp::create(
-        b, e.loc,
-        memref::LoadOp::create(b, e.loc, global, ValueRange{i}, false,
-                               ElementEmitter::alignOf(global)),
-        copy, ValueRange{i}, false, ElementEmitter::alignOf(copy));
-    b.setInsertionPointAfter(loop);
-    gpu::BarrierOp::create(b, e.loc);
+    b.setInsertionPoint(stagingBarrier);
+    for (auto [k, entry] : llvm::enumerate(loaded)) {
+      auto [i, value] = entry;
+      OpBuilder::InsertionGuard inner(b);
+      if (int64_t(k + 1) * blockSize > n) {
+        auto inside = scf::IfOp::create(
+            b, e.loc, e.cmp(arith::CmpIPredicate::ult, i, e.idx(n)),
+            /*withElseRegion=*/false);
+        b.setInsertionPoint(inside.thenBlock()->getTerminator());
+      }
+      auto store =
+          memref::StoreOp::create(b, e.loc, value, copy, ValueRange{i}, false,
+                                  ElementEmitter::alignOf(copy));
+      if (!firstStagingStore)
+        firstStagingStore = b.getInsertionBlock() == stagingBarrier->getBlock()
+                                ? store.getOperation()
+                                : b.getInsertionBlock()->getParentOp();
+    }
     return staged[global] = copy;
   }
 
@@ -190,8 +233,14 @@ public:
         e.b.getUnitAttr());
   }
 
+  Operation *argumentLoadPoint(ElementEmitter &e) override {
+    return stagingBarrier;
+  }
+
   LogicalResult finish(ElementEmitter &e) override {
     OpBuilder &b = e.b;
+    if (staged.empty())
+      stagingBarrier->erase();
     kernel->setAttr("thd.block", b.getDenseI64ArrayAttr({blockSize, 1, 1}));
     kernel->setAttr("thd.grid", b.getDenseI64ArrayAttr({grid, 1, 1}));
     kernel.setKnownBlockSizeAttr(
@@ -200,13 +249,17 @@ public:
   }
 
 private:
-  int64_t blockSize, maxBlocks, rowsPerThread, smCount;
+  int64_t blockSize, maxBlocks, rowsPerThread, smCount, vectorOption;
   int64_t group = 32, tileSize = 1, grid = 1;
   bool gridStride = false;
   gpu::GPUFuncOp kernel;
   /// The thread's first element in its block's tile.
   Value inTile;
   DenseMap<Value, Value> staged;
+  /// The barrier after the staging copies, at the kernel's entry, and the
+  /// first store of those copies (every copy's loads go before it).
+  Operation *stagingBarrier = nullptr;
+  Operation *firstStagingStore = nullptr;
 };
 
 struct LowerToGPUPass : mlir::thd::impl::THDLowerToGPUBase<LowerToGPUPass> {
@@ -233,14 +286,21 @@ struct LowerToGPUPass : mlir::thd::impl::THDLowerToGPUBase<LowerToGPUPass> {
           << static_cast<int64_t>(rowsPerThread);
       return signalPassFailure();
     }
+    if (vectorWidth < 0 || vectorWidth > 2) {
+      getOperation().emitError()
+          << "vector-width must be 1 or 2 (or 0: chosen from the output "
+             "lengths), got "
+          << static_cast<int64_t>(vectorWidth);
+      return signalPassFailure();
+    }
     if (smCount < 1 || smCount > 4096) {
       getOperation().emitError() << "sm-count must be in [1, 4096], got "
                                  << static_cast<int64_t>(smCount);
       return signalPassFailure();
     }
     if (failed(lowerPipelines(getOperation(), [&] {
-          return std::make_unique<GPUTarget>(blockSize, maxBlocks,
-                                             rowsPerThread, smCount);
+          return std::make_unique<GPUTarget>(
+              blockSize, maxBlocks, rowsPerThread, smCount, vectorWidth);
         })))
       signalPassFailure();
   }

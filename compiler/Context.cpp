@@ -9,6 +9,7 @@
 #include "mlir/Conversion/IndexToLLVM/IndexToLLVM.h"
 #include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
 #include "mlir/Conversion/NVVMToLLVM/NVVMToLLVM.h"
+#include "mlir/Conversion/VectorToLLVM/ConvertVectorToLLVM.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -19,6 +20,7 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Target/LLVM/NVVM/Target.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
@@ -29,10 +31,11 @@
 using namespace mlir;
 
 void thdc::registerCompilerDialects(DialectRegistry &registry) {
-  registry.insert<thd::THDDialect, func::FuncDialect, arith::ArithDialect,
-                  tensor::TensorDialect, memref::MemRefDialect, scf::SCFDialect,
-                  cf::ControlFlowDialect, gpu::GPUDialect, NVVM::NVVMDialect,
-                  LLVM::LLVMDialect, index::IndexDialect>();
+  registry
+      .insert<thd::THDDialect, func::FuncDialect, arith::ArithDialect,
+              tensor::TensorDialect, memref::MemRefDialect, scf::SCFDialect,
+              cf::ControlFlowDialect, gpu::GPUDialect, NVVM::NVVMDialect,
+              LLVM::LLVMDialect, index::IndexDialect, vector::VectorDialect>();
   NVVM::registerNVVMTargetInterfaceExternalModels(registry);
   registerBuiltinDialectTranslation(registry);
   registerLLVMDialectTranslation(registry);
@@ -44,6 +47,7 @@ void thdc::registerCompilerDialects(DialectRegistry &registry) {
   registerConvertMemRefToLLVMInterface(registry);
   index::registerConvertIndexToLLVMInterface(registry);
   registerConvertNVVMToLLVMInterface(registry);
+  vector::registerConvertVectorToLLVMInterface(registry);
 }
 
 std::unique_ptr<MLIRContext>

@@ -50,6 +50,12 @@ struct PtxPipelineOptions : public PassPipelineOptions<PtxPipelineOptions> {
       llvm::cl::desc("Elements each GPU thread computes, a warp apart (0: "
                      "chosen from the output lengths and sm-count)"),
       llvm::cl::init(0)};
+  Option<int64_t> vectorWidth{
+      *this, "vector-width",
+      llvm::cl::desc("Consecutive elements a GPU thread stores with one "
+                     "vector access, 1 or 2 (0: chosen from the output "
+                     "lengths)"),
+      llvm::cl::init(0)};
   Option<int64_t> smCount{
       *this, "sm-count",
       llvm::cl::desc("Multiprocessors of the target GPU (0: the chip's usual "
@@ -63,6 +69,7 @@ void thdc::buildPtxPipeline(OpPassManager &pm, const GpuOptions &options) {
   lowering.blockSize = options.blockSize;
   lowering.maxBlocks = options.maxBlocks;
   lowering.rowsPerThread = options.rowsPerThread;
+  lowering.vectorWidth = options.vectorWidth;
   lowering.smCount =
       options.smCount > 0 ? options.smCount : defaultSmCount(options.chip);
   pm.addPass(thd::createTHDLowerToGPU(lowering));
@@ -135,6 +142,7 @@ void thdc::registerCompilerPasses() {
         gpu.blockSize = options.blockSize;
         gpu.maxBlocks = options.maxBlocks;
         gpu.rowsPerThread = options.rowsPerThread;
+        gpu.vectorWidth = options.vectorWidth;
         gpu.smCount = options.smCount;
         buildPtxPipeline(pm, gpu);
       });

@@ -31,6 +31,9 @@ struct GpuOptions {
   int64_t blockSize = 0;      ///< 0: chosen from the output lengths
   int64_t maxBlocks = 0;      ///< 0: one thread per element
   int64_t rowsPerThread = 0;  ///< elements per GPU thread (0: chosen)
+  /// Consecutive elements a GPU thread stores with one vector access (0:
+  /// chosen from the output lengths).
+  int64_t vectorWidth = 0;
   /// Multiprocessors of the GPU the launch geometry is chosen for (0: those
   /// of the usual data-centre part of `chip`, defaultSmCount).
   int64_t smCount = 0;

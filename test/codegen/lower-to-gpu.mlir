@@ -6,9 +6,13 @@
 // RUN: not thd-opt %s --thd-force-static-shapes --thd-lower-to-gpu=block-size=2048 2>&1 | FileCheck %s --check-prefix=BLOCK
 // RUN: thd-opt %s --param C=1048576 --param N=1024 --thd-force-static-shapes --thd-fuse --thd-lower-to-gpu | FileCheck %s --check-prefix=AUTO
 // RUN: thd-opt %s --param C=262144 --param N=1024 --thd-force-static-shapes --thd-fuse --thd-lower-to-gpu | FileCheck %s --check-prefix=ONE-WAVE
-// RUN: thd-opt %s --param C=262144 --param N=1024 --thd-force-static-shapes --thd-fuse --thd-lower-to-gpu=sm-count=16 | FileCheck %s --check-prefix=SMALL-GPU
+// RUN: thd-opt %s --param C=262144 --param N=1024 --thd-force-static-shapes --thd-fuse --thd-lower-to-gpu="sm-count=16 vector-width=1" | FileCheck %s --check-prefix=SMALL-GPU
+// RUN: thd-opt %s --param C=1048576 --param N=1024 --thd-force-static-shapes --thd-fuse --thd-lower-to-gpu | FileCheck %s --check-prefix=VECTOR
+// RUN: thd-opt %s --param C=1048576 --param N=1024 --thd-force-static-shapes --thd-fuse --thd-lower-to-gpu=vector-width=1 | FileCheck %s --check-prefix=SCALAR
+// RUN: thd-opt %s --param C=1025 --param cp=1 --param N=33 --thd-force-static-shapes --thd-fuse --thd-lower-to-gpu=vector-width=2 | FileCheck %s --check-prefix=ODD
+// RUN: not thd-opt %s --thd-force-static-shapes --thd-lower-to-gpu=vector-width=3 2>&1 | FileCheck %s --check-prefix=BAD-VECTOR
 // RUN: not thd-opt %s --thd-force-static-shapes --thd-lower-to-gpu=sm-count=0 2>&1 | FileCheck %s --check-prefix=BAD-SMS
-// RUN: thd-opt %s --param C=1048576 --param N=1024 --thd-force-static-shapes --thd-fuse --thd-lower-to-gpu="block-size=512 max-blocks=128 rows-per-thread=1" | FileCheck %s --check-prefix=STRIDE
+// RUN: thd-opt %s --param C=1048576 --param N=1024 --thd-force-static-shapes --thd-fuse --thd-lower-to-gpu="block-size=512 max-blocks=128 rows-per-thread=1 vector-width=1" | FileCheck %s --check-prefix=STRIDE
 
 // CHECK: module attributes {gpu.container_module
 // CHECK-NOT: func.func
@@ -33,18 +37,50 @@
 
 // BLOCK: error: block-size must be in [1, 1024] (or 0: chosen from the output lengths), got 2048
 
-// Long outputs get 1024 threads a block. One wave of resident blocks on 132
-// multiprocessors of 2 such blocks is 270,336 threads; 2^20 rows need more,
-// so each thread takes 2 rows (the most chosen): 512 blocks.
+// Long outputs get 1024 threads a block and two rows a step, stored
+// together: 2^19 steps, one a thread, 512 blocks, no loop over steps.
 // AUTO: thd.block = array<i64: 1024, 1, 1>, thd.grid = array<i64: 512, 1, 1>
-// AUTO: scf.for %{{.+}} = %c0{{.*}} to %c2{{.*}} step %c1
-// 2^18 rows fit that wave: one row a thread, 256 blocks.
-// ONE-WAVE: thd.block = array<i64: 1024, 1, 1>, thd.grid = array<i64: 256, 1, 1>
-// On a GPU of 16 multiprocessors (a wave of 32,768 threads) they do not: 2
-// rows a thread, 128 blocks.
+// AUTO-NOT: scf.for %{{.+}} = %c0{{.*}} to %c2{{.*}} step %c1
+// 2^18 rows: 2^17 steps, 128 blocks.
+// ONE-WAVE: thd.block = array<i64: 1024, 1, 1>, thd.grid = array<i64: 128, 1, 1>
+// Rows one at a time on a GPU of 16 multiprocessors (a wave of 32,768
+// threads): 2^18 rows do not fit one wave, so 2 rows a thread, 128 blocks.
 // SMALL-GPU: thd.block = array<i64: 1024, 1, 1>, thd.grid = array<i64: 128, 1, 1>
 // SMALL-GPU: scf.for %{{.+}} = %c0{{.*}} to %c2{{.*}} step %c1
 // BAD-SMS: error: sm-count must be in [1, 4096], got 0
+
+// Two rows a step: whether each output can take a vector store is read once
+// at the kernel's entry from its address (16 bytes for two i64, 8 for two
+// f32); a misaligned output takes the rows one store each. The padding mask
+// (i1, a byte a row in the buffer but a bit in a vector) is stored a byte at
+// a time.
+// VECTOR: %[[TOKENS:.+]] = memref.extract_aligned_pointer_as_index %arg8 : memref<1048576xi64> -> index
+// VECTOR: %[[TOKENS_OFF:.+]] = arith.remui %[[TOKENS]], %c16{{.*}} : index
+// VECTOR: %[[TOKENS_ALIGNED:.+]] = arith.cmpi eq, %[[TOKENS_OFF]], %c0
+// VECTOR: %[[MASK:.+]] = memref.extract_aligned_pointer_as_index %arg11 : memref<1048576xf32> -> index
+// VECTOR: arith.remui %[[MASK]], %c8{{.*}} : index
+// VECTOR-NOT: memref.extract_aligned_pointer_as_index %arg12
+// VECTOR: gpu.block_id
+// VECTOR: %[[STEP:.+]] = arith.addi %{{.+}}, %{{.+}} : index
+// VECTOR: %[[ROW:.+]] = arith.muli %[[STEP]], %c2{{.*}} : index
+// VECTOR: %[[NEXT:.+]] = arith.addi %[[ROW]], %c1{{.*}} : index
+// VECTOR: scf.if %[[TOKENS_ALIGNED]] {
+// VECTOR-NEXT: %[[PAIR:.+]] = vector.from_elements %[[A:.+]], %[[B:.+]] : vector<2xi64>
+// VECTOR-NEXT: vector.store %[[PAIR]], %arg8[%[[ROW]]] {alignment = 16 : i64} : memref<1048576xi64>, vector<2xi64>
+// VECTOR-NEXT: } else {
+// VECTOR-NEXT: memref.store %[[A]], %arg8[%[[ROW]]] {alignment = 8 : i64}
+// VECTOR-NEXT: memref.store %[[B]], %arg8[%[[NEXT]]] {alignment = 8 : i64}
+// VECTOR: vector.store %{{.+}}, %arg11[%[[ROW]]] {alignment = 8 : i64} : memref<1048576xf32>, vector<2xf32>
+// VECTOR: memref.store %{{.+}}, %arg12[%[[ROW]]] {alignment = 1 : i64} : memref<1048576xi1>
+// VECTOR-NEXT: memref.store %{{.+}}, %arg12[%[[NEXT]]] {alignment = 1 : i64} : memref<1048576xi1>
+// The offset arrays (1025 entries, odd) and scalars are one element a step.
+// VECTOR-NOT: vector.store
+// SCALAR-NOT: vector.
+// With two forced: 1025 rows are one a step; the 34-entry offset arrays
+// take vector stores.
+// ODD-NOT: vector.store %{{.+}}, %arg{{[89]}}[
+// ODD: vector.store %{{.+}}, %arg13[%{{.+}}] {alignment = 8 : i64} : memref<34xi32>, vector<2xi32>
+// BAD-VECTOR: error: vector-width must be 1 or 2 (or 0: chosen from the output lengths), got 3
 // A capped grid: blocks loop over the 2048 tiles of 512 rows with the grid's
 // stride.
 // STRIDE: thd.grid = array<i64: 128, 1, 1>

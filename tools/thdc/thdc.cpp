@@ -69,6 +69,11 @@ struct ThdcOptions {
       cl::desc("Elements each GPU thread computes, a warp apart (0: chosen "
                "from the output lengths and --sm-count)"),
       cl::init(0), cl::cat(category)};
+  cl::opt<int64_t> vectorWidth{
+      "vector-width",
+      cl::desc("Consecutive elements a GPU thread stores with one vector "
+               "access, 1 or 2 (0: chosen from the output lengths)"),
+      cl::init(0), cl::cat(category)};
   cl::opt<int64_t> smCount{
       "sm-count",
       cl::desc("Multiprocessors of the GPU the launch geometry is "
@@ -84,8 +89,8 @@ struct ThdcOptions {
                "bundle then carries only the PTX)"),
       cl::cat(category)};
   thdc::OptionScope scope{{&inputFile, &outputDir, &emit, &emitPtx, &chip,
-                           &blockSize, &maxBlocks, &rowsPerThread, &smCount,
-                           &noHost, &noCubin}};
+                           &blockSize, &maxBlocks, &rowsPerThread, &vectorWidth,
+                           &smCount, &noHost, &noCubin}};
 };
 } // namespace
 
@@ -94,7 +99,8 @@ int thdc::tools::thdcMain(int argc, char **argv) {
   static cl::OptionCategory thdcCategory("thdc options");
   ThdcOptions options(thdcCategory);
   auto &[category, inputFile, outputDir, emit, emitPtx, chip, blockSize,
-         maxBlocks, rowsPerThread, smCount, noHost, noCubin, scope] = options;
+         maxBlocks, rowsPerThread, vectorWidth, smCount, noHost, noCubin,
+         scope] = options;
   thdc::registerParamOption(thdcCategory);
   thdc::registerToolOptions(thdcCategory, thdc::registerMlirCommandLineOptions);
   thdc::setVersionPrinter("thdc");
@@ -102,7 +108,8 @@ int thdc::tools::thdcMain(int argc, char **argv) {
   thdc::CompilerCommandLineOptions mlirOptions;
   for (auto [option, minimum] :
        {std::pair(&blockSize, 0), std::pair(&maxBlocks, 0),
-        std::pair(&rowsPerThread, 0), std::pair(&smCount, 0)})
+        std::pair(&rowsPerThread, 0), std::pair(&vectorWidth, 0),
+        std::pair(&smCount, 0)})
     if (*option < minimum) {
       llvm::errs() << "error: --" << option->ArgStr << " must be at least "
                    << minimum << ", got " << *option << "\n";
@@ -142,6 +149,7 @@ int thdc::tools::thdcMain(int argc, char **argv) {
   gpu.blockSize = blockSize;
   gpu.maxBlocks = maxBlocks;
   gpu.rowsPerThread = rowsPerThread;
+  gpu.vectorWidth = vectorWidth;
   gpu.smCount = smCount;
   gpu.assembleCubin = !noCubin;
   switch (what) {
