@@ -17,6 +17,12 @@ done
 # too.
 "$bin/thdc" "$example" --param C=32768 --param cp=2 --param N=64 --block-size 512 --max-blocks 8 -o "$out/check/C32768_cp2_N64_grid8x512"
 "$bin/thdc" "$example" --param C=32768 --param cp=2 --param N=64 --rows-per-thread 4 -o "$out/check/C32768_cp2_N64_rows4"
+# Two elements a step with one vector store (the default from 2^18 rows on):
+# on a capped grid too, and on an odd row count (C = 1025, rows one at a
+# time) whose offset arrays (N+1 = 34 entries) take vector stores.
+"$bin/thdc" "$example" --param C=32768 --param cp=2 --param N=64 --vector-width 2 -o "$out/check/C32768_cp2_N64_vec2"
+"$bin/thdc" "$example" --param C=32768 --param cp=2 --param N=64 --vector-width 2 --block-size 256 --max-blocks 8 -o "$out/check/C32768_cp2_N64_vec2_grid8x256"
+"$bin/thdc" "$example" --param C=1025 --param cp=1 --param N=33 --vector-width 2 -o "$out/check/C1025_cp1_N33_vec2"
 # The PTX alone (the others carry a cubin for sm_90 too): the driver compiles
 # it at load, as on any chip the bundle has no cubin for.
 "$bin/thdc" "$example" --param C=32768 --param cp=2 --param N=64 --no-cubin -o "$out/check/C32768_cp2_N64_ptx-only"
@@ -42,18 +48,21 @@ done
 for C in 8192 16384 32768 65536 131072 262144 524288 1048576 2097152 4194304; do
   "$bin/thdc" "$example" --param C=$C --param cp=2 --param N=1024 --no-host -o "$out/scaling/C${C}_cp2_N1024"
 done
-# Launch geometry sweep (THDC_GEOMETRY_SWEEP=1): the two largest
-# configurations of the benchmark and the two largest of the scaling run at
-# each block size and rows per thread, one bench-b<B>-r<R> folder each; the
-# measurements behind the geometry the compiler chooses
+# Launch geometry sweep (THDC_GEOMETRY_SWEEP=1): the benchmark's two
+# largest configurations and the scaling run's largest at each block size,
+# rows (steps) per thread and vector width, one bench-b<B>-r<R>-v<V> folder
+# each; the measurements behind the geometry the compiler chooses
 # (docs/launch-geometry.md).
 if [ "${THDC_GEOMETRY_SWEEP:-0}" = 1 ]; then
   for b in 256 512 1024; do
-    for r in 1 2 4 8 16; do
-      for shape in "131072 2 256" "1048576 2 1024" "2097152 2 1024" "4194304 2 1024"; do
-        set -- $shape
-        "$bin/thdc" "$example" --param C=$1 --param cp=$2 --param N=$3 --no-host \
-          --block-size $b --rows-per-thread $r -o "$out/bench-b$b-r$r/C$1_cp$2_N$3"
+    for r in 1 2 4; do
+      for v in 1 2; do
+        for shape in "131072 2 256" "1048576 2 1024" "4194304 2 1024"; do
+          set -- $shape
+          "$bin/thdc" "$example" --param C=$1 --param cp=$2 --param N=$3 --no-host \
+            --block-size $b --rows-per-thread $r --vector-width $v \
+            -o "$out/bench-b$b-r$r-v$v/C$1_cp$2_N$3"
+        done
       done
     done
   done
