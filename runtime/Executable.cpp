@@ -3,6 +3,7 @@
 #include "runtime/Executable.h"
 #include "runtime/Cache.h"
 #include "runtime/CudaDriver.h"
+#include "runtime/Elf.h"
 #include "runtime/PtxCompiler.h"
 #include "runtime/Sha256.h"
 
@@ -159,8 +160,8 @@ namespace {
 /// compile now, whose cubin is then kept there.
 Status loadPtx(const CudaDriver &cu, const std::string &ptx,
                const std::string &kernelName, const std::string &arch,
-               const std::string &cacheDir, CUmodule *module,
-               bool *fromCache) {
+               const std::string &cacheDir, CUmodule *module, bool *fromCache,
+               std::string *cachedCubin) {
   // The cache key covers the PTX, the GPU, the driver that compiles it and
   // the optimisation level.
   int level = ptxOptLevel();
@@ -177,6 +178,7 @@ Status loadPtx(const CudaDriver &cu, const std::string &ptx,
                                                    /*requirePrivate=*/true);
   if (cached && cu.cuModuleLoadData(module, cached->data()) == CUDA_SUCCESS) {
     *fromCache = true;
+    *cachedCubin = std::move(*cached);
     return Status();
   }
   CUlinkState link = nullptr;
@@ -234,9 +236,11 @@ Status Executable::loadModule(int device) const {
       return ptx.status();
     ptx_ = std::move(*ptx);
   }
+  std::string cachedCubin;
   if (!fromBundle)
-    if (Status loaded = loadPtx(cu, ptx_, manifest_.kernelName, arch,
-                                cubinCacheDir_, &module, &fromCache);
+    if (Status loaded =
+            loadPtx(cu, ptx_, manifest_.kernelName, arch, cubinCacheDir_,
+                    &module, &fromCache, &cachedCubin);
         !loaded)
       return loaded;
   CUfunction function = nullptr;
@@ -249,7 +253,10 @@ Status Executable::loadModule(int device) const {
   }
   // Every device's module, not only the first: another chip may load the
   // PTX where the first loaded the cubin.
-  if (Status matches = checkKernelBuffers(module); !matches) {
+  std::string_view loadedCubin = fromBundle  ? std::string_view(cubin_)
+                                 : fromCache ? std::string_view(cachedCubin)
+                                             : std::string_view();
+  if (Status matches = checkKernelBuffers(module, loadedCubin); !matches) {
     cu.cuModuleUnload(module);
     return matches;
   }
@@ -269,20 +276,35 @@ Status Executable::loadModule(int device) const {
 /// The kernel states its buffers, its entry and its launch geometry: a
 /// manifest that disagrees would let callers hand it buffers it reads or
 /// writes past, and a kernel that states nothing is not trusted. Checked
-/// on each module as it is loaded, in the device's context.
-Status Executable::checkKernelBuffers(void *moduleHandle) const {
+/// on each module as it is loaded: in the bytes of the cubin the module was
+/// loaded from (its initialised globals), else in the device's memory.
+Status Executable::checkKernelBuffers(void *moduleHandle,
+                                      std::string_view cubin) const {
   const CudaDriver &cu = **CudaDriver::get();
   auto module = static_cast<CUmodule>(moduleHandle);
-  auto readGlobal = [&](const char *symbol,
-                        std::string &bytes) -> Status {
+  auto missing = [&](const char *symbol) {
+    return Status::error(fmt::format(
+        "the kernel '{}' has no '{}' (it was written by an older thdc or "
+        "is not thdc's); compile it again",
+        manifest_.kernelName, symbol));
+  };
+  auto readGlobal = [&](const char *symbol, std::string &bytes) -> Status {
+    if (!cubin.empty()) {
+      Result<std::optional<std::string>> read =
+          readElfSymbolBytes(cubin, symbol);
+      if (!read)
+        return Status::error(fmt::format("the cubin of kernel '{}': {}",
+                                         manifest_.kernelName,
+                                         read.status().message()));
+      if (!*read)
+        return missing(symbol);
+      bytes = std::move(**read);
+      return Status();
+    }
     CUdeviceptr address = 0;
     size_t size = 0;
-    if (cu.cuModuleGetGlobal(&address, &size, module, symbol) !=
-        CUDA_SUCCESS)
-      return Status::error(fmt::format(
-          "the kernel '{}' has no '{}' (it was written by an older thdc or "
-          "is not thdc's); compile it again",
-          manifest_.kernelName, symbol));
+    if (cu.cuModuleGetGlobal(&address, &size, module, symbol) != CUDA_SUCCESS)
+      return missing(symbol);
     bytes.assign(size, '\0');
     CUresult r = cu.cuMemcpyDtoH(bytes.data(), address, size);
     if (r != CUDA_SUCCESS)

@@ -26,6 +26,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace thdc::runtime {
@@ -99,8 +100,10 @@ private:
   struct DeviceModules;
   Executable();
   Status loadModule(int device) const;
-  /// Checks `module` (a CUmodule) against the manifest.
-  Status checkKernelBuffers(void *module) const;
+  /// Checks `module` (a CUmodule) against the manifest, reading what the
+  /// kernel states from `cubin` (the bytes the module was loaded from) when
+  /// it is not empty, else from the device.
+  Status checkKernelBuffers(void *module, std::string_view cubin) const;
   Status checkDisjoint(void *const *buffers) const;
   /// Each buffer's size in bytes and the outputs' indices (and bits), for
   /// checkDisjoint.
