@@ -34,6 +34,14 @@ namespace thdc::runtime {
 /// Where an executable runs.
 enum class Backend { Auto, Cuda, Host };
 
+/// How a kernel's code was loaded on a device.
+enum class CodeLoad {
+  None,         ///< not on a GPU
+  CubinLibrary, ///< a cubin, with cuLibraryLoadData
+  CubinModule,  ///< a cubin, with cuModuleLoadData (a driver without cuLibrary)
+  PtxLink,      ///< the PTX, compiled by the driver's linker
+};
+
 /// How an executable was loaded, for reports.
 struct LoadInfo {
   Backend backend = Backend::Host;
@@ -41,6 +49,7 @@ struct LoadInfo {
   int deviceOrdinal = -1; ///< the device loaded at load time; -1 on the host
   bool cubinFromCache = false;  ///< thdc's cache of driver-compiled PTX
   bool cubinFromBundle = false; ///< the bundle's own cubin
+  CodeLoad codeLoad = CodeLoad::None; ///< on the load device
   double loadMicros = 0; ///< module load (and PTX compile, if any)
   /// Of loadMicros, the module alone: the cubin loaded or the PTX compiled,
   /// without making the device's context current (the driver's start-up in
