@@ -281,7 +281,7 @@ Status Executable::loadModule(int device) const {
   // The bytes of the cubin loaded, when it was loaded as one: what the
   // kernel states is read there rather than from the device.
   std::string_view loadedCubin;
-  std::string cachedCubin;
+  std::string cachedCubin, compiled;
   if (fromBundle) {
     loadedCubin = cubin_;
   } else {
@@ -305,7 +305,6 @@ Status Executable::loadModule(int device) const {
           cachedCubin = std::move(*cached);
           loadedCubin = cachedCubin;
         }
-    std::string compiled;
     if (!fromCache)
       if (Status loaded = compilePtx(cu, ptx_, manifest_.kernelName, arch,
                                      cubinPath, &code.module, &compiled);
@@ -329,6 +328,8 @@ Status Executable::loadModule(int device) const {
     info.codeLoad = code.library           ? CodeLoad::CubinLibrary
                     : !loadedCubin.empty() ? CodeLoad::CubinModule
                                            : CodeLoad::PtxLink;
+    if (loadOptions_.keepDriverCubin && !fromBundle)
+      driverCubin_ = fromCache ? std::move(cachedCubin) : std::move(compiled);
     info.moduleMicros = std::chrono::duration<double, std::micro>(
                             std::chrono::steady_clock::now() - start)
                             .count();
@@ -441,6 +442,7 @@ Executable::load(const std::string &bundleDir, const LoadOptions &options) {
     executable->info_.backend = Backend::Cuda;
     executable->info_.deviceOrdinal = *device;
     executable->info_.device = cu.name(*device);
+    executable->info_.chip = cu.architecture(*device);
     if (Status loaded = executable->loadModule(*device); !loaded)
       return loaded;
   } else {

@@ -47,6 +47,7 @@ struct LoadInfo {
   Backend backend = Backend::Host;
   std::string device;     ///< GPU name, or "host CPU"
   int deviceOrdinal = -1; ///< the device loaded at load time; -1 on the host
+  std::string chip;       ///< that device's chip ("sm_90"); empty on the host
   bool cubinFromCache = false;  ///< thdc's cache of driver-compiled PTX
   bool cubinFromBundle = false; ///< the bundle's own cubin
   CodeLoad codeLoad = CodeLoad::None; ///< on the load device
@@ -73,6 +74,9 @@ struct LoadOptions {
   /// Read only files that belong to this user and that nobody else can
   /// write (the JIT's cache).
   bool requirePrivate = false;
+  /// Keep the cubin the driver compiled from the PTX (or that thdc's cache
+  /// held) at load, for driverCubin().
+  bool keepDriverCubin = false;
 };
 
 /// A loaded bundle, ready to launch.
@@ -87,6 +91,11 @@ public:
   const Manifest &manifest() const { return manifest_; }
   const LoadInfo &loadInfo() const { return info_; }
   Backend backend() const { return info_.backend; }
+  /// With LoadOptions::keepDriverCubin, the cubin the driver compiled from
+  /// the bundle's PTX for the load device (loadInfo().chip), or that thdc's
+  /// cache held; empty when the bundle's own cubin was loaded, or without a
+  /// GPU.
+  const std::string &driverCubin() const { return driverCubin_; }
 
   /// Runs the executable once on `buffers` (one pointer per manifest buffer,
   /// in order). On the GPU: device pointers, enqueued on `stream` (a
@@ -125,6 +134,8 @@ private:
   std::string cubin_, cubinCacheDir_;
   /// Read by the first module load that needs it (under the modules' lock).
   mutable std::string ptx_;
+  /// Set by the load device's module load (LoadOptions::keepDriverCubin).
+  mutable std::string driverCubin_;
   std::string bundleDir_;
   LoadOptions loadOptions_;
   std::unique_ptr<DeviceModules> modules_; // per device, GPU only
