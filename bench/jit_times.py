@@ -5,7 +5,9 @@ Each cold compile and each disk-cache hit runs in a new Python process (the
 JIT's one-time costs, such as touching the compiler's code, are part of a
 cold compile in a training job too); the time is the JIT's own
 (`compile_info["micros"]`: from the call to a loaded module), plus the wall
-time of the whole call. Cold compiles use an empty cache folder each and
+time of the whole call. After each disk-cache hit on the GPU it times the
+first launch + synchronize against the fastest later one: work that a lazy
+module load leaves to the first launch is part of a hit's real cost. Cold compiles use an empty cache folder each and
 CUDA_CACHE_DISABLE=1, so that neither thdc nor the driver has the kernel.
 
     PYTHONPATH=build/python python3 bench/jit_times.py --json out.json
@@ -29,22 +31,39 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 CHILD = r"""
-import json, sys, time
+import ctypes, json, sys, time
 import thdc
 args = json.loads(sys.argv[1])
 text = open(args["pipeline"]).read()
+cuda = args["backend"] == "cuda"
+driver = ctypes.CDLL("libcuda.so.1") if cuda else None
+
+def check(result, call):
+    if result != 0:
+        raise RuntimeError(f"{call}: CUDA error {result}")
+
+def make_context_current():
+    # The device's primary context (PyTorch's), made current on this thread.
+    check(driver.cuInit(0), "cuInit")
+    device, context = ctypes.c_int(), ctypes.c_void_p()
+    check(driver.cuDeviceGet(ctypes.byref(device), 0), "cuDeviceGet")
+    check(driver.cuDevicePrimaryCtxRetain(ctypes.byref(context), device),
+          "cuDevicePrimaryCtxRetain")
+    check(driver.cuCtxSetCurrent(context), "cuCtxSetCurrent")
+
 # A training process has its CUDA context before it compiles: create it
-# first (through PyTorch where it is installed) and time it apart.
+# first (through PyTorch where it is installed, else the driver's primary
+# context) and time it apart.
 context = None
-if args["backend"] == "cuda" and args["warm_context"]:
+if cuda and args["warm_context"]:
     start = time.perf_counter()
     try:
         import torch
         torch.zeros(1, device="cuda")
         torch.cuda.synchronize()
-        context = (time.perf_counter() - start) * 1e6
     except ImportError:
-        pass
+        make_context_current()
+    context = (time.perf_counter() - start) * 1e6
 start = time.perf_counter()
 kernel = thdc.compile(text, args["params"], backend=args["backend"],
                       cache_dir=args["cache_dir"], chip=args["chip"])
@@ -54,9 +73,37 @@ start = time.perf_counter()
 again = thdc.compile(text, args["params"], backend=args["backend"],
                      cache_dir=args["cache_dir"], chip=args["chip"])
 memory = (time.perf_counter() - start) * 1e6
+
+# The first launch (+ synchronize) after the compile, against later ones: a
+# module load that left work for the first launch (lazy loading) shows up as
+# the difference. Zeroed buffers (empty sequences), allocated and written
+# before the timing.
+launches = None
+if cuda and args["launches"]:
+    make_context_current()  # thdc leaves the caller's context as it was
+    itemsize = {"bool": 1, "int8": 1, "int16": 2, "int32": 4, "int64": 8,
+                "float32": 4, "float64": 8}
+    pointers = []
+    for name, dtype, shape, direction in kernel.signature:
+        size = max(itemsize[dtype] * shape[0], 1)
+        pointer = ctypes.c_uint64()
+        check(driver.cuMemAlloc_v2(ctypes.byref(pointer), ctypes.c_size_t(size)),
+              "cuMemAlloc")
+        check(driver.cuMemsetD8_v2(pointer, ctypes.c_ubyte(0),
+                                   ctypes.c_size_t(size)), "cuMemsetD8")
+        pointers.append(pointer.value)
+    check(driver.cuCtxSynchronize(), "cuCtxSynchronize")
+    launches = []
+    for _ in range(args["launches"]):
+        start = time.perf_counter()
+        kernel.launch_pointers(pointers)
+        check(driver.cuCtxSynchronize(), "cuCtxSynchronize")
+        launches.append((time.perf_counter() - start) * 1e6)
+    for pointer in pointers:
+        driver.cuMemFree_v2(ctypes.c_uint64(pointer))
 print(json.dumps({"info": info, "call_micros": first, "context_micros": context,
                   "memory": dict(again.compile_info),
-                  "memory_call_micros": memory}))
+                  "memory_call_micros": memory, "launch_micros": launches}))
 """
 
 
@@ -70,6 +117,7 @@ def run_child(args, cache_dir, extra_env):
         "cache_dir": cache_dir,
         "chip": args.chip,
         "warm_context": not args.cold_context,
+        "launches": args.launches,
     })
     out = subprocess.run([sys.executable, "-c", CHILD, payload], env=env,
                          check=True, capture_output=True, text=True)
@@ -99,6 +147,10 @@ def main():
     parser.add_argument("--cold-context", action="store_true",
                         help="let the JIT's module load create the process's CUDA "
                              "context (default: PyTorch creates it first, as in training)")
+    parser.add_argument("--launches", type=int, default=5,
+                        help="launches (+ synchronize) timed after each "
+                             "disk-cache hit on the GPU, the first apart from "
+                             "the others (0: none)")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
     args.params = {"C": 32768, "cp": 2, "N": 64}
@@ -126,6 +178,7 @@ def main():
             load_part.append(info["load_micros"])
         warm_folder = os.path.join(keep, "cold-0")
         hits, hit_calls, memory = [], [], []
+        first_launch, later_launch = [], []
         for _ in range(args.hit_runs):
             result = run_child(args, warm_folder, {})
             info = result["info"]
@@ -135,6 +188,10 @@ def main():
             hits.append(info["micros"])
             hit_calls.append(result["call_micros"])
             memory.append(result["memory"]["micros"])
+            if result["launch_micros"]:
+                first_launch.append(result["launch_micros"][0])
+                if len(result["launch_micros"]) > 1:
+                    later_launch.append(min(result["launch_micros"][1:]))
     finally:
         shutil.rmtree(keep, ignore_errors=True)
 
@@ -146,6 +203,10 @@ def main():
     rows["cold compile (Python call)"] = summary(cold_calls)
     rows["disk-cache hit (JIT)"] = summary(hits)
     rows["disk-cache hit (Python call)"] = summary(hit_calls)
+    if first_launch:
+        rows["  then first launch+sync"] = summary(first_launch)
+    if later_launch:
+        rows["  then later launch+sync"] = summary(later_launch)
     rows["memory-cache hit (JIT)"] = summary(memory)
 
     print(f"{args.pipeline} {args.params} backend={args.backend}")

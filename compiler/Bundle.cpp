@@ -12,6 +12,41 @@
 #define THDC_VERSION "unknown"
 #endif
 
+namespace {
+/// Writes `contents` as the manifest of the bundle in `folder`, with its
+/// hash beside it.
+thdc::runtime::Status writeManifest(const std::string &folder,
+                                    const thdc::runtime::Manifest &contents) {
+  using namespace thdc::runtime;
+  // The manifest's own hash goes beside it (written first: a reader that
+  // finds the new manifest finds its hash).
+  std::string manifest = renderManifest(contents);
+  if (Status status = writeFileAtomically(joinPath(folder, kManifestHashFile),
+                                          sha256Hex(manifest) + "\n");
+      !status)
+    return status;
+  return writeFileAtomically(joinPath(folder, kManifestFile), manifest);
+}
+} // namespace
+
+thdc::runtime::Status thdc::addCubinToBundle(const std::string &dir,
+                                             runtime::Manifest manifest,
+                                             std::string_view cubin) {
+  using namespace thdc::runtime;
+  if (cubin.empty())
+    return Status::error("adding a cubin to " + dir + ": the cubin is empty");
+  if (!manifest.cubinFile.empty())
+    return Status::error("adding a cubin to " + dir + ": the bundle has one (" +
+                         manifest.cubinFile + ")");
+  manifest.cubinFile = manifest.entry + kCubinFileSuffix;
+  manifest.fileHashes[manifest.cubinFile] = sha256Hex(cubin);
+  if (Status status =
+          writeFileAtomically(joinPath(dir, manifest.cubinFile), cubin);
+      !status)
+    return status;
+  return writeManifest(dir, manifest);
+}
+
 mlir::LogicalResult thdc::writeBundle(mlir::ModuleOp module,
                                       const GpuOptions &gpu, bool withHost,
                                       llvm::StringRef dir,
@@ -96,17 +131,7 @@ mlir::LogicalResult thdc::writeBundle(mlir::ModuleOp module,
              << "cannot write " << path << ": " << ec.message();
     }
   }
-  // The manifest's own hash goes beside it (written first: a reader that
-  // finds the new manifest finds its hash).
-  std::string manifest = runtime::renderManifest(contents);
-  if (Status status = runtime::writeFileAtomically(
-          runtime::joinPath(folder, runtime::kManifestHashFile),
-          runtime::sha256Hex(manifest) + "\n");
-      !status)
-    return fail(status);
-  if (Status status = runtime::writeFileAtomically(
-          runtime::joinPath(folder, runtime::kManifestFile), manifest);
-      !status)
+  if (Status status = writeManifest(folder, contents); !status)
     return fail(status);
   if (written)
     *written = std::move(contents);

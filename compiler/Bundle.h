@@ -6,7 +6,9 @@
 //                    geometry and the hashes of the files below;
 //   <entry>.ptx      the one GPU kernel, bare pointer parameters;
 //   <entry>.cubin    the same kernel assembled for the manifest's chip, when
-//                    GpuOptions::assembleCubin and ptxas was found;
+//                    GpuOptions::assembleCubin and ptxas was found, or
+//                    nvJitLink compiled it (GpuOptions::cubinInProcess), or
+//                    added by addCubinToBundle (the JIT: the driver's);
 //   <entry>.host.so  the same pipeline for the host CPU, exporting
 //                    `void <entry>(T0 *, T1 *, ...)` and
 //                    `void <entry>_packed(void **buffers)`.
@@ -20,6 +22,10 @@
 
 #include "compiler/Targets.h"
 #include "runtime/Manifest.h"
+#include "runtime/Status.h"
+
+#include <string>
+#include <string_view>
 
 namespace thdc {
 
@@ -33,6 +39,16 @@ namespace thdc {
 mlir::LogicalResult writeBundle(mlir::ModuleOp module, const GpuOptions &gpu,
                                 bool withHost, llvm::StringRef dir,
                                 runtime::Manifest *written = nullptr);
+
+/// Adds `cubin`, the kernel of the bundle in `dir` assembled for the chip
+/// its manifest names, to that bundle, whose manifest is `manifest` (it has
+/// no cubin yet): the cubin is written under the manifest's cubin name
+/// (<entry>.cubin), then the manifest, with the cubin's hash, and the
+/// manifest's hash again. The files change one at a time: for a bundle no
+/// reader sees yet (the JIT's staging folder, published by a rename).
+runtime::Status addCubinToBundle(const std::string &dir,
+                                 runtime::Manifest manifest,
+                                 std::string_view cubin);
 
 } // namespace thdc
 

@@ -38,8 +38,9 @@ using namespace thdc::runtime;
 
 namespace {
 /// The version of what a JIT cache entry holds; part of every key, so that
-/// a change of the entries' contents never meets an older entry.
-constexpr int kJitCacheFormat = 2;
+/// a change of the entries' contents never meets an older entry. 3: an
+/// entry for the driver's PTX compile carries the driver's cubin.
+constexpr int kJitCacheFormat = 3;
 
 /// The JIT's environment switches (see Jit in Jit.h).
 struct Switches {
@@ -407,6 +408,7 @@ Jit::compileLocked(const std::string &pipelineText,
   // publishing is one rename; else (or when the cache cannot be written) in
   // the temporary folder.
   std::string diagnostics;
+  runtime::Manifest written;
   auto compileInto = [&](const std::string &staging) {
     diagnostics.clear();
     std::string fatal;
@@ -446,7 +448,6 @@ Jit::compileLocked(const std::string &pipelineText,
           gpu.cubinInProcess = target == Backend::Cuda &&
                                ptxCompilerChoice() == PtxCompilerChoice::NvJitLink;
           gpu.ptxOptLevel = ptxOptLevel();
-          runtime::Manifest written;
           bool withHost = target == Backend::Host;
           if (mlir::failed(
                   writeBundle(*module, gpu, withHost, staging, &written)))
@@ -521,6 +522,33 @@ Jit::compileLocked(const std::string &pipelineText,
   out.compileMicros = microsSince(start);
 
   std::string bundle(staging);
+  std::optional<Result<std::unique_ptr<Executable>>> loaded;
+  if (inCache && target == Backend::Cuda && written.cubinFile.empty()) {
+    // Loaded before it is published: the cubin the driver compiles from the
+    // PTX joins the entry, so that a hit loads it without reading or
+    // compiling the PTX. No reader sees the staging folder until the rename.
+    // (The PTX the load read stays in memory for other devices' loads.)
+    LoadOptions first = load;
+    first.keepDriverCubin = true;
+    loaded = Executable::load(bundle, first);
+    if (!*loaded) {
+      llvm::sys::fs::remove_directories(staging);
+      return loaded->status();
+    }
+    const Executable &executable = ***loaded;
+    // A cubin for the chip the entry was compiled for (JitOptions::chip
+    // may name another than the device's).
+    if (!executable.driverCubin().empty() &&
+        executable.manifest().cubinFile.empty() &&
+        executable.loadInfo().chip == executable.manifest().chip)
+      if (Status added = addCubinToBundle(bundle, executable.manifest(),
+                                          executable.driverCubin());
+          !added) {
+        out.cacheNote =
+            "cannot write into the cache " + dir + ": " + added.message();
+        inCache = false;
+      }
+  }
   if (inCache) {
     // THDC_ALWAYS_COMPILE: the new result replaces the cached one.
     if (switches.alwaysCompile && llvm::sys::fs::exists(entry) &&
@@ -533,15 +561,16 @@ Jit::compileLocked(const std::string &pipelineText,
       bundle = entry;
     }
   }
-  Result<std::unique_ptr<Executable>> loaded = Executable::load(bundle, load);
+  if (!loaded)
+    loaded = Executable::load(bundle, load);
   if (!inCache)
     // Loaded (the host code is mapped): the private copy can go.
     llvm::sys::fs::remove_directories(bundle);
-  if (!loaded)
-    return loaded.status();
-  out.loadMicros = (*loaded)->loadInfo().loadMicros;
+  if (!*loaded)
+    return loaded->status();
+  out.loadMicros = (**loaded)->loadInfo().loadMicros;
   out.bundleDir = inCache ? entry : std::string();
-  std::shared_ptr<Executable> executable(std::move(*loaded));
+  std::shared_ptr<Executable> executable(std::move(**loaded));
   memory[out.key] = executable;
   out.source = CompileInfo::Source::Compiled;
   out.micros = microsSince(start);

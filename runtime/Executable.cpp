@@ -3,6 +3,7 @@
 #include "runtime/Executable.h"
 #include "runtime/Cache.h"
 #include "runtime/CudaDriver.h"
+#include "runtime/Elf.h"
 #include "runtime/PtxCompiler.h"
 #include "runtime/Sha256.h"
 
@@ -149,40 +150,39 @@ struct Executable::DeviceModules {
   std::mutex mutex;
   std::array<std::atomic<CUfunction>, CudaDriver::kMaxDevices> functions{};
   std::array<CUmodule, CudaDriver::kMaxDevices> modules{};
+  std::array<CUlibrary, CudaDriver::kMaxDevices> libraries{};
 };
 
 Executable::Executable() = default;
 
 namespace {
-/// Loads `ptx` as a module for `arch`: the cubin that an earlier process's
-/// driver compiled from it when `cacheDir` holds one, else the driver's
-/// compile now, whose cubin is then kept there.
-Status loadPtx(const CudaDriver &cu, const std::string &ptx,
-               const std::string &kernelName, const std::string &arch,
-               const std::string &cacheDir, CUmodule *module,
-               bool *fromCache) {
-  // The cache key covers the PTX, the GPU, the driver that compiles it and
-  // the optimisation level.
-  int level = ptxOptLevel();
+/// Where thdc's cache keeps the cubin the driver compiles from `ptx` for
+/// `arch`, or empty when `cacheDir` is "-" or a folder another user could
+/// write to (not read). The key covers the PTX, the GPU, the driver that
+/// compiles it and the optimisation level.
+std::string cachedCubinPath(const CudaDriver &cu, const std::string &ptx,
+                            const std::string &arch,
+                            const std::string &cacheDir) {
   std::string key =
       cacheKey(ptx + "\n" + arch + "\n" + std::to_string(cu.driverVersion) +
-               "\nO" + std::to_string(level));
-  // A cache folder that another user could write to is not read.
-  std::string cubinPath = cacheDir == "-" || !prepareCacheDirectory(cacheDir)
-                              ? std::string()
-                              : joinPath(cacheDir, "cubin-" + key + ".cubin");
-  Result<std::string> cached = cubinPath.empty()
-                                   ? Result<std::string>(Status::error(""))
-                                   : readWholeFile(cubinPath,
-                                                   /*requirePrivate=*/true);
-  if (cached && cu.cuModuleLoadData(module, cached->data()) == CUDA_SUCCESS) {
-    *fromCache = true;
-    return Status();
-  }
+               "\nO" + std::to_string(ptxOptLevel()));
+  return cacheDir == "-" || !prepareCacheDirectory(cacheDir)
+             ? std::string()
+             : joinPath(cacheDir, "cubin-" + key + ".cubin");
+}
+
+/// Compiles `ptx` for the current context's device with the driver's linker
+/// and loads the cubin as `module`; the cubin is kept at `cubinPath` (when
+/// not empty) for later processes, and its bytes handed back in `cubin`.
+Status compilePtx(const CudaDriver &cu, const std::string &ptx,
+                  const std::string &kernelName, const std::string &arch,
+                  const std::string &cubinPath, CUmodule *module,
+                  std::string *cubin) {
   CUlinkState link = nullptr;
-  void *cubin = nullptr;
-  size_t cubinSize = 0;
+  void *linked = nullptr;
+  size_t linkedSize = 0;
   // The driver's levels are 0 to 4 (4, the default, is ptxas -O3).
+  int level = ptxOptLevel();
   CUjit_option option = CU_JIT_OPTIMIZATION_LEVEL;
   void *value = reinterpret_cast<void *>(uintptr_t(level == 3 ? 4 : level));
   CUresult r = cu.cuLinkCreate(1, &option, &value, &link);
@@ -191,21 +191,74 @@ Status loadPtx(const CudaDriver &cu, const std::string &ptx,
                          ptx.size() + 1, kernelName.c_str(), 0, nullptr,
                          nullptr);
   if (r == CUDA_SUCCESS)
-    r = cu.cuLinkComplete(link, &cubin, &cubinSize);
+    r = cu.cuLinkComplete(link, &linked, &linkedSize);
   if (r == CUDA_SUCCESS)
-    r = cu.cuModuleLoadData(module, cubin);
+    r = cu.cuModuleLoadData(module, linked);
+  if (r == CUDA_SUCCESS)
+    cubin->assign(static_cast<const char *>(linked), linkedSize);
   // A cubin that cannot be cached (a full disk) only costs the next process
   // the driver's compile again.
   if (r == CUDA_SUCCESS && !cubinPath.empty())
-    (void)writeFileAtomically(
-        cubinPath,
-        std::string_view(static_cast<const char *>(cubin), cubinSize));
+    (void)writeFileAtomically(cubinPath, *cubin);
   if (link)
     cu.cuLinkDestroy(link);
   if (r != CUDA_SUCCESS)
     return Status::error(fmt::format(
         "loading the PTX of kernel '{}' for {}: {}", kernelName, arch,
         cu.describe("cuLinkAddData/cuModuleLoadData", r)));
+  return Status();
+}
+
+/// A kernel's code loaded on one device: a library (a cubin, where the
+/// driver has cuLibrary) or a module.
+struct LoadedCode {
+  CUlibrary library = nullptr;
+  CUmodule module = nullptr;
+  CUfunction function = nullptr;
+
+  void unload(const CudaDriver &cu) {
+    if (library)
+      cu.cuLibraryUnload(library);
+    if (module)
+      cu.cuModuleUnload(module);
+    *this = LoadedCode();
+  }
+};
+
+/// Loads `cubin` on the current context: as a library where the driver can
+/// (no module is made in the context until a function is asked for), else
+/// as a module. False when the driver refuses it (another chip's, or
+/// damaged): the caller falls back to the PTX.
+bool loadCubin(const CudaDriver &cu, const std::string &cubin,
+               LoadedCode *code) {
+  CUresult r = cu.hasLibraries()
+                   ? cu.cuLibraryLoadData(&code->library, cubin.data(), nullptr,
+                                          nullptr, 0, nullptr, nullptr, 0)
+                   : cu.cuModuleLoadData(&code->module, cubin.data());
+  if (r != CUDA_SUCCESS)
+    *code = LoadedCode();
+  return r == CUDA_SUCCESS;
+}
+
+/// The function `name` of `code` for the current context.
+Status findFunction(const CudaDriver &cu, const std::string &name,
+                    LoadedCode *code) {
+  CUresult r = CUDA_SUCCESS;
+  const char *call = "cuModuleGetFunction";
+  if (code->library) {
+    CUkernel kernel = nullptr;
+    call = "cuLibraryGetKernel";
+    r = cu.cuLibraryGetKernel(&kernel, code->library, name.c_str());
+    if (r == CUDA_SUCCESS) {
+      call = "cuKernelGetFunction";
+      r = cu.cuKernelGetFunction(&code->function, kernel);
+    }
+  } else {
+    r = cu.cuModuleGetFunction(&code->function, code->module, name.c_str());
+  }
+  if (r != CUDA_SUCCESS)
+    return Status::error(
+        fmt::format("kernel '{}': {}", name, cu.describe(call, r)));
   return Status();
 }
 } // namespace
@@ -220,69 +273,105 @@ Status Executable::loadModule(int device) const {
     return entered;
   auto start = std::chrono::steady_clock::now();
   std::string arch = cu.architecture(device);
-  CUmodule module = nullptr;
+  LoadedCode code;
   // The bundle's cubin, on the chip it was assembled for: nothing to compile.
-  bool fromBundle = !cubin_.empty() && arch == manifest_.chip &&
-                    cu.cuModuleLoadData(&module, cubin_.data()) == CUDA_SUCCESS;
+  bool fromBundle =
+      !cubin_.empty() && arch == manifest_.chip && loadCubin(cu, cubin_, &code);
   bool fromCache = false;
-  // The PTX is read when it is first needed: a bundle whose cubin loads
-  // never reads it.
-  if (!fromBundle && ptx_.empty()) {
-    Result<std::string> ptx =
-        readBundleFile(bundleDir_, manifest_, manifest_.ptxFile, loadOptions_);
-    if (!ptx)
-      return ptx.status();
-    ptx_ = std::move(*ptx);
+  // The bytes of the cubin loaded, when it was loaded as one: what the
+  // kernel states is read there rather than from the device.
+  std::string_view loadedCubin;
+  std::string cachedCubin, compiled;
+  if (fromBundle) {
+    loadedCubin = cubin_;
+  } else {
+    // The PTX is read when it is first needed: a bundle whose cubin loads
+    // never reads it.
+    if (ptx_.empty()) {
+      Result<std::string> ptx = readBundleFile(bundleDir_, manifest_,
+                                               manifest_.ptxFile, loadOptions_);
+      if (!ptx)
+        return ptx.status();
+      ptx_ = std::move(*ptx);
+    }
+    // The cubin an earlier process's driver compiled from this PTX, else
+    // the driver's compile now.
+    std::string cubinPath = cachedCubinPath(cu, ptx_, arch, cubinCacheDir_);
+    if (!cubinPath.empty())
+      if (Result<std::string> cached =
+              readWholeFile(cubinPath, /*requirePrivate=*/true))
+        if (loadCubin(cu, *cached, &code)) {
+          fromCache = true;
+          cachedCubin = std::move(*cached);
+          loadedCubin = cachedCubin;
+        }
+    if (!fromCache)
+      if (Status loaded = compilePtx(cu, ptx_, manifest_.kernelName, arch,
+                                     cubinPath, &code.module, &compiled);
+          !loaded)
+        return loaded;
   }
-  if (!fromBundle)
-    if (Status loaded = loadPtx(cu, ptx_, manifest_.kernelName, arch,
-                                cubinCacheDir_, &module, &fromCache);
-        !loaded)
-      return loaded;
-  CUfunction function = nullptr;
-  CUresult r =
-      cu.cuModuleGetFunction(&function, module, manifest_.kernelName.c_str());
-  if (r != CUDA_SUCCESS) {
-    cu.cuModuleUnload(module);
-    return Status::error(fmt::format("kernel '{}': {}", manifest_.kernelName,
-                                     cu.describe("cuModuleGetFunction", r)));
+  if (Status found = findFunction(cu, manifest_.kernelName, &code); !found) {
+    code.unload(cu);
+    return found;
   }
   // Every device's module, not only the first: another chip may load the
   // PTX where the first loaded the cubin.
-  if (Status matches = checkKernelBuffers(module); !matches) {
-    cu.cuModuleUnload(module);
+  if (Status matches = checkKernelBuffers(code.module, loadedCubin); !matches) {
+    code.unload(cu);
     return matches;
   }
   if (device == info_.deviceOrdinal) {
     LoadInfo &info = const_cast<LoadInfo &>(info_);
     info.cubinFromCache = fromCache;
     info.cubinFromBundle = fromBundle;
+    info.codeLoad = code.library           ? CodeLoad::CubinLibrary
+                    : !loadedCubin.empty() ? CodeLoad::CubinModule
+                                           : CodeLoad::PtxLink;
+    if (loadOptions_.keepDriverCubin && !fromBundle)
+      driverCubin_ = fromCache ? std::move(cachedCubin) : std::move(compiled);
     info.moduleMicros = std::chrono::duration<double, std::micro>(
                             std::chrono::steady_clock::now() - start)
                             .count();
   }
-  modules_->modules[device] = module;
-  modules_->functions[device].store(function, std::memory_order_release);
+  modules_->libraries[device] = code.library;
+  modules_->modules[device] = code.module;
+  modules_->functions[device].store(code.function, std::memory_order_release);
   return Status();
 }
 
 /// The kernel states its buffers, its entry and its launch geometry: a
 /// manifest that disagrees would let callers hand it buffers it reads or
 /// writes past, and a kernel that states nothing is not trusted. Checked
-/// on each module as it is loaded, in the device's context.
-Status Executable::checkKernelBuffers(void *moduleHandle) const {
+/// on each module as it is loaded: in the bytes of the cubin the module was
+/// loaded from (its initialised globals), else in the device's memory.
+Status Executable::checkKernelBuffers(void *moduleHandle,
+                                      std::string_view cubin) const {
   const CudaDriver &cu = **CudaDriver::get();
   auto module = static_cast<CUmodule>(moduleHandle);
-  auto readGlobal = [&](const char *symbol,
-                        std::string &bytes) -> Status {
+  auto missing = [&](const char *symbol) {
+    return Status::error(fmt::format(
+        "the kernel '{}' has no '{}' (it was written by an older thdc or "
+        "is not thdc's); compile it again",
+        manifest_.kernelName, symbol));
+  };
+  auto readGlobal = [&](const char *symbol, std::string &bytes) -> Status {
+    if (!cubin.empty()) {
+      Result<std::optional<std::string>> read =
+          readElfSymbolBytes(cubin, symbol);
+      if (!read)
+        return Status::error(fmt::format("the cubin of kernel '{}': {}",
+                                         manifest_.kernelName,
+                                         read.status().message()));
+      if (!*read)
+        return missing(symbol);
+      bytes = std::move(**read);
+      return Status();
+    }
     CUdeviceptr address = 0;
     size_t size = 0;
-    if (cu.cuModuleGetGlobal(&address, &size, module, symbol) !=
-        CUDA_SUCCESS)
-      return Status::error(fmt::format(
-          "the kernel '{}' has no '{}' (it was written by an older thdc or "
-          "is not thdc's); compile it again",
-          manifest_.kernelName, symbol));
+    if (cu.cuModuleGetGlobal(&address, &size, module, symbol) != CUDA_SUCCESS)
+      return missing(symbol);
     bytes.assign(size, '\0');
     CUresult r = cu.cuMemcpyDtoH(bytes.data(), address, size);
     if (r != CUDA_SUCCESS)
@@ -353,6 +442,7 @@ Executable::load(const std::string &bundleDir, const LoadOptions &options) {
     executable->info_.backend = Backend::Cuda;
     executable->info_.deviceOrdinal = *device;
     executable->info_.device = cu.name(*device);
+    executable->info_.chip = cu.architecture(*device);
     if (Status loaded = executable->loadModule(*device); !loaded)
       return loaded;
   } else {
@@ -407,12 +497,15 @@ Executable::load(const std::string &bundleDir, const LoadOptions &options) {
 Executable::~Executable() {
   if (modules_)
     if (Result<const CudaDriver *> driver = CudaDriver::get())
-      for (int device = 0; device < CudaDriver::kMaxDevices; ++device)
+      for (int device = 0; device < CudaDriver::kMaxDevices; ++device) {
+        if (CUlibrary library = modules_->libraries[device])
+          (*driver)->cuLibraryUnload(library);
         if (CUmodule module = modules_->modules[device]) {
           ScopedDevice scope;
           if (scope.enter(**driver, device))
             (*driver)->cuModuleUnload(module);
         }
+      }
   if (library_)
     dlclose(library_);
 }

@@ -26,6 +26,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace thdc::runtime {
@@ -33,13 +34,23 @@ namespace thdc::runtime {
 /// Where an executable runs.
 enum class Backend { Auto, Cuda, Host };
 
+/// How a kernel's code was loaded on a device.
+enum class CodeLoad {
+  None,         ///< not on a GPU
+  CubinLibrary, ///< a cubin, with cuLibraryLoadData
+  CubinModule,  ///< a cubin, with cuModuleLoadData (a driver without cuLibrary)
+  PtxLink,      ///< the PTX, compiled by the driver's linker
+};
+
 /// How an executable was loaded, for reports.
 struct LoadInfo {
   Backend backend = Backend::Host;
   std::string device;     ///< GPU name, or "host CPU"
   int deviceOrdinal = -1; ///< the device loaded at load time; -1 on the host
+  std::string chip;       ///< that device's chip ("sm_90"); empty on the host
   bool cubinFromCache = false;  ///< thdc's cache of driver-compiled PTX
   bool cubinFromBundle = false; ///< the bundle's own cubin
+  CodeLoad codeLoad = CodeLoad::None; ///< on the load device
   double loadMicros = 0; ///< module load (and PTX compile, if any)
   /// Of loadMicros, the module alone: the cubin loaded or the PTX compiled,
   /// without making the device's context current (the driver's start-up in
@@ -63,6 +74,9 @@ struct LoadOptions {
   /// Read only files that belong to this user and that nobody else can
   /// write (the JIT's cache).
   bool requirePrivate = false;
+  /// Keep the cubin the driver compiled from the PTX (or that thdc's cache
+  /// held) at load, for driverCubin().
+  bool keepDriverCubin = false;
 };
 
 /// A loaded bundle, ready to launch.
@@ -77,6 +91,11 @@ public:
   const Manifest &manifest() const { return manifest_; }
   const LoadInfo &loadInfo() const { return info_; }
   Backend backend() const { return info_.backend; }
+  /// With LoadOptions::keepDriverCubin, the cubin the driver compiled from
+  /// the bundle's PTX for the load device (loadInfo().chip), or that thdc's
+  /// cache held; empty when the bundle's own cubin was loaded, or without a
+  /// GPU.
+  const std::string &driverCubin() const { return driverCubin_; }
 
   /// Runs the executable once on `buffers` (one pointer per manifest buffer,
   /// in order). On the GPU: device pointers, enqueued on `stream` (a
@@ -99,8 +118,10 @@ private:
   struct DeviceModules;
   Executable();
   Status loadModule(int device) const;
-  /// Checks `module` (a CUmodule) against the manifest.
-  Status checkKernelBuffers(void *module) const;
+  /// Checks `module` (a CUmodule) against the manifest, reading what the
+  /// kernel states from `cubin` (the bytes the module was loaded from) when
+  /// it is not empty, else from the device.
+  Status checkKernelBuffers(void *module, std::string_view cubin) const;
   Status checkDisjoint(void *const *buffers) const;
   /// Each buffer's size in bytes and the outputs' indices (and bits), for
   /// checkDisjoint.
@@ -113,6 +134,8 @@ private:
   std::string cubin_, cubinCacheDir_;
   /// Read by the first module load that needs it (under the modules' lock).
   mutable std::string ptx_;
+  /// Set by the load device's module load (LoadOptions::keepDriverCubin).
+  mutable std::string driverCubin_;
   std::string bundleDir_;
   LoadOptions loadOptions_;
   std::unique_ptr<DeviceModules> modules_; // per device, GPU only

@@ -1,8 +1,10 @@
 //===- JitTest.cpp - the in-process compiler and its caches ---------------===//
 
 #include "compiler/Jit.h"
+#include "compiler/Bundle.h"
 #include "compiler/FatalErrorGuard.h"
 #include "runtime/Cache.h"
+#include "runtime/Sha256.h"
 #include "test/unit/JitTestSupport.h"
 
 #include "llvm/Support/ErrorHandling.h"
@@ -427,4 +429,58 @@ TEST(JitSwitches, CachedAnswersFromMemoryOnly) {
   EXPECT_EQ(second.cached(text, params), nullptr);
   ScopedEnv always("THDC_ALWAYS_COMPILE", "1");
   EXPECT_EQ(jit.cached(text, params), nullptr);
+}
+
+// The JIT adds the cubin the driver compiled to an entry before publishing
+// it (GPU only); the writing itself runs anywhere, on a host entry.
+TEST(JitCache, AddedCubinIsHashedAndTheEntryStillLoads) {
+  std::string cache = freshCacheDir();
+  ASSERT_FALSE(cache.empty());
+  CompileInfo cold;
+  Jit jit(hostOptions(cache));
+  auto compiled = jit.compile(exampleText(), {{"C", 64}, {"N", 8}}, &cold);
+  ASSERT_TRUE(compiled) << compiled.status().message();
+  ASSERT_FALSE(cold.bundleDir.empty());
+  const Manifest before = (*compiled)->manifest();
+  ASSERT_TRUE(before.cubinFile.empty());
+
+  const std::string cubin("\x7f"
+                          "ELF not really a cubin\0 but bytes",
+                          34);
+  Status added = thdc::addCubinToBundle(cold.bundleDir, before, cubin);
+  ASSERT_TRUE(added) << added.message();
+
+  Result<Manifest> after = readManifest(cold.bundleDir, /*requireHash=*/true,
+                                        /*requirePrivate=*/true);
+  ASSERT_TRUE(after) << after.status().message();
+  EXPECT_EQ(after->cubinFile, before.entry + kCubinFileSuffix);
+  EXPECT_EQ(after->fileHashes.at(after->cubinFile), sha256Hex(cubin));
+  Result<std::string> written =
+      readWholeFile(joinPath(cold.bundleDir, after->cubinFile));
+  ASSERT_TRUE(written) << written.status().message();
+  EXPECT_EQ(*written, cubin);
+  // Nothing else changed.
+  Manifest withoutCubin = *after;
+  withoutCubin.cubinFile.clear();
+  withoutCubin.fileHashes.erase(after->cubinFile);
+  EXPECT_EQ(renderManifest(withoutCubin), renderManifest(before));
+
+  LoadOptions load;
+  load.backend = Backend::Host;
+  load.requireHashes = true;
+  load.requirePrivate = true;
+  auto loaded = Executable::load(cold.bundleDir, load);
+  EXPECT_TRUE(loaded) << loaded.status().message();
+
+  // A second cubin, an empty one and a folder that is not there are errors.
+  Status again = thdc::addCubinToBundle(cold.bundleDir, *after, cubin);
+  ASSERT_FALSE(again);
+  EXPECT_NE(again.message().find("has one"), std::string::npos)
+      << again.message();
+  Status empty = thdc::addCubinToBundle(cold.bundleDir, before, "");
+  ASSERT_FALSE(empty);
+  EXPECT_NE(empty.message().find("empty"), std::string::npos)
+      << empty.message();
+  EXPECT_FALSE(thdc::addCubinToBundle(cache + "/not-there", before, cubin));
+  std::system(("rm -rf " + cache).c_str());
 }
