@@ -39,14 +39,8 @@ Result<CudaDriver> loadDriver() {
 #define THDC_RESOLVE(name) THDC_RESOLVE_AT(name, #name, CUDA_VERSION)
 #define THDC_RESOLVE_VERSIONED(name, version)                                  \
   THDC_RESOLVE_AT(name, #name, version)
-#define THDC_RESOLVE_OPTIONAL(name)                                            \
-  if (getProc(#name, reinterpret_cast<void **>(&driver.name), CUDA_VERSION,    \
-              CU_GET_PROC_ADDRESS_DEFAULT, &found) != CUDA_SUCCESS)            \
-    driver.name = nullptr;
   THDC_CUDA_FUNCTIONS(THDC_RESOLVE)
   THDC_CUDA_VERSIONED_FUNCTIONS(THDC_RESOLVE_VERSIONED)
-  THDC_CUDA_OPTIONAL_FUNCTIONS(THDC_RESOLVE_OPTIONAL)
-#undef THDC_RESOLVE_OPTIONAL
 #undef THDC_RESOLVE_VERSIONED
 #undef THDC_RESOLVE_AT
 #undef THDC_RESOLVE

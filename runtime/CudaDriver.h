@@ -69,30 +69,12 @@ struct CudaDriver {
 // context); cuda.h's cuCtxGetDevice is still the CUDA 2.0 one.
 #define THDC_CUDA_VERSIONED_FUNCTIONS(X) X(cuCtxGetDevice, 2000)
 
-// Entry points used when the driver has them, null otherwise (the runtime
-// then does without): a cubin is loaded as a library (CUDA 12.0's
-// context-independent loading, about half the time of cuModuleLoadData on
-// an H200) rather than as a module.
-#define THDC_CUDA_OPTIONAL_FUNCTIONS(X)                                        \
-  X(cuLibraryLoadData)                                                         \
-  X(cuLibraryUnload)                                                           \
-  X(cuLibraryGetKernel)                                                        \
-  X(cuKernelGetFunction)
-
 #define THDC_DECLARE(name) decltype(&::name) name = nullptr;
 #define THDC_DECLARE_VERSIONED(name, version) THDC_DECLARE(name)
   THDC_CUDA_FUNCTIONS(THDC_DECLARE)
   THDC_CUDA_VERSIONED_FUNCTIONS(THDC_DECLARE_VERSIONED)
-  THDC_CUDA_OPTIONAL_FUNCTIONS(THDC_DECLARE)
 #undef THDC_DECLARE_VERSIONED
 #undef THDC_DECLARE
-
-  /// Whether cubins can be loaded as libraries (every
-  /// THDC_CUDA_OPTIONAL_FUNCTIONS entry point was found).
-  bool hasLibraries() const {
-    return cuLibraryLoadData && cuLibraryUnload && cuLibraryGetKernel &&
-           cuKernelGetFunction;
-  }
 
   /// Most devices the runtime addresses (ordinals 0 .. kMaxDevices-1).
   static constexpr int kMaxDevices = 64;

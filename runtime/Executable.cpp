@@ -150,7 +150,6 @@ struct Executable::DeviceModules {
   std::mutex mutex;
   std::array<std::atomic<CUfunction>, CudaDriver::kMaxDevices> functions{};
   std::array<CUmodule, CudaDriver::kMaxDevices> modules{};
-  std::array<CUlibrary, CudaDriver::kMaxDevices> libraries{};
 };
 
 Executable::Executable() = default;
@@ -209,32 +208,27 @@ Status compilePtx(const CudaDriver &cu, const std::string &ptx,
   return Status();
 }
 
-/// A kernel's code loaded on one device: a library (a cubin, where the
-/// driver has cuLibrary) or a module.
+/// A kernel's code loaded on one device. Cubins are loaded as modules: on
+/// an H200 cuLibraryLoadData was faster than cuModuleLoadData, but the
+/// context's own load then happened in cuKernelGetFunction (0.17-0.31 ms in
+/// a new process, against 0.18-0.24 ms for cuModuleLoadData plus 0.03-0.04
+/// ms for cuModuleGetFunction).
 struct LoadedCode {
-  CUlibrary library = nullptr;
   CUmodule module = nullptr;
   CUfunction function = nullptr;
 
   void unload(const CudaDriver &cu) {
-    if (library)
-      cu.cuLibraryUnload(library);
     if (module)
       cu.cuModuleUnload(module);
     *this = LoadedCode();
   }
 };
 
-/// Loads `cubin` on the current context: as a library where the driver can
-/// (no module is made in the context until a function is asked for), else
-/// as a module. False when the driver refuses it (another chip's, or
-/// damaged): the caller falls back to the PTX.
+/// Loads `cubin` on the current context. False when the driver refuses it
+/// (another chip's, or damaged): the caller falls back to the PTX.
 bool loadCubin(const CudaDriver &cu, const std::string &cubin,
                LoadedCode *code) {
-  CUresult r = cu.hasLibraries()
-                   ? cu.cuLibraryLoadData(&code->library, cubin.data(), nullptr,
-                                          nullptr, 0, nullptr, nullptr, 0)
-                   : cu.cuModuleLoadData(&code->module, cubin.data());
+  CUresult r = cu.cuModuleLoadData(&code->module, cubin.data());
   if (r != CUDA_SUCCESS)
     *code = LoadedCode();
   return r == CUDA_SUCCESS;
@@ -243,22 +237,11 @@ bool loadCubin(const CudaDriver &cu, const std::string &cubin,
 /// The function `name` of `code` for the current context.
 Status findFunction(const CudaDriver &cu, const std::string &name,
                     LoadedCode *code) {
-  CUresult r = CUDA_SUCCESS;
-  const char *call = "cuModuleGetFunction";
-  if (code->library) {
-    CUkernel kernel = nullptr;
-    call = "cuLibraryGetKernel";
-    r = cu.cuLibraryGetKernel(&kernel, code->library, name.c_str());
-    if (r == CUDA_SUCCESS) {
-      call = "cuKernelGetFunction";
-      r = cu.cuKernelGetFunction(&code->function, kernel);
-    }
-  } else {
-    r = cu.cuModuleGetFunction(&code->function, code->module, name.c_str());
-  }
+  CUresult r =
+      cu.cuModuleGetFunction(&code->function, code->module, name.c_str());
   if (r != CUDA_SUCCESS)
-    return Status::error(
-        fmt::format("kernel '{}': {}", name, cu.describe(call, r)));
+    return Status::error(fmt::format(
+        "kernel '{}': {}", name, cu.describe("cuModuleGetFunction", r)));
   return Status();
 }
 } // namespace
@@ -325,16 +308,14 @@ Status Executable::loadModule(int device) const {
     LoadInfo &info = const_cast<LoadInfo &>(info_);
     info.cubinFromCache = fromCache;
     info.cubinFromBundle = fromBundle;
-    info.codeLoad = code.library           ? CodeLoad::CubinLibrary
-                    : !loadedCubin.empty() ? CodeLoad::CubinModule
-                                           : CodeLoad::PtxLink;
+    info.codeLoad =
+        !loadedCubin.empty() ? CodeLoad::CubinModule : CodeLoad::PtxLink;
     if (loadOptions_.keepDriverCubin && !fromBundle)
       driverCubin_ = fromCache ? std::move(cachedCubin) : std::move(compiled);
     info.moduleMicros = std::chrono::duration<double, std::micro>(
                             std::chrono::steady_clock::now() - start)
                             .count();
   }
-  modules_->libraries[device] = code.library;
   modules_->modules[device] = code.module;
   modules_->functions[device].store(code.function, std::memory_order_release);
   return Status();
@@ -498,8 +479,6 @@ Executable::~Executable() {
   if (modules_)
     if (Result<const CudaDriver *> driver = CudaDriver::get())
       for (int device = 0; device < CudaDriver::kMaxDevices; ++device) {
-        if (CUlibrary library = modules_->libraries[device])
-          (*driver)->cuLibraryUnload(library);
         if (CUmodule module = modules_->modules[device]) {
           ScopedDevice scope;
           if (scope.enter(**driver, device))

@@ -37,9 +37,8 @@ enum class Backend { Auto, Cuda, Host };
 /// How a kernel's code was loaded on a device.
 enum class CodeLoad {
   None,         ///< not on a GPU
-  CubinLibrary, ///< a cubin, with cuLibraryLoadData
-  CubinModule,  ///< a cubin, with cuModuleLoadData (a driver without cuLibrary)
-  PtxLink,      ///< the PTX, compiled by the driver's linker
+  CubinModule, ///< a cubin, with cuModuleLoadData
+  PtxLink,     ///< the PTX, compiled by the driver's linker
 };
 
 /// How an executable was loaded, for reports.
