@@ -55,7 +55,7 @@ done
 # (docs/launch-geometry.md).
 if [ "${THDC_GEOMETRY_SWEEP:-0}" = 1 ]; then
   for b in 256 512 1024; do
-    for r in 1 2 4; do
+    for r in 1 2; do
       for v in 1 2; do
         for shape in "131072 2 256" "1048576 2 1024" "4194304 2 1024"; do
           set -- $shape
