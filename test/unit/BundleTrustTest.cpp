@@ -16,6 +16,7 @@
 #include "runtime/Sha256.h"
 #include "test/unit/JitTestSupport.h"
 
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/Support/ErrorHandling.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
@@ -354,6 +355,18 @@ TEST(BundleTrust, TemporaryStagingOfDeadProcessesIsRemoved) {
   // process killed midway, one whose process this one cannot see but whose
   // lock is held (another PID namespace sharing the folder), one of a live
   // process.
+  // In a temporary folder of this test's own: a compile in another test
+  // process sweeps dead processes' staging folders from the shared one too,
+  // and could remove the planted one before this test looks.
+  const char *previous = std::getenv("TMPDIR");
+  std::string savedTmpdir = previous ? previous : "";
+  setenv("TMPDIR", freshFolder().c_str(), 1);
+  llvm::scope_exit restore([&] {
+    if (previous)
+      setenv("TMPDIR", savedTmpdir.c_str(), 1);
+    else
+      unsetenv("TMPDIR");
+  });
   pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0)
