@@ -33,8 +33,6 @@ struct CudaDriver {
   X(cuModuleLoadData)                                                          \
   X(cuModuleUnload)                                                            \
   X(cuModuleGetFunction)                                                       \
-  X(cuModuleGetGlobal)                                                         \
-  X(cuMemcpyDtoH)                                                              \
   X(cuLinkCreate)                                                              \
   X(cuLinkAddData)                                                             \
   X(cuLinkComplete)                                                            \

@@ -261,8 +261,8 @@ Status Executable::loadModule(int device) const {
   bool fromBundle =
       !cubin_.empty() && arch == manifest_.chip && loadCubin(cu, cubin_, &code);
   bool fromCache = false;
-  // The bytes of the cubin loaded, when it was loaded as one: what the
-  // kernel states is read there rather than from the device.
+  // The bytes of the cubin loaded (the bundle's, the cached one or the
+  // driver's compile of the PTX): what the kernel states is read there.
   std::string_view loadedCubin;
   std::string cachedCubin, compiled;
   if (fromBundle) {
@@ -288,11 +288,13 @@ Status Executable::loadModule(int device) const {
           cachedCubin = std::move(*cached);
           loadedCubin = cachedCubin;
         }
-    if (!fromCache)
+    if (!fromCache) {
       if (Status loaded = compilePtx(cu, ptx_, manifest_.kernelName, arch,
                                      cubinPath, &code.module, &compiled);
           !loaded)
         return loaded;
+      loadedCubin = compiled;
+    }
   }
   if (Status found = findFunction(cu, manifest_.kernelName, &code); !found) {
     code.unload(cu);
@@ -300,7 +302,7 @@ Status Executable::loadModule(int device) const {
   }
   // Every device's module, not only the first: another chip may load the
   // PTX where the first loaded the cubin.
-  if (Status matches = checkKernelBuffers(code.module, loadedCubin); !matches) {
+  if (Status matches = checkKernelBuffers(loadedCubin); !matches) {
     code.unload(cu);
     return matches;
   }
@@ -308,8 +310,6 @@ Status Executable::loadModule(int device) const {
     LoadInfo &info = const_cast<LoadInfo &>(info_);
     info.cubinFromCache = fromCache;
     info.cubinFromBundle = fromBundle;
-    info.codeLoad =
-        !loadedCubin.empty() ? CodeLoad::CubinModule : CodeLoad::PtxLink;
     if (loadOptions_.keepDriverCubin && !fromBundle)
       driverCubin_ = fromCache ? std::move(cachedCubin) : std::move(compiled);
     info.moduleMicros = std::chrono::duration<double, std::micro>(
@@ -324,40 +324,21 @@ Status Executable::loadModule(int device) const {
 /// The kernel states its buffers, its entry and its launch geometry: a
 /// manifest that disagrees would let callers hand it buffers it reads or
 /// writes past, and a kernel that states nothing is not trusted. Checked
-/// on each module as it is loaded: in the bytes of the cubin the module was
-/// loaded from (its initialised globals), else in the device's memory.
-Status Executable::checkKernelBuffers(void *moduleHandle,
-                                      std::string_view cubin) const {
-  const CudaDriver &cu = **CudaDriver::get();
-  auto module = static_cast<CUmodule>(moduleHandle);
-  auto missing = [&](const char *symbol) {
-    return Status::error(fmt::format(
-        "the kernel '{}' has no '{}' (it was written by an older thdc or "
-        "is not thdc's); compile it again",
-        manifest_.kernelName, symbol));
-  };
+/// on each module as it is loaded, in the bytes of the cubin the module was
+/// loaded from (its initialised globals).
+Status Executable::checkKernelBuffers(std::string_view cubin) const {
   auto readGlobal = [&](const char *symbol, std::string &bytes) -> Status {
-    if (!cubin.empty()) {
-      Result<std::optional<std::string>> read =
-          readElfSymbolBytes(cubin, symbol);
-      if (!read)
-        return Status::error(fmt::format("the cubin of kernel '{}': {}",
-                                         manifest_.kernelName,
-                                         read.status().message()));
-      if (!*read)
-        return missing(symbol);
-      bytes = std::move(**read);
-      return Status();
-    }
-    CUdeviceptr address = 0;
-    size_t size = 0;
-    if (cu.cuModuleGetGlobal(&address, &size, module, symbol) != CUDA_SUCCESS)
-      return missing(symbol);
-    bytes.assign(size, '\0');
-    CUresult r = cu.cuMemcpyDtoH(bytes.data(), address, size);
-    if (r != CUDA_SUCCESS)
-      return Status::error(fmt::format("reading {}: {}", symbol,
-                                       cu.describe("cuMemcpyDtoH", r)));
+    Result<std::optional<std::string>> read = readElfSymbolBytes(cubin, symbol);
+    if (!read)
+      return Status::error(fmt::format("the cubin of kernel '{}': {}",
+                                       manifest_.kernelName,
+                                       read.status().message()));
+    if (!*read)
+      return Status::error(fmt::format(
+          "the kernel '{}' has no '{}' (it was written by an older thdc or "
+          "is not thdc's); compile it again",
+          manifest_.kernelName, symbol));
+    bytes = std::move(**read);
     return Status();
   };
   std::string table, entry;

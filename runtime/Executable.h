@@ -34,13 +34,6 @@ namespace thdc::runtime {
 /// Where an executable runs.
 enum class Backend { Auto, Cuda, Host };
 
-/// How a kernel's code was loaded on a device.
-enum class CodeLoad {
-  None,         ///< not on a GPU
-  CubinModule, ///< a cubin, with cuModuleLoadData
-  PtxLink,     ///< the PTX, compiled by the driver's linker
-};
-
 /// How an executable was loaded, for reports.
 struct LoadInfo {
   Backend backend = Backend::Host;
@@ -49,7 +42,6 @@ struct LoadInfo {
   std::string chip;       ///< that device's chip ("sm_90"); empty on the host
   bool cubinFromCache = false;  ///< thdc's cache of driver-compiled PTX
   bool cubinFromBundle = false; ///< the bundle's own cubin
-  CodeLoad codeLoad = CodeLoad::None; ///< on the load device
   double loadMicros = 0; ///< module load (and PTX compile, if any)
   /// Of loadMicros, the module alone: the cubin loaded or the PTX compiled,
   /// without making the device's context current (the driver's start-up in
@@ -117,10 +109,9 @@ private:
   struct DeviceModules;
   Executable();
   Status loadModule(int device) const;
-  /// Checks `module` (a CUmodule) against the manifest, reading what the
-  /// kernel states from `cubin` (the bytes the module was loaded from) when
-  /// it is not empty, else from the device.
-  Status checkKernelBuffers(void *module, std::string_view cubin) const;
+  /// Checks what the kernel states against the manifest, reading it from
+  /// `cubin`, the bytes its module was loaded from.
+  Status checkKernelBuffers(std::string_view cubin) const;
   Status checkDisjoint(void *const *buffers) const;
   /// Each buffer's size in bytes and the outputs' indices (and bits), for
   /// checkDisjoint.
