@@ -190,6 +190,15 @@ Result<CUfunction> gatherFunction(const CudaDriver &cu, int device) {
   table.functions[device].store(function, std::memory_order_release);
   return function;
 }
+
+/// Enters `device` (ScopedDevice::enter's meaning) in `scope` and returns
+/// the gather kernel loaded there.
+Result<CUfunction> enterGather(const CudaDriver &cu, ScopedDevice &scope,
+                               int device) {
+  if (Status entered = scope.enter(cu, device); !entered)
+    return entered;
+  return gatherFunction(cu, scope.device());
+}
 } // namespace
 
 const char *thdc::runtime::gatherPtx() { return kernelPtx().c_str(); }
@@ -214,9 +223,7 @@ Status thdc::runtime::prepareGather(int device) {
   if (!cu)
     return cu.status();
   ScopedDevice scope;
-  if (Status entered = scope.enter(**cu, device); !entered)
-    return entered;
-  Result<CUfunction> function = gatherFunction(**cu, scope.device());
+  Result<CUfunction> function = enterGather(**cu, scope, device);
   return function ? Status() : function.status();
 }
 
@@ -230,9 +237,7 @@ Status thdc::runtime::launchGather(const GatherSegment *segments, size_t count,
   if (!cu)
     return cu.status();
   ScopedDevice scope;
-  if (Status entered = scope.enter(**cu, device); !entered)
-    return entered;
-  Result<CUfunction> function = gatherFunction(**cu, scope.device());
+  Result<CUfunction> function = enterGather(**cu, scope, device);
   if (!function)
     return function.status();
   for (size_t first = 0; first < count; first += kGatherSegments) {
