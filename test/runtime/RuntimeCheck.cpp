@@ -304,9 +304,8 @@ void checkShiftedOutputs(const Executable &p, const Buffers &buffers,
   for (size_t i = 0; i < m.buffers.size(); ++i) {
     if (!m.buffers[i].isOutput)
       continue;
-    size_t element = std::max<size_t>(
-        1, m.buffers[i].bytes() /
-               size_t(std::max<int64_t>(1, m.buffers[i].elements)));
+    const ElementTypeInfo *type = findElementType(m.buffers[i].type);
+    size_t element = type ? type->bytes : 1;
     CUdeviceptr block = 0;
     if (cu.cuMemAlloc(&block, m.buffers[i].bytes() + 16) != CUDA_SUCCESS) {
       allocatedAll = false;

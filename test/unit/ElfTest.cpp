@@ -222,53 +222,31 @@ TEST(Elf, OffsetsPastTheEndAreRefused) {
   const Layout layout = layoutOf(cubin());
   ASSERT_NE(layout.tableSymbol, 0u);
   const uint64_t huge = ~uint64_t(0) - 8;
-  {
+  // The cubin with `value` written at `offset`, refused with `message`.
+  auto refusedWith = [](auto value, uint64_t offset, const char *message) {
     std::string image = cubin();
-    put<uint64_t>(image, offsetof(Elf64_Ehdr, e_shoff), image.size() - 64);
-    expectRefused(image, "section table");
-  }
-  {
-    std::string image = cubin();
-    put<uint16_t>(image, offsetof(Elf64_Ehdr, e_shnum), 0xffff);
-    expectRefused(image, "section table");
-  }
-  {
-    std::string image = cubin();
-    put<uint64_t>(image, layout.symtabHeader + offsetof(Elf64_Shdr, sh_size),
-                  huge);
-    expectRefused(image, "symbol table");
-  }
-  {
-    std::string image = cubin();
-    put<uint32_t>(image, layout.symtabHeader + offsetof(Elf64_Shdr, sh_link),
-                  layout.header.e_shnum);
-    expectRefused(image, "string table");
-  }
-  {
-    std::string image = cubin();
-    put<uint64_t>(image, layout.holderHeader + offsetof(Elf64_Shdr, sh_offset),
-                  huge);
-    expectRefused(image, "lies past its end");
-  }
-  {
-    std::string image = cubin();
-    put<uint64_t>(image, layout.tableSymbol + offsetof(Elf64_Sym, st_value),
-                  huge);
-    expectRefused(image, "outside its section");
-  }
-  {
-    // An offset + size that overflows 64 bits.
-    std::string image = cubin();
-    put<uint64_t>(image, layout.tableSymbol + offsetof(Elf64_Sym, st_size),
-                  huge);
-    expectRefused(image, "outside its section");
-  }
-  {
-    std::string image = cubin();
-    put<uint16_t>(image, layout.tableSymbol + offsetof(Elf64_Sym, st_shndx),
-                  layout.header.e_shnum);
-    expectRefused(image, "not defined in a section");
-  }
+    put<decltype(value)>(image, offset, value);
+    expectRefused(image, message);
+  };
+  refusedWith(uint64_t(cubin().size() - 64), offsetof(Elf64_Ehdr, e_shoff),
+              "section table");
+  refusedWith(uint16_t(0xffff), offsetof(Elf64_Ehdr, e_shnum),
+              "section table");
+  refusedWith(huge, layout.symtabHeader + offsetof(Elf64_Shdr, sh_size),
+              "symbol table");
+  refusedWith(uint32_t(layout.header.e_shnum),
+              layout.symtabHeader + offsetof(Elf64_Shdr, sh_link),
+              "string table");
+  refusedWith(huge, layout.holderHeader + offsetof(Elf64_Shdr, sh_offset),
+              "lies past its end");
+  refusedWith(huge, layout.tableSymbol + offsetof(Elf64_Sym, st_value),
+              "outside its section");
+  // An offset + size that overflows 64 bits.
+  refusedWith(huge, layout.tableSymbol + offsetof(Elf64_Sym, st_size),
+              "outside its section");
+  refusedWith(uint16_t(layout.header.e_shnum),
+              layout.tableSymbol + offsetof(Elf64_Sym, st_shndx),
+              "not defined in a section");
 }
 
 TEST(Elf, ASymbolWithoutInitialBytesIsRefused) {
