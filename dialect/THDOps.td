@@ -503,7 +503,14 @@ def THD_ValidateOp : THD_Op<"validate", [AttrSizedOperandSegments]> {
       a chosen sample id is outside the pool's samples, or a chosen sample's
       rows `[offset, offset + length)` are not inside the pool's `pool_rows`
       rows (the steps that read the pool clamp their indices; this bit says
-      the rows would have come from elsewhere).
+      the rows would have come from elsewhere);
+    - 128 `StatusRowsNotGiven` [rows_not_given]: with `rows %r`, the total
+      padded length `cu_seqlens_padded[n]` is above `r`, the number of rows
+      the caller copied into the static data buffers (or `r` is negative):
+      the rows past `r` are whatever an earlier microbatch left there, and
+      the steps would read them as this one's. A loader that copies a
+      microbatch of `T` rows into buffers of `C*cp` passes `T` (known on the
+      host from the tensors' shapes).
     The second result is `num_seqs` when the status is 0 and 0 otherwise:
     ops that read it see an empty microbatch when the data is bad, so the
     pipeline writes in bounds and returns the outputs of an empty
@@ -516,6 +523,9 @@ def THD_ValidateOp : THD_Op<"validate", [AttrSizedOperandSegments]> {
     %status, %checked_num_seqs = thd.validate %cu, %cup, %rank num_seqs %n cp "cp" mode zigzag
         max_tokens "C*cp" max_seqs "N-1" : tensor<?xi32>, tensor<?xi32>
     // a microbatch packed from a pool: its chosen samples checked too
+    // a microbatch copied into static buffers: the rows the caller gave
+    %status, %checked_num_seqs = thd.validate %cu, %cup, %rank num_seqs %n rows %r
+        cp "cp" mode zigzag max_tokens "C*cp" max_seqs "N-1" : tensor<?xi32>, tensor<?xi32>
     %status, %checked_num_seqs = thd.validate %cu, %cup, %rank num_seqs %n
         samples(%offsets, %lengths, %ids : tensor<?xi32>, tensor<?xi32>, tensor<?xi32>)
         pool_rows "P" cp "cp" mode zigzag max_tokens "C*cp" max_seqs "N-1"
@@ -524,6 +534,7 @@ def THD_ValidateOp : THD_Op<"validate", [AttrSizedOperandSegments]> {
   }];
   let arguments = (ins THD_CuSeqlens:$cu_seqlens, THD_CuSeqlens:$cu_seqlens_padded,
                        THD_Scalar:$cp_rank, Optional<THD_Scalar>:$num_seqs,
+                       Optional<THD_Scalar>:$rows,
                        Optional<THD_Lengths>:$sample_offsets,
                        Optional<THD_Lengths>:$sample_lengths,
                        Optional<THD_Lengths>:$sample_ids,
@@ -534,6 +545,7 @@ def THD_ValidateOp : THD_Op<"validate", [AttrSizedOperandSegments]> {
   let results = (outs THD_Scalar:$status, THD_Scalar:$checked_num_seqs);
   let assemblyFormat = [{
     $cu_seqlens `,` $cu_seqlens_padded `,` $cp_rank (`num_seqs` $num_seqs^)?
+    (`rows` $rows^)?
     (`samples` `(` $sample_offsets^ `,` $sample_lengths `,` $sample_ids `:`
      type($sample_offsets) `,` type($sample_lengths) `,` type($sample_ids) `)`
      `pool_rows` custom<IntOrParam>($pool_rows))?

@@ -783,6 +783,8 @@ LogicalResult evaluate(ValidateOp op, Environment &env) {
     bits |= ref::StatusNotMonotonic;
   if (cup[n] > *maxTokens)
     bits |= ref::StatusTotalExceedsCapacity;
+  if (op.getRows())
+    bits |= ref::rowsStatus(cup, int64_t(n), scalarOf(env[op.getRows()]));
   for (size_t i = 0; i <= n; ++i)
     if (multiple > 1 && cup[i] % multiple != 0)
       bits |= ref::StatusNotDivisibleBy2Cp;

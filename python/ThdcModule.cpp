@@ -33,6 +33,7 @@
 #include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <limits>
@@ -1073,7 +1074,7 @@ nb::dict referenceGraphStep(ArrayArg tokens, ArrayArg labels,
                             ArrayArg positionIds, ArrayArg lossMask,
                             ArrayArg cuSeqlens, ArrayArg cuSeqlensPadded,
                             IntArg numSeqs, IntArg cpRank, IntArg C_,
-                            IntArg cp_, IntArg N_) {
+                            IntArg cp_, IntArg N_, nb::handle rowsGiven) {
   const auto [C, cp, N] = stepSizes("graph_step", C_, cp_, N_);
   reference::GraphStepInput input;
   input.tokens = hostVector<int64_t>(tokens, "tokens");
@@ -1085,6 +1086,8 @@ nb::dict referenceGraphStep(ArrayArg tokens, ArrayArg labels,
       hostVector<int32_t>(cuSeqlensPadded, "cu_seqlens_padded");
   input.numSeqs = int32_t(integerArgument(numSeqs.object, "num_seqs"));
   input.cpRank = int32_t(integerArgument(cpRank.object, "cp_rank"));
+  if (!rowsGiven.is_none())
+    input.rowsGiven = integerArgument(rowsGiven, "rows_given", kInt64Range);
   // megatronGraphStep aborts on broken preconditions: the reference states
   // them once, and they become a ValueError here.
   if (std::optional<std::string> problem =
@@ -1422,14 +1425,13 @@ public:
   /// A load's tensor arguments (tokens, labels, loss_mask, position_ids,
   /// cu_seqlens, cu_seqlens_padded), as InputLoader.load takes them.
   static constexpr size_t kArguments = 6;
-  /// One microbatch's gather: a segment per argument and one for num_seqs.
-  using Segments = std::array<GatherSegment, kArguments + 1>;
+  /// One microbatch's gather: a segment per argument and one each for
+  /// num_rows and num_seqs.
+  using Segments = std::array<GatherSegment, kArguments + 2>;
 
   InputGather(const Gather &gather, nb::handle targets, nb::handle numSeqs,
-              IntArg capacity, IntArg entries)
+              nb::handle numRows)
       : device_(gather.device()) {
-    capacity_ = integerArgument(capacity.object, "capacity", kInt64Range);
-    entries_ = integerArgument(entries.object, "entries", kInt64Range);
     tensorType_ = nb::borrow(
         nb::handle(reinterpret_cast<PyObject *>(Py_TYPE(numSeqs.ptr()))));
     api_ = exchangeApiOf(Py_TYPE(numSeqs.ptr()));
@@ -1438,9 +1440,13 @@ public:
                     "num_seqs must be a buffer of a framework with a DLPack "
                     "exchange table (torch >= 2.10); got " +
                         typeName(numSeqs));
-    Buffer numSeqsBuffer = buffer(numSeqs, "num_seqs");
-    numSeqs_ = {numSeqsBuffer.address, numSeqsBuffer.dtype,
-                numSeqsBuffer.elementBytes};
+    numSeqs_ = buffer(numSeqs, "num_seqs");
+    if (!numRows.is_none()) {
+      numRows_ = buffer(numRows, "num_rows");
+      if (!sameType(numRows_.dtype, kInt32) || numRows_.elements != 1)
+        raiseArgument(PyExc_TypeError,
+                      "num_rows must be one int32 element");
+    }
     if (!PyTuple_Check(targets.ptr()))
       raiseArgument(PyExc_TypeError,
                     "targets must be a tuple of (argument, buffer, is_data); "
@@ -1470,6 +1476,12 @@ public:
       target.isData = PyObject_IsTrue(PyTuple_GET_ITEM(item.ptr(), 2)) == 1;
       targets_.push_back(target);
     }
+    if (numRows.is_none() !=
+        std::none_of(targets_.begin(), targets_.end(),
+                     [](const Target &t) { return t.isData; }))
+      raiseArgument(PyExc_ValueError,
+                    "num_rows goes with the data targets: the kernel bounds "
+                    "the rows it reads by it");
   }
 
   /// Loads the microbatch with one gather, or returns false having done
@@ -1523,11 +1535,17 @@ public:
   void clear() { tensorType_ = nb::none(); }
 
 private:
+  /// A static input buffer: where it is, its element type and size, and
+  /// its element count, which bounds what a load copies into it (the
+  /// buffer was made from the kernel's verified signature; no other count
+  /// is trusted).
   struct Buffer {
     uint64_t address = 0;
     dl::DataType dtype{};
     uint64_t elementBytes = 0;
+    int64_t elements = 0;
   };
+  static constexpr dl::DataType kInt32{dl::kInt, 32, 1};
   struct Target {
     int argument = 0;
     Buffer buffer;
@@ -1554,7 +1572,21 @@ private:
       raiseArgument(PyExc_ValueError, what + " must be contiguous");
     return {uint64_t(reinterpret_cast<uintptr_t>(tensor.data)) +
                 tensor.byteOffset,
-            tensor.dtype, uint64_t(tensor.dtype.bits) / 8 * tensor.dtype.lanes};
+            tensor.dtype, uint64_t(tensor.dtype.bits) / 8 * tensor.dtype.lanes,
+            elementCount(tensor)};
+  }
+
+  static int64_t elementCount(const dl::Tensor &tensor) {
+    int64_t elements = 1;
+    for (int32_t d = 0; d < tensor.ndim; ++d)
+      elements *= tensor.shape[d];
+    return elements;
+  }
+
+  /// A packed microbatch's tensor is [T] or [1, T]: micro-batch size 1, as
+  /// sequence packing has it. A [2, T] tensor is not two microbatches.
+  static bool packedShape(const dl::Tensor &tensor) {
+    return tensor.ndim == 1 || (tensor.ndim == 2 && tensor.shape[0] == 1);
   }
 
   static bool contiguous(const dl::Tensor &tensor) {
@@ -1584,9 +1616,7 @@ private:
       PyErr_Clear();
       return false;
     }
-    elements = 1;
-    for (int32_t d = 0; d < tensor.ndim; ++d)
-      elements *= tensor.shape[d];
+    elements = elementCount(tensor);
     return true;
   }
 
@@ -1600,20 +1630,22 @@ private:
   /// num_seqs); false where any argument needs the general path.
   bool plan(const std::array<PyObject *, kArguments> &arguments,
             PyObject *numSeqs, Segments &segments, size_t &count) const {
-    int64_t entries = -1;
+    // Every data tensor has the microbatch's rows and every cu array its
+    // entries, each within its own buffer; the rows go to the kernel
+    // (num_rows), which empties a microbatch whose offsets claim more.
+    int64_t rows = -1, entries = -1, capacityEntries = 0;
     for (const Target &target : targets_) {
       dl::Tensor tensor;
       int64_t elements = 0;
-      if (!read(arguments[size_t(target.argument)], tensor, elements))
+      if (!read(arguments[size_t(target.argument)], tensor, elements) ||
+          !packedShape(tensor) || elements > target.buffer.elements)
         return false;
-      if (target.isData) {
-        if (elements > capacity_)
-          return false;
-      } else {
-        if (elements > entries_ || (entries >= 0 && elements != entries))
-          return false;
-        entries = elements;
-      }
+      int64_t &same = target.isData ? rows : entries;
+      if (same >= 0 && elements != same)
+        return false;
+      same = elements;
+      if (!target.isData)
+        capacityEntries = target.buffer.elements;
       if (!elements)
         continue;
       if (!tensor.data || !sameType(tensor.dtype, target.buffer.dtype) ||
@@ -1624,11 +1656,15 @@ private:
                            target.buffer.address,
                            uint64_t(elements) * target.buffer.elementBytes, 0};
     }
-    constexpr dl::DataType kInt32{dl::kInt, 32, 1};
+    if (rows >= 0) {
+      if (!numRows_.address)
+        return false;
+      segments[count++] = {0, numRows_.address, 4, uint64_t(rows)};
+    }
     if (numSeqs == Py_None || PyLong_CheckExact(numSeqs)) {
       int64_t value = 0;
       if (numSeqs == Py_None) {
-        if (entries < 0 || entries == entries_)
+        if (entries < 0 || entries == capacityEntries)
           return false;
         value = entries - 1;
       } else {
@@ -1664,8 +1700,7 @@ private:
   /// through api_ (a subclass takes the general path).
   nb::object tensorType_;
   std::vector<Target> targets_;
-  Buffer numSeqs_;
-  int64_t capacity_ = 0, entries_ = 0;
+  Buffer numSeqs_, numRows_;
 };
 
 int inputGatherTraverse(PyObject *self, visitproc visit, void *arg) {
@@ -1773,15 +1808,16 @@ NB_MODULE(_thdc, m) {
       .def_prop_ro("device", &Gather::device);
   m.attr("GATHER_SEGMENTS_PER_LAUNCH") = kGatherSegments;
   nb::class_<InputGather>(m, "InputGather", nb::type_slots(inputGatherSlots))
-      .def(nb::init<const Gather &, nb::handle, nb::handle, IntArg, IntArg>(),
+      .def(nb::init<const Gather &, nb::handle, nb::handle, nb::handle>(),
            nb::arg("gather"), nb::arg("targets"), nb::arg("num_seqs"),
-           nb::arg("capacity"), nb::arg("entries"),
+           nb::arg("num_rows").none(),
            "InputLoader's one-call path over static buffers: targets is a "
            "tuple of (argument index, buffer, is_data) in the order the "
            "segments are laid out (argument indices: tokens, labels, "
            "loss_mask, position_ids, cu_seqlens, cu_seqlens_padded); "
-           "num_seqs the count's buffer; capacity the rows of a data "
-           "buffer, entries those of a cu buffer.")
+           "num_seqs the count's buffer; num_rows the buffer that receives "
+           "the data tensors' rows (None without data targets). Each "
+           "buffer's own length bounds what is copied into it.")
       .def("__call__", &InputGather::call, nb::arg("tokens").none(),
            nb::arg("labels").none(), nb::arg("loss_mask").none(),
            nb::arg("position_ids").none(), nb::arg("cu_seqlens").none(),
@@ -1868,7 +1904,11 @@ NB_MODULE(_thdc, m) {
                 nb::arg("labels"), nb::arg("position_ids"),
                 nb::arg("loss_mask"), nb::arg("cu_seqlens"),
                 nb::arg("cu_seqlens_padded"), nb::arg("num_seqs"),
-                nb::arg("cp_rank"), nb::arg("C"), nb::arg("cp"), nb::arg("N"));
+                nb::arg("cp_rank"), nb::arg("C"), nb::arg("cp"), nb::arg("N"),
+                nb::kw_only(), nb::arg("rows_given").none() = nb::none(),
+                "One microbatch of the graph-mode step (megatron_graph_step.mlir's "
+                "semantics) for CP rank cp_rank; rows_given: the rows of the data "
+                "buffers the caller copied (the rows_not_given check), or None.");
   reference.def("seq_idx", &referenceSeqIdx, nb::arg("cu_seqlens"),
                 nb::arg("total_tokens"));
   reference.def(

@@ -143,6 +143,17 @@ int32_t sampleStatus(const std::vector<int32_t> &sampleOffsets,
   return 0;
 }
 
+int32_t rowsStatus(const std::vector<int32_t> &cuSeqlensPadded,
+                   int64_t numSeqs, int64_t rowsGiven) {
+  if (rowsGiven < 0)
+    return StatusRowsNotGiven;
+  if (cuSeqlensPadded.empty())
+    return 0;
+  const int64_t last = int64_t(cuSeqlensPadded.size()) - 1;
+  const int64_t n = std::clamp<int64_t>(numSeqs, 0, last);
+  return cuSeqlensPadded[std::size_t(n)] > rowsGiven ? StatusRowsNotGiven : 0;
+}
+
 Expected<DroppedCounts> droppedCounts(int32_t status,
                                       const std::vector<int32_t> &cuSeqlens,
                                       int64_t numSeqs) {
@@ -181,6 +192,8 @@ int32_t graphStepStatus(const GraphStepInput &input, int64_t maxSeqlenPerRank,
       status |= StatusNotMonotonic;
   if (cup[n] > maxSeqlenPerRank * cp)
     status |= StatusTotalExceedsCapacity;
+  if (input.rowsGiven)
+    status |= rowsStatus(cup, int64_t(n), *input.rowsGiven);
   if (cp > 1)
     for (std::size_t i = 0; i <= n; ++i)
       if (cup[i] % (2 * cp))

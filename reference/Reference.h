@@ -663,6 +663,15 @@ int32_t sampleStatus(const std::vector<int32_t> &sampleOffsets,
                      const std::vector<int32_t> &sampleIds, int64_t numSeqs,
                      int64_t poolRows);
 
+/// StatusRowsNotGiven when the rows the offsets claim, cuSeqlensPadded[n]
+/// with n = clamp(numSeqs, 0, cuSeqlensPadded.size() - 1), are more than
+/// `rowsGiven`, the rows the caller copied into the static data buffers, or
+/// when rowsGiven is negative; else 0 (thd.validate with rows(...)). An
+/// empty cuSeqlensPadded claims nothing. Golden: cup [0, 16, 32], numSeqs 2,
+/// rowsGiven 20 -> StatusRowsNotGiven; rowsGiven 32 or 40 -> 0.
+int32_t rowsStatus(const std::vector<int32_t> &cuSeqlensPadded,
+                   int64_t numSeqs, int64_t rowsGiven);
+
 /// What a microbatch loses when validation empties it (thd.dropped).
 struct DroppedCounts {
   /// The sequences it claimed: clamp(numSeqs, 0, E-1).
@@ -706,6 +715,10 @@ struct GraphStepInput {
   int32_t numSeqs = 0;
   /// CP rank r whose slice is produced.
   int32_t cpRank = 0;
+  /// The rows of the data buffers the caller gave (copied in for this
+  /// microbatch; the rest hold an earlier one's), when the step checks them
+  /// (rowsStatus); nullopt: every row is the caller's.
+  std::optional<int64_t> rowsGiven;
 };
 
 /// Output of megatronGraphStep for one CP rank: static shapes [C] and [N+1].
@@ -801,6 +814,10 @@ struct PackStepInput {
   int32_t numSeqs = 0;
   /// CP rank r whose slice is produced.
   int32_t cpRank = 0;
+  /// The rows of the data buffers the caller gave (copied in for this
+  /// microbatch; the rest hold an earlier one's), when the step checks them
+  /// (rowsStatus); nullopt: every row is the caller's.
+  std::optional<int64_t> rowsGiven;
 };
 
 /// Output of packMicrobatchStep for one CP rank: the graph step's outputs,

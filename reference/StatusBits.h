@@ -34,6 +34,10 @@ enum StatusBit : int32_t {
   /// rows [offset, offset + length) outside the pool (pipelines that pack
   /// from a pool: thd.validate with samples(...)).
   StatusSampleOutOfRange = 64,
+  /// cu_seqlens_padded[numSeqs] is above the rows the caller gave (or the
+  /// count given is negative): the microbatch would read rows left in the
+  /// static buffers by an earlier one (thd.validate with rows(...)).
+  StatusRowsNotGiven = 128,
 };
 
 /// Every bit with the name `describeStatus` prints for it, in bit order.
@@ -57,6 +61,8 @@ inline constexpr StatusBitName kStatusBitNames[] = {
      "cp_rank is outside [0, cp)"},
     {StatusSampleOutOfRange, "sample_out_of_range",
      "a chosen sample id or its rows lie outside the pool"},
+    {StatusRowsNotGiven, "rows_not_given",
+     "cu_seqlens_padded[num_seqs] claims more rows than the caller gave"},
 };
 
 /// "ok", or the names of the set bits joined by '|' (with "unknown bits 0x.."

@@ -45,6 +45,15 @@ void validate(ValidateOp op, ElementEmitter &e) {
                                     e.i32(e.intAttr(op.getMaxTokens()))),
                               e.i32(reference::StatusTotalExceedsCapacity),
                               e.i32(0)));
+  if (Value rows = op.getRows()) {
+    // reference::rowsStatus: the rows the offsets claim against those given.
+    Value given = e.scalar(rows);
+    Value missing =
+        e.orI(e.cmp(arith::CmpIPredicate::slt, given, e.i32(0)),
+              e.cmp(arith::CmpIPredicate::sgt, e.entry(cup, n), given));
+    bits = e.orI(bits, e.select(missing, e.i32(reference::StatusRowsNotGiven),
+                                e.i32(0)));
+  }
   if (multiple > 1) {
     Value indivisible =
         e.cmp(arith::CmpIPredicate::ne,

@@ -10,13 +10,12 @@ thdc: the documents concatenated on the device (one gather per key, from
 row indices planned on the host) into the static inputs of a
 thdc.megatron.GraphStep slot; its kernel pads to C rows with a dummy
 sequence, pads the cu arrays to N+1 entries and computes every row's RoPE
-table row, without a host synchronisation. On the CPU, HostStep runs the
-same pipeline's host code behind the same methods.
+table row, without a host synchronisation. On the CPU the same GraphStep
+runs the pipeline's host code (device="cpu").
 """
 import importlib.util
 import os
 import sys
-from types import SimpleNamespace
 
 import torch
 
@@ -99,54 +98,10 @@ def step_bundle(bundle_dir, C, N, R):
 
 
 def make_step(device, C, N, R, slots=1, bundle_dir=None):
-    """thdc.megatron.GraphStep with RoPE rows on a GPU, HostStep on the CPU."""
-    bundle = step_bundle(bundle_dir, C, N, R)
-    if device.type == "cpu":
-        return HostStep(C, N, R, bundle)
+    """thdc.megatron.GraphStep with RoPE rows on `device` (a GPU, or the CPU:
+    the pipeline's host code)."""
     import thdc.megatron
 
+    bundle = step_bundle(bundle_dir, C, N, R)
     return thdc.megatron.GraphStep(C, N, 1, 0, rope_table_rows=R, slots=slots, bundle=bundle,
-                                   device=device)
-
-
-class HostStep:
-    """GraphStep's methods on the CPU (one slot, cp = 1): the same pipeline
-    (thdc.stages.pipeline(rope=True)) compiled for the host, called on CPU
-    tensors, which thdc takes through DLPack."""
-
-    def __init__(self, C, N, R, bundle=None):
-        import thdc.megatron
-        import thdc.stages
-
-        params = {"C": C, "cp": 1, "N": N, "R": R}
-        self.kernel = (thdc.load(bundle, backend="host") if bundle else
-                       thdc.compile(thdc.stages.pipeline(rope=True), params, backend="host"))
-        spec = thdc.signature(self.kernel)
-        zeros = lambda a: torch.zeros(a.shape, dtype=getattr(torch, a.dtype))
-        self.inputs = SimpleNamespace(**{a.name: zeros(a) for a in spec
-                                         if a.direction == "input"})
-        self._outputs = {a.name: zeros(a) for a in spec if a.direction == "output"}
-        out = SimpleNamespace(**self._outputs)
-        self.batch = {key: getattr(out, key).view(1, C) for key in
-                      ("tokens", "labels", "loss_mask", "position_ids", "padding_mask")}
-        self.rope_rows = out.rope_rows
-        self.packed_seq_params = thdc.megatron.make_packed_seq_params(
-            qkv_format="thd", cu_seqlens_q=out.cu_seqlens_padded,
-            cu_seqlens_kv=out.cu_seqlens_padded, cu_seqlens_q_padded=out.cu_seqlens_padded,
-            cu_seqlens_kv_padded=out.cu_seqlens_padded, max_seqlen_q=C, max_seqlen_kv=C)
-        self.C, self.N = C, N
-
-    def slot(self, microbatch):
-        return self
-
-    def load_inputs(self, tokens, labels, loss_mask, position_ids, cu_seqlens,
-                    cu_seqlens_padded, num_seqs):
-        for name, value in (("tokens", tokens), ("labels", labels), ("loss_mask", loss_mask),
-                            ("position_ids", position_ids), ("cu_seqlens", cu_seqlens),
-                            ("cu_seqlens_padded", cu_seqlens_padded)):
-            getattr(self.inputs, name)[:value.numel()].copy_(value.reshape(-1))
-        self.inputs.num_seqs.fill_(num_seqs)
-
-    def run(self):
-        self.kernel(**vars(self.inputs), out=self._outputs)
-        return self.batch, self.packed_seq_params
+                                   device="cpu" if device.type == "cpu" else device)

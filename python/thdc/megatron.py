@@ -298,7 +298,9 @@ class GraphStep:
             raise ValueError(f"the bundle was compiled for {compiled}, not {params}")
         spec = thdc.signature(self.kernel)
         expected_inputs = list(self.data_keys) + ["cu_seqlens", "cu_seqlens_padded",
-                                                  "num_seqs", "cp_rank"]
+                                                  "num_seqs"]
+        expected_inputs += ["num_rows"] if self.data_keys else []
+        expected_inputs += ["cp_rank"]
         expected_inputs += ["rows"] if cp_order_index else []
         expected_outputs = stages.outputs(stage, seq_idx=seq_idx, rope=self.options["rope"],
                                           cp_order_index=cp_order_index)
@@ -336,15 +338,29 @@ class GraphStep:
 class InputLoader:
     """What StepSlot.load_inputs does, for static input buffers `inputs`
     (a namespace of 1-D tensors: the stage's data keys, cu_seqlens,
-    cu_seqlens_padded, num_seqs) on one device or the CPU.
+    cu_seqlens_padded, num_seqs and, with data keys, num_rows) on one
+    device or the CPU.
+
+    The contract of one load: every data tensor the stage reads is [T] or
+    [1, T] (micro-batch size 1, as sequence packing has it) with the same T
+    rows, at most its buffer's; the cu arrays are [E] or [1, E] with the
+    same E entries, at most their buffers'. The buffers' own lengths bound
+    every copy (they were made from the kernel's verified signature), and
+    T goes to the kernel as num_rows: a microbatch whose offsets claim more
+    rows than the caller gave is flagged (rows_not_given) and emptied
+    rather than reading rows an earlier microbatch left in the buffers.
+    Integers are never narrowed silently: an int64 array copied into an
+    int32 buffer saturates (so an offset past the int32 range is flagged,
+    not wrapped), and a floating-point tensor is refused for an integer
+    buffer.
 
     With `gather` (a thdc._thdc.Gather of the buffers' device, or its host
     form for CPU buffers), every given tensor that is contiguous, on the
-    buffers' device and of its buffer's dtype, and num_seqs, go into one
-    gather: a flat list of plain ints (addresses and byte counts) and one
-    launch. The others, and all of them without `gather`, are copied by one
-    Tensor.copy_ each (which converts dtypes and moves between devices).
-    Every check runs before anything is copied.
+    buffers' device and of its buffer's dtype, num_seqs and num_rows go
+    into one gather: a flat list of plain ints (addresses and byte counts)
+    and one launch. The others, and all of them without `gather`, are
+    copied by one Tensor.copy_ each (which converts dtypes and moves between
+    devices). Every check runs before anything is copied.
 
     With a thdc._thdc.Gather, the common microbatch (every tensor fit for the
     gather, num_seqs left out, an int32 int or such a tensor) takes one
@@ -356,9 +372,8 @@ class InputLoader:
     # The one-call path (a thdc._thdc.InputGather), or None: the general path alone.
     fast = None
 
-    def __init__(self, inputs, data_keys, stage: str, C: int, cp: int, N: int, gather=None):
+    def __init__(self, inputs, data_keys, stage: str, gather=None):
         self.inputs, self.data_keys, self.stage = inputs, tuple(data_keys), stage
-        self.capacity, self.entries = C * cp, N + 1
         self.gather = gather
         cu = ("cu_seqlens", "cu_seqlens_padded")
         # The arguments' check order (cu arrays, then data keys), and per
@@ -368,11 +383,15 @@ class InputLoader:
         self.targets = tuple((n, getattr(inputs, n), getattr(inputs, n).dtype,
                               getattr(inputs, n).element_size(), getattr(inputs, n).data_ptr(),
                               n not in cu) for n in self.data_keys + cu)
+        self.num_rows = getattr(inputs, "num_rows", None) if self.data_keys else None
+        if self.data_keys and self.num_rows is None:
+            raise ValueError("a stage that reads data keys needs a num_rows input: the "
+                             "kernel bounds the rows it reads by the rows given")
         if isinstance(gather, thdc._thdc.Gather):
             self.fast = thdc._thdc.InputGather(
                 gather, tuple((_LOAD_ARGUMENTS.index(n), buffer, is_data)
                               for n, buffer, _, _, _, is_data in self.targets),
-                inputs.num_seqs, self.capacity, self.entries)
+                inputs.num_seqs, self.num_rows)
         self.device_index = inputs.num_seqs.get_device()  # -1 on the CPU
         self.num_seqs_address = inputs.num_seqs.data_ptr()
         self.num_seqs_dtype = inputs.num_seqs.dtype
@@ -411,21 +430,33 @@ class InputLoader:
 
         # The checks run before anything is copied: a tensor the gather
         # cannot take is set aside for its own copy_ after them.
-        gather, device, capacity = self.gather, self.device_index, self.capacity
-        segments, set_aside, entries = [], [], None
+        gather, device = self.gather, self.device_index
+        segments, set_aside = [], []
+        rows = entries = first = None
         for name, buffer, dtype, size, address, is_data in self.targets:
             value = given[name]
-            count = value.numel()
+            if value.dim() not in (1, 2) or (value.dim() == 2 and value.shape[0] != 1):
+                raise ValueError(
+                    f"{name} has the shape {tuple(value.shape)}; a packed microbatch's "
+                    f"tensors are [T] or [1, T] (micro-batch size 1, as sequence packing has "
+                    f"it)" if is_data else
+                    f"{name} has the shape {tuple(value.shape)}; cu arrays are [E] or [1, E]")
+            count, capacity = value.numel(), buffer.numel()
             if is_data:
                 if count > capacity:
                     raise ValueError(f"{name} has {count} rows; the step holds C*cp = {capacity}")
+                if rows is not None and count != rows:
+                    raise ValueError(f"{name} has {count} rows but {first} has {rows}; every "
+                                     "data tensor of a microbatch has the same rows")
+                rows, first = count, first or name
             else:
-                if count > self.entries:
+                if count > capacity:
                     raise ValueError(f"{name} has {count} entries; the step holds "
-                                     f"N+1 = {self.entries}")
+                                     f"N+1 = {capacity}")
                 if entries is not None and count != entries:
                     raise ValueError("cu_seqlens and cu_seqlens_padded differ in length")
                 entries = count
+            _check_conversion(name, value.dtype, dtype)
             if not count:
                 continue
             source = value.data_ptr() if gather is not None else 0
@@ -435,12 +466,20 @@ class InputLoader:
             else:
                 set_aside.append((buffer, value, count))
         if num_seqs is None:
-            if entries == self.entries:
+            if entries == self.targets[-1][1].numel():
                 raise ValueError("cu arrays of N+1 entries need num_seqs")
             num_seqs = entries - 1
+        elif isinstance(num_seqs, torch.Tensor):
+            _check_conversion("num_seqs", num_seqs.dtype, self.num_seqs_dtype)
 
         for buffer, value, count in set_aside:
-            buffer[:count].copy_(value.reshape(-1), non_blocking=True)
+            buffer[:count].copy_(_saturated(value.reshape(-1), buffer.dtype),
+                                 non_blocking=True)
+        if rows is not None:
+            if gather is not None:
+                segments += (0, self.num_rows.data_ptr(), 4, rows)
+            else:
+                self.num_rows.fill_(rows)
         buffer = self.inputs.num_seqs
         if isinstance(num_seqs, torch.Tensor):
             source = num_seqs.data_ptr() if gather is not None else 0
@@ -448,7 +487,8 @@ class InputLoader:
                     and num_seqs.get_device() == device and num_seqs.numel()):
                 segments += (source, self.num_seqs_address, self.num_seqs_size, 0)
             else:
-                buffer.copy_(num_seqs.reshape(-1)[:1], non_blocking=True)
+                buffer.copy_(_saturated(num_seqs.reshape(-1)[:1], buffer.dtype),
+                             non_blocking=True)
         elif (gather is not None and self.num_seqs_dtype is torch.int32
               and -2**31 <= num_seqs < 2**31):
             segments += (0, self.num_seqs_address, 4, num_seqs)
@@ -459,6 +499,32 @@ class InputLoader:
                 gather(segments)
             else:
                 gather(segments, self.stream_of_call())
+
+
+def _check_conversion(name: str, given: "torch.dtype", buffer: "torch.dtype") -> None:
+    """TypeError where copying a `given` tensor into a `buffer` one would
+    change values silently: a floating-point (or complex) tensor into an
+    integer buffer truncates, and NaN becomes an arbitrary integer."""
+    if not buffer.is_floating_point and buffer is not torch.bool and (
+            given.is_floating_point or given.is_complex):
+        raise TypeError(f"{name} is {given}, but the step's {name} holds {buffer}: a "
+                        f"floating-point value would be truncated (NaN to an arbitrary "
+                        f"integer); pass integers")
+
+
+def _saturated(value: "torch.Tensor", dtype: "torch.dtype") -> "torch.Tensor":
+    """`value`, clamped into `dtype`'s range when it is a wider integer type,
+    so that copy_ saturates instead of wrapping: an offset past the int32
+    range then fails the step's checks instead of becoming a small valid
+    one. On the value's device; no synchronisation."""
+    if (value.dtype.is_floating_point or value.dtype is torch.bool or dtype.is_floating_point
+            or dtype is torch.bool):
+        return value
+    wide, narrow = torch.iinfo(value.dtype), torch.iinfo(dtype)
+    if wide.min >= narrow.min and wide.max <= narrow.max:
+        return value
+    return value.clamp(max(wide.min, narrow.min), min(wide.max, narrow.max))
+
 
 # What GraphStep gives of its first slot, bound once in GraphStep.__init__
 # (plain attributes: nothing is looked up per call on the launch path).
@@ -484,12 +550,10 @@ class StepSlot:
         self._input_list = [getattr(self.inputs, a.name) for a in spec if a.direction == "input"]
         gather = thdc._thdc.Gather(None if step.on_host else device.index,
                                    like=self.inputs.cp_rank)
-        self._loader = InputLoader(self.inputs, step.data_keys, step.stage, step.C, step.cp,
-                                   step.N, gather)
+        self._loader = InputLoader(self.inputs, step.data_keys, step.stage, gather)
         # The per-tensor path alone (every input by its own Tensor.copy_): the
         # tests' and the benchmark's comparison.
-        self._per_tensor_loader = InputLoader(self.inputs, step.data_keys, step.stage, step.C,
-                                              step.cp, step.N, None)
+        self._per_tensor_loader = InputLoader(self.inputs, step.data_keys, step.stage, None)
         # The loader's method itself (StepSlot.load_inputs documents it):
         # one Python frame less per microbatch.
         self.load_inputs = self._loader.load

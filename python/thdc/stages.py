@@ -122,8 +122,10 @@ def pipeline(stage: str = "first_last", *, cp_mode: str = "zigzag", seq_idx: boo
     args += ['%cu_seqlens: tensor<?xi32> {thd.name = "cu_seqlens", thd.capacity = #thd.expr<"N+1">}',
              '%cu_seqlens_padded: tensor<?xi32> {thd.name = "cu_seqlens_padded", '
              'thd.capacity = #thd.expr<"N+1">}',
-             '%num_seqs: tensor<1xi32> {thd.name = "num_seqs"}',
-             '%cp_rank: tensor<1xi32> {thd.name = "cp_rank"}']
+             '%num_seqs: tensor<1xi32> {thd.name = "num_seqs"}']
+    if keys:  # the data rows the caller copied into the static buffers
+        args.append('%num_rows: tensor<1xi32> {thd.name = "num_rows"}')
+    args.append('%cp_rank: tensor<1xi32> {thd.name = "cp_rank"}')
     if cp_order_index:
         args.append('%rows: tensor<?xi32> {thd.name = "rows", thd.capacity = #thd.expr<"C*cp">}')
     result_types = {"padding_mask": "tensor<?xi1>", "cu_seqlens_padded": "tensor<?xi32>",
@@ -138,8 +140,11 @@ def pipeline(stage: str = "first_last", *, cp_mode: str = "zigzag", seq_idx: boo
     out("      -> (" + ",\n          ".join(
         f'{result_types[n]} {{thd.name = "{n}"}}' for n in names) + ") {")
     out("    // Bad metadata sets status bits and empties the microbatch (%n = 0);")
-    out("    // what it claimed is counted as dropped.")
-    out("    %status, %n = thd.validate %cu_seqlens, %cu_seqlens_padded, %cp_rank num_seqs %num_seqs")
+    out("    // what it claimed is counted as dropped. Offsets that claim more rows")
+    out("    // than the caller gave (num_rows) would read an earlier microbatch's.")
+    rows = " rows %num_rows" if keys else ""
+    out("    %status, %n = thd.validate %cu_seqlens, %cu_seqlens_padded, %cp_rank num_seqs %num_seqs"
+        + rows)
     out(f'        cp "cp" mode {mode} max_tokens "C*cp" max_seqs "N-1" : tensor<?xi32>, tensor<?xi32>')
     out("    %dropped_seqs, %dropped_tokens = thd.dropped %status, %cu_seqlens num_seqs %num_seqs")
     out("        : tensor<?xi32>")

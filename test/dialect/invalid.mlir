@@ -777,7 +777,7 @@ func.func @f(%cu: tensor<7xi32>, %r: tensor<1xi32>, %offsets: tensor<8xi32>, %id
 module attributes {thd.params = {C = 8 : i64, N = 6 : i64, cp = 2 : i64}} {
 func.func @f(%cu: tensor<7xi32>, %r: tensor<1xi32>, %offsets: tensor<8xi32>, %ids: tensor<5xi32>) -> tensor<1xi32> {
   // expected-error @+1 {{'samples' takes the sample offsets, the sample lengths and the chosen sample ids, all three}}
-  %0, %1 = "thd.validate"(%cu, %cu, %r, %offsets, %ids) <{cp = 2 : i64, max_tokens = 16 : i64, max_seqs = 2 : i64, pool_rows = 8 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 0, 1, 0, 1>}> : (tensor<7xi32>, tensor<7xi32>, tensor<1xi32>, tensor<8xi32>, tensor<5xi32>) -> (tensor<1xi32>, tensor<1xi32>)
+  %0, %1 = "thd.validate"(%cu, %cu, %r, %offsets, %ids) <{cp = 2 : i64, max_tokens = 16 : i64, max_seqs = 2 : i64, pool_rows = 8 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 1, 0, 1>}> : (tensor<7xi32>, tensor<7xi32>, tensor<1xi32>, tensor<8xi32>, tensor<5xi32>) -> (tensor<1xi32>, tensor<1xi32>)
   return %0 : tensor<1xi32>
 }
 }

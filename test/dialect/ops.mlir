@@ -165,6 +165,13 @@ func.func @validate(%cu: tensor<?xi32>, %cup: tensor<?xi32>, %r: tensor<1xi32>, 
   return %0 : tensor<1xi32>
 }
 
+// CHECK-LABEL: func @validate_rows
+func.func @validate_rows(%cu: tensor<?xi32>, %cup: tensor<?xi32>, %r: tensor<1xi32>, %n: tensor<1xi32>, %rows: tensor<1xi32>) -> tensor<1xi32> {
+  // CHECK: thd.validate %{{.+}}, %{{.+}}, %{{.+}} num_seqs %{{.+}} rows %{{.+}} cp "cp" mode zigzag max_tokens "C*cp" max_seqs "N-1" : tensor<?xi32>, tensor<?xi32>
+  %0, %1 = thd.validate %cu, %cup, %r num_seqs %n rows %rows cp "cp" mode zigzag max_tokens "C*cp" max_seqs "N-1" : tensor<?xi32>, tensor<?xi32>
+  return %0 : tensor<1xi32>
+}
+
 // CHECK-LABEL: func @validate_samples
 func.func @validate_samples(%cu: tensor<?xi32>, %cup: tensor<?xi32>, %r: tensor<1xi32>, %n: tensor<1xi32>,
                             %offsets: tensor<8xi32>, %lengths: tensor<8xi32>, %ids: tensor<5xi32>) -> tensor<1xi32> {

@@ -60,12 +60,23 @@ def invalidate(rng, mb, N):
     return mb
 
 
-def reference(mb, C, cp, N):
-    """The reference outputs of one microbatch, as NumPy arrays."""
+def reference(mb, C, cp, N, rows_given=None):
+    """The reference outputs of one microbatch, as NumPy arrays; rows_given:
+    the data rows the caller gave, for a step that checks them (the
+    pipelines of thdc.stages with data keys: num_rows), or None."""
     return thdc.reference.graph_step(
         mb["tokens"], mb["labels"], mb["position_ids"], mb["loss_mask"],
         mb["cu_seqlens"], mb["cu_seqlens_padded"], int(mb["num_seqs"][0]),
-        int(mb["cp_rank"][0]), C, cp, N)
+        int(mb["cp_rank"][0]), C, cp, N, rows_given=rows_given)
+
+
+def given_rows(mb, C, cp):
+    """The data rows step_inputs gives of `mb`: its packed rows
+    cu_seqlens_padded[num_seqs] (the count clamped into the arrays it
+    gives), clamped into [0, C*cp]."""
+    n = int(mb["num_seqs"][0])
+    entries = min(max(n + 1, 1), len(mb["cu_seqlens"]))
+    return max(0, min(int(mb["cu_seqlens_padded"][entries - 1]), C * cp))
 
 
 def mismatches(outputs, expected):
@@ -150,7 +161,7 @@ def step_inputs(mb, C, cp, keys=("tokens", "labels", "loss_mask", "position_ids"
 
     n = int(mb["num_seqs"][0])
     entries = min(max(n + 1, 1), len(mb["cu_seqlens"]))
-    rows = max(0, min(int(mb["cu_seqlens_padded"][entries - 1]), C * cp))
+    rows = given_rows(mb, C, cp)
     take = lambda name, count: torch.from_numpy(mb[name][:count].copy()).to(device)
     inputs = {k: take(k, rows).view(1, -1) for k in keys}
     inputs.update(cu_seqlens=take("cu_seqlens", entries),

@@ -30,6 +30,8 @@ def buffers(stage="first_last"):
     inputs.update(cu_seqlens=torch.full((N + 1,), -7, dtype=torch.int32),
                   cu_seqlens_padded=torch.full((N + 1,), -7, dtype=torch.int32),
                   num_seqs=torch.full((1,), -7, dtype=torch.int32))
+    if keys:
+        inputs["num_rows"] = torch.full((1,), -7, dtype=torch.int32)
     return SimpleNamespace(**inputs)
 
 
@@ -64,7 +66,7 @@ def fast_loader(stage="first_last"):
     """A loader over the host form of the real gather: its one-call path."""
     keys = thdc.stages.data_keys(stage)
     inputs = buffers(stage)
-    loader = thdc.megatron.InputLoader(inputs, keys, stage, C, CP, N, thdc._thdc.Gather(None))
+    loader = thdc.megatron.InputLoader(inputs, keys, stage, thdc._thdc.Gather(None))
     assert isinstance(loader.fast, thdc._thdc.InputGather)
     loader.fast = CountingFast(loader.fast)
     return loader, inputs
@@ -74,16 +76,18 @@ def loaders(stage="first_last"):
     keys = thdc.stages.data_keys(stage)
     fast, slow = buffers(stage), buffers(stage)
     counting = CountingGather()
-    return (thdc.megatron.InputLoader(fast, keys, stage, C, CP, N, counting), fast,
-            thdc.megatron.InputLoader(slow, keys, stage, C, CP, N, None), slow, counting)
+    return (thdc.megatron.InputLoader(fast, keys, stage, counting), fast,
+            thdc.megatron.InputLoader(slow, keys, stage, None), slow, counting)
 
 
 def per_tensor(inputs, keys, args):
-    """The per-tensor copies, restated: each given prefix by copy_, num_seqs
-    filled or copied."""
+    """The per-tensor copies, restated: each given prefix by copy_, the rows
+    given into num_rows, num_seqs filled or copied."""
     for k in keys + ("cu_seqlens", "cu_seqlens_padded"):
         value = args[k]
         getattr(inputs, k)[:value.numel()].copy_(value.reshape(-1))
+    if keys:
+        inputs.num_rows.fill_(args[keys[0]].numel())
     num_seqs = args.get("num_seqs")
     if num_seqs is None:
         inputs.num_seqs.fill_(args["cu_seqlens"].numel() - 1)
@@ -170,16 +174,19 @@ def test_one_gather_of_every_input_when_all_match():
     args.update(cu_seqlens=torch.arange(entries, dtype=torch.int32),
                 cu_seqlens_padded=torch.arange(entries, dtype=torch.int32))
     fast_loader.load(**args)
-    assert (counting.calls, counting.segments) == (1, 4 + 2 + 1)
+    # The data keys, the cu arrays, num_rows and num_seqs.
+    assert (counting.calls, counting.segments) == (1, 4 + 2 + 1 + 1)
     assert fast.tokens[:rows].tolist() == list(range(rows)) and fast.tokens[rows] == -7
-    assert fast.num_seqs.item() == entries - 1
+    assert fast.num_seqs.item() == entries - 1 and fast.num_rows.item() == rows
     fast_loader.load(**args, num_seqs=torch.tensor([3], dtype=torch.int32))
-    assert (counting.calls, counting.segments) == (2, 14) and fast.num_seqs.item() == 3
+    assert (counting.calls, counting.segments) == (2, 16) and fast.num_seqs.item() == 3
     empty = {k: v[:, :0] for k, v in args.items() if k in DTYPES}
     fast_loader.load(**empty, cu_seqlens=args["cu_seqlens"][:0],
                      cu_seqlens_padded=args["cu_seqlens_padded"][:0])
-    # Empty tensors copy nothing: only num_seqs (-1 for empty cu arrays).
-    assert (counting.calls, counting.segments) == (3, 15) and fast.num_seqs.item() == -1
+    # Empty tensors copy nothing: only num_rows (0) and num_seqs (-1 for
+    # empty cu arrays).
+    assert (counting.calls, counting.segments) == (3, 18) and fast.num_seqs.item() == -1
+    assert fast.num_rows.item() == 0
 
 
 def test_one_call_path_builds_the_gather_in_the_module():
@@ -201,6 +208,7 @@ def test_one_call_path_builds_the_gather_in_the_module():
         buffer = getattr(inputs, name)
         expected += [args[name].data_ptr(), buffer.data_ptr(),
                      args[name].numel() * buffer.element_size(), 0]
+    expected += [0, inputs.num_rows.data_ptr(), 4, rows]
     store = [0, inputs.num_seqs.data_ptr(), 4]
     assert fast.segments(*positional, None) == expected + store + [entries - 1]
     assert fast.segments(*positional, -3) == expected + store + [2**64 - 3 - 2**64]
@@ -216,6 +224,7 @@ def test_one_call_path_builds_the_gather_in_the_module():
     assert loader.fast.taken == 1
     assert inputs.tokens[:rows].tolist() == list(range(1, rows + 1))
     assert inputs.tokens[rows] == -7 and inputs.num_seqs.item() == 9
+    assert inputs.num_rows.item() == rows
     assert inputs.cu_seqlens_padded[:entries].tolist() == list(range(entries))
 
 
@@ -235,6 +244,12 @@ def test_one_call_path_builds_the_gather_in_the_module():
     (dict(cu_seqlens=torch.zeros(N + 1, dtype=torch.int32),
           cu_seqlens_padded=torch.zeros(N + 1, dtype=torch.int32)), "N+1 without num_seqs"),
     (dict(cu_seqlens_padded=torch.zeros(4, dtype=torch.int32)), "lengths differ"),
+    (dict(labels=torch.zeros(5, dtype=torch.int64)), "data lengths differ"),
+    (dict(tokens=torch.zeros(2, 2, dtype=torch.int64)), "micro-batch size 2"),
+    (dict(tokens=torch.zeros(1, 1, 4, dtype=torch.int64)), "three dimensions"),
+    (dict(tokens=torch.zeros((), dtype=torch.int64)), "no dimension"),
+    (dict(cu_seqlens=torch.zeros(3, 1, dtype=torch.int32)), "cu array [3, 1]"),
+    (dict(tokens=torch.zeros(4)), "float tokens"),
 ])
 def test_one_call_path_refuses_what_the_general_path_takes(change, why):
     loader, _ = fast_loader()
@@ -268,6 +283,21 @@ def bad_arguments():
          "cu_seqlens_padded must be a torch.Tensor; got list"),
         (dict(ok, num_seqs=2.0), TypeError, "num_seqs must be an int; got float"),
         (dict(ok, num_seqs=2**40), RuntimeError, "overflow"),
+        (dict(ok, labels=torch.zeros(5, dtype=torch.int64)), ValueError,
+         "labels has 5 rows but tokens has 4; every data tensor of a microbatch has the "
+         "same rows"),
+        (dict(ok, position_ids=torch.zeros(2, 2, dtype=torch.int64)), ValueError,
+         r"position_ids has the shape \(2, 2\); a packed microbatch's tensors are \[T\] or "
+         r"\[1, T\] \(micro-batch size 1"),
+        (dict(ok, tokens=torch.zeros((), dtype=torch.int64)), ValueError,
+         r"tokens has the shape \(\)"),
+        (dict(ok, cu_seqlens=torch.zeros(3, 1, dtype=torch.int32)), ValueError,
+         r"cu_seqlens has the shape \(3, 1\); cu arrays are \[E\] or \[1, E\]"),
+        (dict(ok, tokens=torch.zeros(4, dtype=torch.float32)), TypeError,
+         "tokens is torch.float32, but the step's tokens holds torch.int64: a "
+         "floating-point value would be truncated"),
+        (dict(ok, num_seqs=torch.tensor([2.0])), TypeError,
+         "num_seqs is torch.float32"),
         (dict(ok, num_seqs=torch.zeros(0, dtype=torch.int32)), RuntimeError, None),
     ]
 

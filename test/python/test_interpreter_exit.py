@@ -68,9 +68,9 @@ CASES = {
         inputs = SimpleNamespace(**{k: torch.zeros(8, dtype=torch.int64) for k in keys},
                                  cu_seqlens=torch.zeros(4, dtype=torch.int32),
                                  cu_seqlens_padded=torch.zeros(4, dtype=torch.int32),
-                                 num_seqs=torch.zeros(1, dtype=torch.int32))
-        loader = thdc.megatron.InputLoader(inputs, keys, "first_last", 8, 1, 3,
-                                           thdc._thdc.Gather(None))
+                                 num_seqs=torch.zeros(1, dtype=torch.int32),
+                                 num_rows=torch.zeros(1, dtype=torch.int32))
+        loader = thdc.megatron.InputLoader(inputs, keys, "first_last", thdc._thdc.Gather(None))
         loader.kernel, loader.step = kernel, loader
         loader.load_inputs = loader.load
         given = {k: torch.ones(4, dtype=torch.int64) for k in keys}

@@ -20,8 +20,9 @@ torch = pytest.importorskip("torch")
 import thdc  # noqa: E402
 import thdc.stages  # noqa: E402
 from conftest import SOURCE_DIR, thdc_command  # noqa: E402
-from microbatches import (check_packed_seq_params, dropped, invalidate, random_microbatch,  # noqa: E402
-                          reference, rope_rows, stage_mismatches, step_inputs)
+from microbatches import (check_packed_seq_params, dropped, given_rows, invalidate,  # noqa: E402
+                          random_microbatch, reference, rope_rows, stage_mismatches,
+                          step_inputs)
 
 try:
     import thdc.megatron  # noqa: E402
@@ -68,9 +69,12 @@ def contiguous_rows(mb, C, cp, N, expected):
     return {k: whole[k][rank * C:(rank + 1) * C] for k in DATA + ("padding_mask",)}
 
 
-def expect(mb, C, cp, N, cp_mode="zigzag"):
-    """The reference's outputs, seq_idx over every rank's rows, dropped counts."""
-    expected = reference(mb, C, cp, N)
+def expect(mb, C, cp, N, cp_mode="zigzag", stage="first_last"):
+    """The reference's outputs, seq_idx over every rank's rows, dropped counts,
+    for the microbatch as inputs() gives it: a stage that reads data checks
+    the rows given."""
+    rows = given_rows(mb, C, cp) if thdc.stages.data_keys(stage) else None
+    expected = reference(mb, C, cp, N, rows_given=rows)
     if cp_mode == "contiguous":
         expected.update(contiguous_rows(mb, C, cp, N, expected))
     expected["seq_idx"] = thdc.reference.seq_idx(expected["cu_seqlens_padded"], C * cp)
@@ -128,7 +132,7 @@ def test_stage_against_reference(make_step, stage, cp_mode, options):
         batch, params = step(**inputs(mb, C, cp))
         assert batch is step.batch and params is step.packed_seq_params
         got = outputs(step)
-        expected = expect(mb, C, cp, N, cp_mode)
+        expected = expect(mb, C, cp, N, cp_mode, stage)
         statuses.add(expected["status"] != 0)
         bad = compare(got, expected)
         assert bad == [], f"trial {trial}: {bad}"
@@ -143,6 +147,73 @@ def test_stage_against_reference(make_step, stage, cp_mode, options):
         else:
             assert step.cp_order_index is None
     assert statuses == {False, True}
+
+
+def microbatch_of(value, rows, cu):
+    """A microbatch of `rows` rows, every token `value`, loss mask 1."""
+    full = lambda v, dtype: torch.full((1, rows), v, dtype=dtype)
+    cu = torch.tensor(cu, dtype=torch.int32)
+    return dict(tokens=full(value, torch.int64), labels=full(value + 1, torch.int64),
+                loss_mask=full(1.0, torch.float32), position_ids=full(3, torch.int64),
+                cu_seqlens=cu, cu_seqlens_padded=cu.clone())
+
+
+def test_a_short_microbatch_never_trains_on_the_previous_one(make_step):
+    """Microbatch B gives 20 rows where its offsets claim 32: the rows past
+    20 hold microbatch A's tokens. The step flags it (rows_not_given) and
+    empties it (loss mask 0 everywhere, the claim counted as dropped)
+    instead of training on A's rows. Each stage that reads data does."""
+    for stage in ("first_last", "first", "last"):
+        step = make_step(64, 8, 1, 0, stage=stage)
+        keys = thdc.stages.data_keys(stage)
+        take = lambda mb: {k: v for k, v in mb.items() if k in keys or k.startswith("cu")}
+        step(**take(microbatch_of(1000, 32, [0, 16, 32])))
+        assert int(step.status[0]) == 0
+        if "tokens" in keys:
+            assert step.batch["tokens"][0, :32].eq(1000).all()
+        step(**take(microbatch_of(7, 20, [0, 16, 32])))
+        assert thdc.describe_status(int(step.status[0])) == "rows_not_given", stage
+        if "loss_mask" in keys:
+            assert not step.batch["loss_mask"].any()
+        if "tokens" in keys:
+            assert not step.batch["tokens"].eq(1000).any()
+        assert step.batch["padding_mask"].all()
+        assert (int(step.outputs.dropped_seqs[0]), int(step.outputs.dropped_tokens[0])) == (2, 32)
+        # The same offsets with their 32 rows: valid again.
+        step(**take(microbatch_of(7, 32, [0, 16, 32])))
+        assert int(step.status[0]) == 0
+
+
+def test_tensors_that_are_not_one_packed_microbatch_are_refused_before_copying(make_step):
+    """A [2, T] tokens tensor (micro-batch size 2) and data tensors of
+    different lengths are refused by name, and nothing of them is copied."""
+    step = make_step(64, 8, 1, 0)
+    step(**microbatch_of(5, 32, [0, 16, 32]))
+    before = {k: v.clone() for k, v in vars(step.inputs).items()}
+    two_rows = dict(microbatch_of(9, 32, [0, 16, 32]), tokens=torch.full((2, 32), 9))
+    with pytest.raises(ValueError, match=r"tokens has the shape \(2, 32\).*micro-batch size 1"):
+        step.load_inputs(**two_rows)
+    ragged = dict(microbatch_of(9, 32, [0, 16, 32]), labels=torch.full((1, 31), 9))
+    with pytest.raises(ValueError, match="labels has 31 rows but tokens has 32"):
+        step.load_inputs(**ragged)
+    for name, value in vars(step.inputs).items():
+        assert torch.equal(value, before[name]), name
+
+
+def test_integers_are_never_narrowed_silently(make_step):
+    """An int64 offset past the int32 range saturates on its way into the
+    step's int32 buffer (so the step flags it) instead of wrapping to a small
+    valid one; a floating-point tensor (NaN included) is refused for an
+    integer buffer."""
+    step = make_step(64, 8, 1, 0)
+    mb = microbatch_of(5, 16, [0, 16])
+    mb["cu_seqlens_padded"] = torch.tensor([0, 2**32 + 16], dtype=torch.int64)
+    step(**mb)
+    assert int(step.inputs.cu_seqlens_padded[1]) == 2**31 - 1
+    assert "total_exceeds_capacity" in thdc.describe_status(int(step.status[0]))
+    nan_tokens = dict(microbatch_of(5, 16, [0, 16]), tokens=torch.full((1, 16), float("nan")))
+    with pytest.raises(TypeError, match="tokens is torch.float32.*NaN"):
+        step(**nan_tokens)
 
 
 def test_the_jit_compiles_the_host_code(make_step, monkeypatch):
@@ -265,7 +336,8 @@ def test_bundle_host_code(tmp_path, make_step, monkeypatch):
     for trial in range(10):
         mb = random_microbatch(rng, C, cp, N, rank=1)
         step(**inputs(mb, C, cp))
-        assert compare(outputs(step), expect(mb, C, cp, N)) == [], f"trial {trial}"
+        assert compare(outputs(step), expect(mb, C, cp, N, stage="last")) == [], \
+            f"trial {trial}"
     with pytest.raises(ValueError, match="not the step for stage='first'"):
         make_step(C, N, cp, 1, stage="first", bundle=str(bundle))
     with pytest.raises(ValueError, match="compiled for"):

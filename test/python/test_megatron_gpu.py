@@ -26,7 +26,7 @@ import thdc  # noqa: E402
 import thdc.megatron  # noqa: E402
 import thdc.stages  # noqa: E402
 from conftest import SOURCE_DIR  # noqa: E402
-from microbatches import (check_packed_seq_params, dropped, random_microbatch,  # noqa: E402
+from microbatches import (check_packed_seq_params, dropped, given_rows, random_microbatch,  # noqa: E402
                           reference, rope_rows, stage_mismatches, step_inputs)
 
 BUNDLES = os.environ.get("THDC_BUNDLES", os.path.join(SOURCE_DIR, "build-gpu-bundles"))
@@ -50,9 +50,12 @@ def host(outputs):
     return {k: v.cpu().numpy() for k, v in outputs._asdict().items()}
 
 
-def expect(mb, C, cp, N):
-    """The reference's outputs, seq_idx over every rank's rows, dropped counts."""
-    expected = reference(mb, C, cp, N)
+def expect(mb, C, cp, N, stage="first_last"):
+    """The reference's outputs, seq_idx over every rank's rows, dropped counts,
+    for the microbatch as step_inputs() gives it: a stage that reads data
+    checks the rows given."""
+    rows = given_rows(mb, C, cp) if thdc.stages.data_keys(stage) else None
+    expected = reference(mb, C, cp, N, rows_given=rows)
     expected["seq_idx"] = thdc.reference.seq_idx(expected["cu_seqlens_padded"], C * cp)
     expected["dropped"] = dropped(mb, expected["status"])
     return expected
@@ -82,7 +85,7 @@ def test_each_stage_computes_its_keys_and_the_shared_metadata(stage):
             mb["num_seqs"][0] = N
         step(**step_inputs(mb, C, cp))  # every key given: the stage reads its own
         got = host(step.outputs)
-        bad = compare(got, expect(mb, C, cp, N))
+        bad = compare(got, expect(mb, C, cp, N, stage))
         assert bad == [], f"stage {stage}, trial {trial}: {bad}"
     with pytest.raises(TypeError, match="reads cu_seqlens"):
         step.load_inputs(cu_seqlens_padded=torch.zeros(1, dtype=torch.int32, device="cuda"))

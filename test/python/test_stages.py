@@ -37,6 +37,7 @@ def run(kernel, mb, cp_order_index=False):
     """The kernel on a microbatch, by input name (the stage's own inputs)."""
     names = [a.name for a in thdc.signature(kernel) if a.direction == "input"]
     values = dict(mb)
+    values.setdefault("num_rows", np.array([len(mb["tokens"])], np.int32))  # every row given
     if cp_order_index:
         values["rows"] = np.arange(len(mb["tokens"]), dtype=np.int32)
     return kernel(**{n: values[n] for n in names})._asdict()
@@ -50,13 +51,18 @@ def test_stage_against_reference(compile_stage, stage, C, cp, N):
         stages.outputs(stage)
     keys = stages.data_keys(stage)
     rng = np.random.default_rng(sum(map(ord, stage)) * 1000 + C + cp)
-    statuses = set()
+    statuses, short = set(), 0
     for trial in range(40):
         mb = random_microbatch(rng, C, cp, N)
         if trial % 3 == 2:
             mb = invalidate(rng, mb, N)
+        rows = None
+        if keys:  # the rows given: all, or (one trial in four) fewer, maybe too few
+            rows = C * cp if trial % 4 else int(rng.integers(0, C * cp + 1))
+            mb["num_rows"] = np.array([rows], np.int32)
         got = run(kernel, mb)
-        expected = reference(mb, C, cp, N)
+        expected = reference(mb, C, cp, N, rows_given=rows)
+        short += bool(expected["status"] & thdc_status("rows_not_given"))
         statuses.add(expected["status"] != 0)
         bad = stage_mismatches(got, expected)
         assert bad == [], f"trial {trial}: {bad}"
@@ -66,6 +72,14 @@ def test_stage_against_reference(compile_stage, stage, C, cp, N):
         assert (int(got["dropped_seqs"][0]), int(got["dropped_tokens"][0])) == \
             dropped(mb, expected["status"]), f"trial {trial}"
     assert statuses == {False, True}
+    assert (short > 0) == bool(keys)
+
+
+def thdc_status(name):
+    """The status bit thdc.describe_status calls `name`."""
+    bits = [1 << b for b in range(31) if thdc.describe_status(1 << b) == name]
+    assert len(bits) == 1, name
+    return bits[0]
 
 
 @pytest.mark.parametrize("C,cp,N,R", [(64, 1, 9, 32), (64, 1, 9, 200), (96, 2, 17, 192),

@@ -752,12 +752,14 @@ func.func @validate(%cu: tensor<7xi32> {thd.name = "cu"},
                     %n: tensor<1xi32> {thd.name = "num_seqs"},
                     %offsets: tensor<6xi32> {thd.name = "offsets"},
                     %lengths: tensor<6xi32> {thd.name = "lengths"},
-                    %ids: tensor<5xi32> {thd.name = "ids"})
+                    %ids: tensor<5xi32> {thd.name = "ids"},
+                    %rows: tensor<1xi32> {thd.name = "rows"})
     -> (tensor<1xi32> {thd.name = "zigzag_status"}, tensor<1xi32> {thd.name = "zigzag_n"},
         tensor<1xi32> {thd.name = "contiguous_status"}, tensor<1xi32> {thd.name = "contiguous_n"},
         tensor<1xi32> {thd.name = "cp1_status"}, tensor<1xi32> {thd.name = "cp1_n"},
         tensor<1xi32> {thd.name = "samples_status"}, tensor<1xi32> {thd.name = "samples_n"},
-        tensor<1xi32> {thd.name = "all_status"}, tensor<1xi32> {thd.name = "all_n"}) {
+        tensor<1xi32> {thd.name = "all_status"}, tensor<1xi32> {thd.name = "all_n"},
+        tensor<1xi32> {thd.name = "rows_status"}, tensor<1xi32> {thd.name = "rows_n"}) {
   %s0, %n0 = thd.validate %cu, %cup, %rank num_seqs %n cp 2 mode zigzag
       max_tokens 24 max_seqs 5 : tensor<7xi32>, tensor<7xi32>
   %s1, %n1 = thd.validate %cu, %cup, %rank num_seqs %n cp 2 mode contiguous
@@ -769,9 +771,12 @@ func.func @validate(%cu: tensor<7xi32> {thd.name = "cu"},
       pool_rows 40 cp 2 mode zigzag max_tokens 24 max_seqs 5 : tensor<7xi32>, tensor<7xi32>
   %s4, %n4 = thd.validate %cu, %cup, %rank cp 2 mode zigzag
       max_tokens 24 max_seqs 6 : tensor<7xi32>, tensor<7xi32>
-  return %s0, %n0, %s1, %n1, %s2, %n2, %s3, %n3, %s4, %n4
+  %s5, %n5 = thd.validate %cu, %cup, %rank num_seqs %n rows %rows cp 2 mode zigzag
+      max_tokens 24 max_seqs 5 : tensor<7xi32>, tensor<7xi32>
+  return %s0, %n0, %s1, %n1, %s2, %n2, %s3, %n3, %s4, %n4, %s5, %n5
       : tensor<1xi32>, tensor<1xi32>, tensor<1xi32>, tensor<1xi32>, tensor<1xi32>,
-        tensor<1xi32>, tensor<1xi32>, tensor<1xi32>, tensor<1xi32>, tensor<1xi32>
+        tensor<1xi32>, tensor<1xi32>, tensor<1xi32>, tensor<1xi32>, tensor<1xi32>,
+        tensor<1xi32>, tensor<1xi32>
 }
 )mlir",
       [](std::mt19937 &rng, int) {
@@ -792,6 +797,8 @@ func.func @validate(%cu: tensor<7xi32> {thd.name = "cu"},
         values["offsets"] = offsets;
         values["lengths"] = lengths;
         values["ids"] = ids;
+        // The rows given (bit 128): around the packed total, negative too.
+        values["rows"] = {double(uniform(rng, -2, 26))};
         return values;
       },
       300};

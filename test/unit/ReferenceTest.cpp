@@ -1814,6 +1814,40 @@ TEST(Randomized, GraphStepMicrobatches) {
 
 } // namespace
 
+TEST(GraphStep, RowsStatusGolden) {
+  const std::vector<int32_t> cup = {0, 16, 32};
+  EXPECT_EQ(rowsStatus(cup, 2, 20), StatusRowsNotGiven);
+  EXPECT_EQ(rowsStatus(cup, 2, 32), 0);
+  EXPECT_EQ(rowsStatus(cup, 2, 40), 0);
+  // The count clamped into the array: 7 reads cup[2], -1 reads cup[0].
+  EXPECT_EQ(rowsStatus(cup, 7, 31), StatusRowsNotGiven);
+  EXPECT_EQ(rowsStatus(cup, -1, 0), 0);
+  EXPECT_EQ(rowsStatus(cup, 1, -1), StatusRowsNotGiven);
+  EXPECT_EQ(rowsStatus({}, 3, 0), 0);
+}
+
+TEST(GraphStep, RowsNotGivenEmptiesTheMicrobatch) {
+  // cup [0, 16, 32] with 20 rows given: flagged, and the outputs are those
+  // of an empty microbatch; with all 32 rows the same input is valid.
+  GraphStepInput input;
+  input.tokens.assign(64, 7);
+  input.labels.assign(64, 7);
+  input.positionIds.assign(64, 1);
+  input.lossMask.assign(64, 1.0f);
+  input.cuSeqlens = {0, 16, 32, 0, 0, 0, 0, 0, 0};
+  input.cuSeqlensPadded = input.cuSeqlens;
+  input.numSeqs = 2;
+  input.rowsGiven = 20;
+  GraphStepOutput out = megatronGraphStep(input, 64, 1, 8);
+  EXPECT_EQ(out.status, StatusRowsNotGiven);
+  for (float weight : out.lossMask)
+    EXPECT_EQ(weight, 0.0f);
+  input.rowsGiven = 32;
+  EXPECT_EQ(megatronGraphStep(input, 64, 1, 8).status, 0);
+  input.rowsGiven.reset();
+  EXPECT_EQ(megatronGraphStep(input, 64, 1, 8).status, 0);
+}
+
 TEST(StatusBits, DescribeNamesEveryBitOnce) {
   EXPECT_EQ(describeStatus(0), "ok");
   EXPECT_EQ(describeStatus(StatusNotMonotonic | StatusValidExceedsPadded),
@@ -1828,5 +1862,5 @@ TEST(StatusBits, DescribeNamesEveryBitOnce) {
     all |= entry.bit;
     EXPECT_EQ(describeStatus(entry.bit), entry.name);
   }
-  EXPECT_EQ(all, 127);
+  EXPECT_EQ(all, 255);
 }

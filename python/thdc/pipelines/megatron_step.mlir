@@ -10,6 +10,7 @@ module attributes {thd.params = {C = 8 : i64, cp = 2 : i64, N = 6 : i64}} {
       %cu_seqlens: tensor<?xi32> {thd.name = "cu_seqlens", thd.capacity = #thd.expr<"N+1">},
       %cu_seqlens_padded: tensor<?xi32> {thd.name = "cu_seqlens_padded", thd.capacity = #thd.expr<"N+1">},
       %num_seqs: tensor<1xi32> {thd.name = "num_seqs"},
+      %num_rows: tensor<1xi32> {thd.name = "num_rows"},
       %cp_rank: tensor<1xi32> {thd.name = "cp_rank"})
       -> (tensor<?xi64> {thd.name = "tokens"},
           tensor<?xi64> {thd.name = "labels"},
@@ -24,8 +25,9 @@ module attributes {thd.params = {C = 8 : i64, cp = 2 : i64, N = 6 : i64}} {
           tensor<1xi32> {thd.name = "dropped_seqs"},
           tensor<1xi32> {thd.name = "dropped_tokens"}) {
     // Bad metadata sets status bits and empties the microbatch (%n = 0);
-    // what it claimed is counted as dropped.
-    %status, %n = thd.validate %cu_seqlens, %cu_seqlens_padded, %cp_rank num_seqs %num_seqs
+    // what it claimed is counted as dropped. Offsets that claim more rows
+    // than the caller gave (num_rows) would read an earlier microbatch's.
+    %status, %n = thd.validate %cu_seqlens, %cu_seqlens_padded, %cp_rank num_seqs %num_seqs rows %num_rows
         cp "cp" mode zigzag max_tokens "C*cp" max_seqs "N-1" : tensor<?xi32>, tensor<?xi32>
     %dropped_seqs, %dropped_tokens = thd.dropped %status, %cu_seqlens num_seqs %num_seqs
         : tensor<?xi32>
