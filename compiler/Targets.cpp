@@ -27,6 +27,7 @@
 
 #include <cstdlib>
 #include <functional>
+#include <map>
 
 using namespace mlir;
 
@@ -38,8 +39,9 @@ static void dropBufferNames(Operation *root) {
   });
 }
 
-/// Adds the code's own statement of its buffers and entry (the globals
-/// kBufferTableSymbol and kEntryNameSymbol of runtime/Manifest.h) at the end
+/// Adds the code's own statement of its buffers, entry, parameters and
+/// buffer names (the globals kBufferTableSymbol and kNameTableSymbol of
+/// runtime/Manifest.h) at the end
 /// of `body`, in `addressSpace` (1 is the GPU's global memory); `grid` and
 /// `block` are the kernel's launch geometry, null for host code.
 static void addBufferTableGlobals(OpBuilder &b, Location loc, Block *body,
@@ -66,11 +68,16 @@ static void addBufferTableGlobals(OpBuilder &b, Location loc, Block *body,
       thdc::runtime::kBufferTableSymbol,
       DenseElementsAttr::get(tensorType, ArrayRef<int64_t>(table)),
       /*alignment=*/8, addressSpace);
-  std::string name = signature.entry + '\0';
+  std::map<std::string, int64_t> params;
+  for (const auto &param : signature.params)
+    params[param.getKey().str()] = param.getValue();
+  std::string names = thdc::runtime::encodeNameTable(
+                          signature.entry, params, signature.buffers) +
+                      '\0';
   LLVM::GlobalOp::create(
-      b, loc, LLVM::LLVMArrayType::get(b.getI8Type(), name.size()),
+      b, loc, LLVM::LLVMArrayType::get(b.getI8Type(), names.size()),
       /*isConstant=*/true, LLVM::Linkage::External,
-      thdc::runtime::kEntryNameSymbol, b.getStringAttr(name),
+      thdc::runtime::kNameTableSymbol, b.getStringAttr(names),
       /*alignment=*/1, addressSpace);
 }
 

@@ -67,7 +67,7 @@ mlir::LogicalResult runHostPipeline(mlir::ModuleOp module);
 /// pipeline becomes `void entry(T0 *, T1 *, ...)` over bare pointers, plus
 /// `void entry_packed(void **buffers)` calling it, and the buffer table and
 /// entry name the runtime checks a manifest against (kBufferTableSymbol and
-/// kEntryNameSymbol of runtime/Manifest.h).
+/// kNameTableSymbol of runtime/Manifest.h).
 mlir::LogicalResult lowerToHostLLVM(mlir::ModuleOp module);
 
 /// Compiles a module lowered by lowerToHostLLVM to a shared object at

@@ -1,7 +1,7 @@
 //===- Elf.h - read an initialised symbol out of an ELF64 image -*- C++ -*-===//
 //
 // A cubin is an ELF64 file. The kernel's buffer table and entry name
-// (kBufferTableSymbol, kEntryNameSymbol) are initialised globals, so their
+// (kBufferTableSymbol, kNameTableSymbol) are initialised globals, so their
 // bytes are in the cubin itself (in .nv.global.init): reading them there
 // saves a device read per symbol when a module is loaded from a cubin.
 //

@@ -131,13 +131,6 @@ size_t symbolSize(const void *address) {
   return static_cast<const ElfW(Sym) *>(entry)->st_size;
 }
 
-/// The entry name a bundle's code states, from its `bytes` (NUL-terminated
-/// within them), or empty.
-std::string statedEntry(const char *bytes, size_t size) {
-  const void *end = bytes ? std::memchr(bytes, 0, size) : nullptr;
-  return end ? std::string(bytes, static_cast<const char *>(end)) : "";
-}
-
 double microsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::micro>(
              std::chrono::steady_clock::now() - start)
@@ -341,17 +334,16 @@ Status Executable::checkKernelBuffers(std::string_view cubin) const {
     bytes = std::move(**read);
     return Status();
   };
-  std::string table, entry;
+  std::string table, names;
   if (Status read = readGlobal(kBufferTableSymbol, table); !read)
     return read;
-  if (Status read = readGlobal(kEntryNameSymbol, entry); !read)
+  if (Status read = readGlobal(kNameTableSymbol, names); !read)
     return read;
   std::vector<int64_t> entries(table.size() / sizeof(int64_t));
   std::memcpy(entries.data(), table.data(), entries.size() * sizeof(int64_t));
-  std::string mismatch = bufferTableMismatch(
-      manifest_, entries.data(), entries.size(),
-      statedEntry(entry.data(), entry.size()), "kernel",
-      /*checkGeometry=*/true);
+  std::string mismatch =
+      bufferTableMismatch(manifest_, entries.data(), entries.size(), names,
+                          "kernel", /*checkGeometry=*/true);
   return mismatch.empty() ? Status() : Status::error(mismatch);
 }
 
@@ -431,15 +423,15 @@ Executable::load(const std::string &bundleDir, const LoadOptions &options) {
     // anything of it is called.
     auto *table =
         static_cast<const int64_t *>(dlsym(handle, kBufferTableSymbol));
-    auto *entry = static_cast<const char *>(dlsym(handle, kEntryNameSymbol));
-    if (!table || !entry)
+    auto *names = static_cast<const char *>(dlsym(handle, kNameTableSymbol));
+    if (!table || !names)
       return refuse(fmt::format(
           "{}: the host code has no '{}' (it was written by an older thdc or "
           "is not thdc's); compile it again",
-          m.hostLibrary, !table ? kBufferTableSymbol : kEntryNameSymbol));
+          m.hostLibrary, !table ? kBufferTableSymbol : kNameTableSymbol));
     std::string mismatch = bufferTableMismatch(
         m, table, symbolSize(table) / sizeof(int64_t),
-        statedEntry(entry, symbolSize(entry)), "host code",
+        std::string_view(names, symbolSize(names)), "host code",
         /*checkGeometry=*/false);
     if (!mismatch.empty())
       return refuse(mismatch);

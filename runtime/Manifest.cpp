@@ -60,10 +60,138 @@ thdc::runtime::encodeBufferTable(const std::vector<BufferDesc> &buffers,
   return table;
 }
 
+namespace {
+constexpr char kNameTableHeader[] = "thdc-names 1";
+
+/// A name as one word of the name table: printable ASCII but for space and
+/// backslash as is, every other byte as \xx.
+std::string escapeName(const std::string &name) {
+  static const char digits[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : name) {
+    if (c > ' ' && c < 0x7f && c != '\\') {
+      out += char(c);
+    } else {
+      out += '\\';
+      out += digits[c >> 4];
+      out += digits[c & 15];
+    }
+  }
+  return out;
+}
+
+bool unescapeName(std::string_view word, std::string &out) {
+  auto hex = [](char c) {
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                                  : -1;
+  };
+  out.clear();
+  for (size_t i = 0; i < word.size(); ++i) {
+    unsigned char c = static_cast<unsigned char>(word[i]);
+    if (c != '\\') {
+      if (c <= ' ' || c >= 0x7f)
+        return false;
+      out += word[i];
+      continue;
+    }
+    if (word.size() - i < 3)
+      return false;
+    int high = hex(word[i + 1]), low = hex(word[i + 2]);
+    if (high < 0 || low < 0)
+      return false;
+    out += char(high * 16 + low);
+    i += 2;
+  }
+  return true;
+}
+} // namespace
+
+std::string
+thdc::runtime::encodeNameTable(const std::string &entry,
+                               const std::map<std::string, int64_t> &params,
+                               const std::vector<BufferDesc> &buffers) {
+  std::string text = std::string(kNameTableHeader) + "\nentry " +
+                     escapeName(entry) + "\n";
+  for (const auto &[name, value] : params)
+    text += "param " + escapeName(name) + " " + std::to_string(value) + "\n";
+  for (const BufferDesc &buffer : buffers)
+    text += "buffer " + escapeName(buffer.name) + "\n";
+  return text;
+}
+
+Result<NameTable> thdc::runtime::decodeNameTable(std::string_view bytes) {
+  size_t end = bytes.find('\0');
+  if (end == std::string_view::npos)
+    return Status::error("its name table does not end (damaged)");
+  std::string_view text = bytes.substr(0, end);
+  NameTable table;
+  bool header = false, entry = false;
+  size_t line = 0;
+  while (!text.empty()) {
+    size_t newline = text.find('\n');
+    if (newline == std::string_view::npos)
+      return Status::error("its name table's last line does not end (damaged)");
+    std::string_view words = text.substr(0, newline);
+    text.remove_prefix(newline + 1);
+    ++line;
+    auto bad = [&] {
+      return Status::error(fmt::format(
+          "its name table is malformed at line {} (damaged, or written by "
+          "another thdc)",
+          line));
+    };
+    if (!header) {
+      if (words != kNameTableHeader)
+        return bad();
+      header = true;
+      continue;
+    }
+    size_t space = words.find(' ');
+    if (space == std::string_view::npos)
+      return bad();
+    std::string_view kind = words.substr(0, space), rest = words.substr(space + 1);
+    std::string name;
+    if (kind == "entry" && !entry) {
+      if (!unescapeName(rest, table.entry) || table.entry.empty())
+        return bad();
+      entry = true;
+    } else if (kind == "param" && entry && table.buffers.empty()) {
+      size_t split = rest.find(' ');
+      if (split == std::string_view::npos ||
+          !unescapeName(rest.substr(0, split), name) || name.empty() ||
+          table.params.count(name))
+        return bad();
+      std::string_view digits = rest.substr(split + 1);
+      bool negative = !digits.empty() && digits[0] == '-';
+      if (negative)
+        digits.remove_prefix(1);
+      if (digits.empty() || digits.size() > 18)
+        return bad();
+      int64_t value = 0;
+      for (char c : digits) {
+        if (c < '0' || c > '9')
+          return bad();
+        value = value * 10 + (c - '0');
+      }
+      table.params[name] = negative ? -value : value;
+    } else if (kind == "buffer" && entry) {
+      if (!unescapeName(rest, name) || name.empty())
+        return bad();
+      table.buffers.push_back(std::move(name));
+    } else {
+      return bad();
+    }
+  }
+  if (!header || !entry)
+    return Status::error("its name table is incomplete (damaged)");
+  return table;
+}
+
 std::string thdc::runtime::bufferTableMismatch(const Manifest &m,
                                                const int64_t *table,
                                                size_t entries,
-                                               const std::string &entry,
+                                               std::string_view names,
                                                const char *what,
                                                bool checkGeometry) {
   const std::vector<BufferDesc> &buffers = m.buffers;
@@ -78,6 +206,15 @@ std::string thdc::runtime::bufferTableMismatch(const Manifest &m,
       entries != bufferTableEntries(buffers.size()))
     return fmt::format("{} lists {} buffers, but the {} takes {}",
                        kManifestFile, buffers.size(), what, count);
+  Result<NameTable> stated = decodeNameTable(names);
+  if (!stated)
+    return fmt::format("the {}: {}; compile it again", what,
+                       stated.status().message());
+  const std::string &entry = stated->entry;
+  if (stated->buffers.size() != buffers.size())
+    return fmt::format("the {} names {} buffers but takes {} (damaged); "
+                       "compile it again",
+                       what, stated->buffers.size(), buffers.size());
   if (entry != m.entry)
     return fmt::format("{} names the entry '{}', but the {} is '{}'",
                        kManifestFile, m.entry, what, entry);
@@ -100,6 +237,28 @@ std::string thdc::runtime::bufferTableMismatch(const Manifest &m,
             table[kBufferTableGridIndex + 1], table[kBufferTableGridIndex + 2],
             table[kBufferTableBlockIndex], table[kBufferTableBlockIndex + 1],
             table[kBufferTableBlockIndex + 2]);
+  for (const auto &[name, value] : stated->params) {
+    auto given = m.params.find(name);
+    if (given == m.params.end())
+      return fmt::format("{} gives no value for the parameter '{}', but the "
+                         "{} was compiled with {} = {}",
+                         kManifestFile, name, what, name, value);
+    if (given->second != value)
+      return fmt::format("{}: params.{} is {}, but the {} was compiled with "
+                         "{} = {}",
+                         kManifestFile, name, given->second, what, name, value);
+  }
+  for (const auto &[name, value] : m.params)
+    if (!stated->params.count(name))
+      return fmt::format("{}: params.{} = {} is not a parameter the {} was "
+                         "compiled with",
+                         kManifestFile, name, value, what);
+  for (size_t i = 0; i < buffers.size(); ++i)
+    if (buffers[i].name != stated->buffers[i])
+      return fmt::format("{}: buffer {} is named '{}', but the {}'s buffer {} "
+                         "is '{}'",
+                         kManifestFile, i, buffers[i].name, what, i,
+                         stated->buffers[i]);
   for (size_t i = 0; i < buffers.size(); ++i) {
     const BufferDesc &buffer = buffers[i];
     int64_t elements = table[kBufferTableFirstBuffer + 2 * i];

@@ -19,8 +19,9 @@
 //   sha256        the hash of each file above, by file name
 // Beside it, manifest.json.sha256 holds the manifest's own hash; in the
 // compiled code (kernel module and host library), kBufferTableSymbol and
-// kEntryNameSymbol state what the code touches, and the runtime refuses a
-// manifest that disagrees with them (bufferTableMismatch).
+// kNameTableSymbol state what the code touches and what it was compiled
+// for, and the runtime refuses a manifest that disagrees with them
+// (bufferTableMismatch).
 //
 // The reader is the runtime's own (runtime/Json.h, no exceptions): a damaged
 // manifest is an error that names the field, never a thrown exception or an
@@ -37,6 +38,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace thdc::runtime {
@@ -44,8 +46,9 @@ namespace thdc::runtime {
 /// The manifest format this code writes and reads; bump on incompatible
 /// changes. 2: the code states its buffers' types and directions and its
 /// entry name under fixed symbols (kBufferTableSymbol), and the manifest's
-/// own hash is kept beside it (kManifestHashFile).
-constexpr int kBundleFormatVersion = 2;
+/// own hash is kept beside it (kManifestHashFile). 3: the code also states
+/// its parameter values and buffer names (kNameTableSymbol).
+constexpr int kBundleFormatVersion = 3;
 
 /// The names a bundle's files and its host code's symbols are given, derived
 /// from the pipeline's entry name. The compiler names them so
@@ -72,10 +75,15 @@ inline constexpr char kPackedSuffix[] = "_packed";
 /// without one and a manifest that disagrees with it, so that no edit of the
 /// manifest can make the code read or write memory it was not compiled for.
 inline constexpr char kBufferTableSymbol[] = "thdc_buffer_table";
-/// The pipeline's entry name as the code states it (a NUL-terminated
-/// string, under this fixed name beside the buffer table): the manifest's
-/// entry, kernel name and host symbol must be derived from it.
-inline constexpr char kEntryNameSymbol[] = "thdc_entry_name";
+/// The code's statement of its names, beside the buffer table: a
+/// NUL-terminated text (encodeNameTable) under this fixed name, giving the
+/// pipeline's entry, the parameter values the code was compiled with and
+/// each buffer's name in kernel parameter order. The manifest's entry,
+/// kernel name and host symbol must be derived from that entry, and its
+/// params and buffer names must be these: a manifest edited to claim
+/// other parameters (which callers size their buffers and bounds by) or
+/// with two buffers' names swapped is refused, by name.
+inline constexpr char kNameTableSymbol[] = "thdc_name_table";
 
 /// The buffer table's layout. Its first entry tells a table from other
 /// data and changes when the layout does.
@@ -137,6 +145,26 @@ std::vector<int64_t> encodeBufferTable(const std::vector<BufferDesc> &buffers,
                                        const unsigned grid[3],
                                        const unsigned block[3]);
 
+/// The name table (see kNameTableSymbol) of a pipeline, without its final
+/// NUL: the line "thdc-names 1", then "entry E", one "param NAME VALUE"
+/// line per parameter (by name) and one "buffer NAME" line per buffer (in
+/// order); in names, bytes outside printable ASCII, spaces and backslashes
+/// are written as \xx (two hex digits).
+std::string encodeNameTable(const std::string &entry,
+                            const std::map<std::string, int64_t> &params,
+                            const std::vector<BufferDesc> &buffers);
+
+/// A name table read back (decodeNameTable).
+struct NameTable {
+  std::string entry;
+  std::map<std::string, int64_t> params;
+  std::vector<std::string> buffers;
+};
+
+/// Reads the name table in `bytes` (up to its first NUL, which must be
+/// there); an error naming what is malformed. Never reads past `bytes`.
+Result<NameTable> decodeNameTable(std::string_view bytes);
+
 /// The contents of a bundle's manifest.json.
 struct Manifest {
   int format = kBundleFormatVersion;
@@ -157,13 +185,14 @@ struct Manifest {
   int find(const std::string &name) const;
 };
 
-/// Compares the buffer table and entry name that a bundle's code states
-/// (`table` of `entries` int64 values, `entry`) with `manifest`; `what`
-/// names the code ("kernel", "host code"), and `checkGeometry` compares the
-/// launch geometry too (the kernel's table). A message naming the first
-/// difference, or empty when the manifest describes the code.
+/// Compares the buffer table and the name table that a bundle's code
+/// states (`table` of `entries` int64 values; `names`, the bytes of the
+/// name table's symbol) with `manifest`; `what` names the code ("kernel",
+/// "host code"), and `checkGeometry` compares the launch geometry too (the
+/// kernel's table). A message naming the first difference, or empty when
+/// the manifest describes the code.
 std::string bufferTableMismatch(const Manifest &manifest, const int64_t *table,
-                                size_t entries, const std::string &entry,
+                                size_t entries, std::string_view names,
                                 const char *what, bool checkGeometry);
 
 /// The manifest as JSON text (two-space indent, one member per line, a

@@ -67,7 +67,7 @@ run(${CMAKE_COMMAND} --build "${WORK_DIR}/consumer")
 run("${WORK_DIR}/consumer/thdc-consumer" "${WORK_DIR}/bundle")
 
 # The golden outputs of CP rank 0 (test/tools/thd-run.test, RANK0).
-set(expected "entry megatron_graph_step, format 2, 17 buffers
+set(expected "entry megatron_graph_step, format 3, 17 buffers
 tokens: 11 0 21 0 31 34 0 0
 status: 0 (ok)
 ")
@@ -79,7 +79,7 @@ endif()
 run("${prefix}/bin/thdc" "${THDC_SOURCE_DIR}/examples/megatron_graph_step.mlir"
   --param C=32768 --param N=64 -o "${WORK_DIR}/large-bundle")
 run("${WORK_DIR}/consumer/thdc-consumer" "${WORK_DIR}/large-bundle")
-set(expected "entry megatron_graph_step, format 2, 17 buffers
+set(expected "entry megatron_graph_step, format 3, 17 buffers
 tokens: 11 0 21 0 31 34 0 0 ... (32760 more)
 status: 0 (ok)
 ")

@@ -243,6 +243,64 @@ TEST_P(ManifestTampering, IsRefusedNamingTheField) {
 INSTANTIATE_TEST_SUITE_P(BundleTrust, ManifestTampering,
                          ::testing::ValuesIn(kTamperings), tamperingName);
 
+namespace {
+/// A pipeline whose buffers are sized by its parameters, with two inputs of
+/// the same type and length (as cu_seqlens and cu_seqlens_padded are).
+constexpr char kSizedPipeline[] = R"(
+module attributes {thd.params = {C = 8 : i64, N = 6 : i64}} {
+  func.func @step(
+      %cu: tensor<?xi32> {thd.name = "cu_seqlens", thd.capacity = #thd.expr<"N+1">},
+      %cup: tensor<?xi32> {thd.name = "cu_seqlens_padded", thd.capacity = #thd.expr<"N+1">},
+      %n: tensor<1xi32> {thd.name = "num_seqs"})
+      -> (tensor<?xi1> {thd.name = "padding_mask"}) {
+    %m = thd.padding_mask %cu, %cup num_seqs %n capacity "C"
+        : tensor<?xi32>, tensor<?xi32> -> tensor<?xi1>
+    return %m : tensor<?xi1>
+  }
+}
+)";
+
+/// Writes `dir`'s manifest with `text` and its hash beside it, as anyone
+/// who edits a carried bundle can.
+void rewriteManifest(const std::string &dir, const std::string &text) {
+  writeFile(dir + "/" + kManifestFile, text);
+  writeFile(dir + "/" + kManifestHashFile, sha256Hex(text) + "\n");
+}
+} // namespace
+
+TEST(BundleTrust, AManifestThatLiesAboutItsParamsIsRefused) {
+  // Compiled for N = 6 (cu arrays of 7 entries); a manifest that says
+  // N = 100, its hash rewritten, would have callers size their copies by
+  // 101 entries.
+  Jit jit(hostOptions(freshFolder()));
+  CompileInfo info;
+  auto compiled = jit.compile(kSizedPipeline, {}, &info);
+  ASSERT_TRUE(compiled) << compiled.status().message();
+  std::string copy = freshFolder() + "/bundle";
+  copyBundle(info.bundleDir, copy);
+  std::string text = readFile(copy + "/" + kManifestFile);
+  ASSERT_TRUE(loadOnHost(copy));
+  size_t at = text.find("\"N\": 6");
+  ASSERT_NE(at, std::string::npos) << text;
+  rewriteManifest(copy, std::string(text).replace(at, 6, "\"N\": 100"));
+  EXPECT_ERROR_HAS(loadOnHost(copy), "manifest.json: params.N is 100, but the "
+                                     "host code was compiled with N = 6");
+  // Its buffers' names swapped: the code would read cu_seqlens_padded where
+  // the caller put cu_seqlens.
+  std::string swapped = text;
+  size_t first = swapped.find("\"name\": \"cu_seqlens\"");
+  size_t second = swapped.find("\"name\": \"cu_seqlens_padded\"");
+  ASSERT_TRUE(first != std::string::npos && second != std::string::npos);
+  swapped.replace(second, 27, "\"name\": \"cu_seqlens\"");
+  swapped.replace(first, 20, "\"name\": \"cu_seqlens_padded\"");
+  rewriteManifest(copy, swapped);
+  EXPECT_ERROR_HAS(loadOnHost(copy),
+                   "manifest.json: buffer 0 is named 'cu_seqlens_padded', but "
+                   "the host code's buffer 0 is 'cu_seqlens'");
+  rewriteManifest(copy, text);
+  EXPECT_TRUE(loadOnHost(copy));
+}
+
 TEST(BundleTrust, EditedManifestFailsItsOwnHash) {
   std::string copy = freshFolder() + "/bundle";
   copyBundle(compiledBundle(freshFolder(), 2), copy);

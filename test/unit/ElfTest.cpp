@@ -35,7 +35,7 @@ std::string symbolsPtx() {
       << ".visible .global .align 8 .b64 " << kBufferTableSymbol << "[4] = {";
   for (size_t i = 0; i < 4; ++i)
     ptx << (i ? ", " : "") << kTable[i];
-  ptx << "};\n.visible .global .align 1 .b8 " << kEntryNameSymbol << "[5] = {";
+  ptx << "};\n.visible .global .align 1 .b8 " << kNameTableSymbol << "[5] = {";
   for (size_t i = 0; i < sizeof(kEntry); ++i)
     ptx << (i ? ", " : "") << int(kEntry[i]);
   ptx << "};\n\n.visible .entry step(.param .u64 p)\n{\n  ret;\n}\n";
@@ -143,7 +143,7 @@ TEST(Elf, ReadsTheInitialBytesOfBothSymbolsFromACubin) {
   EXPECT_EQ(std::memcmp((*table)->data(), kTable, sizeof(kTable)), 0);
 
   Result<std::optional<std::string>> entry =
-      readElfSymbolBytes(cubin(), kEntryNameSymbol);
+      readElfSymbolBytes(cubin(), kNameTableSymbol);
   ASSERT_TRUE(entry.ok()) << entry.status().message();
   ASSERT_TRUE(entry->has_value());
   EXPECT_EQ(**entry, std::string(kEntry, sizeof(kEntry)));

@@ -340,3 +340,102 @@ TEST(Manifest, BufferBytes) {
 }
 
 } // namespace
+
+//===----------------------------------------------------------------------===//
+// The name table the code states (kNameTableSymbol)
+//===----------------------------------------------------------------------===//
+
+namespace {
+std::vector<BufferDesc> namedBuffers(std::vector<std::string> names) {
+  std::vector<BufferDesc> buffers;
+  for (std::string &name : names) {
+    BufferDesc buffer;
+    buffer.name = std::move(name);
+    buffer.type = "i32";
+    buffer.elements = 4;
+    buffers.push_back(buffer);
+  }
+  return buffers;
+}
+} // namespace
+
+TEST(NameTable, ReadsBackWhatWasWritten) {
+  std::map<std::string, int64_t> params = {{"C", 8}, {"N", -6}, {"a b", 1}};
+  std::string text = encodeNameTable(
+      "step", params, namedBuffers({"tokens", "with space", "back\\slash", "\n"}));
+  EXPECT_EQ(text, "thdc-names 1\nentry step\nparam C 8\nparam N -6\n"
+                  "param a\\20b 1\nbuffer tokens\nbuffer with\\20space\n"
+                  "buffer back\\5cslash\nbuffer \\0a\n");
+  Result<NameTable> table = decodeNameTable(text + '\0' + "ignored");
+  ASSERT_TRUE(table) << table.status().message();
+  EXPECT_EQ(table->entry, "step");
+  EXPECT_EQ(table->params, params);
+  EXPECT_EQ(table->buffers, (std::vector<std::string>{"tokens", "with space",
+                                                      "back\\slash", "\n"}));
+}
+
+TEST(NameTable, MalformedTablesAreErrorsNeverReadsPastTheBytes) {
+  std::string good = encodeNameTable("step", {{"N", 6}}, namedBuffers({"a"}));
+  // Without its NUL the table does not end inside the symbol's bytes.
+  EXPECT_FALSE(decodeNameTable(good));
+  const char *bad[] = {
+      "",                                        // no header
+      "thdc-names 2\nentry step\n",               // another layout
+      "thdc-names 1\n",                           // no entry
+      "thdc-names 1\nentry step",                 // a line that does not end
+      "thdc-names 1\nentry step\nentry two\n",    // two entries
+      "thdc-names 1\nbuffer a\nentry step\n",     // a buffer before the entry
+      "thdc-names 1\nentry step\nparam N\n",      // a parameter without value
+      "thdc-names 1\nentry step\nparam N 6x\n",   // not a number
+      "thdc-names 1\nentry step\nparam N 1234567890123456789\n", // too long
+      "thdc-names 1\nentry step\nparam N 6\nparam N 7\n", // given twice
+      "thdc-names 1\nentry step\nbuffer a\nparam N 6\n",  // params first
+      "thdc-names 1\nentry step\nbuffer a\\4\n",    // a cut escape
+      "thdc-names 1\nentry step\nbuffer a\\zz\n",   // not hex
+      "thdc-names 1\nentry step\nbuffer \n",        // an empty name
+      "thdc-names 1\nentry st\tep\n",              // a raw control byte
+      "thdc-names 1\nentry step\nother x\n",       // an unknown line
+  };
+  for (const char *text : bad)
+    EXPECT_FALSE(decodeNameTable(std::string(text) + '\0')) << text;
+}
+
+TEST(NameTable, AManifestThatDisagreesIsRefusedByName) {
+  Manifest m;
+  m.entry = m.kernelName = "step";
+  m.params = {{"C", 8}, {"N", 6}};
+  m.buffers = namedBuffers({"cu_seqlens", "cu_seqlens_padded"});
+  m.buffers[1].isOutput = true;
+  unsigned geometry[3] = {0, 0, 0};
+  std::vector<int64_t> table = encodeBufferTable(m.buffers, geometry, geometry);
+  auto mismatch = [&](const Manifest &manifest) {
+    std::string names =
+        encodeNameTable("step", {{"C", 8}, {"N", 6}},
+                        namedBuffers({"cu_seqlens", "cu_seqlens_padded"})) +
+        '\0';
+    return bufferTableMismatch(manifest, table.data(), table.size(), names,
+                               "host code", /*checkGeometry=*/false);
+  };
+  EXPECT_EQ(mismatch(m), "");
+  Manifest lying = m;
+  lying.params["N"] = 100;
+  EXPECT_EQ(mismatch(lying), "manifest.json: params.N is 100, but the host "
+                             "code was compiled with N = 6");
+  Manifest missing = m;
+  missing.params.erase("C");
+  EXPECT_EQ(mismatch(missing), "manifest.json gives no value for the parameter "
+                               "'C', but the host code was compiled with C = 8");
+  Manifest extra = m;
+  extra.params["R"] = 16;
+  EXPECT_EQ(mismatch(extra), "manifest.json: params.R = 16 is not a parameter "
+                             "the host code was compiled with");
+  Manifest swapped = m;
+  std::swap(swapped.buffers[0].name, swapped.buffers[1].name);
+  EXPECT_EQ(mismatch(swapped), "manifest.json: buffer 0 is named "
+                               "'cu_seqlens_padded', but the host code's buffer "
+                               "0 is 'cu_seqlens'");
+  EXPECT_NE(bufferTableMismatch(m, table.data(), table.size(), "step",
+                                "host code", false)
+                .find("name table does not end"),
+            std::string::npos);
+}
