@@ -50,13 +50,27 @@ Result<std::string> readBundleFile(const std::string &bundleDir,
   return bytes;
 }
 
+/// Host code mapped by openHostCode: the library's handle, and the memory
+/// file's descriptor it was opened by (-1 for a temporary copy).
+struct OpenedHostCode {
+  void *handle = nullptr;
+  int fd = -1;
+};
+
 /// Maps host code from `bytes` (already checked against the manifest's
 /// hash) rather than from its path: the file may have changed since it was
 /// hashed, and dlopen by a path already loaded returns the library loaded
 /// then, not the one just compiled there. The bytes go into an anonymous
 /// memory file, or where that cannot be mapped, a private temporary copy
 /// that is removed once mapped.
-Result<void *> openHostCode(const std::string &bytes, const std::string &name) {
+///
+/// The loader records a library by the name it was opened by, and a later
+/// dlopen of that name (by anyone in the process) returns it: the memory
+/// file's descriptor stays open while the library is loaded (closeHostCode
+/// closes it), so that its number, and with it the name /proc/self/fd/N,
+/// is never another file's while it names thdc's code.
+Result<OpenedHostCode> openHostCode(const std::string &bytes,
+                                    const std::string &name) {
   auto failed = [&](const std::string &how) {
     return Status::error(
         fmt::format("cannot load the host code {}: {}", name, how));
@@ -71,9 +85,9 @@ Result<void *> openHostCode(const std::string &bytes, const std::string &name) {
     memoryFileError = std::strerror(errno);
     close(fd);
   } else {
-    // dlopen first looks a path up among the loaded libraries, so the name
-    // must not be one a library still loaded was opened by (an earlier
-    // load's descriptor number): take another number until it is free.
+    // A name some library is still loaded by (one opened through a
+    // descriptor number that was closed since, by code other than this)
+    // would return that library: take another number until it is free.
     std::vector<int> held{fd};
     void *handle = nullptr;
     memoryFileError = "no descriptor number was free of a loaded library";
@@ -81,7 +95,7 @@ Result<void *> openHostCode(const std::string &bytes, const std::string &name) {
       std::string path = fmt::format("/proc/self/fd/{}", held.back());
       if (void *loaded = dlopen(path.c_str(), RTLD_NOW | RTLD_NOLOAD)) {
         dlclose(loaded);
-        int next = dup(held.back());
+        int next = fcntl(held.back(), F_DUPFD_CLOEXEC, 0);
         if (next < 0)
           break;
         held.push_back(next);
@@ -92,17 +106,22 @@ Result<void *> openHostCode(const std::string &bytes, const std::string &name) {
         memoryFileError = dlerror();
       break;
     }
+    int kept = handle ? held.back() : -1;
     for (int open : held)
-      close(open);
+      if (open != kept)
+        close(open);
     if (handle)
-      return handle;
+      return OpenedHostCode{handle, kept};
   }
   // A private folder of our own, removed once the copy is mapped.
   const char *tmp = std::getenv("TMPDIR");
-  std::string folder = std::string(tmp && *tmp ? tmp : "/tmp") +
-                       "/thdc-host-XXXXXX";
+  std::string parent = tmp && *tmp ? tmp : "/tmp";
+  std::string folder = parent + "/thdc-host-XXXXXX";
   if (!mkdtemp(folder.data()))
-    return failed(std::strerror(errno));
+    return failed(fmt::format("neither from a memory file ({}) nor from a "
+                              "private copy in '{}' ({}; set TMPDIR to a "
+                              "folder of yours)",
+                              memoryFileError, parent, std::strerror(errno)));
   std::string path = folder + "/host.so";
   fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0700);
   bool written = fd >= 0 && writeAll(fd, bytes);
@@ -117,7 +136,23 @@ Result<void *> openHostCode(const std::string &bytes, const std::string &name) {
   rmdir(folder.c_str());
   if (!handle)
     return failed(message + " (from a memory file: " + memoryFileError + ")");
-  return handle;
+  return OpenedHostCode{handle, -1};
+}
+
+/// Unloads host code openHostCode mapped. Its descriptor is closed only
+/// once the library is gone: where the loader keeps it (a library that
+/// cannot be unloaded), the descriptor stays open with it, for the reason
+/// openHostCode gives.
+void closeHostCode(void *handle, int fd) {
+  dlclose(handle);
+  if (fd < 0)
+    return;
+  std::string path = fmt::format("/proc/self/fd/{}", fd);
+  if (void *still = dlopen(path.c_str(), RTLD_NOW | RTLD_NOLOAD)) {
+    dlclose(still);
+    return;
+  }
+  close(fd);
 }
 
 /// The size of the object at `address` in a loaded library, from its
@@ -410,13 +445,13 @@ Executable::load(const std::string &bundleDir, const LoadOptions &options) {
         readBundleFile(bundleDir, m, m.hostLibrary, options);
     if (!bytes)
       return bytes.status();
-    Result<void *> opened =
+    Result<OpenedHostCode> opened =
         openHostCode(*bytes, joinPath(bundleDir, m.hostLibrary));
     if (!opened)
       return opened.status();
-    void *handle = *opened;
+    void *handle = opened->handle;
     auto refuse = [&](const std::string &message) {
-      dlclose(handle);
+      closeHostCode(handle, opened->fd);
       return Status::error(joinPath(bundleDir, message));
     };
     // The code states its buffers and entry; the manifest must agree before
@@ -440,6 +475,7 @@ Executable::load(const std::string &bundleDir, const LoadOptions &options) {
       return refuse(fmt::format("{}: the host code has no symbol '{}'",
                                 m.hostLibrary, m.hostSymbol));
     executable->library_ = handle;
+    executable->libraryFd_ = opened->fd;
     executable->hostEntry_ = reinterpret_cast<void (*)(void **)>(symbol);
     executable->info_.backend = Backend::Host;
     executable->info_.device = "host CPU";
@@ -459,7 +495,7 @@ Executable::~Executable() {
         }
       }
   if (library_)
-    dlclose(library_);
+    closeHostCode(library_, libraryFd_);
 }
 
 Status Executable::prepare(int device) const {

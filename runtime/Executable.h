@@ -130,6 +130,7 @@ private:
   LoadOptions loadOptions_;
   std::unique_ptr<DeviceModules> modules_; // per device, GPU only
   void *library_ = nullptr;                // dlopen handle of the host code
+  int libraryFd_ = -1; // the memory file it was opened by (closeHostCode)
   void (*hostEntry_)(void **) = nullptr;
 };
 

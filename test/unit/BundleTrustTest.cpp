@@ -26,6 +26,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <dirent.h>
+#include <dlfcn.h>
+#include <fcntl.h>
 #include <fstream>
 #include <sstream>
 #include <sys/stat.h>
@@ -332,6 +334,75 @@ TEST(BundleTrust, CodeWithoutItsBufferTableIsRefused) {
   writeFile(copy + "/step.host.so", library);
   editManifest(copy, sha256Hex(old), sha256Hex(library));
   EXPECT_ERROR_HAS(loadOnHost(copy), "the host code has no 'thdc_buffer_table'");
+}
+
+namespace {
+/// The open descriptors of this process.
+size_t openDescriptors() {
+  size_t count = 0;
+  DIR *dir = opendir("/proc/self/fd");
+  while (dir && readdir(dir))
+    ++count;
+  if (dir)
+    closedir(dir);
+  return count;
+}
+} // namespace
+
+TEST(BundleTrust, ARecycledDescriptorNameNeverReturnsThdcsCode) {
+  // The host code is opened by the name /proc/self/fd/N. That descriptor
+  // used to be closed at once: the next file opened got number N, and a
+  // dlopen of /proc/self/fd/N by anyone returned thdc's library, not that
+  // file's.
+  std::string work = freshFolder();
+  std::string bundle = compiledBundle(freshFolder(), 2);
+  writeFile(work + "/foreign.c", "int foreign_marker(void) { return 7; }\n");
+  std::string command = "cc -shared -fPIC -o " + work + "/foreign.so " + work +
+                        "/foreign.c";
+  ASSERT_EQ(std::system(command.c_str()), 0);
+  auto executable = loadOnHost(bundle);
+  ASSERT_TRUE(executable) << executable.status().message();
+  int fd = open((work + "/foreign.so").c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  std::string name = "/proc/self/fd/" + std::to_string(fd);
+  void *handle = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(handle, nullptr) << dlerror();
+  EXPECT_NE(dlsym(handle, "foreign_marker"), nullptr)
+      << name << " returned another library than the file it names";
+  EXPECT_EQ(dlsym(handle, kNameTableSymbol), nullptr);
+  dlclose(handle);
+  close(fd);
+  EXPECT_EQ(runAlign(**executable), (std::vector<int32_t>{4, 4, 4, 8}));
+}
+
+TEST(BundleTrust, ManyLiveHostKernelsNeedNoTemporaryFolder) {
+  // Each live kernel keeps its memory file open, so no new one is taken for
+  // a name a loaded library holds: the 60th of them used to fall back to a
+  // copy in TMPDIR, and fail when that was not writable.
+  std::string bundle = compiledBundle(freshFolder(), 2);
+  const char *previous = std::getenv("TMPDIR");
+  std::string savedTmpdir = previous ? previous : "";
+  setenv("TMPDIR", "/nonexistent/thdc-test", 1);
+  llvm::scope_exit restore([&] {
+    if (previous)
+      setenv("TMPDIR", savedTmpdir.c_str(), 1);
+    else
+      unsetenv("TMPDIR");
+  });
+  size_t before = openDescriptors();
+  {
+    std::vector<std::unique_ptr<Executable>> live;
+    for (int i = 0; i < 100; ++i) {
+      auto executable = loadOnHost(bundle);
+      ASSERT_TRUE(executable) << "kernel " << i << ": "
+                              << executable.status().message();
+      live.push_back(std::move(*executable));
+    }
+    EXPECT_EQ(runAlign(*live.back()), (std::vector<int32_t>{4, 4, 4, 8}));
+    EXPECT_EQ(openDescriptors(), before + 100);
+  }
+  // Unloaded, each closes its descriptor.
+  EXPECT_EQ(openDescriptors(), before);
 }
 
 TEST(BundleTrust, OnlyRegularFilesAreRead) {
