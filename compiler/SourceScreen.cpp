@@ -108,8 +108,28 @@ LogicalResult thdc::screenUpstreamCrashes(MLIRContext &context,
                                          buffer->getBufferIdentifier(), line,
                                          column));
   };
+  unsigned depth = 0;
+  bool tooDeep = false;
   forEachCodeChar(text, [&](size_t i) -> size_t {
     size_t n = text.size();
+    char c = text[i];
+    // The parser recurses once per bracket; `->` and `>=` close nothing.
+    if (c == '(' || c == '[' || c == '{' || c == '<') {
+      if (++depth > kMaxNestingDepth && !tooDeep) {
+        tooDeep = true;
+        report(i) << "brackets nested more than " << kMaxNestingDepth
+                  << " deep: thdc accepts pipelines nested up to "
+                  << kMaxNestingDepth
+                  << " (MLIR's parser would run out of stack)";
+      }
+      return i;
+    }
+    if (c == ')' || c == ']' || c == '}' ||
+        (c == '>' && (i == 0 || text[i - 1] != '-') &&
+         (i + 1 == n || text[i + 1] != '='))) {
+      depth -= depth > 0;
+      return i;
+    }
     if (text[i] == '%') {
       size_t end = i + 1;
       while (end < n && isSuffixIdChar(text[end]))

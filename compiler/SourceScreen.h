@@ -6,14 +6,19 @@
 //     dereferences a null element-type bit width: a segmentation fault;
 //   - a result number far past any operation's results (`%a#2147483647`)
 //     makes the parser allocate one placeholder per number up to it: out of
-//     memory, or gigabytes filled before the error.
-// A pipeline never needs either, so the compiler screens its input for them
+//     memory, or gigabytes filled before the error;
+//   - brackets nested thousands deep (`[[[...`, `tuple<tuple<...`,
+//     `{a = {a = ...`, `((((...` in an affine map, regions in regions)
+//     overflow the stack of its recursive descent: 20 KB of text is a
+//     segmentation fault of the process that parses it.
+// A pipeline never needs any of them, so the compiler screens its input for them
 // before parsing: each is an error at its location instead of a crash in
 // the training process that compiles the text. The screen is lexical, as
 // MLIR's lexer is (comments and string literals are skipped, spaces and
 // comments between tokens too, type aliases are followed), and costs two
-// passes over the text. thd-opt, a developer's tool built on MlirOptMain,
-// parses without it. Reproducers: test/codegen/upstream-crashes.mlir.
+// passes over the text. Every tool screens its input (thd-opt too, before
+// MlirOptMain parses it), and so does the JIT. Reproducers:
+// test/codegen/upstream-crashes.mlir.
 //
 //===----------------------------------------------------------------------===//
 
@@ -31,6 +36,11 @@ namespace thdc {
 /// low enough that the parser's table for each undefined name stays at 4
 /// KiB, so no text of reasonable size can make it allocate gigabytes.
 constexpr uint64_t kMaxResultNumber = 255;
+
+/// Deepest nesting of brackets (`(`, `[`, `{`, `<`) a pipeline may use:
+/// pipelines nest a dozen deep at most, and the parser's recursion to this
+/// depth stays far inside any thread's stack.
+constexpr unsigned kMaxNestingDepth = 128;
 
 /// Emits an error at each input of `sourceMgr`'s main buffer that upstream
 /// MLIR would crash on; fails when there was one.

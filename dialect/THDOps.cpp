@@ -613,7 +613,19 @@ LogicalResult ValidateOp::verify() {
 }
 
 LogicalResult FusedOp::verify() {
-  auto yield = cast<YieldOp>(getBody().front().getTerminator());
+  // Runs before the region's terminator trait is checked: the body may end
+  // in anything (or be empty) here.
+  Block &body = getBody().front();
+  auto yield = body.empty() ? YieldOp() : dyn_cast<YieldOp>(body.back());
+  if (!yield)
+    return emitOpError() << "must end its body with 'thd.yield', got "
+                         << (body.empty() ? std::string("an empty body")
+                                          : "'" +
+                                                body.back()
+                                                    .getName()
+                                                    .getStringRef()
+                                                    .str() +
+                                                "'");
   if (yield.getValues().getTypes() != getResultTypes())
     return emitOpError() << "yields " << yield.getValues().size()
                          << " values of types " << yield.getValues().getTypes()

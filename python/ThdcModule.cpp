@@ -20,6 +20,7 @@
 #include "runtime/Executable.h"
 #include "runtime/Gather.h"
 #ifdef THDC_PYTHON_JIT
+#include "compiler/InputFile.h"
 #include "compiler/Jit.h"
 #include "tools/ToolMains.h"
 #endif
@@ -1855,6 +1856,30 @@ NB_MODULE(_thdc, m) {
         nb::arg("chip") = "",
         "compile()'s memory-cache hit, or None where compile() would "
         "compile or load a module.");
+  m.def(
+      "read_source",
+      [](const std::string &path) {
+        auto read = thdc::readInputFile(path, thdc::kMaxSourceBytes);
+        if (!read) {
+          std::string message;
+          std::error_code code;
+          llvm::handleAllErrors(read.takeError(),
+                                [&](const llvm::ErrorInfoBase &error) {
+                                  message = error.message();
+                                  code = error.convertToErrorCode();
+                                });
+          PyErr_SetString(code == std::errc::no_such_file_or_directory
+                              ? PyExc_FileNotFoundError
+                              : PyExc_ValueError,
+                          message.c_str());
+          throw nb::python_error();
+        }
+        return std::string((*read)->getBuffer());
+      },
+      nb::arg("path"),
+      "The text of the pipeline file `path`: a regular file (or a pipe) of "
+      "at most 16 MiB; a device, a folder or anything larger raises "
+      "ValueError naming it (compiler/InputFile.h).");
   m.attr("has_jit") = true;
   // The commands of an installed package (thdc/_tools.py): one call per
   // process, as each tool's main is.

@@ -249,8 +249,7 @@ def compile(
         "\n" not in text and text.endswith(".mlir")
     ):
         source_name = text
-        with open(text, encoding="utf-8") as f:
-            text = f.read()
+        text = _thdc.read_source(text)  # a regular file of bounded size
     if backend != "host" and _capturing():
         # Inside a capture only a memory-cache hit, which loads nothing.
         cached = _thdc.compile_cached(text, values, backend, cache_dir, chip)

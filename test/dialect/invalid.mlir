@@ -734,6 +734,18 @@ func.func @f(%t: tensor<8xi64>, %m: tensor<8xi1>) -> tensor<8xi32> {
 
 // -----
 
+// A foreign terminator is a diagnostic, not an unchecked cast (found by the
+// adversarial review: an abort, undefined behaviour in release).
+func.func @f(%t: tensor<8xi64>) -> tensor<8xi64> {
+  // expected-error @+1 {{must end its body with 'thd.yield', got 'func.return'}}
+  %0 = thd.fused -> tensor<8xi64> {
+    func.return %t : tensor<8xi64>
+  }
+  return %0 : tensor<8xi64>
+}
+
+// -----
+
 func.func @f(%t: tensor<8xi64>) -> tensor<8xi64> {
   %0 = thd.fused -> tensor<8xi64> {
     // expected-error @+1 {{cannot run inside a fused kernel: only thd steps and constants can}}

@@ -59,6 +59,19 @@ CRASHERS = {
     "dense-index-array": ("func.func @f() attributes {a = array<index:1,0,1>} {\n"
                           "  return\n}\n",
                           "a dense array of 'index' is not supported"),
+    # MLIR's recursive parser ran out of stack on brackets nested 10,000
+    # deep: a segmentation fault of the caller's process.
+    "nested-brackets": ("func.func @f() attributes {a = " + "[" * 10000 + "0" + "]" * 10000
+                        + "} {\n  return\n}\n", "brackets nested more than 128 deep"),
+    "nested-types": ("func.func @f(%a: " + "tuple<" * 10000 + "i32" + ">" * 10000
+                     + ") {\n  return\n}\n", "brackets nested more than 128 deep"),
+    # FusedOp::verify cast its terminator unchecked: an abort, undefined
+    # behaviour in release.
+    "foreign-terminator": ("func.func @f(%t: tensor<8xi64>) -> tensor<8xi64> {\n"
+                           "  %0 = thd.fused -> tensor<8xi64> {\n"
+                           "    func.return %t : tensor<8xi64>\n  }\n"
+                           "  return %0 : tensor<8xi64>\n}\n",
+                           "must end its body with 'thd.yield'"),
     # The pad_tail verifier walked its producers without end.
     "self-operand": ("func.func @f() -> tensor<8xi64> {\n"
                      "  %p = thd.pad_tail %p target 8 : tensor<8xi64> -> tensor<8xi64>\n"
@@ -83,3 +96,36 @@ def test_text_that_ended_or_hung_the_process_raises(name, tmp_path):
     """, timeout=60)
     assert child.returncode == 0, child.stderr[-2000:]
     assert "RuntimeError:" in child.stdout and message in child.stdout, child.stdout
+
+
+def test_a_pipeline_file_is_read_with_a_bound(tmp_path):
+    """thdc.compile of a path reads a regular file of at most 16 MiB: a
+    device (/dev/zero used to be read until the kernel's out-of-memory
+    killer ended a process), a folder or a larger file raises ValueError
+    naming it; a missing file FileNotFoundError."""
+    if not thdc.has_jit:
+        pytest.skip("this build of thdc has no JIT")
+    child = run_child("""
+        import pathlib
+        import thdc
+        try:
+            thdc.compile(pathlib.Path("/dev/zero"), backend="host")
+        except ValueError as error:
+            print("ValueError:", error)
+    """, timeout=60)
+    assert child.returncode == 0, child.stderr[-2000:]
+    assert "'/dev/zero' is not a regular file (a character device)" in child.stdout
+    link = tmp_path / "zero.mlir"
+    link.symlink_to("/dev/zero")
+    with pytest.raises(ValueError, match="zero.mlir' is not a regular file"):
+        thdc.compile(str(link), backend="host")
+    big = tmp_path / "big.mlir"
+    big.write_bytes(b" " * ((16 << 20) + 1))
+    with pytest.raises(ValueError, match="larger than 16 MiB"):
+        thdc.compile(str(big), backend="host")
+    folder = tmp_path / "folder.mlir"
+    folder.mkdir()
+    with pytest.raises(ValueError, match="is not a regular file \\(a folder\\)"):
+        thdc.compile(str(folder), backend="host")
+    with pytest.raises(FileNotFoundError, match="cannot open"):
+        thdc.compile(str(tmp_path / "missing.mlir"), backend="host")

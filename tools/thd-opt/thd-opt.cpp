@@ -1,7 +1,9 @@
 //===- thd-opt.cpp - opt driver for the thd dialect -----------------------===//
 
 #include "compiler/Context.h"
+#include "compiler/InputFile.h"
 #include "compiler/Pipelines.h"
+#include "compiler/SourceScreen.h"
 #include "passes/Passes.h"
 #include "tools/CommandLine.h"
 #include "tools/ParamOptions.h"
@@ -10,6 +12,7 @@
 
 #include "mlir/Debug/Counter.h"
 #include "mlir/IR/AsmState.h"
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
@@ -70,8 +73,7 @@ int thdc::tools::thdOptMain(int argc, char **argv) {
   }
   mlir::MlirOptMainConfig config =
       mlir::MlirOptMainConfig::createFromCLOptions();
-  if (params->empty() || config.shouldShowDialects() ||
-      config.shouldListPasses())
+  if (config.shouldShowDialects() || config.shouldListPasses())
     return mlir::asMainReturnCode(
         mlir::MlirOptMain(argc, argv, inputFilename, outputFilename, registry));
 
@@ -80,16 +82,34 @@ int thdc::tools::thdOptMain(int argc, char **argv) {
   // values set, after that pass.
   llvm::InitLLVM init(argc, argv);
   mlir::MlirOptMainConfig requested = config;
-  config.setPassPipelineSetupFn(
-      [&requested, &params](mlir::PassManager &pm) -> mlir::LogicalResult {
-        pm.addPass(mlir::thd::createSetParamsPass(*params));
-        return requested.setupPassPipeline(pm);
-      });
+  if (!params->empty())
+    config.setPassPipelineSetupFn(
+        [&requested, &params](mlir::PassManager &pm) -> mlir::LogicalResult {
+          pm.addPass(mlir::thd::createSetParamsPass(*params));
+          return requested.setupPassPipeline(pm);
+        });
+  // The input is read with a bound and screened for what MLIR's parser
+  // crashes on, as thdc's is (compiler/InputFile.h, SourceScreen.h).
+  auto read = thdc::readInputFile(inputFilename, thdc::kMaxSourceBytes);
+  if (!read) {
+    llvm::errs() << "error: " << llvm::toString(read.takeError()) << "\n";
+    return 1;
+  }
+  std::unique_ptr<llvm::MemoryBuffer> input = std::move(*read);
+  {
+    mlir::MLIRContext screenContext(mlir::MLIRContext::Threading::DISABLED);
+    llvm::SourceMgr sourceMgr;
+    sourceMgr.AddNewSourceBuffer(
+        llvm::MemoryBuffer::getMemBuffer(input->getMemBufferRef(),
+                                         /*RequiresNullTerminator=*/false),
+        llvm::SMLoc());
+    mlir::SourceMgrDiagnosticHandler diagnostics(sourceMgr, &screenContext);
+    if (mlir::failed(thdc::screenUpstreamCrashes(screenContext, sourceMgr)))
+      return 1;
+  }
   std::string error;
-  std::unique_ptr<llvm::MemoryBuffer> input =
-      mlir::openInputFile(inputFilename, &error);
   std::unique_ptr<llvm::ToolOutputFile> output =
-      input ? mlir::openOutputFile(outputFilename, &error) : nullptr;
+      mlir::openOutputFile(outputFilename, &error);
   if (!output) {
     llvm::errs() << error << "\n";
     return 1;

@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Context.h"
+#include "compiler/InputFile.h"
 #include "compiler/Jit.h"
 #include "compiler/Targets.h"
 #include "interpreter/Interpreter.h"
@@ -72,12 +73,11 @@ static int fail(const llvm::Twine &message) {
 /// Reads the JSON inputs for `specs`; reports errors naming the argument.
 static runtime::Result<std::vector<runtime::HostBuffer>>
 readInputFile(llvm::ArrayRef<runtime::BufferDesc> specs) {
-  std::string error;
-  auto inputText = mlir::openInputFile(tool->inputFile, &error);
+  auto inputText = readInputFile(tool->inputFile, kMaxJsonInputBytes);
   if (!inputText)
-    return runtime::Status::error(error);
+    return runtime::Status::error(llvm::toString(inputText.takeError()));
   runtime::Result<std::vector<runtime::HostBuffer>> inputs =
-      runtime::readInputs(inputText->getBuffer(), specs);
+      runtime::readInputs((*inputText)->getBuffer(), specs);
   if (!inputs)
     return runtime::Status::error(tool->inputFile + ": " +
                                   inputs.status().message());
@@ -143,10 +143,9 @@ static int writeOutputFile(llvm::ArrayRef<runtime::HostBuffer> outputs) {
 static int runOnGpu(const llvm::StringMap<int64_t> &overrides) {
   if (auto driver = runtime::CudaDriver::get(); !driver)
     return fail("--backend cuda: " + driver.status().message());
-  std::string error;
-  auto text = mlir::openInputFile(tool->pipelineFile, &error);
+  auto text = readInputFile(tool->pipelineFile, kMaxSourceBytes);
   if (!text)
-    return fail(error);
+    return fail(llvm::toString(text.takeError()));
   std::map<std::string, int64_t> params;
   for (const auto &param : overrides)
     params[param.getKey().str()] = param.getValue();
@@ -154,7 +153,7 @@ static int runOnGpu(const llvm::StringMap<int64_t> &overrides) {
   options.backend = runtime::Backend::Cuda;
   Jit jit(options);
   auto pipeline =
-      jit.compile(text->getBuffer().str(), params, nullptr, tool->pipelineFile);
+      jit.compile((*text)->getBuffer().str(), params, nullptr, tool->pipelineFile);
   if (!pipeline)
     return fail(pipeline.status().message());
   const runtime::Manifest &manifest = (*pipeline)->manifest();
@@ -250,11 +249,10 @@ int thdc::tools::thdRunMain(int argc, char **argv) {
   mlir::MLIRContext &context = *contextOwner;
   llvm::SourceMgr sourceMgr;
   mlir::SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
-  std::string error;
-  auto pipelineText = mlir::openInputFile(tool->pipelineFile, &error);
+  auto pipelineText = readInputFile(tool->pipelineFile, kMaxSourceBytes);
   if (!pipelineText)
-    return fail(error);
-  sourceMgr.AddNewSourceBuffer(std::move(pipelineText), llvm::SMLoc());
+    return fail(llvm::toString(pipelineText.takeError()));
+  sourceMgr.AddNewSourceBuffer(std::move(*pipelineText), llvm::SMLoc());
   mlir::OwningOpRef<mlir::ModuleOp> module =
       loadPipeline(context, sourceMgr, *params);
   if (!module)
@@ -277,6 +275,7 @@ int thdc::tools::thdRunMain(int argc, char **argv) {
     pointers.push_back(buffer.data());
   for (runtime::HostBuffer &buffer : outputs)
     pointers.push_back(buffer.data());
+  std::string error;
   if (!(*compiled)->run(pointers, error))
     return fail("running " + signature.entry + " failed: " + error);
 

@@ -10,6 +10,7 @@
 
 #include "compiler/Bundle.h"
 #include "compiler/Context.h"
+#include "compiler/InputFile.h"
 #include "compiler/Targets.h"
 #include "tools/CommandLine.h"
 #include "tools/ParamOptions.h"
@@ -18,7 +19,6 @@
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
-#include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
@@ -132,13 +132,12 @@ int thdc::tools::thdcMain(int argc, char **argv) {
   mlir::MLIRContext &context = *contextOwner;
   llvm::SourceMgr sourceMgr;
   mlir::SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
-  std::string error;
-  auto file = mlir::openInputFile(inputFile, &error);
+  auto file = thdc::readInputFile(inputFile, thdc::kMaxSourceBytes);
   if (!file) {
-    llvm::errs() << "error: " << error << "\n";
+    llvm::errs() << "error: " << llvm::toString(file.takeError()) << "\n";
     return 1;
   }
-  sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
+  sourceMgr.AddNewSourceBuffer(std::move(*file), llvm::SMLoc());
 
   mlir::OwningOpRef<mlir::ModuleOp> module =
       thdc::loadPipeline(context, sourceMgr, *params);
