@@ -40,6 +40,34 @@ std::string thdc::runtime::cacheDirectory(const std::string &requested) {
   return "-";
 }
 
+namespace {
+constexpr std::string_view kCachedCubinHeader = "thdc-cubin 1 ";
+constexpr size_t kSha256HexDigits = 64;
+} // namespace
+
+std::string thdc::runtime::encodeCachedCubin(std::string_view cubin) {
+  std::string stored(kCachedCubinHeader);
+  stored += sha256Hex(cubin);
+  stored += '\n';
+  stored += cubin;
+  return stored;
+}
+
+std::optional<std::string>
+thdc::runtime::decodeCachedCubin(std::string_view stored) {
+  size_t header = kCachedCubinHeader.size() + kSha256HexDigits + 1;
+  if (stored.size() <= header ||
+      stored.substr(0, kCachedCubinHeader.size()) != kCachedCubinHeader ||
+      stored[header - 1] != '\n')
+    return std::nullopt;
+  std::string_view hash =
+      stored.substr(kCachedCubinHeader.size(), kSha256HexDigits);
+  std::string_view cubin = stored.substr(header);
+  if (sha256Hex(cubin) != hash)
+    return std::nullopt;
+  return std::string(cubin);
+}
+
 std::string thdc::runtime::cacheKey(std::string_view material) {
   return sha256Hex(material).substr(0, 32);
 }

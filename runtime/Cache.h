@@ -18,6 +18,7 @@
 
 #include "runtime/Status.h"
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -32,6 +33,17 @@ std::string cacheDirectory(const std::string &requested);
 /// depends on): 128 bits of its SHA-256, as 32 hex digits. The JIT's bundles
 /// and the runtime's cubins are both named by it.
 std::string cacheKey(std::string_view material);
+
+/// A cubin as thdc's cache stores it (the driver's compile of a bundle's
+/// PTX, kept for later processes): the line "thdc-cubin 1 <SHA-256 of the
+/// cubin, hex>", then the cubin's bytes. A cache entry is checked like the
+/// rest of the cache: one replaced or flipped bit fails the hash.
+std::string encodeCachedCubin(std::string_view cubin);
+
+/// The cubin in `stored` when it is what encodeCachedCubin wrote and its
+/// hash matches; nullopt otherwise (damaged, replaced, written by another
+/// layout): the caller compiles the PTX again and replaces the entry.
+std::optional<std::string> decodeCachedCubin(std::string_view stored);
 
 /// Creates `dir` and its parents if missing (new folders 0700) and checks
 /// that it is a folder this user owns and that neither group nor others may

@@ -226,7 +226,7 @@ Status compilePtx(const CudaDriver &cu, const std::string &ptx,
   // A cubin that cannot be cached (a full disk) only costs the next process
   // the driver's compile again.
   if (r == CUDA_SUCCESS && !cubinPath.empty())
-    (void)writeFileAtomically(cubinPath, *cubin);
+    (void)writeFileAtomically(cubinPath, encodeCachedCubin(*cubin));
   if (link)
     cu.cuLinkDestroy(link);
   if (r != CUDA_SUCCESS)
@@ -288,13 +288,26 @@ Status Executable::loadModule(int device) const {
   // The bundle's cubin, on the chip it was assembled for: nothing to compile.
   bool fromBundle =
       !cubin_.empty() && arch == manifest_.chip && loadCubin(cu, cubin_, &code);
-  bool fromCache = false;
+  bool fromCache = false, cacheRepaired = false;
   // The bytes of the cubin loaded (the bundle's, the cached one or the
   // driver's compile of the PTX): what the kernel states is read there.
   std::string_view loadedCubin;
   std::string cachedCubin, compiled;
+  // The loaded module's kernel, found and stating this bundle's buffers;
+  // else the module is unloaded. Every device's module, not only the
+  // first: another chip may load the PTX where the first loaded the cubin.
+  auto verify = [&](std::string_view cubin) -> Status {
+    Status found = findFunction(cu, manifest_.kernelName, &code);
+    if (found)
+      found = checkKernelBuffers(cubin);
+    if (!found)
+      code.unload(cu);
+    return found;
+  };
   if (fromBundle) {
     loadedCubin = cubin_;
+    if (Status verified = verify(loadedCubin); !verified)
+      return verified;
   } else {
     // The PTX is read when it is first needed: a bundle whose cubin loads
     // never reads it.
@@ -306,38 +319,36 @@ Status Executable::loadModule(int device) const {
       ptx_ = std::move(*ptx);
     }
     // The cubin an earlier process's driver compiled from this PTX, else
-    // the driver's compile now.
+    // the driver's compile now. A cached cubin that fails its hash, that
+    // the driver refuses or whose kernel does not state this bundle's
+    // buffers is damaged: compiled again, and the entry replaced.
     std::string cubinPath = cachedCubinPath(cu, ptx_, arch, cubinCacheDir_);
     if (!cubinPath.empty())
-      if (Result<std::string> cached =
-              readWholeFile(cubinPath, /*requirePrivate=*/true))
-        if (loadCubin(cu, *cached, &code)) {
-          fromCache = true;
+      if (Result<std::string> stored =
+              readWholeFile(cubinPath, /*requirePrivate=*/true)) {
+        std::optional<std::string> cached = decodeCachedCubin(*stored);
+        fromCache = cached && loadCubin(cu, *cached, &code) && verify(*cached);
+        if (fromCache) {
           cachedCubin = std::move(*cached);
           loadedCubin = cachedCubin;
         }
+        cacheRepaired = !fromCache;
+      }
     if (!fromCache) {
       if (Status loaded = compilePtx(cu, ptx_, manifest_.kernelName, arch,
                                      cubinPath, &code.module, &compiled);
           !loaded)
         return loaded;
       loadedCubin = compiled;
+      if (Status verified = verify(loadedCubin); !verified)
+        return verified;
     }
-  }
-  if (Status found = findFunction(cu, manifest_.kernelName, &code); !found) {
-    code.unload(cu);
-    return found;
-  }
-  // Every device's module, not only the first: another chip may load the
-  // PTX where the first loaded the cubin.
-  if (Status matches = checkKernelBuffers(loadedCubin); !matches) {
-    code.unload(cu);
-    return matches;
   }
   if (device == info_.deviceOrdinal) {
     LoadInfo &info = const_cast<LoadInfo &>(info_);
     info.cubinFromCache = fromCache;
     info.cubinFromBundle = fromBundle;
+    info.cubinCacheRepaired = cacheRepaired;
     if (loadOptions_.keepDriverCubin && !fromBundle)
       driverCubin_ = fromCache ? std::move(cachedCubin) : std::move(compiled);
     info.moduleMicros = std::chrono::duration<double, std::micro>(

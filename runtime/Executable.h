@@ -42,6 +42,9 @@ struct LoadInfo {
   std::string chip;       ///< that device's chip ("sm_90"); empty on the host
   bool cubinFromCache = false;  ///< thdc's cache of driver-compiled PTX
   bool cubinFromBundle = false; ///< the bundle's own cubin
+  /// thdc's cache held a damaged cubin for this PTX (its hash failed, or
+  /// the driver or the buffer check refused it): compiled again, replaced.
+  bool cubinCacheRepaired = false;
   double loadMicros = 0; ///< module load (and PTX compile, if any)
   /// Of loadMicros, the module alone: the cubin loaded or the PTX compiled,
   /// without making the device's context current (the driver's start-up in

@@ -73,6 +73,22 @@ if wants check; then
       grep -h "module load" "$out/gpu-load-$bundle-$attempt.txt" | tee -a "$out/summary.txt"
     done
   done
+  # thdc's cache of the driver's cubin, damaged (one bit flipped, then the
+  # entry replaced by another file): compiled again from the PTX and
+  # replaced, so the next process loads the repaired entry.
+  repair=$(mktemp -d)
+  check_repair() {
+    local check="$build/bin/thdc-runtime-check --replays 2 --microbatches 1 $bundles/check/C32768_cp2_N64_ptx-only"
+    THDC_CACHE_DIR=$repair $check > /dev/null || return 1
+    local entry; entry=$(ls "$repair"/cubin-*.cubin) || return 1
+    python3 -c 'import sys; p = sys.argv[1]; b = bytearray(open(p, "rb").read()); b[len(b) // 2] ^= 1; open(p, "wb").write(b)' "$entry"
+    THDC_CACHE_DIR=$repair $check | tee /dev/stderr | grep -q "damaged cached cubin" || return 1
+    THDC_CACHE_DIR=$repair $check | tee /dev/stderr | grep -q "(cached cubin)" || return 1
+    cp "$bundles/check/C32768_cp2_N64_ptx-only/manifest.json" "$entry"
+    THDC_CACHE_DIR=$repair $check | tee /dev/stderr | grep -q "damaged cached cubin" || return 1
+    THDC_CACHE_DIR=$repair $check | tee /dev/stderr | grep -q "(cached cubin)"
+  }
+  run gpu-cubin-cache-repair check_repair
   sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   for tool in memcheck racecheck; do
     run "sanitizer-$tool" "$sanitizer" --tool "$tool" --error-exitcode 1 \

@@ -399,9 +399,11 @@ void checkBundle(const std::string &dir, int microbatches, int replays) {
   std::printf("bundle %s: %s, module load %.0f us (the module itself %.0f "
               "us)%s\n",
               dir.c_str(), name.c_str(), load.loadMicros, load.moduleMicros,
-              load.cubinFromBundle  ? " (the bundle's cubin)"
-              : load.cubinFromCache ? " (cached cubin)"
-                                    : "");
+              load.cubinFromBundle      ? " (the bundle's cubin)"
+              : load.cubinFromCache     ? " (cached cubin)"
+              : load.cubinCacheRepaired ? " (a damaged cached cubin, compiled "
+                                          "again and replaced)"
+                                        : "");
   Result<Buffers> buffers = Buffers::allocate(p);
   Result<void *> stream = createStream(p.backend());
   if (!allocated(name, buffers, stream))

@@ -94,3 +94,26 @@ TEST(CacheKey, Is128BitsOfTheMaterialsSha256) {
   EXPECT_EQ(cacheKey("abc"), sha256Hex("abc").substr(0, 32));
   EXPECT_NE(cacheKey("abc"), cacheKey("abd"));
 }
+
+TEST(CachedCubin, ReadsBackWhatWasStoredAndNothingDamaged) {
+  std::string cubin("\x7f" "ELF\0\x01\x02 a kernel", 17);
+  std::string stored = encodeCachedCubin(cubin);
+  EXPECT_EQ(stored.substr(0, 13), "thdc-cubin 1 ");
+  EXPECT_EQ(stored.substr(13, 64), sha256Hex(cubin));
+  std::optional<std::string> read = decodeCachedCubin(stored);
+  ASSERT_TRUE(read);
+  EXPECT_EQ(*read, cubin);
+  // One flipped bit anywhere (header or cubin) is refused, as is a cut
+  // entry, a bare cubin (the layout before the hash) and an empty one.
+  for (size_t byte = 0; byte < stored.size(); ++byte)
+    for (int bit = 0; bit < 8; bit += 7) {
+      std::string flipped = stored;
+      flipped[byte] = char(flipped[byte] ^ (1 << bit));
+      EXPECT_FALSE(decodeCachedCubin(flipped)) << "byte " << byte;
+    }
+  EXPECT_FALSE(decodeCachedCubin(stored.substr(0, stored.size() - 1)));
+  EXPECT_FALSE(decodeCachedCubin(stored.substr(0, 78)));
+  EXPECT_FALSE(decodeCachedCubin(cubin));
+  EXPECT_FALSE(decodeCachedCubin(""));
+  EXPECT_FALSE(decodeCachedCubin(encodeCachedCubin("")));
+}
