@@ -55,18 +55,23 @@ bool isSet(const char *value) {
 }
 
 /// How long a compile waits for another process compiling the same key
-/// (THDC_LOCK_TIMEOUT, seconds; default 10 minutes).
+/// (THDC_LOCK_TIMEOUT, seconds; default 10 minutes; 0, "none" or "inf":
+/// without a bound, as `timeout 0` means; -1 is FileLock's "no bound").
 double lockTimeoutSeconds() {
   constexpr double kDefaultSeconds = 600;
   const char *value = std::getenv("THDC_LOCK_TIMEOUT");
   if (!value || !*value)
     return kDefaultSeconds;
+  llvm::StringRef text(value);
+  if (text == "none" || text == "inf")
+    return -1;
   char *end = nullptr;
   double seconds = std::strtod(value, &end);
   if (*end == '\0' && seconds >= 0 && std::isfinite(seconds))
-    return seconds;
+    return seconds == 0 ? -1 : seconds;
   llvm::errs() << "thdc: THDC_LOCK_TIMEOUT='" << value
-               << "' is not a number of seconds; waiting at most "
+               << "' is not a number of seconds (or 0, none, inf: no bound); "
+                  "waiting at most "
                << kDefaultSeconds << " s\n";
   return kDefaultSeconds;
 }

@@ -84,7 +84,8 @@ std::string jitCacheKey(const std::string &buildId, const std::string &target,
 ///                         with 1 to stderr;
 ///   THDC_LOCK_TIMEOUT=<s> how long a compile waits for another process
 ///                         compiling the same key before it fails with an
-///                         error naming the lock (default 600 s).
+///                         error naming the lock (default 600 s; 0, none or
+///                         inf: without a bound).
 /// Thread-safe, and safe for several
 /// processes sharing one cache folder: a lock per key makes concurrent
 /// compiles of one key produce one entry, entries are published whole (a

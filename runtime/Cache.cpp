@@ -119,7 +119,8 @@ Status thdc::runtime::prepareCacheDirectory(const std::string &dir) {
 }
 
 Result<std::string> thdc::runtime::readWholeFile(const std::string &path,
-                                                 bool requirePrivate) {
+                                                 bool requirePrivate,
+                                                 size_t maxBytes) {
   // O_NONBLOCK: opening a FIFO must not wait for a writer.
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0)
@@ -134,9 +135,9 @@ Result<std::string> thdc::runtime::readWholeFile(const std::string &path,
   if (!S_ISREG(info.st_mode))
     return fail(fmt::format("{} is not a regular file; refusing to read it",
                             path));
-  if (size_t(info.st_size) > kMaxReadBytes)
+  if (size_t(info.st_size) > maxBytes)
     return fail(fmt::format("{} has {} bytes, more than the {} thdc reads",
-                            path, info.st_size, kMaxReadBytes));
+                            path, info.st_size, maxBytes));
   if (requirePrivate)
     if (Status private_ = privacy(path, info); !private_)
       return fail(private_.message());
@@ -152,9 +153,9 @@ Result<std::string> thdc::runtime::readWholeFile(const std::string &path,
     if (got == 0)
       break;
     // A file that grows while it is read is not read without end.
-    if (bytes.size() + size_t(got) > kMaxReadBytes)
+    if (bytes.size() + size_t(got) > maxBytes)
       return fail(fmt::format("{} grew past {} bytes while it was read", path,
-                              kMaxReadBytes));
+                              maxBytes));
     bytes.append(buffer, size_t(got));
   }
   close(fd);
@@ -238,7 +239,8 @@ Result<FileLock> FileLock::acquire(const std::string &path,
       return Status::error(fmt::format(
           "waited {:.1f} s for the lock {}, which another process holds (a "
           "compile of the same pipeline that has not finished: look for a "
-          "stuck process, or raise THDC_LOCK_TIMEOUT)",
+          "stuck process, or raise THDC_LOCK_TIMEOUT; 0 waits without a "
+          "bound)",
           waited, path));
     }
     std::this_thread::sleep_for(pause);

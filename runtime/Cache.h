@@ -67,13 +67,15 @@ bool writeAll(int fd, std::string_view bytes);
 /// under a megabyte).
 constexpr size_t kMaxReadBytes = size_t(1) << 30;
 
-/// Reads a whole regular file of at most kMaxReadBytes; a FIFO, a device, a
-/// folder or anything larger is an error, never a wait or an endless read.
-/// With `requirePrivate`, the file must also belong to this user and not be
+/// Reads a whole regular file of at most `maxBytes`; a FIFO, a device, a
+/// folder or anything larger is an error, never a wait or an endless read
+/// (a larger file is refused before any of it is read). With
+/// `requirePrivate`, the file must also belong to this user and not be
 /// writable by group or others (checked on the opened file, so it cannot be
 /// swapped between the check and the read).
 Result<std::string> readWholeFile(const std::string &path,
-                                  bool requirePrivate = false);
+                                  bool requirePrivate = false,
+                                  size_t maxBytes = kMaxReadBytes);
 
 /// `dir`/`name`.
 std::string joinPath(const std::string &dir, const std::string &name);

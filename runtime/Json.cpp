@@ -167,6 +167,10 @@ private:
         skipSpace();
         if (pos >= text.size() || text[pos] != ':')
           return fail("expected ':'");
+        // A member given twice is refused: which one a reader takes would
+        // differ between readers (RFC 8259 leaves it open).
+        if (value.object.count(key))
+          return fail("the member \"" + key + "\" is given twice");
         ++pos;
         if (!parseValue(value.object[key], depth + 1))
           return false;

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
 #include <climits>
 #include <sys/stat.h>
@@ -291,6 +292,36 @@ int Manifest::find(const std::string &name) const {
   return -1;
 }
 
+Result<std::string> thdc::runtime::manifestHashOf(std::string_view text,
+                                                  const std::string &path) {
+  // "<hex>", or sha256sum's "<hex>  manifest.json" ("<hex> *manifest.json"
+  // in binary mode), with one line ending.
+  auto isSpace = [](char c) { return c == ' ' || c == '\t'; };
+  if (!text.empty() && text.back() == '\n')
+    text.remove_suffix(1);
+  if (!text.empty() && text.back() == '\r')
+    text.remove_suffix(1);
+  size_t end = 0;
+  while (end < text.size() && !isSpace(text[end]))
+    ++end;
+  std::string hash(text.substr(0, end));
+  std::string_view rest = text.substr(end);
+  while (!rest.empty() && isSpace(rest.front()))
+    rest.remove_prefix(1);
+  if (!rest.empty() && rest.front() == '*')
+    rest.remove_prefix(1);
+  bool hex = hash.size() == 64 &&
+             std::all_of(hash.begin(), hash.end(), [](char c) {
+               return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+             });
+  if (!hex || !(rest.empty() || rest == kManifestFile))
+    return Status::error(fmt::format(
+        "{} holds no SHA-256 of {} (64 lowercase hex digits, alone or as "
+        "sha256sum writes them: '<hash>  {}')",
+        path, kManifestFile, kManifestFile));
+  return hash;
+}
+
 Result<Manifest> thdc::runtime::readManifest(const std::string &bundleDir,
                                              bool requireHash,
                                              bool requirePrivate) {
@@ -302,13 +333,16 @@ Result<Manifest> thdc::runtime::readManifest(const std::string &bundleDir,
   std::string hashPath = joinPath(bundleDir, kManifestHashFile);
   struct stat info;
   if (requireHash || lstat(hashPath.c_str(), &info) == 0) {
-    Result<std::string> hash = readWholeFile(hashPath, requirePrivate);
+    // The hash alone, or sha256sum's line for manifest.json; nothing that
+    // could be more is read.
+    Result<std::string> hash =
+        readWholeFile(hashPath, requirePrivate, kMaxManifestHashBytes);
     if (!hash)
       return hash.status();
-    std::string expected = *hash;
-    while (!expected.empty() && std::isspace((unsigned char)expected.back()))
-      expected.pop_back();
-    if (expected != sha256Hex(*text))
+    Result<std::string> expected = manifestHashOf(*hash, hashPath);
+    if (!expected)
+      return expected.status();
+    if (*expected != sha256Hex(*text))
       return Status::error(fmt::format(
           "{} does not match the hash in {} (damaged or edited); refusing to "
           "load it",

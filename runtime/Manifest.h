@@ -199,6 +199,17 @@ std::string bufferTableMismatch(const Manifest &manifest, const int64_t *table,
 /// final newline); parseManifest reads it back equal.
 std::string renderManifest(const Manifest &manifest);
 
+/// Largest manifest.json.sha256 read: the hash and sha256sum's file name
+/// with room to spare; a larger file is refused before it is read.
+constexpr size_t kMaxManifestHashBytes = 4096;
+
+/// The hash that a manifest.json.sha256 holds (`text`, read from `path`):
+/// 64 lowercase hex digits alone, or sha256sum's line "<hash>  manifest.json"
+/// (or "<hash> *manifest.json"), with an optional line ending; anything else
+/// is an error naming `path`.
+Result<std::string> manifestHashOf(std::string_view text,
+                                   const std::string &path);
+
 /// Reads and checks `bundleDir`/manifest.json: known element types, element
 /// counts whose byte sizes cannot overflow, files named inside the bundle
 /// folder, a launch geometry the GPU accepts. The manifest must match the

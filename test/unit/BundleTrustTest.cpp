@@ -32,6 +32,7 @@
 #include <sstream>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <thread>
 #include <unistd.h>
 
 using thdc::Jit;
@@ -320,6 +321,27 @@ TEST(BundleTrust, EditedManifestFailsItsOwnHash) {
   EXPECT_ERROR_HAS(Executable::load(copy, strict), "manifest.json.sha256");
 }
 
+TEST(BundleTrust, TheManifestsHashFileIsReadWithABound) {
+  std::string copy = freshFolder() + "/bundle";
+  copyBundle(compiledBundle(freshFolder(), 2), copy);
+  std::string hashPath = copy + "/" + kManifestHashFile;
+  // sha256sum's own line is a hash file too.
+  std::string command = "cd " + copy + " && sha256sum " + kManifestFile +
+                        " > " + kManifestHashFile;
+  ASSERT_EQ(std::system(command.c_str()), 0);
+  EXPECT_TRUE(loadOnHost(copy));
+  // A 1 GiB hash file used to be read whole before it was refused: now its
+  // size refuses it (a sparse file: nothing of it is written or read).
+  ASSERT_EQ(truncate(hashPath.c_str(), off_t(1) << 30), 0);
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_ERROR_HAS(loadOnHost(copy), "has 1073741824 bytes, more than the "
+                                     "4096 thdc reads");
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                          start)
+                .count(),
+            5);
+}
+
 TEST(BundleTrust, CodeWithoutItsBufferTableIsRefused) {
   // Another shared object under the bundle's name, its hash put into the
   // manifest as an editor would: it states no buffers, so it is not loaded.
@@ -543,6 +565,33 @@ TEST(BundleTrust, ALockNeverReleasedIsAnErrorAfterTheTimeout) {
   unsetenv("THDC_LOCK_TIMEOUT");
   EXPECT_ERROR_HAS(compiled, "which another process holds");
   EXPECT_LT(seconds, 10);
+}
+
+TEST(BundleTrust, ALockTimeoutOfZeroWaitsWithoutABound) {
+  // 0 (as `timeout 0` has it), none and inf wait for the other compile
+  // however long it takes; 0 used to fail at once.
+  for (const char *value : {"0", "none", "inf"}) {
+    std::string cache = freshFolder();
+    Jit jit(hostOptions(cache));
+    std::string key = jit.cacheKey(alignPipeline(2), {});
+    auto held = std::make_unique<Result<FileLock>>(
+        FileLock::acquire(cache + "/jit-" + key + ".lock"));
+    ASSERT_TRUE(*held);
+    std::thread release([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(400));
+      held.reset();
+    });
+    setenv("THDC_LOCK_TIMEOUT", value, 1);
+    auto start = std::chrono::steady_clock::now();
+    auto compiled = jit.compile(alignPipeline(2), {});
+    double seconds = std::chrono::duration<double>(
+                         std::chrono::steady_clock::now() - start)
+                         .count();
+    unsetenv("THDC_LOCK_TIMEOUT");
+    release.join();
+    EXPECT_TRUE(compiled) << value << ": " << compiled.status().message();
+    EXPECT_GE(seconds, 0.3) << value;
+  }
 }
 
 //===----------------------------------------------------------------------===//

@@ -406,6 +406,16 @@ TEST(HostBuffersErrors, MissingInput) {
       "missing input 'num_seqs' (expected 1 value of type i32)");
 }
 
+TEST(HostBuffersErrors, AnInputGivenTwiceIsRefused) {
+  // llvm::json keeps one of the two silently.
+  const BufferDesc specs[] = {{"num_seqs", "i32", 1}};
+  EXPECT_EQ(readError(R"({"num_seqs": [1], "num_seqs" : [2]})", specs),
+            "the input 'num_seqs' is given twice; give each argument once");
+  // The same name in a string value or in a nested object is no repeat.
+  EXPECT_EQ(readError(R"({"num_seqs": [1], "x": {"num_seqs": 1}})", specs),
+            "unknown input 'x'; the pipeline takes: num_seqs");
+}
+
 TEST(HostBuffersErrors, UnknownInputListsTheSignatureInOrder) {
   const BufferDesc specs[] = {kTokens,
                               {"labels", "i64", 16},

@@ -439,3 +439,35 @@ TEST(NameTable, AManifestThatDisagreesIsRefusedByName) {
                 .find("name table does not end"),
             std::string::npos);
 }
+
+TEST(ManifestHash, TheHashAloneOrSha256sumsLine) {
+  const std::string hex(64, 'a');
+  for (const std::string &text :
+       {hex, hex + "\n", hex + "\r\n", hex + "  manifest.json\n",
+        hex + " *manifest.json\n", hex + "\tmanifest.json"}) {
+    Result<std::string> hash = manifestHashOf(text, "manifest.json.sha256");
+    ASSERT_TRUE(hash) << text << ": " << hash.status().message();
+    EXPECT_EQ(*hash, hex);
+  }
+  for (const std::string &text :
+       {std::string(""), std::string(63, 'a'), hex + "a", std::string(64, 'A'),
+        std::string(64, 'g'), hex + "  other.json", hex + "  manifest.json extra",
+        hex + "\n\n", " " + hex}) {
+    Result<std::string> hash = manifestHashOf(text, "manifest.json.sha256");
+    ASSERT_FALSE(hash) << text;
+    EXPECT_EQ(hash.status().message(),
+              "manifest.json.sha256 holds no SHA-256 of manifest.json (64 "
+              "lowercase hex digits, alone or as sha256sum writes them: "
+              "'<hash>  manifest.json')");
+  }
+}
+
+TEST(JsonReader, AMemberGivenTwiceIsRefused) {
+  // Two readers could take different ones: {"N": 6, "N": 100}.
+  Result<json::Value> read = json::parse("{\"params\": {\"N\": 6, \"N\": 100}}");
+  ASSERT_FALSE(read);
+  EXPECT_NE(read.status().message().find("the member \"N\" is given twice"),
+            std::string::npos)
+      << read.status().message();
+  EXPECT_TRUE(json::parse("{\"a\": {\"N\": 6}, \"b\": {\"N\": 6}}"));
+}

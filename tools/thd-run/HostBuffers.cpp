@@ -342,6 +342,38 @@ static size_t jsonNestingDepth(llvm::StringRef text) {
   return deepest;
 }
 
+/// The first member name the top-level object of JSON text gives twice
+/// (its text between the quotes), if any: llvm::json's parser keeps one of
+/// them silently, and which one a reader takes is not defined.
+static std::optional<llvm::StringRef> repeatedTopLevelKey(llvm::StringRef text) {
+  llvm::StringSet<> keys;
+  size_t depth = 0, start = 0;
+  bool inString = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (inString) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        inString = false;
+        size_t next = text.find_first_not_of(" \t\r\n", i + 1);
+        llvm::StringRef key = text.slice(start, i);
+        if (depth == 1 && next != llvm::StringRef::npos && text[next] == ':' &&
+            !keys.insert(key).second)
+          return key;
+      }
+    } else if (c == '"') {
+      inString = true;
+      start = i + 1;
+    } else if (c == '[' || c == '{') {
+      ++depth;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return std::nullopt;
+}
+
 Result<std::vector<HostBuffer>>
 thdc::runtime::readInputs(llvm::StringRef jsonText,
                           llvm::ArrayRef<BufferDesc> specs) {
@@ -355,6 +387,9 @@ thdc::runtime::readInputs(llvm::StringRef jsonText,
   if (!root)
     return Status::error("invalid JSON input: " +
                          llvm::toString(root.takeError()));
+  if (std::optional<llvm::StringRef> repeated = repeatedTopLevelKey(jsonText))
+    return Status::error("the input '" + repeated->str() +
+                         "' is given twice; give each argument once");
   const json::Object *object = root->getAsObject();
   if (!object)
     return Status::error(
