@@ -222,6 +222,8 @@ Jit::Jit(JitOptions opts) : options(std::move(opts)) {
   } else {
     target = Backend::Host;
     targetName = "host-" + llvm::sys::getDefaultTargetTriple();
+    if (options.backend == Backend::Cuda)
+      cudaUnavailable = driver.status().message();
   }
   options.cacheDir = cacheDirectory(options.cacheDir);
   if (options.cacheDir != "-") {
@@ -276,6 +278,12 @@ Jit::compile(const std::string &pipelineText,
   CompileInfo local;
   CompileInfo &out = info ? *info : local;
   out = CompileInfo();
+  if (!cudaUnavailable.empty())
+    return Status::error(
+        "backend 'cuda' was asked for, but there is no GPU to compile for (" +
+        cudaUnavailable +
+        "); use backend 'host' for the host code, or 'auto' for the GPU "
+        "where there is one");
   out.key = cacheKey(pipelineText, params);
   std::lock_guard<std::mutex> lock(mutex);
   Result<std::shared_ptr<Executable>> result =

@@ -129,6 +129,9 @@ private:
   JitOptions options;
   runtime::Backend target = runtime::Backend::Host;
   std::string targetName; ///< "sm_90", or "host-x86_64"
+  /// Why JitOptions::backend Cuda cannot be served (no driver or no GPU):
+  /// every compile fails with it rather than give host code.
+  std::string cudaUnavailable;
   std::mutex mutex;
   bool temporarySwept = false; ///< dead processes' staging folders removed
   std::map<std::string, std::shared_ptr<runtime::Executable>> memory;

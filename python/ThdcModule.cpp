@@ -1900,7 +1900,12 @@ NB_MODULE(_thdc, m) {
         argv.push_back(nullptr);
         // The tools never call into Python.
         nb::gil_scoped_release released;
-        return main(static_cast<int>(args.size()), argv.data());
+        int code = main(static_cast<int>(args.size()), argv.data());
+        // Written now, while the caller's SIGPIPE disposition holds (the
+        // commands set the default, thdc/_tools.py), not at the process's
+        // exit, where Python has put back its own.
+        llvm::outs().flush();
+        return code;
       },
       nb::arg("name"), nb::arg("argv"),
       "Runs the command `name` (thdc, thd-opt or thd-run) on argv (argv[0] "

@@ -178,6 +178,25 @@ def load(
 TORCH_MIN_VERSION = (2, 10)
 
 
+def _import_torch(what: str):
+    """PyTorch, for the module `what` that needs it: ModuleNotFoundError
+    saying what to install when there is none, ImportError when it is older
+    than TORCH_MIN_VERSION."""
+    try:
+        import torch
+    except ModuleNotFoundError as error:
+        if error.name != "torch":
+            raise
+        required = ".".join(map(str, TORCH_MIN_VERSION))
+        raise ModuleNotFoundError(
+            f"{what} needs PyTorch >= {required}, which is not installed: "
+            f"pip install 'thdc[torch]' (or pip install 'torch>={required}'); the rest "
+            "of thdc (thdc.compile, thdc.load, NumPy arrays) works without it",
+            name="torch") from None
+    _require_torch(torch, what)
+    return torch
+
+
 def _require_torch(torch, what: str) -> None:
     """ImportError naming the installed and the required versions when
     `torch` (the imported module) is older than TORCH_MIN_VERSION."""

@@ -4,6 +4,7 @@ Each is the same program as the executable a CMake build writes to build/bin,
 run inside the package's module (which carries the compiler), so that
 `pip install` gives the commands with nothing else installed.
 """
+import signal
 import sys
 
 from . import _thdc
@@ -18,6 +19,11 @@ def _run(name: str) -> None:
         sys.exit(2)
     sys.stdout.flush()
     sys.stderr.flush()
+    # Python ignores SIGPIPE; the tools are C++ programs that expect the
+    # default, which ends them quietly when a reader such as `head` closes
+    # the pipe (LLVM would otherwise report the failed write as a fatal
+    # "IO failure on output stream").
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     sys.exit(_thdc.tool_main(name, [name] + sys.argv[1:]))
 
 

@@ -82,12 +82,10 @@ import inspect
 from types import SimpleNamespace
 from typing import Optional, Tuple
 
-import torch
-
 import thdc
 from . import stages
 
-thdc._require_torch(torch, "thdc.megatron")
+torch = thdc._import_torch("thdc.megatron")
 
 try:  # megatron-core's class when it is installed, else the same fields here
     from megatron.core.packed_seq_params import PackedSeqParams
@@ -234,8 +232,7 @@ class GraphStep:
         stages.check_options(stage, cp_mode, rope_table_rows is not None)
         if convention not in CONVENTIONS:
             raise ValueError(f"convention must be one of {CONVENTIONS}; got {convention!r}")
-        if C < 1 or N < 1 or cp < 1:
-            raise ValueError(f"C, N and cp must be >= 1; got C={C}, N={N}, cp={cp}")
+        stages.check_params(C, cp, N, cp_mode, rope_table_rows)
         if not 0 <= cp_rank < cp:
             raise ValueError(f"cp_rank must be in [0, {cp}); got {cp_rank}")
         if tp < 1 or not 0 <= tp_rank < tp:
@@ -252,13 +249,8 @@ class GraphStep:
             except TypeError:
                 raise TypeError("device must be a torch.device, a str such as 'cuda:0' or "
                                 f"an int ordinal; got {type(device).__name__}") from None
-        if device is None:
-            if not torch.cuda.is_available():
-                raise RuntimeError("GraphStep runs on the current CUDA device by default, and "
-                                   "PyTorch sees none; pass device='cpu' for the host code")
-            device = torch.device("cuda", torch.cuda.current_device())
         try:
-            self.device = torch.device(device)
+            self.device = torch.device("cuda" if device is None else device)
         except RuntimeError as error:  # torch's own word on a malformed string
             raise ValueError(f"device must be 'cpu' or a CUDA device; got {device!r}: "
                              f"{error}") from None
@@ -267,9 +259,15 @@ class GraphStep:
         self.on_host = self.device.type == "cpu"
         if self.on_host:
             self.device = torch.device("cpu")
-        elif self.device.type != "cuda" or self.device.index is None:
-            raise ValueError(f"device must be 'cpu' or a CUDA device with an index; "
-                             f"got {device}")
+        elif self.device.type != "cuda":
+            raise ValueError(f"device must be 'cpu' or a CUDA device; got {device!r}")
+        elif not torch.cuda.is_available():
+            raise RuntimeError(
+                f"GraphStep(device={device!r}): PyTorch sees no CUDA device here"
+                + (" (the default is the current CUDA device)" if device is None else "")
+                + "; pass device='cpu' to run the pipeline's host code on CPU tensors")
+        elif self.device.index is None:  # "cuda": the current device, as torch has it
+            self.device = torch.device("cuda", torch.cuda.current_device())
         self.C, self.N, self.cp, self.cp_rank = C, N, cp, cp_rank
         self.tp, self.tp_rank, self.sequence_parallel = tp, tp_rank, sequence_parallel
         self.stage, self.cp_mode, self.convention = stage, cp_mode, convention
@@ -404,7 +402,9 @@ class InputLoader:
             self.stream_of_call = lambda: torch.cuda.current_stream(device).cuda_stream
 
     def load(self, tokens=None, labels=None, loss_mask=None, position_ids=None,
-             cu_seqlens=None, cu_seqlens_padded=None, num_seqs=None) -> None:
+             cu_seqlens=None, cu_seqlens_padded=None, num_seqs=None, **unknown) -> None:
+        if unknown:
+            _refuse_unknown("load_inputs", unknown)
         fast = self.fast
         if fast is not None and fast(tokens, labels, loss_mask, position_ids, cu_seqlens,
                                      cu_seqlens_padded, num_seqs):
@@ -499,6 +499,23 @@ class InputLoader:
                 gather(segments)
             else:
                 gather(segments, self.stream_of_call())
+
+
+_LOAD_NAMES = _LOAD_ARGUMENTS + ("num_seqs",)
+
+
+def _refuse_unknown(what: str, unknown: dict, extra=()) -> None:
+    """TypeError naming the keyword arguments `what` does not take, the ones
+    it does, and the closest to each unknown one."""
+    import difflib
+
+    names = _LOAD_NAMES + tuple(extra)
+    hints = []
+    for name in sorted(unknown):
+        close = difflib.get_close_matches(name, names, n=1)
+        hints.append(f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    raise TypeError(f"{what}() got unexpected keyword argument{'s' * (len(hints) > 1)} "
+                    f"{', '.join(hints)}; it takes {', '.join(names)}")
 
 
 def _check_conversion(name: str, given: "torch.dtype", buffer: "torch.dtype") -> None:
@@ -641,8 +658,11 @@ class StepSlot:
                           cu_seqlens_padded, num_seqs)
 
     def __call__(self, tokens=None, labels=None, loss_mask=None, position_ids=None,
-                 cu_seqlens=None, cu_seqlens_padded=None, num_seqs=None, stream=None):
+                 cu_seqlens=None, cu_seqlens_padded=None, num_seqs=None, stream=None,
+                 **unknown):
         """load_inputs, then run."""
+        if unknown:
+            _refuse_unknown("step", unknown, extra=("stream",))
         self.load_inputs(tokens, labels, loss_mask, position_ids, cu_seqlens,
                          cu_seqlens_padded, num_seqs)
         return self.run(stream)

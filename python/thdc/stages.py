@@ -63,6 +63,31 @@ def check_options(stage: str, cp_mode: str, rope: bool) -> None:
                          "cp_mode='contiguous' has no rope rows")
 
 
+_INT32_MAX = 2**31 - 1
+
+
+def check_params(C: int, cp: int, N: int, cp_mode: str = "zigzag", R=None) -> None:
+    """ValueError naming the parameter when (C, cp, N, R) cannot make the
+    pipeline, before any text is compiled (the compiler would point into
+    the generated text): C, cp >= 1; N >= 2 (N counts the dummy sequence,
+    so N - 1 real sequences); zigzag CP with cp > 1 cuts each sequence into
+    2*cp chunks, so C is even; C*cp, N + 1 and R fit int32 (the offsets'
+    type)."""
+    if C < 1 or cp < 1:
+        raise ValueError(f"C and cp must be >= 1; got C={C}, cp={cp}")
+    if N < 2:
+        raise ValueError(f"N is the sequence capacity including the dummy sequence that "
+                         f"covers the tail, so N >= 2 (N - 1 real sequences); got N={N}")
+    if cp_mode == "zigzag" and cp > 1 and C % 2:
+        raise ValueError(f"zigzag CP cuts every sequence into 2*cp chunks, so each rank's "
+                         f"C rows are even; got C={C} with cp={cp} (use an even C, or "
+                         f"cp_mode='contiguous')")
+    for name, value in (("C*cp", C * cp), ("N+1", N + 1)) + ((("R", R),) if R else ()):
+        if value > _INT32_MAX:
+            raise ValueError(f"{name} = {value} does not fit the int32 offsets "
+                             f"(at most {_INT32_MAX})")
+
+
 def data_keys(stage: str) -> Tuple[str, ...]:
     """The data keys `stage` reads, in argument order."""
     check_options(stage, "zigzag", False)

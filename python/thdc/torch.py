@@ -15,11 +15,9 @@ from __future__ import annotations
 import atexit
 from typing import Callable, Dict, List
 
-import torch
+from . import Kernel, _import_torch, signature
 
-from . import Kernel, _require_torch, signature
-
-_require_torch(torch, "thdc.torch")
+torch = _import_torch("thdc.torch")
 
 _KERNELS: Dict[str, Kernel] = {}
 

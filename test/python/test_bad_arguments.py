@@ -573,3 +573,30 @@ def test_torch_from_the_required_version_is_accepted(stand_in_torch, module, ver
 
     stand_in_torch.__version__ = version
     assert importlib.import_module(module).__name__ == module
+
+
+@pytest.mark.parametrize("module", ["thdc.megatron", "thdc.torch"])
+def test_the_torch_modules_without_torch_say_what_to_install(module):
+    """Without PyTorch, importing thdc.megatron or thdc.torch raised a bare
+    ModuleNotFoundError ("No module named 'torch'")."""
+    code = (f"import sys; sys.modules['torch'] = None\n"
+            f"try:\n    import {module}\n"
+            f"except ModuleNotFoundError as error:\n"
+            f"    print(type(error).__name__, error.name, '|', error)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("ModuleNotFoundError torch |"), done.stdout
+    assert f"{module} needs PyTorch >= 2.10, which is not installed: pip install " \
+           "'thdc[torch]'" in done.stdout
+
+
+def test_a_cuda_backend_without_a_gpu_is_an_error(cache_dir):
+    """thdc.compile(backend="cuda") on a host without a GPU used to return
+    host code silently."""
+    if not thdc.has_jit:
+        pytest.skip("this build of thdc has no JIT")
+    if thdc.cuda_available():
+        pytest.skip("this host has a GPU")
+    with pytest.raises(RuntimeError, match="backend 'cuda' was asked for, but there is no GPU"):
+        thdc.compile(EXAMPLE, {}, backend="cuda", cache_dir=cache_dir)

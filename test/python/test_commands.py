@@ -69,3 +69,22 @@ def test_errors_are_the_tools_own():
     assert "no-such-file.mlir" in result.stderr
     with pytest.raises(ValueError, match="no tool 'thd-cc'"):
         thdc._thdc.tool_main("thd-cc", ["thd-cc"])
+
+
+@pytest.mark.parametrize("tool,args", [("thdc", ["--emit-ptx"]), ("thd-opt", []),
+                                       ("thdc", ["--emit=gpu-mlir"])])
+def test_a_reader_that_stops_early_ends_the_command_quietly(tool, args):
+    """`thdc ... | head -1`: the entry point ran with Python's SIGPIPE
+    disposition (ignored), so LLVM reported the failed write as "LLVM
+    ERROR: IO failure on output stream: Broken pipe". Now the command ends
+    by SIGPIPE, as the executable does, and prints nothing."""
+    function = tool.replace("-", "_")
+    code = (f"import sys; sys.argv = {[tool, EXAMPLE, *args]!r}; "
+            f"from thdc import _tools; _tools.{function}()")
+    process = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, env=dict(os.environ))
+    process.stdout.read(1)
+    process.stdout.close()  # the reader goes away after one byte
+    stderr = process.stderr.read().decode()
+    assert process.wait(timeout=120) in (-13, 0), stderr  # SIGPIPE (or done first)
+    assert "LLVM ERROR" not in stderr and "Broken pipe" not in stderr, stderr

@@ -216,6 +216,35 @@ def test_integers_are_never_narrowed_silently(make_step):
         step(**nan_tokens)
 
 
+def test_what_the_user_did_wrong_is_named(make_step):
+    """Each message names what the user did and what to do: an unknown
+    keyword (with the closest valid one; it used to name an internal
+    class), parameters the pipeline cannot take (they used to come back as
+    compiler errors pointing into the generated text), and a CUDA device on
+    a host without one (it used to say the device string was malformed)."""
+    step = make_step(64, 8, 1, 0)
+    with pytest.raises(TypeError, match=r"load_inputs\(\) got unexpected keyword argument "
+                                        r"'tokenz' \(did you mean 'tokens'\?\); it takes "
+                                        r"tokens, labels"):
+        step.load_inputs(tokenz=torch.zeros(4, dtype=torch.int64))
+    with pytest.raises(TypeError, match=r"step\(\) got unexpected keyword argument 'strem' "
+                                        r"\(did you mean 'stream'\?\)"):
+        step(**microbatch_of(1, 16, [0, 16]), strem=None)
+    with pytest.raises(ValueError, match="zigzag CP cuts every sequence into 2\\*cp chunks.*"
+                                         "got C=63 with cp=2"):
+        make_step(63, 8, 2, 0)
+    make_step(63, 8, 2, 0, cp_mode="contiguous")  # no such constraint there
+    with pytest.raises(ValueError, match="N >= 2 \\(N - 1 real sequences\\); got N=1"):
+        make_step(64, 1, 1, 0)
+    with pytest.raises(ValueError, match="C\\*cp = 4294967296 does not fit the int32"):
+        make_step(2**31, 8, 2, 0)
+    if not torch.cuda.is_available():
+        for device in ("cuda", "cuda:0", None):
+            with pytest.raises(RuntimeError, match="PyTorch sees no CUDA device here.*"
+                                                   "pass device='cpu'"):
+                thdc.megatron.GraphStep(64, 8, device=device)
+
+
 def test_the_jit_compiles_the_host_code(make_step, monkeypatch):
     """The pipeline is compiled for the host whatever devices there are."""
     backends = []
