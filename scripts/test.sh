@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Installs dependencies, builds, and runs every test through ctest: the lit
-# suites, the unit, differential and Python tests; then the same suites and
-# a short run of each fuzz target on a build with ASan and UBSan
-# (scripts/sanitize.sh; THDC_SKIP_SANITIZE=1 leaves that out); then the
-# package as a user installs it: the wheel built, installed into a fresh
-# virtual environment and checked there (scripts/test-wheel.sh;
-# THDC_SKIP_WHEEL=1 leaves that out).
+# suites, the unit, differential and Python tests (with PyTorch on the CPU,
+# on the build's Python); then the same suites and a short run of each fuzz
+# target on a build with ASan and UBSan (scripts/sanitize.sh;
+# THDC_SKIP_SANITIZE=1 leaves that out); then the package as a user installs
+# it, on Python 3.12 (megatron-core's floor): the wheel built, installed into
+# a fresh virtual environment with PyTorch and megatron-core, checked there
+# and every file of test/python run on it (scripts/test-wheel.sh;
+# THDC_SKIP_WHEEL=1 leaves that out; THDC_WHEEL_PYTHON names another
+# interpreter).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/setup.sh"
@@ -17,5 +20,6 @@ if [ "${THDC_SKIP_SANITIZE:-0}" != 1 ]; then
   "$root/scripts/sanitize.sh"
 fi
 if [ "${THDC_SKIP_WHEEL:-0}" != 1 ]; then
-  "$root/scripts/test-wheel.sh"
+  python=${THDC_WHEEL_PYTHON:-$("$root/scripts/find-python.sh" 3.12)}
+  THDC_WHEEL_PYTHON=$python THDC_WHEEL_PYTEST=1 "$root/scripts/test-wheel.sh"
 fi

@@ -408,6 +408,12 @@ def stand_in_torch(monkeypatch):
     fake = types.SimpleNamespace(__version__="2.10.0", Tensor=Tensor,
                                  device=type("device", (), {}), library=Library)
     monkeypatch.setitem(sys.modules, "torch", fake)
+    # megatron-core needs the real PyTorch: hidden, also where it is installed
+    # and was imported by an earlier test, so that thdc.megatron takes its
+    # own PackedSeqParams (its import fails on the None entries).
+    for name in ["megatron", "megatron.core", "megatron.core.packed_seq_params"] + [
+            n for n in sys.modules if n.startswith("megatron.")]:
+        monkeypatch.setitem(sys.modules, name, None)
     # The modules imported with the stand-in must not outlive the test: the
     # package's attributes and sys.modules get their earlier values back
     # (the real PyTorch's, where it is installed).
@@ -495,7 +501,8 @@ def test_megatron_packed_seq_params_of_any_release(stand_in_torch):
     plain = thdc.megatron.make_packed_seq_params(Plain, qkv_format="thd", seq_idx=3,
                                                  cu_seqlens_q=4)
     assert (plain.qkv_format, plain.seq_idx) == ("thd", 3)
-    # Without megatron-core here: the fallback class has every field.
+    # With megatron-core hidden (stand_in_torch): the fallback class has
+    # every field.
     assert not thdc.megatron.USING_MEGATRON_CORE
     assert {"seq_idx", "pad_between_seqs"} <= set(thdc.megatron.packed_seq_params_fields())
 
