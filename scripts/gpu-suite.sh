@@ -163,6 +163,12 @@ if wants python; then
   export THDC_BUNDLES=$bundles
   export THDC_CACHE_DIR=$(mktemp -d)
   run python-pytest python3 -m pytest -v -rs -p no:cacheprovider "$root/test/python"
+  # The loader's gather under compute-sanitizer: every copy bounded by the
+  # static buffers it writes (short microbatches, refused sizes, odd
+  # segments).
+  sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  run python-sanitizer-load-inputs "$sanitizer" --tool memcheck --error-exitcode 1 \
+    python3 -m pytest -q -p no:cacheprovider "$root/test/python/test_load_inputs_gpu.py"
   # The drop-in against each megatron-core release given as a wheel in
   # THDC_MEGATRON_WHEELS (one at a time, each in its own folder): the
   # PackedSeqParams fields and the global seq_idx against the release's own.

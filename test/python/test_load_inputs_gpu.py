@@ -205,3 +205,72 @@ def test_no_leak_warnings_when_a_process_exits_with_steps():
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().endswith("ran"), done.stdout
     assert "nanobind: leaked" not in done.stderr, done.stderr
+
+
+def _microbatch(value, rows, cu):
+    full = lambda v, dtype: torch.full((1, rows), v, dtype=dtype, device="cuda")
+    cu = torch.tensor(cu, dtype=torch.int32, device="cuda")
+    return dict(tokens=full(value, torch.int64), labels=full(value + 1, torch.int64),
+                loss_mask=full(1.0, torch.float32), position_ids=full(3, torch.int64),
+                cu_seqlens=cu, cu_seqlens_padded=cu.clone())
+
+
+def test_a_short_microbatch_never_trains_on_the_previous_one_in_a_replayed_graph():
+    """Microbatch B gives 20 rows where its offsets claim 32: the rows past
+    20 of the static buffers hold microbatch A's. The replayed kernel flags
+    it (rows_not_given) and empties it, with no host synchronisation in the
+    loop; the same offsets with all 32 rows are valid again."""
+    C, cp, N = 64, 1, 8
+    step = make_step(C, N, cp, 0)
+    step(**_microbatch(1000, 32, [0, 16, 32]))
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step.run()
+    flag = torch.zeros(1, dtype=torch.int32, device="cuda")
+    rows_not_given = next(1 << b for b in range(31)
+                          if thdc.describe_status(1 << b) == "rows_not_given")
+    batches = [_microbatch(1000, 32, [0, 16, 32]), _microbatch(7, 20, [0, 16, 32]),
+               _microbatch(7, 32, [0, 16, 32])]
+    statuses, masks = [], []
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for mb in batches:
+            step.load_inputs(**mb)
+            graph.replay()
+            statuses.append(step.status.clone())
+            masks.append(step.batch["loss_mask"].sum().clone())
+            step.accumulate_status(flag)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert [int(s) for s in statuses] == [0, rows_not_given, 0]
+    assert [float(m) for m in masks] == [32.0, 0.0, 32.0]
+    assert int(flag) == rows_not_given
+
+
+def test_what_does_not_fit_the_buffers_is_refused_before_the_gather():
+    """Copies are bounded by the static buffers' own lengths: a microbatch of
+    more rows or entries than they hold, a [2, T] tensor and data tensors of
+    different lengths are refused before anything reaches the device (the
+    buffers keep the microbatch loaded before)."""
+    C, cp, N = 64, 2, 8
+    step = make_step(C, N, cp, 0)
+    step.load_inputs(**_microbatch(5, 16, [0, 16]))
+    before = {k: v.clone() for k, v in vars(step.inputs).items()}
+    bad = [
+        (dict(_microbatch(9, C * cp + 1, [0, 16])), ValueError, "has 129 rows; the step holds"),
+        (dict(_microbatch(9, 16, list(range(0, 16 * (N + 1), 16)))), ValueError,
+         "has 10 entries; the step holds N\\+1 = 9"),
+        (dict(_microbatch(9, 16, [0, 16]), tokens=torch.zeros(2, 16, dtype=torch.int64,
+                                                               device="cuda")),
+         ValueError, "micro-batch size 1"),
+        (dict(_microbatch(9, 16, [0, 16]), labels=torch.zeros(1, 15, dtype=torch.int64,
+                                                               device="cuda")),
+         ValueError, "labels has 15 rows but tokens has 16"),
+    ]
+    for args, error, message in bad:
+        with pytest.raises(error, match=message):
+            step.load_inputs(**args)
+    torch.cuda.synchronize()
+    for name, value in vars(step.inputs).items():
+        assert torch.equal(value, before[name]), name

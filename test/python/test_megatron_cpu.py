@@ -371,6 +371,19 @@ def test_bundle_host_code(tmp_path, make_step, monkeypatch):
         make_step(C, N, cp, 1, stage="first", bundle=str(bundle))
     with pytest.raises(ValueError, match="compiled for"):
         make_step(C, N + 1, cp, 1, stage="last", bundle=str(bundle))
+    # A manifest that lies about N (its hash rewritten, as anyone who edits a
+    # carried bundle can) used to load, and the step sized its copies by the
+    # lie: 404 bytes into a 28-byte buffer. The code states its parameters.
+    import hashlib
+    manifest = bundle / "manifest.json"
+    text = manifest.read_text()
+    lie = text.replace(f'"N": {N}', '"N": 100', 1)
+    assert lie != text
+    manifest.write_text(lie)
+    (bundle / "manifest.json.sha256").write_text(hashlib.sha256(lie.encode()).hexdigest() + "\n")
+    with pytest.raises(RuntimeError, match=f"params.N is 100, but the host code was compiled "
+                                           f"with N = {N}"):
+        make_step(C, 100, cp, 1, stage="last", bundle=str(bundle))
 
 
 def test_cuda_only_things_are_refused_by_name(make_step):
