@@ -24,7 +24,7 @@ case $which in
   both) builds=(release sanitize) ;;
   *) echo "scripts/fuzz.sh: unknown build '$which' (release, sanitize or both)" >&2; exit 2 ;;
 esac
-targets=(thdc-fuzz-param-expr thdc-fuzz-pipeline thdc-fuzz-input-json thdc-fuzz-manifest)
+targets=(thdc-fuzz-param-expr thdc-fuzz-pipeline thdc-fuzz-opt thdc-fuzz-input-json thdc-fuzz-manifest)
 jobs=${THDC_BUILD_JOBS:-$(nproc)}
 
 configure() {
@@ -62,13 +62,16 @@ for kind in "${builds[@]}"; do
   mkdir -p "$THDC_FUZZ_ARTIFACTS"
   for target in "${targets[@]}"; do
     name=${target#thdc-fuzz-}
-    extra=()
-    if [ "$name" = pipeline ]; then
-      extra=("$build/test/fuzz/pipeline-seeds" "-dict=$build/test/fuzz/pipeline.dict")
+    seeds=$name extra=()
+    if [ "$name" = pipeline ] || [ "$name" = opt ]; then
+      # thd-opt's input is pipeline text: the same seeds and dictionary.
+      seeds=pipeline
+      extra=("$build/test/fuzz/pipeline-seeds" "-dict=$build/test/fuzz/pipeline.dict"
+             -max_len=32768)
     fi
     export THDC_FUZZ_CORPUS=$build/fuzz-corpus/$name
     echo "== $kind: $target, ${seconds} s"
-    if ! "$root/test/fuzz/run-fuzzer.sh" "$build/bin/$target" "$root/test/fuzz/corpus/$name" \
+    if ! "$root/test/fuzz/run-fuzzer.sh" "$build/bin/$target" "$root/test/fuzz/corpus/$seeds" \
         "$seconds" "${extra[@]}" "-timeout=${THDC_FUZZ_TIMEOUT:-10}"; then
       failed+=("$kind/$target")
     fi

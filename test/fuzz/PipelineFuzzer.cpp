@@ -8,7 +8,9 @@
 // Inputs are text, as the tools read them. The mutator is libFuzzer's byte
 // mutation plus, one time in three, a structural one on the same text:
 // rewireSsaUse (SsaRewire.h) makes a use name another definition (the op's
-// own result, a later value, any value). That reaches graphs the seeds and
+// own result, a later value, any value), and one time in sixteen
+// nestDeeply (Nesting.h) inserts brackets thousands deep, which overflowed
+// the parser's stack before the screen's depth bound. That reaches graphs the seeds and
 // byte mutations never make, such as `%p = thd.pad_tail %p ...`: the parser
 // accepts a use before its definition, and only the dominance check, which
 // runs after every op's verifier, rejects the cycle, so the verifiers see it.
@@ -19,6 +21,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Nesting.h"
 #include "SsaRewire.h"
 
 #include "compiler/Compiler.h"
@@ -40,9 +43,11 @@ extern "C" size_t LLVMFuzzerMutate(uint8_t *data, size_t size, size_t maxSize);
 extern "C" size_t LLVMFuzzerCustomMutator(uint8_t *data, size_t size,
                                           size_t maxSize, unsigned int seed) {
   std::mt19937 rng(seed);
-  if (rng() % 3 == 0) {
+  unsigned kind = rng() % 48;
+  if (kind < 19) {
     std::string text(reinterpret_cast<const char *>(data), size);
-    if (thdc::fuzz::rewireSsaUse(text, maxSize, rng)) {
+    if (kind < 16 ? thdc::fuzz::rewireSsaUse(text, maxSize, rng)
+                  : thdc::fuzz::nestDeeply(text, maxSize, rng)) {
       std::memcpy(data, text.data(), text.size());
       return text.size();
     }
