@@ -13,8 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Nesting.h"
-#include "SsaRewire.h"
+#include "PipelineMutator.h"
 
 #include "compiler/Context.h"
 #include "compiler/InputFile.h"
@@ -31,26 +30,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <random>
 #include <string>
 #include <sys/mman.h>
 #include <unistd.h>
 
-extern "C" size_t LLVMFuzzerMutate(uint8_t *data, size_t size, size_t maxSize);
-
 extern "C" size_t LLVMFuzzerCustomMutator(uint8_t *data, size_t size,
                                           size_t maxSize, unsigned int seed) {
-  std::mt19937 rng(seed);
-  unsigned kind = rng() % 48;
-  if (kind < 19) {
-    std::string text(reinterpret_cast<const char *>(data), size);
-    if (kind < 16 ? thdc::fuzz::rewireSsaUse(text, maxSize, rng)
-                  : thdc::fuzz::nestDeeply(text, maxSize, rng)) {
-      std::memcpy(data, text.data(), text.size());
-      return text.size();
-    }
-  }
-  return LLVMFuzzerMutate(data, size, maxSize);
+  return thdc::fuzz::mutatePipelineText(data, size, maxSize, seed);
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

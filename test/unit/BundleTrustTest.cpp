@@ -16,7 +16,6 @@
 #include "runtime/Sha256.h"
 #include "test/unit/JitTestSupport.h"
 
-#include "llvm/ADT/ScopeExit.h"
 #include "llvm/Support/ErrorHandling.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
@@ -127,6 +126,29 @@ void editManifest(const std::string &dir, const std::string &from,
   writeFile(path, text);
   unlink((dir + "/" + kManifestHashFile).c_str());
 }
+
+/// Sets an environment variable for a scope; the value before (or its
+/// absence) comes back at the scope's end.
+class ScopedEnvironment {
+public:
+  ScopedEnvironment(const char *name, const std::string &value) : name(name) {
+    const char *previous = std::getenv(name);
+    had = previous != nullptr;
+    saved = previous ? previous : "";
+    setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnvironment() {
+    if (had)
+      setenv(name, saved.c_str(), 1);
+    else
+      unsetenv(name);
+  }
+
+private:
+  const char *name;
+  bool had = false;
+  std::string saved;
+};
 
 #define EXPECT_ERROR_HAS(result, text)                                         \
   do {                                                                         \
@@ -402,15 +424,7 @@ TEST(BundleTrust, ManyLiveHostKernelsNeedNoTemporaryFolder) {
   // a name a loaded library holds: the 60th of them used to fall back to a
   // copy in TMPDIR, and fail when that was not writable.
   std::string bundle = compiledBundle(freshFolder(), 2);
-  const char *previous = std::getenv("TMPDIR");
-  std::string savedTmpdir = previous ? previous : "";
-  setenv("TMPDIR", "/nonexistent/thdc-test", 1);
-  llvm::scope_exit restore([&] {
-    if (previous)
-      setenv("TMPDIR", savedTmpdir.c_str(), 1);
-    else
-      unsetenv("TMPDIR");
-  });
+  ScopedEnvironment tmpdir("TMPDIR", "/nonexistent/thdc-test");
   size_t before = openDescriptors();
   {
     std::vector<std::unique_ptr<Executable>> live;
@@ -509,15 +523,7 @@ TEST(BundleTrust, TemporaryStagingOfDeadProcessesIsRemoved) {
   // In a temporary folder of this test's own: a compile in another test
   // process sweeps dead processes' staging folders from the shared one too,
   // and could remove the planted one before this test looks.
-  const char *previous = std::getenv("TMPDIR");
-  std::string savedTmpdir = previous ? previous : "";
-  setenv("TMPDIR", freshFolder().c_str(), 1);
-  llvm::scope_exit restore([&] {
-    if (previous)
-      setenv("TMPDIR", savedTmpdir.c_str(), 1);
-    else
-      unsetenv("TMPDIR");
-  });
+  ScopedEnvironment tmpdir("TMPDIR", freshFolder());
   pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0)
