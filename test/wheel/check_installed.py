@@ -76,12 +76,16 @@ def main() -> None:
         position_ids=np.arange(rows), loss_mask=np.ones(rows, np.float32),
         cu_seqlens=np.resize(np.concatenate([[0], np.cumsum(lengths)]), N + 1).astype(np.int32),
         cu_seqlens_padded=np.resize(np.concatenate([[0], np.cumsum(padded)]), N + 1).astype(np.int32),
-        num_seqs=np.array([len(lengths)], np.int32), cp_rank=np.array([1], np.int32))
+        num_seqs=np.array([len(lengths)], np.int32), cp_rank=np.array([1], np.int32),
+        num_rows=np.array([int(padded.sum())], np.int32))
     names = {arg.name for arg in thdc.signature(kernel) if arg.direction == "input"}
     outputs = kernel(**{k: v for k, v in inputs.items() if k in names})
     expected = thdc.reference.graph_step(
         inputs["tokens"], inputs["labels"], inputs["position_ids"], inputs["loss_mask"],
-        inputs["cu_seqlens"], inputs["cu_seqlens_padded"], len(lengths), 1, C, cp, N)
+        inputs["cu_seqlens"], inputs["cu_seqlens_padded"], len(lengths), 1, C, cp, N,
+        rows_given=int(padded.sum()))
+    if int(np.asarray(outputs.status)[0]) != expected["status"]:
+        fail("the JIT-compiled drop-in step's status differs from the reference")
     for name in ("tokens", "labels", "position_ids", "loss_mask", "cu_seqlens_padded"):
         if not np.array_equal(np.asarray(getattr(outputs, name)), expected[name]):
             fail(f"the JIT-compiled drop-in step's {name} differs from the reference")
