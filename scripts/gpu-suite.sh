@@ -79,14 +79,19 @@ if wants check; then
   repair=$(mktemp -d)
   check_repair() {
     local check="$build/bin/thdc-runtime-check --replays 2 --microbatches 1 $bundles/check/C32768_cp2_N64_ptx-only"
-    THDC_CACHE_DIR=$repair $check > /dev/null || return 1
+    load() { # expected text of the load line; prints the line
+      local line; line=$(THDC_CACHE_DIR=$repair $check | grep "module load") || return 1
+      echo "$line"
+      [[ $line == *"$1"* ]]
+    }
+    load "module load" || return 1
     local entry; entry=$(ls "$repair"/cubin-*.cubin) || return 1
+    echo "one bit of $entry flipped"
     python3 -c 'import sys; p = sys.argv[1]; b = bytearray(open(p, "rb").read()); b[len(b) // 2] ^= 1; open(p, "wb").write(b)' "$entry"
-    THDC_CACHE_DIR=$repair $check | tee /dev/stderr | grep -q "damaged cached cubin" || return 1
-    THDC_CACHE_DIR=$repair $check | tee /dev/stderr | grep -q "(cached cubin)" || return 1
+    load "damaged cached cubin" && load "(cached cubin)" || return 1
+    echo "$entry replaced by another file"
     cp "$bundles/check/C32768_cp2_N64_ptx-only/manifest.json" "$entry"
-    THDC_CACHE_DIR=$repair $check | tee /dev/stderr | grep -q "damaged cached cubin" || return 1
-    THDC_CACHE_DIR=$repair $check | tee /dev/stderr | grep -q "(cached cubin)"
+    load "damaged cached cubin" && load "(cached cubin)"
   }
   run gpu-cubin-cache-repair check_repair
   sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
