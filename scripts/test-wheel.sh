@@ -43,7 +43,8 @@ if [ "${THDC_WHEEL_PYTEST:-0}" = 1 ]; then
   "$venv/python" -m pip install --quiet --disable-pip-version-check pytest "torch>=2.10" \
     "${THDC_MEGATRON_CORE:-megatron-core==0.19.2}"
   echo "installed in $(($(date +%s) - start)) s: $("$venv/python" -c 'import torch, megatron.core as m; print("torch", torch.__version__, "megatron-core", m.__version__)')"
-  # No build tree: the tests that run the commands find the installed ones.
-  env -u PYTHONPATH THDC_BIN_DIR="$work/no-build-tree" \
+  # No build tree: the tests that run the commands find the installed ones,
+  # on the environment's PATH.
+  env -u PYTHONPATH THDC_BIN_DIR="$work/no-build-tree" PATH="$venv:$PATH" \
     "$venv/python" -m pytest -q -p no:cacheprovider -rs "$root/test/python"
 fi

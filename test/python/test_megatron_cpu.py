@@ -8,7 +8,6 @@ refusing what needs CUDA (streams) by name; no call into torch.cuda on the
 whole path; two TP ranks broadcasting over gloo. The GPU twin is
 test_megatron_gpu.py. Skipped without PyTorch >= 2.10."""
 import os
-import shutil
 import subprocess
 import sys
 
@@ -457,14 +456,12 @@ def test_two_tp_ranks_broadcast_over_gloo(tmp_path):
     """Two TP ranks on the CPU under torchrun: replicate and broadcast
     (slot.broadcast over gloo), both equal on both ranks and to the
     reference (test/python/torchrun_tp.py --device cpu)."""
-    torchrun = shutil.which("torchrun") or shutil.which(
-        "torchrun", path=os.path.dirname(sys.executable))
-    if torchrun is None:
-        pytest.skip("no torchrun")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path),
                THDC_CACHE_DIR=str(tmp_path / "cache"))
     result = subprocess.run(
-        [torchrun, "--standalone", "--nproc-per-node", "2",
+        # torchrun of this interpreter's torch (a torchrun on PATH may be
+        # another Python's).
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
          os.path.join(os.path.dirname(__file__), "torchrun_tp.py"), "--device", "cpu",
          "--C", "64", "--N", "9", "--microbatches", "20"],
         env=env, capture_output=True, text=True, timeout=300)

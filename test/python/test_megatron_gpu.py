@@ -11,7 +11,6 @@ synchronisation in the per-microbatch path. Skipped without PyTorch or a GPU.
 Kernels come from bundles (THDC_BUNDLES, written by
 scripts/make-gpu-bundles.sh) or, where thdc has a JIT, are compiled here."""
 import os
-import shutil
 import subprocess
 import sys
 
@@ -275,9 +274,6 @@ def test_sequence_parallel_shard_of_the_padding_mask():
 def test_two_tp_ranks_under_torchrun():
     """Two TP ranks (gloo) sharing this GPU: both recipes, outputs equal on
     both ranks and to the reference (test/python/torchrun_tp.py)."""
-    torchrun = shutil.which("torchrun")
-    if torchrun is None:
-        pytest.skip("no torchrun")
     C, cp, N = 1024, 2, 33
     path = os.path.join(BUNDLES, "python", thdc.stages.bundle_name(C, cp, N))
     args = ["--bundle", path] if os.path.isdir(path) else []
@@ -285,7 +281,9 @@ def test_two_tp_ranks_under_torchrun():
         pytest.skip(f"no bundle {path} and no JIT")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
     result = subprocess.run(
-        [torchrun, "--standalone", "--nproc-per-node", "2",
+        # torchrun of this interpreter's torch (a torchrun on PATH may be
+        # another Python's).
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
          os.path.join(os.path.dirname(__file__), "torchrun_tp.py"), *args],
         env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
