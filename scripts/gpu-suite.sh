@@ -5,7 +5,8 @@
 #   check: the GPU suite (thdc-runtime-check: random microbatches, 1000 graph
 #          replays with new data, every status bit, GPU against host code;
 #          every example pipeline against its recorded reference cases),
-#          then under compute-sanitizer memcheck and racecheck;
+#          then under compute-sanitizer memcheck and racecheck; and cache;
+#   cache: thdc's cache of driver-compiled cubins, damaged, repaired;
 #   jit:   cold and warm JIT compile times, when a thdc-embed binary and the
 #          LLVM/MLIR runtime libraries are given (THDC_EMBED; THDC_MLIR_DEBS,
 #          a folder of Debian packages or .tar.xz of their files);
@@ -19,7 +20,7 @@
 #          global_batch.py) when there are two GPUs (else global_batch.py's
 #          two ranks share the GPU over gloo), and
 #          bench/python_call.py beside bench/thdc_bench.
-#   scripts/gpu-suite.sh [check|jit|bench|python|all][,...] RESULTS_DIR
+#   scripts/gpu-suite.sh [check|cache|jit|bench|python|all][,...] RESULTS_DIR
 # A Python package missing there can be given as wheels in THDC_WHEELS; they
 # are installed into a temporary folder. megatron-core releases given in
 # THDC_MEGATRON_WHEELS are each tested with the drop-in on their own.
@@ -73,6 +74,18 @@ if wants check; then
       grep -h "module load" "$out/gpu-load-$bundle-$attempt.txt" | tee -a "$out/summary.txt"
     done
   done
+  sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  for tool in memcheck racecheck; do
+    run "sanitizer-$tool" "$sanitizer" --tool "$tool" --error-exitcode 1 \
+      "$build/bin/thdc-runtime-check" --replays 20 --microbatches 3 \
+      "$bundles/check/C8_cp2_N6" "$bundles/check/C1024_cp4_N33" "$bundles/check/C4096_cp8_N64"
+    run "sanitizer-$tool-examples" "$sanitizer" --tool "$tool" --error-exitcode 1 \
+      "$build/bin/thdc-runtime-check" "$bundles"/examples/*_C1024_* "$bundles"/examples/pack_microbatch_C8_* \
+      "$bundles"/examples/pack_microbatch_dynamic_cp_C16_* "$bundles"/examples/model_positions_C8_*
+  done
+fi
+
+if wants check || wants cache; then
   # thdc's cache of the driver's cubin, damaged (one bit flipped, then the
   # entry replaced by another file): compiled again from the PTX and
   # replaced, so the next process loads the repaired entry.
@@ -94,15 +107,6 @@ if wants check; then
     load "damaged cached cubin" && load "(cached cubin)"
   }
   run gpu-cubin-cache-repair check_repair
-  sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-  for tool in memcheck racecheck; do
-    run "sanitizer-$tool" "$sanitizer" --tool "$tool" --error-exitcode 1 \
-      "$build/bin/thdc-runtime-check" --replays 20 --microbatches 3 \
-      "$bundles/check/C8_cp2_N6" "$bundles/check/C1024_cp4_N33" "$bundles/check/C4096_cp8_N64"
-    run "sanitizer-$tool-examples" "$sanitizer" --tool "$tool" --error-exitcode 1 \
-      "$build/bin/thdc-runtime-check" "$bundles"/examples/*_C1024_* "$bundles"/examples/pack_microbatch_C8_* \
-      "$bundles"/examples/pack_microbatch_dynamic_cp_C16_* "$bundles"/examples/model_positions_C8_*
-  done
 fi
 
 if wants jit; then
