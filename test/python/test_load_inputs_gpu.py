@@ -259,7 +259,7 @@ def test_what_does_not_fit_the_buffers_is_refused_before_the_gather():
     before = {k: v.clone() for k, v in vars(step.inputs).items()}
     bad = [
         (dict(_microbatch(9, C * cp + 1, [0, 16])), ValueError, "has 129 rows; the step holds"),
-        (dict(_microbatch(9, 16, list(range(0, 16 * (N + 1), 16)))), ValueError,
+        (dict(_microbatch(9, 16, list(range(0, 16 * (N + 2), 16)))), ValueError,
          "has 10 entries; the step holds N\\+1 = 9"),
         (dict(_microbatch(9, 16, [0, 16]), tokens=torch.zeros(2, 16, dtype=torch.int64,
                                                                device="cuda")),
