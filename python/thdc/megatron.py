@@ -640,12 +640,15 @@ class StepSlot:
     def load_inputs(self, tokens=None, labels=None, loss_mask=None, position_ids=None,
                     cu_seqlens=None, cu_seqlens_padded=None, num_seqs=None) -> None:
         """Copies one packed microbatch into the slot's inputs, on the current
-        stream. Data tensors hold up to C*cp rows ([T] or [1, T]); the stage
-        reads its own keys (they must be given) and ignores the others, so
-        one data path can feed every stage. cu arrays hold up to N+1
-        entries. num_seqs (int or a device tensor) defaults to
-        len(cu_seqlens) - 1 and is required for cu arrays of N+1 entries that
-        end in unused slots. Only shapes are read on the host.
+        stream. Data tensors hold up to C*cp rows ([T] or [1, T], the same T
+        for each; the kernel is told T, and empties a microbatch whose
+        offsets claim more rows, status rows_not_given); the stage reads its
+        own keys (they must be given) and ignores the others, so one data
+        path can feed every stage. cu arrays hold up to N+1 entries.
+        num_seqs (int or a device tensor) defaults to len(cu_seqlens) - 1
+        and is required for cu arrays of N+1 entries that end in unused
+        slots. Only shapes are read on the host; InputLoader states the
+        whole contract.
 
         Tensors that are contiguous, on the slot's device and of the input's
         dtype are copied, with num_seqs, by one launch of the runtime's
