@@ -7,6 +7,9 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 
+#include <algorithm>
+#include <vector>
+
 using namespace mlir;
 
 namespace {
@@ -98,6 +101,9 @@ LogicalResult thdc::screenUpstreamCrashes(MLIRContext &context,
   const llvm::MemoryBuffer *buffer =
       sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID());
   llvm::StringRef text = buffer->getBuffer();
+  // MLIR bytecode is not text: the lexical screen does not apply to it.
+  if (text.starts_with("ML\xEFR"))
+    return success();
   llvm::StringMap<llvm::StringRef> aliases = typeAliases(text);
   bool found = false;
   auto report = [&](size_t offset) {
@@ -108,28 +114,86 @@ LogicalResult thdc::screenUpstreamCrashes(MLIRContext &context,
                                          buffer->getBufferIdentifier(), line,
                                          column));
   };
-  unsigned depth = 0;
-  bool tooDeep = false;
+  // The parser's recursion, followed with a stack of the brackets open. A
+  // closer pops back to the opener of its kind, dropping what it encloses
+  // (a `<` that was a comparison, as in `(d0 <= 0)`); `>` closes only a `<`
+  // on top of the stack: inside parentheses it is a comparison
+  // (`d0 > = 0` included), and `->` and `>=` close nothing. Affine
+  // expressions recurse once per operator too (`- - - d0`, `d0 + d0 + ...`
+  // through the parser's helpers), so their operators are bounded as well,
+  // and so is any run of `-`.
+  std::vector<char> open;
+  size_t affineOpen = 0, affineOperators = 0, minusRun = 0;
+  llvm::StringRef previousWord;
+  bool tooDeep = false, tooLong = false, tooManyMinus = false;
+  auto nextIs = [&](size_t i, char c) {
+    size_t next = skipTrivia(text, i + 1);
+    return next < text.size() && text[next] == c;
+  };
   forEachCodeChar(text, [&](size_t i) -> size_t {
     size_t n = text.size();
     char c = text[i];
-    // The parser recurses once per bracket; `->` and `>=` close nothing.
-    if (c == '(' || c == '[' || c == '{' || c == '<') {
-      if (++depth > kMaxNestingDepth && !tooDeep) {
+    llvm::StringRef word = isBareIdChar(c) && (i == 0 || !isBareIdChar(text[i - 1]))
+                               ? wordAt(text, i)
+                               : llvm::StringRef();
+    bool arrowHead = c == '-' && i + 1 < n && text[i + 1] == '>';
+    bool operatorWord = word == "mod" || word == "floordiv" || word == "ceildiv";
+    if (affineOpen &&
+        ((c == '-' && !arrowHead) || c == '+' || c == '*' || operatorWord) &&
+        ++affineOperators > kMaxAffineOperators && !tooLong) {
+      tooLong = true;
+      report(i) << "an affine expression of more than " << kMaxAffineOperators
+                << " operators: thdc accepts up to " << kMaxAffineOperators
+                << " (MLIR's parser recurses once per operator)";
+    }
+    if (c == '-' && !arrowHead) {
+      if (++minusRun > kMaxNestingDepth && !tooManyMinus) {
+        tooManyMinus = true;
+        report(i) << "more than " << kMaxNestingDepth
+                  << " '-' in a row: MLIR's parser recurses once per '-'";
+      }
+    } else if (!llvm::isSpace(c)) {
+      minusRun = 0;
+    }
+    bool opener = c == '(' || c == '[' || c == '{' ||
+                  (c == '<' && !nextIs(i, '='));
+    // Past the bound the input is refused already: the stack stops growing
+    // (so that each closer's search stays short).
+    if (opener && !tooDeep) {
+      bool affine = c == '<' && (previousWord == "affine_map" ||
+                                 previousWord == "affine_set");
+      open.push_back(affine ? 'A' : c);
+      if (affine) {
+        if (affineOpen++ == 0)
+          affineOperators = 0;
+      }
+      if (open.size() > kMaxNestingDepth && !tooDeep) {
         tooDeep = true;
         report(i) << "brackets nested more than " << kMaxNestingDepth
                   << " deep: thdc accepts pipelines nested up to "
                   << kMaxNestingDepth
                   << " (MLIR's parser would run out of stack)";
       }
-      return i;
     }
-    if (c == ')' || c == ']' || c == '}' ||
-        (c == '>' && (i == 0 || text[i - 1] != '-') &&
-         (i + 1 == n || text[i + 1] != '='))) {
-      depth -= depth > 0;
-      return i;
+    auto pop = [&] {
+      affineOpen -= open.back() == 'A';
+      open.pop_back();
+    };
+    if (c == ')' || c == ']' || c == '}') {
+      char kind = c == ')' ? '(' : c == ']' ? '[' : '{';
+      if (std::find(open.begin(), open.end(), kind) != open.end()) {
+        while (open.back() != kind)
+          pop();
+        pop();
+      }
+    } else if (c == '>' && (i == 0 || text[i - 1] != '-') && !nextIs(i, '=') &&
+               !open.empty() && (open.back() == '<' || open.back() == 'A')) {
+      pop();
     }
+    if (!word.empty())
+      previousWord = word;
+    else if (!llvm::isSpace(c) && !isBareIdChar(c))
+      previousWord = llvm::StringRef();
     if (text[i] == '%') {
       size_t end = i + 1;
       while (end < n && isSuffixIdChar(text[end]))

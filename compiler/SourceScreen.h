@@ -8,9 +8,11 @@
 //     makes the parser allocate one placeholder per number up to it: out of
 //     memory, or gigabytes filled before the error;
 //   - brackets nested thousands deep (`[[[...`, `tuple<tuple<...`,
-//     `{a = {a = ...`, `((((...` in an affine map, regions in regions)
-//     overflow the stack of its recursive descent: 20 KB of text is a
-//     segmentation fault of the process that parses it.
+//     `{a = {a = ...`, `((((...` in an affine map, regions in regions),
+//     and affine expressions of thousands of operators (`- - - d0`, whose
+//     every `-` is a nested negation) overflow the stack of its recursive
+//     descent: 20 KB of text is a segmentation fault of the process that
+//     parses it.
 // A pipeline never needs any of them, so the compiler screens its input for them
 // before parsing: each is an error at its location instead of a crash in
 // the training process that compiles the text. The screen is lexical, as
@@ -37,10 +39,15 @@ namespace thdc {
 /// KiB, so no text of reasonable size can make it allocate gigabytes.
 constexpr uint64_t kMaxResultNumber = 255;
 
-/// Deepest nesting of brackets (`(`, `[`, `{`, `<`) a pipeline may use:
+/// Deepest nesting of brackets (`(`, `[`, `{`, `<`) a pipeline may use, and
+/// the longest run of `-` (each a nested negation in an affine expression):
 /// pipelines nest a dozen deep at most, and the parser's recursion to this
 /// depth stays far inside any thread's stack.
 constexpr unsigned kMaxNestingDepth = 128;
+
+/// Most operators (`+`, `-`, `*`, `mod`, `floordiv`, `ceildiv`) one affine
+/// map or set may hold: the parser recurses once per operator.
+constexpr unsigned kMaxAffineOperators = 1024;
 
 /// Emits an error at each input of `sourceMgr`'s main buffer that upstream
 /// MLIR would crash on; fails when there was one.

@@ -28,6 +28,16 @@
 // RUN: not thd-opt %t/deep-array.mlir 2>&1 | FileCheck %s --check-prefix=DEEP
 // RUN: not thd-opt %t/deep-region.mlir 2>&1 | FileCheck %s --check-prefix=DEEP
 // RUN: not thd-run %t/deep-tuple.mlir --input %t/empty.json --backend reference 2>&1 | FileCheck %s --check-prefix=DEEP
+// Spellings that fooled a plain bracket count: `>` that compares rather
+// than closes (`d0 > = 0` inside an integer set), every `-` of a negation,
+// long chains of affine operators.
+// RUN: %python %t/bypass.py compare > %t/bypass-compare.mlir
+// RUN: %python %t/bypass.py negate > %t/bypass-negate.mlir
+// RUN: %python %t/bypass.py chain > %t/bypass-chain.mlir
+// RUN: not thdc %t/bypass-compare.mlir --emit=ptx 2>&1 | FileCheck %s --check-prefix=DEEP
+// RUN: not thd-opt %t/bypass-compare.mlir 2>&1 | FileCheck %s --check-prefix=DEEP
+// RUN: not thd-opt %t/bypass-negate.mlir 2>&1 | FileCheck %s --check-prefix=NEGATE
+// RUN: not thd-opt %t/bypass-chain.mlir 2>&1 | FileCheck %s --check-prefix=CHAIN
 // Nesting within the bound is accepted, and `->` closes nothing.
 // RUN: %python %t/nest.py '[' ']' 120 > %t/deep-enough.mlir
 // RUN: thd-opt %t/deep-enough.mlir | FileCheck %s --check-prefix=ENOUGH
@@ -54,6 +64,8 @@
 // NUMBER: result-number.mlir:3:10: error: result number '#256' of '%a' is out of range
 // DEEP: error: brackets nested more than 128 deep: thdc accepts pipelines nested up to 128 (MLIR's parser would run out of stack)
 // DEEP-NOT: error
+// NEGATE: error: more than 128 '-' in a row: MLIR's parser recurses once per '-'
+// CHAIN: error: an affine expression of more than 1024 operators: thdc accepts up to 1024 (MLIR's parser recurses once per operator)
 // ENOUGH: func.func @f()
 // ZERO: error: '/dev/zero' is not a regular file (a character device); give a file, or pipe the text into standard input
 // ZERO-STDIN: error: '<stdin>' is not a regular file (a character device)
@@ -110,3 +122,15 @@ try:
 except BrokenPipeError:
     pass
 os._exit(0)
+//--- bypass.py
+# bypass.py compare|negate|chain: text that nests the parser without
+# nesting brackets a plain count sees.
+import sys
+kind = sys.argv[1]
+if kind == "compare":
+    level = "[affine_set<(d0) : (d0 > = 0, d0 > = 0, d0 > = 0)>, "
+    print("func.func @f() attributes {a = " + level * 20000 + "0" + "]" * 20000 + "} { return }")
+elif kind == "negate":
+    print("func.func @f() attributes {a = affine_map<(d0) -> (" + "-" * 200000 + "d0)>} { return }")
+else:
+    print("func.func @f() attributes {a = affine_map<(d0) -> (d0" + " + d0" * 200000 + ")>} { return }")
