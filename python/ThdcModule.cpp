@@ -1426,9 +1426,9 @@ public:
   /// A load's tensor arguments (tokens, labels, loss_mask, position_ids,
   /// cu_seqlens, cu_seqlens_padded), as InputLoader.load takes them.
   static constexpr size_t kArguments = 6;
-  /// One microbatch's gather: a segment per argument and one each for
-  /// num_rows and num_seqs.
-  using Segments = std::array<GatherSegment, kArguments + 2>;
+  /// One microbatch's gather: a segment per argument, a store after each
+  /// of the two cu arrays, one each for num_rows and num_seqs.
+  using Segments = std::array<GatherSegment, kArguments + 4>;
 
   InputGather(const Gather &gather, nb::handle targets, nb::handle numSeqs,
               nb::handle numRows)
@@ -1657,6 +1657,17 @@ private:
                            target.buffer.address,
                            uint64_t(elements) * target.buffer.elementBytes, 0};
     }
+    // The entry after the given ones, where an earlier microbatch's may
+    // be, is made -1: a num_seqs that claims more sequences than the
+    // arrays give then reads a decreasing offset (not_monotonic) instead of
+    // an earlier microbatch's boundaries.
+    if (entries >= 0 && entries < capacityEntries)
+      for (const Target &target : targets_)
+        if (!target.isData)
+          segments[count++] = {0,
+                               target.buffer.address +
+                                   uint64_t(entries) * target.buffer.elementBytes,
+                               target.buffer.elementBytes, ~uint64_t(0)};
     if (rows >= 0) {
       if (!numRows_.address)
         return false;
@@ -1868,10 +1879,15 @@ NB_MODULE(_thdc, m) {
                                   message = error.message();
                                   code = error.convertToErrorCode();
                                 });
-          PyErr_SetString(code == std::errc::no_such_file_or_directory
-                              ? PyExc_FileNotFoundError
-                              : PyExc_ValueError,
-                          message.c_str());
+          // What open() would raise for the same path, else ValueError.
+          PyObject *type =
+              code == std::errc::no_such_file_or_directory
+                  ? PyExc_FileNotFoundError
+              : code == std::errc::permission_denied ||
+                      code == std::errc::operation_not_permitted
+                  ? PyExc_PermissionError
+                  : PyExc_ValueError;
+          PyErr_SetString(type, message.c_str());
           throw nb::python_error();
         }
         return std::string((*read)->getBuffer());

@@ -346,7 +346,10 @@ class InputLoader:
     every copy (they were made from the kernel's verified signature), and
     T goes to the kernel as num_rows: a microbatch whose offsets claim more
     rows than the caller gave is flagged (rows_not_given) and emptied
-    rather than reading rows an earlier microbatch left in the buffers.
+    rather than reading rows an earlier microbatch left in the buffers. For
+    the same reason the cu entry after the E given is set to -1, so that a
+    num_seqs claiming more sequences than the arrays give is flagged
+    (not_monotonic) rather than reading an earlier microbatch's offsets.
     Integers are never narrowed silently: an int64 array copied into an
     int32 buffer saturates (so an offset past the int32 range is flagged,
     not wrapped), and a floating-point tensor is refused for an integer
@@ -456,9 +459,9 @@ class InputLoader:
                 if entries is not None and count != entries:
                     raise ValueError("cu_seqlens and cu_seqlens_padded differ in length")
                 entries = count
-            _check_conversion(name, value.dtype, dtype)
-            if not count:
+            if not count:  # nothing to copy, nothing to convert
                 continue
+            _check_conversion(name, value.dtype, dtype)
             source = value.data_ptr() if gather is not None else 0
             if (source and value.dtype is dtype and value.get_device() == device
                     and value.is_contiguous()):
@@ -475,6 +478,16 @@ class InputLoader:
         for buffer, value, count in set_aside:
             buffer[:count].copy_(_saturated(value.reshape(-1), buffer.dtype),
                                  non_blocking=True)
+        # The entry after the given ones, where an earlier microbatch's may
+        # be, is made -1: a num_seqs that claims more sequences than the
+        # arrays give then reads a decreasing offset (not_monotonic) instead
+        # of an earlier microbatch's boundaries.
+        for name, buffer, dtype, size, address, is_data in self.targets:
+            if not is_data and entries < buffer.numel():
+                if gather is not None:
+                    segments += (0, address + entries * size, size, -1)
+                else:
+                    buffer[entries:entries + 1].fill_(-1)
         if rows is not None:
             if gather is not None:
                 segments += (0, self.num_rows.data_ptr(), 4, rows)

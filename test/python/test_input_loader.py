@@ -86,6 +86,9 @@ def per_tensor(inputs, keys, args):
     for k in keys + ("cu_seqlens", "cu_seqlens_padded"):
         value = args[k]
         getattr(inputs, k)[:value.numel()].copy_(value.reshape(-1))
+    for k in ("cu_seqlens", "cu_seqlens_padded"):  # the entry after the given: -1
+        entries = args[k].numel()
+        getattr(inputs, k)[entries:entries + 1] = -1
     if keys:
         inputs.num_rows.fill_(args[keys[0]].numel())
     num_seqs = args.get("num_seqs")
@@ -174,19 +177,26 @@ def test_one_gather_of_every_input_when_all_match():
     args.update(cu_seqlens=torch.arange(entries, dtype=torch.int32),
                 cu_seqlens_padded=torch.arange(entries, dtype=torch.int32))
     fast_loader.load(**args)
-    # The data keys, the cu arrays, num_rows and num_seqs.
-    assert (counting.calls, counting.segments) == (1, 4 + 2 + 1 + 1)
+    # The data keys, the cu arrays, the entry after each cu array, num_rows
+    # and num_seqs.
+    assert (counting.calls, counting.segments) == (1, 4 + 2 + 2 + 1 + 1)
     assert fast.tokens[:rows].tolist() == list(range(rows)) and fast.tokens[rows] == -7
     assert fast.num_seqs.item() == entries - 1 and fast.num_rows.item() == rows
+    assert fast.cu_seqlens[entries] == -1 and fast.cu_seqlens_padded[entries] == -1
+    assert fast.cu_seqlens[entries + 1] == -7
     fast_loader.load(**args, num_seqs=torch.tensor([3], dtype=torch.int32))
-    assert (counting.calls, counting.segments) == (2, 16) and fast.num_seqs.item() == 3
+    assert (counting.calls, counting.segments) == (2, 20) and fast.num_seqs.item() == 3
     empty = {k: v[:, :0] for k, v in args.items() if k in DTYPES}
     fast_loader.load(**empty, cu_seqlens=args["cu_seqlens"][:0],
                      cu_seqlens_padded=args["cu_seqlens_padded"][:0])
-    # Empty tensors copy nothing: only num_rows (0) and num_seqs (-1 for
-    # empty cu arrays).
-    assert (counting.calls, counting.segments) == (3, 18) and fast.num_seqs.item() == -1
-    assert fast.num_rows.item() == 0
+    # Empty tensors copy nothing: entry 0 of the cu arrays made -1, num_rows
+    # (0) and num_seqs (-1 for empty cu arrays).
+    assert (counting.calls, counting.segments) == (3, 24) and fast.num_seqs.item() == -1
+    assert fast.num_rows.item() == 0 and fast.cu_seqlens[0] == -1
+    # Arrays of every entry leave none to mark.
+    full = torch.arange(N + 1, dtype=torch.int32)
+    fast_loader.load(**dict(args, cu_seqlens=full, cu_seqlens_padded=full), num_seqs=N - 1)
+    assert (counting.calls, counting.segments) == (4, 24 + 4 + 2 + 1 + 1)
 
 
 def test_one_call_path_builds_the_gather_in_the_module():
@@ -208,6 +218,8 @@ def test_one_call_path_builds_the_gather_in_the_module():
         buffer = getattr(inputs, name)
         expected += [args[name].data_ptr(), buffer.data_ptr(),
                      args[name].numel() * buffer.element_size(), 0]
+    for name in ("cu_seqlens", "cu_seqlens_padded"):  # the entry after the given: -1
+        expected += [0, getattr(inputs, name).data_ptr() + 4 * entries, 4, -1]
     expected += [0, inputs.num_rows.data_ptr(), 4, rows]
     store = [0, inputs.num_seqs.data_ptr(), 4]
     assert fast.segments(*positional, None) == expected + store + [entries - 1]

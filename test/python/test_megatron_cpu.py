@@ -183,6 +183,23 @@ def test_a_short_microbatch_never_trains_on_the_previous_one(make_step):
         assert int(step.status[0]) == 0
 
 
+def test_a_count_past_the_given_offsets_never_reads_the_previous_ones(make_step):
+    """Microbatch B gives the offsets [0, 16] but says num_seqs = 2: entry 2
+    of the static cu buffers holds microbatch A's offset 32, and B would be
+    read as two sequences with A's boundary. The entry after those given is
+    -1, so the step flags the decreasing offset and empties B, whether the
+    count is an int or a tensor."""
+    step = make_step(64, 8, 1, 0)
+    for count in (2, torch.tensor([2], dtype=torch.int32)):
+        step(**microbatch_of(1000, 32, [0, 16, 32]))
+        assert int(step.status[0]) == 0
+        step(**microbatch_of(7, 32, [0, 16]), num_seqs=count)
+        assert thdc.describe_status(int(step.status[0])) == "not_monotonic", count
+        assert not step.batch["loss_mask"].any()
+        step(**microbatch_of(7, 32, [0, 16]), num_seqs=1)
+        assert int(step.status[0]) == 0
+
+
 def test_tensors_that_are_not_one_packed_microbatch_are_refused_before_copying(make_step):
     """A [2, T] tokens tensor (micro-batch size 2) and data tensors of
     different lengths are refused by name, and nothing of them is copied."""
