@@ -28,8 +28,13 @@ llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>>
 thdc::readInputFile(llvm::StringRef path, size_t maxBytes) {
   bool standardInput = path == "-";
   std::string name = standardInput ? "<stdin>" : path.str();
-  int fd = standardInput ? STDIN_FILENO
-                         : open(path.str().c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO must not wait for a writer (it is cleared
+  // once open, so that reads wait for data); O_NOCTTY: a terminal named as
+  // the input does not become the process's controlling terminal.
+  int fd = standardInput
+               ? STDIN_FILENO
+               : open(path.str().c_str(),
+                      O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
   if (fd < 0) {
     int error = errno;
     return llvm::createStringError(
@@ -49,8 +54,10 @@ thdc::readInputFile(llvm::StringRef path, size_t maxBytes) {
     return inputError(llvm::formatv("cannot read '{0}': {1}", name, message));
   }
   bool regular = S_ISREG(info.st_mode);
-  bool stream = S_ISFIFO(info.st_mode) ||
+  bool stream = S_ISFIFO(info.st_mode) || S_ISSOCK(info.st_mode) ||
                 (S_ISCHR(info.st_mode) && isatty(fd));
+  if (!standardInput)
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
   if (!regular && !stream) {
     closeFile();
     return inputError(llvm::formatv(
@@ -60,7 +67,7 @@ thdc::readInputFile(llvm::StringRef path, size_t maxBytes) {
         S_ISDIR(info.st_mode)   ? "a folder"
         : S_ISCHR(info.st_mode) ? "a character device"
         : S_ISBLK(info.st_mode) ? "a block device"
-                                : "a socket"));
+                                : "not a file"));
   }
   auto tooLarge = [&] {
     closeFile();

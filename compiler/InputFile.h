@@ -2,8 +2,8 @@
 //
 // What thdc, thd-opt and thd-run read (a pipeline, thd-run's JSON buffers),
 // and the files thdc.compile is given, go through readInputFile: a regular
-// file of bounded size, or standard input, a pipe or a terminal read up to
-// the same bound. A device (`/dev/zero`), a folder or a socket is an error
+// file of bounded size, or standard input, a pipe, a socket or a terminal
+// read up to the same bound. A device (`/dev/zero`) or a folder is an error
 // naming the path, never an endless read that ends with the kernel's
 // out-of-memory killer choosing a process (on a training node, maybe the
 // training process).
@@ -31,9 +31,10 @@ constexpr size_t kMaxSourceBytes = size_t(16) << 20;
 constexpr size_t kMaxJsonInputBytes = size_t(256) << 20;
 
 /// Reads `path` ("-": standard input) whole: a regular file of at most
-/// `maxBytes`, or a pipe, FIFO or terminal read until its end or until it
-/// has given more than `maxBytes` (an error). Anything else (a device, a
-/// folder, a socket) is an error. Errors name the path and say what to do.
+/// `maxBytes`, or a pipe, FIFO, socket or terminal read until its end or
+/// until it has given more than `maxBytes` (an error). Anything else (a
+/// device, a folder) is an error. Errors name the path and say what to do;
+/// a file that cannot be opened carries the system's error code.
 llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>>
 readInputFile(llvm::StringRef path, size_t maxBytes);
 

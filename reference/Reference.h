@@ -814,10 +814,6 @@ struct PackStepInput {
   int32_t numSeqs = 0;
   /// CP rank r whose slice is produced.
   int32_t cpRank = 0;
-  /// The rows of the data buffers the caller gave (copied in for this
-  /// microbatch; the rest hold an earlier one's), when the step checks them
-  /// (rowsStatus); nullopt: every row is the caller's.
-  std::optional<int64_t> rowsGiven;
 };
 
 /// Output of packMicrobatchStep for one CP rank: the graph step's outputs,

@@ -167,15 +167,18 @@ Result<NameTable> thdc::runtime::decodeNameTable(std::string_view bytes) {
       bool negative = !digits.empty() && digits[0] == '-';
       if (negative)
         digits.remove_prefix(1);
-      if (digits.empty() || digits.size() > 18)
+      // Any int64: the magnitude up to 2^63 (INT64_MIN's), checked before
+      // each step so that it cannot wrap.
+      const uint64_t limit = uint64_t(INT64_MAX) + (negative ? 1 : 0);
+      uint64_t magnitude = 0;
+      if (digits.empty())
         return bad();
-      int64_t value = 0;
       for (char c : digits) {
-        if (c < '0' || c > '9')
+        if (c < '0' || c > '9' || magnitude > (limit - uint64_t(c - '0')) / 10)
           return bad();
-        value = value * 10 + (c - '0');
+        magnitude = magnitude * 10 + uint64_t(c - '0');
       }
-      table.params[name] = negative ? -value : value;
+      table.params[name] = negative ? int64_t(0 - magnitude) : int64_t(magnitude);
     } else if (kind == "buffer" && entry) {
       if (!unescapeName(rest, name) || name.empty())
         return bad();

@@ -411,6 +411,9 @@ TEST(HostBuffersErrors, AnInputGivenTwiceIsRefused) {
   const BufferDesc specs[] = {{"num_seqs", "i32", 1}};
   EXPECT_EQ(readError(R"({"num_seqs": [1], "num_seqs" : [2]})", specs),
             "the input 'num_seqs' is given twice; give each argument once");
+  // Spelt with an escape, it is the same name.
+  EXPECT_EQ(readError(R"({"num_seqs": [1], "num_seq\u0073": [2]})", specs),
+            "the input 'num_seqs' is given twice; give each argument once");
   // The same name in a string value or in a nested object is no repeat.
   EXPECT_EQ(readError(R"({"num_seqs": [1], "x": {"num_seqs": 1}})", specs),
             "unknown input 'x'; the pipeline takes: num_seqs");

@@ -11,6 +11,7 @@
 
 #include "gtest/gtest.h"
 
+#include <climits>
 #include <string>
 
 using namespace thdc::runtime;
@@ -360,12 +361,14 @@ std::vector<BufferDesc> namedBuffers(std::vector<std::string> names) {
 } // namespace
 
 TEST(NameTable, ReadsBackWhatWasWritten) {
-  std::map<std::string, int64_t> params = {{"C", 8}, {"N", -6}, {"a b", 1}};
+  std::map<std::string, int64_t> params = {
+      {"C", 8}, {"N", -6}, {"a b", 1}, {"big", INT64_MAX}, {"small", INT64_MIN}};
   std::string text = encodeNameTable(
       "step", params, namedBuffers({"tokens", "with space", "back\\slash", "\n"}));
   EXPECT_EQ(text, "thdc-names 1\nentry step\nparam C 8\nparam N -6\n"
-                  "param a\\20b 1\nbuffer tokens\nbuffer with\\20space\n"
-                  "buffer back\\5cslash\nbuffer \\0a\n");
+                  "param a\\20b 1\nparam big 9223372036854775807\n"
+                  "param small -9223372036854775808\nbuffer tokens\n"
+                  "buffer with\\20space\nbuffer back\\5cslash\nbuffer \\0a\n");
   Result<NameTable> table = decodeNameTable(text + '\0' + "ignored");
   ASSERT_TRUE(table) << table.status().message();
   EXPECT_EQ(table->entry, "step");
@@ -387,7 +390,9 @@ TEST(NameTable, MalformedTablesAreErrorsNeverReadsPastTheBytes) {
       "thdc-names 1\nbuffer a\nentry step\n",     // a buffer before the entry
       "thdc-names 1\nentry step\nparam N\n",      // a parameter without value
       "thdc-names 1\nentry step\nparam N 6x\n",   // not a number
-      "thdc-names 1\nentry step\nparam N 1234567890123456789\n", // too long
+      "thdc-names 1\nentry step\nparam N 9223372036854775808\n", // past int64
+      "thdc-names 1\nentry step\nparam N -9223372036854775809\n",
+      "thdc-names 1\nentry step\nparam N -\n",
       "thdc-names 1\nentry step\nparam N 6\nparam N 7\n", // given twice
       "thdc-names 1\nentry step\nbuffer a\nparam N 6\n",  // params first
       "thdc-names 1\nentry step\nbuffer a\\4\n",    // a cut escape

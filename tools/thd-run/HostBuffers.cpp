@@ -342,10 +342,71 @@ static size_t jsonNestingDepth(llvm::StringRef text) {
   return deepest;
 }
 
+/// A JSON string's contents (between its quotes) decoded: the escapes
+/// \" \\ \/ \b \f \n \r \t and \uXXXX (surrogate pairs joined) to UTF-8.
+/// Malformed escapes are kept as they are (the parser refuses such text).
+static std::string decodeJsonString(llvm::StringRef raw) {
+  std::string out;
+  auto hex4 = [&](size_t at, unsigned &code) {
+    if (at + 4 > raw.size())
+      return false;
+    return !raw.substr(at, 4).getAsInteger(16, code);
+  };
+  auto utf8 = [&](unsigned code) {
+    if (code < 0x80) {
+      out += char(code);
+    } else if (code < 0x800) {
+      out += char(0xc0 | (code >> 6));
+      out += char(0x80 | (code & 0x3f));
+    } else if (code < 0x10000) {
+      out += char(0xe0 | (code >> 12));
+      out += char(0x80 | ((code >> 6) & 0x3f));
+      out += char(0x80 | (code & 0x3f));
+    } else {
+      out += char(0xf0 | (code >> 18));
+      out += char(0x80 | ((code >> 12) & 0x3f));
+      out += char(0x80 | ((code >> 6) & 0x3f));
+      out += char(0x80 | (code & 0x3f));
+    }
+  };
+  for (size_t i = 0; i < raw.size(); ++i) {
+    if (raw[i] != '\\' || i + 1 == raw.size()) {
+      out += raw[i];
+      continue;
+    }
+    char e = raw[++i];
+    unsigned code = 0, low = 0;
+    switch (e) {
+    case 'b': out += '\b'; break;
+    case 'f': out += '\f'; break;
+    case 'n': out += '\n'; break;
+    case 'r': out += '\r'; break;
+    case 't': out += '\t'; break;
+    case 'u':
+      if (!hex4(i + 1, code)) {
+        out += "\\u";
+        break;
+      }
+      i += 4;
+      if (code >= 0xd800 && code < 0xdc00 && i + 2 < raw.size() &&
+          raw[i + 1] == '\\' && raw[i + 2] == 'u' && hex4(i + 3, low) &&
+          low >= 0xdc00 && low < 0xe000) {
+        code = 0x10000 + ((code - 0xd800) << 10) + (low - 0xdc00);
+        i += 6;
+      }
+      utf8(code);
+      break;
+    default: out += e; break; // \" \\ \/
+    }
+  }
+  return out;
+}
+
 /// The first member name the top-level object of JSON text gives twice
-/// (its text between the quotes), if any: llvm::json's parser keeps one of
-/// them silently, and which one a reader takes is not defined.
-static std::optional<llvm::StringRef> repeatedTopLevelKey(llvm::StringRef text) {
+/// (decoded, so that "tokens" and "tok\u0065ns" are one name), if any:
+/// llvm::json's parser keeps one of them silently, and which one a reader
+/// takes is not defined.
+static std::optional<std::string> repeatedTopLevelKey(llvm::StringRef text) {
   llvm::StringSet<> keys;
   size_t depth = 0, start = 0;
   bool inString = false;
@@ -357,10 +418,11 @@ static std::optional<llvm::StringRef> repeatedTopLevelKey(llvm::StringRef text) 
       } else if (c == '"') {
         inString = false;
         size_t next = text.find_first_not_of(" \t\r\n", i + 1);
-        llvm::StringRef key = text.slice(start, i);
-        if (depth == 1 && next != llvm::StringRef::npos && text[next] == ':' &&
-            !keys.insert(key).second)
-          return key;
+        if (depth == 1 && next != llvm::StringRef::npos && text[next] == ':') {
+          std::string key = decodeJsonString(text.slice(start, i));
+          if (!keys.insert(key).second)
+            return key;
+        }
       }
     } else if (c == '"') {
       inString = true;
@@ -387,8 +449,8 @@ thdc::runtime::readInputs(llvm::StringRef jsonText,
   if (!root)
     return Status::error("invalid JSON input: " +
                          llvm::toString(root.takeError()));
-  if (std::optional<llvm::StringRef> repeated = repeatedTopLevelKey(jsonText))
-    return Status::error("the input '" + repeated->str() +
+  if (std::optional<std::string> repeated = repeatedTopLevelKey(jsonText))
+    return Status::error("the input '" + *repeated +
                          "' is given twice; give each argument once");
   const json::Object *object = root->getAsObject();
   if (!object)
