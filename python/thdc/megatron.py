@@ -57,7 +57,8 @@ repeating the total; the dummy sequence covers the rows after the real ones.
 
 A microbatch whose metadata is invalid (see `thd.validate`: too many
 sequences, over capacity, lengths not divisible by 2*cp, decreasing offsets,
-valid longer than padded, a bad rank) sets bits in `step.outputs.status`, and
+valid longer than padded, a bad rank, offsets that claim more rows or entries
+than were given) sets bits in `step.outputs.status`, and
 its outputs are those of an empty microbatch: a loss mask of zeros and one
 dummy sequence, so it contributes nothing to the loss or the gradients; the
 sequences and valid tokens it claimed are in `dropped_seqs` and
