@@ -32,7 +32,6 @@
 #include <unistd.h>
 #include <vector>
 
-
 using namespace thdc;
 using namespace thdc::runtime;
 
@@ -115,13 +114,14 @@ std::string printed(mlir::ModuleOp module) {
 void logCall(const CompileInfo &info, const std::string &sourceName,
              const char *what, const Status &failure) {
   char times[160];
-  std::snprintf(times, sizeof(times),
-                "%.3f ms (compile %.3f ms, load %.3f ms)", info.micros / 1000,
-                info.compileMicros / 1000, info.loadMicros / 1000);
-  llvm::errs() << "thdc-jit: " << sourceName << " key " << info.key.substr(0, 12)
-               << ": " << what << " in " << times;
+  std::snprintf(times, sizeof(times), "%.3f ms (compile %.3f ms, load %.3f ms)",
+                info.micros / 1000, info.compileMicros / 1000,
+                info.loadMicros / 1000);
+  llvm::errs() << "thdc-jit: " << sourceName << " key "
+               << info.key.substr(0, 12) << ": " << what << " in " << times;
   if (!failure)
-    llvm::errs() << ": " << failure.message().substr(0, failure.message().find('\n'));
+    llvm::errs() << ": "
+                 << failure.message().substr(0, failure.message().find('\n'));
   else if (!info.cacheNote.empty())
     llvm::errs() << " (" << info.cacheNote << ")";
   llvm::errs() << "\n";
@@ -217,8 +217,9 @@ Jit::Jit(JitOptions opts) : options(std::move(opts)) {
     // The chip of the device current when the JIT is made (else device 0).
     Result<int> device = (*driver)->resolveDevice(-1);
     targetName = (*driver)->architecture(device ? *device : 0);
-    if (options.smCount == 0)
-      options.smCount = (*driver)->multiprocessorCount(device ? *device : 0);
+    if (options.gpu.smCount == 0)
+      options.gpu.smCount =
+          (*driver)->multiprocessorCount(device ? *device : 0);
   } else {
     target = Backend::Host;
     targetName = "host-" + llvm::sys::getDefaultTargetTriple();
@@ -239,19 +240,20 @@ Jit::~Jit() = default;
 
 const char *thdc::compilerBuildId() { return THDC_COMPILER_BUILD_ID; }
 
-std::string thdc::jitCacheKey(
-    const std::string &buildId, const std::string &target,
-    const JitOptions &options, const std::string &pipelineText,
-    const std::map<std::string, int64_t> &params) {
+std::string thdc::jitCacheKey(const std::string &buildId,
+                              const std::string &target,
+                              const JitOptions &options,
+                              const std::string &pipelineText,
+                              const std::map<std::string, int64_t> &params) {
   // How the cubin is made changes what an entry holds: nvJitLink's cubin,
   // or the PTX alone for the driver; and at which optimisation level.
   std::string identity =
       "format " + std::to_string(kJitCacheFormat) + "\nthdc " + buildId +
       "\nllvm " + LLVM_VERSION_STRING + "\nptx-compiler " +
-      (ptxCompilerChoice() == PtxCompilerChoice::Driver ? "driver" : "nvjitlink") +
-      " O" + std::to_string(ptxOptLevel()) + "\ntarget " + target + "\nchip " +
-      options.chip + "\nblock " + std::to_string(options.blockSize) + "\nsms " +
-      std::to_string(options.smCount) + "\n";
+      (ptxCompilerChoice() == PtxCompilerChoice::Driver ? "driver"
+                                                        : "nvjitlink") +
+      " O" + std::to_string(ptxOptLevel()) + "\ntarget " + target + "\n" +
+      gpuOptionsKey(options.gpu);
   for (const auto &[name, value] : params)
     identity += "param " + name + "=" + std::to_string(value) + "\n";
   return runtime::cacheKey(identity + "\n" + pipelineText);
@@ -289,16 +291,13 @@ Jit::compile(const std::string &pipelineText,
   Result<std::shared_ptr<Executable>> result =
       compileLocked(pipelineText, params, out, sourceName);
   if (readSwitches().log) {
-    const char *what = !result ? "compile failed"
-                       : out.source == CompileInfo::Source::MemoryCache
-                           ? "memory-cache hit"
-                       : out.source == CompileInfo::Source::DiskCache
-                           ? "disk-cache hit"
-                       : readSwitches().alwaysCompile
-                           ? "compiled (THDC_ALWAYS_COMPILE)"
-                       : options.cacheDir == "-"
-                           ? "compiled (no disk cache)"
-                           : "disk-cache miss, compiled";
+    const char *what =
+        !result                                          ? "compile failed"
+        : out.source == CompileInfo::Source::MemoryCache ? "memory-cache hit"
+        : out.source == CompileInfo::Source::DiskCache   ? "disk-cache hit"
+        : readSwitches().alwaysCompile ? "compiled (THDC_ALWAYS_COMPILE)"
+        : options.cacheDir == "-"      ? "compiled (no disk cache)"
+                                       : "disk-cache miss, compiled";
     logCall(out, sourceName, what, result ? Status() : result.status());
   }
   return result;
@@ -381,7 +380,8 @@ Jit::compileLocked(const std::string &pipelineText,
 
   // A miss: the PTX compiler loads while the compiler runs.
   if (target == Backend::Cuda)
-    warmUpPtxCompiler(!options.chip.empty() ? options.chip : targetName);
+    warmUpPtxCompiler(!options.gpu.chip.empty() ? options.gpu.chip
+                                                : targetName);
   if (!temporarySwept) {
     removeDeadProcessesStaging();
     temporarySwept = true;
@@ -450,16 +450,14 @@ Jit::compileLocked(const std::string &pipelineText,
           if (!dump.empty())
             dumpStage(dump, out.key, 1, "bound-fused", "mlir",
                       printed(*module));
-          GpuOptions gpu;
-          gpu.chip = !options.chip.empty()       ? options.chip
-                     : target == Backend::Cuda ? targetName
-                                               : "sm_90";
-          gpu.blockSize = options.blockSize;
-          gpu.smCount = options.smCount;
+          GpuOptions gpu = options.gpu;
+          if (gpu.chip.empty())
+            gpu.chip = target == Backend::Cuda ? targetName : "sm_90";
           // With nvJitLink chosen, the GPU target's bundle carries its
           // cubin, made in-process: a load then compiles nothing.
-          gpu.cubinInProcess = target == Backend::Cuda &&
-                               ptxCompilerChoice() == PtxCompilerChoice::NvJitLink;
+          gpu.cubinInProcess =
+              target == Backend::Cuda &&
+              ptxCompilerChoice() == PtxCompilerChoice::NvJitLink;
           gpu.ptxOptLevel = ptxOptLevel();
           bool withHost = target == Backend::Host;
           if (mlir::failed(
@@ -526,7 +524,8 @@ Jit::compileLocked(const std::string &pipelineText,
                            ec.message());
     compiled = compileInto(std::string(staging));
     if (compiled)
-      out.cacheNote = "cannot write into the cache " + dir + ": " + firstAttempt;
+      out.cacheNote =
+          "cannot write into the cache " + dir + ": " + firstAttempt;
   }
   if (!compiled) {
     llvm::sys::fs::remove_directories(staging);
@@ -549,7 +548,7 @@ Jit::compileLocked(const std::string &pipelineText,
       return loaded->status();
     }
     const Executable &executable = ***loaded;
-    // A cubin for the chip the entry was compiled for (JitOptions::chip
+    // A cubin for the chip the entry was compiled for (JitOptions::gpu.chip
     // may name another than the device's).
     if (!executable.driverCubin().empty() &&
         executable.manifest().cubinFile.empty() &&

@@ -14,6 +14,7 @@
 #ifndef THDC_COMPILER_JIT_H
 #define THDC_COMPILER_JIT_H
 
+#include "compiler/GpuOptions.h"
 #include "runtime/Executable.h"
 
 #include <map>
@@ -48,13 +49,19 @@ struct JitOptions {
   /// Disk cache folder; empty: $THDC_CACHE_DIR, else $XDG_CACHE_HOME/thdc,
   /// else ~/.cache/thdc. "-" keeps compiled bundles in a temporary folder.
   std::string cacheDir;
-  /// Threads per block of the kernel (0: chosen from the output lengths).
-  int64_t blockSize = 0;
-  /// The GPU chip to compile for ("sm_90"); empty: the device's own.
-  std::string chip;
-  /// Multiprocessors the launch geometry is chosen for; 0: the device's
-  /// own (on the host: the chip's usual part, thdc::defaultSmCount).
-  int64_t smCount = 0;
+  /// The GPU back end's options (compiler/GpuOptions.def), all of them
+  /// part of the cache key. An empty chip is the device's own (on the host:
+  /// sm_90); an sm-count of 0 the device's own multiprocessors (on the
+  /// host: the chip's usual part, thdc::defaultSmCount). How the bundle is
+  /// assembled (assembleCubin, ...) is the JIT's own choice.
+  GpuOptions gpu = deviceGpuOptions();
+
+  /// GpuOptions with the chip left to the device.
+  static GpuOptions deviceGpuOptions() {
+    GpuOptions options;
+    options.chip.clear();
+    return options;
+  }
 };
 
 /// The compiler's build id: the SHA-256 (hex) of THDC_VERSION and of every

@@ -1,8 +1,8 @@
 //===- Pipelines.cpp - thdc's pass pipelines ------------------------------===//
 
 #include "compiler/Pipelines.h"
-#include "compiler/Targets.h"
 #include "codegen/CodegenPasses.h"
+#include "compiler/Chips.h"
 #include "passes/Passes.h"
 
 #include "mlir/Conversion/Passes.h"
@@ -32,46 +32,32 @@ LogicalResult thdc::runPassManager(PassManager &pm, ModuleOp module,
 }
 
 namespace {
-/// GpuOptions as `thd-opt --thd-to-ptx` spells them.
+/// GpuOptions as `thd-opt --thd-to-ptx` spells them: every option of
+/// compiler/GpuOptions.def.
 struct PtxPipelineOptions : public PassPipelineOptions<PtxPipelineOptions> {
-  Option<std::string> chip{*this, "chip",
-                           llvm::cl::desc("GPU architecture (sm_75 to sm_121f)"),
-                           llvm::cl::init("sm_90")};
-  Option<int64_t> blockSize{
-      *this, "block-size",
-      llvm::cl::desc("Threads per block (0: chosen from the output lengths)"),
-      llvm::cl::init(0)};
-  Option<int64_t> maxBlocks{
-      *this, "max-blocks",
-      llvm::cl::desc("At most this many blocks (0: one thread per element)"),
-      llvm::cl::init(0)};
-  Option<int64_t> rowsPerThread{
-      *this, "rows-per-thread",
-      llvm::cl::desc("Elements each GPU thread computes, a warp apart (0: "
-                     "chosen from the output lengths and sm-count)"),
-      llvm::cl::init(0)};
-  Option<int64_t> vectorWidth{
-      *this, "vector-width",
-      llvm::cl::desc("Consecutive elements a GPU thread stores with one "
-                     "vector access, 1 or 2 (0: chosen from the output "
-                     "lengths)"),
-      llvm::cl::init(0)};
-  Option<int64_t> smCount{
-      *this, "sm-count",
-      llvm::cl::desc("Multiprocessors of the target GPU (0: the chip's usual "
-                     "data-centre part)"),
-      llvm::cl::init(0)};
+#define THDC_GPU_OPTION(TYPE, FIELD, FLAG, DEFAULT, HELP)                      \
+  Option<TYPE> FIELD{*this, FLAG, llvm::cl::desc(HELP),                        \
+                     llvm::cl::init(DEFAULT)};
+#include "compiler/GpuOptions.def"
+
+  thdc::GpuOptions gpuOptions() const {
+    thdc::GpuOptions options;
+#define THDC_GPU_OPTION(TYPE, FIELD, FLAG, DEFAULT, HELP) options.FIELD = FIELD;
+#include "compiler/GpuOptions.def"
+    return options;
+  }
 };
 } // namespace
 
 void thdc::buildPtxPipeline(OpPassManager &pm, const GpuOptions &options) {
+  // Each launch option of compiler/GpuOptions.def is the lowering pass's
+  // option of the same name: one the pass does not declare fails the build.
   thd::THDLowerToGPUOptions lowering;
-  lowering.blockSize = options.blockSize;
-  lowering.maxBlocks = options.maxBlocks;
-  lowering.rowsPerThread = options.rowsPerThread;
-  lowering.vectorWidth = options.vectorWidth;
-  lowering.smCount =
-      options.smCount > 0 ? options.smCount : defaultSmCount(options.chip);
+#define THDC_GPU_LAUNCH_OPTION(FIELD, FLAG, HELP)                              \
+  lowering.FIELD = options.FIELD;
+#include "compiler/GpuOptions.def"
+  if (options.smCount == 0)
+    lowering.smCount = defaultSmCount(options.chip);
   pm.addPass(thd::createTHDLowerToGPU(lowering));
   GpuNVVMAttachTargetOptions target;
   target.chip = options.chip;
@@ -137,14 +123,7 @@ void thdc::registerCompilerPasses() {
       "as thdc does before serializing it to PTX "
       "(then: gpu-module-to-binary{format=isa})",
       [](OpPassManager &pm, const PtxPipelineOptions &options) {
-        GpuOptions gpu;
-        gpu.chip = options.chip;
-        gpu.blockSize = options.blockSize;
-        gpu.maxBlocks = options.maxBlocks;
-        gpu.rowsPerThread = options.rowsPerThread;
-        gpu.vectorWidth = options.vectorWidth;
-        gpu.smCount = options.smCount;
-        buildPtxPipeline(pm, gpu);
+        buildPtxPipeline(pm, options.gpuOptions());
       });
   PassPipelineRegistration<>(
       "thd-to-host",

@@ -10,11 +10,12 @@
 #ifndef THDC_COMPILER_PIPELINES_H
 #define THDC_COMPILER_PIPELINES_H
 
+#include "compiler/GpuOptions.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Support/LLVM.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
 
-#include <cstdint>
 #include <functional>
 #include <string>
 
@@ -24,35 +25,6 @@ class PassManager;
 } // namespace mlir
 
 namespace thdc {
-
-/// Options of the GPU back end.
-struct GpuOptions {
-  std::string chip = "sm_90"; ///< sm_90 (default) or sm_80
-  int64_t blockSize = 0;      ///< 0: chosen from the output lengths
-  int64_t maxBlocks = 0;      ///< 0: one thread per element
-  int64_t rowsPerThread = 0;  ///< elements per GPU thread (0: chosen)
-  /// Consecutive elements a GPU thread stores with one vector access (0:
-  /// chosen from the output lengths).
-  int64_t vectorWidth = 0;
-  /// Multiprocessors of the GPU the launch geometry is chosen for (0: those
-  /// of the usual data-centre part of `chip`, defaultSmCount).
-  int64_t smCount = 0;
-  /// Also assemble the PTX for `chip` into a cubin in the bundle (with
-  /// CUDA's ptxas; skipped when there is none), so that loading the bundle
-  /// on that chip compiles nothing.
-  bool assembleCubin = false;
-  /// Assemble the cubin in-process with nvJitLink (runtime/PtxCompiler.h)
-  /// rather than with ptxas; where nvJitLink is missing or fails, the bundle
-  /// has the PTX alone and the driver compiles it at load time.
-  bool cubinInProcess = false;
-  /// Optimisation level of the cubin's assembly (ptxas -O).
-  int ptxOptLevel = 3;
-  /// Optimisation level of LLVM's NVPTX back end. 2 rather than 3: on every
-  /// example pipeline O2 gives the same PTX as O3 (pack_microbatch: 4
-  /// fewer instructions of 2444, the same loads and stores) in about 40%
-  /// less time.
-  int llvmOptLevel = 2;
-};
 
 /// Runs each pass manager of the compiler: `run` runs `pm`, `stage` names
 /// the step ("load pipeline", "lower to NVVM", "serialize kernel", "lower

@@ -10,7 +10,7 @@
 #define THDC_COMPILER_TARGETS_H
 
 #include "compiler/Compiler.h"
-#include "compiler/Pipelines.h"
+#include "compiler/GpuOptions.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
@@ -25,19 +25,6 @@ class ExecutionEngine;
 } // namespace mlir
 
 namespace thdc {
-
-/// The multiprocessor count of the usual data-centre part of `chip` (H100
-/// and H200 for sm_90), for a launch geometry chosen without the device; 132
-/// for a chip without an entry.
-int64_t defaultSmCount(llvm::StringRef chip);
-
-/// The PTX ISA version thdc emits for `chip` (80 for PTX 8.0), or none when
-/// it does not compile for that chip.
-std::optional<unsigned> ptxVersionFor(llvm::StringRef chip);
-
-/// Fails with a diagnostic on `anchor` unless `chip` is an architecture
-/// this compiler emits PTX for (sm_75 to sm_121f; see ptxVersionFor).
-mlir::LogicalResult checkGpuChip(mlir::Operation *anchor, llvm::StringRef chip);
 
 /// Runs buildPtxPipeline on a copy of `module` and returns the copy.
 mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>>

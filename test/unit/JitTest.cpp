@@ -257,7 +257,7 @@ TEST(JitErrors, UnsupportedChipIsAnErrorNotAnExit) {
   // A chip without a PTX version used to end the process with an
   // LLVM fatal error in the NVPTX back end.
   JitOptions options = hostOptions("-");
-  options.chip = "sm_130";
+  options.gpu.chip = "sm_130";
   Jit jit(options);
   auto result = jit.compile(exampleText(), smallParams());
   ASSERT_FALSE(result);

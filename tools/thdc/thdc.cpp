@@ -10,6 +10,7 @@
 
 #include "compiler/Bundle.h"
 #include "compiler/Context.h"
+#include "compiler/GpuOptions.h"
 #include "compiler/InputFile.h"
 #include "compiler/Targets.h"
 #include "tools/CommandLine.h"
@@ -53,33 +54,26 @@ struct ThdcOptions {
       cl::cat(category)};
   cl::opt<bool> emitPtx{"emit-ptx", cl::desc("Same as --emit=ptx"),
                         cl::cat(category)};
-  cl::opt<std::string> chip{"chip", cl::desc("GPU architecture"),
-                            cl::init("sm_90"), cl::cat(category)};
-  cl::opt<int64_t> blockSize{
-      "block-size",
-      cl::desc("Threads per block (0: chosen from the output lengths)"),
-      cl::init(0), cl::cat(category)};
-  cl::opt<int64_t> maxBlocks{
-      "max-blocks",
-      cl::desc("At most this many blocks; threads then loop over "
-               "the elements (0: one thread per element)"),
-      cl::init(0), cl::cat(category)};
-  cl::opt<int64_t> rowsPerThread{
-      "rows-per-thread",
-      cl::desc("Elements each GPU thread computes, a warp apart (0: chosen "
-               "from the output lengths and --sm-count)"),
-      cl::init(0), cl::cat(category)};
-  cl::opt<int64_t> vectorWidth{
-      "vector-width",
-      cl::desc("Consecutive elements a GPU thread stores with one vector "
-               "access, 1 or 2 (0: chosen from the output lengths)"),
-      cl::init(0), cl::cat(category)};
-  cl::opt<int64_t> smCount{
-      "sm-count",
-      cl::desc("Multiprocessors of the GPU the launch geometry is "
-               "chosen for (0: those of --chip's usual data-centre "
-               "part, e.g. 132 for sm_90)"),
-      cl::init(0), cl::cat(category)};
+  /// The GPU back end's options, one flag each (compiler/GpuOptions.def).
+  struct GpuFlags {
+#define THDC_GPU_OPTION(TYPE, FIELD, FLAG, DEFAULT, HELP)                      \
+  cl::opt<TYPE> FIELD{FLAG, cl::desc(HELP), cl::init(DEFAULT),                 \
+                      cl::cat(category)};
+    explicit GpuFlags(cl::OptionCategory &category) : category(category) {}
+    cl::OptionCategory &category;
+#include "compiler/GpuOptions.def"
+    thdc::OptionScope scope{{
+#define THDC_GPU_OPTION(TYPE, FIELD, FLAG, DEFAULT, HELP) &FIELD,
+#include "compiler/GpuOptions.def"
+    }};
+
+    thdc::GpuOptions options() const {
+      thdc::GpuOptions options;
+#define THDC_GPU_OPTION(TYPE, FIELD, FLAG, DEFAULT, HELP) options.FIELD = FIELD;
+#include "compiler/GpuOptions.def"
+      return options;
+    }
+  } gpu{category};
   cl::opt<bool> noHost{"no-host",
                        cl::desc("Do not build the host shared object"),
                        cl::cat(category)};
@@ -88,9 +82,8 @@ struct ThdcOptions {
       cl::desc("Do not assemble the kernel for --chip with ptxas (the "
                "bundle then carries only the PTX)"),
       cl::cat(category)};
-  thdc::OptionScope scope{{&inputFile, &outputDir, &emit, &emitPtx, &chip,
-                           &blockSize, &maxBlocks, &rowsPerThread, &vectorWidth,
-                           &smCount, &noHost, &noCubin}};
+  thdc::OptionScope scope{
+      {&inputFile, &outputDir, &emit, &emitPtx, &noHost, &noCubin}};
 };
 } // namespace
 
@@ -98,23 +91,19 @@ int thdc::tools::thdcMain(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   static cl::OptionCategory thdcCategory("thdc options");
   ThdcOptions options(thdcCategory);
-  auto &[category, inputFile, outputDir, emit, emitPtx, chip, blockSize,
-         maxBlocks, rowsPerThread, vectorWidth, smCount, noHost, noCubin,
-         scope] = options;
+  auto &[category, inputFile, outputDir, emit, emitPtx, gpuFlags, noHost,
+         noCubin, scope] = options;
   thdc::registerParamOption(thdcCategory);
   thdc::registerToolOptions(thdcCategory, thdc::registerMlirCommandLineOptions);
   thdc::setVersionPrinter("thdc");
   cl::ParseCommandLineOptions(argc, argv, "thdc: compile a THD pipeline\n");
   thdc::CompilerCommandLineOptions mlirOptions;
-  for (auto [option, minimum] :
-       {std::pair(&blockSize, 0), std::pair(&maxBlocks, 0),
-        std::pair(&rowsPerThread, 0), std::pair(&vectorWidth, 0),
-        std::pair(&smCount, 0)})
-    if (*option < minimum) {
-      llvm::errs() << "error: --" << option->ArgStr << " must be at least "
-                   << minimum << ", got " << *option << "\n";
-      return 1;
-    }
+  thdc::GpuOptions gpu = gpuFlags.options();
+  gpu.assembleCubin = !noCubin;
+  if (std::optional<std::string> error = thdc::gpuOptionsError(gpu)) {
+    llvm::errs() << "error: --" << *error << "\n";
+    return 1;
+  }
   Emit what = emitPtx ? Emit::Ptx : emit.getValue();
   if (what == Emit::Bundle && outputDir.empty()) {
     llvm::errs() << "error: give -o FOLDER for the bundle, or --emit-ptx\n";
@@ -143,14 +132,6 @@ int thdc::tools::thdcMain(int argc, char **argv) {
       thdc::loadPipeline(context, sourceMgr, *params);
   if (!module)
     return 1;
-  thdc::GpuOptions gpu;
-  gpu.chip = chip;
-  gpu.blockSize = blockSize;
-  gpu.maxBlocks = maxBlocks;
-  gpu.rowsPerThread = rowsPerThread;
-  gpu.vectorWidth = vectorWidth;
-  gpu.smCount = smCount;
-  gpu.assembleCubin = !noCubin;
   switch (what) {
   case Emit::Ptx: {
     int64_t grid[3], block[3];
