@@ -238,6 +238,7 @@ def compile(
     backend: str = "auto",
     cache_dir: str = "",
     chip: str = "",
+    **gpu_options: int,
 ) -> Kernel:
     """Compiles pipeline text, or a .mlir file, with parameter values.
 
@@ -246,7 +247,11 @@ def compile(
     text, the parameters, the chip and the compiler's version.
     `kernel.compile_info` says how the call was served (and, under
     "cache_note", why the disk cache was not used if it was not). chip: the
-    GPU architecture ("sm_90"); by default the current device's. Needs a
+    GPU architecture ("sm_90"); by default the current device's.
+    gpu_options: the GPU back end's other options, as thdc's flags of the
+    same names (`thdc._thdc.GPU_OPTIONS` lists them: block_size,
+    max_blocks, rows_per_thread, vector_width, sm_count; 0 lets the
+    compiler choose), all part of the cache key. Needs a
     build of thdc with MLIR (`thdc.has_jit`); elsewhere load a bundle.
     Processes sharing a cache folder may compile the same key at once: one
     compiles, the others wait for it and load its result. Inside a PyTorch
@@ -264,6 +269,7 @@ def compile(
     _check_str(backend, "backend")
     _check_str(cache_dir, "cache_dir")
     _check_str(chip, "chip")
+    gpu = dict(gpu_options, chip=chip) if chip else dict(gpu_options)
     if isinstance(pipeline, os.PathLike) or (
         "\n" not in text and text.endswith(".mlir")
     ):
@@ -271,11 +277,11 @@ def compile(
         text = _thdc.read_source(text)  # a regular file of bounded size
     if backend != "host" and _capturing():
         # Inside a capture only a memory-cache hit, which loads nothing.
-        cached = _thdc.compile_cached(text, values, backend, cache_dir, chip)
+        cached = _thdc.compile_cached(text, values, backend, cache_dir, gpu)
         if cached is None:
             _refuse_during_capture("thdc.compile (not in the memory cache)")
         return _finish(cached)
-    return _finish(_thdc.compile(text, values, backend, cache_dir, source_name, chip))
+    return _finish(_thdc.compile(text, values, backend, cache_dir, source_name, gpu))
 
 
 def pipeline_path(name: str) -> str:

@@ -165,6 +165,110 @@ def slot_count(global_batch_size: int, max_seqlen: int, C: int, cp: int = 1, *, 
     return planner.graph_capture_count(num_microbatches, bound)
 
 
+@dataclasses.dataclass(frozen=True)
+class StepOptions:
+    """GraphStep's options (GraphStep documents each), checked once, when
+    made: every value of its type and range (TypeError, ValueError), the
+    stage's options together (thdc.stages), and the device resolved to a
+    torch.device ("cuda" to the current device, "cpu" for the host code).
+    GraphStep(...) makes one of its arguments; `step.config` is it."""
+
+    C: int
+    N: int
+    cp: int = 1
+    cp_rank: int = 0
+    stage: str = "first_last"
+    cp_mode: str = "zigzag"
+    seq_idx: bool = True
+    rope_table_rows: Optional[int] = None
+    cp_order_index: bool = False
+    slots: int = 1
+    tp: int = 1
+    tp_rank: int = 0
+    sequence_parallel: bool = False
+    bundle: Optional[str] = None
+    device: object = None
+    convention: str = "graph"
+    cache_dir: str = ""
+
+    def __post_init__(self):
+        C, N, cp, cp_rank, tp, tp_rank = (self.C, self.N, self.cp, self.cp_rank, self.tp,
+                                          self.tp_rank)
+        slots, seq_idx, cp_order_index = self.slots, self.seq_idx, self.cp_order_index
+        sequence_parallel, rope_table_rows, bundle = (self.sequence_parallel,
+                                                      self.rope_table_rows, self.bundle)
+        stage, cp_mode, convention, cache_dir = (self.stage, self.cp_mode, self.convention,
+                                                 self.cache_dir)
+        device = self.device
+        C, N = thdc._check_int(C, "C"), thdc._check_int(N, "N")
+        cp, cp_rank = thdc._check_int(cp, "cp"), thdc._check_int(cp_rank, "cp_rank")
+        tp, tp_rank = thdc._check_int(tp, "tp"), thdc._check_int(tp_rank, "tp_rank")
+        slots = thdc._check_int(slots, "slots")
+        for name, value in (("seq_idx", seq_idx), ("cp_order_index", cp_order_index),
+                            ("sequence_parallel", sequence_parallel)):
+            if not isinstance(value, bool):
+                raise TypeError(f"{name} must be a bool; got {type(value).__name__}")
+        if rope_table_rows is not None:
+            rope_table_rows = thdc._check_int(rope_table_rows, "rope_table_rows")
+            if rope_table_rows < 1:
+                raise ValueError(f"rope_table_rows must be >= 1; got {rope_table_rows}")
+        if bundle is not None:
+            bundle = thdc._check_path(bundle, "bundle")
+        for name, value in (("stage", stage), ("cp_mode", cp_mode),
+                            ("convention", convention), ("cache_dir", cache_dir)):
+            thdc._check_str(value, name)
+        stages.check_options(stage, cp_mode, rope_table_rows is not None)
+        if convention not in CONVENTIONS:
+            raise ValueError(f"convention must be one of {CONVENTIONS}; got {convention!r}")
+        stages.check_params(C, cp, N, cp_mode, rope_table_rows)
+        if not 0 <= cp_rank < cp:
+            raise ValueError(f"cp_rank must be in [0, {cp}); got {cp_rank}")
+        if tp < 1 or not 0 <= tp_rank < tp:
+            raise ValueError(f"tp must be >= 1 and tp_rank in [0, tp); got tp={tp}, "
+                             f"tp_rank={tp_rank}")
+        if sequence_parallel and C % tp:
+            raise ValueError(f"sequence parallelism shards the C = {C} rows over tp = {tp} "
+                             "ranks; C must be a multiple of tp")
+        if slots < 1:
+            raise ValueError(f"slots must be >= 1; got {slots}")
+        if not (device is None or isinstance(device, (str, torch.device))):
+            try:
+                device = thdc._check_int(device, "device")
+            except TypeError:
+                raise TypeError("device must be a torch.device, a str such as 'cuda:0' or "
+                                f"an int ordinal; got {type(device).__name__}") from None
+        try:
+            resolved = torch.device("cuda" if device is None else device)
+        except RuntimeError as error:  # torch's own word on a malformed string
+            raise ValueError(f"device must be 'cpu' or a CUDA device; got {device!r}: "
+                             f"{error}") from None
+        # On the CPU the step is the pipeline's host code on CPU tensors:
+        # no streams, no graphs, and no call into torch.cuda.
+        on_host = resolved.type == "cpu"
+        if on_host:
+            resolved = torch.device("cpu")
+        elif resolved.type != "cuda":
+            raise ValueError(f"device must be 'cpu' or a CUDA device; got {device!r}")
+        elif not torch.cuda.is_available():
+            raise RuntimeError(
+                f"GraphStep(device={device!r}): PyTorch sees no CUDA device here"
+                + (" (the default is the current CUDA device)" if device is None else "")
+                + "; pass device='cpu' to run the pipeline's host code on CPU tensors")
+        elif resolved.index is None:  # "cuda": the current device, as torch has it
+            resolved = torch.device("cuda", torch.cuda.current_device())
+        for name, value in (("C", C), ("N", N), ("cp", cp), ("cp_rank", cp_rank), ("tp", tp),
+                            ("tp_rank", tp_rank), ("slots", slots),
+                            ("rope_table_rows", rope_table_rows), ("bundle", bundle),
+                            ("device", resolved)):
+            object.__setattr__(self, name, value)
+
+    @property
+    def pipeline_options(self) -> dict:
+        """The options of thdc.stages.pipeline(stage, ...) they ask for."""
+        return dict(cp_mode=self.cp_mode, seq_idx=self.seq_idx,
+                    rope=self.rope_table_rows is not None, cp_order_index=self.cp_order_index)
+
+
 class GraphStep:
     """The THD step of one microbatch for one CP rank, on static buffers.
 
@@ -213,68 +317,23 @@ class GraphStep:
         convention: str = "graph",
         cache_dir: str = "",
     ):
-        C, N = thdc._check_int(C, "C"), thdc._check_int(N, "N")
-        cp, cp_rank = thdc._check_int(cp, "cp"), thdc._check_int(cp_rank, "cp_rank")
-        tp, tp_rank = thdc._check_int(tp, "tp"), thdc._check_int(tp_rank, "tp_rank")
-        slots = thdc._check_int(slots, "slots")
-        for name, value in (("seq_idx", seq_idx), ("cp_order_index", cp_order_index),
-                            ("sequence_parallel", sequence_parallel)):
-            if not isinstance(value, bool):
-                raise TypeError(f"{name} must be a bool; got {type(value).__name__}")
-        if rope_table_rows is not None:
-            rope_table_rows = thdc._check_int(rope_table_rows, "rope_table_rows")
-            if rope_table_rows < 1:
-                raise ValueError(f"rope_table_rows must be >= 1; got {rope_table_rows}")
-        if bundle is not None:
-            bundle = thdc._check_path(bundle, "bundle")
-        for name, value in (("stage", stage), ("cp_mode", cp_mode),
-                            ("convention", convention), ("cache_dir", cache_dir)):
-            thdc._check_str(value, name)
-        stages.check_options(stage, cp_mode, rope_table_rows is not None)
-        if convention not in CONVENTIONS:
-            raise ValueError(f"convention must be one of {CONVENTIONS}; got {convention!r}")
-        stages.check_params(C, cp, N, cp_mode, rope_table_rows)
-        if not 0 <= cp_rank < cp:
-            raise ValueError(f"cp_rank must be in [0, {cp}); got {cp_rank}")
-        if tp < 1 or not 0 <= tp_rank < tp:
-            raise ValueError(f"tp must be >= 1 and tp_rank in [0, tp); got tp={tp}, "
-                             f"tp_rank={tp_rank}")
-        if sequence_parallel and C % tp:
-            raise ValueError(f"sequence parallelism shards the C = {C} rows over tp = {tp} "
-                             "ranks; C must be a multiple of tp")
-        if slots < 1:
-            raise ValueError(f"slots must be >= 1; got {slots}")
-        if not (device is None or isinstance(device, (str, torch.device))):
-            try:
-                device = thdc._check_int(device, "device")
-            except TypeError:
-                raise TypeError("device must be a torch.device, a str such as 'cuda:0' or "
-                                f"an int ordinal; got {type(device).__name__}") from None
-        try:
-            self.device = torch.device("cuda" if device is None else device)
-        except RuntimeError as error:  # torch's own word on a malformed string
-            raise ValueError(f"device must be 'cpu' or a CUDA device; got {device!r}: "
-                             f"{error}") from None
-        # On the CPU the step is the pipeline's host code on CPU tensors:
-        # no streams, no graphs, and no call into torch.cuda.
-        self.on_host = self.device.type == "cpu"
-        if self.on_host:
-            self.device = torch.device("cpu")
-        elif self.device.type != "cuda":
-            raise ValueError(f"device must be 'cpu' or a CUDA device; got {device!r}")
-        elif not torch.cuda.is_available():
-            raise RuntimeError(
-                f"GraphStep(device={device!r}): PyTorch sees no CUDA device here"
-                + (" (the default is the current CUDA device)" if device is None else "")
-                + "; pass device='cpu' to run the pipeline's host code on CPU tensors")
-        elif self.device.index is None:  # "cuda": the current device, as torch has it
-            self.device = torch.device("cuda", torch.cuda.current_device())
-        self.C, self.N, self.cp, self.cp_rank = C, N, cp, cp_rank
-        self.tp, self.tp_rank, self.sequence_parallel = tp, tp_rank, sequence_parallel
-        self.stage, self.cp_mode, self.convention = stage, cp_mode, convention
+        config = StepOptions(C, N, cp, cp_rank, stage=stage, cp_mode=cp_mode, seq_idx=seq_idx,
+                             rope_table_rows=rope_table_rows, cp_order_index=cp_order_index,
+                             slots=slots, tp=tp, tp_rank=tp_rank,
+                             sequence_parallel=sequence_parallel, bundle=bundle, device=device,
+                             convention=convention, cache_dir=cache_dir)
+        self.config = config
+        self.device, self.on_host = config.device, config.device.type == "cpu"
+        C, N, cp, stage = config.C, config.N, config.cp, config.stage
+        seq_idx, cp_order_index = config.seq_idx, config.cp_order_index
+        rope_table_rows, bundle, cache_dir = config.rope_table_rows, config.bundle, config.cache_dir
+        slots = config.slots
+        self.C, self.N, self.cp, self.cp_rank = C, N, cp, config.cp_rank
+        self.tp, self.tp_rank = config.tp, config.tp_rank
+        self.sequence_parallel = config.sequence_parallel
+        self.stage, self.cp_mode, self.convention = stage, config.cp_mode, config.convention
         self.rope_table_rows = rope_table_rows
-        self.options = dict(cp_mode=cp_mode, seq_idx=seq_idx,
-                            rope=rope_table_rows is not None, cp_order_index=cp_order_index)
+        self.options = config.pipeline_options
         self.data_keys = stages.data_keys(stage)
 
         params = {"C": self.C, "cp": self.cp, "N": self.N}
@@ -338,181 +397,61 @@ class InputLoader:
     """What StepSlot.load_inputs does, for static input buffers `inputs`
     (a namespace of 1-D tensors: the stage's data keys, cu_seqlens,
     cu_seqlens_padded, num_seqs and, with data keys, num_rows) on one
-    device or the CPU.
+    device or the CPU, through `gather` (a thdc._thdc.Gather of the
+    buffers' device, or its host form for CPU buffers).
 
-    The contract of one load: every data tensor the stage reads is [T] or
-    [1, T] (micro-batch size 1, as sequence packing has it) with the same T
-    rows, at most its buffer's; the cu arrays are [E] or [1, E] with the
-    same E entries, at most their buffers'. The buffers' own lengths bound
-    every copy (they were made from the kernel's verified signature), and
-    T goes to the kernel as num_rows: a microbatch whose offsets claim more
-    rows than the caller gave is flagged (rows_not_given) and emptied
-    rather than reading rows an earlier microbatch left in the buffers. For
-    the same reason the cu entry after the E given is set to -1, so that a
-    num_seqs claiming more sequences than the arrays give is flagged
-    (not_monotonic) rather than reading an earlier microbatch's offsets.
-    Integers are never narrowed silently: an int64 array copied into an
-    int32 buffer saturates (so an offset past the int32 range is flagged,
-    not wrapped), and a floating-point tensor is refused for an integer
-    buffer.
+    The contract of one load is thdc._thdc.InputGather's, stated there
+    once: every data tensor the stage reads is [T] or [1, T] (micro-batch
+    size 1, as sequence packing has it) with the same T rows, at most its
+    buffer's; the cu arrays are [E] or [1, E] with the same E entries, at
+    most their buffers'; T goes to the kernel as num_rows, so that a
+    microbatch whose offsets claim more rows than the caller gave is
+    flagged (rows_not_given) and emptied rather than reading rows an
+    earlier microbatch left in the buffers; the cu entry after the E given
+    is set to -1, so that a num_seqs claiming more sequences than the arrays
+    give is flagged (not_monotonic). Every check runs before anything is
+    copied. One call into the module checks the load and gathers, in one
+    launch, every tensor of its buffer's dtype, contiguous and on the
+    buffers' device, and the stores; what is left here is the conversions:
+    each other tensor is copied by one Tensor.copy_ (which converts dtypes
+    and moves between devices), and integers are never narrowed silently
+    (an int64 array copied into an int32 buffer saturates, so an offset past
+    the int32 range is flagged, not wrapped). per_tensor: every tensor by
+    its own copy_ (the stores still in one gather), for comparisons."""
 
-    With `gather` (a thdc._thdc.Gather of the buffers' device, or its host
-    form for CPU buffers), every given tensor that is contiguous, on the
-    buffers' device and of its buffer's dtype, num_seqs and num_rows go
-    into one gather: a flat list of plain ints (addresses and byte counts)
-    and one launch. The others, and all of them without `gather`, are
-    copied by one Tensor.copy_ each (which converts dtypes and moves between
-    devices). Every check runs before anything is copied.
-
-    With a thdc._thdc.Gather, the common microbatch (every tensor fit for the
-    gather, num_seqs left out, an int32 int or such a tensor) takes one
-    call into the module (thdc._thdc.InputGather), which reads the tensors
-    through PyTorch's DLPack exchange table, builds the segments and
-    launches; it refuses anything else before copying, and the general path
-    below then checks, reports and copies."""
-
-    # The one-call path (a thdc._thdc.InputGather), or None: the general path alone.
-    fast = None
-
-    def __init__(self, inputs, data_keys, stage: str, gather=None):
+    def __init__(self, inputs, data_keys, stage: str, gather, per_tensor: bool = False):
         self.inputs, self.data_keys, self.stage = inputs, tuple(data_keys), stage
-        self.gather = gather
         cu = ("cu_seqlens", "cu_seqlens_padded")
-        # The arguments' check order (cu arrays, then data keys), and per
-        # input its buffer, dtype, bytes per element, address and kind, in
-        # the order their sizes are checked (data keys, then cu arrays).
-        self.checked = cu + self.data_keys
-        self.targets = tuple((n, getattr(inputs, n), getattr(inputs, n).dtype,
-                              getattr(inputs, n).element_size(), getattr(inputs, n).data_ptr(),
-                              n not in cu) for n in self.data_keys + cu)
-        self.num_rows = getattr(inputs, "num_rows", None) if self.data_keys else None
-        if self.data_keys and self.num_rows is None:
+        num_rows = getattr(inputs, "num_rows", None) if self.data_keys else None
+        if self.data_keys and num_rows is None:
             raise ValueError("a stage that reads data keys needs a num_rows input: the "
                              "kernel bounds the rows it reads by the rows given")
-        if isinstance(gather, thdc._thdc.Gather):
-            self.fast = thdc._thdc.InputGather(
-                gather, tuple((_LOAD_ARGUMENTS.index(n), buffer, is_data)
-                              for n, buffer, _, _, _, is_data in self.targets),
-                inputs.num_seqs, self.num_rows)
-        self.device_index = inputs.num_seqs.get_device()  # -1 on the CPU
-        self.num_seqs_address = inputs.num_seqs.data_ptr()
-        self.num_seqs_dtype = inputs.num_seqs.dtype
-        self.num_seqs_size = inputs.num_seqs.element_size()
-        # The framework's current stream, read by the gather itself when it
-        # can (torch's DLPack exchange table), else asked of torch per call.
-        self.stream_of_call = None
-        if gather is not None and self.device_index >= 0 and not gather.follows_current_stream:
-            device = torch.device("cuda", self.device_index)
-            self.stream_of_call = lambda: torch.cuda.current_stream(device).cuda_stream
+        targets = tuple((_LOAD_ARGUMENTS.index(n), getattr(inputs, n), n not in cu)
+                        for n in self.data_keys + cu)
+        self.fast = thdc._thdc.InputGather(gather, targets, inputs.num_seqs, num_rows,
+                                           stage=stage, per_tensor=per_tensor)
+        # The buffer of each argument index (num_seqs last), for the copies.
+        self.buffers = [getattr(inputs, n, None) for n in _LOAD_ARGUMENTS] + [inputs.num_seqs]
 
     def load(self, tokens=None, labels=None, loss_mask=None, position_ids=None,
              cu_seqlens=None, cu_seqlens_padded=None, num_seqs=None, **unknown) -> None:
         if unknown:
             _refuse_unknown("load_inputs", unknown)
-        fast = self.fast
-        if fast is not None and fast(tokens, labels, loss_mask, position_ids, cu_seqlens,
-                                     cu_seqlens_padded, num_seqs):
-            return
-        self.load_general(tokens, labels, loss_mask, position_ids, cu_seqlens,
-                          cu_seqlens_padded, num_seqs)
+        rest = self.fast(tokens, labels, loss_mask, position_ids, cu_seqlens,
+                         cu_seqlens_padded, num_seqs)
+        if rest is not None:
+            self.convert(rest, (tokens, labels, loss_mask, position_ids, cu_seqlens,
+                                cu_seqlens_padded, num_seqs))
 
-    def load_general(self, tokens=None, labels=None, loss_mask=None, position_ids=None,
-                     cu_seqlens=None, cu_seqlens_padded=None, num_seqs=None) -> None:
-        """load without the one-call path: the checks, in Python, and the
-        gather of the tensors it can take beside a copy_ of each other."""
-        given = {"tokens": tokens, "labels": labels, "loss_mask": loss_mask,
-                 "position_ids": position_ids, "cu_seqlens": cu_seqlens,
-                 "cu_seqlens_padded": cu_seqlens_padded}
-        for name in self.checked:
-            value = given[name]
-            if value is None:
-                raise TypeError(f"stage {self.stage!r} reads {name}; it was not given")
-            if not isinstance(value, torch.Tensor):
-                raise TypeError(f"{name} must be a torch.Tensor; got {type(value).__name__}")
-        if not (num_seqs is None or isinstance(num_seqs, torch.Tensor)):
-            num_seqs = thdc._check_int(num_seqs, "num_seqs")
-
-        # The checks run before anything is copied: a tensor the gather
-        # cannot take is set aside for its own copy_ after them.
-        gather, device = self.gather, self.device_index
-        segments, set_aside = [], []
-        rows = entries = first = None
-        for name, buffer, dtype, size, address, is_data in self.targets:
-            value = given[name]
-            if value.dim() not in (1, 2) or (value.dim() == 2 and value.shape[0] != 1):
-                raise ValueError(
-                    f"{name} has the shape {tuple(value.shape)}; a packed microbatch's "
-                    f"tensors are [T] or [1, T] (micro-batch size 1, as sequence packing has "
-                    f"it)" if is_data else
-                    f"{name} has the shape {tuple(value.shape)}; cu arrays are [E] or [1, E]")
-            count, capacity = value.numel(), buffer.numel()
-            if is_data:
-                if count > capacity:
-                    raise ValueError(f"{name} has {count} rows; the step holds C*cp = {capacity}")
-                if rows is not None and count != rows:
-                    raise ValueError(f"{name} has {count} rows but {first} has {rows}; every "
-                                     "data tensor of a microbatch has the same rows")
-                rows, first = count, first or name
-            else:
-                if count > capacity:
-                    raise ValueError(f"{name} has {count} entries; the step holds "
-                                     f"N+1 = {capacity}")
-                if entries is not None and count != entries:
-                    raise ValueError("cu_seqlens and cu_seqlens_padded differ in length")
-                entries = count
-            if not count:  # nothing to copy, nothing to convert
-                continue
-            _check_conversion(name, value.dtype, dtype)
-            source = value.data_ptr() if gather is not None else 0
-            if (source and value.dtype is dtype and value.get_device() == device
-                    and value.is_contiguous()):
-                segments += (source, address, count * size, 0)
-            else:
-                set_aside.append((buffer, value, count))
-        if num_seqs is None:
-            if entries == self.targets[-1][1].numel():
-                raise ValueError("cu arrays of N+1 entries need num_seqs")
-            num_seqs = entries - 1
-        elif isinstance(num_seqs, torch.Tensor):
-            _check_conversion("num_seqs", num_seqs.dtype, self.num_seqs_dtype)
-
-        for buffer, value, count in set_aside:
-            buffer[:count].copy_(_saturated(value.reshape(-1), buffer.dtype),
-                                 non_blocking=True)
-        # The entry after the given ones, where an earlier microbatch's may
-        # be, is made -1: a num_seqs that claims more sequences than the
-        # arrays give then reads a decreasing offset (not_monotonic) instead
-        # of an earlier microbatch's boundaries.
-        for name, buffer, dtype, size, address, is_data in self.targets:
-            if not is_data and entries < buffer.numel():
-                if gather is not None:
-                    segments += (0, address + entries * size, size, -1)
-                else:
-                    buffer[entries:entries + 1].fill_(-1)
-        if rows is not None:
-            if gather is not None:
-                segments += (0, self.num_rows.data_ptr(), 4, rows)
-            else:
-                self.num_rows.fill_(rows)
-        buffer = self.inputs.num_seqs
-        if isinstance(num_seqs, torch.Tensor):
-            source = num_seqs.data_ptr() if gather is not None else 0
-            if (source and num_seqs.dtype is self.num_seqs_dtype
-                    and num_seqs.get_device() == device and num_seqs.numel()):
-                segments += (source, self.num_seqs_address, self.num_seqs_size, 0)
-            else:
-                buffer.copy_(_saturated(num_seqs.reshape(-1)[:1], buffer.dtype),
-                             non_blocking=True)
-        elif (gather is not None and self.num_seqs_dtype is torch.int32
-              and -2**31 <= num_seqs < 2**31):
-            segments += (0, self.num_seqs_address, 4, num_seqs)
-        else:
-            buffer.fill_(num_seqs)
-        if segments:
-            if self.stream_of_call is None:
-                gather(segments)
-            else:
-                gather(segments, self.stream_of_call())
+    def convert(self, rest, given) -> None:
+        """Copies the arguments `rest` (indices into `given`, checked by the
+        module) into their buffers with Tensor.copy_, saturating integers:
+        num_seqs's first element, every other tensor whole."""
+        for index in rest:
+            buffer, value = self.buffers[index], given[index].reshape(-1)
+            if index == len(_LOAD_ARGUMENTS):
+                value = value[:1]
+            buffer[:value.numel()].copy_(_saturated(value, buffer.dtype), non_blocking=True)
 
 
 _LOAD_NAMES = _LOAD_ARGUMENTS + ("num_seqs",)
@@ -530,17 +469,6 @@ def _refuse_unknown(what: str, unknown: dict, extra=()) -> None:
         hints.append(f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
     raise TypeError(f"{what}() got unexpected keyword argument{'s' * (len(hints) > 1)} "
                     f"{', '.join(hints)}; it takes {', '.join(names)}")
-
-
-def _check_conversion(name: str, given: "torch.dtype", buffer: "torch.dtype") -> None:
-    """TypeError where copying a `given` tensor into a `buffer` one would
-    change values silently: a floating-point (or complex) tensor into an
-    integer buffer truncates, and NaN becomes an arbitrary integer."""
-    if not buffer.is_floating_point and buffer is not torch.bool and (
-            given.is_floating_point or given.is_complex):
-        raise TypeError(f"{name} is {given}, but the step's {name} holds {buffer}: a "
-                        f"floating-point value would be truncated (NaN to an arbitrary "
-                        f"integer); pass integers")
 
 
 def _saturated(value: "torch.Tensor", dtype: "torch.dtype") -> "torch.Tensor":
@@ -582,9 +510,10 @@ class StepSlot:
         gather = thdc._thdc.Gather(None if step.on_host else device.index,
                                    like=self.inputs.cp_rank)
         self._loader = InputLoader(self.inputs, step.data_keys, step.stage, gather)
-        # The per-tensor path alone (every input by its own Tensor.copy_): the
-        # tests' and the benchmark's comparison.
-        self._per_tensor_loader = InputLoader(self.inputs, step.data_keys, step.stage, None)
+        # Every input by its own Tensor.copy_: the tests' and the benchmark's
+        # comparison.
+        self._per_tensor_loader = InputLoader(self.inputs, step.data_keys, step.stage, gather,
+                                              per_tensor=True)
         # The loader's method itself (StepSlot.load_inputs documents it):
         # one Python frame less per microbatch.
         self.load_inputs = self._loader.load
@@ -661,7 +590,7 @@ class StepSlot:
         path can feed every stage. cu arrays hold up to N+1 entries.
         num_seqs (int or a device tensor) defaults to len(cu_seqlens) - 1
         and is required for cu arrays of N+1 entries that end in unused
-        slots. Only shapes are read on the host; InputLoader states the
+        slots. Only shapes are read on the host; thdc._thdc.InputGather states the
         whole contract.
 
         Tensors that are contiguous, on the slot's device and of the input's

@@ -517,31 +517,6 @@ def test_megatron_graph_step_arguments(stand_in_torch, what, arguments, message)
     assert message in str(raised.value)
 
 
-@pytest.mark.parametrize("num_seqs,message", [
-    (2.7, "num_seqs must be an int; got float"),
-    ("3", "num_seqs must be an int; got str"),
-    (True, "num_seqs must be an int; got bool"),
-])
-def test_megatron_load_inputs_num_seqs(stand_in_torch, num_seqs, message):
-    import thdc.megatron
-
-    slot = object.__new__(thdc.megatron.StepSlot)
-    # The slot's loader as StepSlot makes it for C=8, cp=2, N=6: the
-    # arguments are checked before any buffer is touched.
-    slot._loader = object.__new__(thdc.megatron.InputLoader)
-    keys = thdc.stages.data_keys("first_last")
-    slot._loader.__dict__.update(stage="first_last", capacity=16, entries=7, data_keys=keys,
-                                 checked=("cu_seqlens", "cu_seqlens_padded") + keys)
-    tensors = [stand_in_torch.Tensor() for _ in range(6)]
-    with pytest.raises(TypeError) as raised:
-        slot.load_inputs(*tensors, num_seqs=num_seqs)
-    assert message in str(raised.value)
-    with pytest.raises(TypeError, match="cu_seqlens must be a torch.Tensor; got list"):
-        slot.load_inputs(*tensors[:4], [0, 3], tensors[5])
-    with pytest.raises(TypeError, match="stage 'first_last' reads labels; it was not given"):
-        slot.load_inputs(tensors[0], None, *tensors[2:])
-
-
 def test_torch_op_arguments(stand_in_torch, kernel):
     import thdc.torch
 

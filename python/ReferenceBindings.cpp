@@ -1,0 +1,176 @@
+//===- ReferenceBindings.cpp - the reference semantics, for tests
+//-----------===//
+//
+// thdc._thdc.reference: the reference steps (reference/Reference.h) on NumPy
+// arrays, which the tests compare the kernels against; and describe_status.
+//
+//===----------------------------------------------------------------------===//
+
+#include "python/Arguments.h"
+#include "python/Bindings.h"
+#include "reference/Reference.h"
+#include "reference/StatusBits.h"
+
+#include <nanobind/stl/string.h>
+
+#include <algorithm>
+
+using namespace thdc;
+using namespace thdc::python;
+
+namespace {
+
+/// A reference step's outputs (the graph step's or the pack step's) as a
+/// dict of NumPy arrays by output name.
+nb::dict stepOutputs(const reference::GraphStepOutput &out) {
+  nb::dict result;
+  result["tokens"] = toNumpy(out.tokens);
+  result["labels"] = toNumpy(out.labels);
+  result["position_ids"] = toNumpy(out.positionIds);
+  result["loss_mask"] = toNumpy(out.lossMask);
+  result["padding_mask"] = toNumpy(out.paddingMask);
+  result["cu_seqlens_padded"] = toNumpy(out.cuSeqlensPadded);
+  result["cu_seqlens"] = toNumpy(out.cuSeqlens);
+  result["max_seqlen"] = out.maxSeqlen;
+  result["status"] = out.status;
+  return result;
+}
+
+/// The sizes C, cp and N of a reference step: each within int32 and C*cp
+/// too (checked before any product or allocation: the steps abort, or
+/// allocate C*cp rows, on sizes that wrap).
+struct StepSizes {
+  int64_t C, cp, N;
+};
+StepSizes stepSizes(const char *function, IntArg C, IntArg cp, IntArg N) {
+  StepSizes sizes{integerArgument(C.object, "C"),
+                  integerArgument(cp.object, "cp"),
+                  integerArgument(N.object, "N")};
+  if (sizes.C >= 1 && sizes.cp >= 1 && sizes.C * sizes.cp > kInt32Range.max)
+    throw nb::value_error(
+        (std::string(function) + ": C*cp = " + std::to_string(sizes.C) + "*" +
+         std::to_string(sizes.cp) + " = " + std::to_string(sizes.C * sizes.cp) +
+         " is outside the int32 range")
+            .c_str());
+  return sizes;
+}
+
+nb::dict referenceGraphStep(ArrayArg tokens, ArrayArg labels,
+                            ArrayArg positionIds, ArrayArg lossMask,
+                            ArrayArg cuSeqlens, ArrayArg cuSeqlensPadded,
+                            IntArg numSeqs, IntArg cpRank, IntArg C_,
+                            IntArg cp_, IntArg N_, nb::handle rowsGiven) {
+  const auto [C, cp, N] = stepSizes("graph_step", C_, cp_, N_);
+  reference::GraphStepInput input;
+  input.tokens = hostVector<int64_t>(tokens, "tokens");
+  input.labels = hostVector<int64_t>(labels, "labels");
+  input.positionIds = hostVector<int64_t>(positionIds, "position_ids");
+  input.lossMask = hostVector<float>(lossMask, "loss_mask");
+  input.cuSeqlens = hostVector<int32_t>(cuSeqlens, "cu_seqlens");
+  input.cuSeqlensPadded =
+      hostVector<int32_t>(cuSeqlensPadded, "cu_seqlens_padded");
+  input.numSeqs = int32_t(integerArgument(numSeqs.object, "num_seqs"));
+  input.cpRank = int32_t(integerArgument(cpRank.object, "cp_rank"));
+  if (!rowsGiven.is_none())
+    input.rowsGiven = integerArgument(rowsGiven, "rows_given", kInt64Range);
+  // megatronGraphStep aborts on broken preconditions: the reference states
+  // them once, and they become a ValueError here.
+  if (std::optional<std::string> problem =
+          reference::graphStepPreconditionError(input, C, cp, N))
+    throw nb::value_error(("graph_step: " + *problem).c_str());
+  reference::GraphStepOutput out;
+  {
+    nb::gil_scoped_release release;
+    out = reference::megatronGraphStep(input, C, cp, N);
+  }
+  return stepOutputs(out);
+}
+
+nb::object referenceSeqIdx(ArrayArg cuSeqlensArg, IntArg totalTokensArg) {
+  std::vector<int32_t> cuSeqlens =
+      hostVector<int32_t>(cuSeqlensArg, "cu_seqlens");
+  const int64_t totalTokens =
+      integerArgument(totalTokensArg.object, "total_tokens");
+  // seqIdx writes a row per token it covers and checks the count after:
+  // count first, so that offsets spanning billions of rows are refused
+  // before they are allocated.
+  int64_t covered = 0, previous = cuSeqlens.empty() ? 0 : cuSeqlens[0];
+  for (size_t i = 1; i <= cuSeqlens.size() && !cuSeqlens.empty(); ++i) {
+    int64_t bound = i < cuSeqlens.size() ? cuSeqlens[i] : totalTokens;
+    covered += std::max<int64_t>(0, bound - previous);
+    previous = bound;
+  }
+  if (!cuSeqlens.empty() && covered != totalTokens)
+    throw nb::value_error(("seq_idx: cu_seqlens with total_tokens = " +
+                           std::to_string(totalTokens) + " covers " +
+                           std::to_string(covered) + " rows instead of " +
+                           std::to_string(totalTokens))
+                              .c_str());
+  reference::Expected<std::vector<int32_t>> result =
+      reference::seqIdx(cuSeqlens, totalTokens);
+  if (!result)
+    throw nb::value_error(result.error().c_str());
+  return toNumpy(*result);
+}
+
+nb::dict referencePackMicrobatch(ArrayArg tokenPool, ArrayArg labelPool,
+                                 ArrayArg lossMaskPool, ArrayArg sampleOffsets,
+                                 ArrayArg sampleLengths, ArrayArg sampleIds,
+                                 IntArg numSeqs, IntArg cpRank, IntArg C_,
+                                 IntArg cp_, IntArg N_) {
+  const auto [C, cp, N] = stepSizes("pack_microbatch", C_, cp_, N_);
+  reference::PackStepInput input;
+  input.tokenPool = hostVector<int64_t>(tokenPool, "token_pool");
+  input.labelPool = hostVector<int64_t>(labelPool, "label_pool");
+  input.lossMaskPool = hostVector<float>(lossMaskPool, "loss_mask_pool");
+  input.sampleOffsets = hostVector<int32_t>(sampleOffsets, "sample_offsets");
+  input.sampleLengths = hostVector<int32_t>(sampleLengths, "sample_lengths");
+  input.sampleIds = hostVector<int32_t>(sampleIds, "sample_ids");
+  input.numSeqs = int32_t(integerArgument(numSeqs.object, "num_seqs"));
+  input.cpRank = int32_t(integerArgument(cpRank.object, "cp_rank"));
+  reference::Expected<reference::PackStepOutput> out = [&] {
+    nb::gil_scoped_release release;
+    return reference::packMicrobatchStep(input, C, cp, N);
+  }();
+  if (!out)
+    throw nb::value_error(("pack_microbatch: " + out.error()).c_str());
+  return stepOutputs(*out);
+}
+
+} // namespace
+
+void thdc::python::populateReferenceBindings(nb::module_ &m) {
+  m.def(
+      "describe_status",
+      [](IntArg status) {
+        return thdc::reference::describeStatus(
+            int32_t(integerArgument(status.object, "status")));
+      },
+      nb::arg("status"),
+      "The names of a thd.validate status word's bits, joined by '|' "
+      "(\"ok\" for 0), as reference/StatusBits.h defines them.");
+
+  nb::module_ reference = m.def_submodule(
+      "reference", "The reference semantics (plain C++), for tests");
+  reference.def(
+      "graph_step", &referenceGraphStep, nb::arg("tokens"), nb::arg("labels"),
+      nb::arg("position_ids"), nb::arg("loss_mask"), nb::arg("cu_seqlens"),
+      nb::arg("cu_seqlens_padded"), nb::arg("num_seqs"), nb::arg("cp_rank"),
+      nb::arg("C"), nb::arg("cp"), nb::arg("N"), nb::kw_only(),
+      nb::arg("rows_given").none() = nb::none(),
+      "One microbatch of the graph-mode step (megatron_graph_step.mlir's "
+      "semantics) for CP rank cp_rank; rows_given: the rows of the data "
+      "buffers the caller copied (the rows_not_given check), or None.");
+  reference.def("seq_idx", &referenceSeqIdx, nb::arg("cu_seqlens"),
+                nb::arg("total_tokens"));
+  reference.def(
+      "pack_microbatch", &referencePackMicrobatch, nb::arg("token_pool"),
+      nb::arg("label_pool"), nb::arg("loss_mask_pool"),
+      nb::arg("sample_offsets"), nb::arg("sample_lengths"),
+      nb::arg("sample_ids"), nb::arg("num_seqs"), nb::arg("cp_rank"),
+      nb::arg("C"), nb::arg("cp"), nb::arg("N"),
+      "One microbatch of examples/pack_microbatch.mlir for CP rank cp_rank "
+      "(reference::packMicrobatchStep): a dict of NumPy arrays by output "
+      "name, max_seqlen and status as ints. ValueError for shapes the "
+      "pipeline cannot have and data the reference steps refuse.");
+}

@@ -1,0 +1,44 @@
+"""thdc.megatron.StepOptions: GraphStep's options as one object, checked
+once when made, and what GraphStep keeps of it. Skipped without PyTorch."""
+import dataclasses
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import thdc.megatron  # noqa: E402
+from thdc.megatron import StepOptions  # noqa: E402
+
+
+def test_values_are_checked_and_normalised_when_made():
+    options = StepOptions(64, 8, 2, 1, device="cpu", rope_table_rows=4096)
+    assert (options.C, options.N, options.cp, options.cp_rank) == (64, 8, 2, 1)
+    assert options.device == torch.device("cpu")
+    assert options.pipeline_options == dict(cp_mode="zigzag", seq_idx=True, rope=True,
+                                            cp_order_index=False)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        options.C = 128
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    (dict(C=64.0, N=8), TypeError, "C must be an int; got float"),
+    (dict(C=64, N=8, cp=2, cp_rank=2), ValueError, r"cp_rank must be in \[0, 2\); got 2"),
+    (dict(C=63, N=8, cp=2), ValueError, "even"),
+    (dict(C=64, N=8, seq_idx=1), TypeError, "seq_idx must be a bool; got int"),
+    (dict(C=64, N=8, tp=3, sequence_parallel=True), ValueError, "C must be a multiple of tp"),
+    (dict(C=64, N=8, slots=0), ValueError, "slots must be >= 1; got 0"),
+    (dict(C=64, N=8, convention="loose"), ValueError, "convention must be one of"),
+    (dict(C=64, N=8, device="tpu"), ValueError, "device must be 'cpu' or a CUDA device"),
+    (dict(C=64, N=8, device=1.5), TypeError, "device must be a torch.device"),
+])
+def test_a_bad_option_is_refused_by_the_object_and_by_graph_step(kwargs, error, message):
+    with pytest.raises(error, match=message):
+        StepOptions(**kwargs)
+    with pytest.raises(error, match=message):
+        thdc.megatron.GraphStep(**kwargs)
+
+
+def test_graph_step_keeps_its_options():
+    step = thdc.megatron.GraphStep(C=64, N=8, cp=2, cp_rank=1, device="cpu")
+    assert step.config == StepOptions(64, 8, 2, 1, device="cpu")
+    assert (step.C, step.cp_rank, step.on_host) == (64, 1, True)
