@@ -31,8 +31,13 @@ nanobind::object makeKernel(std::shared_ptr<runtime::Executable> executable,
 /// Kernel, load, RuntimeGraph and capture_pointers, cuda_available and
 /// current_device (KernelBindings.cpp).
 void populateKernelBindings(nanobind::module_ &m);
-/// Gather and InputGather (GatherBindings.cpp).
+/// Gather (GatherBindings.cpp).
 void populateGatherBindings(nanobind::module_ &m);
+/// The CUDA ordinal of a thdc._thdc.Gather (-1: the host form); TypeError
+/// for anything else.
+int gatherDevice(nanobind::handle gather);
+/// InputGather, the microbatch load contract (InputGatherBindings.cpp).
+void populateInputGatherBindings(nanobind::module_ &m);
 /// compile, compile_cached, read_source, tool_main, GPU_OPTIONS and has_jit
 /// (CompilerBindings.cpp).
 void populateCompilerBindings(nanobind::module_ &m);

@@ -17,6 +17,7 @@ NB_MODULE(_thdc, m) {
   m.doc() = "thdc's runtime (and JIT, where built with MLIR) for Python";
   thdc::python::populateKernelBindings(m);
   thdc::python::populateGatherBindings(m);
+  thdc::python::populateInputGatherBindings(m);
   thdc::python::populateCompilerBindings(m);
   thdc::python::populateReferenceBindings(m);
   thdc::python::populatePlannerBindings(m);
