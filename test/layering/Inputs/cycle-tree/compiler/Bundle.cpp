@@ -1,0 +1,2 @@
+#include "compiler/Pipelines.h"
+#include "compiler/Chips.h"
