@@ -1,0 +1,105 @@
+"""thdc.megatron's microbatch loader: StepSlot.load_inputs's copies into a
+slot's static inputs. The contract it keeps is thdc._thdc.InputGather's
+(python/InputGatherBindings.cpp), stated there once; here are the
+conversions it leaves to PyTorch."""
+from __future__ import annotations
+
+import thdc
+
+torch = thdc._import_torch("thdc.megatron")
+
+# InputLoader.load's tensor arguments, in order.
+_LOAD_ARGUMENTS = ("tokens", "labels", "loss_mask", "position_ids", "cu_seqlens",
+                   "cu_seqlens_padded")
+
+
+class InputLoader:
+    """What StepSlot.load_inputs does, for static input buffers `inputs`
+    (a namespace of 1-D tensors: the stage's data keys, cu_seqlens,
+    cu_seqlens_padded, num_seqs and, with data keys, num_rows) on one
+    device or the CPU, through `gather` (a thdc._thdc.Gather of the
+    buffers' device, or its host form for CPU buffers).
+
+    The contract of one load is thdc._thdc.InputGather's, stated there
+    once: every data tensor the stage reads is [T] or [1, T] (micro-batch
+    size 1, as sequence packing has it) with the same T rows, at most its
+    buffer's; the cu arrays are [E] or [1, E] with the same E entries, at
+    most their buffers'; T goes to the kernel as num_rows, so that a
+    microbatch whose offsets claim more rows than the caller gave is
+    flagged (rows_not_given) and emptied rather than reading rows an
+    earlier microbatch left in the buffers; the cu entry after the E given
+    is set to -1, so that a num_seqs claiming more sequences than the arrays
+    give is flagged (not_monotonic). Every check runs before anything is
+    copied. One call into the module checks the load and gathers, in one
+    launch, every tensor of its buffer's dtype, contiguous and on the
+    buffers' device, and the stores; what is left here is the conversions:
+    each other tensor is copied by one Tensor.copy_ (which converts dtypes
+    and moves between devices), and integers are never narrowed silently
+    (an int64 array copied into an int32 buffer saturates, so an offset past
+    the int32 range is flagged, not wrapped). per_tensor: every tensor by
+    its own copy_ (the stores still in one gather), for comparisons."""
+
+    def __init__(self, inputs, data_keys, stage: str, gather, per_tensor: bool = False):
+        self.inputs, self.data_keys, self.stage = inputs, tuple(data_keys), stage
+        cu = ("cu_seqlens", "cu_seqlens_padded")
+        num_rows = getattr(inputs, "num_rows", None) if self.data_keys else None
+        if self.data_keys and num_rows is None:
+            raise ValueError("a stage that reads data keys needs a num_rows input: the "
+                             "kernel bounds the rows it reads by the rows given")
+        targets = tuple((_LOAD_ARGUMENTS.index(n), getattr(inputs, n), n not in cu)
+                        for n in self.data_keys + cu)
+        self.fast = thdc._thdc.InputGather(gather, targets, inputs.num_seqs, num_rows,
+                                           stage=stage, per_tensor=per_tensor)
+        # The buffer of each argument index (num_seqs last), for the copies.
+        self.buffers = [getattr(inputs, n, None) for n in _LOAD_ARGUMENTS] + [inputs.num_seqs]
+
+    def load(self, tokens=None, labels=None, loss_mask=None, position_ids=None,
+             cu_seqlens=None, cu_seqlens_padded=None, num_seqs=None, **unknown) -> None:
+        if unknown:
+            _refuse_unknown("load_inputs", unknown)
+        rest = self.fast(tokens, labels, loss_mask, position_ids, cu_seqlens,
+                         cu_seqlens_padded, num_seqs)
+        if rest is not None:
+            self.convert(rest, (tokens, labels, loss_mask, position_ids, cu_seqlens,
+                                cu_seqlens_padded, num_seqs))
+
+    def convert(self, rest, given) -> None:
+        """Copies the arguments `rest` (indices into `given`, checked by the
+        module) into their buffers with Tensor.copy_, saturating integers:
+        num_seqs's first element, every other tensor whole."""
+        for index in rest:
+            buffer, value = self.buffers[index], given[index].reshape(-1)
+            if index == len(_LOAD_ARGUMENTS):
+                value = value[:1]
+            buffer[:value.numel()].copy_(_saturated(value, buffer.dtype), non_blocking=True)
+
+
+_LOAD_NAMES = _LOAD_ARGUMENTS + ("num_seqs",)
+
+
+def _refuse_unknown(what: str, unknown: dict, extra=()) -> None:
+    """TypeError naming the keyword arguments `what` does not take, the ones
+    it does, and the closest to each unknown one."""
+    import difflib
+
+    names = _LOAD_NAMES + tuple(extra)
+    hints = []
+    for name in sorted(unknown):
+        close = difflib.get_close_matches(name, names, n=1)
+        hints.append(f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    raise TypeError(f"{what}() got unexpected keyword argument{'s' * (len(hints) > 1)} "
+                    f"{', '.join(hints)}; it takes {', '.join(names)}")
+
+
+def _saturated(value: "torch.Tensor", dtype: "torch.dtype") -> "torch.Tensor":
+    """`value`, clamped into `dtype`'s range when it is a wider integer type,
+    so that copy_ saturates instead of wrapping: an offset past the int32
+    range then fails the step's checks instead of becoming a small valid
+    one. On the value's device; no synchronisation."""
+    if (value.dtype.is_floating_point or value.dtype is torch.bool or dtype.is_floating_point
+            or dtype is torch.bool):
+        return value
+    wide, narrow = torch.iinfo(value.dtype), torch.iinfo(dtype)
+    if wide.min >= narrow.min and wide.max <= narrow.max:
+        return value
+    return value.clamp(max(wide.min, narrow.min), min(wide.max, narrow.max))
