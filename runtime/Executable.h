@@ -12,13 +12,23 @@
 // An Executable is a loaded bundle; "pipeline" names the IR function it was
 // compiled from (compiler/Compiler.h), never the loaded code.
 //
+// Executable is implemented in Executable.cpp (with HostCode.cpp and
+// DeviceModule.cpp), Buffers in Buffers.cpp and CapturedLaunch in
+// CapturedLaunch.cpp. Those two are declared here rather than in headers of
+// their own because they use Executable: this header including theirs would
+// close a circle of includes (test/layering/CheckIncludeCycles.cmake). The
+// stream helpers need no Executable; their header, runtime/Stream.h, is
+// included here for the programs that find them through this one.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef THDC_RUNTIME_EXECUTABLE_H
 #define THDC_RUNTIME_EXECUTABLE_H
 
+#include "runtime/Backend.h"
 #include "runtime/Manifest.h"
 #include "runtime/Status.h"
+#include "runtime/Stream.h"
 
 #include <array>
 #include <cstdint>
@@ -30,9 +40,6 @@
 #include <vector>
 
 namespace thdc::runtime {
-
-/// Where an executable runs.
-enum class Backend { Auto, Cuda, Host };
 
 /// How an executable was loaded, for reports.
 struct LoadInfo {
@@ -190,12 +197,6 @@ private:
   void *graph_ = nullptr; // CUgraph
   void *exec_ = nullptr;  // CUgraphExec
 };
-
-/// Creates / destroys / waits for a stream on the GPU (null on the host), on
-/// `device` (-1: the current device, else 0).
-Result<void *> createStream(Backend backend, int device = -1);
-Status synchronizeStream(Backend backend, void *stream, int device = -1);
-void destroyStream(Backend backend, void *stream, int device = -1);
 
 } // namespace thdc::runtime
 

@@ -23,86 +23,11 @@ namespace {
 // are aligned to them and the rest byte by byte; a store (source 0) is
 // written by one thread, byte by byte. PTX ISA 8.0 for sm_75 and newer, as
 // the compiler emits: the driver compiles it for the device at load.
-constexpr const char kPtxTemplate[] = R"PTX(.version 8.0
-.target sm_75
-.address_size 64
-
-.visible .entry thdc_gather(
-  .param .u32 count,
-  .param .align 8 .b8 segments[512]
-)
-{
-  .reg .pred      %p<4>;
-  .reg .b32       %r<16>;
-  .reg .b64       %rd<24>;
-
-  mov.u32         %r1, %ctaid.y;
-  ld.param.u32    %r2, [count];
-  setp.ge.u32     %p1, %r1, %r2;
-  @%p1 bra        DONE;
-  mov.u64         %rd1, segments;
-  mul.wide.u32    %rd2, %r1, 32;
-  add.s64         %rd3, %rd1, %rd2;
-  ld.param.u64    %rd4, [%rd3];
-  ld.param.u64    %rd5, [%rd3+8];
-  ld.param.u64    %rd6, [%rd3+16];
-  ld.param.u64    %rd7, [%rd3+24];
-  // %rd8: this thread's index along x; %rd10: the threads along x.
-  mov.u32         %r3, %ctaid.x;
-  mov.u32         %r4, %ntid.x;
-  mov.u32         %r5, %tid.x;
-  mov.u32         %r6, %nctaid.x;
-  mul.wide.u32    %rd8, %r3, %r4;
-  cvt.u64.u32     %rd9, %r5;
-  add.s64         %rd8, %rd8, %rd9;
-  mul.wide.u32    %rd10, %r6, %r4;
-  setp.eq.s64     %p1, %rd4, 0;
-  @%p1 bra        STORE;
-  // The widest access that both addresses allow; the bytes past the last
-  // whole access go through the byte loop.
-  or.b64          %rd11, %rd4, %rd5;
-  and.b64         %rd12, %rd11, 15;
-  setp.eq.s64     %p1, %rd12, 0;
-  @%p1 bra        WIDE16;
-  and.b64         %rd12, %rd11, 7;
-  setp.eq.s64     %p1, %rd12, 0;
-  @%p1 bra        WIDE8;
-  and.b64         %rd12, %rd11, 3;
-  setp.eq.s64     %p1, %rd12, 0;
-  @%p1 bra        WIDE4;
-  mov.u64         %rd20, 0;
-  bra.uni         BYTES;
-@WIDE_LOOPS@BYTES:
-  add.s64         %rd14, %rd20, %rd8;
-BYTES_LOOP:
-  setp.ge.u64     %p2, %rd14, %rd6;
-  @%p2 bra        DONE;
-  add.s64         %rd16, %rd4, %rd14;
-  add.s64         %rd17, %rd5, %rd14;
-  ld.global.u8    %r10, [%rd16];
-  st.global.u8    [%rd17], %r10;
-  add.s64         %rd14, %rd14, %rd10;
-  bra.uni         BYTES_LOOP;
-STORE:
-  // One thread writes the low %rd6 (<= 8) bytes of the value.
-  setp.ne.s64     %p1, %rd8, 0;
-  @%p1 bra        DONE;
-  mov.u64         %rd14, 0;
-STORE_LOOP:
-  setp.ge.u64     %p2, %rd14, %rd6;
-  @%p2 bra        DONE;
-  cvt.u32.u64     %r7, %rd14;
-  shl.b32         %r7, %r7, 3;
-  shr.u64         %rd18, %rd7, %r7;
-  cvt.u32.u64     %r10, %rd18;
-  add.s64         %rd17, %rd5, %rd14;
-  st.global.u8    [%rd17], %r10;
-  add.s64         %rd14, %rd14, 1;
-  bra.uni         STORE_LOOP;
-DONE:
-  ret;
-}
-)PTX";
+//
+// kPtxTemplate is runtime/GatherKernel.ptx, byte for byte, with
+// @WIDE_LOOPS@ where kernelPtx puts the word loops: the header defining it
+// is generated from the .ptx at build time (EmbedPtx.cmake).
+#include "runtime/GatherKernelPtx.inc"
 
 /// The copy loop over `width`-byte words (16, 8 or 4) that stands for
 /// WIDE<width> in kPtxTemplate: the threads along x take words a grid stride
