@@ -1,4 +1,10 @@
 //===- thd-opt.cpp - opt driver for the thd dialect -----------------------===//
+//
+// MlirOptMain with thdc's passes, dialects and pipelines, `--param`, a
+// `--help` limited to what applies, and the input read with a bound and
+// screened as thdc screens it (compiler/InputFile.h, SourceScreen.h).
+//
+//===----------------------------------------------------------------------===//
 
 #include "compiler/Context.h"
 #include "compiler/InputFile.h"
@@ -11,13 +17,11 @@
 #include "tools/Version.h"
 
 #include "mlir/Debug/Counter.h"
-#include "mlir/IR/AsmState.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
-#include "mlir/Support/Timing.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
@@ -43,6 +47,7 @@ struct ThdOptOptions {
 } // namespace
 
 int thdc::tools::thdOptMain(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
   static cl::OptionCategory thdOptCategory("thd-opt options");
   ThdOptOptions options(thdOptCategory);
   const std::string &inputFilename = options.inputFilename;
@@ -80,7 +85,6 @@ int thdc::tools::thdOptMain(int argc, char **argv) {
   // `--param` is thd-set-params before the requested passes: the input is
   // verified as parsed (with its declared defaults), then again with the
   // values set, after that pass.
-  llvm::InitLLVM init(argc, argv);
   mlir::MlirOptMainConfig requested = config;
   if (!params->empty())
     config.setPassPipelineSetupFn(
