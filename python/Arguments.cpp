@@ -246,16 +246,18 @@ std::vector<int32_t> lengthsArgument(LengthsArg argument,
                         " must be a sequence of ints or a 1-D integer "
                         "array; got " +
                         typeName(object));
-    nb::object items =
-        nb::steal(PySequence_Fast(object.ptr(), "a sequence of ints"));
-    if (!items.is_valid())
+    Py_ssize_t count = PySequence_Size(object.ptr());
+    if (count < 0)
       throw nb::python_error();
-    Py_ssize_t count = PySequence_Fast_GET_SIZE(items.ptr());
-    PyObject **elements = PySequence_Fast_ITEMS(items.ptr());
     values.resize(size_t(count));
-    for (Py_ssize_t i = 0; i < count; ++i)
+    for (Py_ssize_t i = 0; i < count; ++i) {
+      // A new reference: a lazy sequence may make the item just now.
+      nb::object item = nb::steal(PySequence_GetItem(object.ptr(), i));
+      if (!item.is_valid())
+        throw nb::python_error();
       values[size_t(i)] = integerArgument(
-          elements[i], what + "[" + std::to_string(i) + "]", kInt64Range);
+          item, what + "[" + std::to_string(i) + "]", kInt64Range);
+    }
   }
   std::vector<int32_t> lengths;
   lengths.reserve(values.size());
@@ -423,12 +425,12 @@ void *streamHandle(nb::handle stream) {
     return handle(stream, "stream");
   if (nb::hasattr(stream, "__cuda_stream__")) {
     nb::object pair = stream.attr("__cuda_stream__")();
-    if (!PyTuple_Check(pair.ptr()) || PyTuple_GET_SIZE(pair.ptr()) != 2)
+    if (!PyTuple_Check(pair.ptr()) || PyTuple_Size(pair.ptr()) != 2)
       raiseArgument(PyExc_TypeError,
                     "stream.__cuda_stream__() must return a (version, "
                     "handle) tuple; got " +
                         typeName(pair));
-    return handle(PyTuple_GET_ITEM(pair.ptr(), 1),
+    return handle(PyTuple_GetItem(pair.ptr(), 1),
                   "stream.__cuda_stream__()[1]");
   }
   if (nb::hasattr(stream, "cuda_stream"))

@@ -47,7 +47,7 @@ public:
     if (!PyList_Check(segments.ptr()))
       raiseArgument(PyExc_TypeError, "segments must be a list of ints; got " +
                                          typeName(segments));
-    Py_ssize_t size = PyList_GET_SIZE(segments.ptr());
+    Py_ssize_t size = PyList_Size(segments.ptr());
     if (size % 4)
       raiseArgument(PyExc_ValueError,
                     "segments holds 4 ints per segment (source, destination, "
@@ -61,7 +61,7 @@ public:
       parsed = many.data();
     }
     for (Py_ssize_t i = 0; i < size; ++i) {
-      PyObject *item = PyList_GET_ITEM(segments.ptr(), i);
+      PyObject *item = PyList_GetItem(segments.ptr(), i);
       long long value = PyLong_Check(item) ? PyLong_AsLongLong(item) : -1;
       if (!PyLong_Check(item) || (value == -1 && PyErr_Occurred())) {
         PyErr_Clear();

@@ -317,8 +317,9 @@ private:
       return;
     nb::object dtype = nb::handle(object).attr("dtype");
     nb::object spelled = nb::steal(PyObject_Str(dtype.ptr()));
-    const char *text =
-        spelled.is_valid() ? PyUnicode_AsUTF8(spelled.ptr()) : nullptr;
+    const char *text = spelled.is_valid()
+                           ? PyUnicode_AsUTF8AndSize(spelled.ptr(), nullptr)
+                           : nullptr;
     if (!text)
       throw nb::python_error();
     std::string from = text;

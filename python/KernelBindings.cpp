@@ -42,6 +42,8 @@ public:
   const Executable &executable() const { return *executable_; }
   CompileRecord record;
   nb::object resultType = nb::none();
+  /// resultType's tp_alloc, read once (PyType_GetSlot: the limited API).
+  allocfunc resultAlloc = nullptr;
   nb::object allocator = nb::none();
 
   nb::list signature() const {
@@ -71,7 +73,7 @@ public:
     PyObject *key = nullptr, *value = nullptr;
     Py_ssize_t position = 0;
     while (PyDict_Next(kwargs.ptr(), &position, &key, &value)) {
-      const char *name = PyUnicode_AsUTF8(key);
+      const char *name = PyUnicode_AsUTF8AndSize(key, nullptr);
       if (!name)
         throw nb::python_error();
       if (std::strcmp(name, "stream") == 0) {
@@ -216,14 +218,13 @@ public:
     PyObject *result =
         resultType.is_none()
             ? PyTuple_New(Py_ssize_t(outputs_.size()))
-            : reinterpret_cast<PyTypeObject *>(resultType.ptr())
-                  ->tp_alloc(reinterpret_cast<PyTypeObject *>(resultType.ptr()),
-                             Py_ssize_t(outputs_.size()));
+            : resultAlloc(reinterpret_cast<PyTypeObject *>(resultType.ptr()),
+                          Py_ssize_t(outputs_.size()));
     if (!result)
       throw nb::python_error();
     for (size_t i = 0; i < outputs_.size(); ++i)
-      PyTuple_SET_ITEM(result, Py_ssize_t(i),
-                       objects[outputs_[i]].inc_ref().ptr());
+      PyTuple_SetItem(result, Py_ssize_t(i),
+                      objects[outputs_[i]].inc_ref().ptr());
     return nb::steal(result);
   }
 
@@ -451,6 +452,10 @@ void thdc::python::populateKernelBindings(nb::module_ &m) {
                  !PyType_IsSubtype(reinterpret_cast<PyTypeObject *>(type.ptr()),
                                    &PyTuple_Type))
                throw nb::type_error("the result type must subclass tuple");
+             k.resultAlloc = reinterpret_cast<allocfunc>(PyType_GetSlot(
+                 reinterpret_cast<PyTypeObject *>(type.ptr()), Py_tp_alloc));
+             if (!k.resultAlloc)
+               throw nb::type_error("the result type has no tp_alloc");
              k.resultType = std::move(type);
            })
       .def("_set_allocator",
