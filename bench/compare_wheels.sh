@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The launch path's host cost from Python with two builds of the package in
-# one run: each wheel installed into its own virtual environment (over the
-# machine's PyTorch), then bench/python_call.py (one checked call with the
+# one run: each wheel installed into a folder of its own (put on PYTHONPATH
+# before the machine's PyTorch), then bench/python_call.py (one checked call with the
 # outputs given, and launch_pointers) and bench/load_inputs.py (GraphStep's
 # load_inputs + replay) run with each in turn, ROUNDS times alternated, so
 # that both see the same machine state.
@@ -23,19 +23,17 @@ for name in before after; do
   wheel=$before
   [ "$name" = after ] && wheel=$after
   echo "installing $(basename "$wheel") as '$name'"
-  python3 -m venv --system-site-packages "$work/$name"
-  "$work/$name/bin/python" -m pip install --quiet --no-deps --no-index "$wheel"
+  python3 -m pip install --quiet --no-deps --no-index --no-compile --target "$work/$name" "$wheel"
   echo "$name: $(basename "$wheel")" >> "$out/wheels.txt"
 done
 cd "$work"
 for round in $(seq 1 "$rounds"); do
   for name in before after; do
-    python=$work/$name/bin/python
     echo "round $round, $name: python_call"
-    env -u PYTHONPATH "$python" "$root/bench/python_call.py" "$bundles/bench" \
+    PYTHONPATH=$work/$name python3 "$root/bench/python_call.py" "$bundles/bench" \
       --json "$out/$round-$name-python_call.json" > "$out/$round-$name-python_call.txt" 2>&1
     echo "round $round, $name: load_inputs"
-    env -u PYTHONPATH "$python" "$root/bench/load_inputs.py" --bundles "$bundles/load-inputs" \
+    PYTHONPATH=$work/$name python3 "$root/bench/load_inputs.py" --bundles "$bundles/load-inputs" \
       --json "$out/$round-$name-load_inputs.json" > "$out/$round-$name-load_inputs.txt" 2>&1
   done
 done
