@@ -13,10 +13,13 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 before=${1:?usage: bench/compare_wheels.sh BEFORE.whl AFTER.whl BUNDLES OUT [ROUNDS]}
 after=${2:?}
-bundles=${3:?}
+bundles=$(cd "${3:?}" && pwd)
 out=${4:?}
 rounds=${5:-2}
 mkdir -p "$out"
+out=$(cd "$out" && pwd)
+before=$(realpath "$before")
+after=$(realpath "$after")
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 for name in before after; do
