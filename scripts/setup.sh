@@ -1,6 +1,15 @@
 #!/usr/bin/env bash
 # Installs everything thdc needs to build and test on a fresh Debian 12 machine.
+# Before each step that installs something it says what it does, and after
+# it how long that took, on lines starting "setup: " (apt-get and pip run
+# quietly for minutes; PyTorch is about 5 GB).
+#   scripts/setup.sh           installs what is missing
+#   scripts/setup.sh --check   installs nothing: one line saying what is missing
 set -euo pipefail
+check_only=0
+if [ "${1:-}" = --check ]; then
+  check_only=1
+fi
 
 packages=(cmake ninja-build g++ python3 llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools libfmt-dev libgtest-dev
           clang-14 libclang-rt-14-dev)
@@ -8,23 +17,67 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-if [ ${#missing[@]} -gt 0 ]; then
-  sudo_cmd=""
-  [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
-  $sudo_cmd apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}"
-fi
 # The Python package: nanobind to build it, NumPy and pytest to test it, and
 # PyTorch for the tests that need it but no GPU (PyPI's build, which runs on
 # the CPU; about 5 GB). THDC_SKIP_TORCH=1 leaves PyTorch out.
 python_packages=(nanobind==3.1.0 numpy pytest)
-if ! python3 -c "import nanobind, numpy, pytest" 2>/dev/null; then
-  python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore "${python_packages[@]}"
+want_torch=1
+if [ "${THDC_SKIP_TORCH:-0}" = 1 ]; then
+  want_torch=0
 fi
-if [ "${THDC_SKIP_TORCH:-0}" != 1 ] && ! python3 -c "import torch" 2>/dev/null; then
-  echo "Installing PyTorch for $(python3 --version) (the tests that need it but no GPU)..."
-  start=$(date +%s)
+
+seconds() { # a duration in seconds, as "42 s" or "3 min 12 s"
+  if [ "$1" -ge 60 ]; then
+    echo "$(($1 / 60)) min $(($1 % 60)) s"
+  else
+    echo "$1 s"
+  fi
+}
+timed() { # WHAT COMMAND...: says what it does, runs it, says how long it took
+  local what=$1 start=$SECONDS
+  shift
+  echo "setup: $what ..."
+  "$@"
+  echo "setup: $what: done in $(seconds $((SECONDS - start)))"
+}
+
+if [ "$check_only" = 1 ]; then
+  # Which modules are missing, without importing them (PyTorch takes seconds).
+  modules="nanobind numpy pytest"
+  if [ "$want_torch" = 1 ]; then
+    modules="$modules torch"
+  fi
+  pip_missing=$modules
+  if command -v python3 > /dev/null 2>&1; then
+    # shellcheck disable=SC2086 # one module name per argument
+    pip_missing=$(python3 -c 'import importlib.util, sys
+print(" ".join(m for m in sys.argv[1:] if importlib.util.find_spec(m) is None))' $modules) ||
+      pip_missing=$modules
+  fi
+  if [ ${#missing[@]} -gt 0 ]; then
+    apt_summary="apt: ${#missing[@]} of ${#packages[@]} packages missing"
+  else
+    apt_summary="apt: all ${#packages[@]} packages installed"
+  fi
+  echo "$apt_summary, pip: ${pip_missing:+$pip_missing missing}${pip_missing:-nothing missing}"
+  exit 0
+fi
+
+if [ ${#missing[@]} -gt 0 ]; then
+  sudo_cmd=""
+  [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+  timed "apt-get update" $sudo_cmd apt-get update -qq
+  timed "apt-get install ${missing[*]} (and what they depend on)" \
+    $sudo_cmd env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+fi
+if ! python3 -c "import nanobind, numpy, pytest" 2>/dev/null; then
+  timed "pip install ${python_packages[*]}" \
+    python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore "${python_packages[@]}"
+fi
+if [ "$want_torch" = 1 ] && ! python3 -c "import torch" 2>/dev/null; then
+  echo "setup: pip install torch>=2.10 for $(python3 --version) (PyPI's build, about 5 GB; the tests that need it but no GPU) ..."
+  start=$SECONDS
   python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore "torch>=2.10"
-  echo "PyTorch $(python3 -c 'import torch; print(torch.__version__)') installed in $(($(date +%s) - start)) s"
+  echo "setup: PyTorch $(python3 -c 'import torch; print(torch.__version__)') installed in $(seconds $((SECONDS - start)))"
 fi
 echo "thdc dependencies are installed."
