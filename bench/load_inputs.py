@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Host cost of one microbatch through thdc.megatron.GraphStep in CUDA-graph
-mode: load_inputs (the one-launch gather, and the per-tensor copy_ path it
-replaced) followed by the replay of the step's captured graph, beside the
+mode: load_inputs (the one-launch gather, and the per-tensor path it replaced:
+one copy_ per tensor; since the load contract moved into the module, its
+stores (num_rows, num_seqs, the -1 entries) go in one gather rather than a
+fill_ each) followed by the replay of the step's captured graph, beside the
 bare replay, at C = 4096 and 32768 (cp = 1, N = 64).
 
 On a machine with thdc's compiler (build/bin/thdc), write the two bundles:
