@@ -421,3 +421,139 @@ int64_t thdc::planner::graphCaptureCount(const MicrobatchPlan &plan,
   return reference::graphCaptureCount(plan.numMicrobatches(), upperBound,
                                       useRuntimeCount);
 }
+
+//===----------------------------------------------------------------------===//
+// Capacity ladders
+//===----------------------------------------------------------------------===//
+
+Status thdc::planner::checkLadder(const std::vector<Rung> &ladder) {
+  if (ladder.empty())
+    return Status::error("a capacity ladder needs at least one rung");
+  const bool capped = ladder.front().sequences.has_value();
+  for (std::size_t i = 0; i < ladder.size(); ++i) {
+    const Rung &rung = ladder[i];
+    if (rung.rows < 1)
+      return Status::error(concat("rung ", i, " has ", rung.rows,
+                                  " rows; every rung needs >= 1"));
+    if (i > 0 && rung.rows <= ladder[i - 1].rows)
+      return Status::error(concat(
+          "rung ", i, " has ", rung.rows, " rows, not more than rung ", i - 1,
+          "'s ", ladder[i - 1].rows, ": the rungs' rows must increase"));
+    if (rung.sequences.has_value() != capped)
+      return Status::error(concat(
+          "rung ", i, (capped ? " has no" : " has a"),
+          " sequence capacity, unlike rung 0: give every rung one or none"));
+    if (!capped)
+      continue;
+    if (*rung.sequences < 1)
+      return Status::error(concat("rung ", i, " has sequence capacity ",
+                                  *rung.sequences, "; it must be >= 1"));
+    if (i > 0 && *rung.sequences < *ladder[i - 1].sequences)
+      return Status::error(concat(
+          "rung ", i, " holds ", *rung.sequences,
+          " sequences, fewer than rung ", i - 1, "'s ",
+          *ladder[i - 1].sequences,
+          ": a rung with more rows must hold at least as many sequences"));
+  }
+  return Status();
+}
+
+int64_t LadderPlan::tokens() const {
+  return std::accumulate(plan.packTokens.begin(), plan.packTokens.end(),
+                         int64_t(0));
+}
+
+int64_t LadderPlan::rows() const {
+  return std::accumulate(packRows.begin(), packRows.end(), int64_t(0));
+}
+
+int32_t LadderPlan::rung(int64_t microbatch, int64_t rank) const {
+  assert(microbatch >= 0 && microbatch < plan.numMicrobatches() && rank >= 0 &&
+         rank < plan.dp * plan.cp && "rung(m, rank) out of range");
+  return packRungs[std::size_t(microbatch * plan.dp + rank / plan.cp)];
+}
+
+Result<LadderPlan>
+thdc::planner::assignRungs(const MicrobatchPlan &plan,
+                           const std::vector<int32_t> &paddedLengths,
+                           const std::vector<Rung> &ladder,
+                           const PlannerConfig &config) {
+  if (Status valid = checkLadder(ladder); !valid)
+    return valid;
+  if (plan.cp != config.cp || plan.dp != config.dp)
+    return Status::error(concat("the plan is for cp ", plan.cp, ", dp ",
+                                plan.dp, ", not the config's cp ", config.cp,
+                                ", dp ", config.dp));
+  // Each rung's limits: B*cp tokens and the S2 cap of its N.
+  std::vector<int64_t> capacity, cap;
+  for (const Rung &rung : ladder) {
+    const std::optional<int64_t> rows = reference::checkedMul(rung.rows, plan.cp);
+    if (!rows)
+      return Status::error(concat("rung rows ", rung.rows, " * cp ", plan.cp,
+                                  " overflows int64"));
+    PlannerConfig rungConfig = config;
+    rungConfig.maxPackedSequences = rung.sequences;
+    Result<std::optional<int64_t>> rungCap = plannerSequenceCap(rungConfig);
+    if (!rungCap)
+      return Status::error(concat("rung of ", rung.rows, " rows: ",
+                                  rungCap.status().message()));
+    capacity.push_back(*rows);
+    cap.push_back(rungCap->value_or(std::numeric_limits<int64_t>::max()));
+  }
+  LadderPlan result;
+  result.plan = plan;
+  result.ladder = ladder;
+  for (std::size_t p = 0; p < plan.packs.size(); ++p) {
+    const int64_t tokens = plan.packTokens[p];
+    const int64_t sequences = int64_t(plan.packs[p].size());
+    std::size_t r = 0;
+    while (r < ladder.size() && (capacity[r] < tokens || cap[r] < sequences))
+      ++r;
+    if (r == ladder.size())
+      return Status::error(concat(
+          "pack ", p, " (", tokens, " tokens, ", sequences,
+          " sequences) fits no rung: the top rung holds ", capacity.back(),
+          " tokens and ", cap.back(), " sequences"));
+    int64_t longest = 0;
+    for (int32_t id : plan.packs[p]) {
+      if (id < 0 || std::size_t(id) >= paddedLengths.size())
+        return Status::error(concat("pack ", p, " names sequence ", id,
+                                    ", not one of the ", paddedLengths.size(),
+                                    " lengths"));
+      longest = std::max<int64_t>(longest, paddedLengths[std::size_t(id)]);
+    }
+    result.packRungs.push_back(int32_t(r));
+    result.packRows.push_back(capacity[r]);
+    result.packMaxLengths.push_back(longest);
+  }
+  return result;
+}
+
+Result<LadderPlan>
+thdc::planner::ladderPlan(const std::vector<int32_t> &paddedLengths,
+                          const PlannerConfig &config,
+                          const std::vector<Rung> &ladder) {
+  if (Status valid = checkLadder(ladder); !valid)
+    return valid;
+  PlannerConfig top = config;
+  top.maxSeqlenPerRank = ladder.back().rows;
+  top.maxPackedSequences = ladder.back().sequences;
+  Result<MicrobatchPlan> nextFit = nextFitPlan(paddedLengths, top);
+  if (!nextFit)
+    return nextFit.status();
+  Result<LadderPlan> best = assignRungs(*nextFit, paddedLengths, ladder, top);
+  if (!best)
+    return best;
+  Result<MicrobatchPlan> balanced = balancedPlan(paddedLengths, top);
+  if (!balanced)
+    return best;
+  Result<LadderPlan> other = assignRungs(*balanced, paddedLengths, ladder, top);
+  if (!other)
+    return best;
+  const auto key = [](const LadderPlan &p) {
+    return std::make_pair(p.rows(), p.plan.numMicrobatches());
+  };
+  if (key(*other) < key(*best))
+    return other;
+  return best;
+}

@@ -203,6 +203,77 @@ Result<int64_t> microbatchUpperBound(const PlannerConfig &config,
 int64_t graphCaptureCount(const MicrobatchPlan &plan, int64_t upperBound,
                           bool useRuntimeCount = false);
 
+//===----------------------------------------------------------------------===//
+// Capacity ladders (docs/capacity-ladder.md)
+//===----------------------------------------------------------------------===//
+
+/// One rung of a capacity ladder: a static shape the step is compiled for,
+/// B rows per CP rank (the rung's C) and its sequence capacity (the rung's
+/// N, the dummy included).
+struct Rung {
+  /// B, rows per CP rank; a pack at this rung holds at most B*cp tokens.
+  int64_t rows = 0;
+  /// The rung's N (nullopt: no cap, for a config without N); the pack's
+  /// sequences are capped by the S2 cap of this N under the config's
+  /// alignment and tail policy (N - 1 with both).
+  std::optional<int64_t> sequences;
+};
+
+/// Checks a ladder: at least one rung, rows >= 1 and strictly increasing,
+/// sequences either all nullopt or all >= 1 and non-decreasing (a rung
+/// that holds more rows never holds fewer sequences). The error names the
+/// first offending rung.
+Status checkLadder(const std::vector<Rung> &ladder);
+
+/// A plan over a ladder: every pack at the smallest rung that holds it.
+struct LadderPlan {
+  /// The packing (its capacity is the top rung's B*cp).
+  MicrobatchPlan plan;
+  /// The ladder it was assigned on.
+  std::vector<Rung> ladder;
+  /// The rung of every pack (index into ladder).
+  std::vector<int32_t> packRungs;
+  /// The rows every pack occupies at its rung, B*cp (all CP ranks).
+  std::vector<int64_t> packRows;
+  /// The largest padded length of every pack (0 for none): the tightest
+  /// max_seqlen its attention can be given, known on the host.
+  std::vector<int64_t> packMaxLengths;
+
+  /// Padded tokens of the whole plan (sum of plan.packTokens).
+  int64_t tokens() const;
+  /// Rows of the whole plan at its rungs (sum of packRows).
+  int64_t rows() const;
+  /// rows() - tokens(): the rows the step pads (dummy sequences).
+  int64_t paddedRows() const { return rows() - tokens(); }
+  /// The rung microbatch m runs at on DP x CP rank j = dpIdx*cp + cpIdx:
+  /// packRungs[m*dp + j/cp]. Requires m and j in range.
+  int32_t rung(int64_t microbatch, int64_t rank) const;
+};
+
+/// The smallest rung of `ladder` that holds each pack of `plan`: B*cp >= its
+/// padded tokens and the rung's S2 cap (from `config`'s alignment and tail
+/// policy) >= its sequences. Errors: a bad ladder (checkLadder), a plan for
+/// another cp, and a pack no rung holds, named with its tokens and
+/// sequences. Golden: cp 2, K = 3, lengths [5,3,4,2,2,1,6] -> next-fit packs
+/// of 8, 8, 7 tokens, rows {2, 4} (B*cp = 4, 8) -> rungs [1, 1, 1], padded
+/// rows 1; lengths [3,1,6,7,2] -> packs of 4, 6, 7, 2 tokens, rows {2, 3, 4}
+/// -> rungs [0, 1, 2, 0].
+Result<LadderPlan> assignRungs(const MicrobatchPlan &plan,
+                               const std::vector<int32_t> &paddedLengths,
+                               const std::vector<Rung> &ladder,
+                               const PlannerConfig &config);
+
+/// Plans a global batch over a ladder: the packing is planned with the top
+/// rung's rows as C and its sequences as N (config's own C and N are
+/// ignored), by next-fit and by balancedPlan, and the plan whose packs
+/// occupy fewer rows at their rungs is kept (ties: fewer microbatches, then
+/// next-fit, the reference framework's). Neither candidate needs more
+/// microbatches than next-fit, so the S12 bound of the top rung holds.
+/// Errors: those of checkLadder and of the planners.
+Result<LadderPlan> ladderPlan(const std::vector<int32_t> &paddedLengths,
+                              const PlannerConfig &config,
+                              const std::vector<Rung> &ladder);
+
 } // namespace planner
 } // namespace thdc
 

@@ -820,3 +820,134 @@ TEST(PlannerRandomized, BalancedNeverNeedsMoreMicrobatchesThanNextFit) {
 }
 
 } // namespace
+
+//===----------------------------------------------------------------------===//
+// Capacity ladders
+//===----------------------------------------------------------------------===//
+
+namespace {
+std::vector<Rung> rungs(const I64 &rows, const std::vector<std::optional<int64_t>> &sequences) {
+  std::vector<Rung> ladder;
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    ladder.push_back(Rung{rows[i], sequences[i]});
+  return ladder;
+}
+} // namespace
+
+TEST(PlannerLadder, GoldenRunningExample) {
+  // Next-fit over C = 4, cp = 2, K = 3: [[0,1],[2,3,4],[5,6]], 8, 8 and 7
+  // tokens. Rungs of B*cp = 4 and 8 tokens: every pack needs the top one.
+  const PlannerConfig config = capConfig(4, 2, 1, 3);
+  const MicrobatchPlan plan = nextFit(kExample, config);
+  Result<LadderPlan> assigned =
+      assignRungs(plan, kExample, rungs({2, 4}, {3, 3}), config);
+  ASSERT_TRUE(assigned) << assigned.status().message();
+  EXPECT_EQ(assigned->packRungs, (std::vector<int32_t>{1, 1, 1}));
+  EXPECT_EQ(assigned->packRows, (I64{8, 8, 8}));
+  EXPECT_EQ(assigned->packMaxLengths, (I64{5, 4, 6}));
+  EXPECT_EQ(assigned->tokens(), 23);
+  EXPECT_EQ(assigned->paddedRows(), 1);
+  // A lower rung of B = 3 (6 tokens) holds none of them either.
+  assigned = assignRungs(plan, kExample, rungs({3, 4}, {3, 3}), config);
+  ASSERT_TRUE(assigned);
+  EXPECT_EQ(assigned->packRungs, (std::vector<int32_t>{1, 1, 1}));
+  // Lengths [3, 1, 6, 7, 2]: next-fit packs [[0,1],[2],[3],[4]] of 4, 6,
+  // 7, 2 tokens: rungs of 4, 6 and 8 tokens put them at 0, 1, 2, 0.
+  const I32 lengths = {3, 1, 6, 7, 2};
+  const MicrobatchPlan small = nextFit(lengths, config);
+  ASSERT_EQ(small.packTokens, (I64{4, 6, 7, 2}));
+  assigned = assignRungs(small, lengths, rungs({2, 3, 4}, {3, 3, 3}), config);
+  ASSERT_TRUE(assigned) << assigned.status().message();
+  EXPECT_EQ(assigned->packRungs, (std::vector<int32_t>{0, 1, 2, 0}));
+  EXPECT_EQ(assigned->paddedRows(), 4 + 6 + 8 + 4 - 19);
+  EXPECT_EQ(assigned->rung(1, 1), 1); // microbatch 1 on CP rank 1
+}
+
+TEST(PlannerLadder, SequenceCapacityPushesAPackUp) {
+  // Four sequences of 1 token: one pack of 4 tokens and 4 sequences. A rung
+  // of 4 tokens but N = 4 (K = 3 with the dummy) cannot hold it.
+  const PlannerConfig config = makeConfig(8, 1, 1, 8, true, true);
+  const I32 lengths = {1, 1, 1, 1};
+  const MicrobatchPlan plan = nextFit(lengths, config);
+  ASSERT_EQ(plan.packs.size(), 1u);
+  Result<LadderPlan> assigned =
+      assignRungs(plan, lengths, rungs({4, 8}, {4, 8}), config);
+  ASSERT_TRUE(assigned) << assigned.status().message();
+  EXPECT_EQ(assigned->packRungs, (std::vector<int32_t>{1}));
+  assigned = assignRungs(plan, lengths, rungs({4, 8}, {5, 8}), config);
+  ASSERT_TRUE(assigned);
+  EXPECT_EQ(assigned->packRungs, (std::vector<int32_t>{0}));
+}
+
+TEST(PlannerLadder, BadLaddersAndUnfitPacksAreNamed) {
+  const PlannerConfig config = capConfig(4, 2, 1, 3);
+  const MicrobatchPlan plan = nextFit(kExample, config);
+  EXPECT_ERROR(assignRungs(plan, kExample, {}, config), "at least one rung");
+  EXPECT_ERROR(assignRungs(plan, kExample, rungs({4, 4}, {3, 3}), config),
+               "rows must increase");
+  EXPECT_ERROR(assignRungs(plan, kExample, rungs({0, 4}, {3, 3}), config),
+               "rung 0 has 0 rows");
+  EXPECT_ERROR(assignRungs(plan, kExample, rungs({2, 4}, {3, 2}), config),
+               "at least as many sequences");
+  EXPECT_ERROR(assignRungs(plan, kExample, rungs({2, 4}, {3, std::nullopt}),
+                           config),
+               "every rung one or none");
+  EXPECT_ERROR(assignRungs(plan, kExample, rungs({2, 3}, {3, 3}), config),
+               "pack 0 (8 tokens, 2 sequences) fits no rung");
+  EXPECT_ERROR(assignRungs(plan, kExample, rungs({2, 4}, {3, 3}),
+                           capConfig(4, 1, 1, 3)),
+               "not the config's cp 1");
+}
+
+TEST(PlannerLadder, RandomizedPlansUseTheSmallestRungAndNoMoreMicrobatches) {
+  Draw draw(20261203);
+  int64_t savedRows = 0, singleRows = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    SCOPED_TRACE("trial " + std::to_string(trial));
+    const int64_t cp = std::vector<int64_t>{1, 2, 4}[draw.integer(0, 2)];
+    const int64_t C = 2 * draw.integer(16, 512);
+    const int64_t dp = std::vector<int64_t>{1, 2}[draw.integer(0, 1)];
+    const int64_t N = draw.integer(3, 40);
+    const int64_t k = draw.integer(1, 8);
+    std::vector<Rung> ladder;
+    for (int64_t i = 1; i <= k; ++i) {
+      const int64_t rows = std::max<int64_t>(i, (C * i / k) / 2 * 2);
+      if (!ladder.empty() && rows <= ladder.back().rows)
+        continue;
+      ladder.push_back(Rung{rows, std::min(N, 2 + (N - 2) * i / k)});
+    }
+    ladder.back() = Rung{C, N};
+    const PlannerConfig config = makeConfig(C, cp, dp, N, true, true);
+    const I32 valid = drawValidLengths(draw, Family(trial % kNumFamilies),
+                                       draw.integer(1, 200), C * cp);
+    Expected<I32> lengths = reference::alignLengths(
+        valid, *reference::padGranularity(cp, 1, false));
+    ASSERT_TRUE(lengths);
+    Result<MicrobatchPlan> nextFitOnly = nextFitPlan(*lengths, config);
+    Result<LadderPlan> planned = ladderPlan(*lengths, config, ladder);
+    ASSERT_EQ(bool(planned), bool(nextFitOnly) || bool(balancedPlan(*lengths, config)))
+        << (planned ? "" : planned.status().message());
+    if (!planned)
+      continue;
+    EXPECT_EQ(checkPlan(planned->plan, *lengths, config).message(), "");
+    if (nextFitOnly)
+      EXPECT_LE(planned->plan.numMicrobatches(), nextFitOnly->numMicrobatches());
+    for (std::size_t p = 0; p < planned->plan.packs.size(); ++p) {
+      const int32_t r = planned->packRungs[p];
+      const int64_t tokens = planned->plan.packTokens[p];
+      const int64_t sequences = int64_t(planned->plan.packs[p].size());
+      // Holds it, and the rung below does not.
+      EXPECT_GE(ladder[r].rows * cp, tokens);
+      EXPECT_LE(sequences, *ladder[r].sequences - 1);
+      if (r > 0)
+        EXPECT_TRUE(ladder[r - 1].rows * cp < tokens ||
+                    *ladder[r - 1].sequences - 1 < sequences);
+      EXPECT_EQ(planned->packRows[p], ladder[r].rows * cp);
+    }
+    EXPECT_GE(planned->paddedRows(), 0);
+    savedRows += planned->paddedRows();
+    singleRows += int64_t(planned->plan.packs.size()) * C * cp - planned->tokens();
+  }
+  // The ladder never pads more than the single capacity C.
+  EXPECT_LE(savedRows, singleRows);
+}
