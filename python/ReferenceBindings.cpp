@@ -149,6 +149,13 @@ void thdc::python::populateReferenceBindings(nb::module_ &m) {
       nb::arg("status"),
       "The names of a thd.validate status word's bits, joined by '|' "
       "(\"ok\" for 0), as reference/StatusBits.h defines them.");
+  {
+    nb::dict bits;
+    for (const thdc::reference::StatusBitName &entry :
+         thdc::reference::kStatusBitNames)
+      bits[entry.name] = int32_t(entry.bit);
+    m.attr("STATUS_BITS") = bits;
+  }
 
   nb::module_ reference = m.def_submodule(
       "reference", "The reference semantics (plain C++), for tests");

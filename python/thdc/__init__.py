@@ -35,6 +35,7 @@ from ._thdc import Kernel, cuda_available, current_device, describe_status, has_
 __all__ = [
     "Arg",
     "Kernel",
+    "STATUS_BITS",
     "compile",
     "cuda_available",
     "current_device",
@@ -48,6 +49,8 @@ __all__ = [
 __version__ = "0.1.0"
 
 reference = _thdc.reference
+# Each status bit of thd.validate by name (reference/StatusBits.h).
+STATUS_BITS = dict(_thdc.STATUS_BITS)
 
 
 class Arg(NamedTuple):

@@ -163,6 +163,41 @@ def slot_count(global_batch_size: int, max_seqlen: int, C: int, cp: int = 1, *, 
     return planner.graph_capture_count(num_microbatches, bound)
 
 
+def _check_ladder(capacities, sequence_capacities, C: int, N: int):
+    """The ladder's rows per CP rank and sequence capacities as tuples of
+    ints, the top rung (C, N): ValueError or TypeError naming what is wrong
+    (docs/capacity-ladder.md)."""
+    def ints(values, name):
+        if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+            raise TypeError(f"{name} must be a sequence of ints; got {type(values).__name__}")
+        return tuple(thdc._check_int(v, f"{name}[{i}]") for i, v in enumerate(values))
+
+    rows = (C,) if capacities is None else ints(capacities, "capacities")
+    if not rows:
+        raise ValueError("capacities must name at least one rung (the top one is C)")
+    for i in range(1, len(rows)):
+        if rows[i] <= rows[i - 1]:
+            raise ValueError(f"capacities must increase; got {list(rows)}")
+    if rows[-1] != C:
+        raise ValueError(f"the ladder's top rung is the step's C = {C}; capacities ends "
+                         f"at {rows[-1]}")
+    if sequence_capacities is None:
+        seqs = (N,) * len(rows)
+    else:
+        seqs = ints(sequence_capacities, "sequence_capacities")
+        if len(seqs) != len(rows):
+            raise ValueError(f"sequence_capacities has {len(seqs)} entries; capacities has "
+                             f"{len(rows)} rungs")
+        for i in range(1, len(seqs)):
+            if seqs[i] < seqs[i - 1]:
+                raise ValueError(f"sequence_capacities must not decrease (a rung with more "
+                                 f"rows holds at least as many sequences); got {list(seqs)}")
+        if seqs[-1] != N:
+            raise ValueError(f"the ladder's top rung is the step's N = {N}; "
+                             f"sequence_capacities ends at {seqs[-1]}")
+    return rows, seqs
+
+
 @dataclasses.dataclass(frozen=True)
 class StepOptions:
     """GraphStep's options (GraphStep documents each), checked once, when
@@ -184,10 +219,12 @@ class StepOptions:
     tp: int = 1
     tp_rank: int = 0
     sequence_parallel: bool = False
-    bundle: Optional[str] = None
+    bundle: object = None
     device: object = None
     convention: str = "graph"
     cache_dir: str = ""
+    capacities: Optional[Tuple[int, ...]] = None
+    sequence_capacities: Optional[Tuple[int, ...]] = None
 
     def __post_init__(self):
         C, N, cp, cp_rank, tp, tp_rank = (self.C, self.N, self.cp, self.cp_rank, self.tp,
@@ -210,7 +247,17 @@ class StepOptions:
             rope_table_rows = thdc._check_int(rope_table_rows, "rope_table_rows")
             if rope_table_rows < 1:
                 raise ValueError(f"rope_table_rows must be >= 1; got {rope_table_rows}")
-        if bundle is not None:
+        capacities, sequence_capacities = _check_ladder(
+            self.capacities, self.sequence_capacities, C, N)
+        if bundle is not None and len(capacities) > 1:
+            if isinstance(bundle, (str, bytes)) or not hasattr(bundle, "__len__"):
+                raise TypeError(f"a ladder of {len(capacities)} rungs takes one bundle per "
+                                f"rung: bundle must be a sequence of {len(capacities)} paths")
+            if len(bundle) != len(capacities):
+                raise ValueError(f"bundle has {len(bundle)} paths; the ladder has "
+                                 f"{len(capacities)} rungs")
+            bundle = tuple(thdc._check_path(b, f"bundle[{i}]") for i, b in enumerate(bundle))
+        elif bundle is not None:
             bundle = thdc._check_path(bundle, "bundle")
         for name, value in (("stage", stage), ("cp_mode", cp_mode),
                             ("convention", convention), ("cache_dir", cache_dir)):
@@ -218,15 +265,22 @@ class StepOptions:
         stages.check_options(stage, cp_mode, rope_table_rows is not None)
         if convention not in CONVENTIONS:
             raise ValueError(f"convention must be one of {CONVENTIONS}; got {convention!r}")
-        stages.check_params(C, cp, N, cp_mode, rope_table_rows)
+        for B, N_rung in zip(capacities, sequence_capacities):
+            try:
+                stages.check_params(B, cp, N_rung, cp_mode, rope_table_rows)
+            except ValueError as error:
+                raise ValueError(f"rung (C={B}, N={N_rung}): {error}"
+                                 if len(capacities) > 1 else str(error)) from None
         if not 0 <= cp_rank < cp:
             raise ValueError(f"cp_rank must be in [0, {cp}); got {cp_rank}")
         if tp < 1 or not 0 <= tp_rank < tp:
             raise ValueError(f"tp must be >= 1 and tp_rank in [0, tp); got tp={tp}, "
                              f"tp_rank={tp_rank}")
-        if sequence_parallel and C % tp:
-            raise ValueError(f"sequence parallelism shards the C = {C} rows over tp = {tp} "
-                             "ranks; C must be a multiple of tp")
+        for B in capacities:
+            if sequence_parallel and B % tp:
+                raise ValueError(f"sequence parallelism shards the C = {B} rows over tp = "
+                                 f"{tp} ranks; " + ("C" if B == C else "every rung")
+                                 + " must be a multiple of tp")
         if slots < 1:
             raise ValueError(f"slots must be >= 1; got {slots}")
         if not (device is None or isinstance(device, (str, torch.device))):
@@ -257,8 +311,15 @@ class StepOptions:
         for name, value in (("C", C), ("N", N), ("cp", cp), ("cp_rank", cp_rank), ("tp", tp),
                             ("tp_rank", tp_rank), ("slots", slots),
                             ("rope_table_rows", rope_table_rows), ("bundle", bundle),
-                            ("device", resolved)):
+                            ("device", resolved), ("capacities", capacities),
+                            ("sequence_capacities", sequence_capacities)):
             object.__setattr__(self, name, value)
+
+    @property
+    def rungs(self) -> Tuple[Tuple[int, int], ...]:
+        """(C, N) of every rung of the ladder, smallest first; (C, N) alone
+        without one."""
+        return tuple(zip(self.capacities, self.sequence_capacities))
 
     @property
     def pipeline_options(self) -> dict:
@@ -310,16 +371,19 @@ class GraphStep:
         tp: int = 1,
         tp_rank: int = 0,
         sequence_parallel: bool = False,
-        bundle: Optional[str] = None,
+        bundle=None,
         device=None,
         convention: str = "graph",
         cache_dir: str = "",
+        capacities=None,
+        sequence_capacities=None,
     ):
         config = StepOptions(C, N, cp, cp_rank, stage=stage, cp_mode=cp_mode, seq_idx=seq_idx,
                              rope_table_rows=rope_table_rows, cp_order_index=cp_order_index,
                              slots=slots, tp=tp, tp_rank=tp_rank,
                              sequence_parallel=sequence_parallel, bundle=bundle, device=device,
-                             convention=convention, cache_dir=cache_dir)
+                             convention=convention, cache_dir=cache_dir,
+                             capacities=capacities, sequence_capacities=sequence_capacities)
         self.config = config
         self.device, self.on_host = config.device, config.device.type == "cpu"
         C, N, cp, stage = config.C, config.N, config.cp, config.stage
@@ -334,42 +398,19 @@ class GraphStep:
         self.options = config.pipeline_options
         self.data_keys = stages.data_keys(stage)
 
-        params = {"C": self.C, "cp": self.cp, "N": self.N}
-        if rope_table_rows is not None:
-            params["R"] = rope_table_rows
-        if bundle is not None and self.on_host:
-            self.kernel = thdc.load(bundle, backend="host", cache_dir=cache_dir)
-        elif bundle is not None:
-            self.kernel = thdc.load(bundle, backend="cuda", cache_dir=cache_dir,
-                                    device=self.device.index)
-        elif self.on_host:
-            self.kernel = thdc.compile(stages.pipeline(stage, **self.options), params,
-                                       backend="host", cache_dir=cache_dir)
-        else:
-            with torch.cuda.device(self.device):
-                self.kernel = thdc.compile(stages.pipeline(stage, **self.options), params,
-                                           backend="cuda", cache_dir=cache_dir)
-        compiled = {k: self.kernel.params.get(k) for k in params}
-        if compiled != params:
-            raise ValueError(f"the bundle was compiled for {compiled}, not {params}")
-        spec = thdc.signature(self.kernel)
-        expected_inputs = list(self.data_keys) + ["cu_seqlens", "cu_seqlens_padded",
-                                                  "num_seqs"]
-        expected_inputs += ["num_rows"] if self.data_keys else []
-        expected_inputs += ["cp_rank"]
-        expected_inputs += ["rows"] if cp_order_index else []
-        expected_outputs = stages.outputs(stage, seq_idx=seq_idx, rope=self.options["rope"],
-                                          cp_order_index=cp_order_index)
-        got_inputs = [a.name for a in spec if a.direction == "input"]
-        got_outputs = [a.name for a in spec if a.direction == "output"]
-        if got_inputs != expected_inputs or got_outputs != expected_outputs:
-            raise ValueError(
-                f"the kernel is not the step for stage={stage!r} and options {self.options}: it "
-                f"takes {got_inputs} and computes {got_outputs}; the step needs {expected_inputs} "
-                f"-> {expected_outputs} (compile thdc.stages.pipeline() for these options)")
-        if not self.on_host:
-            self.kernel.prepare(self.device.index)
-        self._spec = spec
+        self.capacities, self.sequence_capacities = (config.capacities,
+                                                     config.sequence_capacities)
+        rungs = config.rungs
+        bundles = bundle if isinstance(bundle, tuple) else (bundle,) * len(rungs)
+        # One kernel per rung, the top rung's last: the same pipeline compiled
+        # for each rung's (C, N) (docs/capacity-ladder.md says why).
+        self.kernels, self._specs = [], []
+        for (B, N_rung), rung_bundle in zip(rungs, bundles):
+            kernel, spec = self._load_rung(B, N_rung, rung_bundle)
+            self.kernels.append(kernel)
+            self._specs.append(spec)
+        self.kernels = tuple(self.kernels)
+        self.kernel, self._spec = self.kernels[-1], self._specs[-1]
         self.slots = [StepSlot(self, i) for i in range(slots)]
         # The step itself is its first slot: with one slot GraphStep is the
         # whole API, and step.slot(0) holds the same buffers.
@@ -378,6 +419,61 @@ class GraphStep:
             setattr(self, name, getattr(self._first, name))
         if not self.on_host:
             torch.cuda.synchronize(self.device)
+
+    def _load_rung(self, C: int, N: int, bundle):
+        """The kernel of one rung (its bundle's, or compiled) and its checked
+        signature."""
+        stage, cache_dir = self.stage, self.config.cache_dir
+        params = {"C": C, "cp": self.cp, "N": N}
+        if self.rope_table_rows is not None:
+            params["R"] = self.rope_table_rows
+        if bundle is not None and self.on_host:
+            kernel = thdc.load(bundle, backend="host", cache_dir=cache_dir)
+        elif bundle is not None:
+            kernel = thdc.load(bundle, backend="cuda", cache_dir=cache_dir,
+                               device=self.device.index)
+        elif self.on_host:
+            kernel = thdc.compile(stages.pipeline(stage, **self.options), params,
+                                  backend="host", cache_dir=cache_dir)
+        else:
+            with torch.cuda.device(self.device):
+                kernel = thdc.compile(stages.pipeline(stage, **self.options), params,
+                                      backend="cuda", cache_dir=cache_dir)
+        compiled = {k: kernel.params.get(k) for k in params}
+        if compiled != params:
+            raise ValueError(f"the bundle was compiled for {compiled}, not {params}")
+        spec = thdc.signature(kernel)
+        expected_inputs = list(self.data_keys) + ["cu_seqlens", "cu_seqlens_padded",
+                                                  "num_seqs"]
+        expected_inputs += ["num_rows"] if self.data_keys else []
+        expected_inputs += ["cp_rank"]
+        expected_inputs += ["rows"] if self.config.cp_order_index else []
+        expected_outputs = stages.outputs(stage, seq_idx=self.config.seq_idx,
+                                          rope=self.options["rope"],
+                                          cp_order_index=self.config.cp_order_index)
+        got_inputs = [a.name for a in spec if a.direction == "input"]
+        got_outputs = [a.name for a in spec if a.direction == "output"]
+        if got_inputs != expected_inputs or got_outputs != expected_outputs:
+            raise ValueError(
+                f"the kernel is not the step for stage={stage!r} and options {self.options}: it "
+                f"takes {got_inputs} and computes {got_outputs}; the step needs {expected_inputs} "
+                f"-> {expected_outputs} (compile thdc.stages.pipeline() for these options)")
+        if not self.on_host:
+            kernel.prepare(self.device.index)
+        return kernel, spec
+
+    def rung_index(self, num_rows: int, num_seqs: int) -> int:
+        """The smallest rung that holds a microbatch of num_rows packed rows
+        (all CP ranks: cu_seqlens_padded[num_seqs]) and num_seqs sequences,
+        from host figures (the plan's; thdc.planner.ladder_plan gives the
+        same rung); ValueError when none does."""
+        num_rows = thdc._check_int(num_rows, "num_rows")
+        num_seqs = thdc._check_int(num_seqs, "num_seqs")
+        for i, (B, N) in enumerate(self.config.rungs):
+            if num_rows <= B * self.cp and num_seqs <= N - 1:
+                return i
+        raise ValueError(f"no rung holds {num_rows} rows and {num_seqs} sequences: the top "
+                         f"rung holds {self.C * self.cp} rows and {self.N - 1} sequences")
 
     def slot(self, microbatch: int) -> "StepSlot":
         """The buffer set of microbatch `microbatch` (slot microbatch mod K)."""
@@ -396,13 +492,37 @@ class GraphStep:
 _SLOT_API = ("inputs", "outputs", "batch", "packed_seq_params", "status", "buffer", "seq_idx",
              "rope_rows", "cp_order_index", "padding_mask_full", "run", "load_inputs",
              "accumulate_status", "accumulate_dropped", "describe_status", "check_async",
-             "restore_cp_order", "broadcast")
+             "restore_cp_order", "broadcast", "exact_rows", "rung")
+# What a slot gives of its top rung (the step at C), bound in StepSlot.__init__.
+_RUNG_API = ("outputs", "batch", "packed_seq_params", "seq_idx", "rope_rows",
+             "cp_order_index", "padding_mask_full", "run", "exact_rows", "status",
+             "accumulate_status", "accumulate_dropped", "describe_status", "check_async",
+             "restore_cp_order")
+
+
+def _output_layout(spec):
+    """(arg, byte offset, element size) of every output in a slot's one
+    buffer, and the bytes it needs: each output on an _ALIGNMENT boundary."""
+    layout, offset = [], 0
+    for a in spec:
+        if a.direction == "output":
+            size = torch.empty(0, dtype=getattr(torch, a.dtype)).element_size()
+            layout.append((a, offset, size))
+            offset += -(-a.shape[0] * size // _ALIGNMENT) * _ALIGNMENT
+    return layout, max(offset, _ALIGNMENT)
 
 
 class StepSlot:
     """One buffer set of a GraphStep: the inputs of one microbatch, the
     outputs in one device buffer, the batch and PackedSeqParams that view
-    them. Made by GraphStep; `step.slot(i)`."""
+    them. Made by GraphStep; `step.slot(i)`.
+
+    With a capacity ladder the slot has one view per rung (`slot.rung(i)`,
+    a SlotRung): the rung's kernel reads the first rows of the slot's inputs
+    and writes its outputs into the slot's buffer, laid out for its own
+    sizes. The rungs share the buffer, so a rung's outputs hold until
+    another rung of the slot runs. The slot's own outputs, batch, run, ...
+    are its top rung's (the step at C, N)."""
 
     def __init__(self, step: GraphStep, index: int):
         self.step, self.index = step, index
@@ -412,7 +532,6 @@ class StepSlot:
         self.inputs.cp_rank.fill_(step.cp_rank)
         if hasattr(self.inputs, "rows"):  # the row numbers thd.cp_unslice permutes
             self.inputs.rows.copy_(torch.arange(self.inputs.rows.numel(), dtype=torch.int32))
-        self._input_list = [getattr(self.inputs, a.name) for a in spec if a.direction == "input"]
         gather = thdc._thdc.Gather(None if step.on_host else device.index,
                                    like=self.inputs.cp_rank)
         self._loader = InputLoader(self.inputs, step.data_keys, step.stage, gather)
@@ -423,26 +542,100 @@ class StepSlot:
         # The loader's method itself (StepSlot.load_inputs documents it):
         # one Python frame less per microbatch.
         self.load_inputs = self._loader.load
-        # Every output in one buffer, so one collective can send them all.
-        outputs, offset = [], 0
-        for a in spec:
-            if a.direction == "output":
-                size = torch.empty(0, dtype=getattr(torch, a.dtype)).element_size()
-                outputs.append((a, offset, size))
-                offset += -(-a.shape[0] * size // _ALIGNMENT) * _ALIGNMENT
-        self.buffer = torch.zeros(max(offset, _ALIGNMENT), dtype=torch.uint8, device=device)
+        # Every output in one buffer, so one collective can send them all;
+        # sized for the largest rung's layout.
+        layouts = [_output_layout(s) for s in step._specs]
+        self.buffer = torch.zeros(max(size for _, size in layouts), dtype=torch.uint8,
+                                  device=device)
+        # Each rung's first run on the zeroed inputs (an empty microbatch),
+        # the top rung's last, names the outputs and leaves them valid.
+        self.rungs = tuple(SlotRung(self, i, step.kernels[i], step._specs[i], *layouts[i])
+                           for i in range(len(step.kernels)))
+        self._top = self.rungs[-1]
+        for name in _RUNG_API:
+            setattr(self, name, getattr(self._top, name))
+
+    def rung(self, index: int) -> "SlotRung":
+        """The slot's view at rung `index` of the ladder (0: the smallest;
+        -1 or len - 1: the top one, the slot itself)."""
+        index = thdc._check_int(index, "rung")
+        count = len(self.rungs)
+        if not -count <= index < count:
+            raise IndexError(f"rung {index}: the ladder has {count} rung"
+                             + "s" * (count > 1) + f" (capacities {list(self.step.capacities)})")
+        return self.rungs[index]
+
+    def load_inputs(self, tokens=None, labels=None, loss_mask=None, position_ids=None,
+                    cu_seqlens=None, cu_seqlens_padded=None, num_seqs=None) -> None:
+        """Copies one packed microbatch into the slot's inputs, on the current
+        stream. Data tensors hold up to C*cp rows ([T] or [1, T], the same T
+        for each; the kernel is told T, and empties a microbatch whose
+        offsets claim more rows, status rows_not_given); the stage reads its
+        own keys (they must be given) and ignores the others, so one data
+        path can feed every stage. cu arrays hold up to N+1 entries.
+        num_seqs (int or a device tensor) defaults to len(cu_seqlens) - 1
+        and is required for cu arrays of N+1 entries that end in unused
+        slots. Only shapes are read on the host; thdc._thdc.InputGather states the
+        whole contract. Every rung of the slot reads these inputs; a rung
+        empties a microbatch it cannot hold (status total_exceeds_capacity
+        or num_seqs_out_of_range), as the step at C does one past C.
+
+        Tensors that are contiguous, on the slot's device and of the input's
+        dtype are copied, with num_seqs, by one launch of the runtime's
+        gather kernel; any other is converted by its own Tensor.copy_. Nothing
+        waits: the copies are queued on the current stream, which keeps the
+        given tensors' memory from reuse until they have run (PyTorch's
+        caching allocator reuses freed blocks in stream order). On the CPU
+        the same copies (the gather's host form) are done when it returns."""
+        self._loader.load(tokens, labels, loss_mask, position_ids, cu_seqlens,
+                          cu_seqlens_padded, num_seqs)
+
+    def __call__(self, tokens=None, labels=None, loss_mask=None, position_ids=None,
+                 cu_seqlens=None, cu_seqlens_padded=None, num_seqs=None, stream=None,
+                 **unknown):
+        """load_inputs, then run (the top rung's)."""
+        return self._top(tokens, labels, loss_mask, position_ids, cu_seqlens,
+                         cu_seqlens_padded, num_seqs, stream, **unknown)
+
+    def broadcast(self, group=None, src: int = 0) -> None:
+        """Sends the outputs of `src` (a global rank, which ran the step) to
+        every rank of `group`, one collective over the slot's one output
+        buffer: the tensor-parallel recipe where one rank prepares the
+        microbatch. With NCCL it can be captured in the same graph; a step
+        on the CPU needs a group of a CPU backend (gloo)."""
+        import torch.distributed as dist
+
+        dist.broadcast(self.buffer, src=thdc._check_int(src, "src"), group=group)
+
+
+class SlotRung:
+    """One slot at one rung of the capacity ladder: the rung's kernel on the
+    slot's inputs (the first C*cp rows and N+1 entries, C and N the rung's),
+    its outputs in the slot's buffer, the batch ([1, C]) and PackedSeqParams
+    (N+1 entries, max_seqlen C*cp) that view them. Made by StepSlot;
+    `slot.rung(i)`. Without a ladder the slot has one, itself."""
+
+    def __init__(self, slot: StepSlot, index: int, kernel, spec, layout, nbytes: int):
+        step = slot.step
+        self.slot, self.step, self.index, self.kernel = slot, step, index, kernel
+        C, N = step.config.rungs[index]
+        self.C, self.N = C, N
+        device = step.device
+        self.inputs = slot.inputs
+        self._input_list = [getattr(slot.inputs, a.name)[:a.shape[0]]
+                            for a in spec if a.direction == "input"]
+        self.buffer = slot.buffer[:nbytes]
         self._output_list = [
-            self.buffer[o:o + a.shape[0] * size].view(getattr(torch, a.dtype))
-            for a, o, size in outputs]
-        # A first run on the zeroed inputs (an empty microbatch) names the
-        # outputs and leaves them in a valid state.
-        self.outputs = step.kernel(*self._input_list, out=self._output_list,
-                                   device=device.index)
+            slot.buffer[o:o + a.shape[0] * size].view(getattr(torch, a.dtype))
+            for a, o, size in layout]
+        self.load_inputs = slot._loader.load
+        self.outputs = kernel(*self._input_list, out=self._output_list, device=device.index)
         if step.on_host:
             self.run = self._run_on_host
             self.check_async = self._check_on_host
 
-        out, C, cp = self.outputs, step.C, step.cp
+        out, cp = self.outputs, step.cp
+        self.status = out.status  # the last run's status bits, on the device (0: valid)
         self.batch = {k: getattr(out, k).view(1, C) for k in step.data_keys}
         self.padding_mask_full = out.padding_mask.view(1, C)
         if step.sequence_parallel:
@@ -467,14 +660,16 @@ class StepSlot:
             seq_idx=self.seq_idx,
             pad_between_seqs=step.convention == "compact",
         )
+        # exact_rows's entry numbers 0..N (int64: times max_seqlen).
+        self._entries = torch.arange(N + 1, dtype=torch.int64, device=device)
 
     def run(self, stream=None) -> Tuple[dict, "PackedSeqParams"]:
         """Launches the step on the static inputs (capturable: no allocation,
         no synchronisation) and returns the static batch and parameters. On
         the CPU it runs the host code and returns when done; a stream there
         raises ValueError."""
-        self.step.kernel(*self._input_list, out=self._output_list, stream=stream,
-                         device=self.step.device.index)
+        self.kernel(*self._input_list, out=self._output_list, stream=stream,
+                    device=self.step.device.index)
         return self.batch, self.packed_seq_params
 
     def _run_on_host(self, stream=None) -> Tuple[dict, "PackedSeqParams"]:
@@ -483,31 +678,8 @@ class StepSlot:
             raise ValueError(
                 f"run(stream=...): the step runs on the CPU, which has no streams; got "
                 f"stream={stream!r} (a stream needs GraphStep(..., device='cuda:N'))")
-        self.step.kernel(*self._input_list, out=self._output_list)
+        self.kernel(*self._input_list, out=self._output_list)
         return self.batch, self.packed_seq_params
-
-    def load_inputs(self, tokens=None, labels=None, loss_mask=None, position_ids=None,
-                    cu_seqlens=None, cu_seqlens_padded=None, num_seqs=None) -> None:
-        """Copies one packed microbatch into the slot's inputs, on the current
-        stream. Data tensors hold up to C*cp rows ([T] or [1, T], the same T
-        for each; the kernel is told T, and empties a microbatch whose
-        offsets claim more rows, status rows_not_given); the stage reads its
-        own keys (they must be given) and ignores the others, so one data
-        path can feed every stage. cu arrays hold up to N+1 entries.
-        num_seqs (int or a device tensor) defaults to len(cu_seqlens) - 1
-        and is required for cu arrays of N+1 entries that end in unused
-        slots. Only shapes are read on the host; thdc._thdc.InputGather states the
-        whole contract.
-
-        Tensors that are contiguous, on the slot's device and of the input's
-        dtype are copied, with num_seqs, by one launch of the runtime's
-        gather kernel; any other is converted by its own Tensor.copy_. Nothing
-        waits: the copies are queued on the current stream, which keeps the
-        given tensors' memory from reuse until they have run (PyTorch's
-        caching allocator reuses freed blocks in stream order). On the CPU
-        the same copies (the gather's host form) are done when it returns."""
-        self._loader.load(tokens, labels, loss_mask, position_ids, cu_seqlens,
-                          cu_seqlens_padded, num_seqs)
 
     def __call__(self, tokens=None, labels=None, loss_mask=None, position_ids=None,
                  cu_seqlens=None, cu_seqlens_padded=None, num_seqs=None, stream=None,
@@ -518,11 +690,6 @@ class StepSlot:
         self.load_inputs(tokens, labels, loss_mask, position_ids, cu_seqlens,
                          cu_seqlens_padded, num_seqs)
         return self.run(stream)
-
-    @property
-    def status(self) -> torch.Tensor:
-        """The last run's status bits, on the device (0: valid)."""
-        return self.outputs.status
 
     def accumulate_status(self, flag: torch.Tensor) -> torch.Tensor:
         """flag |= status, on the device (capturable); returns flag."""
@@ -570,17 +737,90 @@ class StepSlot:
             raise ValueError("restore_cp_order needs GraphStep(..., cp_order_index=True)")
         if not isinstance(gathered, torch.Tensor):
             raise TypeError(f"gathered must be a torch.Tensor; got {type(gathered).__name__}")
-        rows = self.step.C * self.step.cp
+        rows = self.C * self.step.cp
         if gathered.dim() < 1 or gathered.shape[0] != rows or gathered.device != self.step.device:
             raise ValueError(f"gathered must have C*cp = {rows} rows on {self.step.device}; got "
                              f"shape {tuple(gathered.shape)} on {gathered.device}")
         return gathered.index_select(0, self.cp_order_index)
 
+    def exact_rows(self, num_rows: int, num_seqs: int, max_seqlen: Optional[int] = None):
+        """The last run's outputs cut to the microbatch's own rows, for a
+        model run eagerly on exactly what it holds: (batch, PackedSeqParams)
+        as run() returns them, with the data keys and the padding mask
+        [1, T/cp] (this rank's rows, T/cp/tp of them under sequence
+        parallelism), cu arrays of num_seqs + 1 entries and max_seqlen the
+        given bound. num_rows T: the packed rows of all CP ranks, the rows
+        given to load_inputs (cu_seqlens_padded[num_seqs]); num_seqs: the
+        real sequences; max_seqlen: a bound on their padded lengths (the
+        plan's longest, thdc.planner's pack_max_lengths; default T). All
+        three are host figures from the plan: nothing is read back.
+
+        Views of the step's buffers (valid until the slot runs again), but
+        the offsets, which are computed on the device in a few launches: the
+        step's, clamped to T, the last set to T, so attention never reads
+        past the T rows. A microbatch the step emptied (status != 0) gets
+        offsets of at most max_seqlen rows each over the T rows, all
+        masked out of the loss; offsets that end past T (a T smaller than
+        the rows the step holds) set rows_not_given in the status, so the
+        counters say rows were left out. An empty microbatch (T = 0) gets
+        one padding row (two per rank with zigzag CP, cp > 1). Zigzag CP
+        only (contiguous CP puts a rank's real rows after others' tails)."""
+        step = self.step
+        cp, C, N = step.cp, self.C, self.N
+        num_rows = thdc._check_int(num_rows, "num_rows")
+        num_seqs = thdc._check_int(num_seqs, "num_seqs")
+        if cp > 1 and step.cp_mode != "zigzag":
+            raise ValueError("exact_rows needs zigzag CP: with contiguous CP a rank's real rows "
+                             "do not lie at the start of its C rows")
+        if not 0 <= num_rows <= C * cp:
+            raise ValueError(f"num_rows must be in [0, C*cp = {C * cp}]; got {num_rows}")
+        if not 0 <= num_seqs <= N - 1:
+            raise ValueError(f"num_seqs must be in [0, N-1 = {N - 1}]; got {num_seqs}")
+        granule = 2 * cp if cp > 1 else 1
+        if num_rows % granule:
+            raise ValueError(f"num_rows = {num_rows} is not a multiple of {granule}: each rank "
+                             f"holds an equal share of every sequence")
+        total = num_rows if num_rows else granule
+        local = total // cp
+        if max_seqlen is None:
+            max_seqlen = total
+        max_seqlen = thdc._check_int(max_seqlen, "max_seqlen")
+        if not 1 <= max_seqlen <= C * cp:
+            raise ValueError(f"max_seqlen must be in [1, C*cp = {C * cp}]; got {max_seqlen}")
+        if step.sequence_parallel and local % step.tp:
+            raise ValueError(f"sequence parallelism shards the rank's {local} rows over tp = "
+                             f"{step.tp} ranks: num_rows/cp must be a multiple of tp")
+        out = self.outputs
+        entries = max(num_seqs, 1) + 1
+        ok = out.status == 0
+        spread = (self._entries[:entries] * max_seqlen).clamp_(max=total).to(torch.int32)
+        padded = torch.where(ok, out.cu_seqlens_padded[:entries].clamp(max=total), spread)
+        padded[entries - 1:].fill_(total)
+        # Offsets past T: rows the step holds that the view leaves out.
+        lost = (ok & (out.cu_seqlens_padded[num_seqs:num_seqs + 1] > total)).to(torch.int32)
+        out.status.bitwise_or_(lost * thdc.STATUS_BITS["rows_not_given"])
+        if step.convention == "graph":
+            cu = padded
+        else:
+            cu = torch.where(ok, torch.minimum(out.cu_seqlens[:entries], padded), padded)
+        batch = {k: v[:, :local] for k, v in self.batch.items() if k != "padding_mask"}
+        mask = self.padding_mask_full[:, :local]
+        if step.sequence_parallel:
+            shard = local // step.tp
+            mask = mask[:, step.tp_rank * shard:(step.tp_rank + 1) * shard]
+        batch["padding_mask"] = mask
+        params = make_packed_seq_params(
+            qkv_format="thd", cu_seqlens_q=cu, cu_seqlens_kv=cu, cu_seqlens_q_padded=padded,
+            cu_seqlens_kv_padded=padded, max_seqlen_q=max_seqlen, max_seqlen_kv=max_seqlen,
+            seq_idx=None if self.seq_idx is None else self.seq_idx[:, :total],
+            pad_between_seqs=step.convention == "compact")
+        return batch, params
+
     def broadcast(self, group=None, src: int = 0) -> None:
         """Sends the outputs of `src` (a global rank, which ran the step) to
-        every rank of `group`, one collective over the slot's one output
-        buffer: the tensor-parallel recipe where one rank prepares the
-        microbatch. With NCCL it can be captured in the same graph; a step
+        every rank of `group`, one collective over the rung's outputs in the
+        slot's one buffer: the tensor-parallel recipe where one rank prepares
+        the microbatch. With NCCL it can be captured in the same graph; a step
         on the CPU needs a group of a CPU backend (gloo)."""
         import torch.distributed as dist
 
