@@ -25,7 +25,26 @@ recipe name of `LOW_PRECISION_MULTIPLES`: "fp8" 16, "mxfp8" 32,
 sequence is a multiple of m tokens, as low-precision GEMMs need:
 
     padded = planner.align_lengths(valid_lengths, cp=2, multiple="fp8")
+
+Capacity ladders (docs/capacity-ladder.md): `ladder_plan` plans a global
+batch over rungs B_1 < ... < B_k = C (rows per CP rank, each with its own
+sequence capacity) and puts every microbatch at the smallest rung that
+holds it, so that the step pads it to B instead of C; `assign_rungs` does
+the same for an existing plan; `even_ladder` makes k evenly spaced rungs;
+`advise` picks C, N, the ladder and the slot count from sample global
+batches (also a command, `thdc-advise`):
+
+    ladder = planner.ladder_plan(padded, [2048, 4096, 8192], cp=1,
+                                 max_packed_sequences=64,
+                                 sequence_capacities=[16, 32, 64])
+    ladder.pack_rungs, ladder.fill, ladder.padded_rows
 """
+import argparse
+import dataclasses
+import math
+import sys
+from typing import List, Optional, Sequence, Tuple
+
 from ._thdc import planner as _planner
 
 Plan = _planner.Plan
@@ -36,10 +55,241 @@ pad_granularity = _planner.pad_granularity
 LOW_PRECISION_MULTIPLES = dict(_planner.LOW_PRECISION_MULTIPLES)
 max_microbatches = _planner.max_microbatches
 graph_capture_count = _planner.graph_capture_count
+LadderPlan = _planner.LadderPlan
+ladder_plan = _planner.ladder_plan
+assign_rungs = _planner.assign_rungs
+
+
+def _round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
+
+
+def even_ladder(C: int, rungs: int, multiple: int = 1) -> List[int]:
+    """`rungs` capacities evenly spaced up to C (B_i = ceil(i*C/k) rounded up
+    to `multiple`, duplicates dropped), the last one C; C must be a
+    multiple of `multiple` (the rows per rank every rung needs: 2 for zigzag
+    CP, tp under sequence parallelism, a GEMM-friendly 64 or 128)."""
+    for name, value in (("C", C), ("rungs", rungs), ("multiple", multiple)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be an int >= 1; got {value!r}")
+    if C % multiple:
+        raise ValueError(f"C = {C} is not a multiple of {multiple}")
+    ladder: List[int] = []
+    for i in range(1, rungs + 1):
+        B = min(C, _round_up(-(-i * C // rungs), multiple))
+        if not ladder or B > ladder[-1]:
+            ladder.append(B)
+    return ladder
+
+
+@dataclasses.dataclass(frozen=True)
+class Advice:
+    """What `advise` recommends, and what it expects of it over the sample
+    batches it was given."""
+
+    C: int  # rows per CP rank of the top rung (max_seqlen_per_dp_cp_rank)
+    N: int  # the top rung's sequence capacity, the dummy included
+    cp: int
+    capacities: Tuple[int, ...]  # the ladder, B_1 < ... < B_k = C
+    sequence_capacities: Tuple[int, ...]  # each rung's N
+    slots: int  # buffer sets: the microbatches in flight (at most the S12 bound)
+    max_microbatches: int  # the S12 bound on the microbatches of a global batch
+    padded_fraction: float  # padded rows / rows at the ladder's rungs
+    single_padded_fraction: float  # the same with every microbatch at C
+    microbatches_per_batch: float
+    rung_share: Tuple[float, ...]  # the fraction of microbatches at each rung
+    attention_blocks: Tuple[int, ...]  # per rung: N_i * ceil(B_i*cp / block)
+    graph_memory_bytes: Optional[int]  # activation_bytes_per_row * C, or None
+    considered: Tuple[Tuple[int, float], ...]  # (rungs, padded fraction) tried
+
+    @property
+    def graphs(self) -> int:
+        """Whole-microbatch graphs to capture: one per rung and slot."""
+        return len(self.capacities) * self.slots
+
+    def summary(self) -> str:
+        lines = [f"C = {self.C}, N = {self.N}, cp = {self.cp}, slots = {self.slots}, "
+                 f"{len(self.capacities)} rungs ({self.graphs} graphs); at most "
+                 f"{self.max_microbatches} microbatches per global batch",
+                 f"padded rows: {100 * self.padded_fraction:.1f}% with the ladder, "
+                 f"{100 * self.single_padded_fraction:.1f}% at C alone; "
+                 f"{self.microbatches_per_batch:.2f} microbatches per global batch"]
+        lines.append("rung  rows (B)   N  share  attention blocks per head")
+        for i, (B, n) in enumerate(zip(self.capacities, self.sequence_capacities)):
+            lines.append(f"{i:>4}  {B:>8} {n:>3}  {100 * self.rung_share[i]:4.1f}%  "
+                         f"{self.attention_blocks[i]:>8}")
+        if self.graph_memory_bytes is not None:
+            lines.append(f"graph memory: about {self.graph_memory_bytes / 2**30:.2f} GiB, one "
+                         "pool for every graph (the largest rung's activations)")
+        lines.append("rungs tried: " + ", ".join(f"{k}: {100 * f:.1f}%"
+                                                  for k, f in self.considered))
+        return "\n".join(lines)
+
+
+def _fraction(padded_rows: int, rows: int) -> float:
+    return padded_rows / rows if rows else 0.0
+
+
+def advise(batches: Sequence[Sequence[int]], *, cp: int = 1, dp: int = 1,
+           C: Optional[int] = None, N: Optional[int] = None, multiple: int = 128,
+           max_rungs: int = 16, tolerance: float = 0.01, block: int = 128,
+           activation_bytes_per_row: Optional[int] = None,
+           vpp_group: Optional[int] = None, in_flight: int = 1,
+           rungs: Optional[int] = None) -> Advice:
+    """A capacity ladder for global batches like `batches` (each a sequence of
+    padded lengths, S1-aligned: the first global batches of a run, or draws
+    from a length histogram). C defaults to the longest sequence's rows per
+    rank rounded up to `multiple`; N to one more than the most sequences a
+    microbatch of the sample holds (the dummy's slot), rounded up to 8. For
+    k = 1 .. max_rungs the batches are planned over even_ladder(C, k,
+    multiple) with each rung's N the most sequences its microbatches hold
+    (+1, rounded up to 8, non-decreasing, at most N); the smallest k whose
+    padded fraction is within `tolerance` of the best is advised (every rung
+    is a graph per slot to capture, and the pool is shared, so the cost of a
+    rung is capture time, not memory). attention_blocks: the thread blocks
+    per head varlen attention launches at each rung (its grid is the
+    sequence count times ceil(max_seqlen / block)); graph_memory_bytes:
+    with the model's activation bytes per row, the shared pool's size.
+    in_flight: the microbatches alive at once (1 without pipeline
+    parallelism, where each replays after the last on one stream; the
+    pipeline's depth under 1F1B): the slots, at most the S12 bound.
+    rungs: advise this many rungs (even_ladder's k) instead of choosing."""
+    batches = [list(map(int, b)) for b in batches]
+    if not batches or not any(batches):
+        raise ValueError("advise needs at least one global batch of lengths")
+    if min(min(b) for b in batches if b) < 0:
+        raise ValueError("lengths must be >= 0")
+    longest = max(max(b) for b in batches if b)
+    if C is None:
+        C = _round_up(max(1, -(-longest // cp)), multiple)
+    if longest > C * cp:
+        raise ValueError(f"the longest sequence ({longest}) is longer than C*cp = {C * cp}")
+    if C % multiple:
+        raise ValueError(f"C = {C} is not a multiple of multiple = {multiple}")
+    if N is None:
+        most = max(max(len(p) for p in plan(b, C, cp, dp, vpp_group=vpp_group,
+                                            max_packed_sequences=None,
+                                            algorithm="balanced").packs)
+                   for b in batches if b)
+        N = _round_up(most + 1, 8)
+    considered, results = [], []
+    for k in ([rungs] if rungs is not None else range(1, max_rungs + 1)):
+        capacities = even_ladder(C, k, multiple)
+        if results and len(capacities) == len(results[-1][0]):
+            continue  # C / multiple allows no more rungs
+        # Each rung's N: the most sequences its microbatches hold, planned
+        # with N everywhere first.
+        most = [1] * len(capacities)
+        plans = []
+        for b in batches:
+            lp = ladder_plan(b, capacities, cp, dp, max_packed_sequences=N,
+                             vpp_group=vpp_group)
+            plans.append(lp)
+            for rung, pack in zip(lp.pack_rungs, lp.plan.packs):
+                most[rung] = max(most[rung], len(pack))
+        seqs, floor = [], 2
+        for m in most:
+            floor = max(floor, min(N, _round_up(m + 1, 8)))
+            seqs.append(floor)
+        seqs[-1] = N
+        plans = [ladder_plan(b, capacities, cp, dp, max_packed_sequences=N,
+                             sequence_capacities=seqs, vpp_group=vpp_group) for b in batches]
+        rows = sum(p.rows for p in plans)
+        padded = sum(p.padded_rows for p in plans)
+        fraction = _fraction(padded, rows)
+        considered.append((len(capacities), fraction))
+        results.append((capacities, seqs, plans, fraction))
+    best = min(r[3] for r in results)
+    capacities, seqs, plans, fraction = next(r for r in results if r[3] <= best + tolerance)
+    single = [ladder_plan(b, [C], cp, dp, max_packed_sequences=N, vpp_group=vpp_group)
+              for b in batches]
+    microbatches = sum(p.num_microbatches for p in plans)
+    counts = [0] * len(capacities)
+    for p in plans:
+        for rung in p.pack_rungs:
+            counts[rung] += 1
+    packs = sum(counts)
+    bound = max(max_microbatches(len(b), max(b) if b else 1, C, cp, dp,
+                                 max_packed_sequences=N, vpp_group=vpp_group)
+                for b in batches)
+    if isinstance(in_flight, bool) or not isinstance(in_flight, int) or in_flight < 1:
+        raise ValueError(f"in_flight must be an int >= 1; got {in_flight!r}")
+    return Advice(
+        C=C, N=N, cp=cp, capacities=tuple(capacities), sequence_capacities=tuple(seqs),
+        slots=min(in_flight, bound), max_microbatches=bound, padded_fraction=fraction,
+        single_padded_fraction=_fraction(sum(p.padded_rows for p in single),
+                                         sum(p.rows for p in single)),
+        microbatches_per_batch=microbatches / len(batches),
+        rung_share=tuple(c / packs if packs else 0.0 for c in counts),
+        attention_blocks=tuple(n * -(-B * cp // block) for B, n in zip(capacities, seqs)),
+        graph_memory_bytes=(None if activation_bytes_per_row is None
+                            else int(activation_bytes_per_row) * C),
+        considered=tuple(considered))
+
+
+def _read_lengths(path: str) -> List[List[int]]:
+    """Global batches from a text file: one line per global batch, lengths
+    separated by spaces or commas ('-' reads standard input)."""
+    stream = sys.stdin if path == "-" else open(path)
+    with stream:
+        batches = []
+        for number, line in enumerate(stream, 1):
+            fields = line.replace(",", " ").split()
+            if not fields or fields[0].startswith("#"):
+                continue
+            try:
+                batches.append([int(f) for f in fields])
+            except ValueError:
+                raise SystemExit(f"{path}:{number}: not a list of integer lengths: "
+                                 f"{line.strip()[:60]!r}") from None
+    return batches
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """thdc-advise: a capacity ladder for the global batches in a file."""
+    parser = argparse.ArgumentParser(
+        prog="thdc-advise",
+        description="Advises C, N, a capacity ladder and the graph slots for THD "
+                    "microbatches, from sample global batches (one line each: the "
+                    "sequences' padded lengths).")
+    parser.add_argument("lengths", help="the file of global batches ('-': standard input)")
+    parser.add_argument("--cp", type=int, default=1)
+    parser.add_argument("--dp", type=int, default=1)
+    parser.add_argument("--C", type=int, help="rows per CP rank (default: the longest "
+                        "sequence's, rounded up)")
+    parser.add_argument("--N", type=int, help="sequence capacity (default: from the sample)")
+    parser.add_argument("--multiple", type=int, default=128,
+                        help="every rung a multiple of this many rows (default 128)")
+    parser.add_argument("--max-rungs", type=int, default=16)
+    parser.add_argument("--tolerance", type=float, default=0.01,
+                        help="the fewest rungs within this padded fraction of the best")
+    parser.add_argument("--in-flight", type=int, default=1,
+                        help="microbatches alive at once (the pipeline depth under 1F1B)")
+    parser.add_argument("--activation-bytes-per-row", type=int,
+                        help="the model's activation memory per row, for the graph memory")
+    args = parser.parse_args(argv)
+    try:
+        advice = advise(_read_lengths(args.lengths), cp=args.cp, dp=args.dp, C=args.C,
+                        N=args.N, multiple=args.multiple, max_rungs=args.max_rungs,
+                        tolerance=args.tolerance, in_flight=args.in_flight,
+                        activation_bytes_per_row=args.activation_bytes_per_row)
+    except (ValueError, OSError) as error:
+        parser.exit(2, f"thdc-advise: {error}\n")
+    print(advice.summary())
+    print("GraphStep(C={}, N={}, cp={}, slots={}, capacities={}, sequence_capacities={})".format(
+        advice.C, advice.N, advice.cp, advice.slots, list(advice.capacities),
+        list(advice.sequence_capacities)))
+    return 0
 
 __all__ = [
+    "Advice",
     "LOW_PRECISION_MULTIPLES",
+    "LadderPlan",
     "Plan",
+    "advise",
+    "assign_rungs",
+    "even_ladder",
+    "ladder_plan",
     "align_lengths",
     "graph_capture_count",
     "max_microbatches",
@@ -47,3 +297,7 @@ __all__ = [
     "pad_granularity",
     "plan",
 ]
+
+
+if __name__ == "__main__":
+    sys.exit(main())
