@@ -78,6 +78,8 @@ class MicrobatchPlan:
     rows: np.ndarray  # int64 [total]
     row_starts: np.ndarray  # int64 [M + 1]
     cu: np.ndarray  # int32 [M, N+1]
+    max_lengths: np.ndarray  # int64 [M]: the longest document of each microbatch
+    rungs: np.ndarray = None  # int32 [M]: each microbatch's rung of a ladder, or None
 
     @property
     def num_microbatches(self) -> int:
@@ -90,12 +92,26 @@ class MicrobatchPlan:
         return int(self.row_starts[m + 1] - self.row_starts[m])
 
 
-def plan_microbatches(batch: GlobalBatch, C, N, algorithm="next_fit"):
+def plan_microbatches(batch: GlobalBatch, C, N, algorithm="next_fit", ladder=None):
     """The reference framework's scheduler through thdc.planner: packs of at
     most C tokens and N-1 documents (the last slot is the dummy sequence's),
-    and where each microbatch's rows come from in the pools."""
+    and where each microbatch's rows come from in the pools. ladder:
+    (capacities, sequence_capacities) of a capacity ladder whose top rung is
+    (C, N): each microbatch's rung is recorded (thdc.planner.assign_rungs);
+    algorithm "ladder" plans over it (thdc.planner.ladder_plan: next-fit or
+    balanced, whichever pads fewer rows at the rungs)."""
     padded = thdc.planner.align_lengths(batch.lengths, 1)
-    plan = thdc.planner.plan(padded, C, 1, max_packed_sequences=N, algorithm=algorithm)
+    rungs = None
+    if algorithm == "ladder":
+        assert ladder is not None, "the ladder algorithm needs a ladder"
+        planned = thdc.planner.ladder_plan(padded, ladder[0], 1, max_packed_sequences=N,
+                                           sequence_capacities=ladder[1])
+        plan, rungs = planned.plan, planned.pack_rungs
+    else:
+        plan = thdc.planner.plan(padded, C, 1, max_packed_sequences=N, algorithm=algorithm)
+        if ladder is not None:
+            rungs = thdc.planner.assign_rungs(plan, padded, ladder[0], max_packed_sequences=N,
+                                              sequence_capacities=ladder[1]).pack_rungs
     sample_ids, num_seqs = thdc.planner.microbatch_inputs(plan, 0, N)
     M = len(num_seqs)
     cu = np.zeros((M, N + 1), np.int32)
@@ -107,9 +123,20 @@ def plan_microbatches(batch: GlobalBatch, C, N, algorithm="next_fit"):
         starts = np.repeat(batch.offsets[ids] - (np.cumsum(lengths) - lengths), lengths)
         rows.append(np.arange(int(lengths.sum()), dtype=np.int64) + starts)
         row_starts.append(row_starts[-1] + int(lengths.sum()))
+    max_lengths = np.array([int(batch.lengths[sample_ids[m, :num_seqs[m]]].max())
+                            for m in range(M)], np.int64)
     return MicrobatchPlan(sample_ids=sample_ids, num_seqs=num_seqs,
                           rows=np.concatenate(rows), row_starts=np.asarray(row_starts),
-                          cu=cu)
+                          cu=cu, max_lengths=max_lengths,
+                          rungs=None if rungs is None else np.asarray(rungs, np.int32))
+
+
+def sample_lengths(seed, documents, C, count=20):
+    """The padded lengths of the stream's first `count` global batches: what
+    a run knows before it starts, for thdc.planner.advise."""
+    rng_batches = [document_lengths(np.random.default_rng([seed, step]), documents, C)
+                   for step in range(count)]
+    return [thdc.planner.align_lengths(b, 1) for b in rng_batches]
 
 
 def max_microbatches(documents, C, N):

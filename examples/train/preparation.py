@@ -97,11 +97,19 @@ def step_bundle(bundle_dir, C, N, R):
     return path
 
 
-def make_step(device, C, N, R, slots=1, bundle_dir=None):
+def make_step(device, C, N, R, slots=1, bundle_dir=None, ladder=None):
     """thdc.megatron.GraphStep with RoPE rows on `device` (a GPU, or the CPU:
-    the pipeline's host code)."""
+    the pipeline's host code); ladder: (capacities, sequence_capacities) of
+    a capacity ladder, each rung's bundle from bundle_dir."""
     import thdc.megatron
 
-    bundle = step_bundle(bundle_dir, C, N, R)
+    if ladder is None:
+        bundle = step_bundle(bundle_dir, C, N, R)
+        capacities = sequences = None
+    else:
+        capacities, sequences = ladder
+        bundle = [step_bundle(bundle_dir, B, n, R) for B, n in zip(capacities, sequences)]
+        bundle = None if bundle_dir is None else bundle
     return thdc.megatron.GraphStep(C, N, 1, 0, rope_table_rows=R, slots=slots, bundle=bundle,
-                                   device="cpu" if device.type == "cpu" else device)
+                                   device="cpu" if device.type == "cpu" else device,
+                                   capacities=capacities, sequence_capacities=sequences)

@@ -16,6 +16,17 @@ side in one process, and measures what thdc saves.
                backward a CUDA graph (torch.cuda.make_graphed_callables, as
                the reference framework's per-layer graphs); the embedding,
                the final norm, the output layer and the loss eager
+  thdc-ladder  a capacity ladder (docs/capacity-ladder.md): each microbatch
+               padded to the smallest of k captured capacities that holds it
+               (the rung the plan gives it), the step, forward and backward
+               of each rung one CUDA graph, the graphs sharing one memory
+               pool; the ladder from thdc.planner.advise over the stream's
+               first global batches (--ladder K fixes k)
+  thdc-exact   the step run eagerly, the model in eager mode on exactly the
+               microbatch's T rows (GraphStep's exact_rows: views of its own
+               rows, its n+1 offsets and its longest document, all known on
+               the host from the plan): eager's work without its
+               synchronisations
 
 Every mode trains the same model from the same initialisation on the same
 global batches (documents, plan and order), so their losses agree up to
@@ -43,8 +54,9 @@ import data  # noqa: E402
 import model as gpt  # noqa: E402
 import preparation  # noqa: E402
 
-MODES = ("eager", "thdc-eager", "thdc-graphs", "thdc-layer-graphs")
-GRAPH_MODES = ("thdc-graphs", "thdc-layer-graphs")  # CUDA only
+MODES = ("eager", "thdc-eager", "thdc-graphs", "thdc-layer-graphs", "thdc-ladder",
+         "thdc-exact")
+GRAPH_MODES = ("thdc-graphs", "thdc-layer-graphs", "thdc-ladder")  # CUDA only
 
 
 class Trainer:
@@ -127,6 +139,66 @@ class GraphTrainer(StepTrainer):
         for m in range(plan.num_microbatches):
             preparation.load_microbatch(self.step.slot(m), pools, plan, m)
             self.graphs[m % len(self.graphs)].replay()
+
+
+class LadderTrainer(StepTrainer):
+    """thdc's step on a capacity ladder: one CUDA graph per rung (step,
+    forward and backward of a microbatch padded to that rung's B rows),
+    each replayed for the microbatches the plan puts at its rung. One slot:
+    the microbatches replay one after another on one stream, so each is
+    loaded after the last graph has read the slot (slots are for
+    microbatches in flight, under pipeline parallelism).
+
+    The graphs share one memory pool, captured from the largest rung down:
+    every tensor a graph allocates is freed before its capture ends (the
+    loss goes into loss_sum, the gradients into the static .grad), so each
+    capture reuses the blocks the one before left, the pool is as large as
+    the largest rung needs, and any replay order is safe."""
+
+    def __init__(self, model, autocast, device, step):
+        super().__init__(model, autocast, device, step)
+        slot = step.slot(0)
+        start = time.perf_counter()
+        side = torch.cuda.Stream(device)
+        side.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(side):  # the empty microbatch: no loss, no gradient
+            for r in reversed(range(len(slot.rungs))):
+                for _ in range(2 if r else 3):
+                    self.microbatch(slot.rung(r))
+        torch.cuda.current_stream(device).wait_stream(side)
+        self.graphs, pool = [None] * len(slot.rungs), None
+        for r in reversed(range(len(slot.rungs))):
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, pool=pool):
+                self.microbatch(slot.rung(r))
+            pool = graph.pool()
+            self.graphs[r] = graph
+        synchronize(device)
+        self.capture_s = time.perf_counter() - start
+        self.loss_sum.zero_()
+
+    def run(self, batch, plan, pools):
+        slot = self.step.slot(0)
+        for m in range(plan.num_microbatches):
+            preparation.load_microbatch(slot, pools, plan, m)
+            self.graphs[plan.rungs[m]].replay()
+
+
+class ExactTrainer(StepTrainer):
+    """thdc's step run eagerly (no synchronisation), the model eagerly on the
+    microbatch's own T rows: exact_rows gives views of them, offsets of its
+    n+1 documents and its longest document as max_seqlen, from the plan."""
+
+    def run(self, batch, plan, pools):
+        slot = self.step.slot(0)
+        for m in range(plan.num_microbatches):
+            preparation.load_microbatch(slot, pools, plan, m)
+            slot.run()
+            rows = plan.num_rows(m)
+            exact, params = slot.exact_rows(rows, int(plan.num_seqs[m]),
+                                            int(plan.max_lengths[m]))
+            self.backward(exact["tokens"][0], slot.rope_rows[:rows], exact["labels"][0],
+                          exact["loss_mask"][0], params.cu_seqlens_q, params.max_seqlen_q)
 
 
 class BlockCall(torch.nn.Module):
@@ -290,6 +362,7 @@ def train(mode, args, preset, device):
 
     C, N, R = preset.C, preset.N, preset.model.rope_rows
     slots = 1
+    ladder = getattr(args, "ladder_rungs", None)  # (capacities, sequence_capacities)
     if mode == "eager":
         trainer = EagerTrainer(model, autocast, device)
     elif mode == "thdc-eager":
@@ -298,12 +371,20 @@ def train(mode, args, preset, device):
     elif mode == "thdc-layer-graphs":
         step = preparation.make_step(device, C, N, R, bundle_dir=args.bundle_dir)
         trainer = LayerGraphTrainer(model, autocast, device, step)
+    elif mode == "thdc-exact":
+        step = preparation.make_step(device, C, N, R, bundle_dir=args.bundle_dir)
+        trainer = ExactTrainer(model, autocast, device, step)
+    elif mode == "thdc-ladder":
+        step = preparation.make_step(device, C, N, R, bundle_dir=args.bundle_dir,
+                                     ladder=ladder)
+        trainer = LadderTrainer(model, autocast, device, step)
     else:
         slots = args.slots or data.max_microbatches(preset.documents, C, N)
         step = preparation.make_step(device, C, N, R, slots=slots, bundle_dir=args.bundle_dir)
         trainer = GraphTrainer(model, autocast, device, step, slots)
     synchronize(device)
     setup_s = time.perf_counter() - setup_start
+    rows_computed = []  # rows the model runs over per step (padding included)
 
     losses = torch.zeros(args.steps, device=device)
     warmup = min(args.warmup, args.steps // 2)
@@ -316,7 +397,7 @@ def train(mode, args, preset, device):
             timed_start = log_time = time.perf_counter()
             log_tokens = 0
         batch = data.global_batch(args.seed, it, preset.documents, C, preset.model.vocab)
-        plan = data.plan_microbatches(batch, C, N, args.algorithm)
+        plan = data.plan_microbatches(batch, C, N, args.algorithm, ladder)
         # Host synchronisations are counted in the warm-up steps after the
         # first (whose lazy initialisation is not per iteration), which are
         # not timed.
@@ -331,6 +412,12 @@ def train(mode, args, preset, device):
         if counted[0] is not None:
             syncs.append(counted[0])
         microbatches.append(plan.num_microbatches)
+        if mode in ("eager", "thdc-exact"):
+            rows_computed.append(batch.num_tokens)
+        elif mode == "thdc-ladder":
+            rows_computed.append(sum(ladder[0][r] for r in plan.rungs))
+        else:
+            rows_computed.append(C * plan.num_microbatches)
         tokens.append(batch.num_tokens)
         log_tokens += batch.num_tokens
         if (it + 1) % args.log_every == 0 or it + 1 == args.steps:  # the logging point
@@ -358,6 +445,12 @@ def train(mode, args, preset, device):
         "syncs_per_iter": sum(syncs) / len(syncs) if syncs else None,
         "sync_counted_steps": len(syncs),
         "slots": slots,
+        "padded_fraction": 1 - sum(tokens) / sum(rows_computed),
+        "graphs": (len(trainer.graphs) if hasattr(trainer, "graphs") else
+                   2 * preset.model.layers if mode == "thdc-layer-graphs" else 0),
+        "capture_s": getattr(trainer, "capture_s", None),
+        "ladder": (None if ladder is None or mode != "thdc-ladder" else
+                   {"capacities": list(ladder[0]), "sequence_capacities": list(ladder[1])}),
         "max_memory_bytes": (torch.cuda.max_memory_allocated(device)
                              if device.type == "cuda" else None),
     }
@@ -382,7 +475,14 @@ def main(argv=None):
                         help="thdc-graphs: graphs captured (default: the planner's bound on "
                              "the microbatches of a global batch; thdc-layer-graphs captures "
                              "one forward and one backward per block, whatever the slots)")
-    parser.add_argument("--algorithm", choices=("next_fit", "balanced"), default="next_fit")
+    parser.add_argument("--algorithm", choices=("next_fit", "balanced", "ladder"),
+                        default="next_fit",
+                        help="the packing of every mode: next_fit (the reference "
+                             "framework's), balanced, or ladder (the fewer rows at the "
+                             "ladder's rungs of the two; thdc.planner.ladder_plan)")
+    parser.add_argument("--ladder", type=int, metavar="K",
+                        help="thdc-ladder: K rungs (default: thdc.planner.advise's choice "
+                             "over the stream's first 20 global batches)")
     parser.add_argument("--bundle-dir", metavar="DIR",
                         help="where the step's bundles are (scripts/make-gpu-bundles.sh's "
                              "python/ folder); without it thdc's JIT compiles the step")
@@ -415,6 +515,16 @@ def main(argv=None):
         parser.error(f"torch {torch.__version__} has no torch.nn.attention.varlen (PyTorch 2.10 "
                      "or newer): the GPU modes need its variable-length FlashAttention")
     preset = gpt.preset(args.preset, args.C, args.N, args.documents)
+    args.ladder_rungs = None
+    if "thdc-ladder" in (MODES if args.mode == "all" else (args.mode,)) or \
+            args.algorithm == "ladder":
+        import thdc.planner
+        advice = thdc.planner.advise(data.sample_lengths(args.seed, preset.documents, preset.C),
+                                     C=preset.C, N=preset.N, multiple=128, rungs=args.ladder)
+        args.ladder_rungs = (advice.capacities, advice.sequence_capacities)
+        print(f"ladder: {list(advice.capacities)}, N {list(advice.sequence_capacities)}; "
+              f"expected padding {100 * advice.padded_fraction:.1f}% "
+              f"(C alone {100 * advice.single_padded_fraction:.1f}%)", flush=True)
     modes = MODES if args.mode == "all" else (args.mode,)
     if device.type == "cpu" and args.mode in GRAPH_MODES:
         parser.error(f"{args.mode} needs a GPU")
@@ -433,6 +543,9 @@ def main(argv=None):
         "preset": args.preset, "C": preset.C, "N": preset.N, "R": config.rope_rows,
         "documents": preset.documents, "steps": args.steps, "seed": args.seed,
         "algorithm": args.algorithm, "parameters": parameters,
+        "ladder": (None if args.ladder_rungs is None else
+                   {"capacities": list(args.ladder_rungs[0]),
+                    "sequence_capacities": list(args.ladder_rungs[1])}),
         "model": {"vocab": config.vocab, "dim": config.dim, "layers": config.layers,
                   "heads": config.heads},
         "precision": args.precision, "torch": torch.__version__,

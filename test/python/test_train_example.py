@@ -83,12 +83,54 @@ def test_thdc_step_learns_as_eager(run, step_run):
     assert eager["tokens_per_step"] == step["tokens_per_step"]
 
 
+def test_exact_rows_mode_learns_as_eager(run, tmp_path):
+    """thdc-exact: the step, then the model on exactly the microbatch's rows
+    with its own offsets and longest document: eager's work, so eager's
+    losses up to rounding, on every step; the rows it computes are the
+    tokens (no padding)."""
+    if not thdc.has_jit:
+        pytest.skip("this build of thdc has no JIT")
+    exact = train_tiny("thdc-exact", tmp_path / "exact.json")["modes"]["thdc-exact"]
+    eager = run[0]["modes"]["eager"]
+    difference = max(abs(a - b) for a, b in zip(eager["loss"], exact["loss"]))
+    assert difference < LOSS_TOLERANCE, (eager["loss"], exact["loss"])
+    assert exact["padded_fraction"] == 0.0 and eager["padded_fraction"] == 0.0
+    assert exact["tokens_per_step"] == eager["tokens_per_step"]
+
+
+def test_ladder_plan_of_the_example(tmp_path):
+    """The example's ladder: the advisor's rungs over the stream's first
+    batches, each microbatch of later batches at a rung that holds it (the
+    smallest), and the ladder packing padding no more rows than C alone."""
+    pytest.importorskip("torch", minversion="2.10")
+    data = load("data")
+    import thdc.planner
+
+    C, N = 256, 16
+    advice = thdc.planner.advise(data.sample_lengths(0, 8, C), C=C, N=N, multiple=32)
+    ladder = (advice.capacities, advice.sequence_capacities)
+    assert advice.capacities[-1] == C and advice.sequence_capacities[-1] == N
+    assert advice.padded_fraction <= advice.single_padded_fraction
+    for step in range(30, 40):
+        batch = data.global_batch(0, step, 8, C, 512)
+        for algorithm in ("next_fit", "ladder"):
+            plan = data.plan_microbatches(batch, C, N, algorithm, ladder)
+            for m in range(plan.num_microbatches):
+                r = int(plan.rungs[m])
+                rows, seqs = plan.num_rows(m), int(plan.num_seqs[m])
+                assert rows <= ladder[0][r] and seqs <= ladder[1][r] - 1
+                assert r == 0 or rows > ladder[0][r - 1] or seqs > ladder[1][r - 1] - 1
+                assert plan.max_lengths[m] == batch.lengths[plan.documents(m)].max()
+
+
 def test_graph_modes_need_a_gpu(tmp_path):
     """On the CPU --mode all leaves out both graph modes; asking for one is an
     error that names it."""
     pytest.importorskip("torch", minversion="2.10")  # thdc.megatron needs it
     train = load("train")
-    assert train.MODES == ("eager", "thdc-eager", "thdc-graphs", "thdc-layer-graphs")
+    assert train.MODES == ("eager", "thdc-eager", "thdc-graphs", "thdc-layer-graphs",
+                           "thdc-ladder", "thdc-exact")
+    assert set(train.GRAPH_MODES) == {"thdc-graphs", "thdc-layer-graphs", "thdc-ladder"}
     for mode in train.GRAPH_MODES:
         with pytest.raises(SystemExit):
             train.main(["--device", "cpu", "--preset", "tiny", "--steps", "1", "--mode", mode])
