@@ -462,7 +462,9 @@ def train(mode, args, preset, device):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--mode", choices=MODES + ("all",), default="all")
+    parser.add_argument("--mode", default="all",
+                        help="a mode, several separated by commas, or all: "
+                             + ", ".join(MODES))
     parser.add_argument("--preset", choices=gpt.PRESET_NAMES, default="small")
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--C", type=int, help="tokens per microbatch (default: the preset's)")
@@ -515,9 +517,12 @@ def main(argv=None):
         parser.error(f"torch {torch.__version__} has no torch.nn.attention.varlen (PyTorch 2.10 "
                      "or newer): the GPU modes need its variable-length FlashAttention")
     preset = gpt.preset(args.preset, args.C, args.N, args.documents)
+    chosen = MODES if args.mode == "all" else tuple(args.mode.split(","))
+    for mode in chosen:
+        if mode not in MODES:
+            parser.error(f"--mode: {mode!r} is not one of {', '.join(MODES)} (or all)")
     args.ladder_rungs = None
-    if "thdc-ladder" in (MODES if args.mode == "all" else (args.mode,)) or \
-            args.algorithm == "ladder":
+    if "thdc-ladder" in chosen or args.algorithm == "ladder":
         import thdc.planner
         advice = thdc.planner.advise(data.sample_lengths(args.seed, preset.documents, preset.C),
                                      C=preset.C, N=preset.N, multiple=128, rungs=args.ladder)
@@ -525,9 +530,9 @@ def main(argv=None):
         print(f"ladder: {list(advice.capacities)}, N {list(advice.sequence_capacities)}; "
               f"expected padding {100 * advice.padded_fraction:.1f}% "
               f"(C alone {100 * advice.single_padded_fraction:.1f}%)", flush=True)
-    modes = MODES if args.mode == "all" else (args.mode,)
-    if device.type == "cpu" and args.mode in GRAPH_MODES:
-        parser.error(f"{args.mode} needs a GPU")
+    modes = chosen
+    if device.type == "cpu" and args.mode != "all" and set(modes) & set(GRAPH_MODES):
+        parser.error(f"{', '.join(m for m in modes if m in GRAPH_MODES)} needs a GPU")
     if device.type == "cpu":
         modes = tuple(mode for mode in modes if mode not in GRAPH_MODES)
 
