@@ -435,19 +435,29 @@ Status thdc::planner::checkLadder(const std::vector<Rung> &ladder) {
     if (rung.rows < 1)
       return Status::error(concat("rung ", i, " has ", rung.rows,
                                   " rows; every rung needs >= 1"));
-    if (i > 0 && rung.rows <= ladder[i - 1].rows)
+    if (i > 0 && rung.rows < ladder[i - 1].rows)
       return Status::error(concat(
-          "rung ", i, " has ", rung.rows, " rows, not more than rung ", i - 1,
-          "'s ", ladder[i - 1].rows, ": the rungs' rows must increase"));
+          "rung ", i, " has ", rung.rows, " rows, fewer than rung ", i - 1,
+          "'s ", ladder[i - 1].rows, ": the rungs' rows must not decrease"));
     if (rung.sequences.has_value() != capped)
       return Status::error(concat(
           "rung ", i, (capped ? " has no" : " has a"),
           " sequence capacity, unlike rung 0: give every rung one or none"));
-    if (!capped)
+    if (!capped) {
+      if (i > 0 && rung.rows == ladder[i - 1].rows)
+        return Status::error(concat("rung ", i, " has the rows of rung ", i - 1,
+                                    " and no sequence capacity: the rungs' "
+                                    "rows must increase"));
       continue;
+    }
     if (*rung.sequences < 1)
       return Status::error(concat("rung ", i, " has sequence capacity ",
                                   *rung.sequences, "; it must be >= 1"));
+    if (i > 0 && rung.rows == ladder[i - 1].rows &&
+        *rung.sequences <= *ladder[i - 1].sequences)
+      return Status::error(concat(
+          "rung ", i, " has the ", rung.rows, " rows of rung ", i - 1,
+          " and no more sequences: a rung of equal rows must hold more"));
     if (i > 0 && *rung.sequences < *ladder[i - 1].sequences)
       return Status::error(concat(
           "rung ", i, " holds ", *rung.sequences,

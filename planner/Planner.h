@@ -219,10 +219,12 @@ struct Rung {
   std::optional<int64_t> sequences;
 };
 
-/// Checks a ladder: at least one rung, rows >= 1 and strictly increasing,
+/// Checks a ladder: at least one rung, rows >= 1 and non-decreasing,
 /// sequences either all nullopt or all >= 1 and non-decreasing (a rung
-/// that holds more rows never holds fewer sequences). The error names the
-/// first offending rung.
+/// that holds more rows never holds fewer sequences); two rungs of equal
+/// rows differ in sequences, the later holding more (a ladder may end in
+/// (C, 24), (C, 64): most microbatches at C need few offsets). The error
+/// names the first offending rung.
 Status checkLadder(const std::vector<Rung> &ladder);
 
 /// A plan over a ladder: every pack at the smallest rung that holds it.

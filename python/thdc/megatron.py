@@ -176,8 +176,8 @@ def _check_ladder(capacities, sequence_capacities, C: int, N: int):
     if not rows:
         raise ValueError("capacities must name at least one rung (the top one is C)")
     for i in range(1, len(rows)):
-        if rows[i] <= rows[i - 1]:
-            raise ValueError(f"capacities must increase; got {list(rows)}")
+        if rows[i] < rows[i - 1]:
+            raise ValueError(f"capacities must not decrease; got {list(rows)}")
     if rows[-1] != C:
         raise ValueError(f"the ladder's top rung is the step's C = {C}; capacities ends "
                          f"at {rows[-1]}")
@@ -192,6 +192,10 @@ def _check_ladder(capacities, sequence_capacities, C: int, N: int):
             if seqs[i] < seqs[i - 1]:
                 raise ValueError(f"sequence_capacities must not decrease (a rung with more "
                                  f"rows holds at least as many sequences); got {list(seqs)}")
+    for i in range(1, len(rows)):
+        if rows[i] == rows[i - 1] and seqs[i] <= seqs[i - 1]:
+            raise ValueError(f"rungs {i - 1} and {i} have C = {rows[i]} and N = {seqs[i - 1]}, "
+                             f"{seqs[i]}: a rung of equal C must hold more sequences")
         if seqs[-1] != N:
             raise ValueError(f"the ladder's top rung is the step's N = {N}; "
                              f"sequence_capacities ends at {seqs[-1]}")
@@ -469,7 +473,7 @@ class GraphStep:
         same rung); ValueError when none does."""
         num_rows = thdc._check_int(num_rows, "num_rows")
         num_seqs = thdc._check_int(num_seqs, "num_seqs")
-        for i, (B, N) in enumerate(self.config.rungs):
+        for i, (B, N) in enumerate(self.config.rungs):  # smallest C, then smallest N
             if num_rows <= B * self.cp and num_seqs <= N - 1:
                 return i
         raise ValueError(f"no rung holds {num_rows} rows and {num_seqs} sequences: the top "

@@ -143,7 +143,10 @@ def advise(batches: Sequence[Sequence[int]], *, cp: int = 1, dp: int = 1,
     microbatch of the sample holds (the dummy's slot), rounded up to 8. For
     k = 1 .. max_rungs the batches are planned over even_ladder(C, k,
     multiple) with each rung's N the most sequences its microbatches hold
-    (+1, rounded up to 8, non-decreasing, at most N); the smallest k whose
+    (+1, rounded up to 8, non-decreasing, at most N) and, when the top
+    rung's microbatches need fewer than N, a last rung (C, N) for those
+    that need more (varlen attention's launch grows with the offsets, so
+    the common case should not pay for the rare one); the smallest k whose
     padded fraction is within `tolerance` of the best is advised (every rung
     is a graph per slot to capture, and the pool is shared, so the cost of a
     rung is capture time, not memory). attention_blocks: the thread blocks
@@ -175,7 +178,8 @@ def advise(batches: Sequence[Sequence[int]], *, cp: int = 1, dp: int = 1,
     considered, results = [], []
     for k in ([rungs] if rungs is not None else range(1, max_rungs + 1)):
         capacities = even_ladder(C, k, multiple)
-        if results and len(capacities) == len(results[-1][0]):
+        k_rows = len(capacities)
+        if results and len(capacities) == results[-1][4]:
             continue  # C / multiple allows no more rungs
         # Each rung's N: the most sequences its microbatches hold, planned
         # with N everywhere first.
@@ -191,16 +195,19 @@ def advise(batches: Sequence[Sequence[int]], *, cp: int = 1, dp: int = 1,
         for m in most:
             floor = max(floor, min(N, _round_up(m + 1, 8)))
             seqs.append(floor)
-        seqs[-1] = N
+        if seqs[-1] < N:  # the top rung's microbatches need fewer offsets:
+            capacities = capacities + [C]  # a last rung (C, N) for the rest
+            seqs.append(N)
         plans = [ladder_plan(b, capacities, cp, dp, max_packed_sequences=N,
                              sequence_capacities=seqs, vpp_group=vpp_group) for b in batches]
         rows = sum(p.rows for p in plans)
         padded = sum(p.padded_rows for p in plans)
         fraction = _fraction(padded, rows)
-        considered.append((len(capacities), fraction))
-        results.append((capacities, seqs, plans, fraction))
+        considered.append((k_rows, fraction))
+        results.append((capacities, seqs, plans, fraction, k_rows))
     best = min(r[3] for r in results)
-    capacities, seqs, plans, fraction = next(r for r in results if r[3] <= best + tolerance)
+    capacities, seqs, plans, fraction, _ = next(r for r in results
+                                                if r[3] <= best + tolerance)
     single = [ladder_plan(b, [C], cp, dp, max_packed_sequences=N, vpp_group=vpp_group)
               for b in batches]
     microbatches = sum(p.num_microbatches for p in plans)

@@ -74,6 +74,30 @@ def expect(mb, C, cp, N, source):
     return expected
 
 
+def held(slot, C, cp, N):
+    """What rung (C, N) of `slot` reads after load_inputs, from the slot's
+    input buffers themselves (entries past those given hold what earlier
+    microbatches left, which a microbatch claiming them reads), as a
+    microbatch for the reference, and the rows given."""
+    inputs = slot.inputs
+    take = lambda t, count: t[:count].cpu().numpy().copy()
+    mb = {k: take(getattr(inputs, k), C * cp)
+          for k in ("tokens", "labels", "position_ids", "loss_mask")}
+    mb.update(cu_seqlens=take(inputs.cu_seqlens, N + 1),
+              cu_seqlens_padded=take(inputs.cu_seqlens_padded, N + 1),
+              num_seqs=take(inputs.num_seqs, 1), cp_rank=take(inputs.cp_rank, 1))
+    return mb, int(inputs.num_rows[0])
+
+
+def expect_held(slot, C, cp, N):
+    """The reference of rung (C, N) on what the slot holds."""
+    mb, rows = held(slot, C, cp, N)
+    expected = reference(mb, C, cp, N, rows_given=rows)
+    expected["seq_idx"] = thdc.reference.seq_idx(expected["cu_seqlens_padded"], C * cp)
+    expected["dropped"] = dropped(mb, expected["status"])
+    return expected
+
+
 def compare(got, expected):
     bad = stage_mismatches(got, expected)
     if not np.array_equal(got["seq_idx"], expected["seq_idx"]):
@@ -88,8 +112,9 @@ def test_every_rung_replayed_from_its_graph(cp):
     """One graph per (slot, rung); 48 random microbatches, each of a random
     rung's size (some invalid, some too large for the rung below), loaded
     into slot m mod 2 and replayed at the rung step.rung_index picks, under
-    set_sync_debug_mode("error"); each equal to the reference at that rung,
-    the counters equal to the reference's dropped work."""
+    set_sync_debug_mode("error"); each equal to the reference at that rung
+    on what the slot's buffers hold (and, when valid, on the microbatch as
+    given), the counters equal to the reference's dropped work."""
     capacities, sequences = (256, 512, 1024, 2048), (9, 17, 17, 33)
     step = make_step(capacities, sequences, cp, cp - 1, slots=2)
     graphs = {}
@@ -128,7 +153,10 @@ def test_every_rung_replayed_from_its_graph(cp):
             torch.cuda.set_sync_debug_mode("default")
         for s, (mb, size, rung, _) in enumerate(pair):
             C, N = capacities[rung], sequences[rung]
-            expected = expect(mb, C, cp, N, capacities[size])
+            expected = expect_held(step.slot(s), C, cp, N)
+            if expected["status"] == 0:  # and the microbatch as it was given
+                assert compare(host(step.slot(s).rung(rung).outputs),
+                               expect(mb, C, cp, N, capacities[size])) == []
             bad = compare(host(step.slot(s).rung(rung).outputs), expected)
             assert bad == [], f"round {round_}, slot {s}, rung {rung}: {bad}"
             want_dropped += expected["dropped"]

@@ -863,6 +863,18 @@ TEST(PlannerLadder, GoldenRunningExample) {
   EXPECT_EQ(assigned->rung(1, 1), 1); // microbatch 1 on CP rank 1
 }
 
+TEST(PlannerLadder, RungsOfEqualRowsDifferInSequences) {
+  // Packs of 8, 8, 7 tokens and 2, 3, 2 sequences over (4, K 2), (4, K 3):
+  // the 3-sequence pack needs the second.
+  const PlannerConfig config = capConfig(4, 2, 1, 3);
+  const MicrobatchPlan plan = nextFit(kExample, config);
+  Result<LadderPlan> assigned =
+      assignRungs(plan, kExample, rungs({4, 4}, {2, 3}), config);
+  ASSERT_TRUE(assigned) << assigned.status().message();
+  EXPECT_EQ(assigned->packRungs, (std::vector<int32_t>{0, 1, 0}));
+  EXPECT_EQ(assigned->packRows, (I64{8, 8, 8}));
+}
+
 TEST(PlannerLadder, SequenceCapacityPushesAPackUp) {
   // Four sequences of 1 token: one pack of 4 tokens and 4 sequences. A rung
   // of 4 tokens but N = 4 (K = 3 with the dummy) cannot hold it.
@@ -883,7 +895,12 @@ TEST(PlannerLadder, BadLaddersAndUnfitPacksAreNamed) {
   const PlannerConfig config = capConfig(4, 2, 1, 3);
   const MicrobatchPlan plan = nextFit(kExample, config);
   EXPECT_ERROR(assignRungs(plan, kExample, {}, config), "at least one rung");
+  EXPECT_ERROR(assignRungs(plan, kExample, rungs({4, 2}, {3, 3}), config),
+               "rows must not decrease");
   EXPECT_ERROR(assignRungs(plan, kExample, rungs({4, 4}, {3, 3}), config),
+               "a rung of equal rows must hold more");
+  EXPECT_ERROR(assignRungs(plan, kExample,
+                           rungs({4, 4}, {std::nullopt, std::nullopt}), config),
                "rows must increase");
   EXPECT_ERROR(assignRungs(plan, kExample, rungs({0, 4}, {3, 3}), config),
                "rung 0 has 0 rows");
