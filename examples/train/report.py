@@ -12,10 +12,13 @@ import math
 import os
 import sys
 
-MODE_ORDER = ("eager", "thdc-eager", "thdc-graphs", "thdc-layer-graphs", "eager-again")
+MODE_ORDER = ("eager", "thdc-eager", "thdc-graphs", "thdc-layer-graphs", "thdc-ladder",
+              "thdc-exact", "eager-again")
+FIRST = 5  # steps whose losses are compared one by one
 SMOOTHING = 10  # steps in the moving mean of the smoothed difference
 COLOURS = {"eager": "#d62728", "thdc-eager": "#1f77b4", "thdc-graphs": "#2ca02c",
-           "thdc-layer-graphs": "#9467bd", "eager-again": "#7f7f7f"}
+           "thdc-layer-graphs": "#9467bd", "thdc-ladder": "#ff7f0e",
+           "thdc-exact": "#17becf", "eager-again": "#7f7f7f"}
 DASHES = {"thdc-graphs": "6 4", "thdc-layer-graphs": "2 3"}  # curves that lie on others
 
 
@@ -36,11 +39,13 @@ def rows(result):
     for mode in sorted(modes, key=lambda m: MODE_ORDER.index(m) if m in MODE_ORDER else 99):
         figures = modes[mode]
         speedup = 1.0 if mode == "eager" else None
-        difference = smoothed = None
+        difference = smoothed = first = None
         if eager is not None and mode != "eager":
             if eager["time_per_iter_ms"] and figures["time_per_iter_ms"]:
                 speedup = eager["time_per_iter_ms"] / figures["time_per_iter_ms"]
             difference = max(abs(a - b) for a, b in zip(figures["loss"], eager["loss"]))
+            first = max(abs(a - b) for a, b in zip(figures["loss"][:FIRST],
+                                                   eager["loss"][:FIRST]))
             smoothed = max(abs(a - b) for a, b in zip(moving_mean(figures["loss"]),
                                                        moving_mean(eager["loss"])))
         memory = figures["max_memory_bytes"]
@@ -49,7 +54,9 @@ def rows(result):
             "time": figures["time_per_iter_ms"], "tokens": figures["tokens_per_s"],
             "speedup": speedup, "memory": memory / 2**30 if memory is not None else None,
             "syncs": figures["syncs_per_iter"], "final": figures["final_loss"],
-            "difference": difference, "smoothed": smoothed,
+            "difference": difference, "smoothed": smoothed, "first": first,
+            "padded": figures.get("padded_fraction"), "graphs": figures.get("graphs"),
+            "capture": figures.get("capture_s"),
             "microbatches": figures["microbatches_per_step"],
             "setup": figures["setup_s"],
         })
@@ -66,22 +73,30 @@ def markdown(results, svg_name=None):
             f"per global batch, {result['steps']} steps, {result['precision']}, "
             f"{result['device']}, torch {result['torch']}")
     lines += ["", "| run | mode | preset | C | time/iter (ms) | tokens/s | speedup vs eager | "
-              "peak memory (GiB) | syncs/iter | final loss | max \\|Δloss\\| vs eager | "
-              f"max \\|Δ\\| of {SMOOTHING}-step means | microbatches/step | setup (s) |",
-              "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+              "peak memory (GiB) | syncs/iter | padded rows | final loss | "
+              f"max \\|Δloss\\| first {FIRST} steps | max \\|Δloss\\| vs eager | "
+              f"max \\|Δ\\| of {SMOOTHING}-step means | microbatches/step | graphs | "
+              "capture (s) | setup (s) |",
+              "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+              "---:|---:|"]
     for index, result in enumerate(results, 1):
         for r in rows(result):
             lines.append(
                 f"| {index} | {r['mode']} | {r['preset']} | {r['C']} | {fmt(r['time'], '.2f')} | "
                 f"{fmt(r['tokens'], ',.0f')} | {fmt(r['speedup'], '.2f')} | "
                 f"{fmt(r['memory'], '.2f')} | {fmt(r['syncs'], '.1f')} | "
-                f"{r['final']:.4f} | {fmt(r['difference'], '.2e')} | "
-                f"{fmt(r['smoothed'], '.2e')} | "
-                f"{r['microbatches']:.2f} | {r['setup']:.1f} |")
+                f"{fmt(None if r['padded'] is None else 100 * r['padded'], '.1f')}% | "
+                f"{r['final']:.4f} | {fmt(r['first'], '.1e')} | "
+                f"{fmt(r['difference'], '.2e')} | {fmt(r['smoothed'], '.2e')} | "
+                f"{r['microbatches']:.2f} | {fmt(r['graphs'], 'd')} | "
+                f"{fmt(r['capture'], '.1f')} | {r['setup']:.1f} |")
     lines += ["", "time/iter and tokens/s: the steps after the warm-up, real tokens only; "
               "syncs/iter: synchronising CUDA operations PyTorch reports per iteration "
               "(torch.cuda.set_sync_debug_mode), counted in the warm-up steps after the "
-              "first; final loss: the mean of the last 10 steps; max |Δloss|: over every "
+              "first; padded rows: the rows the model computes that hold no token; "
+              "graphs: captured graphs (capture: their warm-up and capture time, part of "
+              "setup); final loss: the mean of the last 10 steps; max |Δloss| first "
+              f"{FIRST} steps: step by step against eager; max |Δloss|: over every "
               "step, against the eager mode of the same run; the smoothed one between "
               f"moving means over {SMOOTHING} steps; eager-again: the eager mode run a second "
               "time, the drift between two runs of one mode."]

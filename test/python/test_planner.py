@@ -360,3 +360,87 @@ def test_global_batch_example_on_the_host(compile_host, cp):
                              cp_rank=np.array([rank], np.int32), out=marked_outputs(kernel))
                 assert global_batch.differences(out._asdict(), expected[m]) == []
                 assert expected[m]["status"] == 0
+
+
+#
+# Capacity ladders
+#
+
+def test_ladder_plan_golden():
+    """Planner.h's golden: next-fit packs of 8, 8, 7 tokens over rows {2, 4}
+    at cp 2 all need the top rung; [3,1,6,7,2] packs to rungs 0, 1, 2, 0."""
+    plan = planner.plan(EXAMPLE, 4, 2, max_packed_sequences=3, alignment_set=False,
+                        dummy_tail=False)
+    ladder = planner.assign_rungs(plan, EXAMPLE, [2, 4], max_packed_sequences=3,
+                                  alignment_set=False, dummy_tail=False)
+    assert ladder.pack_rungs == [1, 1, 1] and ladder.padded_rows == 1
+    assert ladder.pack_max_lengths == [5, 4, 6]
+    lengths = [3, 1, 6, 7, 2]
+    plan = planner.plan(lengths, 4, 2, max_packed_sequences=3, alignment_set=False,
+                        dummy_tail=False)
+    ladder = planner.assign_rungs(plan, lengths, [2, 3, 4], max_packed_sequences=3,
+                                  alignment_set=False, dummy_tail=False)
+    assert ladder.pack_rungs == [0, 1, 2, 0]
+    assert ladder.rows == 4 + 6 + 8 + 4 and ladder.tokens == 19
+    assert ladder.rung(2, 1) == 2
+    with pytest.raises(IndexError, match="the plan has 4 microbatches"):
+        ladder.rung(4, 0)
+
+
+def test_ladder_errors_name_the_rung():
+    with pytest.raises(ValueError, match="rows must not decrease"):
+        planner.ladder_plan(EXAMPLE, [4, 2], 2, max_packed_sequences=4)
+    with pytest.raises(ValueError, match="fits no rung"):
+        planner.assign_rungs(planner.plan(EXAMPLE, 4, 2), EXAMPLE, [2, 3])
+    with pytest.raises(ValueError, match="sequence_capacities has 1 entries"):
+        planner.ladder_plan(EXAMPLE, [2, 4], 2, sequence_capacities=[4])
+    with pytest.raises(TypeError, match=r"capacities\[0\]"):
+        planner.ladder_plan(EXAMPLE, ["2", 4], 2)
+    with pytest.raises(TypeError, match="sequence of ints"):
+        planner.ladder_plan(EXAMPLE, 4, 2)
+
+
+def test_even_ladder():
+    assert planner.even_ladder(1024, 4, 128) == [256, 512, 768, 1024]
+    assert planner.even_ladder(1000, 3) == [334, 667, 1000]
+    assert planner.even_ladder(256, 8, 128) == [128, 256]
+    with pytest.raises(ValueError, match="not a multiple"):
+        planner.even_ladder(1000, 4, 128)
+
+
+def test_advise_pads_less_than_one_capacity_and_names_what_it_chose():
+    rng = np.random.default_rng(0)
+    batches = [np.clip(rng.lognormal(np.log(256), 1.0, 40), 16, 4096).astype(int)
+               for _ in range(10)]
+    advice = planner.advise(batches, C=4096, N=64)
+    assert advice.capacities[-1] == 4096 and advice.sequence_capacities[-1] == 64
+    assert list(advice.capacities) == sorted(advice.capacities)
+    assert advice.padded_fraction < advice.single_padded_fraction
+    assert advice.slots == 1 and advice.max_microbatches >= 1
+    assert len(advice.rung_share) == len(advice.capacities)
+    assert abs(sum(advice.rung_share) - 1) < 1e-9
+    assert advice.graph_memory_bytes is None and advice.graphs == len(advice.capacities)
+    # The advised ladder is within the tolerance of the best one tried.
+    assert advice.padded_fraction <= min(f for _, f in advice.considered) + 0.01
+    fixed = planner.advise(batches, C=4096, N=64, rungs=4, activation_bytes_per_row=1000,
+                           in_flight=3)
+    assert [B for B in fixed.capacities if B < 4096] == [1024, 2048, 3072]
+    assert fixed.graph_memory_bytes == 4096 * 1000 and fixed.slots == 3
+    # A default C holds the longest sequence.
+    assert planner.advise(batches).C >= max(int(b.max()) for b in batches)
+    with pytest.raises(ValueError, match="longer than C"):
+        planner.advise(batches, C=128)
+    with pytest.raises(ValueError, match="at least one global batch"):
+        planner.advise([])
+
+
+def test_advise_command(tmp_path, capsys):
+    path = tmp_path / "lengths.txt"
+    path.write_text("# one global batch per line\n100 200 300 4000\n50, 60, 70\n")
+    assert planner.main([str(path), "--C", "4096", "--N", "16"]) == 0
+    out = capsys.readouterr().out
+    assert "C = 4096, N = 16" in out and "GraphStep(C=4096, N=16" in out
+    bad = tmp_path / "bad.txt"
+    bad.write_text("1 2 x\n")
+    with pytest.raises(SystemExit, match="bad.txt:1"):
+        planner.main([str(bad)])

@@ -142,6 +142,17 @@ def main() -> None:
             if not np.array_equal(np.array(got[name]), want[name]):
                 fail(f"thd-run's {name} differs from the reference: {got[name]} vs {want[name]}")
     print("thdc, thd-opt and thd-run: compiled a bundle, printed IR, ran the golden input")
+    advise = shutil.which("thdc-advise", path=bin_dir)
+    if advise is None:
+        fail(f"the package installed no thdc-advise command in {bin_dir}")
+    with tempfile.TemporaryDirectory() as work:
+        lengths = os.path.join(work, "lengths.txt")
+        with open(lengths, "w") as f:
+            f.write("100 200 300 4000\n50 60 70 2500 900\n")
+        advice = run(advise, lengths, "--C", "4096", "--N", "16").stdout
+        if "GraphStep(C=4096, N=16" not in advice:
+            fail(f"thdc-advise printed {advice!r}")
+    print("thdc-advise: advised a ladder")
     print("check_installed: all checks passed")
 
 
