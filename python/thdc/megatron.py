@@ -28,6 +28,15 @@ kernel, `step.slot(i)` is microbatch i's (slot i mod K), with the same
 methods as the step; capture one graph per slot. `slot_count()` gives K
 from the planner's bound.
 
+A capacity ladder. `GraphStep(..., capacities=[B_1, ..., C],
+sequence_capacities=[N_1, ..., N])` compiles the step once per rung; each
+slot's `rung(r)` runs rung r on the slot's inputs, its batch [1, B_r] and
+PackedSeqParams of N_r + 1 entries: capture one graph per rung and replay
+the one the plan gives each microbatch (thdc.planner.ladder_plan), so the
+model computes B_r rows instead of C. `rung.exact_rows(rows, seqs,
+longest)` gives an eager model the microbatch's own rows and offsets.
+docs/capacity-ladder.md is the guide.
+
 Tensor parallelism. Every TP rank runs the step on identical inputs (the
 default; no collective), or one rank runs it and `slot.broadcast(group,
 src)` sends the outputs, one buffer, to the others (a capturable NCCL
@@ -353,7 +362,13 @@ class GraphStep:
     device (default: the current one), or "cpu" for the pipeline's host code
     on CPU tensors (the bundle's, or the JIT's for the host), which gives the
     same outputs but has no streams or graphs. convention: "graph" or
-    "compact".
+    "compact". capacities, sequence_capacities: a capacity ladder
+    (docs/capacity-ladder.md), rows per CP rank B_1 <= ... <= C and their
+    N_1 <= ... <= N (default N for every rung; rungs of equal rows hold
+    more sequences): one kernel per rung (`step.kernels`; `bundle` then one
+    path per rung), and `slot.rung(r)` the slot at rung r, padded to its B
+    rows with N_r + 1 offsets; `step.rung_index(rows, seqs)` the smallest
+    rung that holds a microbatch.
 
     The step's own inputs, outputs, batch, packed_seq_params, run(),
     load_inputs(), ... are those of its first slot (StepSlot documents them).

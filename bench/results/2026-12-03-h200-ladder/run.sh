@@ -4,7 +4,8 @@
 #   bench/results/2026-12-03-h200-ladder/run.sh PART OUT
 # PART: tests (the GPU tests of the ladder, the drop-in and the example,
 # bench/attention_tax.py, small C = 8192 and 16384) or medium (C = 16384 and
-# 8192) or sweep (ladder sizes at medium C = 16384, compute-sanitizer).
+# 8192) or sweep (ladder sizes, setup cost, eager-again, memcheck) or final
+# (every GPU test of test/python, racecheck, the launch path's host cost).
 set -uo pipefail
 part=$1
 out=$2
@@ -73,6 +74,19 @@ case $part in
       -p no:cacheprovider test/python/test_capacity_ladder_gpu.py -k "every_rung and 2" \
       > "$out/memcheck.txt" 2>&1
     echo "   rc $?"; tail -n 4 "$out/memcheck.txt" | sed 's/^/   /'
+    ;;
+  final)
+    echo "== pytest test/python"
+    timeout 420 python3 -m pytest -q -p no:cacheprovider test/python > "$out/pytest-all.txt" 2>&1
+    echo "   rc $?"; tail -n 3 "$out/pytest-all.txt" | sed 's/^/   /'
+    echo "== racecheck"
+    timeout 120 compute-sanitizer --tool racecheck --error-exitcode 1 python3 -m pytest -q \
+      -p no:cacheprovider test/python/test_capacity_ladder_gpu.py -k "every_rung and 2" \
+      > "$out/racecheck.txt" 2>&1
+    echo "   rc $?"; grep -E "passed|failed|SUMMARY" "$out/racecheck.txt" | sed 's/^/   /'
+    python3 bench/load_inputs.py --microbatches 1000 --repeats 5 --json "$out/load_inputs.json" \
+      > "$out/load_inputs.txt" 2>&1
+    tail -n 8 "$out/load_inputs.txt"
     ;;
 esac
 tar -C "$out/.." -czf "$out.tgz" "$(basename "$out")"
