@@ -21,6 +21,8 @@ timed on the same rows with the metadata each mode gives it:
                the advised ladder (thdc-ladder)
   rung, no dummy  the same without the dummy sequence: what the tail costs
                at the rung
+  ..., dummies L  the tail in dummy sequences of L rows over the spare
+               entries (GraphStep(dummy_length=L)), at C and at the rung
 
 Per variant: the mean time per microbatch (CUDA events around a loop of
 every microbatch, after a warm-up), and the ratio to "exact".
@@ -50,6 +52,19 @@ def causal_keyword():
     return {"window_size": (-1, 0)} if "window_size" in parameters else {"is_causal": True}
 
 
+DUMMY_LENGTHS = (512, 2048)
+
+
+def split(cu, end, length, N):
+    """cu with the tail to `end` in dummy sequences of `length` rows over the
+    spare entries of N+1 (policy split_dummy_sequences)."""
+    tail = end - cu[-1]
+    if tail <= 0:
+        return list(cu)
+    count = min(-(-tail // length), N - (len(cu) - 1))
+    return list(cu) + [cu[-1] + t * length for t in range(1, count)] + [end]
+
+
 def variants(plan, m, C, N, ladder):
     """(name, rows, offsets, max_seqlen) of microbatch m for each variant."""
     n = int(plan.num_seqs[m])
@@ -66,6 +81,10 @@ def variants(plan, m, C, N, ladder):
         rung = real + ([B] if B > T else [])
         out.append(("rung, N_i+1", B, pad(rung, N_r + 1), B))
         out.append(("rung, no dummy", B, pad(real, N_r + 1), B))
+        for L in DUMMY_LENGTHS:
+            out.append((f"rung, dummies {L}", B, pad(split(real, B, L, N_r), N_r + 1), B))
+    for L in DUMMY_LENGTHS:
+        out.append((f"C, N+1, dummies {L}", C, pad(split(real, C, L, N), N + 1), C))
     return out
 
 

@@ -117,7 +117,8 @@ def THD_CpModeAttr : EnumAttr<THD_Dialect, THD_CpMode, "cp_mode">;
 def THD_TailPolicy : I32EnumAttr<"TailPolicy", "what covers the tail rows", [
     I32EnumAttrCase<"append_dummy_sequence", 0>,
     I32EnumAttrCase<"extend_last", 1>,
-    I32EnumAttrCase<"none", 2>]> {
+    I32EnumAttrCase<"none", 2>,
+    I32EnumAttrCase<"split_dummy_sequences", 3>]> {
   let cppNamespace = "::mlir::thd";
   let genSpecializedAttr = 0;
 }

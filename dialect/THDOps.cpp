@@ -496,16 +496,30 @@ LogicalResult PadTailMetadataOp::verify() {
   FailureOr<std::optional<int64_t>> alignment =
       resolveAtLeast(*this, getAlignmentAttr(), "alignment", 1);
   TailPolicy policy = getPolicy();
-  int64_t minSeqs = policy == TailPolicy::append_dummy_sequence ? 2 : 1;
+  const bool split = policy == TailPolicy::split_dummy_sequences;
+  int64_t minSeqs =
+      policy == TailPolicy::append_dummy_sequence || split ? 2 : 1;
   FailureOr<std::optional<int64_t>> maxSeqs =
       resolveAtLeast(*this, getMaxSeqsAttr(), "max_seqs", 1);
-  if (failed(cp) || failed(target) || failed(alignment) || failed(maxSeqs))
+  FailureOr<std::optional<int64_t>> dummyLength =
+      resolveAtLeast(*this, getDummyLengthAttr(), "dummy_length", 1);
+  if (failed(cp) || failed(target) || failed(alignment) || failed(maxSeqs) ||
+      failed(dummyLength))
     return failure();
   if (*maxSeqs && **maxSeqs < minSeqs)
     return emitOpError() << "'max_seqs' must be at least 2 with policy "
-                            "append_dummy_sequence (one entry is reserved "
-                            "for the dummy sequence), got "
+                         << stringifyTailPolicy(policy)
+                         << " (one entry is reserved for the dummy sequence), "
+                            "got "
                          << **maxSeqs;
+  if (split && (!getMaxSeqsAttr() || !getDummyLengthAttr()))
+    return emitOpError() << "policy split_dummy_sequences needs 'max_seqs' "
+                            "(the dummies go in its spare entries) and "
+                            "'dummy_length'";
+  if (!split && getDummyLengthAttr())
+    return emitOpError() << "'dummy_length' goes with policy "
+                            "split_dummy_sequences, not "
+                         << stringifyTailPolicy(policy);
 
   // Zigzag CP needs every offset, the tail's end included, divisible by 2*cp.
   int64_t ranks = **cp;
@@ -516,6 +530,10 @@ LogicalResult PadTailMetadataOp::verify() {
                            << " is not divisible by 2*cp = " << 2 * ranks
                            << " under zigzag CP with policy "
                            << stringifyTailPolicy(policy);
+    if (split && *dummyLength && **dummyLength % (2 * ranks) != 0)
+      return emitOpError() << "dummy_length " << **dummyLength
+                           << " is not divisible by 2*cp = " << 2 * ranks
+                           << " under zigzag CP";
     if (*alignment && **alignment % 2 != 0)
       return emitOpError() << "alignment " << **alignment
                            << " is odd: under zigzag CP with cp = " << ranks

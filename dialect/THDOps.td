@@ -424,7 +424,13 @@ def THD_PadTailMetadataOp : THD_Op<"pad_tail_metadata"> {
       the offsets this op returns, after padding it to `gT` rows (see
       examples/graph_step_extend_last.mlir; `thd.pad_tail` rejects padding
       a slice taken with the offsets from before);
-    - `none`: no sequence covers the tail.
+    - `none`: no sequence covers the tail;
+    - `split_dummy_sequences` (needs `max_seqs` and `dummy_length L`): when
+      `d > 0`, `k = min(ceil(d / L), N - n)` dummy sequences over the spare
+      entries, each of `L` rows but the last, which ends at `gT` (it takes
+      what the spare entries cannot split); causal attention over the tail
+      then costs about `d * L` instead of `d^2`. Under zigzag CP with
+      `cp > 1`, `L` is a multiple of `2*cp`.
     With `max_seqs N` both arrays are then padded to `N + 1` entries by
     repeating their last value and `max_seqlen` is the static `gT`;
     otherwise `max_seqlen` is the larger of the old one and the tail's
@@ -444,7 +450,8 @@ def THD_PadTailMetadataOp : THD_Op<"pad_tail_metadata"> {
                        OptionalAttr<THD_IntOrParamAttr>:$target,
                        OptionalAttr<THD_IntOrParamAttr>:$alignment,
                        OptionalAttr<THD_IntOrParamAttr>:$max_seqs,
-                       THD_TailPolicyAttr:$policy);
+                       THD_TailPolicyAttr:$policy,
+                       OptionalAttr<THD_IntOrParamAttr>:$dummy_length);
   let results = (outs THD_CuSeqlens:$cu_seqlens_out,
                       THD_CuSeqlens:$cu_seqlens_padded_out,
                       THD_Scalar:$max_seqlen_out, THD_Scalar:$num_seqs_out);
@@ -452,7 +459,8 @@ def THD_PadTailMetadataOp : THD_Op<"pad_tail_metadata"> {
     $cu_seqlens `,` $cu_seqlens_padded `,` $max_seqlen (`num_seqs` $num_seqs^)?
     `cp` custom<IntOrParam>($cp) `mode` `` $mode
     (`target` custom<IntOrParam>($target)^)? (`alignment` custom<IntOrParam>($alignment)^)?
-    (`max_seqs` custom<IntOrParam>($max_seqs)^)? `policy` `` $policy attr-dict
+    (`max_seqs` custom<IntOrParam>($max_seqs)^)? `policy` `` $policy
+    (`dummy_length` custom<IntOrParam>($dummy_length)^)? attr-dict
     `:` type($cu_seqlens) `,` type($cu_seqlens_padded) `->` type($cu_seqlens_out)
     `,` type($cu_seqlens_padded_out)
   }];

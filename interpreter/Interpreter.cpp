@@ -690,6 +690,12 @@ LogicalResult evaluate(PadTailMetadataOp op, Environment &env) {
   case TailPolicy::none:
     config.policy = ref::TailPolicy::None;
     break;
+  case TailPolicy::split_dummy_sequences:
+    config.policy = ref::TailPolicy::SplitDummySequences;
+    if (failed(optionalValue(op.getDummyLengthAttr(), "dummy_length",
+                             config.dummyLength)))
+      return failure();
+    break;
   }
   const Buffer &cuBuffer = env[op.getCuSeqlens()];
   const Buffer &cupBuffer = env[op.getCuSeqlensPadded()];
@@ -718,9 +724,7 @@ LogicalResult evaluate(PadTailMetadataOp op, Environment &env) {
   cuOut->assign(tail->cuSeqlens, uint32_t(tail->cuSeqlens.back()));
   cupOut->assign(tail->cuSeqlensPadded, uint32_t(tail->cuSeqlensPadded.back()));
   maxOut->set<int32_t>(0, tail->maxSeqlen);
-  bool dummy = config.policy == ref::TailPolicy::AppendDummySequence &&
-               tail->globalTarget > cup.back();
-  countOut->set<int32_t>(0, int32_t(n + (dummy ? 1 : 0)));
+  countOut->set<int32_t>(0, int32_t(tail->numSeqs));
   env.bind(op.getCuSeqlensOut(), std::move(*cuOut));
   env.bind(op.getCuSeqlensPaddedOut(), std::move(*cupOut));
   env.bind(op.getMaxSeqlenOut(), std::move(*maxOut));

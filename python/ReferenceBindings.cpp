@@ -59,7 +59,8 @@ nb::dict referenceGraphStep(ArrayArg tokens, ArrayArg labels,
                             ArrayArg positionIds, ArrayArg lossMask,
                             ArrayArg cuSeqlens, ArrayArg cuSeqlensPadded,
                             IntArg numSeqs, IntArg cpRank, IntArg C_,
-                            IntArg cp_, IntArg N_, nb::handle rowsGiven) {
+                            IntArg cp_, IntArg N_, nb::handle rowsGiven,
+                            nb::handle dummyLengthArg) {
   const auto [C, cp, N] = stepSizes("graph_step", C_, cp_, N_);
   reference::GraphStepInput input;
   input.tokens = hostVector<int64_t>(tokens, "tokens");
@@ -78,10 +79,19 @@ nb::dict referenceGraphStep(ArrayArg tokens, ArrayArg labels,
   if (std::optional<std::string> problem =
           reference::graphStepPreconditionError(input, C, cp, N))
     throw nb::value_error(("graph_step: " + *problem).c_str());
+  const std::optional<int64_t> dummyLength =
+      optionalIntegerArgument(dummyLengthArg, "dummy_length");
+  const int64_t granule = cp > 1 ? 2 * cp : 1;
+  if (dummyLength && (*dummyLength < 1 || *dummyLength % granule))
+    throw nb::value_error(("graph_step: dummy_length = " +
+                           std::to_string(*dummyLength) +
+                           " must be >= 1 and a multiple of " +
+                           std::to_string(granule))
+                              .c_str());
   reference::GraphStepOutput out;
   {
     nb::gil_scoped_release release;
-    out = reference::megatronGraphStep(input, C, cp, N);
+    out = reference::megatronGraphStep(input, C, cp, N, dummyLength);
   }
   return stepOutputs(out);
 }
@@ -165,9 +175,12 @@ void thdc::python::populateReferenceBindings(nb::module_ &m) {
       nb::arg("cu_seqlens_padded"), nb::arg("num_seqs"), nb::arg("cp_rank"),
       nb::arg("C"), nb::arg("cp"), nb::arg("N"), nb::kw_only(),
       nb::arg("rows_given").none() = nb::none(),
+      nb::arg("dummy_length").none() = nb::none(),
       "One microbatch of the graph-mode step (megatron_graph_step.mlir's "
       "semantics) for CP rank cp_rank; rows_given: the rows of the data "
-      "buffers the caller copied (the rows_not_given check), or None.");
+      "buffers the caller copied (the rows_not_given check), or None; "
+      "dummy_length: the tail in dummy sequences of that many rows over the "
+      "spare entries (policy split_dummy_sequences), or None for one.");
   reference.def("seq_idx", &referenceSeqIdx, nb::arg("cu_seqlens"),
                 nb::arg("total_tokens"));
   reference.def(

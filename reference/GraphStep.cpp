@@ -81,11 +81,10 @@ prepareDataKey(const std::vector<T> &values, const std::vector<uint8_t> &mask,
 
 } // namespace
 
-GraphStepOutput internal::graphStepOnPrefix(const GraphStepInput &input,
-                                            const std::vector<int32_t> &cu,
-                                            const std::vector<int32_t> &cup,
-                                            int64_t rank, int64_t c, int64_t cp,
-                                            int64_t n) {
+GraphStepOutput internal::graphStepOnPrefix(
+    const GraphStepInput &input, const std::vector<int32_t> &cu,
+    const std::vector<int32_t> &cup, int64_t rank, int64_t c, int64_t cp,
+    int64_t n, std::optional<int64_t> dummyLength) {
   std::vector<uint8_t> mask =
       unwrap(paddingMask(cu, cup), "megatronGraphStep (S5)");
   const int64_t total = static_cast<int64_t>(mask.size());
@@ -101,7 +100,9 @@ GraphStepOutput internal::graphStepOnPrefix(const GraphStepInput &input,
   config.mode = CpMode::Zigzag;
   config.target = c;
   config.maxNumSeqs = n;
-  config.policy = TailPolicy::AppendDummySequence;
+  config.policy = dummyLength ? TailPolicy::SplitDummySequences
+                              : TailPolicy::AppendDummySequence;
+  config.dummyLength = dummyLength;
   TailPaddingResult tail = unwrap(
       padTailMetadata(cu, cup, maxSeqlenFromCu(cup), localLength, config),
       "megatronGraphStep (S10)");
@@ -206,7 +207,8 @@ int32_t graphStepStatus(const GraphStepInput &input, int64_t maxSeqlenPerRank,
 
 GraphStepOutput megatronGraphStep(const GraphStepInput &input,
                                   int64_t maxSeqlenPerRank, int64_t cp,
-                                  int64_t maxPackedSequences) {
+                                  int64_t maxPackedSequences,
+                                  std::optional<int64_t> dummyLength) {
   const int32_t status =
       graphStepStatus(input, maxSeqlenPerRank, cp, maxPackedSequences);
   GraphStepOutput output;
@@ -216,13 +218,13 @@ GraphStepOutput megatronGraphStep(const GraphStepInput &input,
                             input.cuSeqlens.begin() + end);
     std::vector<int32_t> cup(input.cuSeqlensPadded.begin(),
                              input.cuSeqlensPadded.begin() + end);
-    output = graphStepOnPrefix(input, cu, cup, input.cpRank, maxSeqlenPerRank, cp,
-                          maxPackedSequences);
+    output = graphStepOnPrefix(input, cu, cup, input.cpRank, maxSeqlenPerRank,
+                               cp, maxPackedSequences, dummyLength);
   } else {
     // An invalid microbatch is replaced by an empty one: its dummy sequence
     // covers the whole buffer and every row is padding.
-    output = graphStepOnPrefix(input, {0}, {0}, /*rank=*/0, maxSeqlenPerRank, cp,
-                          maxPackedSequences);
+    output = graphStepOnPrefix(input, {0}, {0}, /*rank=*/0, maxSeqlenPerRank,
+                               cp, maxPackedSequences, dummyLength);
   }
   output.status = status;
   return output;

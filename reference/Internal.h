@@ -92,10 +92,12 @@ std::optional<std::string> checkStepConfiguration(int64_t c, int64_t cp,
 /// target, the dummy sequence, both cu arrays padded to n+1 entries. The
 /// data keys need at least cup.back() rows. Aborts (unwrap) where a step
 /// refuses, which valid metadata never makes it do.
-GraphStepOutput graphStepOnPrefix(const GraphStepInput &input,
-                                  const std::vector<int32_t> &cu,
-                                  const std::vector<int32_t> &cup, int64_t rank,
-                                  int64_t c, int64_t cp, int64_t n);
+/// dummyLength: SplitDummySequences of that length over the tail.
+GraphStepOutput
+graphStepOnPrefix(const GraphStepInput &input, const std::vector<int32_t> &cu,
+                  const std::vector<int32_t> &cup, int64_t rank, int64_t c,
+                  int64_t cp, int64_t n,
+                  std::optional<int64_t> dummyLength = std::nullopt);
 
 } // namespace internal
 } // namespace reference

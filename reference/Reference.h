@@ -493,6 +493,12 @@ enum class TailPolicy {
   ExtendLast,
   /// No metadata change: the tail belongs to no sequence (PR, flag off).
   None,
+  /// thdc: the tail covered by k dummy sequences of dummyLength rows over
+  /// the spare entries (k = min(ceil(d / dummyLength), maxNumSeqs - n)),
+  /// the last one ending at gT (it takes what the spare entries cannot
+  /// split): causal attention over the tail costs about d * dummyLength
+  /// instead of d^2 (docs/capacity-ladder.md). Needs maxNumSeqs.
+  SplitDummySequences,
 };
 
 /// S10: configuration of padTailMetadata.
@@ -509,6 +515,9 @@ struct TailPaddingConfig {
   std::optional<int64_t> maxNumSeqs;
   /// What covers the tail.
   TailPolicy policy = TailPolicy::AppendDummySequence;
+  /// SplitDummySequences: the rows of each dummy sequence but the last
+  /// (>= 1; under zigzag CP with cp > 1 a multiple of 2*cp).
+  std::optional<int64_t> dummyLength;
 };
 
 /// S10: metadata after tail padding.
@@ -523,6 +532,8 @@ struct TailPaddingResult {
   std::vector<int32_t> cuSeqlensPadded;
   /// New max_seqlen (gT when maxNumSeqs is set).
   int32_t maxSeqlen = 0;
+  /// Meaningful sequences after padding: n plus the dummies.
+  int64_t numSeqs = 0;
   /// Lt when maxNumSeqs is unset (eager), otherwise none (graph).
   std::optional<int64_t> totalTokens;
   /// Lt rows, 1 for local rows >= localLength (the new tail).
@@ -538,7 +549,10 @@ struct TailPaddingResult {
 /// AppendDummySequence: when gT > gA, cup gets gT and cu gets cu[n]+(gT-gA)
 /// (zigzag, cp > 1: gT-gA must be divisible by 2*cp); ExtendLast: cup[n]
 /// raised to gT (needs >= 1 sequence; zigzag, cp > 1: gT % (2*cp) == 0);
-/// None: unchanged. With maxNumSeqs both arrays are padded to maxNumSeqs+1
+/// None: unchanged; SplitDummySequences: when gT > gA, k = min(ceil(d /
+/// dummyLength), maxNumSeqs - n) dummies of dummyLength rows, the k-th
+/// ending at gT (errors: no maxNumSeqs, no spare entry, dummyLength < 1 or,
+/// zigzag with cp > 1, not a multiple of 2*cp). With maxNumSeqs both arrays are padded to maxNumSeqs+1
 /// entries (padCuSeqlens) and max_seqlen = gT; otherwise max_seqlen =
 /// max(old, dummy length) / max(old, last padded length if extended) / old
 /// and totalTokens = Lt. Golden: cp=1, alignment 8, cup [0,4,8,12] ->
@@ -783,9 +797,12 @@ int32_t graphStepStatus(const GraphStepInput &input, int64_t maxSeqlenPerRank,
 /// cp > 1, C*cp and N fit int32, data sizes C*cp, cu sizes N+1.
 /// Golden (S10 "graph: cp=2, target 8, N=6"): r0 tokens
 /// [11,0,21,0,31,34,0,0], mask [0,1,0,1,0,0,1,1].
-GraphStepOutput megatronGraphStep(const GraphStepInput &input,
-                                  int64_t maxSeqlenPerRank, int64_t cp,
-                                  int64_t maxPackedSequences);
+/// dummyLength: cover the tail with SplitDummySequences of that length
+/// instead (>= 1, a multiple of 2*cp when cp > 1: a precondition).
+GraphStepOutput
+megatronGraphStep(const GraphStepInput &input, int64_t maxSeqlenPerRank,
+                  int64_t cp, int64_t maxPackedSequences,
+                  std::optional<int64_t> dummyLength = std::nullopt);
 
 //===----------------------------------------------------------------------===//
 // Composite: one microbatch packed from a pool of samples

@@ -205,11 +205,56 @@ padTailMetadata(const std::vector<int32_t> &cuSeqlens,
     break;
   case TailPolicy::None:
     break;
+  case TailPolicy::SplitDummySequences: {
+    if (!config.maxNumSeqs)
+      return makeError<Result>("split dummy sequences go in the spare entries "
+                               "of the N+1: thd_max_packed_sequences must be "
+                               "set");
+    if (!config.dummyLength || *config.dummyLength < 1)
+      return makeError<Result>(concat("dummy length ",
+                                      optionalToString(config.dummyLength),
+                                      " must be set and >= 1"));
+    const int64_t length = *config.dummyLength;
+    if (zigzagCp && length % (2 * cp))
+      return makeError<Result>(concat(
+          "dummy length ", length, " is not divisible by 2*cp = ", 2 * cp,
+          "; zigzag CP partitioning requires it of every sequence"));
+    if (globalTarget <= globalActual)
+      break;
+    const int64_t tail = globalTarget - globalActual;
+    if (zigzagCp && tail % (2 * cp))
+      return makeError<Result>(
+          concat("dummy sequences' length ", tail, " (gT ", globalTarget,
+                 " - cu_seqlens_padded[", n, "] ", globalActual,
+                 ") is not divisible by 2*cp = ", 2 * cp,
+                 "; zigzag CP partitioning requires it"));
+    const int64_t spare = *config.maxNumSeqs - int64_t(n);
+    if (spare < 1)
+      return makeError<Result>(
+          concat(n, " sequences leave no spare entry of N = ",
+                 *config.maxNumSeqs, " for a dummy sequence"));
+    const int64_t count = std::min((tail - 1) / length + 1, spare);
+    const int64_t validStart = cu.back();
+    if (!fitsInt32(validStart + tail))
+      return makeError<Result>(concat("dummy end cu_seqlens[", n, "] + ",
+                                      tail, " = ", validStart + tail,
+                                      " is outside the int32 range"));
+    for (int64_t t = 1; t <= count; ++t) {
+      const int64_t end = t < count ? globalActual + t * length : globalTarget;
+      outCup.push_back(static_cast<int32_t>(end));
+      outCu.push_back(static_cast<int32_t>(validStart + (end - globalActual)));
+    }
+    newMaxSeqlen =
+        std::max(newMaxSeqlen, std::max(std::min(length, tail),
+                                        tail - (count - 1) * length));
+    break;
+  }
   }
 
   Result result;
   result.localTarget = localTarget;
   result.globalTarget = globalTarget;
+  result.numSeqs = int64_t(outCup.size()) - 1;
   if (config.maxNumSeqs) {
     Expected<std::vector<int32_t>> paddedCu =
         padCuSeqlens(outCu, *config.maxNumSeqs + 1);

@@ -193,6 +193,16 @@ void tailMetadata(PadTailMetadataOp op, ElementEmitter &e) {
     if (!isStatic)
       maxSeqlen = e.scalar(op.getMaxSeqlen());
     break;
+  case TailPolicy::split_dummy_sequences: {
+    // k = min(ceil(d / L), N - n) dummies when d > 0 (the verifier requires
+    // max_seqs, so max_seqlen is the static gT).
+    Value length = e.i32(e.intAttr(op.getDummyLengthAttr()));
+    Value pieces = e.add(e.divS(e.sub(t.tail, e.i32(1)), length), e.i32(1));
+    Value spare = e.sub(e.idx(e.intAttr(op.getMaxSeqsAttr())), t.n);
+    Value count = e.minIdx(e.toIndex(pieces), e.maxIdx(spare, e.idx(0)));
+    t.outCount = e.select(hasTail, e.add(t.n, count), t.n);
+    break;
+  }
   }
   if (isStatic)
     t.outCount = e.minIdx(t.outCount, e.idx(e.intAttr(op.getMaxSeqsAttr())));
@@ -281,6 +291,20 @@ Value mlir::thd::lowerElement(PadTailMetadataOp op, ElementEmitter &e,
   }
   case TailPolicy::none:
     return original;
+  case TailPolicy::split_dummy_sequences: {
+    // Dummy t = j - n ends at gA + t*L, the last one (j = outCount) at gT;
+    // a valid entry moves with its padded one.
+    Value gA = e.cuAt(op.getCuSeqlensPadded(), t.n);
+    Value length = e.i32(e.intAttr(op.getDummyLengthAttr()));
+    Value t32 = e.toI32(e.sub(j, t.n));
+    Value isLast = e.cmp(arith::CmpIPredicate::eq, j, t.outCount);
+    Value paddedEnd =
+        e.select(isLast, t.globalTarget, e.add(gA, e.mul(t32, length)));
+    Value end = padded ? paddedEnd
+                       : e.add(e.cuAt(op.getCuSeqlens(), t.n),
+                               e.sub(paddedEnd, gA));
+    return e.select(isNew, end, original);
+  }
   }
   llvm_unreachable("unknown tail policy");
 }

@@ -97,12 +97,15 @@ def step_bundle(bundle_dir, C, N, R):
     return path
 
 
-def make_step(device, C, N, R, slots=1, bundle_dir=None, ladder=None):
+def make_step(device, C, N, R, slots=1, bundle_dir=None, ladder=None, dummy_length=None):
     """thdc.megatron.GraphStep with RoPE rows on `device` (a GPU, or the CPU:
     the pipeline's host code); ladder: (capacities, sequence_capacities) of
-    a capacity ladder, each rung's bundle from bundle_dir."""
+    a capacity ladder, each rung's bundle from bundle_dir; dummy_length:
+    the tail in dummy sequences of that many rows (JIT only)."""
     import thdc.megatron
 
+    if dummy_length is not None and bundle_dir is not None:
+        raise SystemExit("--dummy-length compiles its own steps: leave out --bundle-dir")
     if ladder is None:
         bundle = step_bundle(bundle_dir, C, N, R)
         capacities = sequences = None
@@ -112,4 +115,5 @@ def make_step(device, C, N, R, slots=1, bundle_dir=None, ladder=None):
         bundle = None if bundle_dir is None else bundle
     return thdc.megatron.GraphStep(C, N, 1, 0, rope_table_rows=R, slots=slots, bundle=bundle,
                                    device="cpu" if device.type == "cpu" else device,
-                                   capacities=capacities, sequence_capacities=sequences)
+                                   capacities=capacities, sequence_capacities=sequences,
+                                   dummy_length=dummy_length)

@@ -366,21 +366,26 @@ def train(mode, args, preset, device):
     if mode == "eager":
         trainer = EagerTrainer(model, autocast, device)
     elif mode == "thdc-eager":
-        step = preparation.make_step(device, C, N, R, bundle_dir=args.bundle_dir)
+        step = preparation.make_step(device, C, N, R, bundle_dir=args.bundle_dir,
+                                     dummy_length=getattr(args, "dummy_length", None))
         trainer = StepTrainer(model, autocast, device, step)
     elif mode == "thdc-layer-graphs":
-        step = preparation.make_step(device, C, N, R, bundle_dir=args.bundle_dir)
+        step = preparation.make_step(device, C, N, R, bundle_dir=args.bundle_dir,
+                                     dummy_length=getattr(args, "dummy_length", None))
         trainer = LayerGraphTrainer(model, autocast, device, step)
     elif mode == "thdc-exact":
-        step = preparation.make_step(device, C, N, R, bundle_dir=args.bundle_dir)
+        step = preparation.make_step(device, C, N, R, bundle_dir=args.bundle_dir,
+                                     dummy_length=getattr(args, "dummy_length", None))
         trainer = ExactTrainer(model, autocast, device, step)
     elif mode == "thdc-ladder":
         step = preparation.make_step(device, C, N, R, bundle_dir=args.bundle_dir,
-                                     ladder=ladder)
+                                     ladder=ladder,
+                                     dummy_length=getattr(args, "dummy_length", None))
         trainer = LadderTrainer(model, autocast, device, step)
     else:
         slots = args.slots or data.max_microbatches(preset.documents, C, N)
-        step = preparation.make_step(device, C, N, R, slots=slots, bundle_dir=args.bundle_dir)
+        step = preparation.make_step(device, C, N, R, slots=slots, bundle_dir=args.bundle_dir,
+                                     dummy_length=getattr(args, "dummy_length", None))
         trainer = GraphTrainer(model, autocast, device, step, slots)
     synchronize(device)
     setup_s = time.perf_counter() - setup_start
@@ -485,6 +490,9 @@ def main(argv=None):
     parser.add_argument("--ladder", type=int, metavar="K",
                         help="thdc-ladder: K rungs (default: thdc.planner.advise's choice "
                              "over the stream's first 20 global batches)")
+    parser.add_argument("--dummy-length", type=int, metavar="L",
+                        help="thdc modes: the tail in dummy sequences of L rows over the "
+                             "spare offsets (GraphStep's dummy_length) instead of one")
     parser.add_argument("--bundle-dir", metavar="DIR",
                         help="where the step's bundles are (scripts/make-gpu-bundles.sh's "
                              "python/ folder); without it thdc's JIT compiles the step")
@@ -548,6 +556,7 @@ def main(argv=None):
         "preset": args.preset, "C": preset.C, "N": preset.N, "R": config.rope_rows,
         "documents": preset.documents, "steps": args.steps, "seed": args.seed,
         "algorithm": args.algorithm, "parameters": parameters,
+        "dummy_length": getattr(args, "dummy_length", None),
         "ladder": (None if args.ladder_rungs is None else
                    {"capacities": list(args.ladder_rungs[0]),
                     "sequence_capacities": list(args.ladder_rungs[1])}),

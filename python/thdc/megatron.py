@@ -238,6 +238,7 @@ class StepOptions:
     cache_dir: str = ""
     capacities: Optional[Tuple[int, ...]] = None
     sequence_capacities: Optional[Tuple[int, ...]] = None
+    dummy_length: Optional[int] = None
 
     def __post_init__(self):
         C, N, cp, cp_rank, tp, tp_rank = (self.C, self.N, self.cp, self.cp_rank, self.tp,
@@ -275,12 +276,15 @@ class StepOptions:
         for name, value in (("stage", stage), ("cp_mode", cp_mode),
                             ("convention", convention), ("cache_dir", cache_dir)):
             thdc._check_str(value, name)
-        stages.check_options(stage, cp_mode, rope_table_rows is not None)
+        dummy_length = self.dummy_length
+        if dummy_length is not None:
+            dummy_length = thdc._check_int(dummy_length, "dummy_length")
+        stages.check_options(stage, cp_mode, rope_table_rows is not None, dummy_length)
         if convention not in CONVENTIONS:
             raise ValueError(f"convention must be one of {CONVENTIONS}; got {convention!r}")
         for B, N_rung in zip(capacities, sequence_capacities):
             try:
-                stages.check_params(B, cp, N_rung, cp_mode, rope_table_rows)
+                stages.check_params(B, cp, N_rung, cp_mode, rope_table_rows, dummy_length)
             except ValueError as error:
                 raise ValueError(f"rung (C={B}, N={N_rung}): {error}"
                                  if len(capacities) > 1 else str(error)) from None
@@ -325,7 +329,8 @@ class StepOptions:
                             ("tp_rank", tp_rank), ("slots", slots),
                             ("rope_table_rows", rope_table_rows), ("bundle", bundle),
                             ("device", resolved), ("capacities", capacities),
-                            ("sequence_capacities", sequence_capacities)):
+                            ("sequence_capacities", sequence_capacities),
+                            ("dummy_length", dummy_length)):
             object.__setattr__(self, name, value)
 
     @property
@@ -337,8 +342,12 @@ class StepOptions:
     @property
     def pipeline_options(self) -> dict:
         """The options of thdc.stages.pipeline(stage, ...) they ask for."""
-        return dict(cp_mode=self.cp_mode, seq_idx=self.seq_idx,
-                    rope=self.rope_table_rows is not None, cp_order_index=self.cp_order_index)
+        options = dict(cp_mode=self.cp_mode, seq_idx=self.seq_idx,
+                       rope=self.rope_table_rows is not None,
+                       cp_order_index=self.cp_order_index)
+        if self.dummy_length is not None:
+            options["dummy_length"] = self.dummy_length
+        return options
 
 
 class GraphStep:
@@ -368,7 +377,10 @@ class GraphStep:
     more sequences): one kernel per rung (`step.kernels`; `bundle` then one
     path per rung), and `slot.rung(r)` the slot at rung r, padded to its B
     rows with N_r + 1 offsets; `step.rung_index(rows, seqs)` the smallest
-    rung that holds a microbatch.
+    rung that holds a microbatch. dummy_length: cover the tail with dummy
+    sequences of that many rows over the spare cu entries instead of one
+    (a multiple of 2*cp under zigzag CP): attention over a tail of d rows
+    costs about d*dummy_length instead of d^2 (docs/capacity-ladder.md).
 
     The step's own inputs, outputs, batch, packed_seq_params, run(),
     load_inputs(), ... are those of its first slot (StepSlot documents them).
@@ -396,13 +408,15 @@ class GraphStep:
         cache_dir: str = "",
         capacities=None,
         sequence_capacities=None,
+        dummy_length: Optional[int] = None,
     ):
         config = StepOptions(C, N, cp, cp_rank, stage=stage, cp_mode=cp_mode, seq_idx=seq_idx,
                              rope_table_rows=rope_table_rows, cp_order_index=cp_order_index,
                              slots=slots, tp=tp, tp_rank=tp_rank,
                              sequence_parallel=sequence_parallel, bundle=bundle, device=device,
                              convention=convention, cache_dir=cache_dir,
-                             capacities=capacities, sequence_capacities=sequence_capacities)
+                             capacities=capacities, sequence_capacities=sequence_capacities,
+                             dummy_length=dummy_length)
         self.config = config
         self.device, self.on_host = config.device, config.device.type == "cpu"
         C, N, cp, stage = config.C, config.N, config.cp, config.stage

@@ -14,6 +14,10 @@ Each pipeline-parallel stage reads part of it:
     first_last   tokens, labels, position_ids,          padding_mask, metadata
                  loss_mask (one stage, or MTP layers)
 
+With dummy_length=L the tail is covered by dummy sequences of L rows over
+the spare cu entries (policy split_dummy_sequences) instead of one: causal
+attention over a tail of d rows then costs about d*L instead of d^2.
+
 "metadata" is the padded cu arrays, max_seqlen, the status bits and the
 dropped-work counts, identical on every stage for the same microbatch. The
 model-side outputs are optional:
@@ -53,7 +57,7 @@ _FILL = {"i64": "", "f32": " fill 0.0"}
 ENTRY = "megatron_step"
 
 
-def check_options(stage: str, cp_mode: str, rope: bool) -> None:
+def check_options(stage: str, cp_mode: str, rope: bool, dummy_length=None) -> None:
     if stage not in STAGES:
         raise ValueError(f"stage must be one of {tuple(STAGES)}; got {stage!r}")
     if cp_mode not in CP_MODES:
@@ -61,12 +65,18 @@ def check_options(stage: str, cp_mode: str, rope: bool) -> None:
     if rope and cp_mode != "zigzag":
         raise ValueError("RoPE table rows follow zigzag CP (thd.rope_positions); "
                          "cp_mode='contiguous' has no rope rows")
+    if dummy_length is not None and (isinstance(dummy_length, bool)
+                                     or not isinstance(dummy_length, int)
+                                     or dummy_length < 1):
+        raise ValueError(f"dummy_length must be an int >= 1 (rows of each dummy sequence "
+                         f"over the tail) or None; got {dummy_length!r}")
 
 
 _INT32_MAX = 2**31 - 1
 
 
-def check_params(C: int, cp: int, N: int, cp_mode: str = "zigzag", R=None) -> None:
+def check_params(C: int, cp: int, N: int, cp_mode: str = "zigzag", R=None,
+                 dummy_length=None) -> None:
     """ValueError naming the parameter when (C, cp, N, R) cannot make the
     pipeline, before any text is compiled (the compiler would point into
     the generated text): C, cp >= 1; N >= 2 (N counts the dummy sequence,
@@ -82,6 +92,10 @@ def check_params(C: int, cp: int, N: int, cp_mode: str = "zigzag", R=None) -> No
         raise ValueError(f"zigzag CP cuts every sequence into 2*cp chunks, so each rank's "
                          f"C rows are even; got C={C} with cp={cp} (use an even C, or "
                          f"cp_mode='contiguous')")
+    if dummy_length is not None and cp_mode == "zigzag" and cp > 1 and dummy_length % (2 * cp):
+        raise ValueError(f"zigzag CP cuts every sequence into 2*cp chunks, so each dummy "
+                         f"sequence's length is a multiple of {2 * cp}; got "
+                         f"dummy_length={dummy_length} with cp={cp}")
     for name, value in (("C*cp", C * cp), ("N+1", N + 1)) + ((("R", R),) if R else ()):
         if value > _INT32_MAX:
             raise ValueError(f"{name} = {value} does not fit the int32 offsets "
@@ -104,33 +118,36 @@ def outputs(stage: str, *, seq_idx: bool = True, rope: bool = False,
 
 
 def variant(stage: str = "first_last", *, cp_mode: str = "zigzag", seq_idx: bool = True,
-            rope: bool = False, cp_order_index: bool = False) -> str:
+            rope: bool = False, cp_order_index: bool = False, dummy_length=None) -> str:
     """A short name for a set of options ("" for the defaults), for bundle folders."""
-    check_options(stage, cp_mode, rope)
+    check_options(stage, cp_mode, rope, dummy_length)
     parts = [] if stage == "first_last" else [stage]
     parts += [] if cp_mode == "zigzag" else [cp_mode]
     parts += [] if seq_idx else ["noseqidx"]
     parts += ["rope"] * rope + ["cporder"] * cp_order_index
+    parts += [] if dummy_length is None else [f"dummy{dummy_length}"]
     return "_".join(parts)
 
 
 def bundle_name(C: int, cp: int, N: int, stage: str = "first_last", *, R=None,
                 cp_mode: str = "zigzag", seq_idx: bool = True,
-                cp_order_index: bool = False) -> str:
+                cp_order_index: bool = False, dummy_length=None) -> str:
     """The folder name of the pipeline's bundle for these parameters (R, the
     RoPE table's rows, only with RoPE rows): what scripts/make-gpu-bundles.sh
     writes and the tests and examples/train load."""
     name = variant(stage, cp_mode=cp_mode, seq_idx=seq_idx, rope=R is not None,
-                   cp_order_index=cp_order_index)
+                   cp_order_index=cp_order_index, dummy_length=dummy_length)
     return (f"{ENTRY}{'_' + name if name else ''}_C{C}_cp{cp}_N{N}"
             + (f"_R{R}" if R is not None else ""))
 
 
 def pipeline(stage: str = "first_last", *, cp_mode: str = "zigzag", seq_idx: bool = True,
-             rope: bool = False, cp_order_index: bool = False) -> str:
+             rope: bool = False, cp_order_index: bool = False, dummy_length=None) -> str:
     """The pipeline's text. Parameters: C rows per CP rank, cp, N the sequence
-    capacity (the dummy included) and, with rope, R the RoPE table's rows."""
-    check_options(stage, cp_mode, rope)
+    capacity (the dummy included) and, with rope, R the RoPE table's rows.
+    dummy_length: cover the tail with dummy sequences of that many rows over
+    the spare cu entries (policy split_dummy_sequences) instead of one."""
+    check_options(stage, cp_mode, rope, dummy_length)
     keys = data_keys(stage)
     mode = cp_mode
     params = "C = 8 : i64, cp = 2 : i64, N = 6 : i64" + (", R = 16 : i64" if rope else "")
@@ -138,7 +155,9 @@ def pipeline(stage: str = "first_last", *, cp_mode: str = "zigzag", seq_idx: boo
     out = lines.append
     out(f"// The THD step of the '{stage}' pipeline-parallel stage, {mode} CP"
         + (", with seq_idx" if seq_idx else "") + (", RoPE rows" if rope else "")
-        + (", the CP order index" if cp_order_index else "") + ".")
+        + (", the CP order index" if cp_order_index else "")
+        + ("" if dummy_length is None else f", dummy sequences of {dummy_length} rows")
+        + ".")
     out("// Generated by thdc/stages.py (python3 stages.py --help); thdc.megatron.GraphStep's pipeline.")
     out("")
     out(f"module attributes {{thd.params = {{{params}}}}} {{")
@@ -190,7 +209,9 @@ def pipeline(stage: str = "first_last", *, cp_mode: str = "zigzag", seq_idx: boo
         "    %max_seqlen = thd.max_seqlen %cu_seqlens_padded num_seqs %n : tensor<?xi32>",
         "    %cu_out, %cup_out, %max_seqlen_out, %num_seqs_out = thd.pad_tail_metadata",
         "        %cu_seqlens, %cu_seqlens_padded, %max_seqlen num_seqs %n",
-        f'        cp "cp" mode {mode} target "C" max_seqs "N" policy append_dummy_sequence',
+        f'        cp "cp" mode {mode} target "C" max_seqs "N" ' + (
+            "policy append_dummy_sequence" if dummy_length is None else
+            f"policy split_dummy_sequences dummy_length {dummy_length}"),
         "        : tensor<?xi32>, tensor<?xi32> -> tensor<?xi32>, tensor<?xi32>"]
     if not zigzag:
         lines.extend(metadata)
@@ -250,13 +271,15 @@ def main(argv=None) -> int:
     parser.add_argument("--no-seq-idx", action="store_true")
     parser.add_argument("--rope", action="store_true")
     parser.add_argument("--cp-order-index", action="store_true")
+    parser.add_argument("--dummy-length", type=int,
+                        help="the tail in dummy sequences of this many rows")
     parser.add_argument("--variant", action="store_true",
                         help="print the options' variant name instead of the text")
     parser.add_argument("--bundle-name", metavar="C,cp,N[,R]",
                         help="print the bundle folder name for these parameters instead")
     args = parser.parse_args(argv)
     options = dict(cp_mode=args.cp_mode, seq_idx=not args.no_seq_idx,
-                   cp_order_index=args.cp_order_index)
+                   cp_order_index=args.cp_order_index, dummy_length=args.dummy_length)
     if args.bundle_name:
         try:
             values = [int(v) for v in args.bundle_name.split(",")]

@@ -440,6 +440,46 @@ func.func @f(%cu: tensor<?xi32>, %ms: tensor<1xi32>) -> tensor<?xi32> {
 // -----
 
 func.func @f(%cu: tensor<?xi32>, %ms: tensor<1xi32>) -> tensor<?xi32> {
+  // expected-error @+1 {{policy split_dummy_sequences needs 'max_seqs' (the dummies go in its spare entries) and 'dummy_length'}}
+  %a:4 = thd.pad_tail_metadata %cu, %cu, %ms cp 1 mode zigzag target 8 policy split_dummy_sequences dummy_length 4 : tensor<?xi32>, tensor<?xi32> -> tensor<?xi32>, tensor<?xi32>
+  return %a#0 : tensor<?xi32>
+}
+
+// -----
+
+func.func @f(%cu: tensor<?xi32>, %ms: tensor<1xi32>) -> tensor<?xi32> {
+  // expected-error @+1 {{policy split_dummy_sequences needs 'max_seqs' (the dummies go in its spare entries) and 'dummy_length'}}
+  %a:4 = thd.pad_tail_metadata %cu, %cu, %ms cp 1 mode zigzag target 8 max_seqs 4 policy split_dummy_sequences : tensor<?xi32>, tensor<?xi32> -> tensor<?xi32>, tensor<?xi32>
+  return %a#0 : tensor<?xi32>
+}
+
+// -----
+
+func.func @f(%cu: tensor<?xi32>, %ms: tensor<1xi32>) -> tensor<?xi32> {
+  // expected-error @+1 {{'dummy_length' goes with policy split_dummy_sequences, not append_dummy_sequence}}
+  %a:4 = thd.pad_tail_metadata %cu, %cu, %ms cp 1 mode zigzag target 8 max_seqs 4 policy append_dummy_sequence dummy_length 4 : tensor<?xi32>, tensor<?xi32> -> tensor<?xi32>, tensor<?xi32>
+  return %a#0 : tensor<?xi32>
+}
+
+// -----
+
+func.func @f(%cu: tensor<?xi32>, %ms: tensor<1xi32>) -> tensor<?xi32> {
+  // expected-error @+1 {{dummy_length 6 is not divisible by 2*cp = 4 under zigzag CP}}
+  %a:4 = thd.pad_tail_metadata %cu, %cu, %ms cp 2 mode zigzag target 8 max_seqs 4 policy split_dummy_sequences dummy_length 6 : tensor<?xi32>, tensor<?xi32> -> tensor<?xi32>, tensor<?xi32>
+  return %a#0 : tensor<?xi32>
+}
+
+// -----
+
+func.func @f(%cu: tensor<?xi32>, %ms: tensor<1xi32>) -> tensor<?xi32> {
+  // expected-error @+1 {{'dummy_length' must be at least 1, got 0}}
+  %a:4 = thd.pad_tail_metadata %cu, %cu, %ms cp 1 mode zigzag target 8 max_seqs 4 policy split_dummy_sequences dummy_length 0 : tensor<?xi32>, tensor<?xi32> -> tensor<?xi32>, tensor<?xi32>
+  return %a#0 : tensor<?xi32>
+}
+
+// -----
+
+func.func @f(%cu: tensor<?xi32>, %ms: tensor<1xi32>) -> tensor<?xi32> {
   // expected-error @+1 {{'max_seqs' must be at least 1, got 0}}
   %a:4 = thd.pad_tail_metadata %cu, %cu, %ms cp 1 mode zigzag target 8 max_seqs 0 policy none : tensor<?xi32>, tensor<?xi32> -> tensor<?xi32>, tensor<?xi32>
   return %a#0 : tensor<?xi32>

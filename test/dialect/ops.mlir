@@ -146,6 +146,8 @@ func.func @pad_tail_metadata(%cu: tensor<?xi32>, %cup: tensor<?xi32>, %ms: tenso
   %b:4 = thd.pad_tail_metadata %cu, %cup, %ms cp 1 mode zigzag alignment 8 policy extend_last : tensor<?xi32>, tensor<?xi32> -> tensor<?xi32>, tensor<?xi32>
   // CHECK: thd.pad_tail_metadata %{{.+}}, %{{.+}}, %{{.+}} cp 2 mode contiguous target 16 policy none : tensor<?xi32>, tensor<?xi32> -> tensor<?xi32>, tensor<?xi32>
   %c:4 = thd.pad_tail_metadata %cu, %cup, %ms cp 2 mode contiguous target 16 policy none : tensor<?xi32>, tensor<?xi32> -> tensor<?xi32>, tensor<?xi32>
+  // CHECK: thd.pad_tail_metadata %{{.+}}, %{{.+}}, %{{.+}} num_seqs %{{.+}} cp 2 mode zigzag target "C" max_seqs 6 policy split_dummy_sequences dummy_length 512 : tensor<?xi32>, tensor<?xi32> -> tensor<7xi32>, tensor<7xi32>
+  %d:4 = thd.pad_tail_metadata %cu, %cup, %ms num_seqs %n cp 2 mode zigzag target "C" max_seqs 6 policy split_dummy_sequences dummy_length 512 : tensor<?xi32>, tensor<?xi32> -> tensor<7xi32>, tensor<7xi32>
   return %a#0, %b#1, %c#2 : tensor<7xi32>, tensor<?xi32>, tensor<1xi32>
 }
 

@@ -60,14 +60,16 @@ def invalidate(rng, mb, N):
     return mb
 
 
-def reference(mb, C, cp, N, rows_given=None):
+def reference(mb, C, cp, N, rows_given=None, dummy_length=None):
     """The reference outputs of one microbatch, as NumPy arrays; rows_given:
     the data rows the caller gave, for a step that checks them (the
-    pipelines of thdc.stages with data keys: num_rows), or None."""
+    pipelines of thdc.stages with data keys: num_rows), or None;
+    dummy_length: the tail in dummy sequences of that length."""
     return thdc.reference.graph_step(
         mb["tokens"], mb["labels"], mb["position_ids"], mb["loss_mask"],
         mb["cu_seqlens"], mb["cu_seqlens_padded"], int(mb["num_seqs"][0]),
-        int(mb["cp_rank"][0]), C, cp, N, rows_given=rows_given)
+        int(mb["cp_rank"][0]), C, cp, N, rows_given=rows_given,
+        dummy_length=dummy_length)
 
 
 def given_rows(mb, C, cp):

@@ -344,3 +344,47 @@ def test_the_planner_and_the_step_choose_the_same_rung(make_step, cp):
             view.run()
             assert int(view.status[0]) == 0
             assert float(view.outputs.loss_mask.sum()) == rows // cp
+
+
+@pytest.mark.parametrize("cp", [1, 2, 4])
+def test_split_dummy_sequences_against_the_reference(make_step, cp):
+    """dummy_length: the tail in dummy sequences of that many rows over the
+    spare entries, at every rung, against the reference's
+    split_dummy_sequences; the data and mask those of one dummy, the rows
+    RoPE and seq_idx read consistent with the offsets."""
+    L = 4 * cp
+    step = make_step(cp, cp - 1, dummy_length=L, rope_table_rows=64)
+    plain = make_step(cp, cp - 1, rope_table_rows=64)
+    assert step.config.pipeline_options["dummy_length"] == L
+    rng = np.random.default_rng(40 + cp)
+    split_seen = 0
+    for trial in range(30):
+        r = trial % 3
+        B, N = CAPACITIES[r], SEQUENCES[r]
+        mb = random_microbatch(rng, B, cp, N, rank=cp - 1)
+        if trial % 5 == 4:
+            mb = invalidate(rng, mb, N)
+        inputs = step_inputs(mb, B, cp, device="cpu")
+        for s in (step, plain):
+            s.load_inputs(**inputs)
+            s.rung(r).run()
+        rows = given_rows(mb, B, cp)
+        want = reference(widen(mb, B, cp, N, B), B, cp, N, rows_given=rows, dummy_length=L)
+        got = outputs(step.rung(r))
+        for k in ("tokens", "labels", "position_ids", "loss_mask", "cu_seqlens",
+                  "cu_seqlens_padded"):
+            assert np.array_equal(got[k], want[k]), (trial, k)
+        assert int(got["status"][0]) == want["status"]
+        one = outputs(plain.rung(r))
+        for k in ("tokens", "labels", "loss_mask", "padding_mask"):
+            assert np.array_equal(got[k], one[k]), (trial, k)
+        cup = got["cu_seqlens_padded"]
+        assert np.array_equal(got["seq_idx"], thdc.reference.seq_idx(cup, B * cp))
+        split_seen += int(np.count_nonzero(np.diff(cup) > 0) >
+                          np.count_nonzero(np.diff(one["cu_seqlens_padded"]) > 0))
+        assert np.diff(cup).max() <= max(np.diff(one["cu_seqlens_padded"]).max(), 0)
+    assert split_seen > 0
+    with pytest.raises(ValueError, match="multiple of 4"):
+        make_step(2, 0, dummy_length=6)
+    with pytest.raises(ValueError, match="dummy_length must be an int >= 1"):
+        make_step(1, 0, dummy_length=0)

@@ -244,3 +244,41 @@ def test_exact_rows_on_the_device_do_not_synchronise():
         want[-1] = total
         assert np.array_equal(params.cu_seqlens_q.cpu().numpy(), want), trial
         assert params.max_seqlen_q == longest
+
+
+@pytest.mark.parametrize("cp", [1, 2, 4])
+def test_split_dummy_sequences_replayed(cp):
+    """dummy_length on the GPU, every rung replayed from its graph: equal to
+    the reference's split_dummy_sequences on what the slot holds."""
+    capacities, sequences, L = (256, 1024, 2048), (9, 17, 33), 64 * cp
+    paths = [os.path.join(BUNDLES, "python", thdc.stages.bundle_name(B, cp, N,
+                                                                     dummy_length=L))
+             for B, N in zip(capacities, sequences)]
+    if not all(os.path.isdir(p) for p in paths):
+        if not thdc.has_jit:
+            pytest.skip(f"no bundles {paths} and no JIT")
+        paths = None
+    step = thdc.megatron.GraphStep(2048, 33, cp, cp - 1, bundle=paths, capacities=capacities,
+                                   sequence_capacities=sequences, dummy_length=L)
+    graphs = []
+    for r in range(3):
+        graphs.append(torch.cuda.CUDAGraph())
+        with torch.cuda.graph(graphs[-1]):
+            step.rung(r).run()
+    rng = np.random.default_rng(90 + cp)
+    pieces = 0
+    for trial in range(30):
+        r = trial % 3
+        mb = random_microbatch(rng, capacities[r], cp, sequences[r], rank=cp - 1)
+        step.load_inputs(**step_inputs(mb, capacities[r], cp))
+        graphs[r].replay()
+        held_mb, rows = held(step.slot(0), capacities[r], cp, sequences[r])
+        want = reference(held_mb, capacities[r], cp, sequences[r], rows_given=rows,
+                         dummy_length=L)
+        got = host(step.rung(r).outputs)
+        for k in ("tokens", "labels", "position_ids", "loss_mask", "cu_seqlens",
+                  "cu_seqlens_padded"):
+            assert np.array_equal(got[k], want[k]), (trial, k)
+        assert int(got["status"][0]) == want["status"]
+        pieces += int(np.count_nonzero(np.diff(got["cu_seqlens_padded"]) == L))
+    assert pieces > 0

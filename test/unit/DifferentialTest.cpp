@@ -56,6 +56,8 @@ const char *policyKeyword(TailPolicy policy) {
     return "extend_last";
   case TailPolicy::None:
     return "none";
+  case TailPolicy::SplitDummySequences:
+    return "split_dummy_sequences";
   }
   return "?";
 }
@@ -66,17 +68,23 @@ struct StepConfig {
   int64_t cp = 1; ///< CP size
   int64_t N = 0;  ///< sequence capacity, the dummy included
   TailPolicy policy = TailPolicy::AppendDummySequence;
+  /// split_dummy_sequences' dummy_length.
+  std::optional<int64_t> dummyLength = std::nullopt;
 
   std::string str() const {
     std::ostringstream os;
     os << "C=" << C << " cp=" << cp << " N=" << N
        << " policy=" << policyKeyword(policy);
+    if (dummyLength)
+      os << " dummy_length=" << *dummyLength;
     return os.str();
   }
 };
 
-/// The example pipeline with its tail policy replaced by `policy`.
-std::string pipelineText(TailPolicy policy, std::string &error) {
+/// The example pipeline with its tail policy replaced by `policy` (and
+/// dummy_length, for split_dummy_sequences).
+std::string pipelineText(TailPolicy policy, std::optional<int64_t> dummyLength,
+                         std::string &error) {
   const std::string path = "examples/megatron_graph_step.mlir";
   std::string text = thdc::testing::readSourceFile(path, error);
   if (text.empty())
@@ -88,8 +96,10 @@ std::string pipelineText(TailPolicy policy, std::string &error) {
     error = "expected exactly one '" + original + "' in " + path;
     return "";
   }
-  text.replace(at, original.size(),
-               std::string("policy ") + policyKeyword(policy));
+  std::string replacement = std::string("policy ") + policyKeyword(policy);
+  if (dummyLength)
+    replacement += " dummy_length " + std::to_string(*dummyLength);
+  text.replace(at, original.size(), replacement);
   return text;
 }
 
@@ -110,7 +120,7 @@ public:
   /// yet; null with `error` set on failure.
   static mlir::OwningOpRef<mlir::ModuleOp> load(const StepConfig &config,
                                                 std::string &error) {
-    std::string text = pipelineText(config.policy, error);
+    std::string text = pipelineText(config.policy, config.dummyLength, error);
     if (text.empty())
       return nullptr;
     llvm::StringMap<int64_t> params{
@@ -375,6 +385,7 @@ Expected<GraphStepOutput> referenceGraphStep(const GraphStepInput &input,
   tailConfig.target = config.C;
   tailConfig.maxNumSeqs = config.N;
   tailConfig.policy = config.policy;
+  tailConfig.dummyLength = config.dummyLength;
   Expected<TailPaddingResult> tail = padTailMetadata(
       cu, cup, maxSeqlenFromCu(cup), int64_t(indices.size()), tailConfig);
   if (!tail)
@@ -648,10 +659,11 @@ bool differential(CompiledGraphStep &step, int count, uint32_t seed,
                       << describe(config, input);
         return false;
       }
-      if (config.policy == TailPolicy::AppendDummySequence) {
+      if (config.policy == TailPolicy::AppendDummySequence ||
+          config.policy == TailPolicy::SplitDummySequences) {
         // The composition must be the reference's own graph step.
-        GraphStepOutput graphStep =
-            megatronGraphStep(input, config.C, config.cp, config.N);
+        GraphStepOutput graphStep = megatronGraphStep(
+            input, config.C, config.cp, config.N, config.dummyLength);
         std::string mismatch = firstMismatch(*expected, graphStep);
         if (!mismatch.empty()) {
           ADD_FAILURE() << "referenceGraphStep and megatronGraphStep differ: "
@@ -708,6 +720,13 @@ void runDifferentialSuite(int64_t cp, TailPolicy policy) {
   uint32_t seed = 0x7d1f0000u + uint32_t(cp) * 16 + uint32_t(policy);
   for (const Shape &shape : shapes) {
     StepConfig config{shape.C, cp, shape.N, policy};
+    if (policy == TailPolicy::SplitDummySequences) {
+      // About 8 pieces over a whole buffer: small N leaves fewer spare
+      // entries than pieces, so the last dummy takes the rest.
+      const int64_t granule = cp > 1 ? 2 * cp : 1;
+      config.dummyLength =
+          granule * std::max<int64_t>(1, shape.C * cp / 8 / granule);
+    }
     if (!differential(config, shape.count, seed++, coverage))
       return;
   }
@@ -745,6 +764,10 @@ DIFFERENTIAL_TEST(NoTailPolicy, None, 1)
 DIFFERENTIAL_TEST(NoTailPolicy, None, 2)
 DIFFERENTIAL_TEST(NoTailPolicy, None, 4)
 DIFFERENTIAL_TEST(NoTailPolicy, None, 8)
+DIFFERENTIAL_TEST(SplitDummies, SplitDummySequences, 1)
+DIFFERENTIAL_TEST(SplitDummies, SplitDummySequences, 2)
+DIFFERENTIAL_TEST(SplitDummies, SplitDummySequences, 4)
+DIFFERENTIAL_TEST(SplitDummies, SplitDummySequences, 8)
 
 #undef DIFFERENTIAL_TEST
 

@@ -787,6 +787,61 @@ TEST(S10, GoldenGraphCp2Target8N6Metadata) {
                (I32{1, 2, 5, 6, 9, 10, 13, 14}));
 }
 
+TEST(S10, GoldenSplitDummySequences) {
+  // cp 1, target 20, N 5, cup [0,4,8] (cu [0,3,6]), dummies of 5: the
+  // tail of 12 rows in ceil(12/5) = 3 pieces over the 3 spare entries.
+  TailPaddingConfig config = tailConfig(1, std::nullopt, 20, 5,
+                                        TailPolicy::SplitDummySequences);
+  config.dummyLength = 5;
+  Expected<TailPaddingResult> result =
+      padTailMetadata({0, 3, 6}, {0, 4, 8}, 4, 8, config);
+  ASSERT_TRUE(result) << result.error();
+  EXPECT_EQ(result->cuSeqlensPadded, (I32{0, 4, 8, 13, 18, 20}));
+  EXPECT_EQ(result->cuSeqlens, (I32{0, 3, 6, 11, 16, 18}));
+  EXPECT_EQ(result->numSeqs, 5);
+  EXPECT_EQ(result->maxSeqlen, 20);
+  // N 3 leaves one spare entry: one dummy takes the whole tail.
+  config.maxNumSeqs = 3;
+  result = padTailMetadata({0, 3, 6}, {0, 4, 8}, 4, 8, config);
+  ASSERT_TRUE(result) << result.error();
+  EXPECT_EQ(result->cuSeqlensPadded, (I32{0, 4, 8, 20}));
+  EXPECT_EQ(result->numSeqs, 3);
+  // N 4: two spare entries, pieces of 5 and 7.
+  config.maxNumSeqs = 4;
+  result = padTailMetadata({0, 3, 6}, {0, 4, 8}, 4, 8, config);
+  ASSERT_TRUE(result) << result.error();
+  EXPECT_EQ(result->cuSeqlensPadded, (I32{0, 4, 8, 13, 20}));
+  EXPECT_EQ(result->cuSeqlens, (I32{0, 3, 6, 11, 18}));
+  // No tail: nothing added.
+  config.target = 8;
+  result = padTailMetadata({0, 3, 6}, {0, 4, 8}, 4, 8, config);
+  ASSERT_TRUE(result) << result.error();
+  EXPECT_EQ(result->cuSeqlensPadded, (I32{0, 4, 8, 8, 8}));
+  EXPECT_EQ(result->numSeqs, 2);
+}
+
+TEST(S10, GoldenSplitDummySequencesZigzagCp2) {
+  // cp 2, target 8 (gT 16), cup [0,4], dummies of 4: 8, 12, 16.
+  TailPaddingConfig config = tailConfig(2, std::nullopt, 8, 6,
+                                        TailPolicy::SplitDummySequences);
+  config.dummyLength = 4;
+  Expected<TailPaddingResult> result =
+      padTailMetadata({0, 4}, {0, 4}, 4, 2, config);
+  ASSERT_TRUE(result) << result.error();
+  EXPECT_EQ(result->cuSeqlensPadded, (I32{0, 4, 8, 12, 16, 16, 16}));
+  EXPECT_EQ(result->numSeqs, 4);
+  config.dummyLength = 2;
+  EXPECT_ERROR(padTailMetadata({0, 4}, {0, 4}, 4, 2, config),
+               "dummy length 2 is not divisible by 2*cp = 4");
+  config.dummyLength = std::nullopt;
+  EXPECT_ERROR(padTailMetadata({0, 4}, {0, 4}, 4, 2, config),
+               "must be set and >= 1");
+  config.dummyLength = 4;
+  config.maxNumSeqs = std::nullopt;
+  EXPECT_ERROR(padTailMetadata({0, 4}, {0, 4}, 4, 2, config),
+               "thd_max_packed_sequences must be set");
+}
+
 TEST(S10, GoldenDevDummyWithGaps) {
   Expected<TailPaddingResult> result = padTailMetadata(
       kCu, kCup, 4, 12,
@@ -1204,6 +1259,21 @@ std::pair<int32_t, int32_t> dropped(int32_t status, const I32 &cu,
   EXPECT_TRUE(counts) << counts.error();
   return counts ? std::make_pair(counts->sequences, counts->tokens)
                 : std::make_pair(-1, -1);
+}
+
+TEST(S10, SplitDummiesGraphStepMatchesOneDummyOnTheData) {
+  // megatronGraphStep at cp 1, C 16 with dummies of 2: the data and the
+  // mask are those of one dummy; the offsets split the tail of 4 rows.
+  GraphStepInput input = runningExampleInput(0);
+  GraphStepOutput one = megatronGraphStep(input, 16, 1, 6);
+  GraphStepOutput split = megatronGraphStep(input, 16, 1, 6, 2);
+  EXPECT_EQ(split.tokens, one.tokens);
+  EXPECT_EQ(split.paddingMask, one.paddingMask);
+  EXPECT_EQ(split.lossMask, one.lossMask);
+  EXPECT_EQ(split.maxSeqlen, one.maxSeqlen);
+  EXPECT_EQ(one.cuSeqlensPadded, (I32{0, 4, 8, 12, 16, 16, 16}));
+  EXPECT_EQ(split.cuSeqlensPadded, (I32{0, 4, 8, 12, 14, 16, 16}));
+  EXPECT_EQ(split.cuSeqlens, (I32{0, 3, 5, 9, 11, 13, 13}));
 }
 
 TEST(Dropped, GoldenInvalidMicrobatchLosesWhatItClaimed) {

@@ -52,3 +52,22 @@ func.func @extend_last(%cu: tensor<5xi32>, %cup: tensor<5xi32>, %ms: tensor<1xi3
       : tensor<5xi32>, tensor<5xi32> -> tensor<7xi32>, tensor<7xi32>
   return %cup2 : tensor<7xi32>
 }
+
+// split_dummy_sequences: k = min(ceil(d / L), N - n) dummies; entry n + t
+// ends at gA + t*L, the last one (j = n + k) at gT.
+// CHECK-LABEL: func.func @split_dummies
+// CHECK: %[[GT:.+]] = arith.muli %c8_i32{{.*}}, %c2_i32{{.*}} : i32
+// CHECK: %[[PIECES:.+]] = arith.addi %{{.+}}, %c1_i32{{.*}} : i32
+// CHECK: arith.minsi %{{.+}}, %{{.+}} : index
+// CHECK: scf.for %[[I:.+]] = %{{.+}} to %c7{{(_[0-9]+)?}} step
+// CHECK: %[[STEP:.+]] = arith.muli %{{.+}}, %c4_i32{{.*}} : i32
+// CHECK: %[[PIECE_END:.+]] = arith.addi %{{.+}}, %[[STEP]] : i32
+// CHECK: arith.select %{{.+}}, %[[GT]], %[[PIECE_END]] : i32
+// CHECK: memref.store %[[GT]], %{{.+}}[
+func.func @split_dummies(%cu: tensor<5xi32>, %cup: tensor<5xi32>, %ms: tensor<1xi32>, %n: tensor<1xi32>)
+    -> (tensor<7xi32>, tensor<7xi32>, tensor<1xi32>, tensor<1xi32>) {
+  %cu2, %cup2, %ms2, %n2 = thd.pad_tail_metadata %cu, %cup, %ms num_seqs %n cp 2 mode zigzag
+      target 8 max_seqs 6 policy split_dummy_sequences dummy_length 4
+      : tensor<5xi32>, tensor<5xi32> -> tensor<7xi32>, tensor<7xi32>
+  return %cu2, %cup2, %ms2, %n2 : tensor<7xi32>, tensor<7xi32>, tensor<1xi32>, tensor<1xi32>
+}
