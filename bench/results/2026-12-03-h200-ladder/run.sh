@@ -5,7 +5,8 @@
 # PART: tests (the GPU tests of the ladder, the drop-in and the example,
 # bench/attention_tax.py, small C = 8192 and 16384) or medium (C = 16384 and
 # 8192) or sweep (ladder sizes, setup cost, eager-again, memcheck) or final
-# (every GPU test of test/python, racecheck, the launch path's host cost).
+# (every GPU test of test/python, racecheck, the launch path's host cost) or
+# dummies (split_dummy_sequences: its GPU tests, attention and training).
 set -uo pipefail
 part=$1
 out=$2
@@ -74,6 +75,20 @@ case $part in
       -p no:cacheprovider test/python/test_capacity_ladder_gpu.py -k "every_rung and 2" \
       > "$out/memcheck.txt" 2>&1
     echo "   rc $?"; tail -n 4 "$out/memcheck.txt" | sed 's/^/   /'
+    ;;
+  dummies)
+    echo "== pytest"
+    timeout 150 python3 -m pytest -q -p no:cacheprovider test/python/test_capacity_ladder_gpu.py \
+      > "$out/pytest-ladder.txt" 2>&1
+    echo "   rc $?"; tail -n 2 "$out/pytest-ladder.txt" | sed 's/^/   /'
+    python3 bench/attention_tax.py --preset medium --C 16384 \
+      --json "$out/attention-medium-16384.json" > "$out/attention-medium-16384.txt" 2>&1
+    cat "$out/attention-medium-16384.txt"
+    for L in none 1024; do
+      extra=$([ $L = none ] || echo "--dummy-length $L")
+      train medium-16384-dummy-$L --preset medium --C 16384 --steps 30 --warmup 8 \
+        --log-every 25 --algorithm ladder --mode thdc-graphs,thdc-ladder $extra
+    done
     ;;
   final)
     echo "== pytest test/python"
