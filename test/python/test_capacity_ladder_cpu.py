@@ -15,7 +15,7 @@ import thdc  # noqa: E402
 import thdc.planner  # noqa: E402
 import thdc.stages  # noqa: E402
 from microbatches import (dropped, given_rows, invalidate, random_microbatch,  # noqa: E402
-                          reference, stage_mismatches, step_inputs)
+                          reference, stage_mismatches, step_inputs, widen)
 
 try:
     import thdc.megatron  # noqa: E402
@@ -44,24 +44,6 @@ def make_step(cache_dir):
 
 def outputs(view):
     return {k: v.numpy().copy() for k, v in view.outputs._asdict().items()}
-
-
-def widen(mb, C, cp, N, source):
-    """A microbatch made for another rung in the arrays of rung (C, N), as the
-    slot's inputs hold it after load_inputs (step_inputs(mb, source, cp)
-    gives its rows and entries): the rows given, then rows the kernel must not read (num_rows
-    bounds them); the cu entries given, then the -1 the loader stores after
-    them (and more -1s where the rung reads stale entries)."""
-    out = dict(mb)
-    rows = given_rows(mb, source, cp)  # step_inputs(mb, source, cp)'s rows
-    for k in ("tokens", "labels", "position_ids", "loss_mask"):
-        out[k] = np.concatenate([mb[k][:rows], np.full(C * cp - rows, 77, mb[k].dtype)])
-    n = int(mb["num_seqs"][0])
-    entries = min(max(n + 1, 1), len(mb["cu_seqlens"]))
-    for k in ("cu_seqlens", "cu_seqlens_padded"):
-        given = np.concatenate([mb[k][:entries], np.full(N + 1, -1, np.int32)])
-        out[k] = given[:N + 1].astype(np.int32)
-    return out
 
 
 def expect(mb, C, cp, N, stage, cp_mode, source=None):
