@@ -166,16 +166,23 @@ padTailMetadata(const std::vector<int32_t> &cuSeqlens,
   const bool zigzagCp = cp > 1 && config.mode == CpMode::Zigzag;
   std::vector<int32_t> outCu(cu), outCup(cup);
   int64_t newMaxSeqlen = maxSeqlen;
+  // The dummy sequences over the tail [gA, gT) are partitioned like any
+  // sequence: under zigzag CP the tail is a multiple of 2*cp.
+  auto tailNotDivisible = [&]() -> std::optional<std::string> {
+    const int64_t tail = globalTarget - globalActual;
+    if (!zigzagCp || tail % (2 * cp) == 0)
+      return std::nullopt;
+    return concat("dummy sequence length ", tail, " (gT ", globalTarget,
+                  " - cu_seqlens_padded[", n, "] ", globalActual,
+                  ") is not divisible by 2*cp = ", 2 * cp,
+                  "; zigzag CP partitioning requires it");
+  };
   switch (config.policy) {
   case TailPolicy::AppendDummySequence:
     if (globalTarget > globalActual) {
       const int64_t dummy = globalTarget - globalActual;
-      if (zigzagCp && dummy % (2 * cp))
-        return makeError<Result>(
-            concat("dummy sequence length ", dummy, " (gT ", globalTarget,
-                   " - cu_seqlens_padded[", n, "] ", globalActual,
-                   ") is not divisible by 2*cp = ", 2 * cp,
-                   "; zigzag CP partitioning requires it"));
+      if (std::optional<std::string> error = tailNotDivisible())
+        return makeError<Result>(*error);
       const int64_t validEnd = int64_t(cu.back()) + dummy;
       if (!fitsInt32(validEnd))
         return makeError<Result>(concat("dummy end cu_seqlens[", n, "] + ",
@@ -222,12 +229,8 @@ padTailMetadata(const std::vector<int32_t> &cuSeqlens,
     if (globalTarget <= globalActual)
       break;
     const int64_t tail = globalTarget - globalActual;
-    if (zigzagCp && tail % (2 * cp))
-      return makeError<Result>(
-          concat("dummy sequences' length ", tail, " (gT ", globalTarget,
-                 " - cu_seqlens_padded[", n, "] ", globalActual,
-                 ") is not divisible by 2*cp = ", 2 * cp,
-                 "; zigzag CP partitioning requires it"));
+    if (std::optional<std::string> error = tailNotDivisible())
+      return makeError<Result>(*error);
     const int64_t spare = *config.maxNumSeqs - int64_t(n);
     if (spare < 1)
       return makeError<Result>(

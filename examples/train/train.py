@@ -38,6 +38,7 @@ rounding. Per mode: the loss of every step, time per iteration, tokens/s
 """
 import argparse
 import contextlib
+import functools
 import gc
 import importlib.util
 import json
@@ -363,29 +364,26 @@ def train(mode, args, preset, device):
     C, N, R = preset.C, preset.N, preset.model.rope_rows
     slots = 1
     ladder = getattr(args, "ladder_rungs", None)  # (capacities, sequence_capacities)
+    make_step = functools.partial(preparation.make_step, device, C, N, R,
+                                  bundle_dir=args.bundle_dir,
+                                  dummy_length=getattr(args, "dummy_length", None))
     if mode == "eager":
         trainer = EagerTrainer(model, autocast, device)
     elif mode == "thdc-eager":
-        step = preparation.make_step(device, C, N, R, bundle_dir=args.bundle_dir,
-                                     dummy_length=getattr(args, "dummy_length", None))
+        step = make_step()
         trainer = StepTrainer(model, autocast, device, step)
     elif mode == "thdc-layer-graphs":
-        step = preparation.make_step(device, C, N, R, bundle_dir=args.bundle_dir,
-                                     dummy_length=getattr(args, "dummy_length", None))
+        step = make_step()
         trainer = LayerGraphTrainer(model, autocast, device, step)
     elif mode == "thdc-exact":
-        step = preparation.make_step(device, C, N, R, bundle_dir=args.bundle_dir,
-                                     dummy_length=getattr(args, "dummy_length", None))
+        step = make_step()
         trainer = ExactTrainer(model, autocast, device, step)
     elif mode == "thdc-ladder":
-        step = preparation.make_step(device, C, N, R, bundle_dir=args.bundle_dir,
-                                     ladder=ladder,
-                                     dummy_length=getattr(args, "dummy_length", None))
+        step = make_step(ladder=ladder)
         trainer = LadderTrainer(model, autocast, device, step)
     else:
         slots = args.slots or data.max_microbatches(preset.documents, C, N)
-        step = preparation.make_step(device, C, N, R, slots=slots, bundle_dir=args.bundle_dir,
-                                     dummy_length=getattr(args, "dummy_length", None))
+        step = make_step(slots=slots)
         trainer = GraphTrainer(model, autocast, device, step, slots)
     synchronize(device)
     setup_s = time.perf_counter() - setup_start

@@ -530,7 +530,7 @@ _SLOT_API = ("inputs", "outputs", "batch", "packed_seq_params", "status", "buffe
 _RUNG_API = ("outputs", "batch", "packed_seq_params", "seq_idx", "rope_rows",
              "cp_order_index", "padding_mask_full", "run", "exact_rows", "status",
              "accumulate_status", "accumulate_dropped", "describe_status", "check_async",
-             "restore_cp_order")
+             "restore_cp_order", "broadcast")
 
 
 def _output_layout(spec):
@@ -623,22 +623,6 @@ class StepSlot:
         self._loader.load(tokens, labels, loss_mask, position_ids, cu_seqlens,
                           cu_seqlens_padded, num_seqs)
 
-    def __call__(self, tokens=None, labels=None, loss_mask=None, position_ids=None,
-                 cu_seqlens=None, cu_seqlens_padded=None, num_seqs=None, stream=None,
-                 **unknown):
-        """load_inputs, then run (the top rung's)."""
-        return self._top(tokens, labels, loss_mask, position_ids, cu_seqlens,
-                         cu_seqlens_padded, num_seqs, stream, **unknown)
-
-    def broadcast(self, group=None, src: int = 0) -> None:
-        """Sends the outputs of `src` (a global rank, which ran the step) to
-        every rank of `group`, one collective over the slot's one output
-        buffer: the tensor-parallel recipe where one rank prepares the
-        microbatch. With NCCL it can be captured in the same graph; a step
-        on the CPU needs a group of a CPU backend (gloo)."""
-        import torch.distributed as dist
-
-        dist.broadcast(self.buffer, src=thdc._check_int(src, "src"), group=group)
 
 
 class SlotRung:
@@ -717,7 +701,8 @@ class SlotRung:
     def __call__(self, tokens=None, labels=None, loss_mask=None, position_ids=None,
                  cu_seqlens=None, cu_seqlens_padded=None, num_seqs=None, stream=None,
                  **unknown):
-        """load_inputs, then run."""
+        """load_inputs, then run. (StepSlot's too: it reads only load_inputs
+        and run, which a slot binds to its top rung's.)"""
         if unknown:
             _refuse_unknown("step", unknown, extra=("stream",))
         self.load_inputs(tokens, labels, loss_mask, position_ids, cu_seqlens,
@@ -858,3 +843,8 @@ class SlotRung:
         import torch.distributed as dist
 
         dist.broadcast(self.buffer, src=thdc._check_int(src, "src"), group=group)
+
+
+# A slot's load_inputs, then run (its top rung's): SlotRung's own method,
+# which reads only the two attributes a slot binds.
+StepSlot.__call__ = SlotRung.__call__

@@ -41,7 +41,6 @@ batches (also a command, `thdc-advise`):
 """
 import argparse
 import dataclasses
-import math
 import sys
 from typing import List, Optional, Sequence, Tuple
 

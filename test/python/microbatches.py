@@ -248,3 +248,23 @@ def widen(mb, C, cp, N, source):
         given = np.concatenate([mb[k][:entries], np.full(N + 1, -1, np.int32)])
         out[k] = given[:N + 1].astype(np.int32)
     return out
+
+
+def with_step_counts(expected, mb, C, cp):
+    """The reference's outputs with what the drop-in adds: seq_idx over every
+    rank's C*cp rows and the (sequences, tokens) an emptied microbatch
+    claimed."""
+    expected["seq_idx"] = thdc.reference.seq_idx(expected["cu_seqlens_padded"], C * cp)
+    expected["dropped"] = dropped(mb, expected["status"])
+    return expected
+
+
+def step_mismatches(got, expected):
+    """stage_mismatches, and seq_idx (where the stage computes it) and the
+    dropped counts against with_step_counts's."""
+    bad = stage_mismatches(got, expected)
+    if "seq_idx" in got and not np.array_equal(got["seq_idx"], expected["seq_idx"]):
+        bad.append("seq_idx")
+    if (int(got["dropped_seqs"][0]), int(got["dropped_tokens"][0])) != expected["dropped"]:
+        bad.append("dropped")
+    return bad

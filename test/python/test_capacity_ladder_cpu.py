@@ -14,8 +14,8 @@ torch = pytest.importorskip("torch")
 import thdc  # noqa: E402
 import thdc.planner  # noqa: E402
 import thdc.stages  # noqa: E402
-from microbatches import (dropped, given_rows, invalidate, random_microbatch,  # noqa: E402
-                          reference, stage_mismatches, step_inputs, widen)
+from microbatches import (given_rows, invalidate, random_microbatch, reference,  # noqa: E402
+                          step_inputs, step_mismatches, widen, with_step_counts)
 
 try:
     import thdc.megatron  # noqa: E402
@@ -60,9 +60,7 @@ def expect(mb, C, cp, N, stage, cp_mode, source=None):
         rank = int(mb["cp_rank"][0])
         for k in ("tokens", "labels", "position_ids", "loss_mask", "padding_mask"):
             expected[k] = whole[k][rank * C:(rank + 1) * C]
-    expected["seq_idx"] = thdc.reference.seq_idx(expected["cu_seqlens_padded"], C * cp)
-    expected["dropped"] = dropped(mb, expected["status"])
-    return expected
+    return with_step_counts(expected, mb, C, cp)
 
 
 def compare(got, expected, cp_mode):
@@ -74,12 +72,7 @@ def compare(got, expected, cp_mode):
             return ["status"]
         got = dict(got, status=got["status"] & mask)
         expected = dict(expected, status=expected["status"] & mask)
-    bad = stage_mismatches(got, expected)
-    if "seq_idx" in got and not np.array_equal(got["seq_idx"], expected["seq_idx"]):
-        bad.append("seq_idx")
-    if (int(got["dropped_seqs"][0]), int(got["dropped_tokens"][0])) != expected["dropped"]:
-        bad.append("dropped")
-    return bad
+    return step_mismatches(got, expected)
 
 
 @pytest.mark.parametrize("cp_mode", thdc.stages.CP_MODES)

@@ -23,8 +23,8 @@ import thdc.megatron  # noqa: E402
 import thdc.planner  # noqa: E402
 import thdc.stages  # noqa: E402
 from conftest import SOURCE_DIR  # noqa: E402
-from microbatches import (dropped, given_rows, invalidate, random_microbatch,  # noqa: E402
-                          reference, stage_mismatches, step_inputs, widen)
+from microbatches import (given_rows, invalidate, random_microbatch, reference,  # noqa: E402
+                          step_inputs, step_mismatches, widen, with_step_counts)
 
 BUNDLES = os.environ.get("THDC_BUNDLES", os.path.join(SOURCE_DIR, "build-gpu-bundles"))
 
@@ -51,9 +51,7 @@ def expect(mb, C, cp, N, source):
     step_inputs(mb, source, cp) gives it."""
     rows = given_rows(mb, source, cp)
     expected = reference(widen(mb, C, cp, N, source), C, cp, N, rows_given=rows)
-    expected["seq_idx"] = thdc.reference.seq_idx(expected["cu_seqlens_padded"], C * cp)
-    expected["dropped"] = dropped(mb, expected["status"])
-    return expected
+    return with_step_counts(expected, mb, C, cp)
 
 
 def held(slot, C, cp, N):
@@ -75,18 +73,11 @@ def expect_held(slot, C, cp, N):
     """The reference of rung (C, N) on what the slot holds."""
     mb, rows = held(slot, C, cp, N)
     expected = reference(mb, C, cp, N, rows_given=rows)
-    expected["seq_idx"] = thdc.reference.seq_idx(expected["cu_seqlens_padded"], C * cp)
-    expected["dropped"] = dropped(mb, expected["status"])
-    return expected
+    return with_step_counts(expected, mb, C, cp)
 
 
 def compare(got, expected):
-    bad = stage_mismatches(got, expected)
-    if not np.array_equal(got["seq_idx"], expected["seq_idx"]):
-        bad.append("seq_idx")
-    if (int(got["dropped_seqs"][0]), int(got["dropped_tokens"][0])) != expected["dropped"]:
-        bad.append("dropped")
-    return bad
+    return step_mismatches(got, expected)
 
 
 @pytest.mark.parametrize("cp", [1, 2, 4])

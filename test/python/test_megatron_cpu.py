@@ -19,9 +19,9 @@ torch = pytest.importorskip("torch")
 import thdc  # noqa: E402
 import thdc.stages  # noqa: E402
 from conftest import SOURCE_DIR, thdc_command  # noqa: E402
-from microbatches import (check_packed_seq_params, dropped, given_rows, invalidate,  # noqa: E402
-                          random_microbatch, reference, rope_rows, stage_mismatches,
-                          step_inputs)
+from microbatches import (check_packed_seq_params, given_rows, invalidate,  # noqa: E402
+                          random_microbatch, reference, rope_rows, step_inputs,
+                          step_mismatches, with_step_counts)
 
 try:
     import thdc.megatron  # noqa: E402
@@ -76,9 +76,7 @@ def expect(mb, C, cp, N, cp_mode="zigzag", stage="first_last"):
     expected = reference(mb, C, cp, N, rows_given=rows)
     if cp_mode == "contiguous":
         expected.update(contiguous_rows(mb, C, cp, N, expected))
-    expected["seq_idx"] = thdc.reference.seq_idx(expected["cu_seqlens_padded"], C * cp)
-    expected["dropped"] = dropped(mb, expected["status"])
-    return expected
+    return with_step_counts(expected, mb, C, cp)
 
 
 def compare(got, expected):
@@ -89,12 +87,7 @@ def compare(got, expected):
         mask = expected["status_mask"]
         got = dict(got, status=got["status"] & mask)
         expected = dict(expected, status=expected["status"] & mask)
-    bad = stage_mismatches(got, expected)
-    if "seq_idx" in got and not np.array_equal(got["seq_idx"], expected["seq_idx"]):
-        bad.append("seq_idx")
-    if (int(got["dropped_seqs"][0]), int(got["dropped_tokens"][0])) != expected["dropped"]:
-        bad.append("dropped")
-    return bad
+    return step_mismatches(got, expected)
 
 
 OPTIONS = {

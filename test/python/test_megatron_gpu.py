@@ -25,8 +25,8 @@ import thdc  # noqa: E402
 import thdc.megatron  # noqa: E402
 import thdc.stages  # noqa: E402
 from conftest import SOURCE_DIR  # noqa: E402
-from microbatches import (check_packed_seq_params, dropped, given_rows, random_microbatch,  # noqa: E402
-                          reference, rope_rows, stage_mismatches, step_inputs)
+from microbatches import (check_packed_seq_params, given_rows, random_microbatch,  # noqa: E402
+                          reference, rope_rows, step_inputs, step_mismatches, with_step_counts)
 
 BUNDLES = os.environ.get("THDC_BUNDLES", os.path.join(SOURCE_DIR, "build-gpu-bundles"))
 
@@ -55,19 +55,12 @@ def expect(mb, C, cp, N, stage="first_last"):
     checks the rows given."""
     rows = given_rows(mb, C, cp) if thdc.stages.data_keys(stage) else None
     expected = reference(mb, C, cp, N, rows_given=rows)
-    expected["seq_idx"] = thdc.reference.seq_idx(expected["cu_seqlens_padded"], C * cp)
-    expected["dropped"] = dropped(mb, expected["status"])
-    return expected
+    return with_step_counts(expected, mb, C, cp)
 
 
 def compare(got, expected):
     """Names of a stage's outputs that differ from the reference."""
-    bad = stage_mismatches(got, expected)
-    if "seq_idx" in got and not np.array_equal(got["seq_idx"], expected["seq_idx"]):
-        bad.append("seq_idx")
-    if (int(got["dropped_seqs"][0]), int(got["dropped_tokens"][0])) != expected["dropped"]:
-        bad.append("dropped")
-    return bad
+    return step_mismatches(got, expected)
 
 
 @pytest.mark.parametrize("stage", list(thdc.stages.STAGES))
