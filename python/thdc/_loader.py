@@ -54,9 +54,12 @@ class InputLoader:
         self.buffers = [getattr(inputs, n, None) for n in _LOAD_ARGUMENTS] + [inputs.num_seqs]
 
     def load(self, tokens=None, labels=None, loss_mask=None, position_ids=None,
-             cu_seqlens=None, cu_seqlens_padded=None, num_seqs=None, **unknown) -> None:
+             cu_seqlens=None, cu_seqlens_padded=None, num_seqs=None, max_seqlen=None,
+             local_cp_size=None, **unknown) -> None:
         if unknown:
             _refuse_unknown("load_inputs", unknown)
+        if local_cp_size is not None:
+            _refuse_local_cp_size(local_cp_size)
         rest = self.fast(tokens, labels, loss_mask, position_ids, cu_seqlens,
                          cu_seqlens_padded, num_seqs)
         if rest is not None:
@@ -74,7 +77,19 @@ class InputLoader:
             buffer[:value.numel()].copy_(_saturated(value, buffer.dtype), non_blocking=True)
 
 
-_LOAD_NAMES = _LOAD_ARGUMENTS + ("num_seqs",)
+# The other keys of the batch dict the reference framework's sequence-packing
+# loader yields (docs/megatron.md, "Loading a microbatch"): max_seqlen is
+# taken and not read (the step's own is the static C*cp, which bounds every
+# microbatch it holds; reading a tensor would synchronise), local_cp_size
+# (dynamic CP) is refused.
+_BATCH_KEYS = ("max_seqlen", "local_cp_size")
+_LOAD_NAMES = _LOAD_ARGUMENTS + ("num_seqs",) + _BATCH_KEYS
+
+
+def _refuse_local_cp_size(value) -> None:
+    raise ValueError(f"load_inputs(local_cp_size={value!r}): a microbatch of dynamic context "
+                     f"parallelism; the step's CP size is fixed when it is made "
+                     f"(GraphStep(cp=...)), so pass local_cp_size=None")
 
 
 def _refuse_unknown(what: str, unknown: dict, extra=()) -> None:

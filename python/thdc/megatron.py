@@ -40,8 +40,11 @@ docs/capacity-ladder.md is the guide.
 Tensor parallelism. Every TP rank runs the step on identical inputs (the
 default; no collective), or one rank runs it and `slot.broadcast(group,
 src)` sends the outputs, one buffer, to the others (a capturable NCCL
-broadcast). With `sequence_parallel=True` the batch's `padding_mask` is the
-rank's shard `[1, C/tp]` (`padding_mask_full` keeps `[1, C]`).
+broadcast). The batch's `padding_mask` is the rank's whole `[1, C]`, as the
+model takes it with sequence parallelism too (megatron-core's GPTModel
+checks its shape against the tokens' and scatters it to the sequence-parallel
+region itself); with `sequence_parallel=True` `padding_mask_shard` is the
+TP rank's piece `[1, C/tp]`.
 
 The outputs map onto TransformerEngine's attention arguments as follows:
 
@@ -523,14 +526,22 @@ class GraphStep:
 # What GraphStep gives of its first slot, bound once in GraphStep.__init__
 # (plain attributes: nothing is looked up per call on the launch path).
 _SLOT_API = ("inputs", "outputs", "batch", "packed_seq_params", "status", "buffer", "seq_idx",
-             "rope_rows", "cp_order_index", "padding_mask_full", "run", "load_inputs",
-             "accumulate_status", "accumulate_dropped", "describe_status", "check_async",
+             "rope_rows", "cp_order_index", "padding_mask_full", "padding_mask_shard", "run",
+             "load_inputs", "accumulate_status", "accumulate_dropped", "describe_status", "check_async",
              "restore_cp_order", "broadcast", "exact_rows", "rung")
 # What a slot gives of its top rung (the step at C), bound in StepSlot.__init__.
 _RUNG_API = ("outputs", "batch", "packed_seq_params", "seq_idx", "rope_rows",
-             "cp_order_index", "padding_mask_full", "run", "exact_rows", "status",
-             "accumulate_status", "accumulate_dropped", "describe_status", "check_async",
+             "cp_order_index", "padding_mask_full", "padding_mask_shard", "run", "exact_rows",
+             "status", "accumulate_status", "accumulate_dropped", "describe_status", "check_async",
              "restore_cp_order", "broadcast")
+
+
+def _tp_shard(rows: torch.Tensor, tp: int, tp_rank: int) -> torch.Tensor:
+    """The sequence-parallel shard of [1, R] rows: rows [tp_rank*R/tp,
+    (tp_rank+1)*R/tp), the contiguous piece megatron-core's scatter to the
+    sequence-parallel region gives TP rank tp_rank."""
+    shard = rows.shape[1] // tp
+    return rows[:, tp_rank * shard:(tp_rank + 1) * shard]
 
 
 def _output_layout(spec):
@@ -599,7 +610,8 @@ class StepSlot:
         return self.rungs[index]
 
     def load_inputs(self, tokens=None, labels=None, loss_mask=None, position_ids=None,
-                    cu_seqlens=None, cu_seqlens_padded=None, num_seqs=None) -> None:
+                    cu_seqlens=None, cu_seqlens_padded=None, num_seqs=None, max_seqlen=None,
+                    local_cp_size=None) -> None:
         """Copies one packed microbatch into the slot's inputs, on the current
         stream. Data tensors hold up to C*cp rows ([T] or [1, T], the same T
         for each; the kernel is told T, and empties a microbatch whose
@@ -608,7 +620,11 @@ class StepSlot:
         path can feed every stage. cu arrays hold up to N+1 entries.
         num_seqs (int or a device tensor) defaults to len(cu_seqlens) - 1
         and is required for cu arrays of N+1 entries that end in unused
-        slots. Only shapes are read on the host; thdc._thdc.InputGather states the
+        slots. `load_inputs(**batch)` takes the batch dict the reference
+        framework's sequence-packing loader yields: its max_seqlen is taken
+        and not read (the step's is the static C*cp, a bound for every
+        microbatch it holds), a local_cp_size other than None (dynamic CP)
+        raises ValueError. Only shapes are read on the host; thdc._thdc.InputGather states the
         whole contract. Every rung of the slot reads these inputs; a rung
         empties a microbatch it cannot hold (status total_exceeds_capacity
         or num_seqs_out_of_range), as the step at C does one past C.
@@ -621,7 +637,7 @@ class StepSlot:
         caching allocator reuses freed blocks in stream order). On the CPU
         the same copies (the gather's host form) are done when it returns."""
         self._loader.load(tokens, labels, loss_mask, position_ids, cu_seqlens,
-                          cu_seqlens_padded, num_seqs)
+                          cu_seqlens_padded, num_seqs, max_seqlen, local_cp_size)
 
 
 
@@ -654,13 +670,14 @@ class SlotRung:
         out, cp = self.outputs, step.cp
         self.status = out.status  # the last run's status bits, on the device (0: valid)
         self.batch = {k: getattr(out, k).view(1, C) for k in step.data_keys}
+        # The model takes the rank's whole mask, [1, C] like the data keys,
+        # sequence parallelism or not: megatron-core's GPTModel asserts that
+        # shape and scatters the mask to the sequence-parallel region itself
+        # (docs/megatron.md). The shard it makes is padding_mask_shard.
         self.padding_mask_full = out.padding_mask.view(1, C)
-        if step.sequence_parallel:
-            shard = C // step.tp
-            self.batch["padding_mask"] = self.padding_mask_full[
-                :, step.tp_rank * shard:(step.tp_rank + 1) * shard]
-        else:
-            self.batch["padding_mask"] = self.padding_mask_full
+        self.batch["padding_mask"] = self.padding_mask_full
+        self.padding_mask_shard = (_tp_shard(self.padding_mask_full, step.tp, step.tp_rank)
+                                   if step.sequence_parallel else None)
         self.seq_idx = out.seq_idx.view(1, C * cp) if step.options["seq_idx"] else None
         self.rope_rows = out.rope_rows if step.options["rope"] else None
         self.cp_order_index = out.cp_order_index if step.options["cp_order_index"] else None
@@ -700,13 +717,14 @@ class SlotRung:
 
     def __call__(self, tokens=None, labels=None, loss_mask=None, position_ids=None,
                  cu_seqlens=None, cu_seqlens_padded=None, num_seqs=None, stream=None,
-                 **unknown):
-        """load_inputs, then run. (StepSlot's too: it reads only load_inputs
-        and run, which a slot binds to its top rung's.)"""
+                 max_seqlen=None, local_cp_size=None, **unknown):
+        """load_inputs, then run: `step(**megatron_batch)` takes the batch
+        dict of the reference framework's loader. (StepSlot's too: it reads
+        only load_inputs and run, which a slot binds to its top rung's.)"""
         if unknown:
             _refuse_unknown("step", unknown, extra=("stream",))
         self.load_inputs(tokens, labels, loss_mask, position_ids, cu_seqlens,
-                         cu_seqlens_padded, num_seqs)
+                         cu_seqlens_padded, num_seqs, max_seqlen, local_cp_size)
         return self.run(stream)
 
     def accumulate_status(self, flag: torch.Tensor) -> torch.Tensor:
@@ -765,8 +783,8 @@ class SlotRung:
         """The last run's outputs cut to the microbatch's own rows, for a
         model run eagerly on exactly what it holds: (batch, PackedSeqParams)
         as run() returns them, with the data keys and the padding mask
-        [1, T/cp] (this rank's rows, T/cp/tp of them under sequence
-        parallelism), cu arrays of num_seqs + 1 entries and max_seqlen the
+        [1, T/cp] (this rank's rows, the whole mask with sequence
+        parallelism too), cu arrays of num_seqs + 1 entries and max_seqlen the
         given bound. num_rows T: the packed rows of all CP ranks, the rows
         given to load_inputs (cu_seqlens_padded[num_seqs]); num_seqs: the
         real sequences; max_seqlen: a bound on their padded lengths (the
@@ -821,12 +839,7 @@ class SlotRung:
             cu = padded
         else:
             cu = torch.where(ok, torch.minimum(out.cu_seqlens[:entries], padded), padded)
-        batch = {k: v[:, :local] for k, v in self.batch.items() if k != "padding_mask"}
-        mask = self.padding_mask_full[:, :local]
-        if step.sequence_parallel:
-            shard = local // step.tp
-            mask = mask[:, step.tp_rank * shard:(step.tp_rank + 1) * shard]
-        batch["padding_mask"] = mask
+        batch = {k: v[:, :local] for k, v in self.batch.items()}
         params = make_packed_seq_params(
             qkv_format="thd", cu_seqlens_q=cu, cu_seqlens_kv=cu, cu_seqlens_q_padded=padded,
             cu_seqlens_kv_padded=padded, max_seqlen_q=max_seqlen, max_seqlen_kv=max_seqlen,

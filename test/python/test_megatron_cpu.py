@@ -348,10 +348,15 @@ def test_sequence_parallel_shard_of_the_padding_mask(make_step):
     for tp_rank in range(tp):
         step = make_step(C, N, cp, 0, tp=tp, tp_rank=tp_rank, sequence_parallel=True)
         batch, _ = step(**inputs(mb, C, cp))
-        assert batch["padding_mask"].shape == (1, shard)
-        assert torch.equal(batch["padding_mask"],
+        # The model takes the whole mask, the tokens' shape (megatron-core's
+        # GPTModel asserts it and scatters the mask itself); the shard is
+        # padding_mask_shard.
+        assert batch["padding_mask"].shape == batch["tokens"].shape == (1, C)
+        assert torch.equal(batch["padding_mask"], full.batch["padding_mask"])
+        assert step.padding_mask_shard.shape == (1, shard)
+        assert torch.equal(step.padding_mask_shard,
                            full.batch["padding_mask"][:, tp_rank * shard:(tp_rank + 1) * shard])
-        assert step.padding_mask_full.shape == (1, C)
+        assert full.padding_mask_shard is None
 
 
 def test_bundle_host_code(tmp_path, make_step, monkeypatch):
@@ -490,3 +495,28 @@ def test_quickstart_runs_the_step_on_the_cpu():
                             timeout=300)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     assert "GraphStep(device='cpu'), all equal to the reference" in result.stdout
+
+
+def test_load_inputs_takes_the_megatron_batch_dict(make_step):
+    """The batch dict of the reference framework's sequence-packing loader
+    (its keys and dtypes: int64 data, float32 loss mask, int32 cu arrays,
+    max_seqlen an int or an int32 tensor) loads as it is, into the step and
+    a slot; local_cp_size (dynamic CP) is refused by name."""
+    C, cp, N = 64, 2, 9
+    step = make_step(C, N, cp, 1, slots=2)
+    for seed, as_tensor in ((70, False), (71, True)):
+        mb = random_microbatch(np.random.default_rng(seed), C, cp, N, rank=1)
+        batch = inputs(mb, C, cp)
+        lengths = np.diff(mb["cu_seqlens_padded"])
+        longest = int(lengths.max()) if lengths.size else 0
+        batch["max_seqlen"] = torch.tensor(longest, dtype=torch.int32) if as_tensor else longest
+        got, _ = step(**batch)
+        expected = expect(mb, C, cp, N)
+        assert not step_mismatches(outputs(step), expected)
+        step.slot(1).load_inputs(**batch)
+        step.slot(1).run()
+        assert not step_mismatches(outputs(step.slot(1)), expected)
+    with pytest.raises(ValueError, match="local_cp_size=2.*dynamic context parallelism"):
+        step(**batch, local_cp_size=2)
+    with pytest.raises(TypeError, match="'max_seqlens' \\(did you mean 'max_seqlen'\\?\\)"):
+        step.load_inputs(**dict(batch, max_seqlens=1))

@@ -256,10 +256,15 @@ def test_sequence_parallel_shard_of_the_padding_mask():
         step = make_step(C, N, cp, 0, tp=tp, tp_rank=tp_rank, sequence_parallel=True)
         batch, _ = step(**step_inputs(mb, C, cp))
         shard = C // tp
-        assert batch["padding_mask"].shape == (1, shard)
-        assert torch.equal(batch["padding_mask"],
+        # The model takes the whole mask, the tokens' shape (megatron-core's
+        # GPTModel asserts it and scatters the mask itself); the shard is
+        # padding_mask_shard.
+        assert batch["padding_mask"].shape == batch["tokens"].shape == (1, C)
+        assert torch.equal(batch["padding_mask"], full.batch["padding_mask"])
+        assert step.padding_mask_shard.shape == (1, shard)
+        assert torch.equal(step.padding_mask_shard,
                            full.batch["padding_mask"][:, tp_rank * shard:(tp_rank + 1) * shard])
-        assert step.padding_mask_full.shape == (1, C)
+        assert full.padding_mask_shard is None
     with pytest.raises(ValueError, match="multiple of tp"):
         thdc.megatron.GraphStep(C, N, cp, 0, tp=3, sequence_parallel=True, bundle="/unused")
 

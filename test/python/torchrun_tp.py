@@ -80,7 +80,7 @@ def main():
             if bad:
                 failures.append(f"{name}: {bad} differ from the reference (trial {trial})")
             shard = C // tp
-            if not torch.equal(step.batch["padding_mask"],
+            if not torch.equal(step.padding_mask_shard,
                                step.padding_mask_full[:, rank * shard:(rank + 1) * shard]):
                 failures.append(f"{name}: the sequence-parallel shard (trial {trial})")
     count = torch.tensor([len(failures)])
