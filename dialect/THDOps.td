@@ -38,8 +38,11 @@ def THD_AlignLengthsOp : THD_Op<"align_lengths", [AllTypesMatch<["valid_lens", "
     ranks a sequence is divided among, `tpPad = tp` with
     `sequence_parallel` (else 1), and `m` is the `multiple` (default 1,
     which gives `G = cpPad * tpPad`). With `multiple m`, every rank's share
-    of every sequence holds a multiple of `m` tokens, as low-precision GEMMs
-    need (16 for FP8, 32 for MXFP8, 128 for blockwise FP8 and HybridEP).
+    of every sequence holds a multiple of `m` tokens, so that a variable
+    packed length is one too (megatron-core's m: 32 for MXFP8, 16 for other
+    FP8 recipes, 64 for HybridEP). With a static capacity C the recipes'
+    condition is on C instead (`C % (m * tpPad) == 0`, docs/semantics.md
+    S1), and no sequence needs rounding.
 
     With `dynamic_cp dp D` (dynamic context parallelism, where a pack may be
     shared by any number of the DP x CP ranks), `cpPad = 2*cp*D` whatever

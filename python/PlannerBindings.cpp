@@ -282,6 +282,43 @@ void thdc::python::populatePlannerBindings(nb::module_ &m) {
       "int >= 1 or a recipe of LOW_PRECISION_MULTIPLES: every rank's share "
       "of every sequence is then a multiple of m. ValueError on values "
       "below 1, an unknown recipe, or a G outside int32.");
+  planning.def(
+      "capacity_multiple",
+      [](IntArg tp, bool sequenceParallel, MultipleArg multiple) {
+        reference::Expected<int64_t> rows = reference::capacityRowMultiple(
+            integerArgument(tp.object, "tp"), sequenceParallel,
+            multipleArgument("capacity_multiple", multiple));
+        if (!rows)
+          raiseArgument(PyExc_ValueError, "capacity_multiple: " + rows.error());
+        return *rows;
+      },
+      nb::arg("tp") = 1, nb::arg("sequence_parallel") = false,
+      nb::arg("multiple") = 1,
+      "S1, graph mode: what the static rows C of every CP rank must be a "
+      "multiple of for a recipe's multiple m: m * tp under sequence "
+      "parallelism, else m (check_capacity checks a C).");
+  planning.def(
+      "check_capacity",
+      [](IntArg C, IntArg tp, bool sequenceParallel, MultipleArg multiple) {
+        const int64_t rows = integerArgument(C.object, "C");
+        const int64_t tpSize = integerArgument(tp.object, "tp");
+        reference::Expected<int64_t> rowMultiple =
+            reference::checkCapacityAlignment(
+                rows, tpSize, sequenceParallel,
+                multipleArgument("check_capacity", multiple));
+        if (!rowMultiple)
+          raiseArgument(PyExc_ValueError,
+                        "check_capacity: " + rowMultiple.error());
+        return *rowMultiple;
+      },
+      nb::arg("C"), nb::arg("tp") = 1, nb::arg("sequence_parallel") = false,
+      nb::arg("multiple") = 1,
+      "S1, graph mode: the condition a low-precision recipe puts on the "
+      "static rows C of every CP rank, which feeds its GEMMs exactly C rows "
+      "(C/tp under sequence parallelism): C % (m * tpPad) == 0, m = multiple "
+      "(an int >= 1 or a recipe of LOW_PRECISION_MULTIPLES), tpPad = tp "
+      "under sequence parallelism else 1. Returns m * tpPad; ValueError "
+      "naming the nearest capacities that hold otherwise.");
   {
     nb::dict multiples;
     for (const reference::LowPrecisionMultiple &entry :

@@ -19,11 +19,14 @@ namespace reference {
 using namespace internal;
 
 const std::vector<LowPrecisionMultiple> &lowPrecisionMultiples() {
+  // megatron-core's numbers: get_fp8_align_size (megatron/core/fp8_utils.py)
+  // gives 32 for MXFP8 and 16 for every other FP8 recipe; HybridEP aligns
+  // each rank's tokens to 64 (megatron/core/transformer/moe/fused_a2a.py).
+  // The names are --fp8-recipe's, "fp8" for any of its 16s.
   static const std::vector<LowPrecisionMultiple> table = {
-      {"fp8", 16},
-      {"mxfp8", 32},
-      {"blockwise_fp8", 128},
-      {"hybridep", 128},
+      {"fp8", 16},        {"delayed", 16}, {"tensorwise", 16},
+      {"blockwise", 16},  {"custom", 16},  {"mxfp8", 32},
+      {"hybridep", 64},
   };
   return table;
 }
@@ -37,6 +40,39 @@ Expected<int64_t> lowPrecisionMultiple(const std::string &recipe) {
   }
   return makeError<int64_t>(concat("unknown low-precision recipe '", recipe,
                                    "'; the recipes are ", names));
+}
+
+Expected<int64_t> capacityRowMultiple(int64_t tp, bool sequenceParallel,
+                                      int64_t multiple) {
+  if (tp < 1 || multiple < 1)
+    return makeError<int64_t>(concat(
+        "the capacity's row multiple needs tp and the multiple >= 1 (tp = ",
+        tp, ", multiple = ", multiple, ")"));
+  std::optional<int64_t> rows = checkedMul(sequenceParallel ? tp : 1, multiple);
+  if (!rows || !fitsInt32(*rows))
+    return makeError<int64_t>(concat("the capacity's row multiple ", multiple,
+                                     " * tp ", tp, " is outside the int32 range"));
+  return *rows;
+}
+
+Expected<int64_t> checkCapacityAlignment(int64_t rowsPerRank, int64_t tp,
+                                         bool sequenceParallel,
+                                         int64_t multiple) {
+  Expected<int64_t> rows = capacityRowMultiple(tp, sequenceParallel, multiple);
+  if (!rows || rowsPerRank % *rows == 0)
+    return rows;
+  std::string why =
+      sequenceParallel && tp > 1
+          ? concat("m * tp = ", multiple, " * ", tp, " = ", *rows,
+                   " (each of the tp = ", tp, " sequence-parallel ranks holds C/tp = ",
+                   rowsPerRank, "/", tp, " rows and needs a multiple of m = ",
+                   multiple, ")")
+          : concat("m = ", multiple);
+  return makeError<int64_t>(concat(
+      "C = ", rowsPerRank, " is not a multiple of ", why,
+      ": every rank feeds its GEMMs exactly C rows in graph mode; the nearest "
+      "C that is: ", rowsPerRank / *rows * *rows, " or ",
+      (rowsPerRank / *rows + 1) * *rows));
 }
 
 Expected<int64_t> padGranularity(int64_t cp, int64_t tp, bool sequenceParallel,

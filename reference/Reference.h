@@ -129,10 +129,12 @@ int32_t maxSeqlenFromCu(const std::vector<int32_t> &cuSeqlens);
 // S1. Per-sequence alignment
 //===----------------------------------------------------------------------===//
 
-/// S1: the token multiples that low-precision recipes need per GEMM and per
-/// rank ("fp8" 16, "mxfp8" 32, "blockwise_fp8" 128, "hybridep" 128), in a
-/// fixed order. The single table of these values: the Python planner
-/// exposes it as thdc.planner.LOW_PRECISION_MULTIPLES.
+/// S1: the token multiples that low-precision recipes need of the rows a
+/// rank feeds its GEMMs, megatron-core's numbers (get_fp8_align_size: 32
+/// for "mxfp8", 16 for every other FP8 recipe, "fp8", "delayed",
+/// "tensorwise", "blockwise", "custom"; "hybridep" 64), in a fixed order.
+/// The single table of these values: the Python planner exposes it as
+/// thdc.planner.LOW_PRECISION_MULTIPLES.
 struct LowPrecisionMultiple {
   /// The recipe's name.
   const char *recipe;
@@ -144,6 +146,23 @@ const std::vector<LowPrecisionMultiple> &lowPrecisionMultiples();
 /// S1: the multiple m of the recipe named `recipe`; an error naming the
 /// known recipes otherwise.
 Expected<int64_t> lowPrecisionMultiple(const std::string &recipe);
+
+/// S1, graph mode: the rows per CP rank a static capacity must be a
+/// multiple of for a recipe of multiple m: m * tp under sequence
+/// parallelism (each TP rank feeds C/tp of the C rows to its GEMMs), else
+/// m. Errors: tp or m below 1, a product outside int32.
+Expected<int64_t> capacityRowMultiple(int64_t tp, bool sequenceParallel,
+                                      int64_t multiple);
+
+/// S1, graph mode: the condition a low-precision recipe puts on C, the
+/// static rows of every CP rank (every rank feeds its GEMMs exactly C rows,
+/// C/tp under sequence parallelism): C % capacityRowMultiple(...) == 0.
+/// Returns that row multiple, or an error naming C, m, tp and the nearest
+/// capacities that hold. Per-sequence rounding (padGranularity with a
+/// multiple) is only for consumers of a variable packed length.
+Expected<int64_t> checkCapacityAlignment(int64_t rowsPerRank, int64_t tp,
+                                         bool sequenceParallel,
+                                         int64_t multiple);
 
 /// S1: alignment granularity G = tpPad * lcm(cpPad, share * m), with
 /// cpPad = 2*cp if cp > 1 else 1 (dynamic CP: 2*cp*dp always), share =

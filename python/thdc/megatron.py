@@ -242,6 +242,7 @@ class StepOptions:
     capacities: Optional[Tuple[int, ...]] = None
     sequence_capacities: Optional[Tuple[int, ...]] = None
     dummy_length: Optional[int] = None
+    multiple: object = None
 
     def __post_init__(self):
         C, N, cp, cp_rank, tp, tp_rank = (self.C, self.N, self.cp, self.cp_rank, self.tp,
@@ -296,6 +297,24 @@ class StepOptions:
         if tp < 1 or not 0 <= tp_rank < tp:
             raise ValueError(f"tp must be >= 1 and tp_rank in [0, tp); got tp={tp}, "
                              f"tp_rank={tp_rank}")
+        multiple = self.multiple
+        if multiple is not None:
+            # A low-precision recipe's graph-mode condition on every rung's C
+            # (thdc.planner.check_capacity; the reference states it once).
+            from . import planner
+
+            if isinstance(multiple, bool) or not isinstance(multiple, (int, str)):
+                raise TypeError(f"multiple must be an int, a recipe name of "
+                                f"thdc.planner.LOW_PRECISION_MULTIPLES or None; got "
+                                f"{type(multiple).__name__}")
+            for B in capacities:
+                try:
+                    planner.check_capacity(B, tp, sequence_parallel, multiple)
+                except ValueError as error:
+                    message = str(error).replace("check_capacity: ", "", 1)
+                    raise ValueError(f"multiple={multiple!r}: " + (
+                        f"rung (C={B}): {message}" if len(capacities) > 1 else message)
+                    ) from None
         for B in capacities:
             if sequence_parallel and B % tp:
                 raise ValueError(f"sequence parallelism shards the C = {B} rows over tp = "
@@ -384,6 +403,12 @@ class GraphStep:
     sequences of that many rows over the spare cu entries instead of one
     (a multiple of 2*cp under zigzag CP): attention over a tail of d rows
     costs about d*dummy_length instead of d^2 (docs/capacity-ladder.md).
+    multiple: a low-precision recipe's token multiple m (an int, or a name
+    of thdc.planner.LOW_PRECISION_MULTIPLES: "fp8", "mxfp8", "hybridep",
+    ...): every rank feeds its GEMMs exactly C rows (C/tp under sequence
+    parallelism), so C and every rung must be a multiple of m (m*tp with
+    sequence parallelism); ValueError otherwise. Nothing else changes:
+    sequences are not rounded to m (docs/megatron.md).
 
     The step's own inputs, outputs, batch, packed_seq_params, run(),
     load_inputs(), ... are those of its first slot (StepSlot documents them).
@@ -412,6 +437,7 @@ class GraphStep:
         capacities=None,
         sequence_capacities=None,
         dummy_length: Optional[int] = None,
+        multiple=None,
     ):
         config = StepOptions(C, N, cp, cp_rank, stage=stage, cp_mode=cp_mode, seq_idx=seq_idx,
                              rope_table_rows=rope_table_rows, cp_order_index=cp_order_index,
@@ -419,7 +445,7 @@ class GraphStep:
                              sequence_parallel=sequence_parallel, bundle=bundle, device=device,
                              convention=convention, cache_dir=cache_dir,
                              capacities=capacities, sequence_capacities=sequence_capacities,
-                             dummy_length=dummy_length)
+                             dummy_length=dummy_length, multiple=multiple)
         self.config = config
         self.device, self.on_host = config.device, config.device.type == "cpu"
         C, N, cp, stage = config.C, config.N, config.cp, config.stage

@@ -19,12 +19,19 @@ needs no more microbatches, often fewer. `max_microbatches` is the S12
 bound: how many graph slots, or static output buffers, a global batch can
 need. Errors raise ValueError with the planner's message.
 
-`align_lengths` and `pad_granularity` take a `multiple` m (an int, or a
-recipe name of `LOW_PRECISION_MULTIPLES`: "fp8" 16, "mxfp8" 32,
-"blockwise_fp8" 128, "hybridep" 128) so that every rank's share of every
-sequence is a multiple of m tokens, as low-precision GEMMs need:
+Low-precision recipes (FP8, MXFP8, HybridEP) need the rows a rank feeds its
+GEMMs to be a multiple m of tokens (`LOW_PRECISION_MULTIPLES`,
+megatron-core's numbers: "mxfp8" 32, every other FP8 recipe 16, "hybridep"
+64). In graph mode every CP rank holds exactly C rows, C/tp under sequence
+parallelism, so the condition is on C, checked by `check_capacity`:
 
-    padded = planner.align_lengths(valid_lengths, cp=2, multiple="fp8")
+    planner.check_capacity(C=8192, tp=4, sequence_parallel=True, multiple="mxfp8")
+
+`advise` picks a C (and rungs) that hold it. `align_lengths` and
+`pad_granularity` with a `multiple` round every sequence instead, so that
+each rank's share of each sequence is a multiple of m: only for consumers
+of a variable packed length (eager, without a static C), at a cost in
+tokens (docs/semantics.md S1).
 
 Capacity ladders (docs/capacity-ladder.md): `ladder_plan` plans a global
 batch over rungs B_1 < ... < B_k = C (rows per CP rank, each with its own
@@ -41,6 +48,7 @@ batches (also a command, `thdc-advise`):
 """
 import argparse
 import dataclasses
+import math
 import sys
 from typing import List, Optional, Sequence, Tuple
 
@@ -51,6 +59,8 @@ plan = _planner.plan
 microbatch_inputs = _planner.microbatch_inputs
 align_lengths = _planner.align_lengths
 pad_granularity = _planner.pad_granularity
+check_capacity = _planner.check_capacity
+capacity_multiple = _planner.capacity_multiple
 LOW_PRECISION_MULTIPLES = dict(_planner.LOW_PRECISION_MULTIPLES)
 max_microbatches = _planner.max_microbatches
 graph_capture_count = _planner.graph_capture_count
@@ -134,7 +144,8 @@ def advise(batches: Sequence[Sequence[int]], *, cp: int = 1, dp: int = 1,
            max_rungs: int = 16, tolerance: float = 0.01, block: int = 128,
            activation_bytes_per_row: Optional[int] = None,
            vpp_group: Optional[int] = None, in_flight: int = 1,
-           rungs: Optional[int] = None) -> Advice:
+           rungs: Optional[int] = None, recipe=None, tp: int = 1,
+           sequence_parallel: bool = False) -> Advice:
     """A capacity ladder for global batches like `batches` (each a sequence of
     padded lengths, S1-aligned: the first global batches of a run, or draws
     from a length histogram). C defaults to the longest sequence's rows per
@@ -155,13 +166,22 @@ def advise(batches: Sequence[Sequence[int]], *, cp: int = 1, dp: int = 1,
     in_flight: the microbatches alive at once (1 without pipeline
     parallelism, where each replays after the last on one stream; the
     pipeline's depth under 1F1B): the slots, at most the S12 bound.
-    rungs: advise this many rungs (even_ladder's k) instead of choosing."""
+    rungs: advise this many rungs (even_ladder's k) instead of choosing.
+    recipe, tp, sequence_parallel: a low-precision recipe (a name of
+    LOW_PRECISION_MULTIPLES or an int) and the TP layout: every rung is then
+    also a multiple of capacity_multiple(tp, sequence_parallel, recipe), the
+    graph-mode condition (a given C is checked)."""
     batches = [list(map(int, b)) for b in batches]
     if not batches or not any(batches):
         raise ValueError("advise needs at least one global batch of lengths")
     if min(min(b) for b in batches if b) < 0:
         raise ValueError("lengths must be >= 0")
     longest = max(max(b) for b in batches if b)
+    if recipe is not None or sequence_parallel:
+        if C is not None:
+            check_capacity(C, tp, sequence_parallel, 1 if recipe is None else recipe)
+        multiple = math.lcm(multiple, capacity_multiple(tp, sequence_parallel,
+                                                        1 if recipe is None else recipe))
     if C is None:
         C = _round_up(max(1, -(-longest // cp)), multiple)
     if longest > C * cp:
@@ -266,6 +286,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--N", type=int, help="sequence capacity (default: from the sample)")
     parser.add_argument("--multiple", type=int, default=128,
                         help="every rung a multiple of this many rows (default 128)")
+    parser.add_argument("--recipe", help="a low-precision recipe (fp8, mxfp8, hybridep, ...): "
+                        "every rung then holds its graph-mode condition")
+    parser.add_argument("--tp", type=int, default=1)
+    parser.add_argument("--sequence-parallel", action="store_true")
     parser.add_argument("--max-rungs", type=int, default=16)
     parser.add_argument("--tolerance", type=float, default=0.01,
                         help="the fewest rungs within this padded fraction of the best")
@@ -278,7 +302,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         advice = advise(_read_lengths(args.lengths), cp=args.cp, dp=args.dp, C=args.C,
                         N=args.N, multiple=args.multiple, max_rungs=args.max_rungs,
                         tolerance=args.tolerance, in_flight=args.in_flight,
-                        activation_bytes_per_row=args.activation_bytes_per_row)
+                        activation_bytes_per_row=args.activation_bytes_per_row,
+                        recipe=args.recipe, tp=args.tp,
+                        sequence_parallel=args.sequence_parallel)
     except (ValueError, OSError) as error:
         parser.exit(2, f"thdc-advise: {error}\n")
     print(advice.summary())
@@ -290,6 +316,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 __all__ = [
     "Advice",
     "LOW_PRECISION_MULTIPLES",
+    "check_capacity",
+    "capacity_multiple",
     "LadderPlan",
     "Plan",
     "advise",

@@ -54,12 +54,14 @@ def test_low_precision_multiples_golden():
     assert planner.align_lengths([3, 40, 0], cp=2, multiple=16).tolist() == [32, 64, 0]
     assert planner.align_lengths([3, 40], cp=2, multiple=np.int64(16)).tolist() == [32, 64]
     assert planner.align_lengths([3, 300], cp=1, tp=4, sequence_parallel=True,
-                                 multiple="blockwise_fp8").tolist() == [512, 512]
+                                 multiple="hybridep").tolist() == [256, 512]
 
 
 def test_low_precision_recipes():
+    # megatron-core's numbers (get_fp8_align_size; HybridEP's 64).
     assert planner.LOW_PRECISION_MULTIPLES == {
-        "fp8": 16, "mxfp8": 32, "blockwise_fp8": 128, "hybridep": 128}
+        "fp8": 16, "delayed": 16, "tensorwise": 16, "blockwise": 16, "custom": 16,
+        "mxfp8": 32, "hybridep": 64}
     for recipe, multiple in planner.LOW_PRECISION_MULTIPLES.items():
         assert planner.pad_granularity(2, multiple=recipe) == \
             planner.pad_granularity(2, multiple=multiple)
@@ -72,8 +74,8 @@ def test_low_precision_recipes():
             assert all(p % (cp * m) == 0 and p % (2 * cp if cp > 1 else 1) == 0
                        for p in padded.tolist())
     with pytest.raises(ValueError, match="^align_lengths: unknown low-precision recipe 'fp4'; "
-                                         "the recipes are 'fp8', 'mxfp8', 'blockwise_fp8', "
-                                         "'hybridep'$"):
+                                         "the recipes are 'fp8', 'delayed', 'tensorwise', "
+                                         "'blockwise', 'custom', 'mxfp8', 'hybridep'$"):
         planner.align_lengths([3], cp=2, multiple="fp4")
     with pytest.raises(ValueError, match="^pad_granularity: unknown low-precision recipe 'FP8'"):
         planner.pad_granularity(2, multiple="FP8")
@@ -444,3 +446,24 @@ def test_advise_command(tmp_path, capsys):
     bad.write_text("1 2 x\n")
     with pytest.raises(SystemExit, match="bad.txt:1"):
         planner.main([str(bad)])
+
+
+def test_graph_mode_alignment_is_a_condition_on_C():
+    """In graph mode every CP rank feeds its GEMMs exactly C rows (C/tp under
+    sequence parallelism): the recipe's multiple is a condition on C."""
+    assert planner.capacity_multiple(4, True, "mxfp8") == 128
+    assert planner.capacity_multiple(4, False, "mxfp8") == 32
+    assert planner.check_capacity(8192, tp=4, sequence_parallel=True, multiple="mxfp8") == 128
+    assert planner.check_capacity(4096, multiple="hybridep") == 64
+    with pytest.raises(ValueError, match=r"^check_capacity: C = 8200 is not a multiple of "
+                                         r"m \* tp = 32 \* 4 = 128 .*8192 or 8320$"):
+        planner.check_capacity(8200, tp=4, sequence_parallel=True, multiple="mxfp8")
+    with pytest.raises(ValueError, match="unknown low-precision recipe 'fp4'"):
+        planner.check_capacity(4096, multiple="fp4")
+    # The advisor's rungs hold it; a given C is checked.
+    lengths = [[100, 2000, 3000, 700, 64, 5000, 1200]] * 3
+    advice = planner.advise(lengths, cp=1, multiple=128, recipe="mxfp8", tp=8,
+                            sequence_parallel=True)
+    assert all(B % 256 == 0 for B in advice.capacities)
+    with pytest.raises(ValueError, match=r"C = 5248 is not a multiple of m \* tp"):
+        planner.advise(lengths, C=5248, recipe="mxfp8", tp=8, sequence_parallel=True)

@@ -30,12 +30,32 @@ def test_values_are_checked_and_normalised_when_made():
     (dict(C=64, N=8, convention="loose"), ValueError, "convention must be one of"),
     (dict(C=64, N=8, device="tpu"), ValueError, "device must be 'cpu' or a CUDA device"),
     (dict(C=64, N=8, device=1.5), TypeError, "device must be a torch.device"),
+    # A low-precision recipe's condition is on C (every rank feeds its GEMMs
+    # C rows, C/tp under sequence parallelism), per rung.
+    (dict(C=96, N=8, multiple="hybridep"), ValueError,
+     r"^multiple='hybridep': C = 96 is not a multiple of m = 64.*64 or 128$"),
+    (dict(C=64, N=8, tp=4, sequence_parallel=True, multiple="mxfp8"), ValueError,
+     r"^multiple='mxfp8': C = 64 is not a multiple of m \* tp = 32 \* 4 = 128"),
+    (dict(C=128, N=8, capacities=(48, 128), multiple=32), ValueError,
+     r"^multiple=32: rung \(C=48\): C = 48 is not a multiple of m = 32"),
+    (dict(C=64, N=8, multiple="fp4"), ValueError, "unknown low-precision recipe 'fp4'"),
+    (dict(C=64, N=8, multiple=16.0), TypeError, "multiple must be an int, a recipe name"),
 ])
 def test_a_bad_option_is_refused_by_the_object_and_by_graph_step(kwargs, error, message):
     with pytest.raises(error, match=message):
         StepOptions(**kwargs)
     with pytest.raises(error, match=message):
         thdc.megatron.GraphStep(**kwargs)
+
+
+def test_a_recipe_that_holds_changes_nothing_else():
+    """multiple= checks C; the pipeline and its outputs are the step's own."""
+    step = thdc.megatron.GraphStep(C=256, N=8, cp=2, tp=4, sequence_parallel=True,
+                                   multiple="mxfp8", device="cpu")
+    plain = thdc.megatron.GraphStep(C=256, N=8, cp=2, tp=4, sequence_parallel=True,
+                                    device="cpu")
+    assert step.config.multiple == "mxfp8"
+    assert step.kernel.params == plain.kernel.params
 
 
 def test_graph_step_keeps_its_options():

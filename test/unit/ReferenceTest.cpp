@@ -1703,15 +1703,49 @@ TEST(S1, LowPrecisionRecipes) {
   std::vector<std::pair<std::string, int64_t>> table;
   for (const LowPrecisionMultiple &entry : lowPrecisionMultiples())
     table.emplace_back(entry.recipe, entry.multiple);
+  // megatron-core's get_fp8_align_size: 32 for MXFP8, 16 for every other
+  // FP8 recipe; HybridEP's per-rank alignment: 64.
   EXPECT_EQ(table, (std::vector<std::pair<std::string, int64_t>>{
                        {"fp8", 16},
+                       {"delayed", 16},
+                       {"tensorwise", 16},
+                       {"blockwise", 16},
+                       {"custom", 16},
                        {"mxfp8", 32},
-                       {"blockwise_fp8", 128},
-                       {"hybridep", 128}}));
+                       {"hybridep", 64}}));
   EXPECT_VALUE(lowPrecisionMultiple("mxfp8"), int64_t(32));
   EXPECT_ERROR(lowPrecisionMultiple("fp4"),
                "unknown low-precision recipe 'fp4'; the recipes are 'fp8', "
-               "'mxfp8', 'blockwise_fp8', 'hybridep'");
+               "'delayed', 'tensorwise', 'blockwise', 'custom', 'mxfp8', "
+               "'hybridep'");
+}
+
+TEST(S1, CapacityAlignmentIsOnTheRowsARankFeedsItsGemms) {
+  // Graph mode: every CP rank holds C rows, C/tp under SP.
+  EXPECT_VALUE(capacityRowMultiple(4, true, 32), int64_t(128));
+  EXPECT_VALUE(capacityRowMultiple(4, false, 32), int64_t(32));
+  EXPECT_VALUE(checkCapacityAlignment(8192, 4, true, 32), int64_t(128));
+  EXPECT_VALUE(checkCapacityAlignment(16, 8, false, 16), int64_t(16));
+  EXPECT_ERROR(checkCapacityAlignment(8200, 4, true, 32),
+               "C = 8200 is not a multiple of m * tp = 32 * 4 = 128");
+  EXPECT_ERROR(checkCapacityAlignment(8200, 4, true, 32),
+               "the nearest C that is: 8192 or 8320");
+  EXPECT_ERROR(checkCapacityAlignment(100, 1, false, 64),
+               "C = 100 is not a multiple of m = 64");
+  EXPECT_ERROR(capacityRowMultiple(0, true, 16), "tp and the multiple >= 1");
+  EXPECT_ERROR(capacityRowMultiple(1 << 20, true, 1 << 20),
+               "outside the int32 range");
+  // For every C, the check holds exactly when each TP rank's share of the
+  // rank's C rows is a multiple of m.
+  for (int64_t tp : {1, 2, 4})
+    for (bool sp : {false, true})
+      for (int64_t m : {16, 32, 64})
+        for (int64_t C = 1; C <= 600; ++C) {
+          const int64_t tpPad = sp ? tp : 1;
+          const bool holds = C % tpPad == 0 && (C / tpPad) % m == 0;
+          EXPECT_EQ(bool(checkCapacityAlignment(C, tp, sp, m)), holds)
+              << C << " " << tp << " " << sp << " " << m;
+        }
 }
 
 TEST(S8, SeqIdxTotalOutsideInt32IsAnError) {
