@@ -28,10 +28,13 @@ model-side outputs are optional:
                     table of R rows: the parameter R)
     cp_order_index  for each of the C*cp rows in sequence order, the row of
                     the rank-major gather of every rank's C rows that holds
-                    it (thd.cp_unslice of the row numbers, the inverse of
-                    the CP slice and tail padding): `gathered[index]` puts
-                    CP-partitioned rows back into sequence order; the tail
-                    rows of every rank follow the real rows, rank by rank
+                    it (thd.cp_unslice of the row numbers by the output
+                    offsets): `gathered[index]` puts CP-partitioned rows
+                    back into sequence order. The dummy sequences over the
+                    tail are partitioned like any sequence (zigzag: rank r's
+                    tail rows are the dummy's chunks r and 2cp-1-r), which
+                    is how TE's partition index, and megatron-core's undo
+                    of the partition, read the same offsets
 
 This module only writes text and imports nothing from thdc, so a build
 script can run it without the package:
@@ -252,9 +255,10 @@ def pipeline(stage: str = "first_last", *, cp_mode: str = "zigzag", seq_idx: boo
         values["rope_rows"] = "%rope_rows"
     if cp_order_index:
         out("    // Where each row of the sequence order sits in the gather of all ranks' rows:")
-        out("    // the inverse of the CP slice and the tail padding above.")
-        unslice_by = slice_by.replace(", %cp_rank", "")
-        out(f'    %cp_order_index = thd.cp_unslice %rows, {unslice_by} cp "cp" mode {mode}')
+        out("    // the inverse of the partition the output offsets describe, the dummy")
+        out("    // sequences over the tail partitioned like any sequence (as TE's index")
+        out("    // and megatron-core's undo of it read them).")
+        out(f'    %cp_order_index = thd.cp_unslice %rows, %cup_out num_seqs %num_seqs_out cp "cp" mode {mode}')
         out('        rows_per_rank "C" : tensor<?xi32>, tensor<?xi32> -> tensor<?xi32>')
         values["cp_order_index"] = "%cp_order_index"
     out("    return " + ", ".join(values[n] for n in names))

@@ -268,3 +268,33 @@ def step_mismatches(got, expected):
     if (int(got["dropped_seqs"][0]), int(got["dropped_tokens"][0])) != expected["dropped"]:
         bad.append("dropped")
     return bad
+
+
+def te_partitioned_indices(cu, cp, rank):
+    """TransformerEngine's thd_get_partitioned_indices (zigzag), restated:
+    for each sequence of padded length L (a multiple of 2*cp), rank r holds
+    chunks r and 2*cp-1-r of L/(2*cp) rows, sequence after sequence. Over
+    offsets whose last entry is the total (every row covered)."""
+    rows = []
+    for start, end in zip(cu[:-1], cu[1:]):
+        half = (int(end) - int(start)) // (2 * cp)
+        rows += range(start + rank * half, start + (rank + 1) * half)
+        rows += range(start + (2 * cp - 1 - rank) * half, start + (2 * cp - rank) * half)
+    return np.array(rows, dtype=np.int64)
+
+
+def megatron_cp_order_index(cu_seqlens_padded, C, cp):
+    """The inverse of the CP partition as megatron-core computes it (Mamba's
+    _undo_attention_load_balancing, megatron/core/ssm/mamba_context_parallel.py):
+    restored[te_partitioned_indices(cu, cp, r)] = gathered[r*C:(r+1)*C] for
+    every rank r, over the step's output offsets (the dummy sequence
+    included, so they end at C*cp). As an index into the rank-major gather."""
+    cu = np.asarray(cu_seqlens_padded, dtype=np.int64)
+    assert cu[-1] == C * cp, "the output offsets cover every row"
+    index = np.full(C * cp, -1, dtype=np.int64)
+    for rank in range(cp):
+        rows = te_partitioned_indices(cu, cp, rank)
+        assert len(rows) == C
+        index[rows] = rank * C + np.arange(C)
+    assert (index >= 0).all()
+    return index

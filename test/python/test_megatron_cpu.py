@@ -20,7 +20,7 @@ import thdc  # noqa: E402
 import thdc.stages  # noqa: E402
 from conftest import SOURCE_DIR, thdc_command  # noqa: E402
 from microbatches import (check_packed_seq_params, given_rows, invalidate,  # noqa: E402
-                          random_microbatch, reference, rope_rows, step_inputs,
+                          megatron_cp_order_index, random_microbatch, reference, rope_rows, step_inputs,
                           step_mismatches, with_step_counts)
 
 try:
@@ -288,6 +288,30 @@ def test_restore_cp_order_undoes_the_partition(make_step, cp_mode, cp):
         assert torch.equal(ranks[0].restore_cp_order(hidden),
                            hidden[ranks[0].cp_order_index.long()])
     assert valid >= 10
+
+
+@pytest.mark.parametrize("cp,dummy_length", [(2, None), (4, None), (2, 8), (4, 16)])
+def test_cp_order_index_is_megatron_cores_undo_of_the_partition(make_step, cp, dummy_length):
+    """The index puts every row where megatron-core's undo of the CP
+    partition does: TE's zigzag partition over the step's output offsets, the
+    dummy sequence(s) over the tail zigzagged like any sequence, so a consumer
+    that mixes the two gets the same order, tail rows included; on valid and
+    emptied microbatches alike."""
+    C, N = 48, 9
+    step = make_step(C, N, cp, 1, cp_order_index=True, dummy_length=dummy_length)
+    rng = np.random.default_rng(90 + cp)
+    tails = 0
+    for trial in range(40):
+        mb = random_microbatch(rng, C, cp, N, rank=1)
+        if trial % 8 == 7:
+            invalidate(rng, mb, N)
+        step(**inputs(mb, C, cp))
+        cu = step.outputs.cu_seqlens_padded.numpy()
+        expected = megatron_cp_order_index(cu, C, cp)
+        assert np.array_equal(step.cp_order_index.numpy(), expected), trial
+        n = int(mb["num_seqs"][0])
+        tails += int(step.status[0]) == 0 and int(mb["cu_seqlens_padded"][n]) < C * cp
+    assert tails >= 15
 
 
 def test_slots_keep_microbatches_and_count_the_dropped_work(make_step):
