@@ -887,3 +887,10 @@ class SlotRung:
 # A slot's load_inputs, then run (its top rung's): SlotRung's own method,
 # which reads only the two attributes a slot binds.
 StepSlot.__call__ = SlotRung.__call__
+
+
+# The reference framework's function where it calls one (its arguments, its
+# 7-tuple), on GraphStep: python/thdc/_sequence_packing.py.
+from ._sequence_packing import (  # noqa: E402
+    SEQUENCE_PACKING, ConfigError, SequencePackingBatches,
+    get_batch_on_this_rank_for_sequence_packing, slots_in_flight, stage_of, step_options)

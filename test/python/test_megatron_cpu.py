@@ -10,6 +10,7 @@ test_megatron_gpu.py. Skipped without PyTorch >= 2.10."""
 import os
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -508,6 +509,22 @@ def test_two_tp_ranks_broadcast_over_gloo(tmp_path):
     assert "tp ranks agree" in result.stdout
 
 
+def test_get_batch_as_megatron_calls_it_tp2_cp2(tmp_path):
+    """get_batch_on_this_rank_for_sequence_packing under torchrun, TP = 2 x
+    CP = 2 ranks on CPU tensors over gloo, a data iterator on TP rank 0 only,
+    every stage form, sequence parallelism, the ring of slots: every rank's
+    7-tuple equal to the reference, TP ranks equal (torchrun_megatron.py)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path),
+               THDC_CACHE_DIR=str(tmp_path / "cache"))
+    result = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "4",
+         os.path.join(os.path.dirname(__file__), "torchrun_megatron.py"), "--device", "cpu",
+         "--microbatches", "15"],
+        env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    assert "megatron ranks agree: tp 2 x cp 2, 75 calls" in result.stdout
+
+
 def test_quickstart_runs_the_step_on_the_cpu():
     """examples/python/quickstart.py with PyTorch and no GPU: GraphStep on
     the CPU, every microbatch checked against the reference."""
@@ -544,3 +561,107 @@ def test_load_inputs_takes_the_megatron_batch_dict(make_step):
         step(**batch, local_cp_size=2)
     with pytest.raises(TypeError, match="'max_seqlens' \\(did you mean 'max_seqlen'\\?\\)"):
         step.load_inputs(**dict(batch, max_seqlens=1))
+
+
+class _Group:
+    """A process group's rank and size, for a call that needs no collective
+    (tp = 1)."""
+
+    def __init__(self, rank, size):
+        self._rank, self._size = rank, size
+
+    def rank(self):
+        return self._rank
+
+    def size(self):
+        return self._size
+
+
+def _config(**fields):
+    from types import SimpleNamespace
+
+    base = dict(max_seqlen_per_dp_cp_rank=64, thd_max_packed_sequences=9,
+                pad_packed_seq_alignment="max", cuda_graph_impl="local",
+                context_parallel_size=2)
+    return SimpleNamespace(**dict(base, **fields))
+
+
+def test_get_batch_stage_slots_and_outputs_from_megatron_arguments(cache_dir):
+    """One process per call (tp = 1): the stage from the PP rank, vp_stage
+    and MTP; the ring's size from megatron-core's warm-up count; the 7-tuple
+    equal to the reference; the ring keeps the microbatches in flight."""
+    M = thdc.megatron
+    batches = M.SequencePackingBatches(device="cpu", cache_dir=cache_dir)
+    C, cp, N = 64, 2, 9
+    config = _config()
+    rng = np.random.default_rng(95)
+    for pp, pp_rank, form, stage, slots in (
+            (1, 0, {}, "first_last", 1),
+            (4, 0, {}, "first", 4), (4, 1, {}, "middle", 3), (4, 3, {}, "last", 1),
+            (4, 2, dict(mtp_on_this_rank=True), "first_last", 2),
+            (2, 0, dict(vpp_size=2, vp_stage=1), "middle", 2 * 1 + 1 * 2 + 1),
+            (2, 1, dict(vpp_size=2, vp_stage=1), "last", 2 * 0 + 1 * 2 + 1)):
+        pg = SimpleNamespace(tp=_Group(0, 1), cp=_Group(1, cp), pp=_Group(pp_rank, pp))
+        mbs = [random_microbatch(rng, C, cp, N, rank=1) for _ in range(slots + 2)]
+        iterator = iter([dict(inputs(mb, C, cp), max_seqlen=C * cp) for mb in mbs])
+        results = []
+        for mb in mbs:
+            results.append(batches(iterator, pg_collection=pg, config=config, **form))
+        step = batches.last.step
+        assert step.stage == stage and len(step.slots) == slots
+        assert M.slots_in_flight(pp, pp_rank, form.get("vpp_size")) == slots
+        # The last `slots` results are intact in their slots.
+        for mb, result in list(zip(mbs, results))[-slots:]:
+            tokens, labels, loss_mask, attention_mask, position_ids, params, mask = result
+            expected = expect(mb, C, cp, N, stage=stage)
+            got = dict(tokens=tokens, labels=labels, loss_mask=loss_mask,
+                       position_ids=position_ids)
+            for k in DATA:
+                if k in thdc.stages.data_keys(stage):
+                    assert np.array_equal(got[k].numpy().reshape(-1), expected[k]), (stage, k)
+                else:
+                    assert got[k] is None
+            assert attention_mask is None and mask.shape == (1, C)
+            assert np.array_equal(mask.numpy().reshape(-1), expected["padding_mask"])
+            assert np.array_equal(params.cu_seqlens_q_padded.numpy(),
+                                  expected["cu_seqlens_padded"])
+            assert params.max_seqlen_q == C * cp
+
+
+@pytest.mark.parametrize("fields, call, message", [
+    (dict(thd_max_packed_sequences=None), {}, "config.thd_max_packed_sequences is not set"),
+    (dict(max_seqlen_per_dp_cp_rank=None), {}, "config.max_seqlen_per_dp_cp_rank is not set"),
+    (dict(pad_packed_seq_alignment=None), {}, "config.pad_packed_seq_alignment is not set"),
+    (dict(pad_packed_seq_alignment=16, cuda_graph_impl="none"), {},
+     "config.pad_packed_seq_alignment=16 without CUDA graphs"),
+    (dict(thd_tail_padding_policy="extend_last"), {},
+     "config.thd_tail_padding_policy='extend_last'"),
+    (dict(cp_partition_mode="ring"), {}, "config.cp_partition_mode='ring'"),
+    (dict(dynamic_context_parallel=True), {}, "config.dynamic_context_parallel=True"),
+    (dict(context_parallel_size=4), {}, "config.context_parallel_size=4 but the process group"),
+    (dict(fp8="e4m3", fp8_recipe="mxfp8", max_seqlen_per_dp_cp_rank=48), {},
+     "config.fp8_recipe='mxfp8': C = 48 is not a multiple of m = 32"),
+    (dict(moe_token_dispatcher_type="flex", moe_flex_dispatcher_backend="hybridep",
+          max_seqlen_per_dp_cp_rank=96), {},
+     "config.moe_flex_dispatcher_backend='hybridep': C = 96 is not a multiple of m = 64"),
+    ({}, dict(dynamic_cp=True), "dynamic_cp=True"),
+])
+def test_get_batch_refuses_what_it_cannot_honour_by_name(fields, call, message):
+    M = thdc.megatron
+    pg = SimpleNamespace(tp=_Group(0, 1), cp=_Group(1, 2), pp=_Group(0, 1))
+    batches = M.SequencePackingBatches(device="cpu")
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace("*", r"\*")):
+        batches(iter([]), pg_collection=pg, config=_config(**fields), **call)
+
+
+def test_get_batch_reads_the_iterator_on_tp_rank_0_only():
+    M = thdc.megatron
+    pg = SimpleNamespace(tp=_Group(0, 1), cp=_Group(0, 1), pp=_Group(0, 1))
+    with pytest.raises(ValueError, match="TP rank 0 reads the microbatch"):
+        M.SequencePackingBatches(device="cpu")(None, pg_collection=pg,
+                                               config=_config(context_parallel_size=1))
+    with pytest.raises(KeyError, match="the batch lacks labels, loss_mask"):
+        M.SequencePackingBatches(device="cpu")(
+            iter([dict(cu_seqlens=None, cu_seqlens_padded=None, max_seqlen=0, tokens=None,
+                       position_ids=None)]),
+            pg_collection=pg, config=_config(context_parallel_size=1))

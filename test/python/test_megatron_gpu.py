@@ -288,6 +288,22 @@ def test_two_tp_ranks_under_torchrun():
     assert "tp ranks agree" in result.stdout
 
 
+def test_get_batch_as_megatron_calls_it_tp2_cp2():
+    """get_batch_on_this_rank_for_sequence_packing under torchrun, TP = 2 x
+    CP = 2 ranks sharing this GPU over gloo (torchrun_megatron.py): every
+    rank's 7-tuple equal to the reference, TP ranks equal, every stage form."""
+    if not thdc.has_jit:
+        pytest.skip("the function compiles each stage's step through the JIT")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    result = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "4",
+         os.path.join(os.path.dirname(__file__), "torchrun_megatron.py"), "--C", "1024",
+         "--N", "33", "--microbatches", "40"],
+        env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    assert "megatron ranks agree: tp 2 x cp 2, 200 calls" in result.stdout
+
+
 def test_dropped_counts_and_no_synchronisation():
     C, cp, N = 1024, 2, 33
     step = make_step(C, N, cp, 1)

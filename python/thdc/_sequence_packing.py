@@ -1,0 +1,277 @@
+"""thdc.megatron.get_batch_on_this_rank_for_sequence_packing: the reference
+framework's per-microbatch function of its sequence-packing path, with its
+arguments and its 7-tuple, built on GraphStep.
+
+The reference framework (megatron-core, `dev` d48bd6be,
+megatron/core/datasets/data_schedule.py:564-874) reads one packed microbatch
+on TP rank 0, builds the padding mask, sanitises, slices the rank's CP rows,
+broadcasts sizes and tensors to the other TP ranks (each size followed by
+`.item()`), pads the tail and the cu arrays and returns
+
+    (tokens, labels, loss_mask, attention_mask=None, position_ids,
+     packed_seq_params, padding_mask)
+
+Here TP rank 0 loads the microbatch into a slot of a GraphStep (one launch),
+runs the fused step (one launch) and, with tp > 1, broadcasts the slot's one
+output buffer to the TP group (one collective, capturable with NCCL); no
+rank waits for the host. What the step does is set by the same config fields
+the reference framework reads (docs/megatron.md has the table); a field it
+cannot honour is refused by name. Each call takes the next slot of a ring,
+so the outputs of the microbatches still in flight under pipeline
+parallelism stay intact (`slots_in_flight`).
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import thdc
+from . import planner
+
+torch = thdc._import_torch("thdc.megatron")
+
+# The keys of the loader's batch dict that load_inputs takes (the reference
+# framework's _pack_sequences, megatron/core/datasets/data_schedule_utils.py:
+# 232-269 on dev; local_cp_size only under dynamic CP, which is refused), and
+# thdc's num_seqs, for cu arrays that do not imply the count. Other keys are
+# left alone, as the reference framework leaves them.
+_BATCH_KEYS = ("tokens", "labels", "loss_mask", "position_ids", "cu_seqlens",
+               "cu_seqlens_padded", "num_seqs", "max_seqlen", "local_cp_size")
+
+
+class ConfigError(ValueError):
+    """A config the step cannot honour; the message names the field."""
+
+
+def _field(config, name, default=None):
+    return getattr(config, name, default)
+
+
+def _recipe_name(value) -> Optional[str]:
+    """--fp8-recipe's value as a name of LOW_PRECISION_MULTIPLES (an enum's
+    value or a str)."""
+    if value is None:
+        return None
+    value = getattr(value, "value", value)
+    return str(value)
+
+
+def step_options(config, *, tp: int, cp: int) -> dict:
+    """GraphStep's options from a megatron-core config (TransformerConfig or
+    any object with its fields): C, N, cp_mode, sequence parallelism and the
+    low-precision condition on C. ConfigError names the field it cannot
+    honour."""
+    if config is None:
+        raise ConfigError("config is required: the step's static shapes come from "
+                          "config.max_seqlen_per_dp_cp_rank and "
+                          "config.thd_max_packed_sequences")
+    for name in ("dynamic_context_parallel", "hybrid_context_parallel"):
+        if _field(config, name, False):
+            raise ConfigError(f"config.{name}=True: dynamic context parallelism (a CP size "
+                              f"per microbatch) is not supported by the drop-in")
+    C = _field(config, "max_seqlen_per_dp_cp_rank")
+    if C is None:
+        raise ConfigError("config.max_seqlen_per_dp_cp_rank is not set: it is C, the static "
+                          "rows of every CP rank")
+    N = _field(config, "thd_max_packed_sequences")
+    if N is None:
+        raise ConfigError("config.thd_max_packed_sequences is not set: it is N, the static "
+                          "sequence capacity (the dummy sequence included); the reference "
+                          "framework's graph mode requires it too")
+    alignment = _field(config, "pad_packed_seq_alignment")
+    graphs = (_field(config, "cuda_graph_impl", "none") or "none") != "none"
+    if alignment is None:
+        raise ConfigError("config.pad_packed_seq_alignment is not set: without it the "
+                          "reference framework pads nothing and shapes vary per microbatch; "
+                          "the step pads every microbatch to max_seqlen_per_dp_cp_rank "
+                          "(set it to 'max', as graph mode requires)")
+    if not graphs and alignment != "max" and alignment != C:
+        raise ConfigError(f"config.pad_packed_seq_alignment={alignment!r} without CUDA graphs "
+                          f"pads each rank to a multiple of {alignment}, a length that varies "
+                          f"per microbatch; the step pads to max_seqlen_per_dp_cp_rank = {C}: "
+                          f"set it to 'max' (or {C}), or a cuda_graph_impl")
+    policy = _field(config, "thd_tail_padding_policy") or "append_dummy_seq"
+    if policy != "append_dummy_seq":
+        raise ConfigError(f"config.thd_tail_padding_policy={policy!r}: the drop-in covers the "
+                          f"tail with a dummy sequence ('append_dummy_seq', the default)")
+    cp_mode = _field(config, "cp_partition_mode", "zigzag") or "zigzag"
+    if cp_mode not in ("zigzag", "contiguous"):
+        raise ConfigError(f"config.cp_partition_mode={cp_mode!r}: 'zigzag' or 'contiguous'")
+    sequence_parallel = bool(_field(config, "sequence_parallel", False)) and tp > 1
+    for name, expected in (("tensor_model_parallel_size", tp), ("context_parallel_size", cp)):
+        value = _field(config, name)
+        if value is not None and value != expected:
+            raise ConfigError(f"config.{name}={value} but the process group has {expected} "
+                              f"ranks")
+    # Low-precision recipes: a condition on C (docs/megatron.md).
+    conditions = []
+    if _field(config, "fp8") is not None:
+        conditions.append(("fp8_recipe", _recipe_name(_field(config, "fp8_recipe", "delayed"))))
+    if (_field(config, "moe_token_dispatcher_type") == "flex"
+            and _field(config, "moe_flex_dispatcher_backend") == "hybridep"
+            and not _field(config, "moe_hybridep_pad_variable_tokens", False)
+            and not _field(config, "moe_hybridep_pad_uneven_dispatch_inputs", False)):
+        conditions.append(("moe_flex_dispatcher_backend", "hybridep"))
+    multiple = 1
+    for name, recipe in conditions:
+        try:
+            rows = planner.check_capacity(C, tp, sequence_parallel, recipe)
+        except ValueError as error:
+            raise ConfigError(f"config.{name}={recipe!r}: "
+                              + str(error).replace("check_capacity: ", "", 1)) from None
+        multiple = math.lcm(multiple, rows // (tp if sequence_parallel else 1))
+    return dict(C=C, N=N, cp_mode=cp_mode, sequence_parallel=sequence_parallel,
+                multiple=None if multiple == 1 else multiple)
+
+
+def stage_of(pp_rank: int, pp_size: int, vp_stage, vpp_size, mtp_on_this_rank: bool) -> str:
+    """The GraphStep stage of a call: the reference framework's first/last
+    rule (data_schedule.py:600-604 on dev), MTP layers reading every key."""
+    first = pp_rank == 0 and (vp_stage is None or vp_stage == 0)
+    last = pp_rank == pp_size - 1 and (vp_stage is None or vp_stage == (vpp_size or 1) - 1)
+    if (first and last) or mtp_on_this_rank:
+        return "first_last"
+    return "first" if first else "last" if last else "middle"
+
+
+def slots_in_flight(pp_size: int, pp_rank: int, vpp_size=None, group=None,
+                    overlap_moe_expert_parallel_comm: bool = False) -> int:
+    """The microbatches one stage can have in flight (forward done, backward
+    not yet), so the slots a ring needs: the warm-up count of megatron-core's
+    schedules plus the one in the steady 1F1B step
+    (get_pp_rank_microbatches, megatron/core/pipeline_parallel/schedules.py:
+    898-919 on dev): 1 without pipelining, pp - rank without interleaving,
+    2*(pp - rank - 1) + (vpp - 1)*group + 1 with it (group: the microbatch
+    group per virtual stage, default pp), one more with the overlapped MoE
+    communication."""
+    if pp_size <= 1:
+        return 1
+    if vpp_size is None:
+        return pp_size - pp_rank
+    group = pp_size if group is None else group
+    return (2 * (pp_size - pp_rank - 1) + (vpp_size - 1) * group + 1
+            + int(bool(overlap_moe_expert_parallel_comm)))
+
+
+def _groups(pg_collection):
+    if pg_collection is not None:
+        return pg_collection.tp, pg_collection.pp, pg_collection.cp
+    try:
+        from megatron.core import parallel_state
+    except Exception as error:
+        raise ValueError("pg_collection is None and megatron.core.parallel_state cannot be "
+                         f"imported ({type(error).__name__}: {error}): pass a pg_collection "
+                         "with tp, pp and cp process groups") from None
+    return (parallel_state.get_tensor_model_parallel_group(),
+            parallel_state.get_pipeline_model_parallel_group(),
+            parallel_state.get_context_parallel_group())
+
+
+class SequencePackingBatches:
+    """The state behind get_batch_on_this_rank_for_sequence_packing: one
+    GraphStep per (stage, virtual stage, groups, options), each with a ring
+    of slots; `last` is the slot of the last call (for accumulate_status and
+    accumulate_dropped); `steps` every step made. The module keeps one,
+    `thdc.megatron.SEQUENCE_PACKING`; make another for a second model."""
+
+    def __init__(self, **step_kwargs):
+        self.configure(**step_kwargs)
+
+    def configure(self, **step_kwargs) -> None:
+        """GraphStep's keyword arguments for the steps made from now on
+        (device, cache_dir, convention, slots, seq_idx, rope_table_rows,
+        cp_order_index, capacities, ...), the config's options aside; drops
+        the steps made so far."""
+        self.step_kwargs = step_kwargs
+        self.steps, self.calls, self.last = {}, {}, None
+
+    def __call__(self, data_iterator, vpp_size: Optional[int] = None,
+                 mtp_on_this_rank: bool = False, vp_stage: Optional[int] = None,
+                 dynamic_cp: bool = False, pg_collection=None, config=None):
+        if dynamic_cp:
+            raise ConfigError("dynamic_cp=True: dynamic context parallelism (a CP size per "
+                              "microbatch) is not supported by the drop-in")
+        import torch.distributed as dist
+
+        tp_group, pp_group, cp_group = _groups(pg_collection)
+        tp, tp_rank = tp_group.size(), tp_group.rank()
+        cp, cp_rank = cp_group.size(), cp_group.rank()
+        pp, pp_rank = pp_group.size(), pp_group.rank()
+        stage = stage_of(pp_rank, pp, vp_stage, vpp_size, mtp_on_this_rank)
+        key = (stage, vp_stage, id(tp_group), id(cp_group), id(config))
+        step = self.steps.get(key)
+        if step is None:
+            step = self._make(config, stage, tp, tp_rank, cp, cp_rank, pp, pp_rank, vpp_size)
+            self.steps[key] = step
+        call = self.calls.get(key, 0)
+        self.calls[key] = call + 1
+        slot = step.slot(call)
+        src = dist.get_process_group_ranks(tp_group)[0] if tp > 1 else None
+        if tp_rank == 0:
+            if data_iterator is None:
+                raise ValueError("TP rank 0 reads the microbatch: its data_iterator must not "
+                                 "be None")
+            batch = next(data_iterator)
+            needed = ("cu_seqlens", "cu_seqlens_padded", "max_seqlen") + step.data_keys
+            missing = [k for k in needed if k not in batch]
+            if missing:
+                raise KeyError(f"the batch lacks {', '.join(missing)} (a {stage!r} stage "
+                               f"reads {', '.join(needed)})")
+            slot.load_inputs(**{k: batch[k] for k in _BATCH_KEYS if k in batch})
+            slot.run()
+        elif data_iterator is not None:
+            raise ValueError("only TP rank 0 reads the microbatch (the others receive it by "
+                             "broadcast): data_iterator must be None on TP rank "
+                             f"{tp_rank}")
+        if tp > 1:
+            slot.broadcast(tp_group, src=src)
+        self.last = slot
+        out = slot.batch
+        return (out.get("tokens"), out.get("labels"), out.get("loss_mask"), None,
+                out.get("position_ids"), slot.packed_seq_params, out["padding_mask"])
+
+    def _make(self, config, stage, tp, tp_rank, cp, cp_rank, pp, pp_rank, vpp_size):
+        from .megatron import GraphStep, PackedSeqParams, packed_seq_params_fields
+
+        options = step_options(config, tp=tp, cp=cp)
+        kwargs = dict(self.step_kwargs)
+        if "slots" not in kwargs:
+            kwargs["slots"] = slots_in_flight(
+                pp, pp_rank, vpp_size, _field(config, "microbatch_group_size_per_vp_stage"),
+                _field(config, "overlap_moe_expert_parallel_comm", False))
+        if kwargs.get("convention") is None:
+            # The installed release's own: "compact" (valid offsets in
+            # cu_seqlens_q/kv, pad_between_seqs=True) where PackedSeqParams
+            # has the field, as data_schedule.py:838-850 on dev builds it;
+            # older releases put the padded offsets there.
+            kwargs["convention"] = ("compact" if "pad_between_seqs"
+                                    in packed_seq_params_fields(PackedSeqParams) else "graph")
+        return GraphStep(options["C"], options["N"], cp, cp_rank, stage=stage,
+                         cp_mode=options["cp_mode"], tp=tp, tp_rank=tp_rank,
+                         sequence_parallel=options["sequence_parallel"],
+                         multiple=options["multiple"], **kwargs)
+
+
+SEQUENCE_PACKING = SequencePackingBatches()
+
+
+def get_batch_on_this_rank_for_sequence_packing(
+        data_iterator, vpp_size: Optional[int] = None, mtp_on_this_rank: bool = False,
+        vp_stage: Optional[int] = None, dynamic_cp: bool = False, pg_collection=None,
+        config=None):
+    """The reference framework's function of the same name and arguments
+    (megatron/core/datasets/data_schedule.py:564-574 on dev), on a GraphStep:
+    returns (tokens, labels, loss_mask, None, position_ids,
+    packed_seq_params, padding_mask), the keys a stage does not read None.
+
+    TP rank 0 takes the next batch dict from data_iterator (the other TP
+    ranks pass None, as in the reference framework), loads it into the next
+    slot of the stage's ring and runs the step; with tp > 1 it broadcasts
+    the slot's outputs to the TP group. The step's options come from config
+    (docs/megatron.md, "Megatron's flags"); the groups from pg_collection
+    (tp, pp, cp) or megatron-core's parallel_state. Outputs are views of the
+    slot's static buffers, valid until the ring comes back to the slot
+    (slots_in_flight calls later). thdc.megatron.SEQUENCE_PACKING keeps the
+    steps; its `last` slot has the status and dropped-work counters."""
+    return SEQUENCE_PACKING(data_iterator, vpp_size, mtp_on_this_rank, vp_stage, dynamic_cp,
+                            pg_collection, config)
