@@ -37,10 +37,17 @@ model computes B_r rows instead of C. `rung.exact_rows(rows, seqs,
 longest)` gives an eager model the microbatch's own rows and offsets.
 docs/capacity-ladder.md is the guide.
 
-Tensor parallelism. Every TP rank runs the step on identical inputs (the
-default; no collective), or one rank runs it and `slot.broadcast(group,
-src)` sends the outputs, one buffer, to the others (a capturable NCCL
-broadcast). The batch's `padding_mask` is the rank's whole `[1, C]`, as the
+Where Megatron calls it. `get_batch_on_this_rank_for_sequence_packing(
+data_iterator, vpp_size, mtp_on_this_rank, vp_stage, dynamic_cp,
+pg_collection, config)` is the reference framework's function of that name,
+arguments and 7-tuple, on GraphStep (python/thdc/_sequence_packing.py):
+the step's options from the config fields it reads, TP rank 0 reading the
+iterator and broadcasting, a ring of slots across calls.
+
+Tensor parallelism. One rank runs the step and `slot.broadcast(group, src)`
+sends the outputs, one buffer, to the others (a capturable NCCL broadcast;
+the recipe of Megatron's loader, where only TP rank 0 has data), or every
+TP rank runs it on identical inputs (no collective). The batch's `padding_mask` is the rank's whole `[1, C]`, as the
 model takes it with sequence parallelism too (megatron-core's GPTModel
 checks its shape against the tokens' and scatters it to the sequence-parallel
 region itself); with `sequence_parallel=True` `padding_mask_shard` is the
