@@ -507,6 +507,17 @@ def main(argv=None):
                         help="run the eager mode a second time (\"eager-again\"): how far two "
                              "runs of one mode drift apart, the yardstick for the others")
     parser.add_argument("--json", metavar="OUT", help="write the figures here")
+    parser.add_argument("--cp", type=int, default=1,
+                        help="context-parallel ranks (under torchrun, with --tp: "
+                             "examples/train/parallel.py; the thdc-eager mode over gloo)")
+    parser.add_argument("--tp", type=int, default=1, help="tensor-parallel ranks (--cp)")
+    parser.add_argument("--compare", metavar="SINGLE_JSON",
+                        help="--cp/--tp: compare every step's loss with a single-process "
+                             "run's (its thdc-eager mode)")
+    parser.add_argument("--compare-steps", type=int, default=40)
+    parser.add_argument("--tolerance", type=float,
+                        help="--compare: the largest loss difference allowed (default 1e-4 "
+                             "in fp32, 5e-2 in bf16)")
     args = parser.parse_args(argv)
     if args.steps < 1:
         parser.error("--steps must be >= 1")
@@ -523,6 +534,8 @@ def main(argv=None):
         parser.error(f"torch {torch.__version__} has no torch.nn.attention.varlen (PyTorch 2.10 "
                      "or newer): the GPU modes need its variable-length FlashAttention")
     preset = gpt.preset(args.preset, args.C, args.N, args.documents)
+    if args.cp > 1 or args.tp > 1:
+        return train_parallel(args, preset)
     chosen = MODES if args.mode == "all" else tuple(args.mode.split(","))
     for mode in chosen:
         if mode not in MODES:
@@ -580,6 +593,29 @@ def main(argv=None):
         if args.json:  # after every mode: a mode that fails keeps the others' figures
             with open(args.json, "w") as out:
                 json.dump(output, out, indent=1)
+    return output
+
+
+def train_parallel(args, preset):
+    """--cp/--tp: examples/train/parallel.py on this rank (thdc-eager only)."""
+    import parallel
+
+    if args.mode not in ("all", "thdc-eager"):
+        raise SystemExit("--cp/--tp runs the thdc-eager mode only (the step through "
+                         "get_batch_on_this_rank_for_sequence_packing, the model eager)")
+    figures = parallel.train_parallel(args, preset)
+    if figures is None:  # not rank 0
+        return None
+    if args.compare:
+        tolerance = args.tolerance if args.tolerance is not None else (
+            5e-2 if args.precision == "bf16" else 1e-4)
+        figures = parallel.compare(figures, args.compare, tolerance, args.compare_steps)
+    output = {"preset": args.preset, "C": preset.C, "N": preset.N, "steps": args.steps,
+              "seed": args.seed, "precision": args.precision, "torch": torch.__version__,
+              "modes": {f"thdc-eager-cp{args.cp}-tp{args.tp}": figures}}
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump(output, out, indent=1)
     return output
 
 
