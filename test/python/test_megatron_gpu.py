@@ -304,6 +304,52 @@ def test_get_batch_as_megatron_calls_it_tp2_cp2():
     assert "megatron ranks agree: tp 2 x cp 2, 200 calls" in result.stdout
 
 
+def test_get_batch_never_synchronises():
+    """get_batch_on_this_rank_for_sequence_packing in one process (tp = 1,
+    cp = 2, groups that need no collective) over 40 random microbatches of
+    the reference framework's batch dicts, under set_sync_debug_mode("error"),
+    every output equal to the reference afterwards."""
+    from types import SimpleNamespace
+
+    class Group:
+        def __init__(self, rank, size):
+            self.rank, self.size = (lambda: rank), (lambda: size)
+
+    if not thdc.has_jit:
+        pytest.skip("the function compiles its step through the JIT")
+    C, cp, N = 1024, 2, 33
+    config = SimpleNamespace(max_seqlen_per_dp_cp_rank=C, thd_max_packed_sequences=N,
+                             pad_packed_seq_alignment="max", cuda_graph_impl="local")
+    pg = SimpleNamespace(tp=Group(0, 1), cp=Group(1, cp), pp=Group(0, 1))
+    batches = thdc.megatron.SequencePackingBatches(slots=40)
+    rng = np.random.default_rng(120)
+    mbs = [random_microbatch(rng, C, cp, N, rank=1) for _ in range(40)]
+    items = []
+    for mb in mbs:
+        item = step_inputs(mb, C, cp)
+        item["max_seqlen"] = torch.tensor(C, dtype=torch.int32, device="cuda")
+        items.append(item)
+    batches(iter(items[:1]), pg_collection=pg, config=config)  # compiles, first use
+    torch.cuda.synchronize()
+    iterator, results = iter(items), []
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for _ in items:
+            results.append(batches(iterator, pg_collection=pg, config=config))
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    torch.cuda.synchronize()
+    for mb, result in zip(mbs, results):
+        expected = reference(mb, C, cp, N, rows_given=given_rows(mb, C, cp))
+        tokens, _, loss_mask, _, _, params, padding_mask = result
+        assert np.array_equal(tokens.cpu().numpy().reshape(-1), expected["tokens"])
+        assert np.array_equal(loss_mask.cpu().numpy().reshape(-1), expected["loss_mask"])
+        assert np.array_equal(padding_mask.cpu().numpy().reshape(-1).astype(np.int64),
+                              expected["padding_mask"])
+        assert np.array_equal(params.cu_seqlens_q_padded.cpu().numpy(),
+                              expected["cu_seqlens_padded"])
+
+
 def test_dropped_counts_and_no_synchronisation():
     C, cp, N = 1024, 2, 33
     step = make_step(C, N, cp, 1)

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The H200 run of the Megatron integration (docs/megatron.md, "Where Megatron
+# calls it"), from the repository root with the thdc wheel and megatron-core's
+# wheel in dist/:
+#   bench/results/2026-12-03-h200-megatron/run.sh OUT
+# Every pytest file of test/python (the GPU ones included: the batch function
+# under torchrun, TP 2 x CP 2 sharing the GPU over gloo, and under
+# set_sync_debug_mode("error")), with megatron-core installed; the function's
+# cost per call beside the eager reference step (bench/get_batch.py); and
+# examples/train with --cp 2 --tp 2 against the single-process run.
+set -uo pipefail
+out=$1
+mkdir -p "$out"
+site=$(mktemp -d)
+python3 -m pip install --quiet --no-deps --no-index --target "$site" dist/thdc-*.whl \
+  dist/megatron_core-*.whl
+export PYTHONPATH=$site
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$out/machine.txt"
+python3 -c "import torch, thdc, thdc.megatron as m; print('torch', torch.__version__, 'thdc',
+thdc.__version__, 'jit', thdc.has_jit, 'megatron-core', m.USING_MEGATRON_CORE,
+m.MEGATRON_CORE_IMPORT_ERROR)" >> "$out/machine.txt" 2>&1
+cat "$out/machine.txt"
+echo "== pytest"
+timeout 420 python3 -m pytest -q -rs -p no:cacheprovider test/python > "$out/pytest.txt" 2>&1
+echo "   rc $?"; grep -E "passed|failed|SKIPPED|FAILED" "$out/pytest.txt" | tail -n 25 | sed 's/^/   /'
+echo "== get_batch"
+for C in 8192 32768; do
+  timeout 60 python3 bench/get_batch.py --C $C --cp 2 --N 64 --json "$out/get-batch-$C.json" \
+    > "$out/get-batch-$C.txt" 2>&1
+  cat "$out/get-batch-$C.txt"
+done
+echo "== train"
+timeout 150 python3 examples/train/train.py --preset small --steps 30 --mode thdc-eager \
+  --log-every 10 --json "$out/single.json" > "$out/single.log" 2>&1
+echo "   single rc $?"; tail -n 1 "$out/single.log"
+timeout 240 python3 -m torch.distributed.run --standalone --nproc-per-node 4 \
+  examples/train/train.py --preset small --steps 30 --cp 2 --tp 2 --log-every 10 \
+  --compare "$out/single.json" --compare-steps 30 --json "$out/parallel.json" \
+  > "$out/parallel.log" 2>&1
+echo "   parallel rc $?"; grep -E "against|step    30|Error" "$out/parallel.log" | tail -n 3
+tar czf /tmp/all.tgz -C "$out" . && mv /tmp/all.tgz "$out/all.tgz"
