@@ -16,8 +16,9 @@ random, empty, full and invalid microbatches. Each rank checks:
   the two microbatches before it, still intact in their slots;
 - padding_mask of the tokens' shape [1, C] (megatron-core's GPTModel
   asserts it and scatters the mask itself; with megatron-core installed its
-  PackedSeqParams class is the one returned), and the sequence-parallel
-  shard as that scatter gives it;
+  PackedSeqParams class is the one returned), and padding_mask_shard equal
+  to that scatter (megatron-core's scatter_to_sequence_parallel_region
+  itself when it is installed);
 - PackedSeqParams: the padded offsets, the valid ones with the dummy as the
   reference framework appends it (cu_seqlens[-1] + the tail), N+1 entries,
   max_seqlen C*cp, pad_between_seqs;
@@ -138,6 +139,16 @@ def main():
         fp8="e4m3", fp8_recipe="mxfp8", microbatch_group_size_per_vp_stage=None)
     thdc.megatron.SEQUENCE_PACKING.configure(device=device, slots=SLOTS)
 
+    scatter = None
+    if thdc.megatron.USING_MEGATRON_CORE:
+        try:
+            from megatron.core.tensor_parallel import (
+                scatter_to_sequence_parallel_region as scatter)
+        except Exception as error:  # said, not hidden: the split is then restated here
+            if rank == 0:
+                print(f"megatron-core's scatter_to_sequence_parallel_region does not import: "
+                      f"{type(error).__name__}: {error}", flush=True)
+
     seed = torch.tensor([np.random.SeedSequence().entropy % (1 << 62)])
     dist.broadcast(seed, src=0)
     rng = np.random.default_rng(int(seed.item()))
@@ -166,8 +177,14 @@ def main():
                     failures.append(f"{stage} {form}: microbatch {j} after {i}: {bad}")
             slot = thdc.megatron.SEQUENCE_PACKING.last
             shard = C // tp
-            if not torch.equal(slot.padding_mask_shard,
-                               result[6][:, tp_rank * shard:(tp_rank + 1) * shard]):
+            if scatter is not None:
+                # megatron-core's own scatter, as GPTModel applies it to the
+                # mask ([b, s] -> [s, b], split along s over the TP group).
+                scattered = scatter(result[6].transpose(0, 1).contiguous(),
+                                    group=pg.tp).transpose(0, 1)
+            else:
+                scattered = result[6][:, tp_rank * shard:(tp_rank + 1) * shard]
+            if not torch.equal(slot.padding_mask_shard, scattered):
                 failures.append(f"{stage}: the sequence-parallel shard (microbatch {i})")
             mine = slot.buffer.cpu()
             both = [torch.empty_like(mine) for _ in range(tp)]
@@ -200,7 +217,9 @@ def main():
         print(f"rank {rank}: {failure}", flush=True)
     if rank == 0 and int(count) == 0:
         print(f"megatron ranks agree: tp {tp} x cp {cp}, {calls} calls per rank over "
-              f"{len(FORMS)} stage forms, {SLOTS} slots", flush=True)
+              f"{len(FORMS)} stage forms, {SLOTS} slots; megatron-core's PackedSeqParams: "
+              f"{thdc.megatron.USING_MEGATRON_CORE}, its scatter: {scatter is not None}",
+              flush=True)
     dist.destroy_process_group()
     return 1 if int(count) else 0
 
