@@ -61,13 +61,15 @@ class _CopyToTP(torch.autograd.Function):
 
 
 class _ReduceFromTP(torch.autograd.Function):
-    """Megatron's g: all-reduce forward, identity backward."""
+    """Megatron's g: all-reduce forward, identity backward. The partial sums
+    are added in float32 and rounded once to their dtype, as the one
+    matrix product of the single-process model rounds its float32 sum."""
 
     @staticmethod
     def forward(ctx, x, group):
-        x = x.contiguous()
-        dist.all_reduce(x, group=group)
-        return x
+        total = x.float()
+        dist.all_reduce(total, group=group)
+        return total.to(x.dtype)
 
     @staticmethod
     def backward(ctx, grad):
@@ -231,7 +233,9 @@ def train_parallel(args, preset):
     whole = gpt.GPT(preset.model)  # initialised on the CPU, as train.py's modes
     model = ParallelGPT(whole, tp, tp_rank, groups).to(device)
     del whole
-    optimizer = torch.optim.AdamW(gpt.parameter_groups(model), lr=preset.lr, betas=(0.9, 0.95))
+    fused = {"fused": True} if device.type == "cuda" else {}  # as train.py's modes
+    optimizer = torch.optim.AdamW(gpt.parameter_groups(model), lr=preset.lr,
+                                  betas=(0.9, 0.95), **fused)
     if args.precision == "bf16":
         autocast = lambda: torch.autocast(device.type, dtype=torch.bfloat16, cache_enabled=False)
     else:
@@ -278,19 +282,20 @@ def train_parallel(args, preset):
 
 def compare(figures, path, tolerance, steps):
     """The largest loss difference over the first `steps` steps against the
-    single-process run in `path` (its thdc-eager mode); SystemExit above
-    the tolerance."""
+    single-process run in `path` (its thdc-eager mode), recorded in
+    `figures` with every step's difference; whether it is within the
+    tolerance."""
     import json
 
     with open(path) as source:
         single = json.load(source)["modes"]["thdc-eager"]["loss"]
-    count = min(steps, len(single), len(figures["loss"]))
-    differences = [abs(a - b) for a, b in zip(figures["loss"][:count], single[:count])]
-    worst = max(differences)
+    differences = [abs(a - b) for a, b in zip(figures["loss"], single)]
+    count = min(steps, len(differences))
+    worst = max(differences[:count])
     print(f"cp {figures['cp']} tp {figures['tp']} against the single-process run: largest "
-          f"loss difference {worst:.2e} over {count} steps (tolerance {tolerance:g})",
-          flush=True)
-    figures["compared_steps"], figures["max_loss_difference"] = count, worst
-    if not (math.isfinite(worst) and worst <= tolerance):
-        raise SystemExit(f"the losses differ by {worst:.3g} > {tolerance:g}")
-    return figures
+          f"loss difference {worst:.2e} over the first {count} steps (tolerance {tolerance:g}); "
+          f"over all {len(differences)}: {max(differences):.2e}", flush=True)
+    print("per step: " + " ".join(f"{d:.1e}" for d in differences), flush=True)
+    figures.update(compared_steps=count, max_loss_difference=worst, tolerance=tolerance,
+                   loss_differences=differences)
+    return math.isfinite(worst) and worst <= tolerance

@@ -606,16 +606,21 @@ def train_parallel(args, preset):
     figures = parallel.train_parallel(args, preset)
     if figures is None:  # not rank 0
         return None
+    within = True
     if args.compare:
         tolerance = args.tolerance if args.tolerance is not None else (
             5e-2 if args.precision == "bf16" else 1e-4)
-        figures = parallel.compare(figures, args.compare, tolerance, args.compare_steps)
+        within = parallel.compare(figures, args.compare, tolerance, args.compare_steps)
     output = {"preset": args.preset, "C": preset.C, "N": preset.N, "steps": args.steps,
               "seed": args.seed, "precision": args.precision, "torch": torch.__version__,
               "modes": {f"thdc-eager-cp{args.cp}-tp{args.tp}": figures}}
-    if args.json:
+    if args.json:  # written either way: a failed comparison keeps its figures
         with open(args.json, "w") as out:
             json.dump(output, out, indent=1)
+    if not within:
+        raise SystemExit(f"the losses differ by {figures['max_loss_difference']:.3g} > "
+                         f"{figures['tolerance']:g} over the first {figures['compared_steps']} "
+                         "steps")
     return output
 
 
