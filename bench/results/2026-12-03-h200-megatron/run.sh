@@ -6,11 +6,11 @@
 # PART: all (below) or train (examples/train only: the single-process run
 # twice, for the drift between two runs of one mode, and --cp/--tp 2x2, 2x1,
 # 1x2 against it).
-# Every pytest file of test/python (the GPU ones included: the batch function
-# under torchrun, TP 2 x CP 2 sharing the GPU over gloo, and under
-# set_sync_debug_mode("error")), with megatron-core installed; the function's
-# cost per call beside the eager reference step (bench/get_batch.py); and
-# examples/train with --cp 2 --tp 2 against the single-process run.
+# all: every pytest file of test/python (the GPU ones included: the batch
+# function under torchrun, TP 2 x CP 2 sharing the GPU over gloo, and under
+# set_sync_debug_mode("error")), with megatron-core installed, and the
+# function's cost per call beside the eager reference step
+# (bench/get_batch.py).
 set -uo pipefail
 part=$1
 out=$2
@@ -62,13 +62,4 @@ for C in 8192 32768; do
     > "$out/get-batch-$C.txt" 2>&1
   cat "$out/get-batch-$C.txt"
 done
-echo "== train"
-timeout 150 python3 examples/train/train.py --preset small --steps 30 --mode thdc-eager \
-  --log-every 10 --json "$out/single.json" > "$out/single.log" 2>&1
-echo "   single rc $?"; tail -n 1 "$out/single.log"
-timeout 240 python3 -m torch.distributed.run --standalone --nproc-per-node 4 \
-  examples/train/train.py --preset small --steps 30 --cp 2 --tp 2 --log-every 10 \
-  --compare "$out/single.json" --compare-steps 30 --json "$out/parallel.json" \
-  > "$out/parallel.log" 2>&1
-echo "   parallel rc $?"; grep -E "against|step    30|Error" "$out/parallel.log" | tail -n 3
 tar czf /tmp/all.tgz -C "$out" . && mv /tmp/all.tgz "$out/all.tgz"
