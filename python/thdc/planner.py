@@ -308,9 +308,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except (ValueError, OSError) as error:
         parser.exit(2, f"thdc-advise: {error}\n")
     print(advice.summary())
-    print("GraphStep(C={}, N={}, cp={}, slots={}, capacities={}, sequence_capacities={})".format(
-        advice.C, advice.N, advice.cp, advice.slots, list(advice.capacities),
-        list(advice.sequence_capacities)))
+    extra = "" if args.recipe is None else f", multiple={args.recipe!r}"
+    extra += (f", tp={args.tp}, sequence_parallel=True" if args.sequence_parallel else "")
+    print("GraphStep(C={}, N={}, cp={}, slots={}, capacities={}, sequence_capacities={}{})"
+          .format(advice.C, advice.N, advice.cp, advice.slots, list(advice.capacities),
+                  list(advice.sequence_capacities), extra))
     return 0
 
 __all__ = [

@@ -4,6 +4,7 @@ thdc.reference.pack_microbatch's golden vectors, the pipeline compiled for
 the host against the reference on random pools and plans (every DP x CP
 rank), and the host-side logic of examples/python/global_batch.py (the
 lengths' exchange, the planning, the check)."""
+import ast
 import os
 import sys
 
@@ -442,6 +443,17 @@ def test_advise_command(tmp_path, capsys):
     assert planner.main([str(path), "--C", "4096", "--N", "16"]) == 0
     out = capsys.readouterr().out
     assert "C = 4096, N = 16" in out and "GraphStep(C=4096, N=16" in out
+    # A recipe: every rung a multiple of m*tp under sequence parallelism.
+    assert planner.main([str(path), "--recipe", "mxfp8", "--tp", "8", "--sequence-parallel",
+                         "--multiple", "128"]) == 0
+    out = capsys.readouterr().out
+    line = [l for l in out.splitlines() if l.startswith("GraphStep(")][0]
+    assert "multiple='mxfp8', tp=8, sequence_parallel=True" in line
+    rungs = ast.literal_eval(line.split("capacities=")[1].split("]")[0] + "]")
+    assert rungs and all(B % 256 == 0 for B in rungs)
+    with pytest.raises(SystemExit):
+        planner.main([str(path), "--C", "4100", "--recipe", "fp8"])
+    assert "C = 4100 is not a multiple of m = 16" in capsys.readouterr().err
     bad = tmp_path / "bad.txt"
     bad.write_text("1 2 x\n")
     with pytest.raises(SystemExit, match="bad.txt:1"):
