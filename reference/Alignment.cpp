@@ -68,11 +68,12 @@ Expected<int64_t> checkCapacityAlignment(int64_t rowsPerRank, int64_t tp,
                    rowsPerRank, "/", tp, " rows and needs a multiple of m = ",
                    multiple, ")")
           : concat("m = ", multiple);
+  const int64_t below = rowsPerRank / *rows * *rows, above = below + *rows;
   return makeError<int64_t>(concat(
       "C = ", rowsPerRank, " is not a multiple of ", why,
       ": every rank feeds its GEMMs exactly C rows in graph mode; the nearest "
-      "C that is: ", rowsPerRank / *rows * *rows, " or ",
-      (rowsPerRank / *rows + 1) * *rows));
+      "C that is: ",
+      below > 0 ? concat(below, " or ", above) : concat(above)));
 }
 
 Expected<int64_t> padGranularity(int64_t cp, int64_t tp, bool sequenceParallel,

@@ -106,7 +106,8 @@ class ParallelGPT(torch.nn.Module):
         super().__init__()
         config = whole.config
         if config.heads % tp or (config.mlp_ratio * config.dim) % tp:
-            raise SystemExit(f"--tp {tp} must divide the {config.heads} heads")
+            raise SystemExit(f"--tp {tp} must divide the {config.heads} heads and the "
+                             f"{config.mlp_ratio * config.dim} MLP units")
         self.config, self.tp, self.groups = config, tp, groups
         self.heads = config.heads // tp
         self.head_dim = config.dim // config.heads

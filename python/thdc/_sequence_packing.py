@@ -85,11 +85,17 @@ def step_options(config, *, tp: int, cp: int) -> dict:
                           "reference framework pads nothing and shapes vary per microbatch; "
                           "the step pads every microbatch to max_seqlen_per_dp_cp_rank "
                           "(set it to 'max', as graph mode requires)")
-    if not graphs and alignment != "max" and alignment != C:
-        raise ConfigError(f"config.pad_packed_seq_alignment={alignment!r} without CUDA graphs "
-                          f"pads each rank to a multiple of {alignment}, a length that varies "
-                          f"per microbatch; the step pads to max_seqlen_per_dp_cp_rank = {C}: "
-                          f"set it to 'max' (or {C}), or a cuda_graph_impl")
+    if alignment != "max" and alignment != C:
+        # The reference framework's graph mode accepts only these two
+        # (transformer_config.py:3640-3655 on dev); eager mode with another
+        # value pads each rank to a multiple of it, a varying length.
+        raise ConfigError(f"config.pad_packed_seq_alignment={alignment!r}: the step pads every "
+                          f"microbatch to max_seqlen_per_dp_cp_rank = {C}, which is "
+                          f"pad_packed_seq_alignment='max' (or {C}); "
+                          + ("the reference framework's graph mode accepts only those"
+                             if graphs else f"without CUDA graphs {alignment!r} pads each "
+                             f"rank to a multiple of {alignment}, a length that varies per "
+                             f"microbatch"))
     policy = _field(config, "thd_tail_padding_policy") or "append_dummy_seq"
     if policy != "append_dummy_seq":
         raise ConfigError(f"config.thd_tail_padding_policy={policy!r}: the drop-in covers the "
@@ -106,7 +112,9 @@ def step_options(config, *, tp: int, cp: int) -> dict:
     # Low-precision recipes: a condition on C (docs/megatron.md).
     conditions = []
     if _field(config, "fp8") is not None:
-        conditions.append(("fp8_recipe", _recipe_name(_field(config, "fp8_recipe", "delayed"))))
+        # megatron-core's default recipe is "delayed" (transformer_config.py:633).
+        conditions.append(("fp8_recipe",
+                           _recipe_name(_field(config, "fp8_recipe", None)) or "delayed"))
     if (_field(config, "moe_token_dispatcher_type") == "flex"
             and _field(config, "moe_flex_dispatcher_backend") == "hybridep"
             and not _field(config, "moe_hybridep_pad_variable_tokens", False)
@@ -142,15 +150,17 @@ def slots_in_flight(pp_size: int, pp_rank: int, vpp_size=None, group=None,
     (get_pp_rank_microbatches, megatron/core/pipeline_parallel/schedules.py:
     898-919 on dev): 1 without pipelining, pp - rank without interleaving,
     2*(pp - rank - 1) + (vpp - 1)*group + 1 with it (group: the microbatch
-    group per virtual stage, default pp), one more with the overlapped MoE
-    communication."""
+    group per virtual stage, default pp); one more with the overlapped MoE
+    communication, interleaved or without pipelining, where the combined
+    1F1B schedule runs microbatch i+1's forward with i's backward
+    (schedules.py:745-746)."""
+    overlap = int(bool(overlap_moe_expert_parallel_comm))
     if pp_size <= 1:
-        return 1
+        return 1 + overlap
     if vpp_size is None:
         return pp_size - pp_rank
     group = pp_size if group is None else group
-    return (2 * (pp_size - pp_rank - 1) + (vpp_size - 1) * group + 1
-            + int(bool(overlap_moe_expert_parallel_comm)))
+    return 2 * (pp_size - pp_rank - 1) + (vpp_size - 1) * group + 1 + overlap
 
 
 def _groups(pg_collection):
@@ -180,8 +190,15 @@ class SequencePackingBatches:
     def configure(self, **step_kwargs) -> None:
         """GraphStep's keyword arguments for the steps made from now on
         (device, cache_dir, convention, slots, seq_idx, rope_table_rows,
-        cp_order_index, capacities, ...), the config's options aside; drops
-        the steps made so far."""
+        cp_order_index, dummy_length, bundle), those the config and the
+        groups give aside (ConfigError); drops the steps made so far."""
+        for name in ("capacities", "sequence_capacities", "stage", "cp_mode", "tp", "tp_rank",
+                     "sequence_parallel", "multiple"):
+            if name in step_kwargs:
+                raise ConfigError(f"configure({name}=...): " + (
+                    "the function returns the step at C, so a capacity ladder's other "
+                    "rungs would go unused" if "capacities" in name else
+                    "it comes from the config and the process groups"))
         self.step_kwargs = step_kwargs
         self.steps, self.calls, self.last = {}, {}, None
 
@@ -198,10 +215,18 @@ class SequencePackingBatches:
         cp, cp_rank = cp_group.size(), cp_group.rank()
         pp, pp_rank = pp_group.size(), pp_group.rank()
         stage = stage_of(pp_rank, pp, vp_stage, vpp_size, mtp_on_this_rank)
-        key = (stage, vp_stage, id(tp_group), id(cp_group), id(config))
+        # By value: the training script makes a new config for every call
+        # (pretrain_gpt.py's get_batch), and one changed in place must not
+        # keep an old step.
+        options = step_options(config, tp=tp, cp=cp)
+        slots = self.step_kwargs.get("slots") or slots_in_flight(
+            pp, pp_rank, vpp_size, _field(config, "microbatch_group_size_per_vp_stage"),
+            _field(config, "overlap_moe_expert_parallel_comm", False))
+        key = (stage, vp_stage, tp, tp_rank, cp, cp_rank, slots,
+               tuple(sorted(options.items())))
         step = self.steps.get(key)
         if step is None:
-            step = self._make(config, stage, tp, tp_rank, cp, cp_rank, pp, pp_rank, vpp_size)
+            step = self._make(options, stage, tp, tp_rank, cp, cp_rank, slots)
             self.steps[key] = step
         call = self.calls.get(key, 0)
         self.calls[key] = call + 1
@@ -230,15 +255,10 @@ class SequencePackingBatches:
         return (out.get("tokens"), out.get("labels"), out.get("loss_mask"), None,
                 out.get("position_ids"), slot.packed_seq_params, out["padding_mask"])
 
-    def _make(self, config, stage, tp, tp_rank, cp, cp_rank, pp, pp_rank, vpp_size):
+    def _make(self, options, stage, tp, tp_rank, cp, cp_rank, slots):
         from .megatron import GraphStep, PackedSeqParams, packed_seq_params_fields
 
-        options = step_options(config, tp=tp, cp=cp)
-        kwargs = dict(self.step_kwargs)
-        if "slots" not in kwargs:
-            kwargs["slots"] = slots_in_flight(
-                pp, pp_rank, vpp_size, _field(config, "microbatch_group_size_per_vp_stage"),
-                _field(config, "overlap_moe_expert_parallel_comm", False))
+        kwargs = dict(self.step_kwargs, slots=slots)
         if kwargs.get("convention") is None:
             # The installed release's own: "compact" (valid offsets in
             # cu_seqlens_q/kv, pad_between_seqs=True) where PackedSeqParams
@@ -246,10 +266,16 @@ class SequencePackingBatches:
             # older releases put the padded offsets there.
             kwargs["convention"] = ("compact" if "pad_between_seqs"
                                     in packed_seq_params_fields(PackedSeqParams) else "graph")
-        return GraphStep(options["C"], options["N"], cp, cp_rank, stage=stage,
-                         cp_mode=options["cp_mode"], tp=tp, tp_rank=tp_rank,
-                         sequence_parallel=options["sequence_parallel"],
-                         multiple=options["multiple"], **kwargs)
+        try:
+            return GraphStep(options["C"], options["N"], cp, cp_rank, stage=stage,
+                             cp_mode=options["cp_mode"], tp=tp, tp_rank=tp_rank,
+                             sequence_parallel=options["sequence_parallel"],
+                             multiple=options["multiple"], **kwargs)
+        except ValueError as error:  # a step the config's values cannot make
+            raise ConfigError(
+                f"config (max_seqlen_per_dp_cp_rank={options['C']}, thd_max_packed_sequences="
+                f"{options['N']}, cp_partition_mode={options['cp_mode']!r}, sequence_parallel="
+                f"{options['sequence_parallel']}, tp={tp}, cp={cp}): {error}") from None
 
 
 SEQUENCE_PACKING = SequencePackingBatches()

@@ -178,10 +178,13 @@ def advise(batches: Sequence[Sequence[int]], *, cp: int = 1, dp: int = 1,
         raise ValueError("lengths must be >= 0")
     longest = max(max(b) for b in batches if b)
     if recipe is not None or sequence_parallel:
+        m = 1 if recipe is None else recipe
         if C is not None:
-            check_capacity(C, tp, sequence_parallel, 1 if recipe is None else recipe)
-        multiple = math.lcm(multiple, capacity_multiple(tp, sequence_parallel,
-                                                        1 if recipe is None else recipe))
+            try:
+                check_capacity(C, tp, sequence_parallel, m)
+            except ValueError as error:
+                raise ValueError(str(error).replace("check_capacity: ", "", 1)) from None
+        multiple = math.lcm(multiple, capacity_multiple(tp, sequence_parallel, m))
     if C is None:
         C = _round_up(max(1, -(-longest // cp)), multiple)
     if longest > C * cp:
@@ -286,8 +289,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--N", type=int, help="sequence capacity (default: from the sample)")
     parser.add_argument("--multiple", type=int, default=128,
                         help="every rung a multiple of this many rows (default 128)")
-    parser.add_argument("--recipe", help="a low-precision recipe (fp8, mxfp8, hybridep, ...): "
-                        "every rung then holds its graph-mode condition")
+    parser.add_argument("--recipe", help="a low-precision recipe (fp8, mxfp8, hybridep, ...) "
+                        "or its token multiple: every rung then holds its graph-mode "
+                        "condition")
     parser.add_argument("--tp", type=int, default=1)
     parser.add_argument("--sequence-parallel", action="store_true")
     parser.add_argument("--max-rungs", type=int, default=16)
@@ -303,7 +307,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         N=args.N, multiple=args.multiple, max_rungs=args.max_rungs,
                         tolerance=args.tolerance, in_flight=args.in_flight,
                         activation_bytes_per_row=args.activation_bytes_per_row,
-                        recipe=args.recipe, tp=args.tp,
+                        recipe=(int(args.recipe) if args.recipe and args.recipe.isdigit()
+                                else args.recipe), tp=args.tp,
                         sequence_parallel=args.sequence_parallel)
     except (ValueError, OSError) as error:
         parser.exit(2, f"thdc-advise: {error}\n")

@@ -8,6 +8,7 @@ refusing what needs CUDA (streams) by name; no call into torch.cuda on the
 whole path; two TP ranks broadcasting over gloo. The GPU twin is
 test_megatron_gpu.py. Skipped without PyTorch >= 2.10."""
 import os
+import re
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -633,7 +634,10 @@ def test_get_batch_stage_slots_and_outputs_from_megatron_arguments(cache_dir):
     (dict(max_seqlen_per_dp_cp_rank=None), {}, "config.max_seqlen_per_dp_cp_rank is not set"),
     (dict(pad_packed_seq_alignment=None), {}, "config.pad_packed_seq_alignment is not set"),
     (dict(pad_packed_seq_alignment=16, cuda_graph_impl="none"), {},
-     "config.pad_packed_seq_alignment=16 without CUDA graphs"),
+     "without CUDA graphs 16 pads each rank to a multiple of 16"),
+    (dict(pad_packed_seq_alignment=128), {},
+     "or 64); the reference framework's graph mode accepts only those"),
+    (dict(sequence_parallel=True, tensor_model_parallel_size=1), {}, None),
     (dict(thd_tail_padding_policy="extend_last"), {},
      "config.thd_tail_padding_policy='extend_last'"),
     (dict(cp_partition_mode="ring"), {}, "config.cp_partition_mode='ring'"),
@@ -650,8 +654,56 @@ def test_get_batch_refuses_what_it_cannot_honour_by_name(fields, call, message):
     M = thdc.megatron
     pg = SimpleNamespace(tp=_Group(0, 1), cp=_Group(1, 2), pp=_Group(0, 1))
     batches = M.SequencePackingBatches(device="cpu")
-    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace("*", r"\*")):
+    if message is None:  # accepted: sequence parallelism means nothing at tp = 1
+        assert M.step_options(_config(**fields), tp=1, cp=2)["sequence_parallel"] is False
+        return
+    with pytest.raises(M.ConfigError, match=re.escape(message)):
         batches(iter([]), pg_collection=pg, config=_config(**fields), **call)
+
+
+def test_get_batch_keeps_steps_by_value(cache_dir):
+    """The training script makes a new config for every call: the same
+    values reuse the step and advance its ring; changed values make another
+    step. An fp8 config without a recipe is megatron-core's default,
+    "delayed" (16)."""
+    M = thdc.megatron
+    batches = M.SequencePackingBatches(device="cpu", cache_dir=cache_dir, slots=2)
+    pg = SimpleNamespace(tp=_Group(0, 1), cp=_Group(1, 2), pp=_Group(0, 1))
+    C, cp, N = 64, 2, 9
+    rng = np.random.default_rng(97)
+    items = [dict(inputs(random_microbatch(rng, C, cp, N, rank=1), C, cp), max_seqlen=C * cp)
+             for _ in range(4)]
+    iterator = iter(items)
+    slots = []
+    for _ in range(3):
+        batches(iterator, pg_collection=pg, config=_config(fp8="e4m3", fp8_recipe=None))
+        slots.append(batches.last)
+    assert len(batches.steps) == 1 and slots[0] is slots[2] and slots[0] is not slots[1]
+    assert batches.last.step.config.multiple == 16
+    batches(iterator, pg_collection=pg, config=_config(max_seqlen_per_dp_cp_rank=2 * C))
+    assert len(batches.steps) == 2 and batches.last.step.C == 2 * C
+    with pytest.raises(M.ConfigError, match="configure\\(capacities=...\\)"):
+        batches.configure(capacities=(32, 64))
+    with pytest.raises(M.ConfigError, match="configure\\(tp=...\\): it comes from the config"):
+        batches.configure(tp=2)
+    with pytest.raises(M.ConfigError, match="max_seqlen_per_dp_cp_rank=66.*multiple of tp"):
+        M.SequencePackingBatches(device="cpu")(
+            iterator, pg_collection=SimpleNamespace(tp=_Group(0, 4), cp=_Group(1, 2),
+                                                    pp=_Group(0, 1)),
+            config=_config(max_seqlen_per_dp_cp_rank=66, sequence_parallel=True,
+                           tensor_model_parallel_size=4))
+
+
+def test_slots_in_flight_follows_megatron_cores_schedules():
+    M = thdc.megatron
+    assert M.slots_in_flight(1, 0) == 1
+    # The combined 1F1B schedule without pipelining: i+1's forward beside
+    # i's backward (schedules.py:745-746 on dev).
+    assert M.slots_in_flight(1, 0, overlap_moe_expert_parallel_comm=True) == 2
+    assert [M.slots_in_flight(4, r) for r in range(4)] == [4, 3, 2, 1]
+    assert M.slots_in_flight(4, 0, vpp_size=2) == 2 * 3 + 1 * 4 + 1
+    assert M.slots_in_flight(4, 0, vpp_size=2, group=2) == 2 * 3 + 1 * 2 + 1
+    assert M.slots_in_flight(4, 3, vpp_size=2, overlap_moe_expert_parallel_comm=True) == 6
 
 
 def test_get_batch_reads_the_iterator_on_tp_rank_0_only():

@@ -1732,6 +1732,12 @@ TEST(S1, CapacityAlignmentIsOnTheRowsARankFeedsItsGemms) {
                "the nearest C that is: 8192 or 8320");
   EXPECT_ERROR(checkCapacityAlignment(100, 1, false, 64),
                "C = 100 is not a multiple of m = 64");
+  // Below the multiple: only the one above is offered, never 0.
+  Expected<int64_t> small = checkCapacityAlignment(16, 1, false, 64);
+  ASSERT_FALSE(small);
+  EXPECT_NE(small.error().find("the nearest C that is: 64"), std::string::npos)
+      << small.error();
+  EXPECT_EQ(small.error().find("0 or"), std::string::npos) << small.error();
   EXPECT_ERROR(capacityRowMultiple(0, true, 16), "tp and the multiple >= 1");
   EXPECT_ERROR(capacityRowMultiple(1 << 20, true, 1 << 20),
                "outside the int32 range");
