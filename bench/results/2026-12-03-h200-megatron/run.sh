@@ -3,9 +3,10 @@
 # calls it"), from the repository root with the thdc wheel and megatron-core's
 # wheel in dist/:
 #   bench/results/2026-12-03-h200-megatron/run.sh PART OUT
-# PART: all (below) or train (examples/train only: the single-process run
+# PART: all (below), train (examples/train only: the single-process run
 # twice, for the drift between two runs of one mode, and --cp/--tp 2x2, 2x1,
-# 1x2 against it).
+# 1x2 against it) or final (the batch function's test files and cost again,
+# on the last wheel).
 # all: every pytest file of test/python (the GPU ones included: the batch
 # function under torchrun, TP 2 x CP 2 sharing the GPU over gloo, and under
 # set_sync_debug_mode("error")), with megatron-core installed, and the
@@ -29,6 +30,16 @@ single() { # name
     --log-every 10 --json "$out/$1.json" > "$out/$1.log" 2>&1
   echo "   $1 rc $?"; tail -n 1 "$out/$1.log"
 }
+if [ "$part" = final ]; then  # the batch function's files again, on the final wheel
+  timeout 400 python3 -m pytest -q -rs -p no:cacheprovider test/python/test_megatron_gpu.py \
+    test/python/test_megatron_cpu.py test/python/test_step_options.py \
+    test/python/test_planner.py > "$out/pytest-final.txt" 2>&1
+  echo "   rc $?"; grep -E "passed|failed|SKIPPED|FAILED" "$out/pytest-final.txt" | tail -n 8
+  timeout 60 python3 bench/get_batch.py --C 8192 --cp 2 --N 64 \
+    --json "$out/get-batch-8192-final.json" > "$out/get-batch-8192-final.txt" 2>&1
+  grep -v -i warn "$out/get-batch-8192-final.txt"
+  exit 0
+fi
 if [ "$part" = train ]; then
   echo "== train"
   single single
