@@ -181,7 +181,8 @@ class SequencePackingBatches:
     """The state behind get_batch_on_this_rank_for_sequence_packing: one
     GraphStep per (stage, virtual stage, groups, options), each with a ring
     of slots; `last` is the slot of the last call (for accumulate_status and
-    accumulate_dropped); `steps` every step made. The module keeps one,
+    accumulate_dropped; `last.step` its step); `steps` every step made, with
+    its broadcast source. The module keeps one,
     `thdc.megatron.SEQUENCE_PACKING`; make another for a second model."""
 
     def __init__(self, **step_kwargs):
@@ -224,14 +225,17 @@ class SequencePackingBatches:
             _field(config, "overlap_moe_expert_parallel_comm", False))
         key = (stage, vp_stage, tp, tp_rank, cp, cp_rank, slots,
                tuple(sorted(options.items())))
-        step = self.steps.get(key)
-        if step is None:
-            step = self._make(options, stage, tp, tp_rank, cp, cp_rank, slots)
-            self.steps[key] = step
+        made = self.steps.get(key)
+        if made is None:
+            # The step and the global rank of the TP group's first rank (the
+            # broadcast's source), looked up once.
+            made = (self._make(options, stage, tp, tp_rank, cp, cp_rank, slots),
+                    dist.get_process_group_ranks(tp_group)[0] if tp > 1 else None)
+            self.steps[key] = made
+        step, src = made
         call = self.calls.get(key, 0)
         self.calls[key] = call + 1
         slot = step.slot(call)
-        src = dist.get_process_group_ranks(tp_group)[0] if tp > 1 else None
         if tp_rank == 0:
             if data_iterator is None:
                 raise ValueError("TP rank 0 reads the microbatch: its data_iterator must not "

@@ -298,3 +298,18 @@ def megatron_cp_order_index(cu_seqlens_padded, C, cp):
         index[rows] = rank * C + np.arange(C)
     assert (index >= 0).all()
     return index
+
+
+class LocalGroup:
+    """A process group's rank and size and nothing else: what
+    get_batch_on_this_rank_for_sequence_packing reads of a group when it
+    needs no collective (tp = 1), for one process standing in for a rank."""
+
+    def __init__(self, rank, size):
+        self._rank, self._size = rank, size
+
+    def rank(self):
+        return self._rank
+
+    def size(self):
+        return self._size

@@ -21,8 +21,8 @@ torch = pytest.importorskip("torch")
 import thdc  # noqa: E402
 import thdc.stages  # noqa: E402
 from conftest import SOURCE_DIR, thdc_command  # noqa: E402
-from microbatches import (check_packed_seq_params, given_rows, invalidate,  # noqa: E402
-                          megatron_cp_order_index, random_microbatch, reference, rope_rows, step_inputs,
+from microbatches import (LocalGroup, check_packed_seq_params, given_rows,  # noqa: E402
+                          invalidate, megatron_cp_order_index, random_microbatch, reference, rope_rows, step_inputs,
                           step_mismatches, with_step_counts)
 
 try:
@@ -564,20 +564,6 @@ def test_load_inputs_takes_the_megatron_batch_dict(make_step):
         step.load_inputs(**dict(batch, max_seqlens=1))
 
 
-class _Group:
-    """A process group's rank and size, for a call that needs no collective
-    (tp = 1)."""
-
-    def __init__(self, rank, size):
-        self._rank, self._size = rank, size
-
-    def rank(self):
-        return self._rank
-
-    def size(self):
-        return self._size
-
-
 def _config(**fields):
     from types import SimpleNamespace
 
@@ -602,7 +588,7 @@ def test_get_batch_stage_slots_and_outputs_from_megatron_arguments(cache_dir):
             (4, 2, dict(mtp_on_this_rank=True), "first_last", 2),
             (2, 0, dict(vpp_size=2, vp_stage=1), "middle", 2 * 1 + 1 * 2 + 1),
             (2, 1, dict(vpp_size=2, vp_stage=1), "last", 2 * 0 + 1 * 2 + 1)):
-        pg = SimpleNamespace(tp=_Group(0, 1), cp=_Group(1, cp), pp=_Group(pp_rank, pp))
+        pg = SimpleNamespace(tp=LocalGroup(0, 1), cp=LocalGroup(1, cp), pp=LocalGroup(pp_rank, pp))
         mbs = [random_microbatch(rng, C, cp, N, rank=1) for _ in range(slots + 2)]
         iterator = iter([dict(inputs(mb, C, cp), max_seqlen=C * cp) for mb in mbs])
         results = []
@@ -652,7 +638,7 @@ def test_get_batch_stage_slots_and_outputs_from_megatron_arguments(cache_dir):
 ])
 def test_get_batch_refuses_what_it_cannot_honour_by_name(fields, call, message):
     M = thdc.megatron
-    pg = SimpleNamespace(tp=_Group(0, 1), cp=_Group(1, 2), pp=_Group(0, 1))
+    pg = SimpleNamespace(tp=LocalGroup(0, 1), cp=LocalGroup(1, 2), pp=LocalGroup(0, 1))
     batches = M.SequencePackingBatches(device="cpu")
     if message is None:  # accepted: sequence parallelism means nothing at tp = 1
         assert M.step_options(_config(**fields), tp=1, cp=2)["sequence_parallel"] is False
@@ -668,7 +654,7 @@ def test_get_batch_keeps_steps_by_value(cache_dir):
     "delayed" (16)."""
     M = thdc.megatron
     batches = M.SequencePackingBatches(device="cpu", cache_dir=cache_dir, slots=2)
-    pg = SimpleNamespace(tp=_Group(0, 1), cp=_Group(1, 2), pp=_Group(0, 1))
+    pg = SimpleNamespace(tp=LocalGroup(0, 1), cp=LocalGroup(1, 2), pp=LocalGroup(0, 1))
     C, cp, N = 64, 2, 9
     rng = np.random.default_rng(97)
     items = [dict(inputs(random_microbatch(rng, C, cp, N, rank=1), C, cp), max_seqlen=C * cp)
@@ -688,8 +674,8 @@ def test_get_batch_keeps_steps_by_value(cache_dir):
         batches.configure(tp=2)
     with pytest.raises(M.ConfigError, match="max_seqlen_per_dp_cp_rank=66.*multiple of tp"):
         M.SequencePackingBatches(device="cpu")(
-            iterator, pg_collection=SimpleNamespace(tp=_Group(0, 4), cp=_Group(1, 2),
-                                                    pp=_Group(0, 1)),
+            iterator, pg_collection=SimpleNamespace(tp=LocalGroup(0, 4), cp=LocalGroup(1, 2),
+                                                    pp=LocalGroup(0, 1)),
             config=_config(max_seqlen_per_dp_cp_rank=66, sequence_parallel=True,
                            tensor_model_parallel_size=4))
 
@@ -708,7 +694,7 @@ def test_slots_in_flight_follows_megatron_cores_schedules():
 
 def test_get_batch_reads_the_iterator_on_tp_rank_0_only():
     M = thdc.megatron
-    pg = SimpleNamespace(tp=_Group(0, 1), cp=_Group(0, 1), pp=_Group(0, 1))
+    pg = SimpleNamespace(tp=LocalGroup(0, 1), cp=LocalGroup(0, 1), pp=LocalGroup(0, 1))
     with pytest.raises(ValueError, match="TP rank 0 reads the microbatch"):
         M.SequencePackingBatches(device="cpu")(None, pg_collection=pg,
                                                config=_config(context_parallel_size=1))

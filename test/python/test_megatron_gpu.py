@@ -25,8 +25,9 @@ import thdc  # noqa: E402
 import thdc.megatron  # noqa: E402
 import thdc.stages  # noqa: E402
 from conftest import SOURCE_DIR  # noqa: E402
-from microbatches import (check_packed_seq_params, given_rows, random_microbatch,  # noqa: E402
-                          reference, rope_rows, step_inputs, step_mismatches, with_step_counts)
+from microbatches import (LocalGroup, check_packed_seq_params, given_rows,  # noqa: E402
+                          random_microbatch, reference, rope_rows, step_inputs,
+                          step_mismatches, with_step_counts)
 
 BUNDLES = os.environ.get("THDC_BUNDLES", os.path.join(SOURCE_DIR, "build-gpu-bundles"))
 
@@ -311,16 +312,12 @@ def test_get_batch_never_synchronises():
     every output equal to the reference afterwards."""
     from types import SimpleNamespace
 
-    class Group:
-        def __init__(self, rank, size):
-            self.rank, self.size = (lambda: rank), (lambda: size)
-
     if not thdc.has_jit:
         pytest.skip("the function compiles its step through the JIT")
     C, cp, N = 1024, 2, 33
     config = SimpleNamespace(max_seqlen_per_dp_cp_rank=C, thd_max_packed_sequences=N,
                              pad_packed_seq_alignment="max", cuda_graph_impl="local")
-    pg = SimpleNamespace(tp=Group(0, 1), cp=Group(1, cp), pp=Group(0, 1))
+    pg = SimpleNamespace(tp=LocalGroup(0, 1), cp=LocalGroup(1, cp), pp=LocalGroup(0, 1))
     batches = thdc.megatron.SequencePackingBatches(slots=40)
     rng = np.random.default_rng(120)
     mbs = [random_microbatch(rng, C, cp, N, rank=1) for _ in range(40)]
