@@ -1,0 +1,417 @@
+"""The step's outputs as the arguments of each THD attention kernel.
+
+A GraphStep run leaves the microbatch's metadata on the device: the padded
+offsets `cu_seqlens_padded` and the valid offsets `cu_seqlens` of every CP
+rank's rows (N+1 entries each, the dummy sequence covering the tail, the
+spare entries repeating the total C*cp), in the step's static buffers.
+Attention kernels read the same facts in different forms; this module gives
+each its arguments, computed on the device from those buffers with no host
+synchronisation (plain tensor arithmetic, capturable in the same CUDA graph
+as the step), except FlashInfer, whose plan runs on the host:
+
+    consumer           convention  arguments
+    torch_varlen       graph       cu_seq_q = cu_seq_k = padded offsets, max_q = max_k = C*cp
+    flash_attn_4       graph       cu_seqlens_q = cu_seqlens_k = padded offsets
+    flash_attn_4       seqused     the same, and seqused_q = seqused_k = valid lengths
+    cudnn              graph       ragged offsets = padded offsets * heads * head_dim,
+                                   seq_len_q = seq_len_kv = padded lengths ([N, 1, 1, 1])
+    cudnn              compact     the same ragged offsets, seq_len = valid lengths
+                                   (TransformerEngine's pad_between_seqs=True)
+    flashinfer         graph       qo_indptr = kv_indptr = padded offsets, planned on the
+                                   host from the loader's host offsets (host_padded_offsets)
+
+"graph" attends every padding row as a token of its sequence (harmless for
+the real tokens: attention is causal and the padding follows them);
+"seqused"/"compact" skip the padding rows, which the kernel then leaves
+unwritten, in the output and in the gradients. Rows a kernel leaves
+unwritten hold whatever the allocator gave, NaN included, and a gradient
+row of garbage reaches the weights through the projection's backward:
+`computed_rows` says which rows a convention computes and `KeepRows`
+zeroes the others in the output and in the gradient; the calls below do so.
+
+Rows are in sequence order over all CP ranks (the step's offsets are
+global): gather the ranks' rows and put them in order with
+`slot.restore_cp_order` (ranks in one process), or give the kernel a CP
+implementation of its own. docs/megatron.md ("Attention kernels") has the
+measured table.
+
+The calls (`varlen_attn`, `flash_attn_4`, `CudnnAttention`,
+`FlashInferAttention`) import their kernel's package when first used; the
+argument functions need only PyTorch."""
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import numpy as np
+
+import thdc
+
+torch = thdc._import_torch("thdc.attention")
+
+CONSUMERS = ("torch_varlen", "flash_attn_4", "cudnn", "flashinfer")
+# The conventions each consumer can take, its default first.
+CONVENTIONS = {
+    "torch_varlen": ("graph",),
+    "flash_attn_4": ("seqused", "graph"),
+    "cudnn": ("compact", "graph"),
+    "flashinfer": ("graph",),
+}
+
+
+def _check_convention(consumer: str, convention: str) -> str:
+    allowed = CONVENTIONS[consumer]
+    if convention not in allowed:
+        raise ValueError(f"{consumer} takes the conventions {allowed}; got {convention!r}")
+    return convention
+
+
+def _metadata(source):
+    """(padded offsets, valid offsets, rows C*cp) of a GraphStep, StepSlot
+    or SlotRung: the buffers of its last run and the rows it describes."""
+    outputs = getattr(source, "outputs", None)
+    params = getattr(source, "packed_seq_params", None)
+    if outputs is None or params is None:
+        raise TypeError("expected a thdc.megatron GraphStep, StepSlot or SlotRung; got "
+                        f"{type(source).__name__}")
+    return outputs.cu_seqlens_padded, outputs.cu_seqlens, int(params.max_seqlen_q)
+
+
+def lengths(source, convention: str = "graph") -> torch.Tensor:
+    """Each entry's rows as the convention counts them, int32 [N] on the
+    step's device: padded lengths for "graph", valid lengths for
+    "seqused"/"compact" (the dummy counts its tail; spare entries are 0)."""
+    padded, valid, _ = _metadata(source)
+    offsets = padded if convention == "graph" else valid
+    return offsets[1:] - offsets[:-1]
+
+
+def computed_rows(source, convention: str = "graph") -> torch.Tensor:
+    """bool [C*cp] in sequence order: the rows a kernel computes under the
+    convention. Every row for "graph"; for "seqused"/"compact" row r of entry
+    i (padded[i] <= r < padded[i+1]) when r - padded[i] < its valid length."""
+    padded, valid, rows = _metadata(source)
+    if convention == "graph":
+        return torch.ones(rows, dtype=torch.bool, device=padded.device)
+    row = torch.arange(rows, dtype=torch.int32, device=padded.device)
+    entry = torch.searchsorted(padded[1:].contiguous(), row, right=True).clamp_(max=padded.numel() - 2)
+    return (row - padded[entry]) < (valid[1:] - valid[:-1])[entry]
+
+
+class KeepRows(torch.autograd.Function):
+    """x with the rows outside `keep` (bool [rows]) set to zero, in the forward
+    and in the gradient: for a kernel that leaves rows unwritten."""
+
+    @staticmethod
+    def forward(ctx, x, keep):
+        ctx.save_for_backward(keep)
+        return torch.where(keep.view(-1, *([1] * (x.dim() - 1))), x, x.new_zeros(()))
+
+    @staticmethod
+    def backward(ctx, grad):
+        (keep,) = ctx.saved_tensors
+        return torch.where(keep.view(-1, *([1] * (grad.dim() - 1))), grad, grad.new_zeros(())), None
+
+
+def varlen_attn_args(source) -> dict:
+    """torch.nn.attention.varlen.varlen_attn's metadata: the padded offsets
+    for both sides and C*cp as the longest sequence ("graph"; the function
+    has no valid lengths)."""
+    padded, _, rows = _metadata(source)
+    return dict(cu_seq_q=padded, cu_seq_k=padded, max_q=rows, max_k=rows)
+
+
+def flash_attn_4_args(source, convention: str = "seqused") -> dict:
+    """flash_attn.cute.flash_attn_varlen_func's metadata: cu_seqlens_q/k the
+    padded offsets, max_seqlen_q/k C*cp, and for "seqused" seqused_q/k the
+    valid lengths (int32 [N]), so the kernel skips the padding rows."""
+    _check_convention("flash_attn_4", convention)
+    padded, _, rows = _metadata(source)
+    args = dict(cu_seqlens_q=padded, cu_seqlens_k=padded, max_seqlen_q=rows, max_seqlen_k=rows)
+    if convention == "seqused":
+        used = lengths(source, "seqused")
+        args.update(seqused_q=used, seqused_k=used)
+    return args
+
+
+def cudnn_args(source, heads: int, head_dim: int, kv_heads: Optional[int] = None,
+               convention: str = "compact") -> dict:
+    """cuDNN SDPA's ragged THD metadata, as TransformerEngine builds its
+    cuDNN graph: batch N (one entry per cu entry pair: the dummy and spare
+    zero-length entries included), max_seqlen C*cp, ragged offsets in
+    elements (int64 [N+1, 1, 1, 1]: padded offsets times heads*head_dim, for
+    q/o and for k/v with kv_heads), seq_len_q/kv (int32 [N, 1, 1, 1]: padded
+    lengths for "graph", valid lengths for "compact")."""
+    _check_convention("cudnn", convention)
+    heads, head_dim = thdc._check_int(heads, "heads"), thdc._check_int(head_dim, "head_dim")
+    kv_heads = heads if kv_heads is None else thdc._check_int(kv_heads, "kv_heads")
+    if heads < 1 or head_dim < 1 or kv_heads < 1 or heads % kv_heads:
+        raise ValueError(f"heads ({heads}) must be a positive multiple of kv_heads ({kv_heads}), "
+                         f"head_dim ({head_dim}) positive")
+    padded, _, rows = _metadata(source)
+    entries = padded.numel()
+    start = padded.to(torch.int64).view(entries, 1, 1, 1)
+    seq_len = lengths(source, convention).view(entries - 1, 1, 1, 1)
+    return dict(batch=entries - 1, max_seqlen=rows, seq_len_q=seq_len, seq_len_kv=seq_len,
+                ragged_offset_q=start * (heads * head_dim),
+                ragged_offset_kv=start * (kv_heads * head_dim))
+
+
+def host_padded_offsets(cu_seqlens, cu_seqlens_padded, num_seqs: int, C: int, cp: int,
+                        N: int) -> np.ndarray:
+    """The padded offsets the step computes for these inputs (int32 [N+1]),
+    on the host from the loader's host offsets, with nothing read from the
+    device: for a kernel that plans on the host (FlashInfer). The step's own
+    semantics (thdc.reference): an invalid microbatch gives one dummy
+    sequence over the C*cp rows, as on the device. O(C*cp) host work."""
+    cu = np.ascontiguousarray(np.asarray(cu_seqlens), dtype=np.int32)
+    cup = np.ascontiguousarray(np.asarray(cu_seqlens_padded), dtype=np.int32)
+    ids, mask = _host_zeros(C * cp, np.int64), _host_zeros(C * cp, np.float32)
+    out = thdc.reference.graph_step(ids, ids, ids, mask, cu, cup,
+                                    thdc._check_int(num_seqs, "num_seqs"), 0, C, cp, N)
+    return np.asarray(out["cu_seqlens_padded"], dtype=np.int32)
+
+
+_ZEROS: dict = {}
+
+
+def _host_zeros(rows: int, dtype) -> np.ndarray:
+    """Data rows for the reference, which reads only the offsets here."""
+    key = (rows, np.dtype(dtype).str)
+    if key not in _ZEROS:
+        _ZEROS[key] = np.zeros(rows, dtype=dtype)
+    return _ZEROS[key]
+
+
+# --- the calls --------------------------------------------------------------
+
+
+def _check_thd(q, k, v, rows: int):
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.shape[0] != rows:
+            shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+            raise ValueError(f"{name} must be a [C*cp = {rows}, heads, head_dim] tensor in "
+                             f"sequence order; got {shape}")
+
+
+def varlen_attn(q, k, v, source, causal: bool = True):
+    """PyTorch's variable-length attention on the step's rows ("graph")."""
+    import inspect
+
+    args = varlen_attn_args(source)
+    _check_thd(q, k, v, args["max_q"])
+    from torch.nn.attention.varlen import varlen_attn as kernel
+
+    parameters = inspect.signature(kernel).parameters
+    mask = (dict(window_size=(-1, 0) if causal else (-1, -1)) if "window_size" in parameters
+            else dict(is_causal=causal))
+    return kernel(q, k, v, args["cu_seq_q"], args["cu_seq_k"], args["max_q"], args["max_k"],
+                  **mask)
+
+
+def flash_attn_4(q, k, v, source, convention: str = "seqused", causal: bool = True):
+    """FlashAttention 4 (flash-attn-4's flash_attn.cute) on the step's rows;
+    with "seqused" the rows it leaves unwritten are zero in the output and
+    in the gradients."""
+    from flash_attn.cute import flash_attn_varlen_func
+
+    args = flash_attn_4_args(source, convention)
+    _check_thd(q, k, v, args["max_seqlen_q"])
+    if convention == "graph":
+        return _first(flash_attn_varlen_func(q, k, v, causal=causal, **args))
+    keep = computed_rows(source, convention)
+    q, k, v = (KeepRows.apply(x, keep) for x in (q, k, v))
+    out = _first(flash_attn_varlen_func(q, k, v, causal=causal, **args))
+    return KeepRows.apply(out, keep)
+
+
+def _first(out):
+    """The output of a kernel that may also return its softmax statistics."""
+    return out[0] if isinstance(out, tuple) else out
+
+
+class CudnnAttention:
+    """cuDNN's SDPA (nvidia-cudnn-frontend) on the step's rows, forward and
+    backward, the graph TransformerEngine builds for THD: ragged q/k/v/o,
+    padding mask with seq_len_q/kv, causal. Built for one (heads, head_dim,
+    N, C*cp) on the first call; capturable after that (the workspace and
+    stats are static; call once outside a capture first). Output and
+    gradients are allocated zeroed, so rows cuDNN does not write are 0."""
+
+    def __init__(self, heads: int, head_dim: int, N: int, rows: int, *,
+                 kv_heads: Optional[int] = None, convention: str = "compact",
+                 causal: bool = True, dtype=None, device=None):
+        import cudnn
+
+        self.cudnn = cudnn
+        self.heads, self.head_dim, self.N, self.rows = heads, head_dim, N, rows
+        self.kv_heads = heads if kv_heads is None else kv_heads
+        self.convention = _check_convention("cudnn", convention)
+        self.causal, self.dtype = causal, dtype or torch.bfloat16
+        self.device = torch.device(device or torch.cuda.current_device())
+        self.scale = 1.0 / math.sqrt(head_dim)
+        self.handle = cudnn.create_handle()
+        self._fwd = self._bwd = None
+
+    def _types(self):
+        cudnn = self.cudnn
+        io = {torch.bfloat16: cudnn.data_type.BFLOAT16, torch.float16: cudnn.data_type.HALF}
+        if self.dtype not in io:
+            raise ValueError(f"cuDNN's SDPA takes bfloat16 or float16; got {self.dtype}")
+        return io[self.dtype]
+
+    def _graph(self):
+        cudnn = self.cudnn
+        return cudnn.pygraph(io_data_type=self._types(),
+                             intermediate_data_type=cudnn.data_type.FLOAT,
+                             compute_data_type=cudnn.data_type.FLOAT, handle=self.handle)
+
+    def _tensors(self, g, names):
+        cudnn = self.cudnn
+        N, S, d = self.N, self.rows, self.head_dim
+        t = {}
+        for name in names:
+            h = self.kv_heads if name in ("k", "v", "dk", "dv") else self.heads
+            t[name] = g.tensor(name=name, dim=[N, h, S, d], stride=[S * h * d, d, h * d, 1],
+                               data_type=self._types())
+        for name in ("off_q", "off_kv"):
+            t[name] = g.tensor(name=name, dim=[N + 1, 1, 1, 1], stride=[1, 1, 1, 1],
+                               data_type=cudnn.data_type.INT64)
+        t["seq_len"] = g.tensor(name="seq_len", dim=[N, 1, 1, 1], stride=[1, 1, 1, 1],
+                                data_type=cudnn.data_type.INT32)
+        return t
+
+    def _finish(self, g):
+        """The build steps of every cuDNN graph."""
+        heuristics = self.cudnn.heur_mode
+        g.validate()
+        g.build_operation_graph()
+        g.create_execution_plans([heuristics.A, heuristics.FALLBACK])
+        g.check_support()
+        g.build_plans()
+
+    def _build(self):
+        cudnn = self.cudnn
+        N, S = self.N, self.rows
+        g = self._graph()
+        t = self._tensors(g, ("q", "k", "v"))
+        for name, off in (("q", "off_q"), ("k", "off_kv"), ("v", "off_kv")):
+            t[name].set_ragged_offset(t[off])
+        o, stats = g.sdpa(name="sdpa", q=t["q"], k=t["k"], v=t["v"], generate_stats=True,
+                          attn_scale=self.scale, use_padding_mask=True,
+                          seq_len_q=t["seq_len"], seq_len_kv=t["seq_len"],
+                          use_causal_mask=self.causal)
+        h, d = self.heads, self.head_dim
+        o.set_output(True).set_dim([N, h, S, d]).set_stride([S * h * d, d, h * d, 1])
+        o.set_ragged_offset(t["off_q"])
+        stats.set_output(True).set_data_type(cudnn.data_type.FLOAT)
+        self._finish(g)
+        self._fwd = (g, t, o, stats)
+
+        g = self._graph()
+        b = self._tensors(g, ("q", "k", "v", "o", "do"))
+        stats_in = g.tensor(name="stats", dim=[N, h, S, 1], stride=[h * S, S, 1, 1],
+                            data_type=cudnn.data_type.FLOAT)
+        for name, off in (("q", "off_q"), ("k", "off_kv"), ("v", "off_kv"), ("o", "off_q"),
+                          ("do", "off_q")):
+            b[name].set_ragged_offset(b[off])
+        dq, dk, dv = g.sdpa_backward(name="sdpa_backward", q=b["q"], k=b["k"], v=b["v"],
+                                     o=b["o"], dO=b["do"], stats=stats_in,
+                                     attn_scale=self.scale, use_padding_mask=True,
+                                     seq_len_q=b["seq_len"], seq_len_kv=b["seq_len"],
+                                     max_total_seq_len_q=S, max_total_seq_len_kv=S,
+                                     use_causal_mask=self.causal)
+        for grad, name, heads in ((dq, "off_q", h), (dk, "off_kv", self.kv_heads),
+                                  (dv, "off_kv", self.kv_heads)):
+            grad.set_output(True).set_dim([N, heads, S, d]).set_stride(
+                [S * heads * d, d, heads * d, 1])
+            grad.set_ragged_offset(b[name])
+        self._finish(g)
+        self._bwd = (g, b, stats_in, dq, dk, dv)
+        size = max(self._fwd[0].get_workspace_size(), g.get_workspace_size(), 1)
+        self.workspace = torch.empty(size, dtype=torch.uint8, device=self.device)
+        self.stats = torch.empty(N, h, S, 1, dtype=torch.float32, device=self.device)
+
+    def _execute(self, g, pack):
+        self.cudnn.set_stream(handle=self.handle, stream=torch.cuda.current_stream().cuda_stream)
+        g.execute(pack, self.workspace, handle=self.handle)
+
+    def __call__(self, q, k, v, source):
+        args = cudnn_args(source, self.heads, self.head_dim, self.kv_heads, self.convention)
+        if args["batch"] != self.N or args["max_seqlen"] != self.rows:
+            raise ValueError(f"this CudnnAttention was built for N = {self.N}, C*cp = {self.rows}; "
+                             f"the step has N = {args['batch']}, C*cp = {args['max_seqlen']}")
+        _check_thd(q, k, v, self.rows)
+        if self._fwd is None:
+            self._build()
+        return _CudnnFunction.apply(q, k, v, args["ragged_offset_q"], args["ragged_offset_kv"],
+                                    args["seq_len_q"], self)
+
+
+class _CudnnFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, off_q, off_kv, seq_len, attention):
+        q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+        g, t, o_t, stats_t = attention._fwd
+        out = torch.zeros_like(q)
+        stats = torch.empty_like(attention.stats)
+        attention._execute(g, {t["q"]: q, t["k"]: k, t["v"]: v, t["off_q"]: off_q,
+                               t["off_kv"]: off_kv, t["seq_len"]: seq_len, o_t: out,
+                               stats_t: stats})
+        ctx.save_for_backward(q, k, v, out, stats, off_q, off_kv, seq_len)
+        ctx.attention = attention
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        q, k, v, out, stats, off_q, off_kv, seq_len = ctx.saved_tensors
+        attention = ctx.attention
+        g, b, stats_t, dq_t, dk_t, dv_t = attention._bwd
+        dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+        attention._execute(g, {b["q"]: q, b["k"]: k, b["v"]: v, b["o"]: out,
+                               b["do"]: grad.contiguous(), stats_t: stats, b["off_q"]: off_q,
+                               b["off_kv"]: off_kv, b["seq_len"]: seq_len, dq_t: dq, dk_t: dk,
+                               dv_t: dv})
+        return dq, dk, dv, None, None, None, None
+
+
+class FlashInferAttention:
+    """FlashInfer's ragged prefill (flashinfer-python), forward only (the
+    library has no backward), in its CUDA-graph mode: the wrapper reads the
+    step's own padded-offset buffer (given as its indptr buffer), so a
+    captured graph of step + attention replays with the new offsets; the
+    plan, which FlashInfer computes on the host, takes the host offsets
+    (`host_padded_offsets`) and must run before each replay, outside the
+    capture."""
+
+    def __init__(self, source, heads: int, head_dim: int, *, kv_heads: Optional[int] = None,
+                 causal: bool = True, dtype=None, backend: str = "fa2",
+                 workspace_bytes: int = 128 << 20):
+        import flashinfer
+
+        padded, _, rows = _metadata(source)
+        self.rows, self.N = rows, padded.numel() - 1
+        self.heads, self.head_dim = heads, head_dim
+        self.kv_heads = heads if kv_heads is None else kv_heads
+        self.causal, self.dtype = causal, dtype or torch.bfloat16
+        self.workspace = torch.empty(workspace_bytes, dtype=torch.uint8, device=padded.device)
+        self.wrapper = flashinfer.BatchPrefillWithRaggedKVCacheWrapper(
+            self.workspace, "NHD", use_cuda_graph=True, qo_indptr_buf=padded,
+            kv_indptr_buf=padded, backend=backend)
+        self._indptr = padded
+        self._host = torch.empty(self.N + 1, dtype=torch.int32, pin_memory=True)
+
+    def plan(self, host_offsets) -> None:
+        """Plans the next run on the host from the step's padded offsets as the
+        host knows them (host_padded_offsets); nothing is read from the device."""
+        host = np.asarray(host_offsets, dtype=np.int32)
+        if host.shape != (self.N + 1,):
+            raise ValueError(f"host_offsets must have N+1 = {self.N + 1} entries; got {host.shape}")
+        self._host.copy_(torch.from_numpy(host))
+        self.wrapper.plan(self._indptr, self._indptr, self.heads, self.kv_heads, self.head_dim,
+                          causal=self.causal, q_data_type=self.dtype,
+                          qo_indptr_cpu=self._host, kv_indptr_cpu=self._host)
+
+    def __call__(self, q, k, v):
+        _check_thd(q, k, v, self.rows)
+        return self.wrapper.run(q, k, v)

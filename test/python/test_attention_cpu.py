@@ -1,0 +1,220 @@
+"""thdc.attention on the CPU: each consumer's arguments from a GraphStep on
+the CPU (shapes, dtypes, values against the reference), for every CP size
+and on invalid microbatches; the arguments read the way each kernel reads
+them give every valid row causal attention over its own sequence (a small
+oracle per kernel's reading, against SDPA on the unpadded sequences); the
+host offsets FlashInfer plans with equal the step's; the argument functions
+run on meta tensors (so they read no value: no host synchronisation);
+KeepRows; refusals. The GPU twin, with the kernels themselves captured with
+the step, is test_attention_gpu.py."""
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import thdc  # noqa: E402
+from microbatches import invalidate, random_microbatch, reference, step_inputs  # noqa: E402
+
+try:
+    import thdc.attention as attention  # noqa: E402
+    import thdc.megatron  # noqa: E402
+except ImportError as error:  # a torch older than thdc.TORCH_MIN_VERSION
+    pytest.skip(str(error), allow_module_level=True)
+
+if not thdc.has_jit:
+    pytest.skip("this build of thdc has no JIT", allow_module_level=True)
+
+ROWS, N = 256, 9
+
+
+@pytest.fixture(scope="module")
+def steps(cache_dir):
+    made = {}
+
+    def make(cp, rank=0):
+        if (cp, rank) not in made:
+            made[cp, rank] = thdc.megatron.GraphStep(ROWS // cp, N, cp, rank, device="cpu",
+                                                     cache_dir=cache_dir, cp_order_index=True)
+        return made[cp, rank]
+
+    return make
+
+
+def run(step, mb, cp):
+    step.load_inputs(**step_inputs(mb, ROWS // cp, cp, device="cpu"))
+    step.run()
+    return reference(mb, ROWS // cp, cp, N)
+
+
+@pytest.mark.parametrize("cp", [1, 2, 4])
+def test_arguments_against_the_reference(steps, cp):
+    step = steps(cp)
+    rng = np.random.default_rng(cp)
+    for trial in range(30):
+        mb = random_microbatch(rng, ROWS // cp, cp, N, rank=0)
+        if trial % 3 == 2:
+            invalidate(rng, mb, N)
+        expected = run(step, mb, cp)
+        padded = expected["cu_seqlens_padded"]
+        valid = expected["cu_seqlens"]
+
+        a = attention.varlen_attn_args(step)
+        assert a["cu_seq_q"] is a["cu_seq_k"] is step.outputs.cu_seqlens_padded
+        assert a["max_q"] == a["max_k"] == ROWS
+
+        f = attention.flash_attn_4_args(step)
+        assert np.array_equal(f["cu_seqlens_q"].numpy(), padded)
+        assert f["seqused_q"].dtype == torch.int32 and f["seqused_q"].shape == (N,)
+        assert np.array_equal(f["seqused_q"].numpy(), np.diff(valid))
+        assert f["max_seqlen_q"] == ROWS
+        assert "seqused_q" not in attention.flash_attn_4_args(step, "graph")
+
+        for convention, offsets in (("compact", valid), ("graph", padded)):
+            c = attention.cudnn_args(step, heads=4, head_dim=64, kv_heads=2, convention=convention)
+            assert c["batch"] == N and c["max_seqlen"] == ROWS
+            assert c["ragged_offset_q"].dtype == torch.int64
+            assert c["ragged_offset_q"].shape == (N + 1, 1, 1, 1)
+            assert np.array_equal(c["ragged_offset_q"].flatten().numpy(), padded * 256)
+            assert np.array_equal(c["ragged_offset_kv"].flatten().numpy(), padded * 128)
+            assert c["seq_len_q"].dtype == torch.int32 and c["seq_len_q"].shape == (N, 1, 1, 1)
+            assert np.array_equal(c["seq_len_kv"].flatten().numpy(), np.diff(offsets))
+
+        rows = attention.computed_rows(step, "seqused").numpy()
+        expect = np.zeros(ROWS, dtype=bool)
+        for i in range(N):
+            expect[padded[i]:padded[i] + valid[i + 1] - valid[i]] = True
+        assert np.array_equal(rows, expect)
+        assert bool(attention.computed_rows(step, "graph").all())
+
+        host = attention.host_padded_offsets(mb["cu_seqlens"], mb["cu_seqlens_padded"],
+                                             int(mb["num_seqs"][0]), ROWS // cp, cp, N)
+        assert host.dtype == np.int32 and np.array_equal(host, padded), f"trial {trial}"
+
+
+def _causal(q, k, v):
+    """Causal attention of one sequence, fp64, [s, h, d]."""
+    return torch.nn.functional.scaled_dot_product_attention(
+        q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1), is_causal=True).transpose(0, 1)
+
+
+def flash_attention_reading(q, k, v, args):
+    """How FlashAttention reads its arguments: sequence i is rows
+    cu_seqlens[i] .. cu_seqlens[i+1], of which the first seqused[i] (all
+    without seqused) are attended and written; other rows are left alone."""
+    cu = args["cu_seqlens_q"].tolist()
+    used = args.get("seqused_q")
+    out = torch.full_like(q, float("nan"))
+    for i in range(len(cu) - 1):
+        start = cu[i]
+        end = start + int(used[i]) if used is not None else cu[i + 1]
+        if end > start:
+            out[start:end] = _causal(q[start:end], k[start:end], v[start:end])
+    return out
+
+
+def cudnn_reading(q, k, v, args, heads, head_dim):
+    """How cuDNN reads ragged THD: batch entry b starts at element
+    ragged_offset[b] and holds seq_len[b] rows (padding mask)."""
+    start = (args["ragged_offset_q"].flatten() // (heads * head_dim)).tolist()
+    seq_len = args["seq_len_q"].flatten().tolist()
+    out = torch.full_like(q, float("nan"))
+    for b in range(args["batch"]):
+        s, e = start[b], start[b] + seq_len[b]
+        if e > s:
+            out[s:e] = _causal(q[s:e], k[s:e], v[s:e])
+    return out
+
+
+@pytest.mark.parametrize("cp", [1, 2, 4])
+def test_each_reading_gives_each_sequence_its_own_attention(steps, cp):
+    """Ranks run in one process; their rows are put in sequence order with
+    the partition's inverse; each kernel's reading of its arguments gives
+    every valid row the causal attention of its unpadded sequence."""
+    rank_steps = [steps(cp, r) for r in range(cp)]
+    rng = np.random.default_rng(10 + cp)
+    heads, head_dim = 2, 8
+    torch.manual_seed(cp)
+    table = torch.randn(3, 50000, heads, head_dim, dtype=torch.float64)
+    checked = 0
+    for _ in range(12):
+        mb = random_microbatch(rng, ROWS // cp, cp, N, rank=0)
+        for s in rank_steps:
+            run(s, mb, cp)
+        tok = rank_steps[0].restore_cp_order(torch.cat([s.batch["tokens"][0] for s in rank_steps]))
+        q, k, v = (table[j][tok] for j in range(3))
+        n = int(mb["num_seqs"][0])
+        cu, cup = mb["cu_seqlens"], mb["cu_seqlens_padded"]
+        first = rank_steps[0]
+        outs = {
+            "torch_varlen": flash_attention_reading(
+                q, k, v, dict(cu_seqlens_q=attention.varlen_attn_args(first)["cu_seq_q"])),
+            "flash_attn_4/seqused": flash_attention_reading(q, k, v, attention.flash_attn_4_args(first)),
+            "flash_attn_4/graph": flash_attention_reading(
+                q, k, v, attention.flash_attn_4_args(first, "graph")),
+            "cudnn/compact": cudnn_reading(q, k, v, attention.cudnn_args(first, heads, head_dim),
+                                           heads, head_dim),
+            "cudnn/graph": cudnn_reading(
+                q, k, v, attention.cudnn_args(first, heads, head_dim, convention="graph"),
+                heads, head_dim),
+        }
+        for i in range(n):
+            start, valid = int(cup[i]), int(cu[i + 1] - cu[i])
+            if not valid:
+                continue
+            rows = slice(start, start + valid)
+            source = torch.from_numpy(mb["tokens"][rows])
+            expected = _causal(*(table[j][source] for j in range(3)))
+            for name, out in outs.items():
+                torch.testing.assert_close(out[rows], expected, msg=name)
+            checked += 1
+        for name in ("flash_attn_4/seqused", "cudnn/compact"):  # padding rows left unwritten
+            keep = attention.computed_rows(first, "seqused")
+            assert bool(torch.isnan(outs[name][~keep]).all())
+            assert not bool(torch.isnan(outs[name][keep]).any())
+    assert checked > 20
+
+
+def test_keep_rows_zeroes_the_rows_in_the_output_and_the_gradient():
+    x = torch.randn(6, 2, 3, requires_grad=True)
+    keep = torch.tensor([True, False, True, True, False, False])
+    y = attention.KeepRows.apply(x * float("nan"), keep)
+    assert bool(torch.isnan(y[keep]).all()) and bool((y[~keep] == 0).all())
+    z = attention.KeepRows.apply(x, keep)
+    torch.autograd.backward(z, torch.full_like(z, float("nan")))
+    assert bool((x.grad[~keep] == 0).all()) and bool(torch.isnan(x.grad[keep]).all())
+
+
+def test_arguments_read_no_values():
+    """On meta tensors (shapes, no data) every argument function runs:
+    none of them reads a value, so none synchronises with the device."""
+    entries = N + 1
+    meta = lambda: torch.empty(entries, dtype=torch.int32, device="meta")
+    source = SimpleNamespace(outputs=SimpleNamespace(cu_seqlens_padded=meta(), cu_seqlens=meta()),
+                             packed_seq_params=SimpleNamespace(max_seqlen_q=ROWS))
+    assert attention.varlen_attn_args(source)["max_q"] == ROWS
+    assert attention.flash_attn_4_args(source)["seqused_q"].shape == (N,)
+    c = attention.cudnn_args(source, 4, 64)
+    assert c["ragged_offset_q"].shape == (entries, 1, 1, 1) and c["seq_len_q"].device.type == "meta"
+    for convention in ("graph", "seqused"):
+        assert attention.computed_rows(source, convention).shape == (ROWS,)
+    x = torch.empty(ROWS, 4, 64, device="meta")
+    assert attention.KeepRows.apply(x, attention.computed_rows(source, "seqused")).shape == x.shape
+
+
+def test_bad_arguments_raise(steps):
+    step = steps(1)
+    with pytest.raises(ValueError, match="conventions"):
+        attention.flash_attn_4_args(step, "compact")
+    with pytest.raises(ValueError, match="conventions"):
+        attention.cudnn_args(step, 4, 64, convention="seqused")
+    with pytest.raises(ValueError, match="kv_heads"):
+        attention.cudnn_args(step, 4, 64, kv_heads=3)
+    with pytest.raises(TypeError, match="GraphStep"):
+        attention.varlen_attn_args(object())
+    with pytest.raises(TypeError):
+        attention.cudnn_args(step, 4.5, 64)
+    with pytest.raises(ValueError, match=r"\[C\*cp = 256"):
+        attention.varlen_attn(torch.zeros(10, 2, 8), torch.zeros(10, 2, 8), torch.zeros(10, 2, 8),
+                              step)
