@@ -67,7 +67,9 @@ The outputs map onto TransformerEngine's attention arguments as follows:
 row is attended as a token of its sequence, which leaves real tokens
 unaffected because attention is causal and the padding follows them.
 "compact" gives attention the valid lengths and needs a backend that supports
-`pad_between_seqs` (cuDNN, FlashAttention 3). PackedSeqParams is built with
+`pad_between_seqs` (cuDNN, FlashAttention 3). thdc.attention gives other
+kernels (FlashAttention 4, cuDNN's frontend, FlashInfer, PyTorch's varlen)
+their arguments from the step's buffers. PackedSeqParams is built with
 the fields the installed class declares (megatron-core's fields vary by
 release); a class without `pad_between_seqs` cannot express "compact".
 
