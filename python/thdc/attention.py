@@ -77,12 +77,26 @@ def _metadata(source):
     return outputs.cu_seqlens_padded, outputs.cu_seqlens, int(params.max_seqlen_q)
 
 
+def _check_any_convention(convention: str) -> str:
+    if convention not in ("graph", "seqused", "compact"):
+        raise ValueError(f"convention must be 'graph', 'seqused' or 'compact'; got {convention!r}")
+    return convention
+
+
+def _check_causal(convention: str, causal: bool) -> None:
+    """"graph" is right only for causal attention: without it the real
+    tokens would attend the padding rows after them."""
+    if convention == "graph" and not causal:
+        raise ValueError("the 'graph' convention attends padding rows as tokens, which is "
+                         "harmless only with causal=True; use 'seqused'/'compact' otherwise")
+
+
 def lengths(source, convention: str = "graph") -> torch.Tensor:
     """Each entry's rows as the convention counts them, int32 [N] on the
     step's device: padded lengths for "graph", valid lengths for
     "seqused"/"compact" (the dummy counts its tail; spare entries are 0)."""
     padded, valid, _ = _metadata(source)
-    offsets = padded if convention == "graph" else valid
+    offsets = padded if _check_any_convention(convention) == "graph" else valid
     return offsets[1:] - offsets[:-1]
 
 
@@ -91,7 +105,7 @@ def computed_rows(source, convention: str = "graph") -> torch.Tensor:
     convention. Every row for "graph"; for "seqused"/"compact" row r of entry
     i (padded[i] <= r < padded[i+1]) when r - padded[i] < its valid length."""
     padded, valid, rows = _metadata(source)
-    if convention == "graph":
+    if _check_any_convention(convention) == "graph":
         return torch.ones(rows, dtype=torch.bool, device=padded.device)
     row = torch.arange(rows, dtype=torch.int32, device=padded.device)
     entry = torch.searchsorted(padded[1:].contiguous(), row, right=True).clamp_(max=padded.numel() - 2)
@@ -158,17 +172,22 @@ def cudnn_args(source, heads: int, head_dim: int, kv_heads: Optional[int] = None
 
 
 def host_padded_offsets(cu_seqlens, cu_seqlens_padded, num_seqs: int, C: int, cp: int,
-                        N: int) -> np.ndarray:
+                        N: int, *, rows_given: Optional[int] = None,
+                        dummy_length: Optional[int] = None) -> np.ndarray:
     """The padded offsets the step computes for these inputs (int32 [N+1]),
     on the host from the loader's host offsets, with nothing read from the
     device: for a kernel that plans on the host (FlashInfer). The step's own
     semantics (thdc.reference): an invalid microbatch gives one dummy
-    sequence over the C*cp rows, as on the device. O(C*cp) host work."""
+    sequence over the C*cp rows, as on the device. rows_given: the data rows
+    given to load_inputs (a step with data keys checks them); dummy_length:
+    the step's split-dummy length, if any. Both must be the step's, or the
+    plan disagrees with the device. O(C*cp) host work."""
     cu = np.ascontiguousarray(np.asarray(cu_seqlens), dtype=np.int32)
     cup = np.ascontiguousarray(np.asarray(cu_seqlens_padded), dtype=np.int32)
     ids, mask = _host_zeros(C * cp, np.int64), _host_zeros(C * cp, np.float32)
     out = thdc.reference.graph_step(ids, ids, ids, mask, cu, cup,
-                                    thdc._check_int(num_seqs, "num_seqs"), 0, C, cp, N)
+                                    thdc._check_int(num_seqs, "num_seqs"), 0, C, cp, N,
+                                    rows_given=rows_given, dummy_length=dummy_length)
     return np.asarray(out["cu_seqlens_padded"], dtype=np.int32)
 
 
@@ -199,6 +218,7 @@ def varlen_attn(q, k, v, source, causal: bool = True):
     import inspect
 
     args = varlen_attn_args(source)
+    _check_causal("graph", causal)
     _check_thd(q, k, v, args["max_q"])
     from torch.nn.attention.varlen import varlen_attn as kernel
 
@@ -213,10 +233,11 @@ def flash_attn_4(q, k, v, source, convention: str = "seqused", causal: bool = Tr
     """FlashAttention 4 (flash-attn-4's flash_attn.cute) on the step's rows;
     with "seqused" the rows it leaves unwritten are zero in the output and
     in the gradients."""
+    args = flash_attn_4_args(source, convention)
+    _check_causal(convention, causal)
+    _check_thd(q, k, v, args["max_seqlen_q"])
     from flash_attn.cute import flash_attn_varlen_func
 
-    args = flash_attn_4_args(source, convention)
-    _check_thd(q, k, v, args["max_seqlen_q"])
     if convention == "graph":
         return _first(flash_attn_varlen_func(q, k, v, causal=causal, **args))
     keep = computed_rows(source, convention)
@@ -247,6 +268,7 @@ class CudnnAttention:
         self.heads, self.head_dim, self.N, self.rows = heads, head_dim, N, rows
         self.kv_heads = heads if kv_heads is None else kv_heads
         self.convention = _check_convention("cudnn", convention)
+        _check_causal(convention, causal)
         self.causal, self.dtype = causal, dtype or torch.bfloat16
         self.device = torch.device(device or torch.cuda.current_device())
         self.scale = 1.0 / math.sqrt(head_dim)
@@ -389,6 +411,7 @@ class FlashInferAttention:
                  workspace_bytes: int = 128 << 20):
         import flashinfer
 
+        _check_causal("graph", causal)
         padded, _, rows = _metadata(source)
         self.rows, self.N = rows, padded.numel() - 1
         self.heads, self.head_dim = heads, head_dim

@@ -15,7 +15,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import thdc  # noqa: E402
-from microbatches import invalidate, random_microbatch, reference, step_inputs  # noqa: E402
+from microbatches import given_rows, invalidate, random_microbatch, reference, step_inputs  # noqa: E402
 
 try:
     import thdc.attention as attention  # noqa: E402
@@ -89,7 +89,8 @@ def test_arguments_against_the_reference(steps, cp):
         assert bool(attention.computed_rows(step, "graph").all())
 
         host = attention.host_padded_offsets(mb["cu_seqlens"], mb["cu_seqlens_padded"],
-                                             int(mb["num_seqs"][0]), ROWS // cp, cp, N)
+                                             int(mb["num_seqs"][0]), ROWS // cp, cp, N,
+                                             rows_given=given_rows(mb, ROWS // cp, cp))
         assert host.dtype == np.int32 and np.array_equal(host, padded), f"trial {trial}"
 
 
@@ -211,6 +212,11 @@ def test_bad_arguments_raise(steps):
         attention.cudnn_args(step, 4, 64, convention="seqused")
     with pytest.raises(ValueError, match="kv_heads"):
         attention.cudnn_args(step, 4, 64, kv_heads=3)
+    with pytest.raises(ValueError, match="convention must be"):
+        attention.computed_rows(step, "nonsense")
+    with pytest.raises(ValueError, match="causal=True"):
+        attention.flash_attn_4(torch.zeros(256, 2, 8), torch.zeros(256, 2, 8),
+                               torch.zeros(256, 2, 8), step, "graph", causal=False)
     with pytest.raises(TypeError, match="GraphStep"):
         attention.varlen_attn_args(object())
     with pytest.raises(TypeError):

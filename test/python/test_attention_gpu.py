@@ -28,7 +28,7 @@ if not torch.cuda.is_available():
     pytest.skip("no CUDA device", allow_module_level=True)
 
 import thdc.attention as attention  # noqa: E402
-from microbatches import random_microbatch, step_inputs  # noqa: E402
+from microbatches import given_rows, random_microbatch, step_inputs  # noqa: E402
 from test_megatron_gpu import make_step  # noqa: E402
 
 MICROBATCHES = int(os.environ.get("THDC_ATTENTION_MICROBATCHES", "40"))
@@ -75,7 +75,7 @@ class Consumer:
         if self.name == "flashinfer":
             self.kernel.plan(attention.host_padded_offsets(
                 mb["cu_seqlens"], mb["cu_seqlens_padded"], int(mb["num_seqs"][0]),
-                ROWS // cp, cp, N))
+                ROWS // cp, cp, N, rows_given=given_rows(mb, ROWS // cp, cp)))
 
     def __call__(self, q, k, v):
         if self.name == "torch_varlen":
