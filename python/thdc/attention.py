@@ -40,6 +40,7 @@ The calls (`varlen_attn`, `flash_attn_4`, `CudnnAttention`,
 argument functions need only PyTorch."""
 from __future__ import annotations
 
+import functools
 import math
 from typing import Optional
 
@@ -49,8 +50,7 @@ import thdc
 
 torch = thdc._import_torch("thdc.attention")
 
-CONSUMERS = ("torch_varlen", "flash_attn_4", "cudnn", "flashinfer")
-# The conventions each consumer can take, its default first.
+# The consumers and the conventions each can take, its default first.
 CONVENTIONS = {
     "torch_varlen": ("graph",),
     "flash_attn_4": ("seqused", "graph"),
@@ -109,7 +109,12 @@ def computed_rows(source, convention: str = "graph") -> torch.Tensor:
         return torch.ones(rows, dtype=torch.bool, device=padded.device)
     row = torch.arange(rows, dtype=torch.int32, device=padded.device)
     entry = torch.searchsorted(padded[1:].contiguous(), row, right=True).clamp_(max=padded.numel() - 2)
-    return (row - padded[entry]) < (valid[1:] - valid[:-1])[entry]
+    return (row - padded[entry]) < lengths(source, convention)[entry]
+
+
+def _zero_rows(x, keep):
+    """x with the rows outside keep (bool [rows]) set to zero."""
+    return torch.where(keep.view(-1, *([1] * (x.dim() - 1))), x, x.new_zeros(()))
 
 
 class KeepRows(torch.autograd.Function):
@@ -119,12 +124,12 @@ class KeepRows(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, keep):
         ctx.save_for_backward(keep)
-        return torch.where(keep.view(-1, *([1] * (x.dim() - 1))), x, x.new_zeros(()))
+        return _zero_rows(x, keep)
 
     @staticmethod
     def backward(ctx, grad):
         (keep,) = ctx.saved_tensors
-        return torch.where(keep.view(-1, *([1] * (grad.dim() - 1))), grad, grad.new_zeros(())), None
+        return _zero_rows(grad, keep), None
 
 
 def varlen_attn_args(source) -> dict:
@@ -215,18 +220,23 @@ def _check_thd(q, k, v, rows: int):
 
 def varlen_attn(q, k, v, source, causal: bool = True):
     """PyTorch's variable-length attention on the step's rows ("graph")."""
-    import inspect
-
     args = varlen_attn_args(source)
     _check_causal("graph", causal)
     _check_thd(q, k, v, args["max_q"])
     from torch.nn.attention.varlen import varlen_attn as kernel
 
-    parameters = inspect.signature(kernel).parameters
-    mask = (dict(window_size=(-1, 0) if causal else (-1, -1)) if "window_size" in parameters
+    mask = (dict(window_size=(-1, 0) if causal else (-1, -1)) if _takes_window(kernel)
             else dict(is_causal=causal))
     return kernel(q, k, v, args["cu_seq_q"], args["cu_seq_k"], args["max_q"], args["max_k"],
                   **mask)
+
+
+@functools.lru_cache(maxsize=None)
+def _takes_window(kernel) -> bool:
+    """Whether this release's varlen_attn spells causal as window_size."""
+    import inspect
+
+    return "window_size" in inspect.signature(kernel).parameters
 
 
 def flash_attn_4(q, k, v, source, convention: str = "seqused", causal: bool = True):
@@ -255,8 +265,8 @@ class CudnnAttention:
     """cuDNN's SDPA (nvidia-cudnn-frontend) on the step's rows, forward and
     backward, the graph TransformerEngine builds for THD: ragged q/k/v/o,
     padding mask with seq_len_q/kv, causal. Built for one (heads, head_dim,
-    N, C*cp) on the first call; capturable after that (the workspace and
-    stats are static; call once outside a capture first). Output and
+    N, C*cp) on the first call; capturable after that (the workspace is
+    static; call once outside a capture first). Output and
     gradients are allocated zeroed, so rows cuDNN does not write are 0."""
 
     def __init__(self, heads: int, head_dim: int, N: int, rows: int, *,
@@ -288,14 +298,18 @@ class CudnnAttention:
                              intermediate_data_type=cudnn.data_type.FLOAT,
                              compute_data_type=cudnn.data_type.FLOAT, handle=self.handle)
 
+    def _layout(self, heads: int) -> dict:
+        """[N, heads, C*cp, head_dim] over THD rows: a row holds every head."""
+        N, S, d = self.N, self.rows, self.head_dim
+        return dict(dim=[N, heads, S, d], stride=[S * heads * d, d, heads * d, 1])
+
     def _tensors(self, g, names):
         cudnn = self.cudnn
-        N, S, d = self.N, self.rows, self.head_dim
+        N = self.N
         t = {}
         for name in names:
             h = self.kv_heads if name in ("k", "v", "dk", "dv") else self.heads
-            t[name] = g.tensor(name=name, dim=[N, h, S, d], stride=[S * h * d, d, h * d, 1],
-                               data_type=self._types())
+            t[name] = g.tensor(name=name, **self._layout(h), data_type=self._types())
         for name in ("off_q", "off_kv"):
             t[name] = g.tensor(name=name, dim=[N + 1, 1, 1, 1], stride=[1, 1, 1, 1],
                                data_type=cudnn.data_type.INT64)
@@ -323,8 +337,9 @@ class CudnnAttention:
                           attn_scale=self.scale, use_padding_mask=True,
                           seq_len_q=t["seq_len"], seq_len_kv=t["seq_len"],
                           use_causal_mask=self.causal)
-        h, d = self.heads, self.head_dim
-        o.set_output(True).set_dim([N, h, S, d]).set_stride([S * h * d, d, h * d, 1])
+        h = self.heads
+        layout = self._layout(h)
+        o.set_output(True).set_dim(layout["dim"]).set_stride(layout["stride"])
         o.set_ragged_offset(t["off_q"])
         stats.set_output(True).set_data_type(cudnn.data_type.FLOAT)
         self._finish(g)
@@ -345,14 +360,13 @@ class CudnnAttention:
                                      use_causal_mask=self.causal)
         for grad, name, heads in ((dq, "off_q", h), (dk, "off_kv", self.kv_heads),
                                   (dv, "off_kv", self.kv_heads)):
-            grad.set_output(True).set_dim([N, heads, S, d]).set_stride(
-                [S * heads * d, d, heads * d, 1])
+            layout = self._layout(heads)
+            grad.set_output(True).set_dim(layout["dim"]).set_stride(layout["stride"])
             grad.set_ragged_offset(b[name])
         self._finish(g)
         self._bwd = (g, b, stats_in, dq, dk, dv)
         size = max(self._fwd[0].get_workspace_size(), g.get_workspace_size(), 1)
         self.workspace = torch.empty(size, dtype=torch.uint8, device=self.device)
-        self.stats = torch.empty(N, h, S, 1, dtype=torch.float32, device=self.device)
 
     def _execute(self, g, pack):
         self.cudnn.set_stream(handle=self.handle, stream=torch.cuda.current_stream().cuda_stream)
@@ -376,7 +390,8 @@ class _CudnnFunction(torch.autograd.Function):
         q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
         g, t, o_t, stats_t = attention._fwd
         out = torch.zeros_like(q)
-        stats = torch.empty_like(attention.stats)
+        stats = torch.empty(attention.N, attention.heads, attention.rows, 1,
+                            dtype=torch.float32, device=q.device)
         attention._execute(g, {t["q"]: q, t["k"]: k, t["v"]: v, t["off_q"]: off_q,
                                t["off_kv"]: off_kv, t["seq_len"]: seq_len, o_t: out,
                                stats_t: stats})

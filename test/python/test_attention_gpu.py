@@ -34,8 +34,7 @@ from test_megatron_gpu import make_step  # noqa: E402
 MICROBATCHES = int(os.environ.get("THDC_ATTENTION_MICROBATCHES", "40"))
 TOLERANCE = 2e-2
 ROWS, N, HEADS, VOCAB = 2048, 9, 4, 4096
-CONSUMERS = [("torch_varlen", "graph"), ("flash_attn_4", "seqused"), ("flash_attn_4", "graph"),
-             ("cudnn", "compact"), ("cudnn", "graph"), ("flashinfer", "graph")]
+CONSUMERS = [(c, v) for c, conventions in attention.CONVENTIONS.items() for v in conventions]
 PACKAGES = {"torch_varlen": "torch.nn.attention.varlen", "flash_attn_4": "flash_attn.cute",
             "cudnn": "cudnn", "flashinfer": "flashinfer"}
 
