@@ -187,13 +187,21 @@ def host_padded_offsets(cu_seqlens, cu_seqlens_padded, num_seqs: int, C: int, cp
     given to load_inputs (a step with data keys checks them); dummy_length:
     the step's split-dummy length, if any. Both must be the step's, or the
     plan disagrees with the device. O(C*cp) host work."""
-    cu = np.ascontiguousarray(np.asarray(cu_seqlens), dtype=np.int32)
-    cup = np.ascontiguousarray(np.asarray(cu_seqlens_padded), dtype=np.int32)
+    cu, cup = (_entries(np.asarray(a), N + 1) for a in (cu_seqlens, cu_seqlens_padded))
     ids, mask = _host_zeros(C * cp, np.int64), _host_zeros(C * cp, np.float32)
     out = thdc.reference.graph_step(ids, ids, ids, mask, cu, cup,
                                     thdc._check_int(num_seqs, "num_seqs"), 0, C, cp, N,
                                     rows_given=rows_given, dummy_length=dummy_length)
     return np.asarray(out["cu_seqlens_padded"], dtype=np.int32)
+
+
+def _entries(offsets: np.ndarray, entries: int) -> np.ndarray:
+    """Host offsets as the loader gives them (num_seqs+1 entries, or all N+1)
+    extended to N+1 by repeating the last, as load_inputs does on the device."""
+    offsets = np.ascontiguousarray(offsets.reshape(-1), dtype=np.int32)
+    if 0 < offsets.size < entries:
+        offsets = np.concatenate([offsets, np.full(entries - offsets.size, offsets[-1], np.int32)])
+    return offsets
 
 
 _ZEROS: dict = {}

@@ -57,3 +57,7 @@ for line in open(sys.argv[1]) if __import__("os").path.exists(sys.argv[1]) else 
     print(r["consumer"], r["convention"], r["cp"], r["head_dim"], r["result"],
           r.get("worst_relative_error", ""), r.get("error", "")[:400])
 PY
+# After the tests: the argument functions' cost per call (bench/attention_args.py).
+timeout 60 python3 bench/attention_args.py --C 8192 --cp 2 --N 64 \
+  --json "$out/attention-args-$part.json" > "$out/attention-args-$part.txt" 2>&1
+cat "$out/attention-args-$part.txt"
