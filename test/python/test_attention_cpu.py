@@ -92,6 +92,12 @@ def test_arguments_against_the_reference(steps, cp):
                                              int(mb["num_seqs"][0]), ROWS // cp, cp, N,
                                              rows_given=given_rows(mb, ROWS // cp, cp))
         assert host.dtype == np.int32 and np.array_equal(host, padded), f"trial {trial}"
+        given = step_inputs(mb, ROWS // cp, cp, device="cpu")  # num_seqs+1 entries, as loaders give
+        short = attention.host_padded_offsets(given["cu_seqlens"].numpy(),
+                                              given["cu_seqlens_padded"].numpy(),
+                                              int(mb["num_seqs"][0]), ROWS // cp, cp, N,
+                                              rows_given=given_rows(mb, ROWS // cp, cp))
+        assert np.array_equal(short, padded), f"trial {trial}"
 
 
 def _causal(q, k, v):
