@@ -427,7 +427,13 @@ class FlashInferAttention:
     captured graph of step + attention replays with the new offsets; the
     plan, which FlashInfer computes on the host, takes the host offsets
     (`host_padded_offsets`) and must run before each replay, outside the
-    capture."""
+    capture.
+
+    FlashInfer's plan writes its schedule into a page-locked buffer and
+    copies it to the device on the stream; a second plan before that copy
+    has run would overwrite the first's schedule. `plan` therefore waits for
+    the previous plan's copy (an event, not a stream synchronisation), which
+    lets the host run one microbatch ahead of the device."""
 
     def __init__(self, source, heads: int, head_dim: int, *, kv_heads: Optional[int] = None,
                  causal: bool = True, dtype=None, backend: str = "fa2",
@@ -446,6 +452,7 @@ class FlashInferAttention:
             kv_indptr_buf=padded, backend=backend)
         self._indptr = padded
         self._host = torch.empty(self.N + 1, dtype=torch.int32, pin_memory=True)
+        self._planned = torch.cuda.Event()
 
     def plan(self, host_offsets) -> None:
         """Plans the next run on the host from the step's padded offsets as the
@@ -453,10 +460,12 @@ class FlashInferAttention:
         host = np.asarray(host_offsets, dtype=np.int32)
         if host.shape != (self.N + 1,):
             raise ValueError(f"host_offsets must have N+1 = {self.N + 1} entries; got {host.shape}")
+        self._planned.synchronize()
         self._host.copy_(torch.from_numpy(host))
         self.wrapper.plan(self._indptr, self._indptr, self.heads, self.kv_heads, self.head_dim,
                           causal=self.causal, q_data_type=self.dtype,
                           qo_indptr_cpu=self._host, kv_indptr_cpu=self._host)
+        self._planned.record()
 
     def __call__(self, q, k, v):
         _check_thd(q, k, v, self.rows)
