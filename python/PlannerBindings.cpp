@@ -198,6 +198,33 @@ std::vector<planner::Rung> ladderArgument(nb::handle capacities,
     raiseArgument(PyExc_ValueError, valid.message());
   return ladder;
 }
+/// S3b from Python: (groups, cp_sizes, K) with groups and cp_sizes as
+/// nested lists and K the S2 cap the scheduler applied (None: none);
+/// thdc.planner's dynamic_cp_plan wraps them.
+nb::tuple plannerDynamicCpGroups(LengthsArg paddedLengths, IntArg C,
+                                 IntArg ranks, IntArg minCp,
+                                 OptionalIntArg maxPackedSequences,
+                                 bool alignmentSet, bool dummyTail) {
+  const std::vector<int32_t> lengths =
+      lengthsArgument(paddedLengths, "padded_lengths");
+  reference::Expected<std::optional<int64_t>> cap =
+      reference::schedulerMaxRealNumSeqs(
+          optionalIntegerArgument(maxPackedSequences.object,
+                                  "max_packed_sequences"),
+          alignmentSet, dummyTail);
+  if (!cap)
+    throw nb::value_error(cap.error().c_str());
+  reference::Expected<reference::DynamicCpGroups> result =
+      reference::dynamicCpGroups(lengths, integerArgument(C.object, "C"),
+                                 integerArgument(ranks.object, "ranks"),
+                                 integerArgument(minCp.object, "min_cp_size"),
+                                 *cap);
+  if (!result)
+    throw nb::value_error(result.error().c_str());
+  return nb::make_tuple(nb::cast(result->groups), nb::cast(result->cpSizes),
+                        nb::cast(*cap));
+}
+
 } // namespace
 
 void thdc::python::populatePlannerBindings(nb::module_ &m) {
@@ -250,6 +277,16 @@ void thdc::python::populatePlannerBindings(nb::module_ &m) {
       "or 'first_fit_decreasing'. ValueError with the planner's message "
       "on bad settings, a negative length or a sequence longer than "
       "C*cp.");
+  planning.def(
+      "dynamic_cp_groups", &plannerDynamicCpGroups, nb::arg("padded_lengths"),
+      nb::arg("C"), nb::arg("ranks"), nb::arg("min_cp_size") = 1,
+      nb::arg("max_packed_sequences") = nb::none(),
+      nb::arg("alignment_set") = true, nb::arg("dummy_tail") = true,
+      "S3b, the dynamic-CP scheduler over `ranks` DP x CP ranks, at most K "
+      "sequences per sub-group (S2's cap from max_packed_sequences): "
+      "(groups, cp_sizes, K), groups[m][j] the ids rank j receives in "
+      "microbatch m and cp_sizes[m][j] its CP size. ValueError with the "
+      "reference's message.");
   planning.def(
       "microbatch_inputs", &plannerMicrobatchInputs, nb::arg("plan"),
       nb::arg("rank"), nb::arg("N"),

@@ -251,6 +251,41 @@ dpBalancedGroups(const std::vector<int32_t> &paddedLengths, int64_t maxPerRank,
                  std::optional<int64_t> vppGroup = std::nullopt);
 
 //===----------------------------------------------------------------------===//
+// S3b. Dynamic-CP scheduling
+//===----------------------------------------------------------------------===//
+
+/// S3b: the CP size a sequence of `length` padded tokens needs: the smallest
+/// power of two p with p*C >= length, at least minCp (and 1 for length 0).
+/// Golden (C = 1024): 1 -> 1, 1024 -> 1, 1025 -> 2, 3000 -> 4; minCp 2: 10 -> 2.
+int64_t dynamicCpSizeNeeded(int64_t length, int64_t maxPerRank, int64_t minCp);
+
+/// S3b: result of the dynamic-CP scheduler.
+struct DynamicCpGroups {
+  /// groups[m][j]: the ids DP x CP rank j receives in microbatch m, in
+  /// placement order; the ranks of one CP sub-group receive the same ids.
+  std::vector<std::vector<std::vector<int32_t>>> groups;
+  /// cpSizes[m][j]: rank j's local CP size in microbatch m (the ranks that
+  /// share its ids); its sub-group is the block of that many ranks holding j,
+  /// starting at a multiple of the size.
+  std::vector<std::vector<int32_t>> cpSizes;
+};
+
+/// S3b: the reference framework's default dynamic-CP scheduler over
+/// `ranks` = dp*cp DP x CP ranks: sequences longest first, each microbatch
+/// formed greedily (a sequence joins a sub-group of its CP size or larger, a
+/// power of two, that keeps every rank's packed share within C and the
+/// busiest rank's work sum(l^2/size) lowest and within 1.05*tallest*C),
+/// empty ranks filled by doubling the smallest sub-group, else the whole
+/// DP x CP group takes the longest sequences that fit. maxNumSeqs (thdc's
+/// bound; the reference has none): at most that many sequences per
+/// sub-group. Errors: C, ranks, minCp < 1, minCp > ranks, a negative
+/// length, a sequence needing more than `ranks` ranks.
+Expected<DynamicCpGroups>
+dynamicCpGroups(const std::vector<int32_t> &paddedLengths, int64_t maxPerRank,
+                int64_t ranks, int64_t minCp = 1,
+                std::optional<int64_t> maxNumSeqs = std::nullopt);
+
+//===----------------------------------------------------------------------===//
 // S4. Concatenating a pack into one buffer
 //===----------------------------------------------------------------------===//
 

@@ -261,6 +261,72 @@ TEST(S3, Errors) {
 }
 
 //===----------------------------------------------------------------------===//
+// S3b
+//===----------------------------------------------------------------------===//
+
+TEST(S3b, SizeNeeded) {
+  EXPECT_EQ(dynamicCpSizeNeeded(1, 1024, 1), 1);
+  EXPECT_EQ(dynamicCpSizeNeeded(1024, 1024, 1), 1);
+  EXPECT_EQ(dynamicCpSizeNeeded(1025, 1024, 1), 2);
+  EXPECT_EQ(dynamicCpSizeNeeded(3000, 1024, 1), 4);
+  EXPECT_EQ(dynamicCpSizeNeeded(10, 1024, 2), 2);
+  EXPECT_EQ(dynamicCpSizeNeeded(0, 1024, 1), 1);
+}
+
+// The expected groups are the reference framework's scheduler's
+// (DefaultDynamicCPScheduler.get_groups_and_subsamples) on the same input.
+TEST(S3b, GoldenGroups) {
+  using Groups = std::vector<std::vector<I32>>;
+  Expected<DynamicCpGroups> a =
+      dynamicCpGroups({3000, 1000, 500, 200, 100}, 1024, 4);
+  ASSERT_TRUE(a) << a.error();
+  EXPECT_EQ(a->groups, (Groups{{{0, 1}, {0, 1}, {0, 1}, {0, 1}},
+                               {{2}, {2}, {3, 4}, {3, 4}}}));
+  EXPECT_EQ(a->cpSizes, (std::vector<I32>{{4, 4, 4, 4}, {2, 2, 2, 2}}));
+  // The empty rank 3 is filled by doubling the smallest sub-group ({1} at 2).
+  Expected<DynamicCpGroups> b = dynamicCpGroups({1500, 100}, 1024, 4);
+  ASSERT_TRUE(b) << b.error();
+  EXPECT_EQ(b->groups, (Groups{{{0}, {0}, {1}, {1}}}));
+  EXPECT_EQ(b->cpSizes, (std::vector<I32>{{2, 2, 2, 2}}));
+  // Doubling the first sub-group moves the others up.
+  Expected<DynamicCpGroups> c = dynamicCpGroups({100, 100, 100}, 100, 4);
+  ASSERT_TRUE(c) << c.error();
+  EXPECT_EQ(c->groups, (Groups{{{0}, {0}, {1}, {2}}}));
+  EXPECT_EQ(c->cpSizes, (std::vector<I32>{{2, 2, 1, 1}}));
+  // min_cp 2 puts short sequences on two ranks.
+  Expected<DynamicCpGroups> d = dynamicCpGroups({10, 10}, 1024, 4, 2);
+  ASSERT_TRUE(d) << d.error();
+  EXPECT_EQ(d->cpSizes, (std::vector<I32>{{2, 2, 2, 2}}));
+}
+
+TEST(S3b, SequenceCap) {
+  // Without a cap all five short sequences share one rank's sub-group;
+  // with K = 2 no sub-group holds more than two.
+  Expected<DynamicCpGroups> free = dynamicCpGroups({8, 8, 8, 8, 8}, 64, 2);
+  Expected<DynamicCpGroups> capped =
+      dynamicCpGroups({8, 8, 8, 8, 8}, 64, 2, 1, 2);
+  ASSERT_TRUE(free && capped);
+  std::size_t longest = 0;
+  for (const auto &microbatch : capped->groups)
+    for (const auto &ids : microbatch)
+      longest = std::max(longest, ids.size());
+  EXPECT_EQ(longest, 2u);
+  EXPECT_GT(capped->groups.size(), free->groups.size());
+}
+
+TEST(S3b, Errors) {
+  EXPECT_ERROR(dynamicCpGroups({5000}, 1024, 4), "needs 8 CP ranks");
+  EXPECT_ERROR(dynamicCpGroups({5, -1}, 1024, 4), "p[1] = -1 is negative");
+  EXPECT_ERROR(dynamicCpGroups({5}, 1024, 4, 3), "must be a power of two");
+  EXPECT_ERROR(dynamicCpGroups({5}, 1024, 4, 8), "must be a power of two");
+  EXPECT_ERROR(dynamicCpGroups({5}, 0, 4), "C = 0");
+  EXPECT_ERROR(dynamicCpGroups({5}, 1024, 4, 1, 0), "K = 0");
+  Expected<DynamicCpGroups> empty = dynamicCpGroups({}, 1024, 4);
+  ASSERT_TRUE(empty);
+  EXPECT_TRUE(empty->groups.empty());
+}
+
+//===----------------------------------------------------------------------===//
 // S4
 //===----------------------------------------------------------------------===//
 

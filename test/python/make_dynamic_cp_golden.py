@@ -1,0 +1,61 @@
+"""Writes test/python/data/dynamic_cp_golden.json: the reference framework's
+dynamic-CP scheduler (megatron-core's DefaultDynamicCPScheduler, whose
+microbatch step is next_hdp_group_packing_aware in
+megatron/core/datasets/data_schedule_utils.py) on random global batches,
+for test_planner.py to compare thdc.planner.dynamic_cp_plan against.
+
+    python3 test/python/make_dynamic_cp_golden.py /path/to/Megatron-LM
+
+The path holds the `megatron` package (a checkout, or a megatron-core wheel
+unpacked); the file records which. Lengths are >= 1: the framework's
+size formula takes log2 of length/C, which fails for a length of 0.
+"""
+import json
+import os
+import random
+import subprocess
+import sys
+import warnings
+
+
+def main() -> int:
+    source = sys.argv[1]
+    sys.path.insert(0, source)
+    warnings.filterwarnings("ignore")
+    from megatron.core.datasets.data_schedule import DefaultDynamicCPScheduler
+
+    try:
+        revision = subprocess.run(["git", "-C", source, "rev-parse", "HEAD"], check=True,
+                                  capture_output=True, text=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        revision = os.environ.get("MEGATRON_REVISION", "unknown")
+    rng = random.Random(20261203)
+    cases = []
+    while len(cases) < 80:
+        dp, cp = rng.choice([1, 2, 3, 4, 8]), rng.choice([1, 2, 4, 8])
+        ranks = dp * cp
+        C = rng.choice([64, 256, 1024])
+        min_cp = rng.choice([m for m in (1, 2, 4) if m <= ranks])
+        lengths = [min(C * ranks, rng.randint(1, C * rng.choice([1, 1, 1, 2, 4, 8])))
+                   for _ in range(rng.randint(1, 40))]
+        scheduler = DefaultDynamicCPScheduler(C, cp, dp, None, max_num_seqs=None,
+                                              min_cp_size=min_cp)
+        try:
+            groups = scheduler.get_groups_and_subsamples(list(enumerate(lengths)))
+        except AssertionError:
+            continue
+        cases.append(dict(C=C, dp=dp, cp=cp, min_cp_size=min_cp, lengths=lengths,
+                          groups=groups))
+    out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data",
+                       "dynamic_cp_golden.json")
+    with open(out, "w") as f:
+        json.dump(dict(source="megatron-core DefaultDynamicCPScheduler."
+                              "get_groups_and_subsamples", revision=revision, cases=cases),
+                  f, separators=(",", ":"))
+        f.write("\n")
+    print(f"{len(cases)} cases -> {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
