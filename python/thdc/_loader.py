@@ -81,15 +81,17 @@ class InputLoader:
 # loader yields (docs/megatron.md, "Loading a microbatch"): max_seqlen is
 # taken and not read (the step's own is the static C*cp, which bounds every
 # microbatch it holds; reading a tensor would synchronise), local_cp_size
-# (dynamic CP) is refused.
+# (dynamic CP) is refused here: a step of several CP sizes picks its
+# variant from it before loading (SlotRung.__call__).
 _BATCH_KEYS = ("max_seqlen", "local_cp_size")
 _LOAD_NAMES = _LOAD_ARGUMENTS + ("num_seqs",) + _BATCH_KEYS
 
 
 def _refuse_local_cp_size(value) -> None:
     raise ValueError(f"load_inputs(local_cp_size={value!r}): a microbatch of dynamic context "
-                     f"parallelism; the step's CP size is fixed when it is made "
-                     f"(GraphStep(cp=...)), so pass local_cp_size=None")
+                     f"parallelism; this step's CP size is fixed when it is made "
+                     f"(GraphStep(cp=...)), so pass local_cp_size=None, or make the step with "
+                     f"GraphStep(cp_sizes=...) and call it (or its variant(size)) instead")
 
 
 def _refuse_unknown(what: str, unknown: dict, extra=()) -> None:

@@ -223,6 +223,30 @@ def _check_ladder(capacities, sequence_capacities, C: int, N: int):
     return rows, seqs
 
 
+def _check_cp_sizes(cp_sizes, cp: int, cp_rank: int):
+    """Dynamic CP's sizes as a tuple of ints, increasing, the largest the
+    step's cp, each a sub-group the rank is in (the block of that many ranks
+    holding cp_rank lies within the cp ranks); None when not given."""
+    if cp_sizes is None:
+        return None
+    if isinstance(cp_sizes, (str, bytes)) or not hasattr(cp_sizes, "__iter__"):
+        raise TypeError(f"cp_sizes must be a sequence of ints; got {type(cp_sizes).__name__}")
+    sizes = tuple(thdc._check_int(v, f"cp_sizes[{i}]") for i, v in enumerate(cp_sizes))
+    if not sizes or any(b <= a for a, b in zip(sizes, sizes[1:])) or sizes[0] < 1:
+        raise ValueError(f"cp_sizes must be increasing sizes >= 1; got {list(sizes)}")
+    if sizes[-1] != cp:
+        raise ValueError(f"the largest CP size is the step's cp = {cp} (the static maximum); "
+                         f"cp_sizes ends at {sizes[-1]}")
+    for size in sizes:
+        start = cp_rank - cp_rank % size
+        if start + size > cp:
+            raise ValueError(f"cp_sizes has {size}, but rank {cp_rank} of {cp} is in no "
+                             f"sub-group of {size} ranks (its block {start}..{start + size - 1} "
+                             f"passes the last rank); leave {size} out for this rank "
+                             f"(thdc.planner.dynamic_cp_sizes(..., rank={cp_rank}))")
+    return sizes
+
+
 @dataclasses.dataclass(frozen=True)
 class StepOptions:
     """GraphStep's options (GraphStep documents each), checked once, when
@@ -252,6 +276,8 @@ class StepOptions:
     sequence_capacities: Optional[Tuple[int, ...]] = None
     dummy_length: Optional[int] = None
     multiple: object = None
+    cp_sizes: Optional[Tuple[int, ...]] = None
+    cp_groups: object = None
 
     def __post_init__(self):
         C, N, cp, cp_rank, tp, tp_rank = (self.C, self.N, self.cp, self.cp_rank, self.tp,
@@ -303,6 +329,23 @@ class StepOptions:
                                  if len(capacities) > 1 else str(error)) from None
         if not 0 <= cp_rank < cp:
             raise ValueError(f"cp_rank must be in [0, {cp}); got {cp_rank}")
+        cp_sizes = _check_cp_sizes(self.cp_sizes, cp, cp_rank)
+        if cp_sizes is not None and len(cp_sizes) > 1 and bundle is not None:
+            raise ValueError(f"cp_sizes={list(cp_sizes)}: a step of several CP sizes compiles "
+                             f"one kernel per size and rung through the JIT; bundles for it "
+                             f"are not supported, so pass bundle=None")
+        for size in (cp_sizes or (cp,))[:-1]:
+            for B, N_rung in zip(capacities, sequence_capacities):
+                try:
+                    stages.check_params(B, size, N_rung, cp_mode, rope_table_rows, dummy_length)
+                except ValueError as error:
+                    raise ValueError(f"CP size {size}, C={B}, N={N_rung}: {error}") from None
+        cp_groups = self.cp_groups
+        if cp_groups is not None and not (callable(cp_groups) or isinstance(cp_groups, dict)):
+            raise TypeError(f"cp_groups must map a CP size to its process group (a dict, or a "
+                            f"callable such as megatron-core's parallel_state."
+                            f"get_dynamic_data_context_parallel_groups(group_size=...)); got "
+                            f"{type(cp_groups).__name__}")
         if tp < 1 or not 0 <= tp_rank < tp:
             raise ValueError(f"tp must be >= 1 and tp_rank in [0, tp); got tp={tp}, "
                              f"tp_rank={tp_rank}")
@@ -361,8 +404,36 @@ class StepOptions:
                             ("rope_table_rows", rope_table_rows), ("bundle", bundle),
                             ("device", resolved), ("capacities", capacities),
                             ("sequence_capacities", sequence_capacities),
-                            ("dummy_length", dummy_length)):
+                            ("dummy_length", dummy_length), ("cp_sizes", cp_sizes)):
             object.__setattr__(self, name, value)
+
+    @property
+    def dynamic_cp(self) -> bool:
+        """Whether the step has a CP size per microbatch (cp_sizes given)."""
+        return self.cp_sizes is not None
+
+    @property
+    def sizes(self) -> Tuple[int, ...]:
+        """The CP sizes the step runs, smallest first: cp_sizes, or (cp,)."""
+        return (self.cp,) if self.cp_sizes is None else self.cp_sizes
+
+    def local_cp_rank(self, size: int) -> int:
+        """The rank's CP rank in its sub-group of `size` ranks (the block of
+        that many ranks holding cp_rank)."""
+        return self.cp_rank % size
+
+    def cp_group(self, size: int):
+        """The process group of the rank's sub-group of `size` ranks, from
+        cp_groups (None without it)."""
+        groups = self.cp_groups
+        if groups is None:
+            return None
+        if isinstance(groups, dict):
+            if size not in groups:
+                raise ValueError(f"cp_groups has no group for CP size {size}; it has "
+                                 f"{sorted(groups)}")
+            return groups[size]
+        return groups(group_size=size)
 
     @property
     def rungs(self) -> Tuple[Tuple[int, int], ...]:
@@ -447,6 +518,8 @@ class GraphStep:
         sequence_capacities=None,
         dummy_length: Optional[int] = None,
         multiple=None,
+        cp_sizes=None,
+        cp_groups=None,
     ):
         config = StepOptions(C, N, cp, cp_rank, stage=stage, cp_mode=cp_mode, seq_idx=seq_idx,
                              rope_table_rows=rope_table_rows, cp_order_index=cp_order_index,
@@ -454,7 +527,8 @@ class GraphStep:
                              sequence_parallel=sequence_parallel, bundle=bundle, device=device,
                              convention=convention, cache_dir=cache_dir,
                              capacities=capacities, sequence_capacities=sequence_capacities,
-                             dummy_length=dummy_length, multiple=multiple)
+                             dummy_length=dummy_length, multiple=multiple,
+                             cp_sizes=cp_sizes, cp_groups=cp_groups)
         self.config = config
         self.device, self.on_host = config.device, config.device.type == "cpu"
         C, N, cp, stage = config.C, config.N, config.cp, config.stage
@@ -473,14 +547,19 @@ class GraphStep:
                                                      config.sequence_capacities)
         rungs = config.rungs
         bundles = bundle if isinstance(bundle, tuple) else (bundle,) * len(rungs)
-        # One kernel per rung, the top rung's last: the same pipeline compiled
-        # for each rung's (C, N) (docs/capacity-ladder.md says why).
-        self.kernels, self._specs = [], []
-        for (B, N_rung), rung_bundle in zip(rungs, bundles):
-            kernel, spec = self._load_rung(B, N_rung, rung_bundle)
-            self.kernels.append(kernel)
-            self._specs.append(spec)
-        self.kernels = tuple(self.kernels)
+        # One kernel per CP size and rung, the top rung's last: the same
+        # pipeline compiled for each rung's (C, N) (docs/capacity-ladder.md
+        # says why) and each size of dynamic CP (docs/megatron.md, "Dynamic
+        # context parallelism").
+        self.cp_sizes, self.dynamic_cp = config.sizes, config.dynamic_cp
+        self.variant_kernels, self._variant_specs = {}, {}
+        for size in self.cp_sizes:
+            for r, ((B, N_rung), rung_bundle) in enumerate(zip(rungs, bundles)):
+                kernel, spec = self._load_rung(B, N_rung, rung_bundle, size)
+                self.variant_kernels[size, r] = kernel
+                self._variant_specs[size, r] = spec
+        self.kernels = tuple(self.variant_kernels[cp, r] for r in range(len(rungs)))
+        self._specs = [self._variant_specs[cp, r] for r in range(len(rungs))]
         self.kernel, self._spec = self.kernels[-1], self._specs[-1]
         self.slots = [StepSlot(self, i) for i in range(slots)]
         # The step itself is its first slot: with one slot GraphStep is the
@@ -491,11 +570,11 @@ class GraphStep:
         if not self.on_host:
             torch.cuda.synchronize(self.device)
 
-    def _load_rung(self, C: int, N: int, bundle):
-        """The kernel of one rung (its bundle's, or compiled) and its checked
-        signature."""
+    def _load_rung(self, C: int, N: int, bundle, cp: int):
+        """The kernel of one rung at one CP size (its bundle's, or compiled)
+        and its checked signature."""
         stage, cache_dir = self.stage, self.config.cache_dir
-        params = {"C": C, "cp": self.cp, "N": N}
+        params = {"C": C, "cp": cp, "N": N}
         if self.rope_table_rows is not None:
             params["R"] = self.rope_table_rows
         if bundle is not None and self.on_host:
@@ -533,18 +612,44 @@ class GraphStep:
             kernel.prepare(self.device.index)
         return kernel, spec
 
-    def rung_index(self, num_rows: int, num_seqs: int) -> int:
+    def rung_index(self, num_rows: int, num_seqs: int, cp_size: Optional[int] = None) -> int:
         """The smallest rung that holds a microbatch of num_rows packed rows
-        (all CP ranks: cu_seqlens_padded[num_seqs]) and num_seqs sequences,
-        from host figures (the plan's; thdc.planner.ladder_plan gives the
-        same rung); ValueError when none does."""
+        (all CP ranks of its sub-group: cu_seqlens_padded[num_seqs]) and
+        num_seqs sequences at CP size cp_size (default: cp), from host
+        figures (the plan's; thdc.planner.ladder_plan gives the same rung);
+        ValueError when none does."""
         num_rows = thdc._check_int(num_rows, "num_rows")
         num_seqs = thdc._check_int(num_seqs, "num_seqs")
+        cp = self._check_size(cp_size)
         for i, (B, N) in enumerate(self.config.rungs):  # smallest C, then smallest N
-            if num_rows <= B * self.cp and num_seqs <= N - 1:
+            if num_rows <= B * cp and num_seqs <= N - 1:
                 return i
-        raise ValueError(f"no rung holds {num_rows} rows and {num_seqs} sequences: the top "
-                         f"rung holds {self.C * self.cp} rows and {self.N - 1} sequences")
+        raise ValueError(f"no rung holds {num_rows} rows and {num_seqs} sequences at CP size "
+                         f"{cp}: the top rung holds {self.C * cp} rows and {self.N - 1} "
+                         f"sequences")
+
+    def _check_size(self, cp_size) -> int:
+        """A CP size of the step (default: cp), checked."""
+        if cp_size is None:
+            return self.cp
+        if isinstance(cp_size, torch.Tensor):
+            if cp_size.device.type != "cpu":
+                raise ValueError(
+                    f"local_cp_size is a tensor on {cp_size.device}: reading it would "
+                    f"synchronise; pass the plan's CP size as an int "
+                    f"(thdc.planner.DynamicCpPlan.cp_sizes)")
+            if cp_size.numel() != 1:
+                raise ValueError(f"local_cp_size must hold one value; got shape "
+                                 f"{tuple(cp_size.shape)}")
+            cp_size = int(cp_size.reshape(-1)[0])
+        size = thdc._check_int(cp_size, "local_cp_size")
+        if size not in self.cp_sizes:
+            raise ValueError(f"local_cp_size={size}: the step runs CP sizes "
+                             f"{list(self.cp_sizes)}" + (
+                                 "" if self.dynamic_cp else
+                                 " (GraphStep(cp_sizes=...) gives a step of several, for "
+                                 "dynamic context parallelism)"))
+        return size
 
     def slot(self, microbatch: int) -> "StepSlot":
         """The buffer set of microbatch `microbatch` (slot microbatch mod K)."""
@@ -622,14 +727,32 @@ class StepSlot:
         # one Python frame less per microbatch.
         self.load_inputs = self._loader.load
         # Every output in one buffer, so one collective can send them all;
-        # sized for the largest rung's layout.
-        layouts = [_output_layout(s) for s in step._specs]
-        self.buffer = torch.zeros(max(size for _, size in layouts), dtype=torch.uint8,
+        # sized for the largest layout of every CP size and rung.
+        layouts = {key: _output_layout(s) for key, s in step._variant_specs.items()}
+        self.buffer = torch.zeros(max(size for _, size in layouts.values()), dtype=torch.uint8,
                                   device=device)
-        # Each rung's first run on the zeroed inputs (an empty microbatch),
-        # the top rung's last, names the outputs and leaves them valid.
-        self.rungs = tuple(SlotRung(self, i, step.kernels[i], step._specs[i], *layouts[i])
+        # Each CP size's kernels read the rank's CP rank in its sub-group of
+        # that size.
+        self._cp_ranks = {}
+        for size in step.cp_sizes:
+            rank = self.inputs.cp_rank if size == step.cp else self.inputs.cp_rank.clone()
+            self._cp_ranks[size] = rank.fill_(step.config.local_cp_rank(size))
+        # Each variant's first run on the zeroed inputs (an empty
+        # microbatch), the top size's top rung's last, names the outputs and
+        # leaves them valid.
+        self.variants = {}
+        for size in step.cp_sizes:
+            if size == step.cp:
+                continue
+            for r in range(len(step.kernels)):
+                self.variants[size, r] = SlotRung(self, r, step.variant_kernels[size, r],
+                                                  step._variant_specs[size, r],
+                                                  *layouts[size, r], cp=size)
+        self.rungs = tuple(SlotRung(self, i, step.kernels[i], step._specs[i],
+                                    *layouts[step.cp, i], cp=step.cp)
                            for i in range(len(step.kernels)))
+        for i, rung in enumerate(self.rungs):
+            self.variants[step.cp, i] = rung
         self._top = self.rungs[-1]
         for name in _RUNG_API:
             setattr(self, name, getattr(self._top, name))
@@ -643,6 +766,19 @@ class StepSlot:
             raise IndexError(f"rung {index}: the ladder has {count} rung"
                              + "s" * (count > 1) + f" (capacities {list(self.step.capacities)})")
         return self.rungs[index]
+
+    def variant(self, cp_size: int, rung: int = -1) -> "SlotRung":
+        """The slot's view at one CP size of dynamic CP and one rung (default
+        the top): its kernel slices the sub-group's microbatch for the
+        rank's CP rank in it, its PackedSeqParams carry local_cp_size and
+        cp_group. `variant(cp)` is `rung(rung)`."""
+        size = self.step._check_size(cp_size)
+        index = self.rung(rung).index
+        return self.variants[size, index]
+
+    def _variant_for(self, cp_size) -> "SlotRung":
+        """The slot at its top rung and CP size cp_size (its __call__'s)."""
+        return self.variant(cp_size)
 
     def load_inputs(self, tokens=None, labels=None, loss_mask=None, position_ids=None,
                     cu_seqlens=None, cu_seqlens_padded=None, num_seqs=None, max_seqlen=None,
@@ -683,15 +819,17 @@ class SlotRung:
     (N+1 entries, max_seqlen C*cp) that view them. Made by StepSlot;
     `slot.rung(i)`. Without a ladder the slot has one, itself."""
 
-    def __init__(self, slot: StepSlot, index: int, kernel, spec, layout, nbytes: int):
+    def __init__(self, slot: StepSlot, index: int, kernel, spec, layout, nbytes: int, *,
+                 cp: int):
         step = slot.step
         self.slot, self.step, self.index, self.kernel = slot, step, index, kernel
         C, N = step.config.rungs[index]
-        self.C, self.N = C, N
+        self.C, self.N, self.cp = C, N, cp
         device = step.device
         self.inputs = slot.inputs
-        self._input_list = [getattr(slot.inputs, a.name)[:a.shape[0]]
-                            for a in spec if a.direction == "input"]
+        self._input_list = [
+            (slot._cp_ranks[cp] if a.name == "cp_rank" else getattr(slot.inputs, a.name))
+            [:a.shape[0]] for a in spec if a.direction == "input"]
         self.buffer = slot.buffer[:nbytes]
         self._output_list = [
             slot.buffer[o:o + a.shape[0] * size].view(getattr(torch, a.dtype))
@@ -702,7 +840,7 @@ class SlotRung:
             self.run = self._run_on_host
             self.check_async = self._check_on_host
 
-        out, cp = self.outputs, step.cp
+        out, cp = self.outputs, self.cp
         self.status = out.status  # the last run's status bits, on the device (0: valid)
         self.batch = {k: getattr(out, k).view(1, C) for k in step.data_keys}
         # The model takes the rank's whole mask, [1, C] like the data keys,
@@ -728,9 +866,21 @@ class SlotRung:
             max_seqlen_kv=C * cp,
             seq_idx=self.seq_idx,
             pad_between_seqs=step.convention == "compact",
+            **self._dynamic_fields(),
         )
         # exact_rows's entry numbers 0..N (int64: times max_seqlen).
         self._entries = torch.arange(N + 1, dtype=torch.int64, device=device)
+
+    def _variant_for(self, cp_size) -> "SlotRung":
+        """The slot at this rung and CP size cp_size."""
+        return self.slot.variant(cp_size, self.index)
+
+    def _dynamic_fields(self) -> dict:
+        """PackedSeqParams's fields of dynamic CP: the sub-group's size and
+        process group (none for a step of one fixed CP size)."""
+        if not self.step.dynamic_cp:
+            return {}
+        return dict(local_cp_size=self.cp, cp_group=self.step.config.cp_group(self.cp))
 
     def run(self, stream=None) -> Tuple[dict, "PackedSeqParams"]:
         """Launches the step on the static inputs (capturable: no allocation,
@@ -758,9 +908,15 @@ class SlotRung:
         only load_inputs and run, which a slot binds to its top rung's.)"""
         if unknown:
             _refuse_unknown("step", unknown, extra=("stream",))
-        self.load_inputs(tokens, labels, loss_mask, position_ids, cu_seqlens,
-                         cu_seqlens_padded, num_seqs, max_seqlen, local_cp_size)
-        return self.run(stream)
+        target = self
+        if local_cp_size is not None and self.step.dynamic_cp:
+            # Dynamic CP: the slot at this rung and the microbatch's CP size,
+            # a host int from the plan (a device tensor is refused: reading
+            # it would synchronise).
+            target, local_cp_size = self._variant_for(local_cp_size), None
+        target.load_inputs(tokens, labels, loss_mask, position_ids, cu_seqlens,
+                           cu_seqlens_padded, num_seqs, max_seqlen, local_cp_size)
+        return target.run(stream)
 
     def accumulate_status(self, flag: torch.Tensor) -> torch.Tensor:
         """flag |= status, on the device (capturable); returns flag."""
@@ -808,7 +964,7 @@ class SlotRung:
             raise ValueError("restore_cp_order needs GraphStep(..., cp_order_index=True)")
         if not isinstance(gathered, torch.Tensor):
             raise TypeError(f"gathered must be a torch.Tensor; got {type(gathered).__name__}")
-        rows = self.C * self.step.cp
+        rows = self.C * self.cp
         if gathered.dim() < 1 or gathered.shape[0] != rows or gathered.device != self.step.device:
             raise ValueError(f"gathered must have C*cp = {rows} rows on {self.step.device}; got "
                              f"shape {tuple(gathered.shape)} on {gathered.device}")
@@ -837,7 +993,7 @@ class SlotRung:
         one padding row (two per rank with zigzag CP, cp > 1). Zigzag CP
         only (contiguous CP puts a rank's real rows after others' tails)."""
         step = self.step
-        cp, C, N = step.cp, self.C, self.N
+        cp, C, N = self.cp, self.C, self.N
         num_rows = thdc._check_int(num_rows, "num_rows")
         num_seqs = thdc._check_int(num_seqs, "num_seqs")
         if cp > 1 and step.cp_mode != "zigzag":
@@ -879,7 +1035,7 @@ class SlotRung:
             qkv_format="thd", cu_seqlens_q=cu, cu_seqlens_kv=cu, cu_seqlens_q_padded=padded,
             cu_seqlens_kv_padded=padded, max_seqlen_q=max_seqlen, max_seqlen_kv=max_seqlen,
             seq_idx=None if self.seq_idx is None else self.seq_idx[:, :total],
-            pad_between_seqs=step.convention == "compact")
+            pad_between_seqs=step.convention == "compact", **self._dynamic_fields())
         return batch, params
 
     def broadcast(self, group=None, src: int = 0) -> None:

@@ -70,12 +70,16 @@ assign_rungs = _planner.assign_rungs
 
 
 
-def dynamic_cp_sizes(ranks: int, min_cp_size: int = 1) -> Tuple[int, ...]:
+def dynamic_cp_sizes(ranks: int, min_cp_size: int = 1, *,
+                     rank: Optional[int] = None) -> Tuple[int, ...]:
     """The CP sizes dynamic CP can give a microbatch over `ranks` DP x CP
     ranks: the sizes of the reference framework's dynamic process groups
     (the powers of two >= min_cp_size below `ranks`, and `ranks` itself;
     megatron-core parallel_state.py, create_dynamic_dp_cp_groups and
-    initialize_model_parallel), smallest first."""
+    initialize_model_parallel), smallest first. With `rank`, only the sizes
+    whose block of ranks holding it is whole (with `ranks` not a power of
+    two the last block of a size can be short: that rank never gets the
+    size); GraphStep(cp_sizes=...) takes these."""
     import thdc
 
     ranks = thdc._check_int(ranks, "ranks")
@@ -84,7 +88,13 @@ def dynamic_cp_sizes(ranks: int, min_cp_size: int = 1) -> Tuple[int, ...]:
         raise ValueError(f"ranks must be >= 1 and min_cp_size a power of two in [1, ranks]; "
                          f"got ranks={ranks}, min_cp_size={min_cp_size}")
     sizes = [1 << i for i in range(ranks.bit_length()) if min_cp_size <= 1 << i < ranks]
-    return tuple(sizes + [ranks])
+    sizes.append(ranks)
+    if rank is not None:
+        rank = thdc._check_int(rank, "rank")
+        if not 0 <= rank < ranks:
+            raise ValueError(f"rank must be in [0, {ranks}); got {rank}")
+        sizes = [s for s in sizes if rank - rank % s + s <= ranks]
+    return tuple(sizes)
 
 
 @dataclasses.dataclass(frozen=True)

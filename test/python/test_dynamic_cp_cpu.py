@@ -124,3 +124,136 @@ def test_scheduler_inputs_and_sizes():
 def test_scheduler_errors(args, kwargs, message):
     with pytest.raises(ValueError, match=message):
         planner.dynamic_cp_plan(*args, **kwargs)
+
+
+#
+# The step: one variant per CP size (and rung)
+#
+
+torch = pytest.importorskip("torch")
+from microbatches import invalidate, random_microbatch, step_inputs, step_mismatches  # noqa: E402
+from test_megatron_cpu import expect, outputs  # noqa: E402
+
+SIZES = (1, 2, 4)
+
+
+@pytest.fixture(scope="module")
+def dynamic_step(cache_dir):
+    made = {}
+
+    def make(rank, **kwargs):
+        key = (rank, repr(sorted(kwargs.items())))
+        if key not in made:
+            made[key] = thdc.megatron.GraphStep(64, 9, 4, rank, device="cpu",
+                                                cache_dir=cache_dir, cp_sizes=SIZES, **kwargs)
+        return made[key]
+
+    return make
+
+
+@pytest.mark.parametrize("rank", range(4))
+def test_every_size_equals_the_fixed_cp_step_of_that_size(dynamic_step, rank):
+    """Rank `rank` of four at every CP size and rung: the outputs of the
+    fixed-CP step of that size for its CP rank in the sub-group (the
+    reference's), on valid and invalid microbatches."""
+    groups = {size: object() for size in SIZES}
+    step = dynamic_step(rank, capacities=(32, 64), sequence_capacities=(5, 9),
+                        cp_groups=groups)
+    rng = np.random.default_rng(100 + rank)
+    checked = 0
+    for size in SIZES:
+        local = rank % size
+        for rung, (C, N) in enumerate(((32, 5), (64, 9))):
+            variant = step.slot(0).variant(size, rung)
+            assert (variant.cp, variant.C, variant.N) == (size, C, N)
+            for _ in range(6):
+                mb = invalidate(rng, random_microbatch(rng, C, size, N, rank=local), N)
+                batch, params = variant(**step_inputs(mb, C, size, device="cpu"))
+                assert not step_mismatches(outputs(variant), expect(mb, C, size, N)), (size, C)
+                assert batch["tokens"].shape == (1, C)
+                assert params.local_cp_size == size and params.cp_group is groups[size]
+                assert params.max_seqlen_q == C * size
+                assert params.cu_seqlens_q_padded.numel() == N + 1
+                checked += 1
+    assert checked == 36
+    # The step's call picks the size from the batch's local_cp_size.
+    mb = random_microbatch(rng, 64, 2, 9, rank=rank % 2)
+    _, params = step(**step_inputs(mb, 64, 2, device="cpu"), local_cp_size=2)
+    assert params.local_cp_size == 2
+    assert not step_mismatches(outputs(step.slot(0).variant(2)), expect(mb, 64, 2, 9))
+
+
+def test_a_planned_global_batch_is_trained_whole_and_only_once(dynamic_step):
+    """A global batch planned for dynamic CP over four ranks, each
+    microbatch run by every rank at its CP size and the sub-group's rows put
+    back in sequence order: every valid token of every sequence is trained
+    once, with its own label, and no padding row is."""
+    rng = np.random.default_rng(7)
+    C, N, ranks = 64, 9, 4
+    valid = [int(v) for v in rng.integers(1, 200, size=30)]
+    padded = planner.align_lengths(np.array(valid, np.int32), cp=ranks, dynamic_cp=True).tolist()
+    plan = planner.dynamic_cp_plan(padded, C, cp=ranks, max_packed_sequences=N)
+    assert len(plan.sizes) > 1, "the batch exercises more than one CP size"
+    tokens = [rng.integers(1, 50000, size=v) for v in valid]
+    steps = [dynamic_step(j, cp_order_index=True) for j in range(ranks)]
+    trained = {}
+    for m in range(len(plan)):
+        j = 0
+        while j < ranks:
+            block, ids = plan.sub_group(m, j), plan.groups[m][j]
+            size = len(block)
+            cu, cup, rows = [0], [0], []
+            for i in ids:
+                rows.append(np.pad(tokens[i], (0, padded[i] - valid[i])))
+                cu.append(cu[-1] + valid[i])
+                cup.append(cup[-1] + padded[i])
+            data = torch.from_numpy(np.concatenate(rows)).view(1, -1)
+            mask = torch.from_numpy(np.concatenate(
+                [np.r_[np.ones(valid[i]), np.zeros(padded[i] - valid[i])] for i in ids]
+            ).astype(np.float32)).view(1, -1)
+            batch = dict(tokens=data, labels=data + 1, position_ids=torch.zeros_like(data),
+                         loss_mask=mask, cu_seqlens=torch.tensor(cu, dtype=torch.int32),
+                         cu_seqlens_padded=torch.tensor(cup, dtype=torch.int32))
+            gathered = {k: [] for k in ("tokens", "labels", "loss_mask")}
+            for k in block:
+                out, params = steps[k](**batch, local_cp_size=size)
+                assert int(steps[k].slot(0).variant(size).status[0]) == 0
+                assert params.local_cp_size == size
+                for key in gathered:
+                    gathered[key].append(out[key].reshape(-1).clone())
+            variant = steps[block[0]].slot(0).variant(size)
+            ordered = {k: variant.restore_cp_order(torch.cat(v)) for k, v in gathered.items()}
+            for n, i in enumerate(ids):
+                lo = cup[n]
+                got = ordered["tokens"][lo:lo + valid[i]].numpy()
+                assert np.array_equal(got, tokens[i])
+                assert np.array_equal(ordered["labels"][lo:lo + valid[i]].numpy(), tokens[i] + 1)
+                assert trained.setdefault(i, m) == m, f"sequence {i} trained twice"
+            taken = ordered["loss_mask"]
+            assert int(taken.sum()) == sum(valid[i] for i in ids), "no padding row is trained"
+            j = block.stop
+    assert sorted(trained) == list(range(len(valid)))
+
+
+def test_dynamic_step_refusals(cache_dir):
+    make = lambda **kw: thdc.megatron.GraphStep(64, 9, device="cpu", cache_dir=cache_dir, **kw)
+    with pytest.raises(ValueError, match="largest CP size is the step's cp = 4"):
+        make(cp=4, cp_sizes=(1, 2))
+    with pytest.raises(ValueError, match="increasing"):
+        make(cp=4, cp_sizes=(2, 1, 4))
+    with pytest.raises(ValueError, match="rank 5 of 6 is in no sub-group of 4 ranks"):
+        make(cp=6, cp_rank=5, cp_sizes=(1, 2, 4, 6))
+    assert planner.dynamic_cp_sizes(6, rank=5) == (1, 2, 6)
+    with pytest.raises(ValueError, match="bundles for it are not supported"):
+        make(cp=2, cp_sizes=(1, 2), bundle="x.thdcb")
+    with pytest.raises(TypeError, match="cp_groups must map a CP size"):
+        make(cp=2, cp_sizes=(1, 2), cp_groups=3)
+    step = make(cp=2, cp_sizes=(1, 2))
+    with pytest.raises(ValueError, match=r"local_cp_size=4: the step runs CP sizes \[1, 2\]"):
+        step.slot(0).variant(4)
+    with pytest.raises(ValueError, match="reading it would synchronise"):
+        step._check_size(torch.empty(1, device="meta"))
+    assert step.slot(0).variant(1).packed_seq_params.cp_group is None
+    fixed = make(cp=2)
+    with pytest.raises(ValueError, match="GraphStep\\(cp_sizes=...\\)"):
+        fixed.slot(0).variant(1)
