@@ -489,6 +489,13 @@ class GraphStep:
     parallelism), so C and every rung must be a multiple of m (m*tp with
     sequence parallelism); ValueError otherwise. Nothing else changes:
     sequences are not rounded to m (docs/megatron.md).
+    cp_sizes, cp_groups: dynamic CP (docs/megatron.md, "Dynamic context
+    parallelism"): the CP sizes a microbatch can have, increasing, the last
+    cp (cp is then the DP x CP rank count and cp_rank the rank's index in
+    it); one kernel per size and rung, `slot.variant(size, rung)` the slot
+    at one, and `step(**batch, local_cp_size=size)` picks it. cp_groups maps
+    a size to the sub-group's process group for PackedSeqParams.cp_group (a
+    dict, or a callable taking group_size=).
 
     The step's own inputs, outputs, batch, packed_seq_params, run(),
     load_inputs(), ... are those of its first slot (StepSlot documents them).
