@@ -861,6 +861,8 @@ class SlotRung:
         self.seq_idx = out.seq_idx.view(1, C * cp) if step.options["seq_idx"] else None
         self.rope_rows = out.rope_rows if step.options["rope"] else None
         self.cp_order_index = out.cp_order_index if step.options["cp_order_index"] else None
+        # Dynamic CP's fields, the process group looked up once.
+        self._dynamic = self._dynamic_fields()
         padded, valid = out.cu_seqlens_padded, out.cu_seqlens
         cu = padded if step.convention == "graph" else valid
         self.packed_seq_params = make_packed_seq_params(
@@ -873,7 +875,7 @@ class SlotRung:
             max_seqlen_kv=C * cp,
             seq_idx=self.seq_idx,
             pad_between_seqs=step.convention == "compact",
-            **self._dynamic_fields(),
+            **self._dynamic,
         )
         # exact_rows's entry numbers 0..N (int64: times max_seqlen).
         self._entries = torch.arange(N + 1, dtype=torch.int64, device=device)
@@ -1042,7 +1044,7 @@ class SlotRung:
             qkv_format="thd", cu_seqlens_q=cu, cu_seqlens_kv=cu, cu_seqlens_q_padded=padded,
             cu_seqlens_kv_padded=padded, max_seqlen_q=max_seqlen, max_seqlen_kv=max_seqlen,
             seq_idx=None if self.seq_idx is None else self.seq_idx[:, :total],
-            pad_between_seqs=step.convention == "compact", **self._dynamic_fields())
+            pad_between_seqs=step.convention == "compact", **self._dynamic)
         return batch, params
 
     def broadcast(self, group=None, src: int = 0) -> None:

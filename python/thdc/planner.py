@@ -198,13 +198,13 @@ def dynamic_cp_plan(padded_lengths, C: int, cp: int, dp: int = 1, *, min_cp_size
     C, cp, dp = (thdc._check_int(v, n) for v, n in ((C, "C"), (cp, "cp"), (dp, "dp")))
     if cp < 1 or dp < 1:
         raise ValueError(f"cp and dp must be >= 1; got cp={cp}, dp={dp}")
-    lengths = np.ascontiguousarray(padded_lengths, dtype=np.int64).reshape(-1)
     groups, sizes, cap = _planner.dynamic_cp_groups(
         padded_lengths, C, dp * cp, min_cp_size, max_packed_sequences, alignment_set,
         dummy_tail)
     return DynamicCpPlan(
         groups=tuple(tuple(tuple(r) for r in g) for g in groups),
-        cp_sizes=tuple(tuple(r) for r in sizes), lengths=tuple(int(v) for v in lengths),
+        cp_sizes=tuple(tuple(r) for r in sizes),
+        lengths=tuple(int(v) for v in np.asarray(padded_lengths).reshape(-1)),
         C=C, dp=dp, cp=cp, min_cp_size=thdc._check_int(min_cp_size, "min_cp_size"),
         max_real_seqs=cap)
 
