@@ -32,9 +32,11 @@ torch = thdc._import_torch("thdc.megatron")
 
 # The keys of the loader's batch dict that load_inputs takes (the reference
 # framework's _pack_sequences, megatron/core/datasets/data_schedule_utils.py:
-# 232-269 on dev; local_cp_size only under dynamic CP, which is refused), and
-# thdc's num_seqs, for cu arrays that do not imply the count. Other keys are
-# left alone, as the reference framework leaves them.
+# 232-269 on dev), and thdc's num_seqs, for cu arrays that do not imply the
+# count. Other keys are left alone, as the reference framework leaves them.
+# local_cp_size: under dynamic CP it picks the step's variant; without, one
+# other than None is refused by load_inputs (the batch was planned for
+# dynamic CP).
 _BATCH_KEYS = ("tokens", "labels", "loss_mask", "position_ids", "cu_seqlens",
                "cu_seqlens_padded", "num_seqs", "max_seqlen", "local_cp_size")
 
@@ -56,19 +58,26 @@ def _recipe_name(value) -> Optional[str]:
     return str(value)
 
 
-def step_options(config, *, tp: int, cp: int) -> dict:
+def step_options(config, *, tp: int, cp: int, dynamic_cp: bool = False) -> dict:
     """GraphStep's options from a megatron-core config (TransformerConfig or
-    any object with its fields): C, N, cp_mode, sequence parallelism and the
-    low-precision condition on C. ConfigError names the field it cannot
-    honour."""
+    any object with its fields): C, N, cp_mode, sequence parallelism, the
+    low-precision condition on C and, with dynamic_cp, dynamic CP's smallest
+    size (min_cp_size). ConfigError names the field it cannot honour."""
     if config is None:
         raise ConfigError("config is required: the step's static shapes come from "
                           "config.max_seqlen_per_dp_cp_rank and "
                           "config.thd_max_packed_sequences")
-    for name in ("dynamic_context_parallel", "hybrid_context_parallel"):
-        if _field(config, name, False):
-            raise ConfigError(f"config.{name}=True: dynamic context parallelism (a CP size "
-                              f"per microbatch) is not supported by the drop-in")
+    # hybrid_context_parallel is the deprecated name of the same switch
+    # (model_parallel_config.py:95-96, :497-508 on dev).
+    stated = [name for name in ("dynamic_context_parallel", "hybrid_context_parallel")
+              if _field(config, name) is not None]
+    on = [name for name in stated if _field(config, name)]
+    if stated and bool(on) != dynamic_cp:
+        name = (on or stated)[0]
+        raise ConfigError(
+            f"config.{name}={bool(on)} but the call has dynamic_cp={dynamic_cp}: pass the "
+            f"config's value, as the reference framework's training script does "
+            f"(dynamic_cp=args.dynamic_context_parallel, pretrain_gpt.py)")
     C = _field(config, "max_seqlen_per_dp_cp_rank")
     if C is None:
         raise ConfigError("config.max_seqlen_per_dp_cp_rank is not set: it is C, the static "
@@ -128,8 +137,12 @@ def step_options(config, *, tp: int, cp: int) -> dict:
             raise ConfigError(f"config.{name}={recipe!r}: "
                               + str(error).replace("check_capacity: ", "", 1)) from None
         multiple = math.lcm(multiple, rows // (tp if sequence_parallel else 1))
-    return dict(C=C, N=N, cp_mode=cp_mode, sequence_parallel=sequence_parallel,
-                multiple=None if multiple == 1 else multiple)
+    options = dict(C=C, N=N, cp_mode=cp_mode, sequence_parallel=sequence_parallel,
+                   multiple=None if multiple == 1 else multiple)
+    if dynamic_cp:
+        # megatron-core's default (model_parallel_config.py:91 on dev).
+        options["min_cp_size"] = _field(config, "min_dynamic_context_parallel_size", 1) or 1
+    return options
 
 
 def stage_of(pp_rank: int, pp_size: int, vp_stage, vpp_size, mtp_on_this_rank: bool) -> str:
@@ -177,6 +190,50 @@ def _groups(pg_collection):
             parallel_state.get_context_parallel_group())
 
 
+def _dp_cp_group(pg_collection):
+    """The DP x CP group dynamic CP forms its sub-groups in (pg_collection.dp_cp
+    or megatron-core's data-parallel group with context parallelism)."""
+    group = getattr(pg_collection, "dp_cp", None) if pg_collection is not None else None
+    if group is not None:
+        return group
+    try:
+        from megatron.core import parallel_state
+
+        return parallel_state.get_data_parallel_group(with_context_parallel=True)
+    except Exception as error:  # not installed, or its groups not initialised
+        raise ConfigError("dynamic_cp=True: the DP x CP group comes from pg_collection.dp_cp "
+                          "or megatron.core.parallel_state, which gives none "
+                          f"({type(error).__name__}: {error})") from None
+
+
+def _dynamic_groups():
+    """megatron-core's dynamic CP sub-groups by size, the function the
+    reference framework calls for them (data_schedule.py:627-634, :828 on
+    dev)."""
+    try:
+        from megatron.core import parallel_state
+    except Exception as error:
+        raise ConfigError("dynamic_cp=True: the CP sub-groups come from megatron.core."
+                          "parallel_state.get_dynamic_data_context_parallel_groups, which "
+                          f"cannot be imported ({type(error).__name__}: {error}); "
+                          "configure(cp_groups=...) with a dict from CP size to process "
+                          "group, or a callable taking group_size=") from None
+    return parallel_state.get_dynamic_data_context_parallel_groups
+
+
+def _variant(slot, size, where: str):
+    """The slot's variant at a microbatch's local_cp_size (GraphStep checks
+    it: a host int of the step's sizes; a tensor on a GPU is refused, as
+    reading it would synchronise)."""
+    if size is None:
+        raise ValueError(f"{where}: local_cp_size is None; under dynamic CP every microbatch "
+                         f"carries its CP size (thdc.planner.DynamicCpPlan.cp_sizes)")
+    try:
+        return slot.variant(size)
+    except (TypeError, ValueError) as error:
+        raise type(error)(f"{where}: {error}") from None
+
+
 class SequencePackingBatches:
     """The state behind get_batch_on_this_rank_for_sequence_packing: one
     GraphStep per (stage, virtual stage, groups, options), each with a ring
@@ -191,10 +248,11 @@ class SequencePackingBatches:
     def configure(self, **step_kwargs) -> None:
         """GraphStep's keyword arguments for the steps made from now on
         (device, cache_dir, convention, slots, seq_idx, rope_table_rows,
-        cp_order_index, dummy_length, bundle), those the config and the
-        groups give aside (ConfigError); drops the steps made so far."""
+        cp_order_index, dummy_length, bundle; cp_groups, dynamic CP's
+        sub-groups, default megatron-core's), those the config and the groups
+        give aside (ConfigError); drops the steps made so far."""
         for name in ("capacities", "sequence_capacities", "stage", "cp_mode", "tp", "tp_rank",
-                     "sequence_parallel", "multiple"):
+                     "sequence_parallel", "multiple", "cp_sizes"):
             if name in step_kwargs:
                 raise ConfigError(f"configure({name}=...): " + (
                     "the function returns the step at C, so a capacity ladder's other "
@@ -206,9 +264,6 @@ class SequencePackingBatches:
     def __call__(self, data_iterator, vpp_size: Optional[int] = None,
                  mtp_on_this_rank: bool = False, vp_stage: Optional[int] = None,
                  dynamic_cp: bool = False, pg_collection=None, config=None):
-        if dynamic_cp:
-            raise ConfigError("dynamic_cp=True: dynamic context parallelism (a CP size per "
-                              "microbatch) is not supported by the drop-in")
         import torch.distributed as dist
 
         tp_group, pp_group, cp_group = _groups(pg_collection)
@@ -219,7 +274,18 @@ class SequencePackingBatches:
         # By value: the training script makes a new config for every call
         # (pretrain_gpt.py's get_batch), and one changed in place must not
         # keep an old step.
-        options = step_options(config, tp=tp, cp=cp)
+        options = step_options(config, tp=tp, cp=cp, dynamic_cp=bool(dynamic_cp))
+        if dynamic_cp:
+            # The step's static maximum is the whole DP x CP group; each size
+            # its rank can be given, one variant (docs/megatron.md).
+            dp_cp = _dp_cp_group(pg_collection)
+            cp, cp_rank = dp_cp.size(), dp_cp.rank()
+            try:
+                options["cp_sizes"] = planner.dynamic_cp_sizes(cp, options.pop("min_cp_size"),
+                                                               rank=cp_rank)
+            except ValueError as error:
+                raise ConfigError(f"config.min_dynamic_context_parallel_size over {cp} DP x CP "
+                                  f"ranks: {error}") from None
         slots = self.step_kwargs.get("slots") or slots_in_flight(
             pp, pp_rank, vpp_size, _field(config, "microbatch_group_size_per_vp_stage"),
             _field(config, "overlap_moe_expert_parallel_comm", False))
@@ -242,12 +308,32 @@ class SequencePackingBatches:
                                  "be None")
             batch = next(data_iterator)
             needed = ("cu_seqlens", "cu_seqlens_padded", "max_seqlen") + step.data_keys
+            if dynamic_cp:
+                needed += ("local_cp_size",)
             missing = [k for k in needed if k not in batch]
             if missing:
                 raise KeyError(f"the batch lacks {', '.join(missing)} (a {stage!r} stage "
                                f"reads {', '.join(needed)})")
-            slot.load_inputs(**{k: batch[k] for k in _BATCH_KEYS if k in batch})
+            given = {k: batch[k] for k in _BATCH_KEYS if k in batch}
+            if dynamic_cp:
+                slot = _variant(slot, given.pop("local_cp_size"), "the batch")
+            slot.load_inputs(**given)
             slot.run()
+        elif dynamic_cp:
+            # The other TP ranks replay the variant TP rank 0 ran, so they
+            # need its size on the host: the reference framework broadcasts it
+            # and reads it back (data_schedule.py:816, :827 on dev); here
+            # every rank has the plan, and its iterator gives the size.
+            if data_iterator is None:
+                raise ValueError(
+                    f"dynamic_cp=True on TP rank {tp_rank}: the microbatch's local_cp_size "
+                    f"must be known on the host of every TP rank, to pick the step's variant "
+                    f"without reading the device; pass an iterator of the plan's sizes (ints, "
+                    f"or dicts with local_cp_size: thdc.planner.DynamicCpPlan.cp_sizes, the "
+                    f"same on every TP rank of a DP x CP rank)")
+            item = next(data_iterator)
+            size = item.get("local_cp_size") if isinstance(item, dict) else item
+            slot = _variant(slot, size, f"TP rank {tp_rank}'s item")
         elif data_iterator is not None:
             raise ValueError("only TP rank 0 reads the microbatch (the others receive it by "
                              "broadcast): data_iterator must be None on TP rank "
@@ -270,6 +356,10 @@ class SequencePackingBatches:
             # older releases put the padded offsets there.
             kwargs["convention"] = ("compact" if "pad_between_seqs"
                                     in packed_seq_params_fields(PackedSeqParams) else "graph")
+        if options.get("cp_sizes") is not None:
+            kwargs["cp_sizes"] = options["cp_sizes"]
+            if kwargs.get("cp_groups") is None:
+                kwargs["cp_groups"] = _dynamic_groups()
         try:
             return GraphStep(options["C"], options["N"], cp, cp_rank, stage=stage,
                              cp_mode=options["cp_mode"], tp=tp, tp_rank=tp_rank,

@@ -643,7 +643,9 @@ class GraphStep:
             if cp_size.device.type != "cpu":
                 raise ValueError(
                     f"local_cp_size is a tensor on {cp_size.device}: reading it would "
-                    f"synchronise; pass the plan's CP size as an int "
+                    f"synchronise the host with the device (megatron-core's loader puts it "
+                    f"there, data_schedule_utils.py:519 on dev, and reads it back, "
+                    f"data_schedule.py:631); pass the plan's CP size as an int "
                     f"(thdc.planner.DynamicCpPlan.cp_sizes)")
             if cp_size.numel() != 1:
                 raise ValueError(f"local_cp_size must hold one value; got shape "

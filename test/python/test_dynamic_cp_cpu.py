@@ -257,3 +257,155 @@ def test_dynamic_step_refusals(cache_dir):
     fixed = make(cp=2)
     with pytest.raises(ValueError, match="GraphStep\\(cp_sizes=...\\)"):
         fixed.slot(0).variant(1)
+
+
+def _dynamic_config(**fields):
+    from types import SimpleNamespace
+
+    base = dict(max_seqlen_per_dp_cp_rank=64, thd_max_packed_sequences=9,
+                pad_packed_seq_alignment="max", cuda_graph_impl="local",
+                context_parallel_size=2, dynamic_context_parallel=True,
+                min_dynamic_context_parallel_size=1)
+    return SimpleNamespace(**dict(base, **fields))
+
+
+def _dynamic_pg(rank, ranks=4, cp=2, tp=(0, 1)):
+    """Rank `rank` of `ranks` DP x CP ranks (dp = ranks / cp), one PP stage."""
+    from types import SimpleNamespace
+
+    from microbatches import LocalGroup
+
+    return SimpleNamespace(tp=LocalGroup(*tp), cp=LocalGroup(rank % cp, cp),
+                           pp=LocalGroup(0, 1), dp_cp=LocalGroup(rank, ranks))
+
+
+# Layouts of four ranks into the aligned blocks dynamic CP forms.
+LAYOUTS = ((4,), (2, 2), (2, 1, 1), (1, 1, 2), (1, 1, 1, 1))
+
+
+def test_get_batch_with_dynamic_cp_gives_each_rank_its_sub_groups_step(cache_dir):
+    """get_batch_on_this_rank_for_sequence_packing(dynamic_cp=True) on four
+    DP x CP ranks (dp 2 x cp 2, one process each): every microbatch's
+    sub-groups laid out in aligned blocks, each rank's outputs those of the
+    fixed-CP step of its sub-group's size for its rank in it (the
+    reference's), on valid and invalid microbatches; PackedSeqParams carry
+    the size and the sub-group; the size given as an int or a CPU tensor."""
+    M = thdc.megatron
+    groups = {size: object() for size in SIZES}
+    ranks, C, N = 4, 64, 9
+    batches = [M.SequencePackingBatches(device="cpu", cache_dir=cache_dir, cp_groups=groups)
+               for _ in range(ranks)]
+    config = _dynamic_config()
+    rng = np.random.default_rng(123)
+    checked = {size: 0 for size in SIZES}
+    for m in range(20):
+        start = 0
+        for size in LAYOUTS[m % len(LAYOUTS)]:
+            mb = invalidate(rng, random_microbatch(rng, C, size, N, rank=0), N)
+            given = dict(step_inputs(mb, C, size, device="cpu"), max_seqlen=C * size)
+            for k in range(start, start + size):
+                cp_size = size if m % 2 else torch.tensor([size], dtype=torch.int32)
+                tokens, labels, loss_mask, attention_mask, position_ids, params, mask = \
+                    batches[k](iter([dict(given, local_cp_size=cp_size)]), dynamic_cp=True,
+                               pg_collection=_dynamic_pg(k), config=config)
+                slot = batches[k].last
+                assert (slot.cp, slot.step.cp, slot.step.cp_sizes) == (size, 4, SIZES)
+                local = dict(mb, cp_rank=np.array([k - start], np.int32))
+                assert not step_mismatches(outputs(slot), expect(local, C, size, N)), (m, k)
+                assert tokens.shape == mask.shape == (1, C) and attention_mask is None
+                assert params.local_cp_size == size and params.cp_group is groups[size]
+                assert params.max_seqlen_q == C * size
+                checked[size] += 1
+            start += size
+        assert start == ranks
+    assert all(checked.values()) and sum(checked.values()) == 20 * ranks
+    # One step per rank, its variants reused from call to call.
+    assert all(len(b.steps) == 1 for b in batches)
+
+
+def test_get_batch_with_dynamic_cp_on_the_other_tp_ranks(cache_dir, monkeypatch):
+    """TP rank 1 of a DP x CP rank gets the size from its own iterator (the
+    plan's, on the host) and takes part in the broadcast of that variant's
+    outputs, the same bytes TP rank 0 sends; None there is refused by
+    name."""
+    import torch.distributed as dist
+
+    M = thdc.megatron
+    sent = []
+    monkeypatch.setattr(dist, "get_process_group_ranks", lambda group: [0, 1])
+    monkeypatch.setattr(dist, "broadcast",
+                        lambda tensor, src, group=None: sent.append((tensor.numel(), src)))
+    groups = {size: object() for size in SIZES}
+    config = _dynamic_config()
+    rng = np.random.default_rng(5)
+    mb = random_microbatch(rng, 64, 2, 9, rank=1)
+    given = dict(step_inputs(mb, 64, 2, device="cpu"), max_seqlen=128, local_cp_size=2)
+    zero = M.SequencePackingBatches(device="cpu", cache_dir=cache_dir, cp_groups=groups)
+    zero(iter([given]), dynamic_cp=True, pg_collection=_dynamic_pg(1, tp=(0, 2)),
+         config=config)
+    one = M.SequencePackingBatches(device="cpu", cache_dir=cache_dir, cp_groups=groups)
+    *_, params, _ = one(iter([{"local_cp_size": 2}]), dynamic_cp=True,
+                        pg_collection=_dynamic_pg(1, tp=(1, 2)), config=config)
+    assert params.local_cp_size == 2 and one.last.cp == 2
+    assert sent == [(zero.last.buffer.numel(), 0), (one.last.buffer.numel(), 0)]
+    assert zero.last.buffer.numel() == one.last.buffer.numel()
+    with pytest.raises(ValueError, match="dynamic_cp=True on TP rank 1: .* an iterator of "
+                                         "the plan's sizes"):
+        one(None, dynamic_cp=True, pg_collection=_dynamic_pg(1, tp=(1, 2)), config=config)
+
+
+@pytest.mark.parametrize("fields, batch, call, error, message", [
+    ({}, dict(local_cp_size=torch.empty(1, dtype=torch.int32, device="meta")), {}, ValueError,
+     "the batch: local_cp_size is a tensor on meta: reading it would synchronise"),
+    ({}, dict(local_cp_size=None), {}, ValueError, "the batch: local_cp_size is None"),
+    ({}, dict(local_cp_size=3), {}, ValueError,
+     "the batch: local_cp_size=3: the step runs CP sizes [1, 2, 4]"),
+    ({}, {}, {}, KeyError, "the batch lacks local_cp_size"),
+    (dict(dynamic_context_parallel=False), dict(local_cp_size=2), {}, None,
+     "config.dynamic_context_parallel=False but the call has dynamic_cp=True"),
+    (dict(min_dynamic_context_parallel_size=3), dict(local_cp_size=2), {}, None,
+     "config.min_dynamic_context_parallel_size over 4 DP x CP ranks"),
+    (dict(min_dynamic_context_parallel_size=2), dict(local_cp_size=1), {}, ValueError,
+     "the batch: local_cp_size=1: the step runs CP sizes [2, 4]"),
+])
+def test_get_batch_with_dynamic_cp_refusals(cache_dir, fields, batch, call, error, message):
+    import re
+
+    M = thdc.megatron
+    rng = np.random.default_rng(9)
+    mb = random_microbatch(rng, 64, 2, 9, rank=0)
+    given = dict(step_inputs(mb, 64, 2, device="cpu"), max_seqlen=128, **batch)
+    batches = M.SequencePackingBatches(device="cpu", cache_dir=cache_dir,
+                                       cp_groups={s: None for s in SIZES})
+    with pytest.raises(error or M.ConfigError, match=re.escape(message)):
+        batches(iter([given]), dynamic_cp=True, pg_collection=_dynamic_pg(0),
+                config=_dynamic_config(**fields), **call)
+
+
+def test_get_batch_dynamic_cp_switch_must_match_the_config(cache_dir):
+    M = thdc.megatron
+    rng = np.random.default_rng(10)
+    mb = random_microbatch(rng, 64, 2, 9, rank=0)
+    given = dict(step_inputs(mb, 64, 2, device="cpu"), max_seqlen=128)
+    batches = M.SequencePackingBatches(device="cpu", cache_dir=cache_dir)
+    with pytest.raises(M.ConfigError, match="config.dynamic_context_parallel=True but the "
+                                            "call has dynamic_cp=False"):
+        batches(iter([given]), pg_collection=_dynamic_pg(0), config=_dynamic_config())
+    with pytest.raises(M.ConfigError, match="config.hybrid_context_parallel=True"):
+        batches(iter([given]), pg_collection=_dynamic_pg(0),
+                config=_dynamic_config(dynamic_context_parallel=None,
+                                       hybrid_context_parallel=True))
+    # Without dynamic CP a batch planned for it is refused, not sliced over
+    # the fixed CP group.
+    with pytest.raises(ValueError, match="local_cp_size"):
+        batches(iter([dict(given, local_cp_size=2)]), pg_collection=_dynamic_pg(0),
+                config=_dynamic_config(dynamic_context_parallel=False))
+    with pytest.raises(M.ConfigError, match="configure\\(cp_sizes=...\\)"):
+        batches.configure(cp_sizes=(1, 2))
+    # Without megatron-core and without cp_groups the sub-groups are missing.
+    try:
+        import megatron.core  # noqa: F401
+    except Exception:
+        with pytest.raises(M.ConfigError, match="configure\\(cp_groups=...\\)"):
+            batches(iter([dict(given, local_cp_size=2)]), dynamic_cp=True,
+                    pg_collection=_dynamic_pg(0), config=_dynamic_config())

@@ -627,14 +627,16 @@ def test_get_batch_stage_slots_and_outputs_from_megatron_arguments(cache_dir):
     (dict(thd_tail_padding_policy="extend_last"), {},
      "config.thd_tail_padding_policy='extend_last'"),
     (dict(cp_partition_mode="ring"), {}, "config.cp_partition_mode='ring'"),
-    (dict(dynamic_context_parallel=True), {}, "config.dynamic_context_parallel=True"),
+    (dict(dynamic_context_parallel=True), {},
+     "config.dynamic_context_parallel=True but the call has dynamic_cp=False"),
     (dict(context_parallel_size=4), {}, "config.context_parallel_size=4 but the process group"),
     (dict(fp8="e4m3", fp8_recipe="mxfp8", max_seqlen_per_dp_cp_rank=48), {},
      "config.fp8_recipe='mxfp8': C = 48 is not a multiple of m = 32"),
     (dict(moe_token_dispatcher_type="flex", moe_flex_dispatcher_backend="hybridep",
           max_seqlen_per_dp_cp_rank=96), {},
      "config.moe_flex_dispatcher_backend='hybridep': C = 96 is not a multiple of m = 64"),
-    ({}, dict(dynamic_cp=True), "dynamic_cp=True"),
+    ({}, dict(dynamic_cp=True), "dynamic_cp=True: the DP x CP group comes from "
+                                "pg_collection.dp_cp"),
 ])
 def test_get_batch_refuses_what_it_cannot_honour_by_name(fields, call, message):
     M = thdc.megatron

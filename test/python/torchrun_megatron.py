@@ -24,7 +24,7 @@ random, empty, full and invalid microbatches. Each rank checks:
   max_seqlen C*cp, pad_between_seqs;
 - both TP ranks of the group hold the same bytes;
 - the refusals: a data iterator on TP rank 1, a config without
-  thd_max_packed_sequences, dynamic_cp.
+  thd_max_packed_sequences, dynamic_cp without a DP x CP group.
 Rank 0 prints 'megatron ranks agree: ...'; the exit code is 1 on any
 failure."""
 import argparse
@@ -209,7 +209,8 @@ def main():
     refused(lambda: thdc.megatron.get_batch_on_this_rank_for_sequence_packing(
         None, pg_collection=pg, config=no_capacity), "config.thd_max_packed_sequences is not set")
     refused(lambda: thdc.megatron.get_batch_on_this_rank_for_sequence_packing(
-        None, pg_collection=pg, config=config, dynamic_cp=True), "dynamic_cp=True")
+        None, pg_collection=pg, config=config, dynamic_cp=True),
+        "dynamic_cp=True: the DP x CP group")
 
     count = torch.tensor([len(failures)])
     dist.all_reduce(count)
