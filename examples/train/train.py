@@ -511,6 +511,13 @@ def main(argv=None):
                         help="context-parallel ranks (under torchrun, with --tp: "
                              "examples/train/parallel.py; the thdc-eager mode over gloo)")
     parser.add_argument("--tp", type=int, default=1, help="tensor-parallel ranks (--cp)")
+    parser.add_argument("--dynamic-cp", action="store_true",
+                        help="--cp K: the K ranks are dynamic CP's DP x CP ranks, each "
+                             "microbatch on a sub-group of its own size "
+                             "(thdc.planner.dynamic_cp_plan)")
+    parser.add_argument("--min-cp-size", type=int, default=1,
+                        help="--dynamic-cp: the smallest sub-group "
+                             "(min_dynamic_context_parallel_size)")
     parser.add_argument("--compare", metavar="SINGLE_JSON",
                         help="--cp/--tp: compare every step's loss with a single-process "
                              "run's (its thdc-eager mode)")
@@ -537,6 +544,8 @@ def main(argv=None):
         parser.error(f"torch {torch.__version__} has no torch.nn.attention.varlen (PyTorch 2.10 "
                      "or newer): the GPU modes need its variable-length FlashAttention")
     preset = gpt.preset(args.preset, args.C, args.N, args.documents)
+    if args.dynamic_cp and args.cp < 2:
+        parser.error("--dynamic-cp needs --cp 2 or more DP x CP ranks")
     if args.cp > 1 or args.tp > 1:
         return train_parallel(args, preset)
     chosen = MODES if args.mode == "all" else tuple(args.mode.split(","))
@@ -617,7 +626,7 @@ def train_parallel(args, preset):
         within = parallel.compare(figures, args.compare, tolerance, steps)
     output = {"preset": args.preset, "C": preset.C, "N": preset.N, "steps": args.steps,
               "seed": args.seed, "precision": args.precision, "torch": torch.__version__,
-              "modes": {f"thdc-eager-cp{args.cp}-tp{args.tp}": figures}}
+              "modes": {parallel.mode_name(args.cp, args.tp, args.dynamic_cp): figures}}
     if args.json:  # written either way: a failed comparison keeps its figures
         with open(args.json, "w") as out:
             json.dump(output, out, indent=1)

@@ -275,13 +275,18 @@ def test_microbatch_rows_are_the_planned_documents():
                           batch.tokens[1:][np.diff(batch.positions) == 1])
 
 
-@pytest.mark.parametrize("cp,tp", [(2, 2)])
-def test_context_and_tensor_parallel_run_learns_as_one_process(step_run, tmp_path, cp, tp):
+@pytest.mark.parametrize("cp,tp,dynamic", [(2, 2, False), (4, 1, True), (2, 2, True)])
+def test_context_and_tensor_parallel_run_learns_as_one_process(step_run, tmp_path, cp, tp,
+                                                               dynamic):
     """train.py --cp 2 --tp 2 under torchrun, four ranks on the CPU over
     gloo: every microbatch through get_batch_on_this_rank_for_sequence_packing
     (TP rank 0 reads, broadcasts; CP ranks take zigzag rows), the model split
     over TP and CP; every step's loss equal to the single-process
-    thdc-eager run's within 1e-4 (fp32; train.py --compare fails above it)."""
+    thdc-eager run's within 1e-4 (fp32; train.py --compare fails above it).
+    With --dynamic-cp the same through dynamic_cp=True: each microbatch on
+    sub-groups of the plan's sizes (several of them used), q, k, v gathered
+    over PackedSeqParams.cp_group; with tp 2 the other TP rank picks its
+    variant from the plan's sizes."""
     import subprocess
 
     single = tmp_path / "single.json"
@@ -294,9 +299,16 @@ def test_context_and_tensor_parallel_run_learns_as_one_process(step_run, tmp_pat
          str(cp * tp), os.path.join(EXAMPLE_DIR, "train.py"), "--device", "cpu", "--preset",
          "tiny", "--steps", str(STEPS), "--cp", str(cp), "--tp", str(tp), "--log-every", "8",
          "--compare", str(single), "--compare-steps", str(STEPS),
-         "--json", str(tmp_path / "parallel.json")],
+         "--json", str(tmp_path / "parallel.json")] + ["--dynamic-cp"] * dynamic,
         env=env, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
-    figures = json.load(open(tmp_path / "parallel.json"))["modes"][f"thdc-eager-cp{cp}-tp{tp}"]
+    key = f"thdc-eager-{'dcp' if dynamic else 'cp'}{cp}-tp{tp}"
+    figures = json.load(open(tmp_path / "parallel.json"))["modes"][key]
     assert figures["compared_steps"] == STEPS and figures["max_loss_difference"] < 1e-4
     assert np.mean(figures["loss"][-3:]) < figures["loss"][0] - 0.2
+    plan = figures["plan"]
+    assert plan["global_batches"] == STEPS and plan["rows_computed"] >= plan["valid_rows"]
+    if dynamic:
+        assert len(plan["sub_groups_per_cp_size"]) > 1, plan  # several sizes were trained
+    else:
+        assert list(plan["sub_groups_per_cp_size"]) == [str(cp)]
