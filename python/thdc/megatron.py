@@ -762,6 +762,11 @@ class StepSlot:
                            for i in range(len(step.kernels)))
         for i, rung in enumerate(self.rungs):
             self.variants[step.cp, i] = rung
+        # variant()'s lookup of a valid (size, rung) pair, negative rungs
+        # included: the launch path's one dict lookup.
+        count = len(self.rungs)
+        self._variant_index = {(size, r): self.variants[size, r % count]
+                               for size in step.cp_sizes for r in range(-count, count)}
         self._top = self.rungs[-1]
         for name in _RUNG_API:
             setattr(self, name, getattr(self._top, name))
@@ -781,6 +786,10 @@ class StepSlot:
         the top): its kernel slices the sub-group's microbatch for the
         rank's CP rank in it, its PackedSeqParams carry local_cp_size and
         cp_group. `variant(cp)` is `rung(rung)`."""
+        if type(cp_size) is int and type(rung) is int:
+            found = self._variant_index.get((cp_size, rung))
+            if found is not None:
+                return found
         size = self.step._check_size(cp_size)
         index = self.rung(rung).index
         return self.variants[size, index]
