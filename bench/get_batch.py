@@ -18,6 +18,14 @@ synchronize (so a path that never waits is timed by its launches); syncs
 are counted by torch.cuda.set_sync_debug_mode("warn").
 
   python3 bench/get_batch.py --C 8192 --cp 2 --N 64 --json out.json
+
+With --dynamic-cp W the same for dynamic CP over W DP x CP ranks (rank 1),
+every CP size of dynamic_cp_sizes(W) in turn, each with a microbatch of its
+own size: get_batch with dynamic_cp=True (the batch's local_cp_size a host
+int), the step's own `step(**batch, local_cp_size=s)` and the variant's
+load_inputs + run; beside them the fixed-CP get_batch and step at W.
+
+  python3 bench/get_batch.py --C 8192 --N 64 --dynamic-cp 4 --json out.json
 """
 import argparse
 import json
@@ -61,6 +69,17 @@ def timed(call, calls):
             torch.cuda.set_sync_debug_mode("default")
     syncs = sum("synchroniz" in str(w.message) for w in caught)
     torch.cuda.synchronize()
+    if syncs:  # say where: the call again, synchronising an error
+        import traceback
+
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            call()
+        except RuntimeError:
+            print("a synchronising call:\n" + traceback.format_exc(limit=-6), file=sys.stderr)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+        torch.cuda.synchronize()
     start = time.perf_counter()
     for _ in range(calls):
         call()
@@ -76,7 +95,11 @@ def main(argv=None):
     parser.add_argument("--N", type=int, default=64)
     parser.add_argument("--calls", type=int, default=500)
     parser.add_argument("--json")
+    parser.add_argument("--dynamic-cp", type=int, metavar="W",
+                        help="measure dynamic CP over W DP x CP ranks instead")
     args = parser.parse_args(argv)
+    if args.dynamic_cp:
+        return dynamic_cp(args)
     C, cp, N, rank = args.C, args.cp, args.N, 1 % args.cp
     mb = thd_inputs.generate(C, cp, N, "long", 1)
     batch = eager.framework_batch(mb, "cuda")
@@ -111,6 +134,112 @@ def main(argv=None):
             json.dump({"C": C, "cp": cp, "N": N, "calls": args.calls,
                        "device": torch.cuda.get_device_name(), "torch": torch.__version__,
                        "results": results}, out, indent=1)
+
+
+def dynamic_cp(args):
+    """--dynamic-cp W: host time per call of each dynamic-CP path beside the
+    fixed-CP ones, cycling through the sizes."""
+    import thdc.planner
+
+    C, N, W, rank = args.C, args.N, args.dynamic_cp, 1
+    sizes = thdc.planner.dynamic_cp_sizes(W, rank=rank)
+    batches_of = {s: eager.framework_batch(thd_inputs.generate(C, s, N, "long", s), "cuda")
+                  for s in sizes}
+    config = SimpleNamespace(max_seqlen_per_dp_cp_rank=C, thd_max_packed_sequences=N,
+                             pad_packed_seq_alignment="max", cuda_graph_impl="local",
+                             context_parallel_size=1)
+    dynamic_config = SimpleNamespace(**vars(config), dynamic_context_parallel=True,
+                                     min_dynamic_context_parallel_size=1)
+    pg = SimpleNamespace(tp=_Group(0, 1), cp=_Group(0, 1), pp=_Group(0, 1),
+                         dp_cp=_Group(rank, W))
+    fixed_pg = SimpleNamespace(tp=_Group(0, 1), cp=_Group(rank, W), pp=_Group(0, 1))
+    dynamic = thdc.megatron.SequencePackingBatches(convention="graph",
+                                                   cp_groups={s: None for s in sizes})
+    fixed = thdc.megatron.SequencePackingBatches(convention="graph")
+    fixed_config = SimpleNamespace(**dict(vars(config), context_parallel_size=W))
+
+    class Cycle:  # each size's batch dict in turn, its local_cp_size a host int
+        def __init__(self):
+            self.i = 0
+            self.dicts = [dict(batches_of[s], local_cp_size=s) for s in sizes]
+
+        def __next__(self):
+            item = self.dicts[self.i % len(sizes)]
+            self.i += 1
+            return item
+
+    cycle = Cycle()
+    top = batches_of[W]
+
+    class Repeat:
+        def __next__(self):
+            return top
+
+    repeat = Repeat()
+    get_dynamic = lambda: dynamic(cycle, dynamic_cp=True, pg_collection=pg,
+                                  config=dynamic_config)
+    get_fixed = lambda: fixed(repeat, pg_collection=fixed_pg, config=fixed_config)
+    get_dynamic(), get_fixed()
+    step, fixed_step = dynamic.last.step, fixed.last.step
+    slot, fixed_slot = step.slot(0), fixed_step.slot(0)
+    turn = [0]
+
+    def step_call():
+        s = sizes[turn[0] % len(sizes)]
+        turn[0] += 1
+        step(**batches_of[s], local_cp_size=s)
+
+    def variant_call():
+        s = sizes[turn[0] % len(sizes)]
+        turn[0] += 1
+        variant = slot.variant(s)
+        variant.load_inputs(**batches_of[s])
+        variant.run()
+
+    results = {}
+    for name, call in (("get_batch_fixed", get_fixed), ("get_batch_dynamic", get_dynamic),
+                       ("step_fixed", lambda: (fixed_slot.load_inputs(**top), fixed_slot.run())),
+                       ("step_dynamic", step_call), ("variant_dynamic", variant_call)):
+        host_us, syncs = timed(call, args.calls)
+        results[name] = {"host_us_per_call": host_us, "syncs_per_call": syncs}
+    # Device time of one replay of each size's variant, captured alone.
+    device_us = {}
+    for s in sizes:
+        variant = slot.variant(s)
+        variant.load_inputs(**batches_of[s])
+        graph = torch.cuda.CUDAGraph()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            variant.run()
+            torch.cuda.synchronize()
+            with torch.cuda.graph(graph, stream=side):
+                variant.run()
+        torch.cuda.current_stream().wait_stream(side)
+        graph.replay()
+        torch.cuda.synchronize()
+        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        begin.record()
+        for _ in range(args.calls):
+            graph.replay()
+        end.record()
+        torch.cuda.synchronize()
+        device_us[str(s)] = 1e3 * begin.elapsed_time(end) / args.calls
+    print(f"dynamic CP over W={W} ranks (rank {rank}, sizes {list(sizes)}), C={C} N={N}, "
+          f"{args.calls} calls, {torch.cuda.get_device_name()}")
+    base = results["get_batch_fixed"]["host_us_per_call"]
+    for name, figures in results.items():
+        print(f"{name:>18}: {figures['host_us_per_call']:8.1f} µs/call host "
+              f"({figures['host_us_per_call'] / base:.2f}x get_batch_fixed's), "
+              f"{figures['syncs_per_call']} syncs/call")
+    print("one replay of each size's variant (graph, device time): " +
+          ", ".join(f"size {s}: {t:.2f} µs" for s, t in device_us.items()))
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump({"C": C, "N": N, "W": W, "rank": rank, "sizes": list(sizes),
+                       "calls": args.calls, "device": torch.cuda.get_device_name(),
+                       "torch": torch.__version__, "results": results,
+                       "replay_device_us": device_us}, out, indent=1)
 
 
 if __name__ == "__main__":

@@ -137,3 +137,56 @@ def test_dynamic_cp_captured_with_attention(head_dim):
            sync_debug="error")
     assert nonfinite == 0
     assert len(sizes_seen) > 1, "the batches exercise more than one CP size"
+
+
+def test_megatron_function_with_dynamic_cp_never_waits():
+    """get_batch_on_this_rank_for_sequence_packing(dynamic_cp=True) on the
+    GPU, four DP x CP ranks simulated in one process: 20 microbatches laid
+    out in sub-groups of 1, 2 and 4 ranks (valid and invalid), every call
+    under set_sync_debug_mode("error") with the batch on the device and
+    local_cp_size a host int; each rank's outputs, kept in a ring of 20
+    slots, equal to the reference's for its CP rank in its sub-group."""
+    from types import SimpleNamespace
+
+    from microbatches import LocalGroup, invalidate, random_microbatch, step_mismatches
+    from test_megatron_cpu import expect
+
+    C, N, layouts = 64, 9, ((4,), (2, 2), (2, 1, 1), (1, 1, 2), (1, 1, 1, 1))
+    M = thdc.megatron
+    groups = {size: object() for size in SIZES}
+    batches = [M.SequencePackingBatches(cp_groups=groups, slots=20) for _ in range(RANKS)]
+    config = SimpleNamespace(max_seqlen_per_dp_cp_rank=C, thd_max_packed_sequences=N,
+                             pad_packed_seq_alignment="max", cuda_graph_impl="local",
+                             context_parallel_size=1, dynamic_context_parallel=True,
+                             min_dynamic_context_parallel_size=1)
+    pgs = [SimpleNamespace(tp=LocalGroup(0, 1), cp=LocalGroup(0, 1), pp=LocalGroup(0, 1),
+                           dp_cp=LocalGroup(j, RANKS)) for j in range(RANKS)]
+    rng = np.random.default_rng(31)
+    calls = []  # (rank, size, local rank, mb, batch dict on the device)
+    for m in range(20):
+        start = 0
+        for size in layouts[m % len(layouts)]:
+            mb = invalidate(rng, random_microbatch(rng, C, size, N, rank=0), N)
+            given = dict(step_inputs(mb, C, size), max_seqlen=C * size, local_cp_size=size)
+            calls += [(k, size, k - start, mb, given) for k in range(start, start + size)]
+            start += size
+    for k in range(RANKS):  # each rank's first call makes its step (it synchronises)
+        first = next(c for c in calls if c[0] == k)
+        batches[k](iter([first[4]]), dynamic_cp=True, pg_collection=pgs[k], config=config)
+    torch.cuda.synchronize()
+    made = []
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for k, size, local, mb, given in calls:
+            *_, params, _ = batches[k](iter([given]), dynamic_cp=True, pg_collection=pgs[k],
+                                       config=config)
+            made.append((batches[k].last, params))
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    torch.cuda.synchronize()
+    for (k, size, local, mb, _), (slot, params) in zip(calls, made):
+        assert slot.cp == size and params.local_cp_size == size and params.cp_group is groups[size]
+        got = {name: v.cpu().numpy() for name, v in slot.outputs._asdict().items()}
+        expected = expect(dict(mb, cp_rank=np.array([local], np.int32)), C, size, N)
+        assert not step_mismatches(got, expected), (k, size)
+    assert {size for _, size, *_ in calls} == set(SIZES)
