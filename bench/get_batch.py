@@ -15,7 +15,8 @@ The microbatches are bench/inputs.py's ("long" mix) for (C, cp, N); the
 eager path synchronises on every microbatch, thdc's never. Host time is the
 wall time of N calls queued back to back divided by N, then one
 synchronize (so a path that never waits is timed by its launches); syncs
-are counted by torch.cuda.set_sync_debug_mode("warn").
+are counted by torch.cuda.set_sync_debug_mode("warn") over 5 calls (timed()
+says why the first call in that mode is not counted).
 
   python3 bench/get_batch.py --C 8192 --cp 2 --N 64 --json out.json
 
@@ -29,6 +30,7 @@ load_inputs + run; beside them the fixed-CP get_batch and step at W.
 """
 import argparse
 import json
+import statistics
 import os
 import sys
 import time
@@ -56,8 +58,17 @@ class _Group:
         return self._size
 
 
+ROUNDS = 5  # --dynamic-cp: rounds of every path, interleaved
+SYNC_CALLS = 5  # calls whose synchronisations are counted, after one uncounted
+
+
 def timed(call, calls):
-    """(host µs per call, syncs per call) of `calls` calls queued back to back."""
+    """(host µs per call, syncs per call) of `calls` calls queued back to back;
+    the syncs counted over SYNC_CALLS calls under sync-debug "warn", after
+    one call in that mode that is not counted (the first call there can
+    report a synchronisation once per process, whichever path it is: that is
+    not the path's per-call cost). A path that synchronises is called once
+    more under "error" and the traceback printed, to say where."""
     call()
     torch.cuda.synchronize()
     with warnings.catch_warnings(record=True) as caught:
@@ -65,11 +76,15 @@ def timed(call, calls):
         torch.cuda.set_sync_debug_mode("warn")
         try:
             call()
+            torch.cuda.synchronize()
+            caught.clear()
+            for _ in range(SYNC_CALLS):
+                call()
         finally:
             torch.cuda.set_sync_debug_mode("default")
-    syncs = sum("synchroniz" in str(w.message) for w in caught)
+    syncs = sum("synchroniz" in str(w.message) for w in caught) / SYNC_CALLS
     torch.cuda.synchronize()
-    if syncs:  # say where: the call again, synchronising an error
+    if syncs:
         import traceback
 
         torch.cuda.set_sync_debug_mode("error")
@@ -80,12 +95,18 @@ def timed(call, calls):
         finally:
             torch.cuda.set_sync_debug_mode("default")
         torch.cuda.synchronize()
+    return host_time(call, calls), syncs
+
+
+def host_time(call, calls):
+    """Host µs per call of `calls` calls queued back to back."""
+    torch.cuda.synchronize()
     start = time.perf_counter()
     for _ in range(calls):
         call()
     host = time.perf_counter() - start
     torch.cuda.synchronize()
-    return 1e6 * host / calls, syncs
+    return 1e6 * host / calls
 
 
 def main(argv=None):
@@ -128,7 +149,7 @@ def main(argv=None):
     for name, figures in results.items():
         print(f"{name:>10}: {figures['host_us_per_call']:8.1f} µs/call host "
               f"({base / figures['host_us_per_call']:.1f}x eager's), "
-              f"{figures['syncs_per_call']} syncs/call")
+              f"{figures['syncs_per_call']:g} syncs/call")
     if args.json:
         with open(args.json, "w") as out:
             json.dump({"C": C, "cp": cp, "N": N, "calls": args.calls,
@@ -196,12 +217,21 @@ def dynamic_cp(args):
         variant.load_inputs(**batches_of[s])
         variant.run()
 
+    # The paths interleaved over ROUNDS rounds, each the median of its
+    # rounds: the host's speed drifts between rounds (and machines), the
+    # side-by-side ratio less.
+    paths = (("get_batch_fixed", get_fixed), ("get_batch_dynamic", get_dynamic),
+             ("step_fixed", lambda: (fixed_slot.load_inputs(**top), fixed_slot.run())),
+             ("step_dynamic", step_call), ("variant_dynamic", variant_call))
     results = {}
-    for name, call in (("get_batch_fixed", get_fixed), ("get_batch_dynamic", get_dynamic),
-                       ("step_fixed", lambda: (fixed_slot.load_inputs(**top), fixed_slot.run())),
-                       ("step_dynamic", step_call), ("variant_dynamic", variant_call)):
+    for name, call in paths:
         host_us, syncs = timed(call, args.calls)
-        results[name] = {"host_us_per_call": host_us, "syncs_per_call": syncs}
+        results[name] = {"syncs_per_call": syncs, "rounds_us": [host_us]}
+    for _ in range(ROUNDS - 1):
+        for name, call in paths:
+            results[name]["rounds_us"].append(host_time(call, args.calls))
+    for figures in results.values():
+        figures["host_us_per_call"] = statistics.median(figures["rounds_us"])
     # Device time of one replay of each size's variant, captured alone.
     device_us = {}
     for s in sizes:
@@ -229,9 +259,10 @@ def dynamic_cp(args):
           f"{args.calls} calls, {torch.cuda.get_device_name()}")
     base = results["get_batch_fixed"]["host_us_per_call"]
     for name, figures in results.items():
-        print(f"{name:>18}: {figures['host_us_per_call']:8.1f} µs/call host "
-              f"({figures['host_us_per_call'] / base:.2f}x get_batch_fixed's), "
-              f"{figures['syncs_per_call']} syncs/call")
+        print(f"{name:>18}: {figures['host_us_per_call']:8.1f} µs/call host, median of "
+              f"{ROUNDS} rounds ({min(figures['rounds_us']):.1f}-"
+              f"{max(figures['rounds_us']):.1f}; {figures['host_us_per_call'] / base:.2f}x "
+              f"get_batch_fixed's), {figures['syncs_per_call']:g} syncs/call")
     print("one replay of each size's variant (graph, device time): " +
           ", ".join(f"size {s}: {t:.2f} µs" for s, t in device_us.items()))
     if args.json:
