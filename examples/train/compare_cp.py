@@ -41,12 +41,15 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--preset", choices=gpt.PRESET_NAMES, default="small")
     parser.add_argument("--ranks", type=int, nargs="+", default=[4])
+    parser.add_argument("--C", type=int, help="tokens per microbatch (default: the preset's)")
+    parser.add_argument("--N", type=int, help="sequences per microbatch, the dummy included")
+    parser.add_argument("--documents", type=int, help="documents per global batch")
     parser.add_argument("--batches", type=int, default=200)
     parser.add_argument("--min-cp-size", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json")
     args = parser.parse_args(argv)
-    preset = gpt.preset(args.preset)
+    preset = gpt.preset(args.preset, args.C, args.N, args.documents)
     results = {}
     print(f"{args.preset}: C = {preset.C} tokens per microbatch over W ranks (C/W rows each), "
           f"N = {preset.N}, {preset.documents} documents per global batch, {args.batches} "
