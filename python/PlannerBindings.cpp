@@ -204,7 +204,8 @@ std::vector<planner::Rung> ladderArgument(nb::handle capacities,
 nb::tuple plannerDynamicCpGroups(LengthsArg paddedLengths, IntArg C,
                                  IntArg ranks, IntArg minCp,
                                  OptionalIntArg maxPackedSequences,
-                                 bool alignmentSet, bool dummyTail) {
+                                 bool alignmentSet, bool dummyTail,
+                                 OptionalIntArg microbatchGroupSize) {
   const std::vector<int32_t> lengths =
       lengthsArgument(paddedLengths, "padded_lengths");
   reference::Expected<std::optional<int64_t>> cap =
@@ -218,7 +219,11 @@ nb::tuple plannerDynamicCpGroups(LengthsArg paddedLengths, IntArg C,
       reference::dynamicCpGroups(lengths, integerArgument(C.object, "C"),
                                  integerArgument(ranks.object, "ranks"),
                                  integerArgument(minCp.object, "min_cp_size"),
-                                 *cap);
+                                 *cap,
+                                 optionalIntegerArgument(
+                                     microbatchGroupSize.object,
+                                     "microbatch_group_size_per_vp_stage")
+                                     .value_or(1));
   if (!result)
     throw nb::value_error(result.error().c_str());
   return nb::make_tuple(nb::cast(result->groups), nb::cast(result->cpSizes),
@@ -282,8 +287,11 @@ void thdc::python::populatePlannerBindings(nb::module_ &m) {
       nb::arg("C"), nb::arg("ranks"), nb::arg("min_cp_size") = 1,
       nb::arg("max_packed_sequences") = nb::none(),
       nb::arg("alignment_set") = true, nb::arg("dummy_tail") = true,
+      nb::arg("microbatch_group_size_per_vp_stage") = nb::none(),
       "S3b, the dynamic-CP scheduler over `ranks` DP x CP ranks, at most K "
-      "sequences per sub-group (S2's cap from max_packed_sequences): "
+      "sequences per sub-group (S2's cap from max_packed_sequences), the "
+      "microbatch count a multiple of microbatch_group_size_per_vp_stage "
+      "(virtual pipeline stages; None or 1: any): "
       "(groups, cp_sizes, K), groups[m][j] the ids rank j receives in "
       "microbatch m and cp_sizes[m][j] its CP size. ValueError with the "
       "reference's message.");

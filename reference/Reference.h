@@ -280,10 +280,26 @@ struct DynamicCpGroups {
 /// bound; the reference has none): at most that many sequences per
 /// sub-group. Errors: C, ranks, minCp < 1, minCp > ranks, a negative
 /// length, a sequence needing more than `ranks` ranks.
+/// microbatchGroupSize (the framework's microbatch_group_size_per_vp_stage,
+/// virtual pipeline stages): above 1, the microbatches are then made a
+/// multiple of it by alignDynamicCpMicrobatches.
 Expected<DynamicCpGroups>
 dynamicCpGroups(const std::vector<int32_t> &paddedLengths, int64_t maxPerRank,
                 int64_t ranks, int64_t minCp = 1,
-                std::optional<int64_t> maxNumSeqs = std::nullopt);
+                std::optional<int64_t> maxNumSeqs = std::nullopt,
+                int64_t microbatchGroupSize = 1);
+
+/// S3b with virtual pipeline stages: the framework's align_sample_id_groups
+/// (data_schedule_utils.py:834-923 on dev). While the microbatch count is
+/// not a multiple of `multiple`, microbatches from the last backwards are
+/// split where their sub-groups (largest first) reach half the ranks, each
+/// half's sub-groups widened (the smallest leftmost one doubled, again and
+/// again) until they cover every rank; a microbatch of one sub-group is
+/// skipped. Errors: multiple < 1; no microbatch left to split; a
+/// microbatch whose sub-group sizes increase.
+Expected<std::vector<std::vector<std::vector<int32_t>>>>
+alignDynamicCpMicrobatches(std::vector<std::vector<std::vector<int32_t>>> groups,
+                           int64_t multiple);
 
 //===----------------------------------------------------------------------===//
 // S4. Concatenating a pack into one buffer

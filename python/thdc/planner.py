@@ -182,7 +182,9 @@ class DynamicCpPlan:
 
 def dynamic_cp_plan(padded_lengths, C: int, cp: int, dp: int = 1, *, min_cp_size: int = 1,
                     max_packed_sequences: Optional[int] = None, alignment_set: bool = True,
-                    dummy_tail: bool = True) -> DynamicCpPlan:
+                    dummy_tail: bool = True,
+                    microbatch_group_size_per_vp_stage: Optional[int] = None
+                    ) -> DynamicCpPlan:
     """Plans a global batch for dynamic CP over the dp*cp DP x CP ranks as
     the reference framework's default dynamic-CP scheduler does (S3b): C =
     max_seqlen_per_dp_cp_rank, the rows each rank holds; min_cp_size =
@@ -191,7 +193,11 @@ def dynamic_cp_plan(padded_lengths, C: int, cp: int, dp: int = 1, *, min_cp_size
     tail), a bound the framework's scheduler does not apply. The padded
     lengths should be aligned for dynamic CP (align_lengths(...,
     dynamic_cp=True, dp=dp): multiples of 2*cp*dp), so that every sub-group
-    size can slice every sequence. ValueError with the scheduler's message."""
+    size can slice every sequence. microbatch_group_size_per_vp_stage (with
+    virtual pipeline stages; the config field of that name): the microbatch
+    count is made a multiple of it, as the framework does, by splitting
+    microbatches and widening their sub-groups (S3b). ValueError with the
+    scheduler's message."""
     import numpy as np
     import thdc
 
@@ -200,7 +206,7 @@ def dynamic_cp_plan(padded_lengths, C: int, cp: int, dp: int = 1, *, min_cp_size
         raise ValueError(f"cp and dp must be >= 1; got cp={cp}, dp={dp}")
     groups, sizes, cap = _planner.dynamic_cp_groups(
         padded_lengths, C, dp * cp, min_cp_size, max_packed_sequences, alignment_set,
-        dummy_tail)
+        dummy_tail, microbatch_group_size_per_vp_stage)
     return DynamicCpPlan(
         groups=tuple(tuple(tuple(r) for r in g) for g in groups),
         cp_sizes=tuple(tuple(r) for r in sizes),

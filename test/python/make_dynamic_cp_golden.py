@@ -2,7 +2,10 @@
 dynamic-CP scheduler (megatron-core's DefaultDynamicCPScheduler, whose
 microbatch step is next_hdp_group_packing_aware in
 megatron/core/datasets/data_schedule_utils.py) on random global batches,
-for test_planner.py to compare thdc.planner.dynamic_cp_plan against.
+for test_dynamic_cp_cpu.py to compare thdc.planner.dynamic_cp_plan against;
+and, with virtual pipeline stages (microbatch_group_size_per_vp_stage),
+the same scheduler whose microbatch count align_sample_id_groups makes a
+multiple of the group.
 
     python3 test/python/make_dynamic_cp_golden.py /path/to/Megatron-LM
 
@@ -46,14 +49,49 @@ def main() -> int:
             continue
         cases.append(dict(C=C, dp=dp, cp=cp, min_cp_size=min_cp, lengths=lengths,
                           groups=groups))
+    # With virtual pipeline stages: the scheduler's microbatches made a
+    # multiple of microbatch_group_size_per_vp_stage (align_sample_id_groups);
+    # counts that are not one already, and the framework's refusals.
+    vpp_cases, refused = [], 0
+    while len(vpp_cases) < 80:
+        dp, cp = rng.choice([1, 2, 4, 8]), rng.choice([1, 2, 4])
+        ranks = dp * cp
+        C = rng.choice([64, 256, 1024])
+        min_cp = rng.choice([m for m in (1, 2, 4) if m <= ranks])
+        group = rng.choice([2, 3, 4, 5, 8])
+        lengths = [min(C * ranks, rng.randint(1, C * rng.choice([1, 1, 1, 2, 4, 8])))
+                   for _ in range(rng.randint(1, 60))]
+        plain = DefaultDynamicCPScheduler(C, cp, dp, None, max_num_seqs=None,
+                                          min_cp_size=min_cp)
+        try:
+            count = len(plain.get_groups_and_subsamples(list(enumerate(lengths))))
+        except AssertionError:
+            continue
+        if count % group == 0:
+            continue
+        scheduler = DefaultDynamicCPScheduler(C, cp, dp, group, max_num_seqs=None,
+                                              min_cp_size=min_cp)
+        try:
+            groups = scheduler.get_groups_and_subsamples(list(enumerate(lengths)))
+        except AssertionError as error:
+            if refused >= 10:
+                continue
+            refused += 1
+            groups = None
+            error_text = str(error)
+        vpp_cases.append(dict(C=C, dp=dp, cp=cp, min_cp_size=min_cp, lengths=lengths,
+                              microbatch_group_size_per_vp_stage=group, groups=groups,
+                              **({} if groups is not None else {"error": error_text})))
     out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data",
                        "dynamic_cp_golden.json")
     with open(out, "w") as f:
         json.dump(dict(source="megatron-core DefaultDynamicCPScheduler."
-                              "get_groups_and_subsamples", revision=revision, cases=cases),
+                              "get_groups_and_subsamples", revision=revision, cases=cases,
+                       vpp_cases=vpp_cases),
                   f, separators=(",", ":"))
         f.write("\n")
-    print(f"{len(cases)} cases -> {out}")
+    print(f"{len(cases)} cases, {len(vpp_cases)} with virtual pipeline stages "
+          f"({refused} refused by the framework) -> {out}")
     return 0
 
 

@@ -34,6 +34,61 @@ def test_scheduler_equals_the_reference_frameworks():
     assert microbatches == sum(len(c["groups"]) for c in golden["cases"])
 
 
+def test_virtual_pipeline_alignment_equals_the_reference_frameworks():
+    """With microbatch_group_size_per_vp_stage the framework splits
+    microbatches until their count is a multiple of it
+    (align_sample_id_groups); thdc's plans equal its 70 recorded ones, and
+    where it gave up (10 cases) thdc refuses."""
+    with open(GOLDEN) as f:
+        golden = json.load(f)
+    cases = golden["vpp_cases"]
+    assert len(cases) == 80
+    aligned = refused = 0
+    for case in cases:
+        group = case["microbatch_group_size_per_vp_stage"]
+        plan = lambda: planner.dynamic_cp_plan(
+            case["lengths"], case["C"], case["cp"], case["dp"],
+            min_cp_size=case["min_cp_size"], microbatch_group_size_per_vp_stage=group)
+        if case["groups"] is None:
+            with pytest.raises(ValueError, match="no microbatch has more than one sub-group"):
+                plan()
+            refused += 1
+            continue
+        made = plan()
+        assert _as_lists(made) == case["groups"], case
+        assert len(made) % group == 0
+        check_plan(made, case["lengths"], case["C"], case["dp"] * case["cp"])
+        aligned += 1
+    assert (aligned, refused) == (70, 10)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_virtual_pipeline_alignment_invariants(seed):
+    """Random batches with a microbatch group: the count a multiple of it
+    (or a refusal), every sequence once, every sub-group a whole block, the
+    sequence cap kept."""
+    rng = random.Random(1000 + seed)
+    made = 0
+    for _ in range(40):
+        dp, cp = rng.choice([1, 2, 4]), rng.choice([1, 2, 4])
+        ranks, C, group = dp * cp, rng.choice([64, 512]), rng.choice([2, 3, 4])
+        raw = [rng.randint(1, C * rng.choice([1, 1, 2, 4])) for _ in range(rng.randint(1, 50))]
+        lengths = planner.align_lengths(np.array(raw, np.int32), cp=cp, dp=dp,
+                                        dynamic_cp=True).tolist()
+        lengths = [min(v, C * ranks) for v in lengths]
+        try:
+            plan = planner.dynamic_cp_plan(lengths, C, cp, dp, max_packed_sequences=9,
+                                           microbatch_group_size_per_vp_stage=group)
+        except ValueError as error:
+            assert "no microbatch has more than one sub-group" in str(error) or \
+                "needs" in str(error), error
+            continue
+        assert len(plan) % group == 0
+        check_plan(plan, lengths, C, ranks, K=plan.max_real_seqs)
+        made += 1
+    assert made > 20
+
+
 def check_plan(plan, lengths, C, ranks, K=None):
     """The invariants of a dynamic-CP plan (S3b)."""
     seen = []

@@ -326,6 +326,48 @@ TEST(S3b, Errors) {
   EXPECT_TRUE(empty->groups.empty());
 }
 
+// The expected microbatches are the reference framework's
+// align_sample_id_groups on the same input.
+TEST(S3b, VirtualPipelineAlignment) {
+  using Microbatches = std::vector<std::vector<I32>>;
+  // Sub-groups of 4, 2, 1, 1 ranks cut at half: the second half widened
+  // (its first sub-group doubled, the others after it), the first onto all.
+  auto a = alignDynamicCpMicrobatches(
+      {{{10}, {10}, {10}, {10}, {11}, {11}, {12}, {13}}}, 2);
+  ASSERT_TRUE(a) << a.error();
+  EXPECT_EQ(*a, (Microbatches{{{11}, {11}, {11}, {11}, {12}, {12}, {13}, {13}},
+                              {{10}, {10}, {10}, {10}, {10}, {10}, {10}, {10}}}));
+  // Two splits for a multiple of 3, the second of the first half.
+  auto b = alignDynamicCpMicrobatches(
+      {{{10}, {10}, {11}, {11}, {12}, {12}, {13}, {14}}}, 3);
+  ASSERT_TRUE(b) << b.error();
+  EXPECT_EQ(*b, (Microbatches{{{12}, {12}, {12}, {12}, {13}, {13}, {14}, {14}},
+                              {{11}, {11}, {11}, {11}, {11}, {11}, {11}, {11}},
+                              {{10}, {10}, {10}, {10}, {10}, {10}, {10}, {10}}}));
+  // A microbatch of one sub-group is passed over for the one before it.
+  auto c = alignDynamicCpMicrobatches(
+      {{{0, 1}, {0, 1}, {0, 1}, {0, 1}}, {{2}, {2}, {3, 4}, {3, 4}}}, 3);
+  ASSERT_TRUE(c) << c.error();
+  EXPECT_EQ(*c, (Microbatches{{{0, 1}, {0, 1}, {0, 1}, {0, 1}},
+                              {{3, 4}, {3, 4}, {3, 4}, {3, 4}},
+                              {{2}, {2}, {2}, {2}}}));
+  EXPECT_ERROR(alignDynamicCpMicrobatches({{{0, 1}, {0, 1}, {0, 1}, {0, 1}}}, 2),
+               "no microbatch has more than one sub-group to split");
+  EXPECT_ERROR(alignDynamicCpMicrobatches({{{0}}}, 0), "must be >= 1");
+  EXPECT_ERROR(alignDynamicCpMicrobatches({{{10}, {11}, {11}, {12}}}, 2),
+               "not non-increasing (1 then 2)");
+  // Through the scheduler: its sizes recomputed, a multiple of the group.
+  Expected<DynamicCpGroups> d =
+      dynamicCpGroups({3000, 1000, 500, 200, 100}, 1024, 4, 1, std::nullopt, 3);
+  ASSERT_TRUE(d) << d.error();
+  EXPECT_EQ(d->groups, *c);
+  EXPECT_EQ(d->cpSizes,
+            (std::vector<I32>{{4, 4, 4, 4}, {4, 4, 4, 4}, {4, 4, 4, 4}}));
+  auto unchanged = alignDynamicCpMicrobatches(*c, 3);
+  ASSERT_TRUE(unchanged);
+  EXPECT_EQ(*unchanged, *c);
+}
+
 //===----------------------------------------------------------------------===//
 // S4
 //===----------------------------------------------------------------------===//
