@@ -279,6 +279,9 @@ class SequencePackingBatches:
             # The step's static maximum is the whole DP x CP group; each size
             # its rank can be given, one variant (docs/megatron.md).
             dp_cp = _dp_cp_group(pg_collection)
+            if dp_cp.size() % cp:
+                raise ConfigError(f"dynamic_cp=True: the DP x CP group has {dp_cp.size()} "
+                                  f"ranks, not a multiple of the CP group's {cp}")
             cp, cp_rank = dp_cp.size(), dp_cp.rank()
             try:
                 options["cp_sizes"] = planner.dynamic_cp_sizes(cp, options.pop("min_cp_size"),

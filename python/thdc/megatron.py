@@ -424,7 +424,9 @@ class StepOptions:
 
     def cp_group(self, size: int):
         """The process group of the rank's sub-group of `size` ranks, from
-        cp_groups (None without it)."""
+        cp_groups (None without it). A group with rank() and size() must be
+        that sub-group: `size` ranks, this rank at local_cp_rank(size), the
+        rank the kernel slices for."""
         groups = self.cp_groups
         if groups is None:
             return None
@@ -432,8 +434,29 @@ class StepOptions:
             if size not in groups:
                 raise ValueError(f"cp_groups has no group for CP size {size}; it has "
                                  f"{sorted(groups)}")
-            return groups[size]
-        return groups(group_size=size)
+            group = groups[size]
+        else:
+            try:
+                group = groups(group_size=size)
+            except (KeyError, AssertionError) as error:
+                # megatron-core's parallel_state has groups only for the
+                # sizes initialize_model_parallel made (parallel_state.py:
+                # 421-441, 921-947 on dev).
+                raise ValueError(
+                    f"cp_groups gives no process group for CP size {size} "
+                    f"({type(error).__name__}: {error}); megatron-core makes them in "
+                    f"initialize_model_parallel(dynamic_context_parallel=True, "
+                    f"min_dynamic_context_parallel_size=...), for the powers of two below "
+                    f"the largest one <= the DP x CP size, and that size") from None
+        size_of, rank_of = getattr(group, "size", None), getattr(group, "rank", None)
+        if callable(size_of) and callable(rank_of):
+            local = self.local_cp_rank(size)
+            if (size_of(), rank_of()) != (size, local):
+                raise ValueError(
+                    f"cp_groups' group for CP size {size} has {size_of()} ranks with this "
+                    f"rank at {rank_of()}; the step slices for rank {local} of {size} "
+                    f"(cp_rank {self.cp_rank} mod {size})")
+        return group
 
     @property
     def rungs(self) -> Tuple[Tuple[int, int], ...]:
@@ -650,6 +673,10 @@ class GraphStep:
             if cp_size.numel() != 1:
                 raise ValueError(f"local_cp_size must hold one value; got shape "
                                  f"{tuple(cp_size.shape)}")
+            if cp_size.dtype.is_floating_point or cp_size.dtype.is_complex \
+                    or cp_size.dtype == torch.bool:
+                raise TypeError(f"local_cp_size must be an integer tensor; got "
+                                f"{cp_size.dtype}")
             cp_size = int(cp_size.reshape(-1)[0])
         size = thdc._check_int(cp_size, "local_cp_size")
         if size not in self.cp_sizes:
@@ -738,8 +765,13 @@ class StepSlot:
         # Every output in one buffer, so one collective can send them all;
         # sized for the largest layout of every CP size and rung.
         layouts = {key: _output_layout(s) for key, s in step._variant_specs.items()}
-        self.buffer = torch.zeros(max(size for _, size in layouts.values()), dtype=torch.uint8,
-                                  device=device)
+        largest = max(size for _, size in layouts.values())
+        # Dynamic CP: one more word, the CP size of the variant the sending
+        # TP rank ran, which broadcast() checks on the receivers.
+        self.buffer = torch.zeros(largest + (_ALIGNMENT if step.dynamic_cp else 0),
+                                  dtype=torch.uint8, device=device)
+        self._sent_cp_size = (self.buffer[largest:largest + 4].view(torch.int32)
+                              if step.dynamic_cp else None)
         # Each CP size's kernels read the rank's CP rank in its sub-group of
         # that size.
         self._cp_ranks = {}
@@ -1063,10 +1095,29 @@ class SlotRung:
         every rank of `group`, one collective over the rung's outputs in the
         slot's one buffer: the tensor-parallel recipe where one rank prepares
         the microbatch. With NCCL it can be captured in the same graph; a step
-        on the CPU needs a group of a CPU backend (gloo)."""
+        on the CPU needs a group of a CPU backend (gloo). Under dynamic CP it
+        sends the whole buffer with the variant's CP size, and the receivers
+        assert (on the device) that they picked the same size."""
         import torch.distributed as dist
 
-        dist.broadcast(self.buffer, src=thdc._check_int(src, "src"), group=group)
+        src = thdc._check_int(src, "src")
+        sent = self.slot._sent_cp_size
+        if sent is None:
+            dist.broadcast(self.buffer, src=src, group=group)
+            return
+        # Dynamic CP: every variant sends the slot's whole buffer, so the
+        # counts agree whichever size each TP rank picked, with the sender's
+        # size in its last word; a receiver that picked another size fails
+        # a device-side assert rather than train on rows laid out for
+        # another size.
+        if dist.get_rank() == src:
+            sent.fill_(self.cp)
+        dist.broadcast(self.slot.buffer, src=src, group=group)
+        if dist.get_rank() != src:
+            torch._assert_async(sent[0] == self.cp,
+                                f"dynamic CP: this TP rank ran the step at local_cp_size="
+                                f"{self.cp} but the sending rank at another size; every TP "
+                                f"rank of a DP x CP rank must be given the same sizes")
 
 
 # A slot's load_inputs, then run (its top rung's): SlotRung's own method,

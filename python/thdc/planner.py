@@ -74,12 +74,16 @@ def dynamic_cp_sizes(ranks: int, min_cp_size: int = 1, *,
                      rank: Optional[int] = None) -> Tuple[int, ...]:
     """The CP sizes dynamic CP can give a microbatch over `ranks` DP x CP
     ranks: the sizes of the reference framework's dynamic process groups
-    (the powers of two >= min_cp_size below `ranks`, and `ranks` itself;
-    megatron-core parallel_state.py, create_dynamic_dp_cp_groups and
-    initialize_model_parallel), smallest first. With `rank`, only the sizes
-    whose block of ranks holding it is whole (with `ranks` not a power of
-    two the last block of a size can be short: that rank never gets the
-    size); GraphStep(cp_sizes=...) takes these."""
+    (the powers of two >= min_cp_size below the largest power of two <=
+    `ranks`, and `ranks` itself; megatron-core parallel_state.py:428 and
+    :938-944 on dev, create_dynamic_dp_cp_groups and
+    initialize_model_parallel), smallest first. With `ranks` not a power of
+    two the framework has no group for the largest power of two below it
+    (W = 6: 1, 2, 6), though its scheduler can plan one (4); the step has
+    no variant for it and refuses such a microbatch by name. With `rank`,
+    only the sizes whose block of ranks holding it is whole (the last block
+    of a size can be short: that rank never gets the size);
+    GraphStep(cp_sizes=...) takes these."""
     import thdc
 
     ranks = thdc._check_int(ranks, "ranks")
@@ -87,7 +91,8 @@ def dynamic_cp_sizes(ranks: int, min_cp_size: int = 1, *,
     if ranks < 1 or min_cp_size < 1 or min_cp_size & (min_cp_size - 1) or min_cp_size > ranks:
         raise ValueError(f"ranks must be >= 1 and min_cp_size a power of two in [1, ranks]; "
                          f"got ranks={ranks}, min_cp_size={min_cp_size}")
-    sizes = [1 << i for i in range(ranks.bit_length()) if min_cp_size <= 1 << i < ranks]
+    # 2**i for i in range(int(log2(ranks))): below the largest power of two.
+    sizes = [1 << i for i in range(ranks.bit_length() - 1) if min_cp_size <= 1 << i]
     sizes.append(ranks)
     if rank is not None:
         rank = thdc._check_int(rank, "rank")
@@ -193,11 +198,14 @@ def dynamic_cp_plan(padded_lengths, C: int, cp: int, dp: int = 1, *, min_cp_size
     tail), a bound the framework's scheduler does not apply. The padded
     lengths should be aligned for dynamic CP (align_lengths(...,
     dynamic_cp=True, dp=dp): multiples of 2*cp*dp), so that every sub-group
-    size can slice every sequence. microbatch_group_size_per_vp_stage (with
-    virtual pipeline stages; the config field of that name): the microbatch
-    count is made a multiple of it, as the framework does, by splitting
-    microbatches and widening their sub-groups (S3b). ValueError with the
-    scheduler's message."""
+    size can slice every sequence. microbatch_group_size_per_vp_stage: with
+    virtual pipeline stages the config field of that name (None without
+    them, as the framework passes its scheduler, data_schedule.py:536-541 on
+    dev: megatron-core sets the field to the pipeline size even without
+    VPP, model_parallel_config.py:600-601); above 1 the microbatch count is
+    made a multiple of it, as the framework does, by splitting microbatches
+    and widening their sub-groups (S3b). ValueError with the scheduler's
+    message."""
     import numpy as np
     import thdc
 

@@ -92,7 +92,11 @@ def test_virtual_pipeline_alignment_invariants(seed):
 def check_plan(plan, lengths, C, ranks, K=None):
     """The invariants of a dynamic-CP plan (S3b)."""
     seen = []
-    sizes = planner.dynamic_cp_sizes(ranks, plan.min_cp_size)
+    # The scheduler's sizes: powers of two from min_cp up to the rank count,
+    # and the whole group (megatron-core has process groups for fewer when
+    # the count is not a power of two; dynamic_cp_sizes gives those).
+    sizes = {1 << i for i in range(ranks.bit_length()) if plan.min_cp_size <= 1 << i <= ranks}
+    sizes.add(ranks)
     for m, (group, row) in enumerate(zip(plan.groups, plan.cp_sizes)):
         assert len(group) == len(row) == ranks
         j = 0
@@ -164,8 +168,11 @@ def test_scheduler_inputs_and_sizes():
     with pytest.raises(IndexError, match="2 microbatches over 4 ranks"):
         plan.local_rank(2, 0)
     assert planner.dynamic_cp_sizes(8) == (1, 2, 4, 8)
-    assert planner.dynamic_cp_sizes(12, 2) == (2, 4, 8, 12)
-    assert planner.dynamic_cp_sizes(1) == (1,)
+    # megatron-core's groups: 2**i for i < int(log2(W)), and W
+    # (parallel_state.py:938-944 on dev): none of 8 ranks out of 12.
+    assert planner.dynamic_cp_sizes(12, 2) == (2, 4, 12)
+    assert planner.dynamic_cp_sizes(6) == (1, 2, 6)
+    assert planner.dynamic_cp_sizes(1) == (1,) and planner.dynamic_cp_sizes(4, 4) == (4,)
 
 
 @pytest.mark.parametrize("args, kwargs, message", [
@@ -380,33 +387,78 @@ def test_get_batch_with_dynamic_cp_gives_each_rank_its_sub_groups_step(cache_dir
 
 def test_get_batch_with_dynamic_cp_on_the_other_tp_ranks(cache_dir, monkeypatch):
     """TP rank 1 of a DP x CP rank gets the size from its own iterator (the
-    plan's, on the host) and takes part in the broadcast of that variant's
-    outputs, the same bytes TP rank 0 sends; None there is refused by
-    name."""
+    plan's, on the host) and receives TP rank 0's outputs: the slot's whole
+    buffer, so the counts agree whatever size each picked, with the sender's
+    size in its last word. The same size gives TP rank 0's outputs; another
+    fails the receiver's assert (on the CPU at once, on a GPU on the
+    device). None there is refused by name."""
     import torch.distributed as dist
 
     M = thdc.megatron
-    sent = []
+    sent = {}
+    current = {"rank": 0}
+
+    def broadcast(tensor, src, group=None):  # src's bytes to the others
+        if current["rank"] == src:
+            sent["bytes"] = tensor.clone()
+        else:
+            assert tensor.numel() == sent["bytes"].numel(), "the counts must agree"
+            tensor.copy_(sent["bytes"])
+
     monkeypatch.setattr(dist, "get_process_group_ranks", lambda group: [0, 1])
-    monkeypatch.setattr(dist, "broadcast",
-                        lambda tensor, src, group=None: sent.append((tensor.numel(), src)))
+    monkeypatch.setattr(dist, "get_rank", lambda group=None: current["rank"])
+    monkeypatch.setattr(dist, "broadcast", broadcast)
     groups = {size: object() for size in SIZES}
     config = _dynamic_config()
     rng = np.random.default_rng(5)
     mb = random_microbatch(rng, 64, 2, 9, rank=1)
     given = dict(step_inputs(mb, 64, 2, device="cpu"), max_seqlen=128, local_cp_size=2)
-    zero = M.SequencePackingBatches(device="cpu", cache_dir=cache_dir, cp_groups=groups)
-    zero(iter([given]), dynamic_cp=True, pg_collection=_dynamic_pg(1, tp=(0, 2)),
-         config=config)
-    one = M.SequencePackingBatches(device="cpu", cache_dir=cache_dir, cp_groups=groups)
-    *_, params, _ = one(iter([{"local_cp_size": 2}]), dynamic_cp=True,
-                        pg_collection=_dynamic_pg(1, tp=(1, 2)), config=config)
+    make = lambda: M.SequencePackingBatches(device="cpu", cache_dir=cache_dir, cp_groups=groups,
+                                            seq_idx=True, cp_order_index=True)
+    zero, one = make(), make()
+    call = lambda batches, iterator, tp_rank: batches(
+        iterator, dynamic_cp=True, pg_collection=_dynamic_pg(3, tp=(tp_rank, 2)), config=config)
+    call(zero, iter([given]), 0)
+    current["rank"] = 1
+    *_, params, _ = call(one, iter([{"local_cp_size": 2}]), 1)
     assert params.local_cp_size == 2 and one.last.cp == 2
-    assert sent == [(zero.last.buffer.numel(), 0), (one.last.buffer.numel(), 0)]
-    assert zero.last.buffer.numel() == one.last.buffer.numel()
+    assert torch.equal(one.last.slot.buffer, zero.last.slot.buffer)
+    local = dict(mb, cp_rank=np.array([1], np.int32))
+    assert not step_mismatches(outputs(one.last), expect(local, 64, 2, 9))
+    # TP rank 0 ran size 2; this rank's plan says 4 (its rows would be laid
+    # out for 4 ranks): refused.
+    current["rank"] = 0
+    call(zero, iter([given]), 0)
+    current["rank"] = 1
+    with pytest.raises(RuntimeError, match="every TP rank of a DP x CP rank must be given "
+                                           "the same sizes"):
+        call(one, iter([4]), 1)
     with pytest.raises(ValueError, match="dynamic_cp=True on TP rank 1: .* an iterator of "
                                          "the plan's sizes"):
-        one(None, dynamic_cp=True, pg_collection=_dynamic_pg(1, tp=(1, 2)), config=config)
+        call(one, None, 1)
+
+
+def test_dynamic_cp_sub_groups_must_be_the_ranks_the_step_slices_for(cache_dir):
+    """A process group of cp_groups with rank() and size() must be the
+    rank's sub-group of that size; a lookup that fails is named."""
+    from microbatches import LocalGroup
+
+    make = lambda groups, rank=3: thdc.megatron.GraphStep(
+        64, 9, 4, rank, device="cpu", cache_dir=cache_dir, cp_sizes=SIZES, cp_groups=groups)
+    good = {1: LocalGroup(0, 1), 2: LocalGroup(1, 2), 4: LocalGroup(3, 4)}
+    assert make(good).slot(0).variant(2).packed_seq_params.cp_group is good[2]
+    with pytest.raises(ValueError, match="group for CP size 2 has 2 ranks with this rank at 0; "
+                                         "the step slices for rank 1 of 2"):
+        make({**good, 2: LocalGroup(0, 2)})
+    with pytest.raises(ValueError, match="group for CP size 4 has 2 ranks"):
+        make({**good, 4: LocalGroup(1, 2)})
+
+    def megatron_like(group_size):  # W = 4 made without size 2
+        return {1: good[1], 4: good[4]}[group_size]
+
+    with pytest.raises(ValueError, match="cp_groups gives no process group for CP size 2 "
+                                         "\\(KeyError"):
+        make(megatron_like)
 
 
 @pytest.mark.parametrize("fields, batch, call, error, message", [
