@@ -296,7 +296,9 @@ dynamicCpGroups(const std::vector<int32_t> &paddedLengths, int64_t maxPerRank,
 /// half's sub-groups widened (the smallest leftmost one doubled, again and
 /// again) until they cover every rank; a microbatch of one sub-group is
 /// skipped. Errors: multiple < 1; no microbatch left to split; a
-/// microbatch whose sub-group sizes increase.
+/// microbatch whose sub-group sizes increase; a half whose empty ranks no
+/// sub-group can be widened onto (the framework loops forever there; with
+/// non-power-of-two rank counts, e.g. sub-groups of 3 and 1).
 Expected<std::vector<std::vector<std::vector<int32_t>>>>
 alignDynamicCpMicrobatches(std::vector<std::vector<std::vector<int32_t>>> groups,
                            int64_t multiple);

@@ -583,9 +583,11 @@ alignDynamicCpMicrobatches(std::vector<std::vector<std::vector<int32_t>>> groups
     if (i < 0) {
       if (attempts >= static_cast<int64_t>(groups.size()))
         return makeError<Result>(concat(
-            "cannot make the ", groups.size(),
+            "cannot make the ", count,
             " microbatches a multiple of microbatch_group_size_per_vp_stage = ",
-            multiple, ": no microbatch has more than one sub-group to split"));
+            multiple, " (", groups.size(),
+            " after splitting): no microbatch has more than one sub-group to "
+            "split"));
       i = static_cast<int64_t>(groups.size()) - 1;
     }
     Expected<std::optional<std::pair<RankIds, RankIds>>> halves =

@@ -354,6 +354,12 @@ TEST(S3b, VirtualPipelineAlignment) {
   EXPECT_ERROR(alignDynamicCpMicrobatches({{{0, 1}, {0, 1}, {0, 1}, {0, 1}}}, 2),
                "no microbatch has more than one sub-group to split");
   EXPECT_ERROR(alignDynamicCpMicrobatches({{{0}}}, 0), "must be >= 1");
+  // Sub-groups of 3 and 1: the half of 3 ranks cannot be widened onto 4
+  // (the framework's loop never ends there).
+  EXPECT_ERROR(alignDynamicCpMicrobatches({{{10}, {10}, {10}, {11}}}, 2),
+               "no sub-group can be widened onto the empty ranks");
+  EXPECT_ERROR(alignDynamicCpMicrobatches({{{10, 11}, {10, 11}}, {{12}, {12}}}, 3),
+               "cannot make the 2 microbatches a multiple");
   EXPECT_ERROR(alignDynamicCpMicrobatches({{{10}, {11}, {11}, {12}}}, 2),
                "not non-increasing (1 then 2)");
   // Through the scheduler: its sizes recomputed, a multiple of the group.
