@@ -53,9 +53,9 @@ def main(argv=None):
     results = {}
     print(f"{args.preset}: C = {preset.C} tokens per microbatch over W ranks (C/W rows each), "
           f"N = {preset.N}, {preset.documents} documents per global batch, {args.batches} "
-          f"global batches")
-    print("| W | plan | microbatches | valid rows / computed | attention pairs, busiest rank "
-          "| k, v rows gathered per rank per layer | sub-groups by size |")
+          f"global batches; every figure summed over the batches")
+    print("| W | plan | microbatches | valid rows / computed | attention pairs of the busiest "
+          "rank | k, v rows a rank gathers per layer | sub-groups by size |")
     print("|---:|---|---:|---:|---:|---:|---|")
     for W in args.ranks:
         fixed, dynamic = compare(preset, W, args.batches, args.seed, args.min_cp_size)

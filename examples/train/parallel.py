@@ -243,8 +243,10 @@ def plan_figures(groups, sizes, padded, valid, C_rank):
     microbatches; rows every rank computes and the valid ones among them;
     attention work, the row pairs of each causal block (documents and the
     dummy sequence over the tail, what graph mode computes) divided over the
-    sub-group, on the busiest rank and on average; the rows of k and v a
-    rank gathers from the others of its sub-group per layer."""
+    sub-group, summed over the microbatches, of the busiest rank (the one
+    whose total is highest) and on average; the rows of k and v a rank
+    gathers from the others of its sub-group per layer. summarize_plans
+    adds them over the global batches."""
     ranks = len(sizes[0]) if sizes else 1
     work, gathered = [0.0] * ranks, [0] * ranks
     for row_groups, row_sizes in zip(groups, sizes):
