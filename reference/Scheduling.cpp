@@ -427,22 +427,25 @@ bool holds(const std::vector<int32_t> &ids, int32_t id) {
   return std::find(ids.begin(), ids.end(), id) != ids.end();
 }
 
-/// A Python slice bound of a list of `size` entries: negative from the
-/// end, clamped to [0, size]; none is `otherwise`.
-int64_t sliceBound(std::optional<int64_t> bound, int64_t size,
-                   int64_t otherwise) {
-  if (!bound)
-    return otherwise;
-  int64_t b = *bound < 0 ? *bound + size : *bound;
-  return std::clamp<int64_t>(b, 0, size);
+/// The [lo, hi) of Python's list[start:stop] on a list of `size` entries:
+/// each bound negative from the end and clamped to [0, size], none the
+/// list's end, hi at least lo.
+std::pair<int64_t, int64_t> sliceRange(std::optional<int64_t> start,
+                                       std::optional<int64_t> stop,
+                                       int64_t size) {
+  auto bound = [size](std::optional<int64_t> b, int64_t otherwise) {
+    if (!b)
+      return otherwise;
+    return std::clamp<int64_t>(*b < 0 ? *b + size : *b, 0, size);
+  };
+  const int64_t lo = bound(start, 0);
+  return {lo, std::max(lo, bound(stop, size))};
 }
 
 /// Python's list[start:stop], a copy.
 RankIds sliceOf(const RankIds &list, std::optional<int64_t> start,
                 std::optional<int64_t> stop) {
-  const int64_t size = static_cast<int64_t>(list.size());
-  const int64_t lo = sliceBound(start, size, 0);
-  const int64_t hi = std::max(lo, sliceBound(stop, size, size));
+  auto [lo, hi] = sliceRange(start, stop, static_cast<int64_t>(list.size()));
   return RankIds(list.begin() + lo, list.begin() + hi);
 }
 
@@ -450,9 +453,7 @@ RankIds sliceOf(const RankIds &list, std::optional<int64_t> start,
 /// grows or shrinks when the lengths differ, as Python's does.
 void assignSlice(RankIds &list, std::optional<int64_t> start,
                  std::optional<int64_t> stop, RankIds values) {
-  const int64_t size = static_cast<int64_t>(list.size());
-  const int64_t lo = sliceBound(start, size, 0);
-  const int64_t hi = std::max(lo, sliceBound(stop, size, size));
+  auto [lo, hi] = sliceRange(start, stop, static_cast<int64_t>(list.size()));
   list.erase(list.begin() + lo, list.begin() + hi);
   list.insert(list.begin() + lo, std::make_move_iterator(values.begin()),
               std::make_move_iterator(values.end()));

@@ -60,9 +60,9 @@ def _recipe_name(value) -> Optional[str]:
 
 def step_options(config, *, tp: int, cp: int, dynamic_cp: bool = False) -> dict:
     """GraphStep's options from a megatron-core config (TransformerConfig or
-    any object with its fields): C, N, cp_mode, sequence parallelism, the
-    low-precision condition on C and, with dynamic_cp, dynamic CP's smallest
-    size (min_cp_size). ConfigError names the field it cannot honour."""
+    any object with its fields): C, N, cp_mode, sequence parallelism and the
+    low-precision condition on C; the config's dynamic-CP switch must be
+    dynamic_cp. ConfigError names the field it cannot honour."""
     if config is None:
         raise ConfigError("config is required: the step's static shapes come from "
                           "config.max_seqlen_per_dp_cp_rank and "
@@ -137,12 +137,8 @@ def step_options(config, *, tp: int, cp: int, dynamic_cp: bool = False) -> dict:
             raise ConfigError(f"config.{name}={recipe!r}: "
                               + str(error).replace("check_capacity: ", "", 1)) from None
         multiple = math.lcm(multiple, rows // (tp if sequence_parallel else 1))
-    options = dict(C=C, N=N, cp_mode=cp_mode, sequence_parallel=sequence_parallel,
-                   multiple=None if multiple == 1 else multiple)
-    if dynamic_cp:
-        # megatron-core's default (model_parallel_config.py:91 on dev).
-        options["min_cp_size"] = _field(config, "min_dynamic_context_parallel_size", 1) or 1
-    return options
+    return dict(C=C, N=N, cp_mode=cp_mode, sequence_parallel=sequence_parallel,
+                multiple=None if multiple == 1 else multiple)
 
 
 def stage_of(pp_rank: int, pp_size: int, vp_stage, vpp_size, mtp_on_this_rank: bool) -> str:
@@ -176,15 +172,22 @@ def slots_in_flight(pp_size: int, pp_rank: int, vpp_size=None, group=None,
     return 2 * (pp_size - pp_rank - 1) + (vpp_size - 1) * group + 1 + overlap
 
 
-def _groups(pg_collection):
-    if pg_collection is not None:
-        return pg_collection.tp, pg_collection.pp, pg_collection.cp
+def _parallel_state(why: str):
+    """megatron-core's parallel_state, or ConfigError: `why` it is needed,
+    and the import's error."""
     try:
         from megatron.core import parallel_state
     except Exception as error:
-        raise ValueError("pg_collection is None and megatron.core.parallel_state cannot be "
-                         f"imported ({type(error).__name__}: {error}): pass a pg_collection "
-                         "with tp, pp and cp process groups") from None
+        raise ConfigError(f"{why}; megatron.core.parallel_state cannot be imported "
+                          f"({type(error).__name__}: {error})") from None
+    return parallel_state
+
+
+def _groups(pg_collection):
+    if pg_collection is not None:
+        return pg_collection.tp, pg_collection.pp, pg_collection.cp
+    parallel_state = _parallel_state("pg_collection is None: pass a pg_collection with tp, "
+                                     "pp and cp process groups")
     return (parallel_state.get_tensor_model_parallel_group(),
             parallel_state.get_pipeline_model_parallel_group(),
             parallel_state.get_context_parallel_group())
@@ -196,29 +199,23 @@ def _dp_cp_group(pg_collection):
     group = getattr(pg_collection, "dp_cp", None) if pg_collection is not None else None
     if group is not None:
         return group
+    why = "dynamic_cp=True: the DP x CP group comes from pg_collection.dp_cp or megatron-core"
+    parallel_state = _parallel_state(why)
     try:
-        from megatron.core import parallel_state
-
         return parallel_state.get_data_parallel_group(with_context_parallel=True)
-    except Exception as error:  # not installed, or its groups not initialised
-        raise ConfigError("dynamic_cp=True: the DP x CP group comes from pg_collection.dp_cp "
-                          "or megatron.core.parallel_state, which gives none "
-                          f"({type(error).__name__}: {error})") from None
+    except Exception as error:  # its groups not initialised
+        raise ConfigError(f"{why}, which gives none ({type(error).__name__}: {error})") from None
 
 
 def _dynamic_groups():
     """megatron-core's dynamic CP sub-groups by size, the function the
     reference framework calls for them (data_schedule.py:627-634, :828 on
     dev)."""
-    try:
-        from megatron.core import parallel_state
-    except Exception as error:
-        raise ConfigError("dynamic_cp=True: the CP sub-groups come from megatron.core."
-                          "parallel_state.get_dynamic_data_context_parallel_groups, which "
-                          f"cannot be imported ({type(error).__name__}: {error}); "
-                          "configure(cp_groups=...) with a dict from CP size to process "
-                          "group, or a callable taking group_size=") from None
-    return parallel_state.get_dynamic_data_context_parallel_groups
+    return _parallel_state(
+        "dynamic_cp=True: the CP sub-groups come from parallel_state."
+        "get_dynamic_data_context_parallel_groups, or configure(cp_groups=...) with a dict "
+        "from CP size to process group or a callable taking group_size="
+    ).get_dynamic_data_context_parallel_groups
 
 
 def _variant(slot, size, where: str):
@@ -283,9 +280,10 @@ class SequencePackingBatches:
                 raise ConfigError(f"dynamic_cp=True: the DP x CP group has {dp_cp.size()} "
                                   f"ranks, not a multiple of the CP group's {cp}")
             cp, cp_rank = dp_cp.size(), dp_cp.rank()
+            # megatron-core's default is 1 (model_parallel_config.py:91 on dev).
+            min_cp = _field(config, "min_dynamic_context_parallel_size", 1) or 1
             try:
-                options["cp_sizes"] = planner.dynamic_cp_sizes(cp, options.pop("min_cp_size"),
-                                                               rank=cp_rank)
+                options["cp_sizes"] = planner.dynamic_cp_sizes(cp, min_cp, rank=cp_rank)
             except ValueError as error:
                 raise ConfigError(f"config.min_dynamic_context_parallel_size over {cp} DP x CP "
                                   f"ranks: {error}") from None

@@ -322,13 +322,11 @@ def test_dynamic_step_refusals(cache_dir):
 
 
 def _dynamic_config(**fields):
-    from types import SimpleNamespace
+    """test_megatron_cpu's config (C 64, N 9, cp 2) with dynamic CP on."""
+    from test_megatron_cpu import _config
 
-    base = dict(max_seqlen_per_dp_cp_rank=64, thd_max_packed_sequences=9,
-                pad_packed_seq_alignment="max", cuda_graph_impl="local",
-                context_parallel_size=2, dynamic_context_parallel=True,
-                min_dynamic_context_parallel_size=1)
-    return SimpleNamespace(**dict(base, **fields))
+    return _config(**dict(dict(dynamic_context_parallel=True,
+                               min_dynamic_context_parallel_size=1), **fields))
 
 
 def _dynamic_pg(rank, ranks=4, cp=2, tp=(0, 1)):

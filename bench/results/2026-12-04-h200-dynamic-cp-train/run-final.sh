@@ -6,11 +6,7 @@
 #   bench/results/2026-12-04-h200-dynamic-cp-train/run-final.sh OUT
 set -uo pipefail
 out=$1; mkdir -p "$out"
-site=/tmp/dcp/site
-rm -rf /tmp/dcp && mkdir -p "$site/thdc"
-cp -r python/thdc/* "$site/thdc/"
-tar -xJf .carry/thdc-ext.tar.xz -C "$site/thdc" || exit 4
-export PYTHONPATH=$site THDC_CACHE_DIR=/tmp/dcp/cache
+source "$(dirname "$0")/site.sh"
 timeout 300 python3 -m pytest -q -rs -p no:cacheprovider test/python/test_dynamic_cp_gpu.py \
   test/python/test_dynamic_cp_cpu.py test/python/test_megatron_gpu.py \
   > "$out/pytest-final.txt" 2>&1

@@ -14,11 +14,7 @@
 set -uo pipefail
 out=$1
 mkdir -p "$out"
-site=/tmp/dcp/site
-rm -rf /tmp/dcp && mkdir -p "$site/thdc"
-cp -r python/thdc/* "$site/thdc/"
-tar -xJf .carry/thdc-ext.tar.xz -C "$site/thdc" || exit 4
-export PYTHONPATH=$site THDC_CACHE_DIR=/tmp/dcp/cache
+source "$(dirname "$0")/site.sh"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$out/machine.txt"
 python3 -c "import torch, thdc, thdc.planner as p; print('torch', torch.__version__, 'thdc jit', thdc.has_jit)" >> "$out/machine.txt" 2>&1
 cat "$out/machine.txt"
