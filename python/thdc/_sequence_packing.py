@@ -316,6 +316,12 @@ class SequencePackingBatches:
                 raise KeyError(f"the batch lacks {', '.join(missing)} (a {stage!r} stage "
                                f"reads {', '.join(needed)})")
             given = {k: batch[k] for k in _BATCH_KEYS if k in batch}
+            if "num_seqs" not in given:
+                # The packing loader's cu arrays hold exactly the microbatch's
+                # num_seqs + 1 offsets (_pack_sequences, data_schedule_utils.py
+                # on dev): N sequences fill all N+1 entries, which the step's
+                # load could not tell from arrays padded to its capacity.
+                given["num_seqs"] = int(batch["cu_seqlens"].shape[-1]) - 1
             if dynamic_cp:
                 slot = _variant(slot, given.pop("local_cp_size"), "the batch")
             slot.load_inputs(**given)

@@ -136,6 +136,7 @@ except Exception as error:  # ImportError, or a megatron-core that fails to impo
         seq_idx: Optional[torch.Tensor] = None
         tokens_per_sample: Optional[int] = None
         pad_between_seqs: Optional[bool] = None
+        cp_partition_mode: str = "zigzag"
 
 
 CONVENTIONS = ("graph", "compact")
@@ -157,17 +158,31 @@ def packed_seq_params_fields(cls=None) -> Tuple[str, ...]:
                  if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
 
 
+# What a PackedSeqParams class without the field means by it (the value a
+# field it lacks may be left out with): None or False for every field, and
+# for cp_partition_mode the zigzag layout, the only one such a release knows.
+_IMPLIED_WITHOUT_FIELD = {"cp_partition_mode": "zigzag"}
+
+
 def make_packed_seq_params(cls=None, **fields):
     """A PackedSeqParams (default: the installed class) with the given fields
-    the class declares. A field it lacks is left out when its value is None
-    or False (the class's own meaning); `pad_between_seqs=True` on a class
-    without that field raises ValueError, as the class cannot say it."""
+    the class declares. A field it lacks is left out when its value is what
+    the class means without it (None or False; zigzag for
+    cp_partition_mode); any other value raises ValueError, as the class
+    cannot say it: `pad_between_seqs=True` (the 'compact' convention) or
+    `cp_partition_mode='contiguous'` on a release without those fields."""
     cls = PackedSeqParams if cls is None else cls
     known = set(packed_seq_params_fields(cls))
-    missing = {k: v for k, v in fields.items() if k not in known}
-    if missing.get("pad_between_seqs") is True:
-        raise ValueError(f"{cls.__module__}.{cls.__name__} has no pad_between_seqs field, so "
-                         "it cannot describe the 'compact' convention; use convention='graph'")
+    for name, value in fields.items():
+        if name in known or value is None or value is False:
+            continue
+        if value == _IMPLIED_WITHOUT_FIELD.get(name):
+            continue
+        what = {"pad_between_seqs": "the 'compact' convention; use convention='graph'",
+                "cp_partition_mode": f"cp_partition_mode={value!r}; it needs a megatron-core "
+                                     "with contiguous CP (dev)"}.get(name, f"{name}={value!r}")
+        raise ValueError(f"{cls.__module__}.{cls.__name__} has no {name} field, so it cannot "
+                         f"describe {what}")
     return cls(**{k: v for k, v in fields.items() if k in known})
 
 
@@ -918,6 +933,7 @@ class SlotRung:
             max_seqlen_kv=C * cp,
             seq_idx=self.seq_idx,
             pad_between_seqs=step.convention == "compact",
+            cp_partition_mode=step.cp_mode,
             **self._dynamic,
         )
         # exact_rows's entry numbers 0..N (int64: times max_seqlen).
@@ -1087,7 +1103,8 @@ class SlotRung:
             qkv_format="thd", cu_seqlens_q=cu, cu_seqlens_kv=cu, cu_seqlens_q_padded=padded,
             cu_seqlens_kv_padded=padded, max_seqlen_q=max_seqlen, max_seqlen_kv=max_seqlen,
             seq_idx=None if self.seq_idx is None else self.seq_idx[:, :total],
-            pad_between_seqs=step.convention == "compact", **self._dynamic)
+            pad_between_seqs=step.convention == "compact", cp_partition_mode=step.cp_mode,
+            **self._dynamic)
         return batch, params
 
     def broadcast(self, group=None, src: int = 0) -> None:
