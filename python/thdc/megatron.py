@@ -615,13 +615,27 @@ class GraphStep:
         if not self.on_host:
             torch.cuda.synchronize(self.device)
 
+    def _rope_table_param(self, C: int, cp: int) -> int:
+        """The table rows R a rung is compiled with, so that a microbatch gets
+        the same RoPE rows at whichever rung it lands. thd.rope_positions
+        shifts positions by the sequence's start when R exceeds the rung's
+        max_seqlen C*cp (S8's absolute table), so one table serving every
+        rung would switch the lower rungs to that rule. The top rung's rule
+        holds for all: a table longer than the top rung's C*cp is absolute
+        at every rung as it is; else each rung gets min(R, C*cp) rows, the
+        relative rule, and the same clamp (a rung's positions are below its
+        C*cp)."""
+        rows = self.rope_table_rows
+        top = self.config.rungs[-1][0] * cp
+        return rows if rows > top else min(rows, C * cp)
+
     def _load_rung(self, C: int, N: int, bundle, cp: int):
         """The kernel of one rung at one CP size (its bundle's, or compiled)
         and its checked signature."""
         stage, cache_dir = self.stage, self.config.cache_dir
         params = {"C": C, "cp": cp, "N": N}
         if self.rope_table_rows is not None:
-            params["R"] = self.rope_table_rows
+            params["R"] = self._rope_table_param(C, cp)
         if bundle is not None and self.on_host:
             kernel = thdc.load(bundle, backend="host", cache_dir=cache_dir)
         elif bundle is not None:

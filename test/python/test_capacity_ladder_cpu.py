@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 import thdc  # noqa: E402
 import thdc.planner  # noqa: E402
 import thdc.stages  # noqa: E402
-from microbatches import (given_rows, invalidate, random_microbatch, reference,  # noqa: E402
+from microbatches import (given_rows, invalidate, random_microbatch, reference, rope_rows,  # noqa: E402
                           step_inputs, step_mismatches, widen, with_step_counts)
 
 try:
@@ -363,3 +363,30 @@ def test_split_dummy_sequences_against_the_reference(make_step, cp):
         make_step(2, 0, dummy_length=6)
     with pytest.raises(ValueError, match="dummy_length must be an int >= 1"):
         make_step(1, 0, dummy_length=0)
+
+
+@pytest.mark.parametrize("table_rows", [64, 96, 200])
+def test_a_microbatch_gets_the_same_rope_rows_at_every_rung(make_step, table_rows):
+    """One RoPE table serves every rung (examples/train builds one of the top
+    rung's rows): a microbatch that fits the lowest rung gets the same table
+    row for each of its rows at the lowest rung and at the top, the rule the
+    top rung's max_seqlen gives (relative within the sequence for a table of
+    at most C*cp rows, absolute beyond), as S8's restatement computes it."""
+    cp, rank = 2, 1
+    step = make_step(cp, rank, rope_table_rows=table_rows)
+    top_rows = CAPACITIES[-1] * cp
+    rng = np.random.default_rng(11)
+    for _ in range(12):
+        mb = random_microbatch(rng, CAPACITIES[0], cp, SEQUENCES[0], rank=rank)
+        n = int(mb["num_seqs"][0])
+        local = int(mb["cu_seqlens_padded"][n]) // cp
+        rows = []
+        for r in (0, len(CAPACITIES) - 1):
+            step.load_inputs(**step_inputs(mb, CAPACITIES[0], cp, device="cpu"))
+            view = step.rung(r)
+            view.run()
+            assert int(view.status[0]) == 0
+            rows.append(view.rope_rows.numpy()[:local].copy())
+        want = rope_rows(mb["cu_seqlens_padded"][:n + 1], top_rows, cp, rank, local, table_rows)
+        assert np.array_equal(rows[1], want)
+        assert np.array_equal(rows[0], rows[1]), (table_rows, rows)
