@@ -1,0 +1,217 @@
+"""What runs without TransformerEngine or a GPU: the presets, the mode
+registry, the command line and the batch dicts megatron-core's packing loader
+yields, built from examples/train's synthetic stream and planner (imported
+from there, not copied).
+
+A batch dict is what `get_batch_on_this_rank_for_sequence_packing`
+(megatron/core/datasets/data_schedule.py:564 on dev d48bd6be0a) reads from
+its iterator: tokens, labels, position_ids int64 and loss_mask float32, one
+packed row of T rows (the function views them as [1, T], :744-745, after
+asserting the dtypes, :729-742); cu_seqlens and cu_seqlens_padded int32 1-D
+(asserted at :763-766); max_seqlen an int (:767-768 turns an int into a
+tensor). Documents are padded to the alignment the mode needs: with cp = 1
+nothing (get_cp_slice_for_thd is then the identity), else 2*cp (each CP rank
+holds an equal share of every sequence under zigzag).
+"""
+import argparse
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Optional, Tuple
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TRAIN_DIR = os.path.join(HERE, "..", "train")
+if TRAIN_DIR not in sys.path:
+    sys.path.insert(0, TRAIN_DIR)
+import data  # noqa: E402  examples/train/data.py: the stream and the planner
+
+
+@dataclass(frozen=True)
+class Preset:
+    hidden: int
+    layers: int
+    heads: int
+    vocab: int
+    documents: int  # per global batch
+    lr: float
+
+
+# GPT-2 small / medium / xl-ish, vocab 32768 (parameters with untied embeddings).
+PRESETS = {
+    "125m": Preset(hidden=768, layers=12, heads=12, vocab=32768, documents=40, lr=3e-4),
+    "370m": Preset(hidden=1024, layers=24, heads=16, vocab=32768, documents=40, lr=3e-4),
+    "1.3b": Preset(hidden=2048, layers=24, heads=16, vocab=32768, documents=40, lr=2e-4),
+    # CPU tests only: the batch code at a size that runs in a second.
+    "tiny": Preset(hidden=64, layers=2, heads=4, vocab=512, documents=8, lr=1e-3),
+}
+
+
+def parameter_count(p: Preset) -> int:
+    """GPTModel with TE layers, no biases, untied output layer, LayerNorm."""
+    h = p.hidden
+    per_layer = 4 * h * h + 8 * h * h + 4 * h  # qkv+proj, fc1+fc2, two norms
+    return 2 * p.vocab * h + p.layers * per_layer + 2 * h
+
+
+@dataclass(frozen=True)
+class Mode:
+    """One way of training. `batches`: who prepares each microbatch
+    ("megatron": dev's get_batch_on_this_rank_for_sequence_packing; "thdc":
+    thdc.megatron's drop-in; "thdc-ladder": a GraphStep with capacities;
+    "thdc-exact": a GraphStep's exact_rows). `graphs`: "none", "layers" (dev's
+    TECudaGraphHelper at C), "layers-per-rung" (one TECudaGraphHelper capture
+    per rung). `padded`: rows the model runs over: "T" (the microbatch's own),
+    "C", "rung". A sixth mode (full-iteration graphs) is one more entry here
+    and one more runner in train.py's RUNNERS."""
+
+    name: str
+    batches: str
+    graphs: str
+    padded: str
+    thdc: bool
+    doc: str = ""
+
+
+MODES = {m.name: m for m in (
+    Mode("megatron-eager", "megatron", "none", "T", False,
+         "dev's function, pad_packed_seq_alignment None: the T rows, no graphs"),
+    Mode("megatron-graphs", "megatron", "layers", "C", False,
+         "dev's function padded to C (alignment 'max'), TECudaGraphHelper's per-layer graphs"),
+    Mode("thdc-graphs", "thdc", "layers", "C", True,
+         "thdc.megatron's function (same 7-tuple), the same per-layer graphs"),
+    Mode("thdc-ladder", "thdc-ladder", "layers-per-rung", "rung", True,
+         "GraphStep(capacities=...), per-layer graphs captured once per rung"),
+    Mode("thdc-exact", "thdc-exact", "none", "T", True,
+         "GraphStep run eagerly, the model on slot.exact_rows (no graphs)"),
+)}
+
+
+def doc_alignment(cp: int) -> int:
+    """Rows every document is padded to a multiple of: 2*cp under zigzag CP
+    (get_cp_slice_for_thd splits each sequence into 2*cp chunks), 1 at cp = 1."""
+    return 2 * cp if cp > 1 else 1
+
+
+@dataclass
+class Microbatch:
+    """One batch dict and what the host knows of it (from the plan)."""
+
+    batch: dict  # the keys dev's loader yields
+    rows: int  # T, the packed rows (padding between documents included)
+    real_tokens: int  # tokens whose loss_mask is 1
+    num_seqs: int
+    max_seqlen: int
+    rung: Optional[int] = None
+
+
+def microbatch_arrays(gb: "data.GlobalBatch", plan: "data.MicrobatchPlan", m: int,
+                      align: int = 1):
+    """Microbatch m of a planned global batch as numpy arrays: the documents
+    in pack order, each padded to a multiple of `align` (padding rows: token
+    0, label 0, loss_mask 0, positions continuing), with its cu arrays."""
+    ids = plan.documents(m)
+    lengths = gb.lengths[ids].astype(np.int64)
+    padded = -(-lengths // align) * align
+    total = int(padded.sum())
+    keys = {"tokens": gb.tokens, "labels": gb.labels, "loss_mask": gb.loss_mask,
+            "position_ids": gb.positions}
+    out = {k: np.zeros(total, v.dtype) for k, v in keys.items()}
+    start = 0
+    for doc, length, width in zip(ids, lengths, padded):
+        src = slice(int(gb.offsets[doc]), int(gb.offsets[doc]) + int(length))
+        for k, v in keys.items():
+            out[k][start:start + length] = v[src]
+        out["position_ids"][start + length:start + width] = np.arange(length, width)
+        start += int(width)
+    cu = np.zeros(len(ids) + 1, np.int32)
+    cu_padded = np.zeros(len(ids) + 1, np.int32)
+    # cu_seqlens: cumulative valid lengths; cu_seqlens_padded: cumulative
+    # padded lengths (what _build_thd_padding_mask reads: sequence i's valid
+    # rows start at cu_seqlens_padded[i] and number cu[i+1] - cu[i]).
+    cu[1:] = np.cumsum(lengths)
+    cu_padded[1:] = np.cumsum(padded)
+    out["cu_seqlens"], out["cu_seqlens_padded"] = cu, cu_padded
+    return out, int(lengths.sum()), int(padded.max())
+
+
+def make_microbatches(gb, plan, align=1, device=None):
+    """Every microbatch of a planned global batch as batch dicts of torch
+    tensors on `device` (pinned host copies sent without waiting on CUDA)."""
+    import torch
+
+    def send(array):
+        tensor = torch.from_numpy(array)
+        if device is not None and torch.device(device).type == "cuda":
+            return tensor.pin_memory().to(device, non_blocking=True)
+        return tensor if device is None else tensor.to(device)
+
+    result = []
+    for m in range(plan.num_microbatches):
+        arrays, real, longest = microbatch_arrays(gb, plan, m, align)
+        batch = {k: send(v) for k, v in arrays.items()}
+        batch["max_seqlen"] = longest  # an int: data_schedule.py:767-768
+        result.append(Microbatch(batch=batch, rows=len(arrays["tokens"]), real_tokens=real,
+                                 num_seqs=int(plan.num_seqs[m]), max_seqlen=longest,
+                                 rung=None if plan.rungs is None else int(plan.rungs[m])))
+    return result
+
+
+def global_batch(args, preset, step, ladder=None):
+    """Global batch `step` of the stream and its next-fit plan (the reference
+    framework's scheduler, thdc.planner.plan): the same in every mode. With a
+    ladder the plan also records each microbatch's rung (assign_rungs), which
+    leaves the packs as they are."""
+    gb = data.global_batch(args.seed, step, preset.documents, args.C, preset.vocab)
+    plan = data.plan_microbatches(gb, args.C, args.N, "next_fit", ladder)
+    return gb, plan
+
+
+def advise_ladder(args, preset, rungs=None) -> Tuple[tuple, tuple, object]:
+    """thdc.planner.advise over the stream's first 20 global batches (what a
+    run knows before it starts), as examples/train/train.py's thdc-ladder."""
+    import thdc.planner
+
+    advice = thdc.planner.advise(data.sample_lengths(args.seed, preset.documents, args.C),
+                                 C=args.C, N=args.N, multiple=128, rungs=rungs)
+    return tuple(advice.capacities), tuple(advice.sequence_capacities), advice
+
+
+def max_microbatches(args, preset) -> int:
+    return data.max_microbatches(preset.documents, args.C, args.N)
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(
+        description="megatron-core's GPTModel with TransformerEngine on packed documents, "
+                    "five ways in one process")
+    parser.add_argument("--modes", default="all",
+                        help="comma-separated, or all: " + ", ".join(MODES))
+    parser.add_argument("--preset", choices=tuple(PRESETS), default="125m")
+    parser.add_argument("--C", type=int, default=8192, help="rows per microbatch "
+                        "(max_seqlen_per_dp_cp_rank)")
+    parser.add_argument("--N", type=int, default=64, help="sequences per microbatch, the "
+                        "dummy included (thd_max_packed_sequences)")
+    parser.add_argument("--steps", type=int, default=50)
+    parser.add_argument("--warmup", type=int, default=5,
+                        help="steps before timing; syncs are counted in those after the first")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--ladder", type=int, metavar="K",
+                        help="thdc-ladder's rungs (default: thdc.planner.advise's choice)")
+    parser.add_argument("--bundle-dir", metavar="DIR",
+                        help="thdc's bundles where thdc has no JIT: one per (C, N) of the "
+                             "step and of every rung, named by thdc.stages.bundle_name(C, 1, N)")
+    parser.add_argument("--print-bundles", action="store_true",
+                        help="list the (C, N) bundles the thdc modes need, and exit")
+    parser.add_argument("--json", metavar="OUT", help="written after every mode")
+    args = parser.parse_args(argv)
+    args.modes = tuple(MODES) if args.modes == "all" else tuple(args.modes.split(","))
+    for name in args.modes:
+        if name not in MODES:
+            parser.error(f"--modes: {name!r} is not one of {', '.join(MODES)} (or all)")
+    if args.steps < 1 or args.warmup < 0:
+        parser.error("--steps must be >= 1 and --warmup >= 0")
+    if args.N < 2 or args.C < 16:
+        parser.error("--N must be >= 2 and --C >= 16")
+    return args

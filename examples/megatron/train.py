@@ -1,0 +1,497 @@
+#!/usr/bin/env python3
+"""Trains megatron-core's own GPTModel (TransformerEngine layers, bf16) on
+packed variable-length documents five ways, side by side in one process,
+from the same initial weights on the same global batches:
+
+  megatron-eager   dev's get_batch_on_this_rank_for_sequence_packing
+                   (data_schedule.py:564) without graph padding, no graphs
+  megatron-graphs  dev's function in graph mode (alignment 'max', C, N) and
+                   dev's per-layer TE graphs (TECudaGraphHelper)
+  thdc-graphs      thdc.megatron's function of the same name in its place,
+                   the same per-layer graphs
+  thdc-ladder      a capacity ladder: GraphStep(capacities=...), each rung's
+                   layer graphs captured by TECudaGraphHelper, the plan
+                   choosing the rung of each microbatch
+  thdc-exact       GraphStep run eagerly, the model on exact_rows, no graphs
+
+README.md says how to run it and what each figure is.
+"""
+import contextlib
+import functools
+import gc
+import json
+import math
+import os
+import statistics
+import sys
+import time
+import warnings
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+import batches  # noqa: E402
+
+
+# ---------------------------------------------------------------- the loss
+
+def loss_func(loss_mask, output_tensor):
+    """pretrain_gpt.py:318-323: the masked sum of the per-token losses
+    GPTModel returns ([1, T] under THD packing: one packed row), the
+    microbatch's loss tokens, and the report [loss, tokens]. With
+    calculate_per_token_loss the schedule keeps the sum and the gradients are
+    divided by the global batch's tokens (model.py)."""
+    import torch
+
+    losses = output_tensor.view(-1).float()
+    mask = loss_mask.view(-1).float()
+    loss = torch.sum(losses * mask)
+    num_tokens = mask.sum().to(torch.int)
+    report = torch.stack([loss.detach(), mask.sum().detach()])
+    return loss, num_tokens, {"lm loss": report}
+
+
+# ---------------------------------------------------------------- runners
+
+class Runner:
+    """What a mode changes: the config (graphs or not), how a microbatch's
+    batch is made from the loader's dict (`get_batch`, pretrain_gpt.py's
+    get_batch on the packing path, :133-145), and what is captured before
+    training (`capture`). A new mode is a subclass and an entry in RUNNERS."""
+
+    graphs = False
+    finalize = True  # pretrain_gpt.py:144 finalize_packed_seq_params(batch[5])
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+        self.capture_s = None
+        self.graph_count = 0
+
+    def config(self):
+        from model import transformer_config
+        return transformer_config(self.ctx.preset, self.ctx.args.C, self.ctx.args.N, self.graphs)
+
+    def get_batch(self, data_iterator, config):
+        raise NotImplementedError
+
+    def capture(self, ddp, optimizer, config):
+        pass
+
+    def release(self):
+        pass
+
+
+class MegatronRunner(Runner):
+    def get_batch(self, data_iterator, config):
+        from megatron.core.datasets.data_schedule import get_batch_on_this_rank_for_sequence_packing
+        return get_batch_on_this_rank_for_sequence_packing(
+            data_iterator, vpp_size=None, mtp_on_this_rank=False, vp_stage=None,
+            dynamic_cp=False, config=config)
+
+
+class LayerGraphs:
+    """dev's per-layer TE graphs as training.py makes them (:4244-4252: the
+    helper after the model and optimizer; :4320-4328: create_cudagraphs() at
+    iteration cuda_graph_warmup_steps, here 0, so before the first step:
+    the capture zeroes the gradients, cuda_graphs.py _reset_after_capture,
+    and changes no weight). With PP = 1 it captures one microbatch per layer
+    (cuda_graphs.py:2376-2381). thd_sequence_length_upper_bound: training.py's
+    _get_thd_sequence_length_upper_bound gives seq_length at cp = 1 (:5306)."""
+
+    def capture(self, ddp, optimizer, config, pool=None):
+        import torch
+        from megatron.core.transformer import cuda_graphs
+
+        helper = cuda_graphs.TECudaGraphHelper(
+            model=[ddp], config=config, seq_length=config.max_seqlen_per_dp_cp_rank,
+            micro_batch_size=1, optimizers=[optimizer],
+            thd_sequence_length_upper_bound=config.max_seqlen_per_dp_cp_rank)
+        original = cuda_graphs.make_graphed_callables
+        if pool is not None:  # one memory pool for every rung (thdc-ladder)
+            cuda_graphs.make_graphed_callables = functools.partial(original, pool=pool)
+        try:
+            helper.create_cudagraphs()
+        finally:
+            cuda_graphs.make_graphed_callables = original
+        torch.cuda.synchronize()
+        return helper
+
+
+class MegatronGraphsRunner(MegatronRunner, LayerGraphs):
+    graphs = True
+
+    def capture(self, ddp, optimizer, config):
+        start = time.perf_counter()
+        self.helper = LayerGraphs.capture(self, ddp, optimizer, config)
+        self.capture_s = time.perf_counter() - start
+        self.graph_count = 2 * len(self.helper.flattened_callables)
+
+    def release(self):
+        if getattr(self, "helper", None) is not None and self.helper.graphs_created():
+            self.helper.delete_cuda_graphs()
+
+
+class ThdcGraphsRunner(MegatronGraphsRunner):
+    """thdc.megatron's function in place of dev's: same arguments, same
+    7-tuple (python/thdc/_sequence_packing.py). Its steps are kept in
+    thdc.megatron.SEQUENCE_PACKING; configure() drops them per mode."""
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        import thdc.megatron
+        thdc.megatron.SEQUENCE_PACKING.configure(**ctx.step_kwargs())
+
+    def get_batch(self, data_iterator, config):
+        import thdc.megatron
+        return thdc.megatron.get_batch_on_this_rank_for_sequence_packing(
+            data_iterator, vpp_size=None, mtp_on_this_rank=False, vp_stage=None,
+            dynamic_cp=False, config=config)
+
+
+class _StepRunner(Runner):
+    """A GraphStep of this mode's own (the drop-in returns the step at C
+    only: SEQUENCE_PACKING.configure refuses capacities=)."""
+
+    finalize = False  # thdc's PackedSeqParams: cp = 1, nothing to resolve
+
+    def make_step(self, ladder=None):
+        import thdc.megatron
+        C, N = self.ctx.args.C, self.ctx.args.N
+        kwargs = self.ctx.step_kwargs(ladder)
+        if ladder is not None:
+            kwargs.update(capacities=list(ladder[0]), sequence_capacities=list(ladder[1]))
+        return thdc.megatron.GraphStep(C, N, 1, 0, **kwargs)
+
+    @staticmethod
+    def _load(slot, microbatch):
+        slot.load_inputs(**{k: v for k, v in microbatch.batch.items()})
+
+
+class ThdcExactRunner(_StepRunner):
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.step = self.make_step()
+
+    def get_batch(self, data_iterator, config):
+        mb = next(data_iterator)
+        slot = self.step.slot(0)
+        self._load(slot, mb)
+        slot.run()
+        batch, params = slot.exact_rows(mb.rows, mb.num_seqs, mb.max_seqlen)
+        return (batch["tokens"], batch["labels"], batch["loss_mask"], None,
+                batch["position_ids"], params, batch["padding_mask"])
+
+
+class ThdcLadderRunner(_StepRunner, LayerGraphs):
+    """One TECudaGraphHelper capture per rung, largest first, all in one
+    memory pool: the config's max_seqlen_per_dp_cp_rank and
+    thd_max_packed_sequences set to the rung's (B, N_r) while it captures
+    (the layers' static inputs come from them, transformer_layer.py:1256-1278,
+    module.py:302-307, and the captured PackedSeqParams' max_seqlen,
+    transformer_layer.py:1367-1396); each rung's graphs kept
+    (layer.cuda_graphs, cuda_graphs.py:2690-2705) and put back on the layers
+    before the microbatches of that rung (GraphableMegatronModule replays
+    layer.cuda_graphs, module.py:366-385). The helper holds one shape per
+    capture (one static input set per layer and microbatch), hence one
+    capture per rung. Every graph of a rung's microbatch replays before the
+    next microbatch's, so the shared pool is safe in any rung order
+    (docs/capacity-ladder.md, "Graphs")."""
+
+    graphs = True
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.ladder = ctx.ladder
+        self.step = self.make_step(self.ladder)
+        self.rung_graphs = {}
+
+    def capture(self, ddp, optimizer, config):
+        import torch
+
+        start = time.perf_counter()
+        pool = torch.cuda.graph_pool_handle()
+        layers = None
+        C, N = config.max_seqlen_per_dp_cp_rank, config.thd_max_packed_sequences
+        try:
+            for r in reversed(range(len(self.ladder[0]))):
+                config.max_seqlen_per_dp_cp_rank = int(self.ladder[0][r])
+                config.thd_max_packed_sequences = int(self.ladder[1][r])
+                helper = LayerGraphs.capture(self, ddp, optimizer, config, pool=pool)
+                layers = helper.flattened_callables
+                self.rung_graphs[r] = [layer.cuda_graphs for layer in layers]
+                for layer in layers:  # empty: the next capture must not replay
+                    layer.cuda_graphs = []
+        finally:
+            config.max_seqlen_per_dp_cp_rank, config.thd_max_packed_sequences = C, N
+        self.layers = layers
+        self.capture_s = time.perf_counter() - start
+        self.graph_count = 2 * len(layers) * len(self.rung_graphs)
+
+    def get_batch(self, data_iterator, config):
+        mb = next(data_iterator)
+        slot = self.step.slot(0)
+        self._load(slot, mb)
+        view = slot.rung(mb.rung)
+        batch, params = view.run()
+        for layer, graphs in zip(self.layers, self.rung_graphs[mb.rung]):
+            layer.cuda_graphs = graphs
+        return (batch["tokens"], batch["labels"], batch["loss_mask"], None,
+                batch["position_ids"], params, batch["padding_mask"])
+
+    def release(self):
+        for r, per_layer in self.rung_graphs.items():
+            for graphs in per_layer:
+                for graph in graphs:
+                    if hasattr(graph, "reset"):
+                        graph.reset()
+        for layer in getattr(self, "layers", None) or ():
+            layer.cuda_graphs = []
+        self.rung_graphs = {}
+
+
+RUNNERS = {
+    "megatron-eager": MegatronRunner,
+    "megatron-graphs": MegatronGraphsRunner,
+    "thdc-graphs": ThdcGraphsRunner,
+    "thdc-ladder": ThdcLadderRunner,
+    "thdc-exact": ThdcExactRunner,
+}
+
+
+# ---------------------------------------------------------------- measuring
+
+@contextlib.contextmanager
+def count_syncs(enabled):
+    """Synchronising CUDA calls PyTorch reports under
+    set_sync_debug_mode("warn"), as bench/get_batch.py counts them; yields a
+    one-item list that holds the count afterwards (None when disabled)."""
+    import torch
+
+    result = [None]
+    if not enabled:
+        yield result
+        return
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            yield result
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    result[0] = sum("synchroniz" in str(w.message) for w in caught)
+
+
+class Context:
+    def __init__(self, args, preset, ladder):
+        self.args, self.preset, self.ladder = args, preset, ladder
+
+    def step_kwargs(self, ladder=None):
+        """GraphStep options common to the thdc modes: "compact", what dev's
+        function gives (pad_between_seqs=True, data_schedule.py:838-850), so
+        every mode runs the same attention backend; bundles where thdc has no
+        JIT."""
+        import thdc
+        import thdc.stages
+
+        kwargs = {"convention": "compact"}
+        bundle_dir = self.args.bundle_dir
+        if bundle_dir is None:
+            if not thdc.has_jit:
+                raise SystemExit("this build of thdc has no JIT: pass --bundle-dir "
+                                 "(--print-bundles lists the shapes)")
+            return kwargs
+        shapes = list(zip(*ladder)) if ladder is not None else [(self.args.C, self.args.N)]
+        paths = [os.path.join(bundle_dir, thdc.stages.bundle_name(B, 1, n)) for B, n in shapes]
+        kwargs["bundle"] = paths if ladder is not None else paths[0]
+        return kwargs
+
+
+def train_mode(name, ctx, state):
+    import torch
+    from megatron.core.pipeline_parallel import get_forward_backward_func
+
+    import model as mmodel
+
+    args, preset = ctx.args, ctx.preset
+    mode = batches.MODES[name]
+    gc.collect()
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats()
+    setup_start = time.perf_counter()
+    runner = RUNNERS[name](ctx)
+    config = runner.config()
+    ddp, optimizer = mmodel.build_training(config, preset, args.C, state, args.seed)
+    runner.capture(ddp, optimizer, config)
+    torch.cuda.synchronize()
+    setup_s = time.perf_counter() - setup_start
+
+    def forward_step(data_iterator, model):
+        out = runner.get_batch(data_iterator, config)
+        tokens, labels, loss_mask, attention_mask, position_ids, params, padding_mask = out
+        if runner.finalize:
+            from megatron.core.context_parallel_layout import finalize_packed_seq_params
+            finalize_packed_seq_params(params)
+        output = model(tokens, position_ids, attention_mask, labels=labels, loss_mask=loss_mask,
+                       packed_seq_params=params, padding_mask=padding_mask)
+        return output, functools.partial(loss_func, loss_mask)
+
+    def iterator(microbatches):
+        for mb in microbatches:
+            # dev's and thdc's functions read the dict; the step runners the
+            # Microbatch (its host figures: rows, sequences, rung)
+            yield mb.batch if mode.batches in ("megatron", "thdc") else mb
+
+    forward_backward = get_forward_backward_func()
+    ladder = ctx.ladder if name == "thdc-ladder" else None
+    align = batches.doc_alignment(1)
+    reports = []  # per step, [M, 2] on the device
+    times, syncs, expected, padded_rows = [], [], [], []
+    strict = None
+    ddp.train()
+    for it in range(args.steps):
+        gb, plan = batches.global_batch(args, preset, it, ctx.ladder)
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        counting = 0 < it < max(args.warmup, 2)
+        with count_syncs(counting) as counted:
+            microbatches = batches.make_microbatches(gb, plan, align, device="cuda")
+            ddp.zero_grad_buffer()
+            optimizer.zero_grad()
+            losses = forward_backward(forward_step_func=forward_step,
+                                      data_iterator=iterator(microbatches), model=[ddp],
+                                      num_microbatches=len(microbatches), seq_length=args.C,
+                                      micro_batch_size=1, forward_only=False)
+            optimizer.step()
+            reports.append(torch.stack([r["lm loss"] for r in losses]))
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - start)
+        if counted[0] is not None:
+            syncs.append(counted[0])
+        expected.append([mb.real_tokens for mb in microbatches])
+        rows = [mb.rows if mode.padded == "T" else
+                args.C if mode.padded == "C" else ctx.ladder[0][mb.rung] for mb in microbatches]
+        padded_rows.append(sum(rows) - sum(mb.real_tokens for mb in microbatches))
+    # Strict check: one more global batch under "error" for the thdc modes.
+    if mode.thdc:
+        strict = check_sync_free(ctx, forward_backward, forward_step, iterator, ddp, optimizer,
+                                 ladder)
+    torch.cuda.synchronize()
+    counts = [r[:, 1].round().long().tolist() for r in reports]
+    once = all(c == e for c, e in zip(counts, expected))
+    step_losses = [float(r[:, 0].sum() / r[:, 1].sum()) for r in reports]
+    timed = times[args.warmup:] or times
+    tokens = [sum(e) for e in expected]
+    ms = 1e3 * statistics.median(timed)
+    figures = {
+        "ms_per_iter": ms,
+        "tokens_per_s": statistics.mean(tokens[args.warmup:] or tokens) / (ms / 1e3),
+        "syncs_per_iter": statistics.mean(syncs) if syncs else None,
+        "sync_free_under_error": strict,
+        "max_memory_bytes": torch.cuda.max_memory_allocated(),
+        "padded_rows_per_iter": statistics.mean(padded_rows),
+        "microbatches_per_iter": statistics.mean(len(e) for e in expected),
+        "losses": step_losses,
+        "first_losses": step_losses[:6],
+        "capture_s": runner.capture_s,
+        "setup_s": setup_s,
+        "graphs": runner.graph_count,
+        "tokens_trained_once": once,
+        "ladder": None if ladder is None else {"capacities": list(ladder[0]),
+                                               "sequence_capacities": list(ladder[1])},
+    }
+    if not once:
+        print(f"{name}: the loss-mask tokens differ from the stream's", file=sys.stderr)
+    if not all(math.isfinite(v) for v in step_losses):
+        print(f"{name}: the loss is not finite", file=sys.stderr)
+    runner.release()
+    del ddp, optimizer, runner
+    return figures
+
+
+def check_sync_free(ctx, forward_backward, forward_step, iterator, ddp, optimizer, ladder):
+    """One more global batch (the one after the run's last) with
+    set_sync_debug_mode("error"): True if nothing synchronised, else the
+    error's text. The optimizer step is left out: it is not the data path."""
+    import torch
+
+    gb, plan = batches.global_batch(ctx.args, ctx.preset, ctx.args.steps, ctx.ladder)
+    microbatches = batches.make_microbatches(gb, plan, 1, device="cuda")
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        forward_backward(forward_step_func=forward_step, data_iterator=iterator(microbatches),
+                         model=[ddp], num_microbatches=len(microbatches),
+                         seq_length=ctx.args.C, micro_batch_size=1, forward_only=False)
+        result = True
+    except RuntimeError as error:
+        result = str(error).splitlines()[0][:300]
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+        torch.cuda.synchronize()
+        ddp.zero_grad_buffer()
+        optimizer.zero_grad()
+    return result
+
+
+def table(results):
+    head = (f"{'mode':<16} {'ms/iter':>9} {'tokens/s':>11} {'syncs':>6} {'GiB':>6} "
+            f"{'pad rows':>9} {'capture s':>9} {'once':>5}  first losses")
+    lines = [head, "-" * len(head)]
+    for name, f in results.items():
+        lines.append(
+            f"{name:<16} {f['ms_per_iter']:>9.1f} {f['tokens_per_s']:>11,.0f} "
+            f"{'-' if f['syncs_per_iter'] is None else format(f['syncs_per_iter'], '.1f'):>6} "
+            f"{f['max_memory_bytes'] / 2**30:>6.2f} {f['padded_rows_per_iter']:>9.0f} "
+            f"{'-' if f['capture_s'] is None else format(f['capture_s'], '.1f'):>9} "
+            f"{str(f['tokens_trained_once']):>5}  "
+            + " ".join(f"{v:.4f}" for v in f["first_losses"]))
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    args = batches.parse_args(argv)
+    preset = batches.PRESETS[args.preset]
+    ladder = None
+    if "thdc-ladder" in args.modes or args.print_bundles:
+        capacities, sequences, advice = batches.advise_ladder(args, preset, args.ladder)
+        ladder = (capacities, sequences)
+        print(f"ladder: {list(capacities)}, N {list(sequences)}; expected padding "
+              f"{100 * advice.padded_fraction:.1f}% (C alone "
+              f"{100 * advice.single_padded_fraction:.1f}%)", flush=True)
+    if args.print_bundles:
+        shapes = sorted({(args.C, args.N)} | set(zip(*ladder)))
+        for B, n in shapes:
+            print(f"{B},1,{n}")
+        return None
+
+    import torch
+    import model as mmodel
+
+    if not torch.cuda.is_available():
+        raise SystemExit("this example needs a GPU (and TransformerEngine)")
+    mmodel.initialize_distributed(args.seed)
+    mmodel.init_microbatch_calculator(batches.max_microbatches(args, preset))
+    ctx = Context(args, preset, ladder)
+    state = mmodel.initial_state(mmodel.transformer_config(preset, args.C, args.N, False),
+                                 preset, args.C, args.seed)
+    output = {"preset": args.preset, "C": args.C, "N": args.N, "steps": args.steps,
+              "warmup": args.warmup, "seed": args.seed,
+              "parameters": batches.parameter_count(preset), "torch": torch.__version__,
+              "device": torch.cuda.get_device_name(), "modes": {}}
+    print(f"{args.preset}: {output['parameters'] / 1e6:.0f}M parameters, C={args.C}, "
+          f"N={args.N}, {preset.documents} documents per global batch", flush=True)
+    for name in args.modes:
+        figures = train_mode(name, ctx, state)
+        output["modes"][name] = figures
+        print(f"{name}: {figures['ms_per_iter']:.1f} ms/iter, "
+              f"{figures['tokens_per_s']:,.0f} tokens/s, syncs/iter "
+              f"{figures['syncs_per_iter']}, first losses {figures['first_losses']}", flush=True)
+        if args.json:
+            with open(args.json, "w") as out:
+                json.dump(output, out, indent=1)
+    print(table(output["modes"]))
+    return output
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,195 @@
+"""examples/megatron on the CPU: what runs without TransformerEngine or a GPU.
+The batch dicts megatron-core's packing loader yields (shapes, dtypes, every
+real token once), the mode registry, the command line, the end table, and,
+where thdc has its JIT, the dicts through GraphStep's host code (compact
+convention, exact rows, a ladder's rungs). The training itself needs
+megatron-core, TransformerEngine and a GPU: those tests skip naming what is
+missing."""
+import importlib.util
+import os
+import sys
+
+import numpy as np
+import pytest
+
+import thdc
+from conftest import SOURCE_DIR
+
+EXAMPLE_DIR = os.path.join(SOURCE_DIR, "examples", "megatron")
+
+
+def load(name):
+    if EXAMPLE_DIR not in sys.path:
+        sys.path.insert(0, EXAMPLE_DIR)
+    spec = importlib.util.spec_from_file_location(f"megatron_example_{name}",
+                                                  os.path.join(EXAMPLE_DIR, f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def batches():
+    pytest.importorskip("torch", minversion="2.10")  # thdc.megatron needs it
+    return load("batches")
+
+
+def tiny_args(batches, *extra):
+    return batches.parse_args(["--preset", "tiny", "--C", "256", "--N", "16", *extra])
+
+
+def test_arguments(batches):
+    args = batches.parse_args([])
+    assert args.modes == tuple(batches.MODES) and args.C == 8192 and args.N == 64
+    args = batches.parse_args(["--modes", "thdc-exact,megatron-eager", "--preset", "1.3b",
+                               "--C", "16384", "--steps", "7", "--warmup", "2", "--json", "x"])
+    assert args.modes == ("thdc-exact", "megatron-eager") and args.preset == "1.3b"
+    assert (args.C, args.steps, args.warmup, args.json) == (16384, 7, 2, "x")
+    for bad in (["--modes", "eager"], ["--preset", "7b"], ["--steps", "0"]):
+        with pytest.raises(SystemExit):
+            batches.parse_args(bad)
+
+
+def test_presets_sizes(batches):
+    millions = {name: batches.parameter_count(p) / 1e6 for name, p in batches.PRESETS.items()}
+    assert 110 < millions["125m"] < 150
+    assert 330 < millions["370m"] < 410
+    assert 1200 < millions["1.3b"] < 1450
+
+
+def test_mode_registry(batches):
+    train = load("train")  # imports nothing of megatron-core at module level
+    assert list(batches.MODES) == ["megatron-eager", "megatron-graphs", "thdc-graphs",
+                                   "thdc-ladder", "thdc-exact"]
+    assert set(train.RUNNERS) == set(batches.MODES)
+    for name, mode in batches.MODES.items():
+        assert mode.name == name and mode.padded in ("T", "C", "rung")
+        assert mode.thdc == name.startswith("thdc")
+        assert train.RUNNERS[name].graphs == (mode.graphs != "none")
+    figures = {"ms_per_iter": 10.0, "tokens_per_s": 1e6, "syncs_per_iter": 0.0,
+               "max_memory_bytes": 2**30, "padded_rows_per_iter": 12, "capture_s": None,
+               "tokens_trained_once": True, "first_losses": [10.4, 10.3]}
+    text = train.table({"thdc-exact": figures})
+    assert "thdc-exact" in text and "10.4000" in text
+
+
+@pytest.mark.parametrize("align", [1, 4])
+def test_batch_dicts(batches, align):
+    """The keys, dtypes and shapes data_schedule.py asserts; cu arrays 1-D
+    int32 with valid and padded offsets; every real token of the global
+    batch in exactly one microbatch, with its label, once in the loss."""
+    import torch
+
+    args = tiny_args(batches)
+    preset = batches.PRESETS["tiny"]
+    for step in range(3):
+        gb, plan = batches.global_batch(args, preset, step)
+        microbatches = batches.make_microbatches(gb, plan, align)
+        assert len(microbatches) == plan.num_microbatches >= 1
+        seen = []
+        for m, mb in enumerate(microbatches):
+            b = mb.batch
+            assert set(b) == {"tokens", "labels", "loss_mask", "position_ids", "cu_seqlens",
+                              "cu_seqlens_padded", "max_seqlen"}
+            for key in ("tokens", "labels", "position_ids"):
+                assert b[key].dtype == torch.int64 and b[key].shape == (mb.rows,)
+            assert b["loss_mask"].dtype == torch.float32 and b["loss_mask"].shape == (mb.rows,)
+            for key in ("cu_seqlens", "cu_seqlens_padded"):
+                assert b[key].dtype == torch.int32 and b[key].dim() == 1
+                assert b[key].shape == (mb.num_seqs + 1,)
+            assert isinstance(b["max_seqlen"], int)
+            cu, cup = b["cu_seqlens"].numpy(), b["cu_seqlens_padded"].numpy()
+            assert cup[-1] == mb.rows and mb.rows <= args.C * (1 if align == 1 else 2)
+            lengths, widths = np.diff(cu), np.diff(cup)
+            assert (widths % align == 0).all() and (widths >= lengths).all()
+            assert b["max_seqlen"] == widths.max()
+            assert int(b["loss_mask"].sum()) == mb.real_tokens == lengths.sum()
+            for i, doc in enumerate(plan.documents(m)):
+                rows = slice(int(cup[i]), int(cup[i]) + int(lengths[i]))
+                assert b["loss_mask"][rows].eq(1).all()
+                assert b["loss_mask"][int(cup[i]) + int(lengths[i]):int(cup[i + 1])].eq(0).all()
+                start = int(gb.offsets[doc])
+                np.testing.assert_array_equal(b["tokens"][rows].numpy(),
+                                              gb.tokens[start:start + lengths[i]])
+                np.testing.assert_array_equal(b["labels"][rows].numpy(),
+                                              gb.labels[start:start + lengths[i]])
+                np.testing.assert_array_equal(b["position_ids"][rows].numpy(),
+                                              np.arange(lengths[i]))
+                seen.append(int(doc))
+        assert sorted(seen) == list(range(len(gb.lengths)))  # every document once
+        assert sum(mb.real_tokens for mb in microbatches) == gb.num_tokens
+
+
+def test_ladder_rungs_hold_their_microbatches(batches):
+    args = tiny_args(batches)
+    preset = batches.PRESETS["tiny"]
+    capacities, sequences, _ = batches.advise_ladder(args, preset)
+    assert capacities[-1] == args.C and sequences[-1] == args.N
+    for step in range(20, 24):
+        gb, plan = batches.global_batch(args, preset, step, (capacities, sequences))
+        for mb in batches.make_microbatches(gb, plan):
+            assert mb.rows <= capacities[mb.rung] and mb.num_seqs <= sequences[mb.rung] - 1
+
+
+def test_print_bundles(batches, capsys):
+    train = load("train")
+    assert train.main(["--preset", "tiny", "--C", "256", "--N", "16", "--print-bundles"]) is None
+    lines = capsys.readouterr().out.splitlines()
+    assert "256,1,16" in lines
+
+
+@pytest.fixture(scope="module")
+def thdc_megatron(batches):
+    if not thdc.has_jit:
+        pytest.skip("this build of thdc has no JIT")
+    import importlib
+    return importlib.import_module("thdc.megatron")
+
+
+def test_batch_dicts_load_into_graph_step(batches, thdc_megatron):
+    """The thdc modes' path on GraphStep's host code: the loader's dict loads
+    as it is (max_seqlen an int), the step pads to C in the compact
+    convention, exact_rows gives back the T rows; a ladder's rung pads to B.
+    Every real token is in the loss once."""
+    args = tiny_args(batches)
+    preset = batches.PRESETS["tiny"]
+    capacities, sequences, _ = batches.advise_ladder(args, preset)
+    step = thdc_megatron.GraphStep(args.C, args.N, 1, 0, device="cpu", convention="compact")
+    ladder = thdc_megatron.GraphStep(args.C, args.N, 1, 0, device="cpu", convention="compact",
+                                     capacities=list(capacities),
+                                     sequence_capacities=list(sequences))
+    gb, plan = batches.global_batch(args, preset, 3, (capacities, sequences))
+    total = 0
+    for mb in batches.make_microbatches(gb, plan):
+        slot = step.slot(0)
+        slot.load_inputs(**mb.batch)
+        batch, params = slot.run()
+        assert batch["tokens"].shape == (1, args.C)
+        assert params.cu_seqlens_q_padded.shape == (args.N + 1,)
+        assert int(batch["loss_mask"].sum()) == mb.real_tokens
+        exact, exact_params = slot.exact_rows(mb.rows, mb.num_seqs, mb.max_seqlen)
+        assert exact["tokens"].shape == (1, mb.rows)
+        assert exact_params.cu_seqlens_q_padded.shape == (mb.num_seqs + 1,)
+        assert exact_params.max_seqlen_q == mb.max_seqlen
+        assert int(exact["loss_mask"].sum()) == mb.real_tokens
+        rung_slot = ladder.slot(0)
+        rung_slot.load_inputs(**mb.batch)
+        rb, rp = rung_slot.rung(mb.rung).run()
+        assert rb["tokens"].shape == (1, capacities[mb.rung])
+        assert rp.max_seqlen_q == capacities[mb.rung]
+        assert int(rb["loss_mask"].sum()) == mb.real_tokens
+        assert int(slot.status) == 0 and int(rung_slot.status) == 0
+        total += mb.real_tokens
+    assert total == gb.num_tokens
+
+
+def test_megatron_core_setup_imports(batches):
+    """Where megatron-core is importable: the symbols the example calls exist
+    (nothing runs: the model needs TransformerEngine and a GPU)."""
+    pytest.importorskip("megatron.core", reason="megatron-core is not installed")
+    from megatron.core.datasets.data_schedule import get_batch_on_this_rank_for_sequence_packing  # noqa: F401
+    from megatron.core.pipeline_parallel import get_forward_backward_func  # noqa: F401
+    from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer  # noqa: F401
+    from megatron.core.distributed import DistributedDataParallelConfig  # noqa: F401
+    pytest.importorskip("transformer_engine", reason="TransformerEngine is not installed")
+    from megatron.core.transformer.cuda_graphs import TECudaGraphHelper  # noqa: F401
