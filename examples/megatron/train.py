@@ -108,6 +108,10 @@ class LayerGraphs:
             thd_sequence_length_upper_bound=config.max_seqlen_per_dp_cp_rank)
         original = cuda_graphs.make_graphed_callables
         if pool is not None:  # one memory pool for every rung (thdc-ladder)
+            import inspect
+            if "pool" not in inspect.signature(original).parameters:
+                raise RuntimeError("thdc-ladder: this TransformerEngine's make_graphed_callables "
+                                   "takes no pool=: the rungs' graphs cannot share memory")
             cuda_graphs.make_graphed_callables = functools.partial(original, pool=pool)
         try:
             helper.create_cudagraphs()
