@@ -597,14 +597,31 @@ LogicalResult DroppedOp::verify() {
 }
 
 LogicalResult ValidateOp::verify() {
-  if (failed(verifyCuPair(*this, getCuSeqlens(), getCuSeqlensPadded())) ||
-      failed(resolveAtLeast(*this, getCp(), "cp", 1)) ||
-      failed(resolveAtLeast(*this, getMaxTokens(), "max_tokens", 0)))
+  if (failed(verifyCuPair(*this, getCuSeqlens(), getCuSeqlensPadded())))
     return failure();
+  FailureOr<std::optional<int64_t>> cp = resolveAtLeast(*this, getCp(), "cp", 1);
+  if (failed(cp))
+    return failure();
+  FailureOr<std::optional<int64_t>> maxTokens =
+      resolveAtLeast(*this, getMaxTokens(), "max_tokens", 0);
+  if (failed(maxTokens))
+    return failure();
+  // Contiguous CP checks no offset: it cuts the buffer padded to max_tokens
+  // rows into cp equal ranges, so that total is what must divide.
+  if (getMode() == CpMode::contiguous && *cp && *maxTokens &&
+      **maxTokens % **cp != 0)
+    return emitOpError() << "'max_tokens' is " << **maxTokens
+                         << ", not a multiple of cp = " << **cp
+                         << ": contiguous CP gives every rank max_tokens / cp "
+                            "rows of the padded buffer";
   FailureOr<std::optional<int64_t>> maxSeqs =
       resolveAtLeast(*this, getMaxSeqs(), "max_seqs", 0);
   if (failed(maxSeqs))
     return failure();
+  if (getTailSlot() && *maxSeqs && **maxSeqs == 0)
+    return emitOpError("'max_seqs' is 0 with 'tail_slot': a microbatch with "
+                       "a tail keeps one of the max_seqs slots for its dummy "
+                       "sequence, so there must be one");
   std::optional<int64_t> entries = staticLength(getCuSeqlens());
   if (entries && *maxSeqs && **maxSeqs >= *entries)
     return emitOpError() << "'max_seqs' is " << **maxSeqs

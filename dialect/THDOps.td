@@ -498,12 +498,19 @@ def THD_ValidateOp : THD_Op<"validate", [AttrSizedOperandSegments]> {
     `reference/StatusBits.h` (the names `thd-run` and the Python package
     print are in brackets):
     - 1 `StatusNumSeqsOutOfRange` [num_seqs_out_of_range]: `num_seqs` is
-      negative or above `max_seqs`;
+      negative or above `max_seqs`; with `tail_slot`, also `num_seqs` equal
+      to `max_seqs` while `cu_seqlens_padded[n]` is below `max_tokens` (see
+      below);
     - 2 `StatusTotalExceedsCapacity` [total_exceeds_capacity]: the total
       padded length `cu_seqlens_padded[n]` is above `max_tokens`;
-    - 4 `StatusNotDivisibleBy2Cp` [not_divisible]: with `cp > 1`, a
-      `cu_seqlens_padded` entry is not divisible by `2*cp` (zigzag) or `cp`
-      (contiguous);
+    - 4 `StatusNotDivisibleBy2Cp` [not_divisible]: with `cp > 1` and
+      `mode zigzag`, a `cu_seqlens_padded` entry is not divisible by `2*cp`
+      (TE cuts every sequence into `2*cp` chunks). `mode contiguous` sets no
+      bit for any offset: the contiguous slice cuts the buffer padded to
+      `max_tokens` rows, which the verifier requires to be a multiple of
+      `cp`, as megatron-core (dev `d48bd6be0a`) pads every key to the
+      partition total and checks only that total
+      (`megatron/core/datasets/data_schedule_utils.py:26-100`);
     - 8 `StatusNotMonotonic` [not_monotonic]: an array does not start at 0
       or decreases;
     - 16 `StatusValidExceedsPadded` [valid_exceeds_padded]: a valid length
@@ -522,6 +529,19 @@ def THD_ValidateOp : THD_Op<"validate", [AttrSizedOperandSegments]> {
       the steps would read them as this one's. A loader that copies a
       microbatch of `T` rows into buffers of `C*cp` passes `T` (known on the
       host from the tensors' shapes).
+    `tail_slot` says that the pipeline covers a tail with dummy sequences
+    taken from the same `max_seqs` slots (`thd.pad_tail_metadata` with
+    `policy append_dummy_sequence` or `split_dummy_sequences`, target
+    `max_tokens`): a microbatch whose padded total `cu_seqlens_padded[n]`
+    is below `max_tokens` has a tail and may hold at most `max_seqs - 1`
+    real sequences, one whose total is exactly `max_tokens` has no tail and
+    may fill all `max_seqs` slots. This is megatron-core's rule (dev
+    `d48bd6be0a`, `megatron/core/packed_seq_params.py:446-700`): the dummy
+    sequence is appended only when the target exceeds the actual total, and
+    the cu arrays only need at most `N+1` entries (`:131-154`). Without
+    `tail_slot`, `max_seqs` bounds the real sequences alone (pipelines
+    whose tail needs no slot: `policy extend_last` or `none`).
+
     The second result is `num_seqs` when the status is 0 and 0 otherwise:
     ops that read it see an empty microbatch when the data is bad, so the
     pipeline writes in bounds and returns the outputs of an empty
@@ -531,12 +551,13 @@ def THD_ValidateOp : THD_Op<"validate", [AttrSizedOperandSegments]> {
     CUDA context.
 
     ```mlir
+    // N sequence slots, one kept for the dummy when there is a tail
     %status, %checked_num_seqs = thd.validate %cu, %cup, %rank num_seqs %n cp "cp" mode zigzag
-        max_tokens "C*cp" max_seqs "N-1" : tensor<?xi32>, tensor<?xi32>
+        max_tokens "C*cp" max_seqs "N" tail_slot : tensor<?xi32>, tensor<?xi32>
     // a microbatch packed from a pool: its chosen samples checked too
     // a microbatch copied into static buffers: the rows the caller gave
     %status, %checked_num_seqs = thd.validate %cu, %cup, %rank num_seqs %n rows %r
-        cp "cp" mode zigzag max_tokens "C*cp" max_seqs "N-1" : tensor<?xi32>, tensor<?xi32>
+        cp "cp" mode zigzag max_tokens "C*cp" max_seqs "N" tail_slot : tensor<?xi32>, tensor<?xi32>
     %status, %checked_num_seqs = thd.validate %cu, %cup, %rank num_seqs %n
         samples(%offsets, %lengths, %ids : tensor<?xi32>, tensor<?xi32>, tensor<?xi32>)
         pool_rows "P" cp "cp" mode zigzag max_tokens "C*cp" max_seqs "N-1"
@@ -552,7 +573,8 @@ def THD_ValidateOp : THD_Op<"validate", [AttrSizedOperandSegments]> {
                        OptionalAttr<THD_IntOrParamAttr>:$pool_rows,
                        THD_IntOrParamAttr:$cp,
                        DefaultValuedAttr<THD_CpModeAttr, "::mlir::thd::CpMode::zigzag">:$mode,
-                       THD_IntOrParamAttr:$max_tokens, THD_IntOrParamAttr:$max_seqs);
+                       THD_IntOrParamAttr:$max_tokens, THD_IntOrParamAttr:$max_seqs,
+                       UnitAttr:$tail_slot);
   let results = (outs THD_Scalar:$status, THD_Scalar:$checked_num_seqs);
   let assemblyFormat = [{
     $cu_seqlens `,` $cu_seqlens_padded `,` $cp_rank (`num_seqs` $num_seqs^)?
@@ -562,6 +584,7 @@ def THD_ValidateOp : THD_Op<"validate", [AttrSizedOperandSegments]> {
      `pool_rows` custom<IntOrParam>($pool_rows))?
     `cp` custom<IntOrParam>($cp) `mode` `` $mode
     `max_tokens` custom<IntOrParam>($max_tokens) `max_seqs` custom<IntOrParam>($max_seqs)
+    (`tail_slot` $tail_slot^)?
     attr-dict `:` type($cu_seqlens) `,` type($cu_seqlens_padded)
   }];
 }
@@ -583,7 +606,7 @@ def THD_DroppedOp : THD_Op<"dropped"> {
     ```mlir
     // status 8, cu [0, 3, 5, 9], num_seqs 2 -> dropped_seqs 2, dropped_tokens 5
     %status, %checked = thd.validate %cu, %cup, %rank num_seqs %n cp "cp" mode zigzag
-        max_tokens "C*cp" max_seqs "N-1" : tensor<?xi32>, tensor<?xi32>
+        max_tokens "C*cp" max_seqs "N" tail_slot : tensor<?xi32>, tensor<?xi32>
     %dropped_seqs, %dropped_tokens = thd.dropped %status, %cu num_seqs %n : tensor<?xi32>
     ```
   }];

@@ -31,7 +31,7 @@ module attributes {thd.params = {C = 8 : i64, cp = 2 : i64, N = 6 : i64}} {
           tensor<?xi32> {thd.name = "cu_seqlens_padded"}, tensor<?xi32> {thd.name = "cu_seqlens"},
           tensor<1xi32> {thd.name = "max_seqlen"}, tensor<1xi32> {thd.name = "status"}) {
     %status, %n = thd.validate %cu_seqlens, %cu_seqlens_padded, %cp_rank num_seqs %num_seqs
-        cp "cp" mode contiguous max_tokens "C*cp" max_seqs "N-1" : tensor<?xi32>, tensor<?xi32>
+        cp "cp" mode contiguous max_tokens "C*cp" max_seqs "N" tail_slot : tensor<?xi32>, tensor<?xi32>
 
     // S5 + S6 over the whole buffer: the rows past the packed ones are tail,
     // padding too, so every row the slice can reach is defined.

@@ -23,7 +23,7 @@ module attributes {thd.params = {C = 8 : i64, cp = 2 : i64, N = 6 : i64}} {
       -> (tensor<?xi64> {thd.name = "tokens"}, tensor<?xf32> {thd.name = "loss"},
           tensor<?xi1> {thd.name = "padding_mask"}, tensor<1xi32> {thd.name = "status"}) {
     %status, %n = thd.validate %cu_seqlens, %cu_seqlens_padded, %cp_rank num_seqs %num_seqs
-        cp "cp" mode zigzag max_tokens "C*cp" max_seqs "N-1" : tensor<?xi32>, tensor<?xi32>
+        cp "cp" mode zigzag max_tokens "C*cp" max_seqs "N" tail_slot : tensor<?xi32>, tensor<?xi32>
 
     // Chunk c of every sequence back from rank c (or 2cp-1-c), then the tails.
     %tokens = thd.cp_unslice %gathered_tokens, %cu_seqlens_padded num_seqs %n

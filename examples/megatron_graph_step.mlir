@@ -28,7 +28,7 @@ module attributes {thd.params = {C = 8 : i64, cp = 2 : i64, N = 6 : i64}} {
     // Bad metadata sets status bits; the steps below then see no sequence
     // (%n = 0), so every output is that of an empty microbatch.
     %status, %n = thd.validate %cu_seqlens, %cu_seqlens_padded, %cp_rank num_seqs %num_seqs
-        cp "cp" mode zigzag max_tokens "C*cp" max_seqs "N-1" : tensor<?xi32>, tensor<?xi32>
+        cp "cp" mode zigzag max_tokens "C*cp" max_seqs "N" tail_slot : tensor<?xi32>, tensor<?xi32>
 
     // S5 + S6: padding mask over the packed buffer, padded slots zeroed.
     %mask = thd.padding_mask %cu_seqlens, %cu_seqlens_padded num_seqs %n capacity "C*cp"

@@ -773,11 +773,11 @@ LogicalResult evaluate(ValidateOp op, Environment &env) {
   std::vector<int32_t> cu = int32Values(cuBuffer), cup = int32Values(cupBuffer);
   int64_t raw = op.getNumSeqs() ? scalarOf(env[op.getNumSeqs()]) : last;
   int64_t rank = scalarOf(env[op.getCpRank()]);
-  int64_t multiple =
-      *cp == 1 ? 1 : (op.getMode() == CpMode::zigzag ? 2 * *cp : *cp);
-  int32_t bits = 0;
-  if (raw < 0 || raw > *maxSeqs)
-    bits |= ref::StatusNumSeqsOutOfRange;
+  // Zigzag cuts every sequence into 2*cp chunks; contiguous CP cuts only
+  // the buffer padded to max_tokens rows (checked by the verifier).
+  int64_t multiple = *cp > 1 && op.getMode() == CpMode::zigzag ? 2 * *cp : 1;
+  int32_t bits =
+      ref::numSeqsStatus(cup, raw, *maxSeqs, *maxTokens, op.getTailSlot());
   if (rank < 0 || rank >= *cp)
     bits |= ref::StatusCpRankOutOfRange;
   // The other checks read the entries that num_seqs, clamped, makes

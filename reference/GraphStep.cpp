@@ -155,6 +155,20 @@ int32_t rowsStatus(const std::vector<int32_t> &cuSeqlensPadded,
   return cuSeqlensPadded[std::size_t(n)] > rowsGiven ? StatusRowsNotGiven : 0;
 }
 
+int32_t numSeqsStatus(const std::vector<int32_t> &cuSeqlensPadded,
+                      int64_t numSeqs, int64_t maxSeqs, int64_t maxTokens,
+                      bool tailSlot) {
+  if (numSeqs < 0 || numSeqs > maxSeqs)
+    return StatusNumSeqsOutOfRange;
+  if (!tailSlot || numSeqs < maxSeqs || cuSeqlensPadded.empty())
+    return 0;
+  const std::size_t last = cuSeqlensPadded.size() - 1;
+  const int32_t total =
+      cuSeqlensPadded[std::min(static_cast<std::size_t>(numSeqs), last)];
+  // A tail needs a dummy sequence, and every slot holds a real one.
+  return total < maxTokens ? StatusNumSeqsOutOfRange : 0;
+}
+
 Expected<DroppedCounts> droppedCounts(int32_t status,
                                       const std::vector<int32_t> &cuSeqlens,
                                       int64_t numSeqs) {
@@ -179,9 +193,8 @@ int32_t graphStepStatus(const GraphStepInput &input, int64_t maxSeqlenPerRank,
     fatal("megatronGraphStep", *problem);
   const std::vector<int32_t> &cu = input.cuSeqlens;
   const std::vector<int32_t> &cup = input.cuSeqlensPadded;
-  int32_t status = 0;
-  if (input.numSeqs < 0 || input.numSeqs > maxPackedSequences - 1)
-    status |= StatusNumSeqsOutOfRange;
+  int32_t status = numSeqsStatus(cup, input.numSeqs, maxPackedSequences,
+                                 maxSeqlenPerRank * cp, /*tailSlot=*/true);
   if (input.cpRank < 0 || input.cpRank >= cp)
     status |= StatusCpRankOutOfRange;
   const std::size_t n = static_cast<std::size_t>(

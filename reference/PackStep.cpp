@@ -94,8 +94,13 @@ Expected<PackStepOutput> packMicrobatchStep(const PackStepInput &input,
   statusInput.cuSeqlensPadded.resize(std::size_t(N + 1), cup->back());
   statusInput.numSeqs = input.numSeqs;
   statusInput.cpRank = input.cpRank;
+  // The pipeline chooses at most N-1 samples (its validate says max_seqs
+  // "N-1" without tail_slot): N sequences are out of range even without a
+  // tail, which graphStepStatus alone would accept.
   const int32_t status =
       graphStepStatus(statusInput, C, cp, N) |
+      numSeqsStatus(statusInput.cuSeqlensPadded, input.numSeqs, N - 1, C * cp,
+                    /*tailSlot=*/false) |
       sampleStatus(input.sampleOffsets, input.sampleLengths, input.sampleIds,
                    input.numSeqs, int64_t(input.tokenPool.size()));
   int64_t rank = input.cpRank;

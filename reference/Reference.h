@@ -758,6 +758,23 @@ int32_t sampleStatus(const std::vector<int32_t> &sampleOffsets,
 int32_t rowsStatus(const std::vector<int32_t> &cuSeqlensPadded,
                    int64_t numSeqs, int64_t rowsGiven);
 
+/// StatusNumSeqsOutOfRange when numSeqs is negative or above maxSeqs, or,
+/// with tailSlot, equal to maxSeqs while the padded total
+/// cuSeqlensPadded[numSeqs] is below maxTokens; else 0 (thd.validate's
+/// num_seqs check; docs/semantics.md, "One microbatch in graph mode").
+/// tailSlot: a tail (total below maxTokens) is covered by a dummy sequence
+/// that takes one of the maxSeqs slots, so only a microbatch without a tail
+/// may fill all of them, as in megatron-core dev d48bd6be0a
+/// (megatron/core/packed_seq_params.py:446-700 appends the dummy only when
+/// the target exceeds the actual total). An index past cuSeqlensPadded
+/// reads its last entry. Golden (maxSeqs 3, maxTokens 16, tailSlot): cup
+/// [0,4,8,16], numSeqs 3 -> 0; cup [0,4,8,12], numSeqs 3 -> bit; numSeqs 2
+/// -> 0; numSeqs 4 or -1 -> bit; without tailSlot cup [0,4,8,12], numSeqs 3
+/// -> 0.
+int32_t numSeqsStatus(const std::vector<int32_t> &cuSeqlensPadded,
+                      int64_t numSeqs, int64_t maxSeqs, int64_t maxTokens,
+                      bool tailSlot);
+
 /// What a microbatch loses when validation empties it (thd.dropped).
 struct DroppedCounts {
   /// The sequences it claimed: clamp(numSeqs, 0, E-1).
@@ -842,8 +859,10 @@ graphStepPreconditionError(const GraphStepInput &input,
                            int64_t maxPackedSequences);
 
 /// Validation of a GraphStepInput: the OR of every StatusBit that applies
-/// (0 = valid). When bit 1 is set the other checks use numSeqs clamped into
-/// [0, N]. Preconditions as for megatronGraphStep.
+/// (0 = valid). numSeqs may be N only when cuSeqlensPadded[N] is C*cp (no
+/// tail, so no dummy sequence needs a slot): numSeqsStatus with maxSeqs N,
+/// maxTokens C*cp and tailSlot. When bit 1 is set the other checks use
+/// numSeqs clamped into [0, N]. Preconditions as for megatronGraphStep.
 int32_t graphStepStatus(const GraphStepInput &input, int64_t maxSeqlenPerRank,
                         int64_t cp, int64_t maxPackedSequences);
 
@@ -918,7 +937,8 @@ using PackStepOutput = GraphStepOutput;
 ///   2. S1 p = alignLengths(v, G), G = 2*cp (cp > 1) or 1; S4 cu, cup =
 ///      cumulativeLengths(v), (p);
 ///   3. thd.validate: graphStepStatus over cu, cup padded to N+1 entries by
-///      repeats, with the raw numSeqs and cpRank, OR sampleStatus over the
+///      repeats, with the raw numSeqs and cpRank, OR numSeqsStatus with
+///      maxSeqs N-1 and no tail slot (N-1 chosen ids), OR sampleStatus over the
 ///      raw ids and the pool's P rows; a nonzero status leaves no sequence
 ///      (and rank 0) for the steps below;
 ///   4. S4 pack tokens, labels (pad 0) and the loss mask (pad 0.0) from the

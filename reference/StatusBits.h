@@ -18,11 +18,14 @@ namespace thdc::reference {
 
 /// Bits of the status word; 0 = the microbatch is valid.
 enum StatusBit : int32_t {
-  /// numSeqs < 0 or numSeqs > N-1 (no room for the dummy).
+  /// numSeqs < 0 or above max_seqs; with thd.validate's tail_slot (the graph
+  /// step: max_seqs N, max_tokens C*cp) numSeqs = N only when there is no
+  /// tail, cu_seqlens_padded[N] = C*cp (numSeqsStatus).
   StatusNumSeqsOutOfRange = 1,
   /// cu_seqlens_padded[numSeqs] > C*cp (does not fit the budget).
   StatusTotalExceedsCapacity = 2,
-  /// cp > 1 and a meaningful cu_seqlens_padded entry % (2*cp) != 0.
+  /// Zigzag CP, cp > 1 and a meaningful cu_seqlens_padded entry % (2*cp) !=
+  /// 0 (contiguous CP checks no offset).
   StatusNotDivisibleBy2Cp = 4,
   /// cu_seqlens or cu_seqlens_padded does not start at 0 or decreases.
   StatusNotMonotonic = 8,
@@ -48,11 +51,12 @@ struct StatusBitName {
 };
 inline constexpr StatusBitName kStatusBitNames[] = {
     {StatusNumSeqsOutOfRange, "num_seqs_out_of_range",
-     "num_seqs is negative or leaves no room for the dummy sequence"},
+     "num_seqs is negative, above the capacity, or leaves no room for the "
+     "dummy sequence over a tail"},
     {StatusTotalExceedsCapacity, "total_exceeds_capacity",
      "cu_seqlens_padded[num_seqs] exceeds the token capacity"},
     {StatusNotDivisibleBy2Cp, "not_divisible",
-     "a padded offset is not a multiple of the CP slicing granularity"},
+     "a padded offset is not a multiple of 2*cp (zigzag CP)"},
     {StatusNotMonotonic, "not_monotonic",
      "an offset array does not start at 0 or decreases"},
     {StatusValidExceedsPadded, "valid_exceeds_padded",

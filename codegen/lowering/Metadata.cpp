@@ -23,14 +23,25 @@ void validate(ValidateOp op, ElementEmitter &e) {
   Value cu = op.getCuSeqlens(), cup = op.getCuSeqlensPadded();
   int64_t last = e.staticLength(cu) - 1;
   int64_t cp = e.intAttr(op.getCp());
-  int64_t multiple =
-      cp == 1 ? 1 : (op.getMode() == CpMode::zigzag ? 2 * cp : cp);
+  // Zigzag cuts every sequence into 2*cp chunks; contiguous CP cuts only
+  // the padded buffer, whose max_tokens rows the verifier checked.
+  int64_t multiple = cp > 1 && op.getMode() == CpMode::zigzag ? 2 * cp : 1;
+  int64_t maxSeqs = e.intAttr(op.getMaxSeqs());
+  Value maxTokens = e.i32(e.intAttr(op.getMaxTokens()));
   Value raw = op.getNumSeqs() ? e.scalar(op.getNumSeqs()) : e.i32(last);
-  Value bits = e.select(e.orI(e.cmp(arith::CmpIPredicate::slt, raw, e.i32(0)),
-                              e.cmp(arith::CmpIPredicate::sgt, raw,
-                                    e.i32(e.intAttr(op.getMaxSeqs())))),
-                        e.i32(reference::StatusNumSeqsOutOfRange), e.i32(0));
   Value n = e.clamp(e.toIndex(raw), 0, last);
+  // reference::numSeqsStatus: with tail_slot, max_seqs sequences leave no
+  // slot for the dummy over a tail, so they need a total of max_tokens.
+  Value badCount =
+      e.orI(e.cmp(arith::CmpIPredicate::slt, raw, e.i32(0)),
+            e.cmp(arith::CmpIPredicate::sgt, raw, e.i32(maxSeqs)));
+  if (op.getTailSlot())
+    badCount = e.orI(
+        badCount,
+        e.andI(e.cmp(arith::CmpIPredicate::eq, raw, e.i32(maxSeqs)),
+               e.cmp(arith::CmpIPredicate::slt, e.entry(cup, n), maxTokens)));
+  Value bits = e.select(badCount, e.i32(reference::StatusNumSeqsOutOfRange),
+                        e.i32(0));
   Value rank = e.scalar(op.getCpRank());
   Value badRank = e.orI(e.cmp(arith::CmpIPredicate::slt, rank, e.i32(0)),
                         e.cmp(arith::CmpIPredicate::sge, rank, e.i32(cp)));
@@ -42,7 +53,7 @@ void validate(ValidateOp op, ElementEmitter &e) {
   bits = e.orI(
       bits, e.select(badStart, e.i32(reference::StatusNotMonotonic), e.i32(0)));
   bits = e.orI(bits, e.select(e.cmp(arith::CmpIPredicate::sgt, e.entry(cup, n),
-                                    e.i32(e.intAttr(op.getMaxTokens()))),
+                                    maxTokens),
                               e.i32(reference::StatusTotalExceedsCapacity),
                               e.i32(0)));
   if (Value rows = op.getRows()) {

@@ -615,6 +615,27 @@ func.func @f(%cu: tensor<7xi32>, %r: tensor<1xi32>) -> tensor<1xi32> {
 
 // -----
 
+// tail_slot keeps one of the max_seqs slots for the dummy over a tail.
+func.func @f(%cu: tensor<7xi32>, %r: tensor<1xi32>) -> tensor<1xi32> {
+  // expected-error @+1 {{'max_seqs' is 0 with 'tail_slot': a microbatch with a tail keeps one of the max_seqs slots for its dummy sequence, so there must be one}}
+  %0, %1 = thd.validate %cu, %cu, %r cp 2 mode zigzag max_tokens 16 max_seqs 0 tail_slot : tensor<7xi32>, tensor<7xi32>
+  return %0 : tensor<1xi32>
+}
+
+// -----
+
+// Contiguous CP checks no offset but cuts the padded buffer of max_tokens
+// rows into cp equal ranges.
+module attributes {thd.params = {C = 8 : i64, N = 6 : i64, cp = 3 : i64}} {
+func.func @f(%cu: tensor<7xi32>, %r: tensor<1xi32>) -> tensor<1xi32> {
+  // expected-error @+1 {{'max_tokens' is 16, not a multiple of cp = 3: contiguous CP gives every rank max_tokens / cp rows of the padded buffer}}
+  %0, %1 = thd.validate %cu, %cu, %r cp "cp" mode contiguous max_tokens 16 max_seqs "N" tail_slot : tensor<7xi32>, tensor<7xi32>
+  return %0 : tensor<1xi32>
+}
+}
+
+// -----
+
 module attributes {thd.params = {C = 8 : i64, N = 6 : i64, cp = 2 : i64}} {
 func.func @f(%cu: tensor<7xi32>, %r: tensor<1xi32>) -> tensor<1xi32> {
   // expected-error @+1 {{'max_tokens' must be at least 0, got -16}}

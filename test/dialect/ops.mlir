@@ -167,6 +167,14 @@ func.func @validate(%cu: tensor<?xi32>, %cup: tensor<?xi32>, %r: tensor<1xi32>, 
   return %0 : tensor<1xi32>
 }
 
+// A slot for the dummy only when there is a tail.
+// CHECK-LABEL: func @validate_tail_slot
+func.func @validate_tail_slot(%cu: tensor<?xi32>, %cup: tensor<?xi32>, %r: tensor<1xi32>, %n: tensor<1xi32>) -> tensor<1xi32> {
+  // CHECK: thd.validate %{{.+}}, %{{.+}}, %{{.+}} num_seqs %{{.+}} cp "cp" mode contiguous max_tokens "C*cp" max_seqs "N" tail_slot : tensor<?xi32>, tensor<?xi32>
+  %0, %1 = thd.validate %cu, %cup, %r num_seqs %n cp "cp" mode contiguous max_tokens "C*cp" max_seqs "N" tail_slot : tensor<?xi32>, tensor<?xi32>
+  return %0 : tensor<1xi32>
+}
+
 // CHECK-LABEL: func @validate_rows
 func.func @validate_rows(%cu: tensor<?xi32>, %cup: tensor<?xi32>, %r: tensor<1xi32>, %n: tensor<1xi32>, %rows: tensor<1xi32>) -> tensor<1xi32> {
   // CHECK: thd.validate %{{.+}}, %{{.+}}, %{{.+}} num_seqs %{{.+}} rows %{{.+}} cp "cp" mode zigzag max_tokens "C*cp" max_seqs "N-1" : tensor<?xi32>, tensor<?xi32>

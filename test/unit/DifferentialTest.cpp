@@ -462,6 +462,7 @@ struct Coverage {
   int fullCapacity = 0;      ///< cu_seqlens_padded[n] == C*cp
   int atMaxSeqs = 0;         ///< num_seqs == N-1
   int fullAndMaxSeqs = 0;    ///< both at once
+  int allSlots = 0;          ///< num_seqs == N, no tail (no dummy needed)
   int validEqualsPadded = 0; ///< some v_i == p_i > 0
 };
 
@@ -473,7 +474,8 @@ int64_t uniform(std::mt19937 &rng, int64_t lo, int64_t hi) {
 /// whose padded lengths are multiples of 2*cp (cp > 1) summing to at most
 /// C*cp, valid lengths in [0, p_i], garbage in every cu entry past n and in
 /// every row past cu_seqlens_padded[n], and dataset-like padding rows inside
-/// sequences (overwritten by S6).
+/// sequences (overwritten by S6). n is at most N-1, or N when the lengths
+/// fill all C*cp rows (no tail, so no dummy sequence needs a slot).
 GraphStepInput randomMicrobatch(std::mt19937 &rng, const StepConfig &config,
                                 bool allowNoSequence, Coverage &coverage) {
   const int64_t C = config.C, cp = config.cp, N = config.N;
@@ -481,13 +483,19 @@ GraphStepInput randomMicrobatch(std::mt19937 &rng, const StepConfig &config,
   const int64_t units = C * cp / granularity;
 
   int64_t n;
-  switch (uniform(rng, 0, 9)) {
+  bool allSlots = false;
+  switch (uniform(rng, 0, 11)) {
   case 0:
     n = 0;
     break;
   case 1:
   case 2:
     n = N - 1;
+    break;
+  case 3:
+  case 4:
+    n = N;
+    allSlots = true;
     break;
   default:
     n = uniform(rng, 0, N - 1);
@@ -496,7 +504,9 @@ GraphStepInput randomMicrobatch(std::mt19937 &rng, const StepConfig &config,
     n = std::max<int64_t>(n, 1);
 
   int64_t totalUnits = 0;
-  if (n > 0) {
+  if (allSlots) {
+    totalUnits = units;
+  } else if (n > 0) {
     switch (uniform(rng, 0, 9)) {
     case 0:
     case 1:
@@ -621,6 +631,8 @@ GraphStepInput randomMicrobatch(std::mt19937 &rng, const StepConfig &config,
     ++coverage.atMaxSeqs;
   if (total == rows && n == N - 1)
     ++coverage.fullAndMaxSeqs;
+  if (total == rows && n == N)
+    ++coverage.allSlots;
   for (int64_t i = 0; i < n; ++i)
     if (valid[i] == padded[i] && padded[i] > 0) {
       ++coverage.validEqualsPadded;
@@ -732,16 +744,18 @@ void runDifferentialSuite(int64_t cp, TailPolicy policy) {
   }
   std::printf("[differential] cp=%lld policy=%s: %d microbatches, %d rank "
               "runs, 0 mismatches (empty %d, zero-length %d, full %d, "
-              "num_seqs=N-1 %d, full and N-1 %d, v==p %d)\n",
+              "num_seqs=N-1 %d, full and N-1 %d, full and N %d, v==p %d)\n",
               (long long)cp, policyKeyword(policy), coverage.microbatches,
               coverage.rankRuns, coverage.empty, coverage.zeroLength,
               coverage.fullCapacity, coverage.atMaxSeqs,
-              coverage.fullAndMaxSeqs, coverage.validEqualsPadded);
+              coverage.fullAndMaxSeqs, coverage.allSlots,
+              coverage.validEqualsPadded);
   EXPECT_GT(coverage.empty, 0);
   EXPECT_GT(coverage.zeroLength, 0);
   EXPECT_GT(coverage.fullCapacity, 0);
   EXPECT_GT(coverage.atMaxSeqs, 0);
   EXPECT_GT(coverage.fullAndMaxSeqs, 0);
+  EXPECT_GT(coverage.allSlots, 0);
   EXPECT_GT(coverage.validEqualsPadded, 0);
 }
 
@@ -935,6 +949,32 @@ TEST_F(BadData, NumSeqsAboveCapacity) {
   input.numSeqs = N + 1;
   expectEmptyMicrobatch(input, StatusNumSeqsOutOfRange);
   input.numSeqs = kInt32Max;
+  expectEmptyMicrobatch(input, StatusNumSeqsOutOfRange);
+}
+
+// N real sequences fill every slot: valid exactly when they fill all C*cp
+// rows (no tail, no dummy), as megatron-core dev d48bd6be0a trains them
+// (packed_seq_params.py:446-700 appends the dummy only for a tail). The cu
+// arrays are the input's N+1 entries.
+TEST_F(BadData, AllSlotsWithoutTailIsValid) {
+  GraphStepInput input = validInput();
+  input.cuSeqlens = {0, 3, 5, 9, 13, 17, 29};
+  input.cuSeqlensPadded = {0, 4, 8, 12, 16, 20, 32};
+  input.numSeqs = N;
+  GraphStepOutput actual;
+  std::string error;
+  ASSERT_TRUE(step->run(input, actual, error)) << error;
+  EXPECT_EQ(actual.status, 0);
+  EXPECT_EQ(megatronGraphStep(input, C, cp, N).status, 0);
+  std::string mismatch =
+      firstMismatch(actual, megatronGraphStep(input, C, cp, N));
+  EXPECT_TRUE(mismatch.empty()) << mismatch;
+  EXPECT_EQ(actual.cuSeqlensPadded, input.cuSeqlensPadded);
+  EXPECT_EQ(actual.cuSeqlens, input.cuSeqlens);
+  EXPECT_EQ(actual.maxSeqlen, C * cp);
+  // One row short of C*cp leaves a tail and no slot for its dummy.
+  input.cuSeqlensPadded = {0, 4, 8, 12, 16, 20, 28};
+  input.cuSeqlens = {0, 3, 5, 9, 13, 17, 25};
   expectEmptyMicrobatch(input, StatusNumSeqsOutOfRange);
 }
 

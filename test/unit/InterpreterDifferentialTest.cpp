@@ -722,6 +722,26 @@ func.func @tail(%cu: tensor<7xi32> {thd.name = "cu"},
   runPipeline(pipeline, 7);
 }
 
+/// A microbatch of `entries - 1` sequences (every slot of the cu arrays)
+/// whose padded lengths, multiples of `multiple`, sum to `total`.
+Microbatch allSlotsMicrobatch(std::mt19937 &rng, int64_t entries,
+                              int64_t total, int64_t multiple) {
+  Microbatch m;
+  m.n = entries - 1;
+  std::vector<int64_t> cuts{0, total / multiple};
+  for (int64_t i = 1; i < m.n; ++i)
+    cuts.push_back(uniform(rng, 0, total / multiple));
+  std::sort(cuts.begin(), cuts.end());
+  m.cu.assign(size_t(entries), 0);
+  m.cup.assign(size_t(entries), 0);
+  for (int64_t i = 1; i <= m.n; ++i) {
+    int64_t p = (cuts[size_t(i)] - cuts[size_t(i - 1)]) * multiple;
+    m.cup[size_t(i)] = m.cup[size_t(i - 1)] + double(p);
+    m.cu[size_t(i)] = m.cu[size_t(i - 1)] + double(uniform(rng, 0, p));
+  }
+  return m;
+}
+
 /// Metadata with one or more faults drawn at random, for thd.validate.
 Values faultyMetadata(std::mt19937 &rng, int64_t entries, int64_t maxSeqs,
                       int64_t maxTotal, int64_t multiple, int64_t cp) {
@@ -759,7 +779,10 @@ func.func @validate(%cu: tensor<7xi32> {thd.name = "cu"},
         tensor<1xi32> {thd.name = "cp1_status"}, tensor<1xi32> {thd.name = "cp1_n"},
         tensor<1xi32> {thd.name = "samples_status"}, tensor<1xi32> {thd.name = "samples_n"},
         tensor<1xi32> {thd.name = "all_status"}, tensor<1xi32> {thd.name = "all_n"},
-        tensor<1xi32> {thd.name = "rows_status"}, tensor<1xi32> {thd.name = "rows_n"}) {
+        tensor<1xi32> {thd.name = "rows_status"}, tensor<1xi32> {thd.name = "rows_n"},
+        tensor<1xi32> {thd.name = "slot_status"}, tensor<1xi32> {thd.name = "slot_n"},
+        tensor<1xi32> {thd.name = "contiguous3_status"},
+        tensor<1xi32> {thd.name = "contiguous3_n"}) {
   %s0, %n0 = thd.validate %cu, %cup, %rank num_seqs %n cp 2 mode zigzag
       max_tokens 24 max_seqs 5 : tensor<7xi32>, tensor<7xi32>
   %s1, %n1 = thd.validate %cu, %cup, %rank num_seqs %n cp 2 mode contiguous
@@ -773,14 +796,26 @@ func.func @validate(%cu: tensor<7xi32> {thd.name = "cu"},
       max_tokens 24 max_seqs 6 : tensor<7xi32>, tensor<7xi32>
   %s5, %n5 = thd.validate %cu, %cup, %rank num_seqs %n rows %rows cp 2 mode zigzag
       max_tokens 24 max_seqs 5 : tensor<7xi32>, tensor<7xi32>
-  return %s0, %n0, %s1, %n1, %s2, %n2, %s3, %n3, %s4, %n4, %s5, %n5
+  %s6, %n6 = thd.validate %cu, %cup, %rank num_seqs %n cp 2 mode zigzag
+      max_tokens 24 max_seqs 6 tail_slot : tensor<7xi32>, tensor<7xi32>
+  %s7, %n7 = thd.validate %cu, %cup, %rank num_seqs %n cp 3 mode contiguous
+      max_tokens 24 max_seqs 6 tail_slot : tensor<7xi32>, tensor<7xi32>
+  return %s0, %n0, %s1, %n1, %s2, %n2, %s3, %n3, %s4, %n4, %s5, %n5, %s6, %n6, %s7, %n7
       : tensor<1xi32>, tensor<1xi32>, tensor<1xi32>, tensor<1xi32>, tensor<1xi32>,
         tensor<1xi32>, tensor<1xi32>, tensor<1xi32>, tensor<1xi32>, tensor<1xi32>,
-        tensor<1xi32>, tensor<1xi32>
+        tensor<1xi32>, tensor<1xi32>, tensor<1xi32>, tensor<1xi32>, tensor<1xi32>,
+        tensor<1xi32>
 }
 )mlir",
       [](std::mt19937 &rng, int) {
         Values values = faultyMetadata(rng, 7, 5, 24, 4, 2);
+        if (chance(rng, 20)) { // six sequences, with or without a tail
+          Microbatch m = allSlotsMicrobatch(
+              rng, 7, chance(rng, 50) ? 24 : 20, chance(rng, 50) ? 4 : 1);
+          values["cu"] = m.cu;
+          values["cup"] = m.cup;
+          values["num_seqs"] = {double(m.n)};
+        }
         std::vector<double> offsets(6), lengths(6), ids(5);
         for (int s = 0; s < 6; ++s) {
           lengths[size_t(s)] = double(uniform(rng, 0, 10));
@@ -876,10 +911,22 @@ std::string example(const char *name) {
 /// metadata, the others valid metadata whose padded lengths are multiples
 /// of `multiple` with at most `maxSeqs` sequences in C*cp rows.
 Values graphStepValues(std::mt19937 &rng, int i, int64_t C, int64_t cp,
-                       int64_t N, int64_t multiple, int64_t maxSeqs) {
+                       int64_t N, int64_t multiple, int64_t maxSeqs,
+                       bool allSlots = false) {
   Values values;
   if (i % 3 == 2) {
     values = faultyMetadata(rng, N + 1, maxSeqs, C * cp, multiple, cp);
+  } else if (allSlots && i % 6 == 1) {
+    // Every slot a real sequence: valid when they fill the C*cp rows (no
+    // tail, no dummy), invalid with a tail (no slot for its dummy).
+    int64_t tail = chance(rng, 30) ? multiple * uniform(rng, 1, 2) : 0;
+    Microbatch m = allSlotsMicrobatch(rng, N + 1,
+                                      std::max<int64_t>(C * cp - tail, 0),
+                                      multiple);
+    values = Values{{"cu", m.cu},
+                    {"cup", m.cup},
+                    {"num_seqs", {double(m.n)}},
+                    {"cp_rank", {double(uniform(rng, 0, cp - 1))}}};
   } else {
     Microbatch m = randomMicrobatch(rng, N + 1, maxSeqs, C * cp, multiple);
     values = Values{{"cu", m.cu},
@@ -901,8 +948,8 @@ Values graphStepValues(std::mt19937 &rng, int i, int64_t C, int64_t cp,
 TEST(InterpreterDifferential, GraphStepExamples) {
   struct Example {
     const char *file;
-    bool contiguous;  ///< offsets need only be multiples of cp
-    bool dummySlot;   ///< one of the N sequences is kept for the dummy
+    bool contiguous;  ///< offsets need be multiples of nothing
+    bool dummySlot;   ///< a tail keeps one of the N slots for the dummy
   };
   for (Example example_ : {Example{"megatron_graph_step.mlir", false, true},
                            Example{"graph_step_no_dummy.mlir", false, false},
@@ -912,15 +959,19 @@ TEST(InterpreterDifferential, GraphStepExamples) {
     // The last shape spans several thread blocks on the GPU.
     for (auto [C, cp, N] : {std::tuple<int64_t, int64_t, int64_t>{8, 2, 6},
                             {12, 3, 5},
+                            {8, 4, 6},
                             {16, 1, 4},
                             {1024, 2, 40}}) {
-      int64_t multiple = cp == 1 ? 1 : example_.contiguous ? cp : 2 * cp;
+      // Contiguous CP: offsets of any length (megatron-core dev checks only
+      // the padded total, data_schedule_utils.py:26-100).
+      int64_t multiple = cp == 1 || example_.contiguous ? 1 : 2 * cp;
       int64_t maxSeqs = example_.dummySlot ? N - 1 : N;
+      bool allSlots = example_.dummySlot;
       Pipeline pipeline{example_.file, example(example_.file),
-                        [C = C, cp = cp, N = N, multiple,
-                         maxSeqs](std::mt19937 &rng, int i) {
+                        [C = C, cp = cp, N = N, multiple, maxSeqs,
+                         allSlots](std::mt19937 &rng, int i) {
                           return graphStepValues(rng, i, C, cp, N, multiple,
-                                                 maxSeqs);
+                                                 maxSeqs, allSlots);
                         },
                         C > 100 ? 20 : 60,
                         {{"C", C}, {"cp", cp}, {"N", N}}};
@@ -945,7 +996,8 @@ TEST(InterpreterDifferential, CpUnsliceExample) {
                       example("cp_unslice.mlir"),
                       [C = C, cp = cp, N = N](std::mt19937 &rng, int i) {
                         Values values = graphStepValues(
-                            rng, i, C, cp, N, cp > 1 ? 2 * cp : 1, N - 1);
+                            rng, i, C, cp, N, cp > 1 ? 2 * cp : 1, N - 1,
+                            /*allSlots=*/true);
                         values["gathered_tokens"] = values["tokens"];
                         values["gathered_loss"] = values["loss_mask"];
                         return values;

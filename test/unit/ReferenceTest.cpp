@@ -2050,6 +2050,21 @@ TEST(GraphStep, RowsStatusGolden) {
   EXPECT_EQ(rowsStatus({}, 3, 0), 0);
 }
 
+// The golden vector of Reference.h and docs/semantics.md: with tailSlot,
+// max_seqs sequences are valid only without a tail.
+TEST(GraphStep, NumSeqsStatusGolden) {
+  const std::vector<int32_t> full = {0, 4, 8, 16}, tail = {0, 4, 8, 12};
+  EXPECT_EQ(numSeqsStatus(full, 3, 3, 16, true), 0);
+  EXPECT_EQ(numSeqsStatus(tail, 3, 3, 16, true), StatusNumSeqsOutOfRange);
+  EXPECT_EQ(numSeqsStatus(tail, 2, 3, 16, true), 0);
+  EXPECT_EQ(numSeqsStatus(full, 4, 3, 16, true), StatusNumSeqsOutOfRange);
+  EXPECT_EQ(numSeqsStatus(full, -1, 3, 16, true), StatusNumSeqsOutOfRange);
+  EXPECT_EQ(numSeqsStatus(tail, 3, 3, 16, false), 0);
+  // A total above max_tokens is StatusTotalExceedsCapacity's, not this one.
+  const std::vector<int32_t> over = {0, 4, 8, 20};
+  EXPECT_EQ(numSeqsStatus(over, 3, 3, 16, true), 0);
+}
+
 TEST(GraphStep, RowsNotGivenEmptiesTheMicrobatch) {
   // cup [0, 16, 32] with 20 rows given: flagged, and the outputs are those
   // of an empty microbatch; with all 32 rows the same input is valid.

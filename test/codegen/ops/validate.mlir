@@ -61,6 +61,36 @@ func.func @validate_samples(%cu: tensor<7xi32>, %cup: tensor<7xi32>, %rank: tens
   return %status : tensor<1xi32>
 }
 
+// With tail_slot, num_seqs may be max_seqs (6) only when the padded total
+// cu_seqlens_padded[n] is max_tokens (24): no tail, so no dummy needs a slot.
+// CHECK-LABEL: func.func @validate_tail_slot
+// CHECK-DAG: %[[RAW:.+]] = memref.load %{{.+}}[
+// CHECK-DAG: %[[ABOVE:.+]] = arith.cmpi sgt, %[[RAW]], %c6_i32{{.*}} : i32
+// CHECK-DAG: %[[FULL:.+]] = arith.cmpi eq, %[[RAW]], %c6_i32{{.*}} : i32
+// CHECK-DAG: %[[TAIL:.+]] = arith.cmpi slt, %{{.+}}, %c24_i32{{.*}} : i32
+// CHECK-DAG: %[[NOSLOT:.+]] = arith.andi %[[FULL]], %[[TAIL]] : i1
+// CHECK-DAG: arith.ori %{{.+}}, %[[NOSLOT]] : i1
+// CHECK: scf.for
+func.func @validate_tail_slot(%cu: tensor<7xi32>, %cup: tensor<7xi32>, %rank: tensor<1xi32>, %n: tensor<1xi32>)
+    -> tensor<1xi32> {
+  %status, %checked = thd.validate %cu, %cup, %rank num_seqs %n cp 2 mode zigzag
+      max_tokens 24 max_seqs 6 tail_slot : tensor<7xi32>, tensor<7xi32>
+  return %status : tensor<1xi32>
+}
+
+// Contiguous CP checks the offsets for no multiple: no remainder anywhere.
+// CHECK-LABEL: func.func @validate_contiguous
+// CHECK-NOT: arith.remsi
+// CHECK: scf.for
+// CHECK-NOT: arith.remsi
+// CHECK: return
+func.func @validate_contiguous(%cu: tensor<7xi32>, %cup: tensor<7xi32>, %rank: tensor<1xi32>, %n: tensor<1xi32>)
+    -> tensor<1xi32> {
+  %status, %checked = thd.validate %cu, %cup, %rank num_seqs %n cp 3 mode contiguous
+      max_tokens 24 max_seqs 6 : tensor<7xi32>, tensor<7xi32>
+  return %status : tensor<1xi32>
+}
+
 // GPU-LABEL: gpu.func @validate
 // GPU: %[[PART:.+]] = scf.for
 // GPU: %[[BITS:.+]] = gpu.all_reduce or %[[PART]] uniform
