@@ -681,7 +681,7 @@ class GraphStep:
         num_seqs = thdc._check_int(num_seqs, "num_seqs")
         cp = self._check_size(cp_size)
         for i, (B, N) in enumerate(self.config.rungs):  # smallest C, then smallest N
-            if num_rows <= B * cp and num_seqs <= N - 1:
+            if num_rows <= B * cp and (num_seqs <= N - 1 or (num_seqs == N and num_rows == B * cp)):
                 return i
         raise ValueError(f"no rung holds {num_rows} rows and {num_seqs} sequences at CP size "
                          f"{cp}: the top rung holds {self.C * cp} rows and {self.N - 1} "
@@ -1083,8 +1083,9 @@ class SlotRung:
                              "do not lie at the start of its C rows")
         if not 0 <= num_rows <= C * cp:
             raise ValueError(f"num_rows must be in [0, C*cp = {C * cp}]; got {num_rows}")
-        if not 0 <= num_seqs <= N - 1:
-            raise ValueError(f"num_seqs must be in [0, N-1 = {N - 1}]; got {num_seqs}")
+        if not (0 <= num_seqs <= N - 1 or (num_seqs == N and num_rows == C * cp)):
+            raise ValueError(f"num_seqs must be in [0, N-1 = {N - 1}], or N when num_rows = C*cp "
+                             f"(no tail, no dummy); got {num_seqs}")
         granule = 2 * cp if cp > 1 else 1
         if num_rows % granule:
             raise ValueError(f"num_rows = {num_rows} is not a multiple of {granule}: each rank "

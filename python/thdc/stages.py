@@ -192,7 +192,7 @@ def pipeline(stage: str = "first_last", *, cp_mode: str = "zigzag", seq_idx: boo
     rows = " rows %num_rows" if keys else ""
     out("    %status, %n = thd.validate %cu_seqlens, %cu_seqlens_padded, %cp_rank num_seqs %num_seqs"
         + rows)
-    out(f'        cp "cp" mode {mode} max_tokens "C*cp" max_seqs "N-1" : tensor<?xi32>, tensor<?xi32>')
+    out(f'        cp "cp" mode {mode} max_tokens "C*cp" max_seqs "N" tail_slot : tensor<?xi32>, tensor<?xi32>')
     out("    %dropped_seqs, %dropped_tokens = thd.dropped %status, %cu_seqlens num_seqs %num_seqs")
     out("        : tensor<?xi32>")
     out("    // S5: the padding mask over the packed buffer.")

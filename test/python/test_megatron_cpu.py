@@ -705,3 +705,83 @@ def test_get_batch_reads_the_iterator_on_tp_rank_0_only():
             iter([dict(cu_seqlens=None, cu_seqlens_padded=None, max_seqlen=0, tokens=None,
                        position_ids=None)]),
             pg_collection=pg, config=_config(context_parallel_size=1))
+
+
+def _all_slots(rng, C, cp, N, granularity, tail):
+    """A microbatch of N sequences (every slot) whose padded lengths,
+    multiples of `granularity`, sum to C*cp - tail."""
+    units = (C * cp - tail) // granularity
+    cuts = np.sort(np.concatenate([[0, units], rng.integers(0, units + 1, size=N - 1)]))
+    cup = (cuts * granularity).astype(np.int32)
+    valid = [int(rng.integers(0, p + 1)) for p in np.diff(cup)]
+    mb = random_microbatch(rng, C, cp, N)
+    mb["cu_seqlens_padded"] = cup
+    mb["cu_seqlens"] = np.concatenate([[0], np.cumsum(valid)]).astype(np.int32)
+    mb["num_seqs"] = np.array([N], dtype=np.int32)
+    return mb
+
+
+@pytest.mark.parametrize("cp", [2, 3, 4])
+def test_contiguous_cp_keeps_offsets_not_divisible_by_cp(make_step, cp):
+    """Contiguous CP slices the buffer padded to C*cp rows and needs no offset
+    to be a multiple of cp (megatron-core dev d48bd6be0a checks only the
+    padded total, data_schedule_utils.py:26-100): such microbatches are kept,
+    every rank's rows are the cp = 1 step's over the whole buffer, cut."""
+    C, N = 24, 7
+    ranks = [make_step(C, N, cp, r, cp_mode="contiguous") for r in range(cp)]
+    rng = np.random.default_rng(90 + cp)
+    odd = 0
+    for trial in range(24):
+        mb = random_microbatch(rng, C, cp, N)
+        n = int(mb["num_seqs"][0])
+        if trial % 2:  # lengths of any size, most not multiples of cp
+            lengths = rng.integers(0, 2 * C * cp // max(n, 1) + 1, size=n)
+            while lengths.sum() > C * cp:
+                lengths //= 2
+            mb["cu_seqlens_padded"][:n + 1] = np.concatenate([[0], np.cumsum(lengths)])
+            mb["cu_seqlens"][:n + 1] = np.concatenate(
+                [[0], np.cumsum([int(rng.integers(0, p + 1)) for p in lengths])])
+        if trial % 6 == 5:
+            mb = _all_slots(rng, C, cp, N, 1, 0)
+        cup = mb["cu_seqlens_padded"][:int(mb["num_seqs"][0]) + 1]
+        odd += bool(np.any(cup % cp))
+        whole = reference(dict(mb, cp_rank=np.array([0], np.int32)), C * cp, 1, N,
+                          rows_given=given_rows(mb, C, cp))
+        assert whole["status"] == 0, f"trial {trial}: a valid microbatch"
+        for r, step in enumerate(ranks):
+            step(**inputs(dict(mb, cp_rank=np.array([r], np.int32)), C, cp))
+            got = outputs(step)
+            assert got["status"][0] == 0, f"trial {trial} rank {r}: {got['status']}"
+            for key in DATA + ("padding_mask",):
+                assert np.array_equal(got[key], whole[key][r * C:(r + 1) * C]), (trial, r, key)
+            for key in ("cu_seqlens_padded", "cu_seqlens", "max_seqlen"):
+                assert np.array_equal(got[key].reshape(-1), np.reshape(whole[key], -1)), \
+                    (trial, r, key)
+    assert odd >= 6
+
+
+@pytest.mark.parametrize("cp_mode", thdc.stages.CP_MODES)
+def test_every_slot_a_real_sequence_needs_no_tail(make_step, cp_mode):
+    """N real sequences (every slot, num_seqs = N) are valid exactly when
+    their padded total is C*cp: no tail, so no dummy sequence needs a slot
+    (megatron-core dev d48bd6be0a, packed_seq_params.py:446-700); the cu
+    arrays are the input's N+1 entries. With a tail they are emptied
+    (num_seqs_out_of_range), as is N+1."""
+    C, cp, N = 24, 2, 6
+    step = make_step(C, N, cp, 1, cp_mode=cp_mode)
+    rng = np.random.default_rng(7 + len(cp_mode))
+    for trial in range(12):
+        tail = 4 * int(rng.integers(1, 3)) if trial % 3 == 2 else 0
+        mb = _all_slots(rng, C, cp, N, 2 * cp, tail)
+        mb["cp_rank"][0] = 1
+        step(**inputs(mb, C, cp))
+        got = outputs(step)
+        expected = expect(mb, C, cp, N, cp_mode)
+        assert compare(got, expected) == [], f"trial {trial}"
+        if tail:
+            assert got["status"][0] == thdc.STATUS_BITS["num_seqs_out_of_range"]
+        else:
+            assert got["status"][0] == 0
+            assert np.array_equal(got["cu_seqlens_padded"], mb["cu_seqlens_padded"])
+            assert np.array_equal(got["cu_seqlens"], mb["cu_seqlens"])
+            assert got["max_seqlen"][0] == C * cp
