@@ -40,7 +40,7 @@ def loss_func(loss_mask, output_tensor):
     GPTModel returns ([1, T] under THD packing: one packed row), the
     microbatch's loss tokens, and the report [loss, tokens]. With
     calculate_per_token_loss the schedule keeps the sum and the gradients are
-    divided by the global batch's tokens (model.py)."""
+    divided by the global batch's tokens (gpt.py)."""
     import torch
 
     losses = output_tensor.view(-1).float()
@@ -68,7 +68,7 @@ class Runner:
         self.graph_count = 0
 
     def config(self):
-        from model import transformer_config
+        from gpt import transformer_config
         return transformer_config(self.ctx.preset, self.ctx.args.C, self.ctx.args.N, self.graphs)
 
     def get_batch(self, data_iterator, config):
@@ -314,7 +314,7 @@ def train_mode(name, ctx, state):
     import torch
     from megatron.core.pipeline_parallel import get_forward_backward_func
 
-    import model as mmodel
+    import gpt as mmodel
 
     args, preset = ctx.args, ctx.preset
     mode = batches.MODES[name]
@@ -469,7 +469,7 @@ def main(argv=None):
         return None
 
     import torch
-    import model as mmodel
+    import gpt as mmodel
 
     if not torch.cuda.is_available():
         raise SystemExit("this example needs a GPU (and TransformerEngine)")

@@ -36,12 +36,12 @@ LAYOUTS = ((1, "zigzag", (0,), FORMS), (2, "zigzag", (0, 1), (FIRST_LAST, (2, 1,
 PER_LAYOUT = 14
 
 
-def microbatch(rng, cp, cp_mode, kind):
+def microbatch(rng, cp, cp_mode, kind, C=C, N=N):
     """One packed microbatch as dev's packing loader yields it (numpy):
     `kind` picks the shape: "random" (a tail), "full" (N sequences, no
     tail), "full_tail" (N sequences and a tail: no slot for the dummy),
     "exact" (fewer sequences, no tail), "empty_tail" (no sequence),
-    "over" (more rows than C*cp)."""
+    "over" (more rows than C*cp). C, N: the step's capacities."""
     granule = 2 * cp if cp_mode == "zigzag" and cp > 1 else 1
     budget = C * cp
     n = {"full": N, "full_tail": N, "empty_tail": 0}.get(kind, int(rng.integers(1, N)))

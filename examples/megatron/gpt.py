@@ -29,7 +29,7 @@ import torch
 
 
 def initialize_distributed(seed):
-    """World size 1 over NCCL, TP = PP = 1, Megatron's RNG tracker, and the
+    """World size 1 over NCCL, TP = PP = 1, TE's RNG tracker, and the
     microbatch calculator TECudaGraphHelper reads (cuda_graphs.py:2510-2514
     calls get_num_microbatches())."""
     from megatron.core import parallel_state
@@ -42,7 +42,7 @@ def initialize_distributed(seed):
         torch.distributed.init_process_group("nccl", rank=0, world_size=1)
     if not parallel_state.model_parallel_is_initialized():
         parallel_state.initialize_model_parallel(1, 1)
-    model_parallel_cuda_manual_seed(seed)
+    model_parallel_cuda_manual_seed(seed, te_rng_tracker=True)
 
 
 def init_microbatch_calculator(max_microbatches):
@@ -71,6 +71,11 @@ def transformer_config(preset, C, N, graphs):
         calculate_per_token_loss=True, variable_seq_lengths=True,
         gradient_accumulation_fusion=False, masked_softmax_fusion=True,
         bias_dropout_fusion=True, apply_rope_fusion=True,
+        # TE's RNG tracker in every mode: the graph modes need it (TE's
+        # make_graphed_callables saves and restores graph-safe generator
+        # states; training.py turns it on for CUDA graphs, arguments.py:2146-2153),
+        # and every mode starts from the same RNG state.
+        use_te_rng_tracker=True,
     )
     if graphs:
         kwargs.update(cuda_graph_impl="transformer_engine", cuda_graph_warmup_steps=0,
@@ -98,7 +103,7 @@ def initial_state(config, preset, C, seed):
     from megatron.core.tensor_parallel import model_parallel_cuda_manual_seed
 
     torch.manual_seed(seed)
-    model_parallel_cuda_manual_seed(seed)
+    model_parallel_cuda_manual_seed(seed, te_rng_tracker=True)
     model = build_gpt(config, preset, C)
     state = {k: (v.detach().cpu().clone() if torch.is_tensor(v) else v)
              for k, v in model.state_dict().items()}
@@ -115,7 +120,7 @@ def build_training(config, preset, C, state, seed):
     from megatron.core.tensor_parallel import model_parallel_cuda_manual_seed
 
     torch.manual_seed(seed)
-    model_parallel_cuda_manual_seed(seed)
+    model_parallel_cuda_manual_seed(seed, te_rng_tracker=True)
     model = build_gpt(config, preset, C)
     model.load_state_dict(state, strict=True)
     ddp_config = DistributedDataParallelConfig(grad_reduce_in_fp32=True,
