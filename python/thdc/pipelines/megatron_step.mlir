@@ -28,7 +28,7 @@ module attributes {thd.params = {C = 8 : i64, cp = 2 : i64, N = 6 : i64}} {
     // what it claimed is counted as dropped. Offsets that claim more rows
     // than the caller gave (num_rows) would read an earlier microbatch's.
     %status, %n = thd.validate %cu_seqlens, %cu_seqlens_padded, %cp_rank num_seqs %num_seqs rows %num_rows
-        cp "cp" mode zigzag max_tokens "C*cp" max_seqs "N-1" : tensor<?xi32>, tensor<?xi32>
+        cp "cp" mode zigzag max_tokens "C*cp" max_seqs "N" tail_slot : tensor<?xi32>, tensor<?xi32>
     %dropped_seqs, %dropped_tokens = thd.dropped %status, %cu_seqlens num_seqs %num_seqs
         : tensor<?xi32>
     // S5: the padding mask over the packed buffer.
