@@ -204,6 +204,9 @@ def parse_args(argv=None):
                              "step and of every rung, named by thdc.stages.bundle_name(C, 1, N)")
     parser.add_argument("--print-bundles", action="store_true",
                         help="list the (C, N) bundles the thdc modes need, and exit")
+    parser.add_argument("--repeat-eager", action="store_true",
+                        help="run megatron-eager once more at the end ('megatron-eager-rerun'): "
+                             "its losses against the first run's are the bf16 noise")
     parser.add_argument("--json", metavar="OUT", help="written after every mode")
     args = parser.parse_args(argv)
     args.modes = tuple(MODES) if args.modes == "all" else tuple(args.modes.split(","))

@@ -438,16 +438,17 @@ def check_sync_free(ctx, forward_backward, forward_step, iterator, ddp, optimize
 
 
 def table(results):
-    head = (f"{'mode':<16} {'ms/iter':>9} {'tokens/s':>11} {'syncs':>6} {'GiB':>6} "
-            f"{'pad rows':>9} {'capture s':>9} {'once':>5}  first losses")
+    head = (f"{'mode':<20} {'ms/iter':>9} {'tokens/s':>11} {'syncs':>6} {'GiB':>6} "
+            f"{'pad rows':>9} {'capture s':>9} {'once':>5} {'dloss6':>8}  first losses")
     lines = [head, "-" * len(head)]
     for name, f in results.items():
         lines.append(
-            f"{name:<16} {f['ms_per_iter']:>9.1f} {f['tokens_per_s']:>11,.0f} "
+            f"{name:<20} {f['ms_per_iter']:>9.1f} {f['tokens_per_s']:>11,.0f} "
             f"{'-' if f['syncs_per_iter'] is None else format(f['syncs_per_iter'], '.1f'):>6} "
             f"{f['max_memory_bytes'] / 2**30:>6.2f} {f['padded_rows_per_iter']:>9.0f} "
             f"{'-' if f['capture_s'] is None else format(f['capture_s'], '.1f'):>9} "
-            f"{str(f['tokens_trained_once']):>5}  "
+            f"{str(f['tokens_trained_once']):>5} "
+            f"{'-' if f.get('loss_delta_vs_eager') is None else format(f['loss_delta_vs_eager'], '.1e'):>8}  "
             + " ".join(f"{v:.4f}" for v in f["first_losses"]))
     return "\n".join(lines)
 
@@ -484,10 +485,17 @@ def main(argv=None):
               "device": torch.cuda.get_device_name(), "modes": {}}
     print(f"{args.preset}: {output['parameters'] / 1e6:.0f}M parameters, C={args.C}, "
           f"N={args.N}, {preset.documents} documents per global batch", flush=True)
-    for name in args.modes:
+    runs = [(name, name) for name in args.modes]
+    if args.repeat_eager:
+        runs.append(("megatron-eager-rerun", "megatron-eager"))
+    for label, name in runs:
         figures = train_mode(name, ctx, state)
-        output["modes"][name] = figures
-        print(f"{name}: {figures['ms_per_iter']:.1f} ms/iter, "
+        output["modes"][label] = figures
+        eager = output["modes"].get("megatron-eager")
+        if eager is not None:
+            figures["loss_delta_vs_eager"] = max(
+                abs(a - b) for a, b in zip(figures["first_losses"], eager["first_losses"]))
+        print(f"{label}: {figures['ms_per_iter']:.1f} ms/iter, "
               f"{figures['tokens_per_s']:,.0f} tokens/s, syncs/iter "
               f"{figures['syncs_per_iter']}, first losses {figures['first_losses']}", flush=True)
         if args.json:
