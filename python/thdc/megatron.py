@@ -158,31 +158,29 @@ def packed_seq_params_fields(cls=None) -> Tuple[str, ...]:
                  if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
 
 
-# What a PackedSeqParams class without the field means by it (the value a
-# field it lacks may be left out with): None or False for every field, and
-# for cp_partition_mode the zigzag layout, the only one such a release knows.
-_IMPLIED_WITHOUT_FIELD = {"cp_partition_mode": "zigzag"}
+# Fields whose value changes what the params mean, and what a class without
+# the field means by default: such a field on a class that lacks it is
+# refused with another value (the class cannot say it); every other field
+# a class lacks is left out (its release does not read it).
+_MEANING_WITHOUT_FIELD = {
+    "pad_between_seqs": (None, False, "the 'compact' convention; use convention='graph'"),
+    "cp_partition_mode": ("zigzag", None, "contiguous CP; it needs a megatron-core with "
+                                          "cp_partition_mode (dev)"),
+}
 
 
 def make_packed_seq_params(cls=None, **fields):
     """A PackedSeqParams (default: the installed class) with the given fields
-    the class declares. A field it lacks is left out when its value is what
-    the class means without it (None or False; zigzag for
-    cp_partition_mode); any other value raises ValueError, as the class
-    cannot say it: `pad_between_seqs=True` (the 'compact' convention) or
-    `cp_partition_mode='contiguous'` on a release without those fields."""
+    the class declares. A field it lacks is left out, unless its value says
+    what the class cannot: `pad_between_seqs=True` (the 'compact'
+    convention) or `cp_partition_mode='contiguous'` on a release without
+    those fields raises ValueError."""
     cls = PackedSeqParams if cls is None else cls
     known = set(packed_seq_params_fields(cls))
-    for name, value in fields.items():
-        if name in known or value is None or value is False:
-            continue
-        if value == _IMPLIED_WITHOUT_FIELD.get(name):
-            continue
-        what = {"pad_between_seqs": "the 'compact' convention; use convention='graph'",
-                "cp_partition_mode": f"cp_partition_mode={value!r}; it needs a megatron-core "
-                                     "with contiguous CP (dev)"}.get(name, f"{name}={value!r}")
-        raise ValueError(f"{cls.__module__}.{cls.__name__} has no {name} field, so it cannot "
-                         f"describe {what}")
+    for name, (*implied, what) in _MEANING_WITHOUT_FIELD.items():
+        if name in fields and name not in known and fields[name] not in implied:
+            raise ValueError(f"{cls.__module__}.{cls.__name__} has no {name} field, so it "
+                             f"cannot describe {what}")
     return cls(**{k: v for k, v in fields.items() if k in known})
 
 
