@@ -197,6 +197,14 @@ def slot_count(global_batch_size: int, max_seqlen: int, C: int, cp: int = 1, *, 
     return planner.graph_capture_count(num_microbatches, bound)
 
 
+def _holds(rows: int, seqs: int, capacity: int, N: int) -> bool:
+    """Whether a step of `capacity` rows (C*cp) and N cu entries past the
+    first holds a microbatch of `rows` rows and `seqs` sequences: N-1 and
+    the dummy over a tail, or N filling every row (thd.validate's
+    tail_slot, docs/semantics.md)."""
+    return rows <= capacity and (seqs <= N - 1 or (seqs == N and rows == capacity))
+
+
 def _check_ladder(capacities, sequence_capacities, C: int, N: int):
     """The ladder's rows per CP rank and sequence capacities as tuples of
     ints, the top rung (C, N): ValueError or TypeError naming what is wrong
@@ -492,8 +500,9 @@ class GraphStep:
     """The THD step of one microbatch for one CP rank, on static buffers.
 
     C: rows per CP rank (the graph's static sequence length); N: sequence
-    capacity including the dummy (cu arrays have N+1 entries, at most N-1
-    real sequences); cp, cp_rank: the context-parallel size and this rank.
+    capacity including the dummy (cu arrays have N+1 entries: at most N-1
+    real sequences and the dummy over the tail, or N that fill all C*cp
+    rows); cp, cp_rank: the context-parallel size and this rank.
     stage: "first", "middle", "last" or "first_last" (the module's
     documentation). cp_mode: "zigzag" (TransformerEngine's load-balanced
     layout) or "contiguous". seq_idx: compute `seq_idx` ([C*cp], every
@@ -679,7 +688,7 @@ class GraphStep:
         num_seqs = thdc._check_int(num_seqs, "num_seqs")
         cp = self._check_size(cp_size)
         for i, (B, N) in enumerate(self.config.rungs):  # smallest C, then smallest N
-            if num_rows <= B * cp and (num_seqs <= N - 1 or (num_seqs == N and num_rows == B * cp)):
+            if _holds(num_rows, num_seqs, B * cp, N):
                 return i
         raise ValueError(f"no rung holds {num_rows} rows and {num_seqs} sequences at CP size "
                          f"{cp}: the top rung holds {self.C * cp} rows and {self.N - 1} "
@@ -1081,7 +1090,7 @@ class SlotRung:
                              "do not lie at the start of its C rows")
         if not 0 <= num_rows <= C * cp:
             raise ValueError(f"num_rows must be in [0, C*cp = {C * cp}]; got {num_rows}")
-        if not (0 <= num_seqs <= N - 1 or (num_seqs == N and num_rows == C * cp)):
+        if not (num_seqs >= 0 and _holds(num_rows, num_seqs, C * cp, N)):
             raise ValueError(f"num_seqs must be in [0, N-1 = {N - 1}], or N when num_rows = C*cp "
                              f"(no tail, no dummy); got {num_seqs}")
         granule = 2 * cp if cp > 1 else 1
