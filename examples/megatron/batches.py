@@ -207,6 +207,9 @@ def parse_args(argv=None):
     parser.add_argument("--repeat-eager", action="store_true",
                         help="run megatron-eager once more at the end ('megatron-eager-rerun'): "
                              "its losses against the first run's are the bf16 noise")
+    parser.add_argument("--profile-dir", metavar="DIR",
+                        help="profile each mode's last iteration (torch.profiler): device "
+                             "time by kernel family, busy time against wall time, to DIR/MODE.json")
     parser.add_argument("--json", metavar="OUT", help="written after every mode")
     args = parser.parse_args(argv)
     args.modes = tuple(MODES) if args.modes == "all" else tuple(args.modes.split(","))

@@ -264,6 +264,64 @@ RUNNERS = {
 
 # ---------------------------------------------------------------- measuring
 
+# Kernel families of one iteration's profile, by name (first match wins).
+KERNEL_FAMILIES = (
+    ("attention", ("fmha", "flash", "fused_attn", "cudnn", "sdpa", "attn")),
+    ("gemm", ("gemm", "sm90_xmma", "cutlass", "nvjet", "matmul", "wgmma")),
+    ("optimizer", ("adam", "multi_tensor", "l2norm")),
+    # TE's THD-format kernels (fused RoPE, partition, ...) and thdc's step
+    ("thd kernels", ("thd_", "thdc", "gather_segments")),
+    ("copy", ("memcpy", "memset", "copy")),
+)
+
+
+@contextlib.contextmanager
+def profile_iteration(enabled, args, mode):
+    """torch.profiler over one iteration (the last), written to
+    --profile-dir as MODE.json: device time by kernel family, the device's
+    busy time against the iteration's wall time (the gaps: where the GPU
+    waits for the host), the kernel count, and the top kernels."""
+    if not enabled:
+        yield None
+        return
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        yield prof
+        torch.cuda.synchronize()
+    wall_us = 1e6 * (time.perf_counter() - start)
+    kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    families, names = {}, {}
+    intervals = []
+    for e in kernels:
+        lower = e.name.lower()
+        family = next((f for f, keys in KERNEL_FAMILIES if any(k in lower for k in keys)),
+                      "elementwise/other")
+        families[family] = families.get(family, 0.0) + e.device_time
+        names[e.name] = names.get(e.name, 0.0) + e.device_time
+        intervals.append((e.time_range.start, e.time_range.end))
+    busy, end = 0.0, None
+    for a, b in sorted(intervals):  # union of the kernels' intervals
+        if end is None or a > end:
+            busy += b - a
+            end = b
+        elif b > end:
+            busy += b - end
+            end = b
+    report = {"mode": mode, "wall_us": wall_us, "device_busy_us": busy,
+              "kernels": len(kernels),
+              "by_family_us": dict(sorted(families.items(), key=lambda kv: -kv[1])),
+              "top_kernels_us": dict(sorted(names.items(), key=lambda kv: -kv[1])[:15])}
+    os.makedirs(args.profile_dir, exist_ok=True)
+    with open(os.path.join(args.profile_dir, f"{mode}.json"), "w") as f:
+        json.dump(report, f, indent=1)
+    print(f"{mode} profile: wall {wall_us / 1e3:.1f} ms, device busy {busy / 1e3:.1f} ms, "
+          f"{len(kernels)} kernels; " + ", ".join(
+              f"{k} {v / 1e3:.1f} ms" for k, v in report["by_family_us"].items()), flush=True)
+
 @contextlib.contextmanager
 def count_syncs(enabled):
     """Synchronising CUDA calls PyTorch reports under
@@ -357,7 +415,8 @@ def train_mode(name, ctx, state):
         torch.cuda.synchronize()
         start = time.perf_counter()
         counting = 0 < it < max(args.warmup, 2)
-        with count_syncs(counting) as counted:
+        profiling = args.profile_dir is not None and it == args.steps - 1
+        with count_syncs(counting) as counted, profile_iteration(profiling, args, name):
             microbatches = batches.make_microbatches(gb, plan, align, device="cuda")
             ddp.zero_grad_buffer()
             optimizer.zero_grad()
@@ -368,7 +427,8 @@ def train_mode(name, ctx, state):
             optimizer.step()
             reports.append(torch.stack([r["lm loss"] for r in losses]))
         torch.cuda.synchronize()
-        times.append(time.perf_counter() - start)
+        if not profiling:  # the profiled iteration is not timed
+            times.append(time.perf_counter() - start)
         if counted[0] is not None:
             syncs.append(counted[0])
         expected.append([mb.real_tokens for mb in microbatches])

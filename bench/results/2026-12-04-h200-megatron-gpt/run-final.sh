@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The H200 run of issue's final tree: machine and versions, the dev-vs-thdc
+# The H200 run of the final tree: machine and versions, the dev-vs-thdc
 # tests (dev live, TE's own index), then examples/megatron at the sizes given.
 # From the repository root:
-#   bench/results/2026-12-04-h200-megatron-gpt/run-final.sh OUT "PRESET:C:STEPS:WARMUP:TIMEOUT ..." [tests]
+#   bench/results/2026-12-04-h200-megatron-gpt/run-final.sh OUT "PRESET:C:STEPS:WARMUP:TIMEOUT[:rerun] ..." [tests]
+# (rerun: megatron-eager once more at the end, for the bf16 noise)
 set -uo pipefail
 out=$1; runs=$2; tests=${3:-}
 mkdir -p "$out"
@@ -19,10 +20,10 @@ if [ -n "$tests" ]; then
   echo "   rc $?"; grep -E "passed|failed|SKIPPED|FAILED" "$out/pytest.txt" | tail -8; cat "$out/dev-report.txt" 2>/dev/null
 fi
 for run in $runs; do
-  IFS=: read -r preset C steps warmup limit <<< "$run"
+  IFS=: read -r preset C steps warmup limit extra <<< "$run"
   name=$preset-C$C
   echo "== $name"
   timeout "$limit" python3 examples/megatron/train.py --preset "$preset" --C "$C" --N 64 \
-    --steps "$steps" --warmup "$warmup" --repeat-eager --json "$out/$name.json" > "$out/$name.log" 2>&1
+    --steps "$steps" --warmup "$warmup" ${extra:+--repeat-eager} --json "$out/$name.json" > "$out/$name.log" 2>&1
   echo "   rc $?"; grep -A8 "^mode " "$out/$name.log"
 done
