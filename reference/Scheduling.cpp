@@ -330,6 +330,18 @@ private:
       const int64_t end = groupMembers[g].back();
       if (end + 1 > firstEmpty || end + needed >= ranks)
         continue;
+      // The sub-groups between it and the empty ranks move up by `needed`:
+      // they need that many empty ranks. megatron-core's scheduler checks
+      // only the doubled group too, and fails here with an IndexError
+      // (fill_empty_gpus_once, data_schedule_utils.py:771-775 on dev).
+      if (firstEmpty > end + 1 && firstEmpty + needed > ranks)
+        return makeError<bool>(concat(
+            "dynamic CP over ", ranks, " ranks cannot fill the empty ranks ",
+            firstEmpty, "..", ranks - 1, ": doubling the sub-group of ranks ",
+            start, "..", end, " to ", grown,
+            " ranks pushes the sub-groups after it past rank ", ranks - 1,
+            " (megatron-core's scheduler fails on this batch too: an "
+            "IndexError in fill_empty_gpus_once)"));
       std::vector<std::vector<int64_t>> newLengths(ranks);
       std::vector<std::vector<int32_t>> newIds(ranks);
       std::vector<double> newWork(ranks, 0.0);

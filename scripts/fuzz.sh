@@ -24,7 +24,8 @@ case $which in
   both) builds=(release sanitize) ;;
   *) echo "scripts/fuzz.sh: unknown build '$which' (release, sanitize or both)" >&2; exit 2 ;;
 esac
-targets=(thdc-fuzz-param-expr thdc-fuzz-pipeline thdc-fuzz-opt thdc-fuzz-input-json thdc-fuzz-manifest)
+targets=(thdc-fuzz-param-expr thdc-fuzz-pipeline thdc-fuzz-opt thdc-fuzz-input-json thdc-fuzz-manifest
+         thdc-fuzz-scheduler)
 jobs=${THDC_BUILD_JOBS:-$(nproc)}
 
 configure() {

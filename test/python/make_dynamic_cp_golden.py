@@ -8,6 +8,12 @@ the same scheduler whose microbatch count align_sample_id_groups makes a
 multiple of the group.
 
     python3 test/python/make_dynamic_cp_golden.py /path/to/Megatron-LM
+    python3 test/python/make_dynamic_cp_golden.py /path/to/Megatron-LM --ranks
+
+--ranks writes data/dynamic_cp_ranks_golden.json instead: the same scheduler
+at every DP x CP rank count W from 1 to 32 (most not powers of two), its
+groups, or how it fails (its exception, or "endless" where its fill loop
+runs past a time limit).
 
 The path holds the `megatron` package (a checkout, or a megatron-core wheel
 unpacked); the file records which. Lengths are >= 1: the framework's
@@ -21,8 +27,71 @@ import sys
 import warnings
 
 
+def rank_counts(source: str) -> int:
+    """The scheduler at W = 1..32 ranks (dp = W / cp), random batches."""
+    import signal
+
+    from megatron.core.datasets.data_schedule import DefaultDynamicCPScheduler
+
+    class Endless(Exception):
+        pass
+
+    def alarm(signum, frame):
+        raise Endless()
+
+    signal.signal(signal.SIGALRM, alarm)
+    rng = random.Random(20261204)
+    cases, outcomes = [], {"groups": 0, "error": 0, "endless": 0}
+    for ranks in range(1, 33):
+        cps = [c for c in (1, 2, 4) if ranks % c == 0]
+        for _ in range(6):
+            cp = rng.choice(cps)
+            dp = ranks // cp
+            C = rng.choice([64, 128, 256])
+            min_cp = rng.choice([m for m in (1, 2) if m <= ranks])
+            top = C * (1 << (ranks.bit_length() - 1))
+            lengths = [min(top, rng.randint(1, C * rng.choice([1, 1, 2, 4])))
+                       for _ in range(rng.randint(1, 24))]
+            case = dict(C=C, dp=dp, cp=cp, min_cp_size=min_cp, lengths=lengths)
+            scheduler = DefaultDynamicCPScheduler(C, cp, dp, None, max_num_seqs=None,
+                                                  min_cp_size=min_cp)
+            signal.alarm(5)
+            try:
+                case["groups"] = scheduler.get_groups_and_subsamples(list(enumerate(lengths)))
+            except Endless:
+                case["endless"] = True
+            except Exception as error:  # noqa: BLE001 - the framework's own failure
+                case["error"] = f"{type(error).__name__}: {error}"
+            finally:
+                signal.alarm(0)
+            outcomes["groups" if "groups" in case else
+                     "endless" if "endless" in case else "error"] += 1
+            cases.append(case)
+    out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data",
+                       "dynamic_cp_ranks_golden.json")
+    with open(out, "w") as f:
+        json.dump(dict(source="megatron-core DefaultDynamicCPScheduler."
+                              "get_groups_and_subsamples at W = 1..32 ranks",
+                       revision=_revision(source), cases=cases), f, separators=(",", ":"))
+        f.write("\n")
+    print(f"{len(cases)} cases: {outcomes} -> {out}")
+    return 0
+
+
+def _revision(source: str) -> str:
+    try:
+        return subprocess.run(["git", "-C", source, "rev-parse", "HEAD"], check=True,
+                              capture_output=True, text=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return os.environ.get("MEGATRON_REVISION", "unknown")
+
+
 def main() -> int:
     source = sys.argv[1]
+    if "--ranks" in sys.argv[2:]:
+        sys.path.insert(0, source)
+        warnings.filterwarnings("ignore")
+        return rank_counts(source)
     sys.path.insert(0, source)
     warnings.filterwarnings("ignore")
     from megatron.core.datasets.data_schedule import DefaultDynamicCPScheduler

@@ -514,3 +514,64 @@ def test_get_batch_dynamic_cp_switch_must_match_the_config(cache_dir):
         with pytest.raises(M.ConfigError, match="configure\\(cp_groups=...\\)"):
             batches(iter([dict(given, local_cp_size=2)]), dynamic_cp=True,
                     pg_collection=_dynamic_pg(0), config=_dynamic_config())
+
+
+RANKS_GOLDEN = os.path.join(os.path.dirname(__file__), "data", "dynamic_cp_ranks_golden.json")
+
+
+def test_scheduler_at_every_rank_count_equals_the_reference_frameworks_or_refuses():
+    """megatron-core's scheduler at W = 1..32 DP x CP ranks (most not powers
+    of two; data/dynamic_cp_ranks_golden.json, make_dynamic_cp_golden.py
+    --ranks): where it plans, the same groups; where it fails (an IndexError
+    when filling the empty ranks pushes sub-groups past the last rank), a
+    ValueError that says so. Before, thdc wrote past its rank array there
+    (a heap overflow reachable from Python)."""
+    with open(RANKS_GOLDEN) as f:
+        golden = json.load(f)
+    planned = refused = 0
+    for case in golden["cases"]:
+        args = (case["lengths"], case["C"], case["cp"], case["dp"])
+        if "groups" in case:
+            plan = planner.dynamic_cp_plan(*args, min_cp_size=case["min_cp_size"])
+            assert _as_lists(plan) == case["groups"], case
+            planned += 1
+        else:
+            assert "IndexError" in case["error"], case
+            with pytest.raises(ValueError, match="pushes the sub-groups after it past rank"):
+                planner.dynamic_cp_plan(*args, min_cp_size=case["min_cp_size"])
+            refused += 1
+    assert planned > 100 and refused > 50
+
+
+def test_the_rank_filling_overflow_reproducer():
+    """The reproducer: two sequences of 200 rows over 5 ranks of C = 128."""
+    with pytest.raises(ValueError, match="dynamic CP over 5 ranks cannot fill the empty ranks"):
+        planner.dynamic_cp_plan([200, 200], 128, cp=5, dp=1)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_scheduler_property_at_every_rank_count(seed):
+    """Random batches at every W from 1 to 32: a plan that keeps the
+    scheduler's invariants, or a ValueError; never a crash."""
+    rng = random.Random(100 + seed)
+    outcomes = {"planned": 0, "refused": 0}
+    for ranks in range(1, 33):
+        cps = [c for c in (1, 2, 4, 8) if ranks % c == 0]
+        for _ in range(5):
+            cp = rng.choice(cps)
+            dp = ranks // cp
+            C = rng.choice([64, 128, 512])
+            min_cp = rng.choice([m for m in (1, 2, 4) if m <= ranks])
+            top = C * (1 << (ranks.bit_length() - 1))
+            lengths = [min(top, rng.randint(1, C * rng.choice([1, 1, 2, 4])))
+                       for _ in range(rng.randint(1, 40))]
+            N = rng.choice([None, 4, 9])
+            try:
+                plan = planner.dynamic_cp_plan(lengths, C, cp, dp, min_cp_size=min_cp,
+                                               max_packed_sequences=N, alignment_set=False)
+            except ValueError:
+                outcomes["refused"] += 1
+                continue
+            outcomes["planned"] += 1
+            check_plan(plan, lengths, C, ranks, plan.max_real_seqs)
+    assert outcomes["planned"] > 0

@@ -299,6 +299,23 @@ TEST(S3b, GoldenGroups) {
   EXPECT_EQ(d->cpSizes, (std::vector<I32>{{2, 2, 2, 2}}));
 }
 
+TEST(S3b, FillingEmptyRanksNeverWritesPastTheLastRank) {
+  // Two sequences of 200 rows over 5 ranks of 128: each takes a sub-group of
+  // two, rank 4 stays empty, and doubling the first sub-group would push the
+  // second to ranks 4..5. megatron-core's scheduler raises an IndexError
+  // there; this was a heap overflow. It is refused by name.
+  Expected<DynamicCpGroups> groups = dynamicCpGroups({200, 200}, 128, 5);
+  ASSERT_FALSE(groups);
+  EXPECT_NE(groups.error().find("pushes the sub-groups after it past rank 4"),
+            std::string::npos)
+      << groups.error();
+  // Every rank count from 1 to 32 and a few shapes: a plan or an error.
+  for (int64_t ranks = 1; ranks <= 32; ++ranks)
+    for (std::vector<int32_t> lengths :
+         {std::vector<int32_t>{200, 200}, {100, 100, 100}, {1, 300, 40, 250, 7}})
+      (void)dynamicCpGroups(lengths, 128, ranks);
+}
+
 TEST(S3b, SequenceCap) {
   // Without a cap all five short sequences share one rank's sub-group;
   // with K = 2 no sub-group holds more than two.
