@@ -238,9 +238,9 @@ def _check_ladder(capacities, sequence_capacities, C: int, N: int):
         if rows[i] == rows[i - 1] and seqs[i] <= seqs[i - 1]:
             raise ValueError(f"rungs {i - 1} and {i} have C = {rows[i]} and N = {seqs[i - 1]}, "
                              f"{seqs[i]}: a rung of equal C must hold more sequences")
-        if seqs[-1] != N:
-            raise ValueError(f"the ladder's top rung is the step's N = {N}; "
-                             f"sequence_capacities ends at {seqs[-1]}")
+    if seqs[-1] != N:
+        raise ValueError(f"the ladder's top rung is the step's N = {N}; "
+                         f"sequence_capacities ends at {seqs[-1]}")
     return rows, seqs
 
 

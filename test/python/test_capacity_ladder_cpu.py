@@ -387,3 +387,17 @@ def test_a_microbatch_gets_the_same_rope_rows_at_every_rung(make_step, table_row
         want = rope_rows(mb["cu_seqlens_padded"][:n + 1], top_rows, cp, rank, local, table_rows)
         assert np.array_equal(rows[1], want)
         assert np.array_equal(rows[0], rows[1]), (table_rows, rows)
+
+
+def test_a_one_rung_ladder_must_end_at_the_steps_capacities(cache_dir):
+    """sequence_capacities=[5] on a step of N = 9: one rung is the top rung,
+    and its N must be the step's (the check sat inside the loop over rung
+    pairs, so a one-rung ladder escaped it and the step ran with N = 5 while
+    step.N said 9)."""
+    with pytest.raises(ValueError, match="top rung is the step's N = 9; sequence_capacities "
+                                         "ends at 5"):
+        thdc.megatron.GraphStep(64, 9, 1, 0, device="cpu", cache_dir=cache_dir,
+                                sequence_capacities=[5])
+    with pytest.raises(ValueError, match="top rung is the step's N = 9"):
+        thdc.megatron.GraphStep(64, 9, 1, 0, device="cpu", cache_dir=cache_dir,
+                                capacities=[32, 64], sequence_capacities=[5, 7])
