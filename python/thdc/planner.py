@@ -292,6 +292,33 @@ def _fraction(padded_rows: int, rows: int) -> float:
     return padded_rows / rows if rows else 0.0
 
 
+# advise's bound on the rungs it tries: each is a graph per slot to
+# capture, and a ladder past this many rungs pads no measurably fewer rows.
+MAX_RUNGS = 64
+
+
+def _check_advise_arguments(*, cp, dp, tp, C, N, multiple, max_rungs, tolerance, block,
+                            rungs) -> None:
+    """ValueError naming the first argument of advise out of its range."""
+    import thdc
+
+    for name, value, low in (("cp", cp, 1), ("dp", dp, 1), ("tp", tp, 1),
+                             ("multiple", multiple, 1), ("block", block, 1),
+                             ("max_rungs", max_rungs, 1)):
+        if thdc._check_int(value, name) < low:
+            raise ValueError(f"{name} must be >= {low}; got {value}")
+    for name, value, low in (("C", C, 1), ("N", N, 2), ("rungs", rungs, 1)):
+        if value is not None and thdc._check_int(value, name) < low:
+            raise ValueError(f"{name} must be >= {low}; got {value}")
+    for name, value in (("max_rungs", max_rungs), ("rungs", rungs)):
+        if value is not None and value > MAX_RUNGS:
+            raise ValueError(f"{name} must be <= {MAX_RUNGS} (each rung is a graph per slot "
+                             f"to capture); got {value}")
+    if not isinstance(tolerance, (int, float)) or not math.isfinite(tolerance) \
+            or tolerance < 0:
+        raise ValueError(f"tolerance must be a finite number >= 0; got {tolerance!r}")
+
+
 def advise(batches: Sequence[Sequence[int]], *, cp: int = 1, dp: int = 1,
            C: Optional[int] = None, N: Optional[int] = None, multiple: int = 128,
            max_rungs: int = 16, tolerance: float = 0.01, block: int = 128,
@@ -324,6 +351,9 @@ def advise(batches: Sequence[Sequence[int]], *, cp: int = 1, dp: int = 1,
     LOW_PRECISION_MULTIPLES or an int) and the TP layout: every rung is then
     also a multiple of capacity_multiple(tp, sequence_parallel, recipe), the
     graph-mode condition (a given C is checked)."""
+    _check_advise_arguments(cp=cp, dp=dp, tp=tp, C=C, N=N, multiple=multiple,
+                            max_rungs=max_rungs, tolerance=tolerance, block=block,
+                            rungs=rungs)
     batches = [list(map(int, b)) for b in batches]
     if not batches or not any(batches):
         raise ValueError("advise needs at least one global batch of lengths")
@@ -409,22 +439,65 @@ def advise(batches: Sequence[Sequence[int]], *, cp: int = 1, dp: int = 1,
         considered=tuple(considered))
 
 
+# thdc-advise reads at most this much of its lengths file, and lines of at
+# most _MAX_LINE characters: a sample of global batches, never a device's
+# endless stream (/dev/zero).
+_MAX_INPUT = 64 << 20
+_MAX_LINE = 1 << 20
+
+
 def _read_lengths(path: str) -> List[List[int]]:
     """Global batches from a text file: one line per global batch, lengths
-    separated by spaces or commas ('-' reads standard input)."""
-    stream = sys.stdin if path == "-" else open(path)
+    separated by spaces or commas ('-' reads standard input); at most
+    _MAX_INPUT characters in lines of at most _MAX_LINE."""
+    stream = sys.stdin if path == "-" else open(path, errors="replace")
     with stream:
-        batches = []
-        for number, line in enumerate(stream, 1):
+        batches, read, number = [], 0, 0
+        while True:
+            line = stream.readline(_MAX_LINE + 1)
+            if not line:
+                break
+            number += 1
+            read += len(line)
+            if len(line) > _MAX_LINE and not line.endswith("\n"):
+                raise SystemExit(f"thdc-advise: {path}:{number}: a line longer than "
+                                 f"{_MAX_LINE} characters: not a file of lengths")
+            if read > _MAX_INPUT:
+                raise SystemExit(f"thdc-advise: {path}: more than {_MAX_INPUT >> 20} MiB: a "
+                                 f"sample of global batches is expected")
             fields = line.replace(",", " ").split()
             if not fields or fields[0].startswith("#"):
                 continue
             try:
                 batches.append([int(f) for f in fields])
             except ValueError:
-                raise SystemExit(f"{path}:{number}: not a list of integer lengths: "
+                raise SystemExit(f"thdc-advise: {path}:{number}: not a list of integer lengths: "
                                  f"{line.strip()[:60]!r}") from None
     return batches
+
+
+def _int_in(low: int, high: Optional[int] = None):
+    """An argparse type: an int in [low, high]."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if value < low or (high is not None and value > high):
+            bound = f">= {low}" if high is None else f"in [{low}, {high}]"
+            raise argparse.ArgumentTypeError(f"must be {bound}; got {value}")
+        return value
+    return parse
+
+
+def _tolerance(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0; got {text}")
+    return value
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -435,24 +508,24 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                     "microbatches, from sample global batches (one line each: the "
                     "sequences' padded lengths).")
     parser.add_argument("lengths", help="the file of global batches ('-': standard input)")
-    parser.add_argument("--cp", type=int, default=1)
-    parser.add_argument("--dp", type=int, default=1)
-    parser.add_argument("--C", type=int, help="rows per CP rank (default: the longest "
+    parser.add_argument("--cp", type=_int_in(1), default=1)
+    parser.add_argument("--dp", type=_int_in(1), default=1)
+    parser.add_argument("--C", type=_int_in(1), help="rows per CP rank (default: the longest "
                         "sequence's, rounded up)")
-    parser.add_argument("--N", type=int, help="sequence capacity (default: from the sample)")
-    parser.add_argument("--multiple", type=int, default=128,
+    parser.add_argument("--N", type=_int_in(2), help="sequence capacity (default: from the sample)")
+    parser.add_argument("--multiple", type=_int_in(1), default=128,
                         help="every rung a multiple of this many rows (default 128)")
     parser.add_argument("--recipe", help="a low-precision recipe (fp8, mxfp8, hybridep, ...) "
                         "or its token multiple: every rung then holds its graph-mode "
                         "condition")
-    parser.add_argument("--tp", type=int, default=1)
+    parser.add_argument("--tp", type=_int_in(1), default=1)
     parser.add_argument("--sequence-parallel", action="store_true")
-    parser.add_argument("--max-rungs", type=int, default=16)
-    parser.add_argument("--tolerance", type=float, default=0.01,
+    parser.add_argument("--max-rungs", type=_int_in(1, MAX_RUNGS), default=16)
+    parser.add_argument("--tolerance", type=_tolerance, default=0.01,
                         help="the fewest rungs within this padded fraction of the best")
-    parser.add_argument("--in-flight", type=int, default=1,
+    parser.add_argument("--in-flight", type=_int_in(1), default=1,
                         help="microbatches alive at once (the pipeline depth under 1F1B)")
-    parser.add_argument("--activation-bytes-per-row", type=int,
+    parser.add_argument("--activation-bytes-per-row", type=_int_in(0),
                         help="the model's activation memory per row, for the graph memory")
     args = parser.parse_args(argv)
     try:

@@ -460,6 +460,56 @@ def test_advise_command(tmp_path, capsys):
         planner.main([str(bad)])
 
 
+@pytest.mark.parametrize("options, message", [
+    (["--cp", "0"], "argument --cp: must be >= 1; got 0"),
+    (["--dp", "-1"], "argument --dp: must be >= 1; got -1"),
+    (["--tp", "0"], "argument --tp: must be >= 1; got 0"),
+    (["--multiple", "0"], "argument --multiple: must be >= 1; got 0"),
+    (["--multiple", "1.5"], "argument --multiple: not an integer: '1.5'"),
+    (["--tolerance", "nan"], "argument --tolerance: must be a finite number >= 0; got nan"),
+    (["--tolerance", "-1"], "argument --tolerance: must be a finite number >= 0"),
+    (["--max-rungs", "100000"], "argument --max-rungs: must be in [1, 64]; got 100000"),
+    (["--max-rungs", "0"], "argument --max-rungs: must be in [1, 64]; got 0"),
+    (["--N", "1"], "argument --N: must be >= 2; got 1"),
+    (["--in-flight", "0"], "argument --in-flight: must be >= 1; got 0"),
+])
+def test_advise_command_names_the_bad_option(tmp_path, capsys, options, message):
+    """Each of these was a traceback (ZeroDivisionError, StopIteration) or,
+    for --max-rungs 100000, minutes of work; now argparse's exit 2 naming the
+    option."""
+    path = tmp_path / "lengths.txt"
+    path.write_text("100 200 300\n50 60\n")
+    with pytest.raises(SystemExit) as raised:
+        planner.main([str(path)] + options)
+    assert raised.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_advise_refuses_bad_arguments_by_name():
+    batches = [[100, 200, 300]]
+    for kwargs, message in ((dict(cp=0), "cp must be >= 1"), (dict(multiple=0), "multiple must"),
+                            (dict(tolerance=float("nan")), "tolerance must be a finite"),
+                            (dict(max_rungs=10 ** 5), "max_rungs must be <= 64"),
+                            (dict(rungs=0), "rungs must be >= 1"), (dict(N=1), "N must be >= 2")):
+        with pytest.raises(ValueError, match=message):
+            planner.advise(batches, **kwargs)
+
+
+def test_advise_reads_a_bounded_sample(tmp_path, monkeypatch):
+    """A lengths file that is a device's endless stream (/dev/zero grew to
+    3.7 GB in 4 s) or a line past the bound is refused, not read whole."""
+    monkeypatch.setattr(planner, "_MAX_LINE", 64)
+    monkeypatch.setattr(planner, "_MAX_INPUT", 1000)
+    long_line = tmp_path / "long.txt"
+    long_line.write_text("1 " * 100)
+    with pytest.raises(SystemExit, match="long.txt:1: a line longer than 64 characters"):
+        planner.main([str(long_line)])
+    many = tmp_path / "many.txt"
+    many.write_text("100 200\n" * 200)
+    with pytest.raises(SystemExit, match="many.txt: more than"):
+        planner.main([str(many)])
+
+
 def test_graph_mode_alignment_is_a_condition_on_C():
     """In graph mode every CP rank feeds its GEMMs exactly C rows (C/tp under
     sequence parallelism): the recipe's multiple is a condition on C."""
