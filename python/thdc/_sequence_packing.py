@@ -87,6 +87,9 @@ def step_options(config, *, tp: int, cp: int, dynamic_cp: bool = False) -> dict:
         raise ConfigError("config.thd_max_packed_sequences is not set: it is N, the static "
                           "sequence capacity (the dummy sequence included); the reference "
                           "framework's graph mode requires it too")
+    for name, value in (("max_seqlen_per_dp_cp_rank", C), ("thd_max_packed_sequences", N)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"config.{name}={value!r}: an int is needed")
     alignment = _field(config, "pad_packed_seq_alignment")
     graphs = (_field(config, "cuda_graph_impl", "none") or "none") != "none"
     if alignment is None:
@@ -120,7 +123,7 @@ def step_options(config, *, tp: int, cp: int, dynamic_cp: bool = False) -> dict:
                               f"ranks")
     # Low-precision recipes: a condition on C (docs/megatron.md).
     conditions = []
-    if _field(config, "fp8") is not None:
+    if _field(config, "fp8") not in (None, False):  # a format ("e4m3", "hybrid"): on
         # megatron-core's default recipe is "delayed" (transformer_config.py:633).
         conditions.append(("fp8_recipe",
                            _recipe_name(_field(config, "fp8_recipe", None)) or "delayed"))
@@ -143,7 +146,15 @@ def step_options(config, *, tp: int, cp: int, dynamic_cp: bool = False) -> dict:
 
 def stage_of(pp_rank: int, pp_size: int, vp_stage, vpp_size, mtp_on_this_rank: bool) -> str:
     """The GraphStep stage of a call: the reference framework's first/last
-    rule (data_schedule.py:600-604 on dev), MTP layers reading every key."""
+    rule (data_schedule.py:600-604 on dev), MTP layers reading every key.
+    ConfigError for a vp_stage outside [0, vpp_size) (the rule would make it
+    a middle stage)."""
+    if vp_stage is not None:
+        stages = vpp_size or 1
+        if isinstance(vp_stage, bool) or not isinstance(vp_stage, int) \
+                or not 0 <= vp_stage < stages:
+            raise ConfigError(f"vp_stage={vp_stage!r} is not a virtual stage of "
+                              f"vpp_size={vpp_size} (0 to {stages - 1})")
     first = pp_rank == 0 and (vp_stage is None or vp_stage == 0)
     last = pp_rank == pp_size - 1 and (vp_stage is None or vp_stage == (vpp_size or 1) - 1)
     if (first and last) or mtp_on_this_rank:

@@ -686,6 +686,8 @@ class GraphStep:
         ValueError when none does."""
         num_rows = thdc._check_int(num_rows, "num_rows")
         num_seqs = thdc._check_int(num_seqs, "num_seqs")
+        if num_rows < 0 or num_seqs < 0:
+            raise ValueError(f"num_rows and num_seqs must be >= 0; got {num_rows}, {num_seqs}")
         cp = self._check_size(cp_size)
         for i, (B, N) in enumerate(self.config.rungs):  # smallest C, then smallest N
             if _holds(num_rows, num_seqs, B * cp, N):

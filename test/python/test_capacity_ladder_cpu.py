@@ -401,3 +401,11 @@ def test_a_one_rung_ladder_must_end_at_the_steps_capacities(cache_dir):
     with pytest.raises(ValueError, match="top rung is the step's N = 9"):
         thdc.megatron.GraphStep(64, 9, 1, 0, device="cpu", cache_dir=cache_dir,
                                 capacities=[32, 64], sequence_capacities=[5, 7])
+
+
+def test_rung_index_refuses_negative_figures(make_step):
+    step = make_step()
+    with pytest.raises(ValueError, match="num_rows and num_seqs must be >= 0; got -1, 2"):
+        step.rung_index(-1, 2)
+    with pytest.raises(ValueError, match="must be >= 0; got 10, -3"):
+        step.rung_index(10, -3)

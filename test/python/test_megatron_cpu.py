@@ -643,6 +643,30 @@ def test_get_batch_refuses_what_it_cannot_honour_by_name(fields, call, message):
         batches(iter([]), pg_collection=pg, config=_config(**fields), **call)
 
 
+def test_get_batch_refusals_name_the_config_field_or_argument():
+    """Refusals that misled: a str C named C rather than the field; fp8=False
+    (FP8 off) was held to the delayed recipe's multiple; a vp_stage outside
+    the virtual stages gave the middle stage silently."""
+    M = thdc.megatron
+    pg = SimpleNamespace(tp=LocalGroup(0, 1), cp=LocalGroup(1, 2), pp=LocalGroup(0, 1))
+    for fields, message in ((dict(max_seqlen_per_dp_cp_rank="64"),
+                             "config.max_seqlen_per_dp_cp_rank='64': an int is needed"),
+                            (dict(thd_max_packed_sequences=9.0),
+                             "config.thd_max_packed_sequences=9.0: an int is needed")):
+        with pytest.raises(M.ConfigError, match=re.escape(message)):
+            M.SequencePackingBatches(device="cpu")(iter([]), pg_collection=pg,
+                                                   config=_config(**fields))
+    # fp8=False is FP8 off: C = 40 holds no recipe's multiple, and is accepted.
+    assert M.step_options(_config(fp8=False, max_seqlen_per_dp_cp_rank=40), tp=1,
+                          cp=2)["multiple"] is None
+    with pytest.raises(M.ConfigError, match="config.fp8_recipe='delayed'"):
+        M.step_options(_config(fp8="e4m3", max_seqlen_per_dp_cp_rank=40), tp=1, cp=2)
+    for vp_stage, vpp_size in ((2, 2), (-1, 2), (1, None)):
+        with pytest.raises(M.ConfigError, match=f"vp_stage={vp_stage} is not a virtual stage"):
+            M.SequencePackingBatches(device="cpu")(iter([]), pg_collection=pg, config=_config(),
+                                                   vp_stage=vp_stage, vpp_size=vpp_size)
+
+
 def test_get_batch_keeps_steps_by_value(cache_dir):
     """The training script makes a new config for every call: the same
     values reuse the step and advance its ring; changed values make another
