@@ -41,6 +41,11 @@ enum StatusBit : int32_t {
   /// count given is negative): the microbatch would read rows left in the
   /// static buffers by an earlier one (thd.validate with rows(...)).
   StatusRowsNotGiven = 128,
+  /// The host figures of an exact-rows view (num_seqs, max_seqlen) disagree
+  /// with the step's offsets: fewer sequences than its rows hold (they
+  /// would merge into one), or a sequence longer than max_seqlen. Set by
+  /// the drop-in's exact_rows, never by a kernel; the view is emptied.
+  StatusFiguresDisagree = 256,
 };
 
 /// Every bit with the name `describeStatus` prints for it, in bit order.
@@ -67,6 +72,8 @@ inline constexpr StatusBitName kStatusBitNames[] = {
      "a chosen sample id or its rows lie outside the pool"},
     {StatusRowsNotGiven, "rows_not_given",
      "cu_seqlens_padded[num_seqs] claims more rows than the caller gave"},
+    {StatusFiguresDisagree, "figures_disagree",
+     "exact_rows's num_seqs or max_seqlen disagrees with the step's offsets"},
 };
 
 /// "ok", or the names of the set bits joined by '|' (with "unknown bits 0x.."

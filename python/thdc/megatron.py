@@ -1078,9 +1078,13 @@ class SlotRung:
         step's, clamped to T, the last set to T, so attention never reads
         past the T rows. A microbatch the step emptied (status != 0) gets
         offsets of at most max_seqlen rows each over the T rows, all
-        masked out of the loss; offsets that end past T (a T smaller than
-        the rows the step holds) set rows_not_given in the status, so the
-        counters say rows were left out. An empty microbatch (T = 0) gets
+        masked out of the loss. The figures are checked against the step's
+        offsets on the device, and a view they disagree with is emptied the
+        same way (its loss mask zeroed in the slot's buffer) and flagged in
+        the status: offsets that end past T (rows the view would leave out)
+        set rows_not_given; ending before T (fewer sequences than the rows
+        hold: they would merge into one) or a sequence longer than
+        max_seqlen set figures_disagree. An empty microbatch (T = 0) gets
         one padding row (two per rank with zigzag CP, cp > 1). Zigzag CP
         only (contiguous CP puts a rank's real rows after others' tails)."""
         step = self.step
@@ -1112,17 +1116,29 @@ class SlotRung:
         out = self.outputs
         entries = max(num_seqs, 1) + 1
         ok = out.status == 0
+        # The host figures against the step's offsets, on the device: offsets
+        # past T are rows the view leaves out (rows_not_given); ending before
+        # T, the rest would merge into the last sequence, and a sequence
+        # longer than max_seqlen would be cut by attention (figures_disagree).
+        # Either empties the view: never a merge, never a row left out.
+        step_offsets = out.cu_seqlens_padded[:num_seqs + 1]
+        end = step_offsets[num_seqs:num_seqs + 1]
+        lost = ok & (end > num_rows)
+        longest = (step_offsets[1:] - step_offsets[:-1]).max() if num_seqs else end * 0
+        disagree = ok & ((end < num_rows) | (longest > max_seqlen))
+        out.status.bitwise_or_(lost.to(torch.int32) * thdc.STATUS_BITS["rows_not_given"]
+                               + disagree.to(torch.int32) * thdc.STATUS_BITS["figures_disagree"])
+        ok = ok & ~lost & ~disagree
         spread = (self._entries[:entries] * max_seqlen).clamp_(max=total).to(torch.int32)
         padded = torch.where(ok, out.cu_seqlens_padded[:entries].clamp(max=total), spread)
         padded[entries - 1:].fill_(total)
-        # Offsets past T: rows the step holds that the view leaves out.
-        lost = (ok & (out.cu_seqlens_padded[num_seqs:num_seqs + 1] > total)).to(torch.int32)
-        out.status.bitwise_or_(lost * thdc.STATUS_BITS["rows_not_given"])
         if step.convention == "graph":
             cu = padded
         else:
             cu = torch.where(ok, torch.minimum(out.cu_seqlens[:entries], padded), padded)
         batch = {k: v[:, :local] for k, v in self.batch.items()}
+        if "loss_mask" in batch:  # an emptied view trains nothing
+            batch["loss_mask"].mul_(ok)
         params = make_packed_seq_params(
             qkv_format="thd", cu_seqlens_q=cu, cu_seqlens_kv=cu, cu_seqlens_q_padded=padded,
             cu_seqlens_kv_padded=padded, max_seqlen_q=max_seqlen, max_seqlen_kv=max_seqlen,

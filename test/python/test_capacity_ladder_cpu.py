@@ -256,16 +256,33 @@ def test_exact_rows_never_reach_past_the_rows(make_step):
     batch, params = view.exact_rows(12, 2, 7)
     assert params.cu_seqlens_q.tolist() == [0, 7, 12]
     assert float(batch["loss_mask"].sum()) == 0.0
-    # Valid, but told 10 rows of 12: offsets end at 10 and the status says so.
+    # Valid, but told 10 rows of 12: the view would leave rows out of its
+    # last sequence; it is emptied and the status says so.
     step.load_inputs(**data, cu_seqlens=cu, cu_seqlens_padded=cu)
     view.run()
     assert int(view.status[0]) == 0
     batch, params = view.exact_rows(10, 2, 7)
-    assert params.cu_seqlens_q.tolist() == [0, 5, 10]
+    assert params.cu_seqlens_q.tolist() == [0, 7, 10]
+    assert float(batch["loss_mask"].sum()) == 0.0
     assert int(view.status[0]) == ROWS_NOT_GIVEN
     flag = torch.zeros(1, dtype=torch.int32)
     view.accumulate_status(flag)
     assert int(flag[0]) == ROWS_NOT_GIVEN
+    # Told one sequence of the two: they would merge (attention across
+    # documents); told a longest of 5 where one has 7 rows: attention would
+    # cut it. Both are flagged and emptied, never merged.
+    figures = thdc.STATUS_BITS["figures_disagree"]
+    for num_seqs, max_seqlen in ((1, 12), (2, 5)):
+        view.run()
+        batch, params = view.exact_rows(12, num_seqs, max_seqlen)
+        assert int(view.status[0]) == figures, (num_seqs, max_seqlen)
+        assert thdc.describe_status(int(view.status[0])) == "figures_disagree"
+        assert float(batch["loss_mask"].sum()) == 0.0
+        assert params.cu_seqlens_q.tolist()[-1] == 12
+    view.run()
+    batch, params = view.exact_rows(12, 2, 7)  # the right figures
+    assert int(view.status[0]) == 0 and params.cu_seqlens_q.tolist() == [0, 5, 12]
+    assert float(batch["loss_mask"].sum()) == 12.0
     view.run()
     with pytest.raises(ValueError, match="num_rows must be in"):
         view.exact_rows(17, 2)
