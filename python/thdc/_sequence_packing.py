@@ -246,9 +246,28 @@ class SequencePackingBatches:
     """The state behind get_batch_on_this_rank_for_sequence_packing: one
     GraphStep per (stage, virtual stage, groups, options), each with a ring
     of slots; `last` is the slot of the last call (for accumulate_status and
-    accumulate_dropped; `last.step` its step); `steps` every step made, with
-    its broadcast source. The module keeps one,
+    accumulate_dropped; `last.step` its step); `steps` the steps made, with
+    their broadcast source, at most MAX_STEPS (a config that changes from
+    call to call would otherwise keep a step, and its buffers, for each:
+    the oldest is dropped, with a warning). The module keeps one,
     `thdc.megatron.SEQUENCE_PACKING`; make another for a second model."""
+
+    #: Steps kept at once: a model's stage forms and virtual stages need a
+    #: few; more means the config changes between calls.
+    MAX_STEPS = 32
+
+    def _evict_for_one_more(self) -> None:
+        if len(self.steps) < self.MAX_STEPS:
+            return
+        import warnings
+
+        oldest = next(iter(self.steps))
+        del self.steps[oldest]
+        self.calls.pop(oldest, None)
+        warnings.warn(f"thdc.megatron: {self.MAX_STEPS} steps kept for as many configs; the "
+                      f"oldest (stage {oldest[0]!r}, options {dict(oldest[-1])}) is dropped. "
+                      f"A config whose fields change from call to call makes a step (and "
+                      f"its buffers) for each: keep them fixed", RuntimeWarning, stacklevel=3)
 
     def __init__(self, **step_kwargs):
         self.configure(**step_kwargs)
@@ -309,6 +328,7 @@ class SequencePackingBatches:
             # broadcast's source), looked up once.
             made = (self._make(options, stage, tp, tp_rank, cp, cp_rank, slots),
                     dist.get_process_group_ranks(tp_group)[0] if tp > 1 else None)
+            self._evict_for_one_more()
             self.steps[key] = made
         step, src = made
         call = self.calls.get(key, 0)

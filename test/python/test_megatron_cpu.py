@@ -667,6 +667,27 @@ def test_get_batch_refusals_name_the_config_field_or_argument():
                                                    vp_stage=vp_stage, vpp_size=vpp_size)
 
 
+def test_get_batch_keeps_a_bounded_number_of_steps(cache_dir, monkeypatch):
+    """A config that changes on every call made a step (and its buffers) for
+    each, without a bound; now the oldest beyond MAX_STEPS is dropped with a
+    warning."""
+    M = thdc.megatron
+    batches = M.SequencePackingBatches(device="cpu", cache_dir=cache_dir)
+    monkeypatch.setattr(batches, "MAX_STEPS", 2)
+    pg = SimpleNamespace(tp=LocalGroup(0, 1), cp=LocalGroup(1, 2), pp=LocalGroup(0, 1))
+    rng = np.random.default_rng(5)
+    for i, C in enumerate((32, 48, 64)):
+        item = dict(inputs(random_microbatch(rng, C, 2, 9, rank=1), C, 2), max_seqlen=2 * C)
+        if i < 2:
+            batches(iter([item]), pg_collection=pg, config=_config(max_seqlen_per_dp_cp_rank=C))
+        else:
+            with pytest.warns(RuntimeWarning, match="2 steps kept for as many configs"):
+                batches(iter([item]), pg_collection=pg,
+                        config=_config(max_seqlen_per_dp_cp_rank=C))
+    assert len(batches.steps) == 2 and batches.last.step.C == 64
+    assert sorted(step.C for step, _ in batches.steps.values()) == [48, 64]
+
+
 def test_get_batch_keeps_steps_by_value(cache_dir):
     """The training script makes a new config for every call: the same
     values reuse the step and advance its ring; changed values make another
