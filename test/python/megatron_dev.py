@@ -41,7 +41,9 @@ DEV_COMMIT = "d48bd6be0a"
 
 
 class LocalGroup:
-    """A process group's rank and size, for one process standing in for a rank."""
+    """A process group's rank and size and nothing else: what
+    get_batch_on_this_rank_for_sequence_packing reads of a group when it
+    needs no collective (tp = 1), for one process standing in for a rank."""
 
     def __init__(self, rank, size):
         self._rank, self._size = rank, size
