@@ -161,11 +161,11 @@ def packed_seq_params_fields(cls=None) -> Tuple[str, ...]:
 # Fields whose value changes what the params mean, and what a class without
 # the field means by default: such a field on a class that lacks it is
 # refused with another value (the class cannot say it); every other field
-# a class lacks is left out (its release does not read it).
+# a class lacks is left out (its release does not read it: a release
+# without cp_partition_mode, 0.19.2, reads no CP layout, so a contiguous
+# step's params are still right there).
 _MEANING_WITHOUT_FIELD = {
     "pad_between_seqs": (None, False, "the 'compact' convention; use convention='graph'"),
-    "cp_partition_mode": ("zigzag", None, "contiguous CP; it needs a megatron-core with "
-                                          "cp_partition_mode (dev)"),
 }
 
 
@@ -173,8 +173,7 @@ def make_packed_seq_params(cls=None, **fields):
     """A PackedSeqParams (default: the installed class) with the given fields
     the class declares. A field it lacks is left out, unless its value says
     what the class cannot: `pad_between_seqs=True` (the 'compact'
-    convention) or `cp_partition_mode='contiguous'` on a release without
-    those fields raises ValueError."""
+    convention) on a release without the field raises ValueError."""
     cls = PackedSeqParams if cls is None else cls
     known = set(packed_seq_params_fields(cls))
     for name, (*implied, what) in _MEANING_WITHOUT_FIELD.items():

@@ -492,11 +492,10 @@ def test_megatron_packed_seq_params_of_any_release(stand_in_torch):
     assert made == Old(qkv_format="thd", cu_seqlens_q=1)
     with pytest.raises(ValueError, match="cannot describe the 'compact' convention"):
         thdc.megatron.make_packed_seq_params(Old, pad_between_seqs=True)
-    # A release without cp_partition_mode (0.19.2) means zigzag: contiguous
-    # CP is refused rather than described as zigzag.
-    assert thdc.megatron.make_packed_seq_params(Old, cp_partition_mode="zigzag") == Old()
-    with pytest.raises(ValueError, match="no cp_partition_mode field.*contiguous CP"):
-        thdc.megatron.make_packed_seq_params(Old, cp_partition_mode="contiguous")
+    # A release without cp_partition_mode (0.19.2) reads no CP layout: the
+    # field is left out, whichever layout.
+    for mode in ("zigzag", "contiguous"):
+        assert thdc.megatron.make_packed_seq_params(Old, cp_partition_mode=mode) == Old()
 
     class Plain:
         def __init__(self, qkv_format=None, *, seq_idx=None):

@@ -90,8 +90,6 @@ def test_thdc_equals_dev_on_the_gpu(dev, te_index):
     cache = {}
     failures, checked, trained = [], 0, 0
     for (case, layout, batch), stored in zip(cpu.CASES, cpu.GOLDEN["cases"]):
-        if layout["cp_mode"] == "contiguous" and not cpu.CLASS_HAS_LAYOUT:
-            continue
         mine = dev_gpu(dev, te_index, layout, batch, golden.C, golden.N)
         flat = megatron_dev.flatten(mine)
         if ("error" in flat) != ("error" in stored["dev"]) or (
@@ -104,8 +102,6 @@ def test_thdc_equals_dev_on_the_gpu(dev, te_index):
         if problems:
             failures.append(f"case {case} {layout}: " + "; ".join(problems))
     for layout, batch in large_cases():
-        if layout["cp_mode"] == "contiguous" and not cpu.CLASS_HAS_LAYOUT:
-            continue
         flat = megatron_dev.flatten(dev_gpu(dev, te_index, layout, batch, 4096, 64))
         result, status = thdc_gpu(layout, batch, 4096, 64, cache)
         problems = cpu.compare(layout, batch, flat, result, status)
