@@ -187,7 +187,13 @@ def host_padded_offsets(cu_seqlens, cu_seqlens_padded, num_seqs: int, C: int, cp
     given to load_inputs (a step with data keys checks them); dummy_length:
     the step's split-dummy length, if any. Both must be the step's, or the
     plan disagrees with the device. O(C*cp) host work."""
-    cu, cup = (_entries(np.asarray(a), N + 1) for a in (cu_seqlens, cu_seqlens_padded))
+    C, cp, N = (thdc._check_int(v, n) for v, n in ((C, "C"), (cp, "cp"), (N, "N")))
+    if C < 1 or cp < 1 or N < 1 or C * cp > _INT32_MAX or N >= _INT32_MAX:
+        # Checked before any host buffer is made: the step's own bounds.
+        raise ValueError(f"C, cp and N must be >= 1 with C*cp and N+1 within int32; got "
+                         f"C={C}, cp={cp}, N={N}")
+    cu, cup = (_entries(a, N + 1, name) for a, name in
+               ((cu_seqlens, "cu_seqlens"), (cu_seqlens_padded, "cu_seqlens_padded")))
     ids, mask = _host_zeros(C * cp, np.int64), _host_zeros(C * cp, np.float32)
     out = thdc.reference.graph_step(ids, ids, ids, mask, cu, cup,
                                     thdc._check_int(num_seqs, "num_seqs"), 0, C, cp, N,
@@ -195,12 +201,24 @@ def host_padded_offsets(cu_seqlens, cu_seqlens_padded, num_seqs: int, C: int, cp
     return np.asarray(out["cu_seqlens_padded"], dtype=np.int32)
 
 
-def _entries(offsets: np.ndarray, entries: int) -> np.ndarray:
-    """Host offsets as the loader gives them (num_seqs+1 entries, or all N+1)
-    extended to N+1 by repeating the last, as load_inputs does on the device."""
-    offsets = np.ascontiguousarray(offsets.reshape(-1), dtype=np.int32)
-    if 0 < offsets.size < entries:
-        offsets = np.concatenate([offsets, np.full(entries - offsets.size, offsets[-1], np.int32)])
+_INT32_MAX = 2**31 - 1
+
+
+def _entries(offsets, entries: int, name: str) -> np.ndarray:
+    """Host offsets as load_inputs puts them on the device: integers, int64
+    saturated into int32 (an offset past 2^31 stays one, never wraps to a
+    small valid one), and after the given entries -1 (a num_seqs claiming
+    more sequences than were given reads a decreasing offset: the device
+    empties such a microbatch, and so does the plan). A float array is
+    refused, as the load refuses it."""
+    offsets = np.asarray(offsets).reshape(-1)
+    if offsets.dtype.kind not in "iu":
+        raise TypeError(f"{name} must hold integers; got dtype {offsets.dtype}")
+    if offsets.size > entries:
+        raise ValueError(f"{name} has {offsets.size} entries; the step holds N+1 = {entries}")
+    offsets = np.clip(offsets.astype(np.int64), -_INT32_MAX - 1, _INT32_MAX).astype(np.int32)
+    if offsets.size < entries:
+        offsets = np.concatenate([offsets, np.full(entries - offsets.size, -1, np.int32)])
     return offsets
 
 
@@ -208,9 +226,10 @@ _ZEROS: dict = {}
 
 
 def _host_zeros(rows: int, dtype) -> np.ndarray:
-    """Data rows for the reference, which reads only the offsets here."""
-    key = (rows, np.dtype(dtype).str)
-    if key not in _ZEROS:
+    """Data rows for the reference, which reads only the offsets here: the
+    last size's, one per dtype (a step has one C*cp)."""
+    key = np.dtype(dtype).str
+    if key not in _ZEROS or _ZEROS[key].size != rows:
         _ZEROS[key] = np.zeros(rows, dtype=dtype)
     return _ZEROS[key]
 

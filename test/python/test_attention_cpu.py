@@ -230,3 +230,30 @@ def test_bad_arguments_raise(steps):
     with pytest.raises(ValueError, match=r"\[C\*cp = 256"):
         attention.varlen_attn(torch.zeros(10, 2, 8), torch.zeros(10, 2, 8), torch.zeros(10, 2, 8),
                               step)
+
+
+def test_host_padded_offsets_agree_with_the_step_on_what_was_given(steps):
+    """The host plan reads the offsets as load_inputs puts them on the
+    device. A num_seqs past the given entries: the step empties the
+    microbatch (the entry after them is -1), and the plan did not (it
+    repeated the last entry). Offsets past 2^31 saturate, never wrap to a
+    small valid one; float offsets are refused; C*cp past int32 is refused
+    before any host buffer is made."""
+    step = steps(1)
+    torch = pytest.importorskip("torch")
+    cu = torch.tensor([0, 40, 100], dtype=torch.int32)
+    data = dict(tokens=torch.zeros(1, 100, dtype=torch.int64),
+                labels=torch.zeros(1, 100, dtype=torch.int64),
+                loss_mask=torch.ones(1, 100), position_ids=torch.zeros(1, 100, dtype=torch.int64))
+    step.load_inputs(**data, cu_seqlens=cu, cu_seqlens_padded=cu, num_seqs=4)
+    step.run()
+    assert int(step.status[0]) != 0  # emptied on the device
+    device = step.outputs.cu_seqlens_padded.numpy()
+    host = attention.host_padded_offsets(cu.numpy(), cu.numpy(), 4, ROWS, 1, N, rows_given=100)
+    assert np.array_equal(host, device) and host[1] == ROWS  # one dummy over all rows
+    wide = np.array([0, 2**32 + 40, 2**32 + 100], dtype=np.int64)  # wraps to 40, 100
+    assert attention.host_padded_offsets(wide, wide, 2, ROWS, 1, N)[1] == ROWS  # invalid
+    with pytest.raises(TypeError, match="cu_seqlens must hold integers; got dtype float"):
+        attention.host_padded_offsets(np.array([0.0, 40.7]), cu.numpy(), 1, ROWS, 1, N)
+    with pytest.raises(ValueError, match="C\\*cp and N\\+1 within int32"):
+        attention.host_padded_offsets(cu.numpy(), cu.numpy(), 2, 2**30, 2, N)
