@@ -31,14 +31,16 @@ namespace {
 /// integer buffer. The buffers' own lengths bound every copy (they were made
 /// from the kernel's verified signature). T goes to the kernel as num_rows,
 /// which empties a microbatch whose offsets claim more rows (rows_not_given),
-/// and the cu entry after the E given is made -1, so that a num_seqs
-/// claiming more sequences reads a decreasing offset (not_monotonic) rather
-/// than an earlier microbatch's.
+/// and the cu entries after the E given are made -1 (copied from
+/// `unset`, a buffer of -1s), so that a num_seqs claiming more sequences
+/// reads a decreasing offset (not_monotonic) rather than an earlier
+/// microbatch's, and what an emptied microbatch counts as dropped depends on
+/// what was given alone.
 ///
 /// Every check runs before anything is copied; a broken contract raises
 /// TypeError or ValueError naming the argument. Then one gather copies every
 /// tensor of its buffer's dtype, contiguous, on the buffers' device, and
-/// stores num_rows, the -1 entries and num_seqs, on the framework's current
+/// copies the -1 entries and stores num_rows and num_seqs, on the framework's current
 /// stream (read through the DLPack exchange table). A tensor that needs a
 /// conversion (another dtype, device or layout, a subclass) is left to the
 /// caller, which copies it with Tensor.copy_: the call returns the indices
@@ -54,13 +56,14 @@ public:
       "tokens",       "labels",     "loss_mask",
       "position_ids", "cu_seqlens", "cu_seqlens_padded",
       "num_seqs"};
-  /// One microbatch's gather: a segment per target, a store after each
-  /// of the two cu arrays, one each for num_rows and num_seqs.
+  /// One microbatch's gather: a segment per target, a copy of -1s after
+  /// each of the two cu arrays, one store each for num_rows and num_seqs.
   using Segments = std::array<GatherSegment, kTargets + 4>;
   using Arguments = std::array<PyObject *, kTargets + 1>;
 
   InputGather(nb::handle gather, nb::handle targets, nb::handle numSeqs,
-              nb::handle numRows, std::string stage, bool perTensor)
+              nb::handle numRows, nb::handle unset, std::string stage,
+              bool perTensor)
       : device_(gatherDevice(gather)), stage_(std::move(stage)),
         perTensor_(perTensor) {
     tensorType_ = nb::borrow(
@@ -114,6 +117,14 @@ public:
       raiseArgument(PyExc_ValueError,
                     "num_rows goes with the data targets: the kernel bounds "
                     "the rows it reads by it");
+    unset_ = buffer(unset, "unset");
+    for (const Target &target : targets_)
+      if (!target.isData &&
+          (!sameType(unset_.dtype, target.buffer.dtype) ||
+           unset_.elements < target.buffer.elements))
+        raiseArgument(PyExc_TypeError,
+                      "unset must be a buffer of -1s of the cu arrays' dtype "
+                      "and at least their entries");
   }
 
   /// Checks the load, gathers what needs no conversion, and returns the
@@ -457,11 +468,12 @@ private:
     if (entries < capacityEntries)
       for (const Target &target : targets_)
         if (!target.isData)
-          segments[count++] = {0,
-                               target.buffer.address +
-                                   uint64_t(entries) *
-                                       target.buffer.elementBytes,
-                               target.buffer.elementBytes, ~uint64_t(0)};
+          segments[count++] = {
+              unset_.address,
+              target.buffer.address +
+                  uint64_t(entries) * target.buffer.elementBytes,
+              uint64_t(capacityEntries - entries) * target.buffer.elementBytes,
+              0};
     if (rows >= 0)
       segments[count++] = {0, numRows_.address, 4, uint64_t(rows)};
     if (!numSeqsIsTensor)
@@ -485,7 +497,7 @@ private:
   /// through api_ (a subclass is copied by the caller).
   nb::object tensorType_;
   std::vector<Target> targets_;
-  Buffer numSeqs_, numRows_;
+  Buffer numSeqs_, numRows_, unset_;
 };
 
 int inputGatherTraverse(PyObject *self, visitproc visit, void *arg) {
@@ -509,10 +521,11 @@ PyType_Slot inputGatherSlots[] = {{Py_tp_traverse, (void *)inputGatherTraverse},
 
 void thdc::python::populateInputGatherBindings(nb::module_ &m) {
   nb::class_<InputGather>(m, "InputGather", nb::type_slots(inputGatherSlots))
-      .def(nb::init<nb::handle, nb::handle, nb::handle, nb::handle, std::string,
-                    bool>(),
+      .def(nb::init<nb::handle, nb::handle, nb::handle, nb::handle, nb::handle,
+                    std::string, bool>(),
            nb::arg("gather"), nb::arg("targets"), nb::arg("num_seqs"),
-           nb::arg("num_rows").none(), nb::kw_only(), nb::arg("stage") = "",
+           nb::arg("num_rows").none(), nb::arg("unset"), nb::kw_only(),
+           nb::arg("stage") = "",
            nb::arg("per_tensor") = false,
            "The microbatch load contract over static buffers, and the load "
            "in one gather: targets is a tuple of (argument index, buffer, "
@@ -520,7 +533,8 @@ void thdc::python::populateInputGatherBindings(nb::module_ &m) {
            "indices: tokens, labels, loss_mask, position_ids, cu_seqlens, "
            "cu_seqlens_padded); num_seqs the count's buffer; num_rows the "
            "buffer that receives the data tensors' rows (None without data "
-           "targets); stage names the stage in messages; per_tensor leaves "
+           "targets); unset a buffer of -1s (the cu arrays' dtype, at least "
+           "their entries) copied after the given entries; stage names the stage in messages; per_tensor leaves "
            "every tensor to the caller's copy. Each buffer's own length "
            "bounds what is copied into it.")
       .def("__call__", &InputGather::call, nb::arg("tokens").none(),

@@ -27,9 +27,10 @@ class InputLoader:
     most their buffers'; T goes to the kernel as num_rows, so that a
     microbatch whose offsets claim more rows than the caller gave is
     flagged (rows_not_given) and emptied rather than reading rows an
-    earlier microbatch left in the buffers; the cu entry after the E given
-    is set to -1, so that a num_seqs claiming more sequences than the arrays
-    give is flagged (not_monotonic). Every check runs before anything is
+    earlier microbatch left in the buffers; the cu entries after the E given
+    are set to -1, so that a num_seqs claiming more sequences than the arrays
+    give is flagged (not_monotonic) and its dropped counts depend on what
+    was given alone. Every check runs before anything is
     copied. One call into the module checks the load and gathers, in one
     launch, every tensor of its buffer's dtype, contiguous and on the
     buffers' device, and the stores; what is left here is the conversions:
@@ -48,8 +49,10 @@ class InputLoader:
                              "kernel bounds the rows it reads by the rows given")
         targets = tuple((_LOAD_ARGUMENTS.index(n), getattr(inputs, n), n not in cu)
                         for n in self.data_keys + cu)
+        # -1s copied after the given cu entries (the module's contract).
+        self.unset = torch.full_like(inputs.cu_seqlens, -1)
         self.fast = thdc._thdc.InputGather(gather, targets, inputs.num_seqs, num_rows,
-                                           stage=stage, per_tensor=per_tensor)
+                                           self.unset, stage=stage, per_tensor=per_tensor)
         # The buffer of each argument index (num_seqs last), for the copies.
         self.buffers = [getattr(inputs, n, None) for n in _LOAD_ARGUMENTS] + [inputs.num_seqs]
 

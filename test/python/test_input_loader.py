@@ -60,9 +60,9 @@ def per_tensor(inputs, keys, args):
     for k in keys + ("cu_seqlens", "cu_seqlens_padded"):
         value = args[k]
         getattr(inputs, k)[:value.numel()].copy_(value.reshape(-1))
-    for k in ("cu_seqlens", "cu_seqlens_padded"):  # the entry after the given: -1
+    for k in ("cu_seqlens", "cu_seqlens_padded"):  # the entries after the given: -1
         entries = args[k].numel()
-        getattr(inputs, k)[entries:entries + 1] = -1
+        getattr(inputs, k)[entries:] = -1
     if keys:
         inputs.num_rows.fill_(args[keys[0]].numel())
     num_seqs = args.get("num_seqs")
@@ -154,15 +154,17 @@ def test_one_gather_of_every_input_when_all_match():
     args = {k: torch.arange(rows).to(d).view(1, -1) for k, d in DTYPES.items()}
     args.update(cu_seqlens=torch.arange(entries, dtype=torch.int32),
                 cu_seqlens_padded=torch.arange(entries, dtype=torch.int32))
-    # The data keys, the cu arrays, the entry after each cu array, num_rows
+    # The data keys, the cu arrays, the entries after each cu array, num_rows
     # and num_seqs: one gather, nothing left to copy.
     segments, rest = plan(made, args)
     assert (len(segments) // 4, rest) == (4 + 2 + 2 + 1 + 1, None)
     made.load(**args)
     assert inputs.tokens[:rows].tolist() == list(range(rows)) and inputs.tokens[rows] == -7
     assert inputs.num_seqs.item() == entries - 1 and inputs.num_rows.item() == rows
-    assert inputs.cu_seqlens[entries] == -1 and inputs.cu_seqlens_padded[entries] == -1
-    assert inputs.cu_seqlens[entries + 1] == -7
+    # Every entry after the given is -1: what a num_seqs past them reads
+    # depends on the load alone, never on the microbatch before.
+    assert (inputs.cu_seqlens[entries:] == -1).all()
+    assert (inputs.cu_seqlens_padded[entries:] == -1).all()
     three = torch.tensor([3], dtype=torch.int32)
     assert len(plan(made, dict(args, num_seqs=three))[0]) // 4 == 10
     made.load(**args, num_seqs=three)
@@ -170,10 +172,12 @@ def test_one_gather_of_every_input_when_all_match():
     empty = {k: v[:, :0] for k, v in args.items() if k in DTYPES}
     empty.update(cu_seqlens=args["cu_seqlens"][:0],
                  cu_seqlens_padded=args["cu_seqlens_padded"][:0])
-    # Empty tensors copy nothing: entry 0 of the cu arrays made -1, num_rows
+    # Empty tensors copy nothing: every entry of the cu arrays made -1, num_rows
     # (0) and num_seqs (-1 for empty cu arrays).
+    unset = made.unset.data_ptr()
     assert plan(made, empty)[0] == [
-        0, inputs.cu_seqlens.data_ptr(), 4, -1, 0, inputs.cu_seqlens_padded.data_ptr(), 4, -1,
+        unset, inputs.cu_seqlens.data_ptr(), 4 * (N + 1), 0,
+        unset, inputs.cu_seqlens_padded.data_ptr(), 4 * (N + 1), 0,
         0, inputs.num_rows.data_ptr(), 4, 0, 0, inputs.num_seqs.data_ptr(), 4, -1]
     made.load(**empty)
     assert inputs.num_seqs.item() == -1
@@ -185,7 +189,7 @@ def test_one_gather_of_every_input_when_all_match():
 def test_one_call_path_builds_the_gather_in_the_module():
     """A load fit for the gather is one call into the module, in its order:
     each given data key and cu array (source, its buffer, bytes), the entry
-    after each cu array, num_rows, then num_seqs (a store, or a copy of a
+    after each cu array (a copy of -1s), num_rows, then num_seqs (a store, or a copy of a
     tensor's first element)."""
     made, inputs = loader()
     rows, entries = 100, 5
@@ -198,8 +202,9 @@ def test_one_call_path_builds_the_gather_in_the_module():
         buffer = getattr(inputs, name)
         expected += [args[name].data_ptr(), buffer.data_ptr(),
                      args[name].numel() * buffer.element_size(), 0]
-    for name in ("cu_seqlens", "cu_seqlens_padded"):  # the entry after the given: -1
-        expected += [0, getattr(inputs, name).data_ptr() + 4 * entries, 4, -1]
+    for name in ("cu_seqlens", "cu_seqlens_padded"):  # the entries after the given: -1
+        expected += [made.unset.data_ptr(), getattr(inputs, name).data_ptr() + 4 * entries,
+                     4 * (N + 1 - entries), 0]
     expected += [0, inputs.num_rows.data_ptr(), 4, rows]
     store = [0, inputs.num_seqs.data_ptr(), 4]
     assert plan(made, args) == (expected + store + [entries - 1], None)

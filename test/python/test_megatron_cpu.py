@@ -824,3 +824,26 @@ def test_every_slot_a_real_sequence_needs_no_tail(make_step, cp_mode):
             assert np.array_equal(got["cu_seqlens_padded"], mb["cu_seqlens_padded"])
             assert np.array_equal(got["cu_seqlens"], mb["cu_seqlens"])
             assert got["max_seqlen"][0] == C * cp
+
+
+def test_an_emptied_microbatchs_counters_depend_on_its_load_alone(cache_dir):
+    """A load whose num_seqs claims more sequences than its cu arrays give is
+    emptied; what it counts as dropped read the entries an earlier
+    microbatch left past the given ones (0 or 48 tokens for the same load).
+    Every entry after the given is -1 now: the same load, the same counts."""
+    step = thdc.megatron.GraphStep(64, 9, 1, 0, device="cpu", cache_dir=cache_dir)
+    rows = lambda n: dict(  # noqa: E731
+        tokens=torch.zeros(1, n, dtype=torch.int64), labels=torch.zeros(1, n, dtype=torch.int64),
+        loss_mask=torch.ones(1, n), position_ids=torch.zeros(1, n, dtype=torch.int64))
+    claim = torch.tensor([0, 10, 20], dtype=torch.int32)
+    counts = []
+    for before in (torch.tensor([0, 8, 16, 24, 32, 40, 48], dtype=torch.int32),
+                   torch.tensor([0, 2], dtype=torch.int32)):
+        step.load_inputs(**rows(int(before[-1])), cu_seqlens=before, cu_seqlens_padded=before)
+        step.run()
+        assert int(step.outputs.status[0]) == 0
+        step.load_inputs(**rows(20), cu_seqlens=claim, cu_seqlens_padded=claim, num_seqs=6)
+        step.run()
+        assert thdc.describe_status(int(step.outputs.status[0])) == "not_monotonic"
+        counts.append((int(step.outputs.dropped_seqs[0]), int(step.outputs.dropped_tokens[0])))
+    assert counts[0] == counts[1], counts
