@@ -46,6 +46,11 @@ enum StatusBit : int32_t {
   /// would merge into one), or a sequence longer than max_seqlen. Set by
   /// the drop-in's exact_rows, never by a kernel; the view is emptied.
   StatusFiguresDisagree = 256,
+  /// The TP rank that sent a microbatch's outputs ran another layout (C, N,
+  /// CP size or rank, stage, rung, or the outputs' layout) than the
+  /// receiving rank expects. Set by the drop-in's broadcast on the
+  /// receiver, never by a kernel; the receiver keeps an empty microbatch.
+  StatusLayoutMismatch = 512,
 };
 
 /// Every bit with the name `describeStatus` prints for it, in bit order.
@@ -74,6 +79,9 @@ inline constexpr StatusBitName kStatusBitNames[] = {
      "cu_seqlens_padded[num_seqs] claims more rows than the caller gave"},
     {StatusFiguresDisagree, "figures_disagree",
      "exact_rows's num_seqs or max_seqlen disagrees with the step's offsets"},
+    {StatusLayoutMismatch, "layout_mismatch",
+     "the TP rank that broadcast the outputs ran another layout than this "
+     "rank's step"},
 };
 
 /// "ok", or the names of the set bits joined by '|' (with "unknown bits 0x.."

@@ -145,6 +145,13 @@ CP_MODES = stages.CP_MODES
 _DATA_KEYS = ("tokens", "labels", "position_ids", "loss_mask")
 # Each output starts on this boundary inside the slot's one output buffer.
 _ALIGNMENT = 256
+# The broadcast header: the first _ALIGNMENT bytes of a slot's buffer, ahead
+# of the outputs, say which layout the sending TP rank ran, one int32 per
+# field; each receiver compares them with its own on the device
+# (SlotRung.broadcast). "layout" is a fingerprint of the output layout and
+# of the options that change what the outputs hold.
+_HEADER_FIELDS = ("magic", "C", "N", "cp", "cp_rank", "stage", "rung", "layout")
+_HEADER_MAGIC = 0x74686463  # "thdc"
 
 
 def packed_seq_params_fields(cls=None) -> Tuple[str, ...]:
@@ -612,6 +619,7 @@ class GraphStep:
         self.kernels = tuple(self.variant_kernels[cp, r] for r in range(len(rungs)))
         self._specs = [self._variant_specs[cp, r] for r in range(len(rungs))]
         self.kernel, self._spec = self.kernels[-1], self._specs[-1]
+        _check_memory(self, slots)
         self.slots = [StepSlot(self, i) for i in range(slots)]
         # The step itself is its first slot: with one slot GraphStep is the
         # whole API, and step.slot(0) holds the same buffers.
@@ -757,6 +765,41 @@ def _tp_shard(rows: torch.Tensor, tp: int, tp_rank: int) -> torch.Tensor:
     return rows[:, tp_rank * shard:(tp_rank + 1) * shard]
 
 
+def _step_bytes(step: "GraphStep", slots: int) -> Tuple[int, int]:
+    """The bytes one slot's buffers take (inputs, outputs with the header
+    and, with tp > 1, the empty microbatch of every rung and CP size that a
+    broadcast receiver keeps), and the whole step's."""
+    bytes_of = lambda a: a.shape[0] * torch.empty(0, dtype=getattr(torch, a.dtype)).element_size()
+    inputs = sum(bytes_of(a) for a in step._spec if a.direction == "input")
+    layouts = [_output_layout(s)[1] for s in step._variant_specs.values()]
+    per_slot = inputs + _ALIGNMENT + max(layouts) + (sum(layouts) if step.tp > 1 else 0)
+    return per_slot, per_slot * slots
+
+
+def _check_memory(step: "GraphStep", slots: int) -> None:
+    """MemoryError before any buffer is allocated when the step's buffers
+    need more than the device has free (on the CPU, the host's available
+    memory): C, N, cp and slots name sizes the caller can lower."""
+    per_slot, total = _step_bytes(step, slots)
+    if step.on_host:
+        import os
+
+        try:
+            free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):  # no such figure here
+            return
+        where = "available on the host"
+    else:
+        free = torch.cuda.mem_get_info(step.device)[0]
+        where = f"free on {step.device}"
+    if total > free:
+        gib = lambda n: f"{n / 2**30:.2f} GiB"
+        raise MemoryError(
+            f"GraphStep(C={step.C}, N={step.N}, cp={step.cp}, slots={slots}): its buffers "
+            f"take {gib(total)} ({gib(per_slot)} a slot), more than the {gib(free)} {where}; "
+            f"lower C, N or slots")
+
+
 def _output_layout(spec):
     """(arg, byte offset, element size) of every output in a slot's one
     buffer, and the bytes it needs: each output on an _ALIGNMENT boundary."""
@@ -799,16 +842,13 @@ class StepSlot:
         # The loader's method itself (StepSlot.load_inputs documents it):
         # one Python frame less per microbatch.
         self.load_inputs = self._loader.load
-        # Every output in one buffer, so one collective can send them all;
-        # sized for the largest layout of every CP size and rung.
+        # Every output in one buffer, so one collective can send them all:
+        # the broadcast header (_HEADER_FIELDS), then the outputs, sized for
+        # the largest layout of every CP size and rung.
         layouts = {key: _output_layout(s) for key, s in step._variant_specs.items()}
         largest = max(size for _, size in layouts.values())
-        # Dynamic CP: one more word, the CP size of the variant the sending
-        # TP rank ran, which broadcast() checks on the receivers.
-        self.buffer = torch.zeros(largest + (_ALIGNMENT if step.dynamic_cp else 0),
-                                  dtype=torch.uint8, device=device)
-        self._sent_cp_size = (self.buffer[largest:largest + 4].view(torch.int32)
-                              if step.dynamic_cp else None)
+        self.buffer = torch.zeros(_ALIGNMENT + largest, dtype=torch.uint8, device=device)
+        self._header = self.buffer[:4 * len(_HEADER_FIELDS)].view(torch.int32)
         # Each CP size's kernels read the rank's CP rank in its sub-group of
         # that size.
         self._cp_ranks = {}
@@ -917,12 +957,22 @@ class SlotRung:
         self._input_list = [
             (slot._cp_ranks[cp] if a.name == "cp_rank" else getattr(slot.inputs, a.name))
             [:a.shape[0]] for a in spec if a.direction == "input"]
-        self.buffer = slot.buffer[:nbytes]
+        # The header and this rung's outputs (the header's _ALIGNMENT bytes
+        # first).
+        self.buffer = slot.buffer[:_ALIGNMENT + nbytes]
+        self._output_bytes = slot.buffer[_ALIGNMENT:_ALIGNMENT + nbytes]
         self._output_list = [
-            slot.buffer[o:o + a.shape[0] * size].view(getattr(torch, a.dtype))
+            self._output_bytes[o:o + a.shape[0] * size].view(getattr(torch, a.dtype))
             for a, o, size in layout]
         self.load_inputs = slot._loader.load
         self.outputs = kernel(*self._input_list, out=self._output_list, device=device.index)
+        # The header this rung sends and expects, and, where other TP ranks
+        # may send, this rung's outputs for an empty microbatch (the run
+        # above, on the zeroed inputs): what a receiver keeps when the
+        # header disagrees.
+        self._header = torch.tensor(_header_words(step, C, N, cp, index, layout),
+                                    dtype=torch.int32, device=device)
+        self._empty = self._output_bytes.clone() if step.tp > 1 else None
         if step.on_host:
             self.run = self._run_on_host
             self.check_async = self._check_on_host
@@ -1148,32 +1198,51 @@ class SlotRung:
 
     def broadcast(self, group=None, src: int = 0) -> None:
         """Sends the outputs of `src` (a global rank, which ran the step) to
-        every rank of `group`, one collective over the rung's outputs in the
-        slot's one buffer: the tensor-parallel recipe where one rank prepares
-        the microbatch. With NCCL it can be captured in the same graph; a step
-        on the CPU needs a group of a CPU backend (gloo). Under dynamic CP it
-        sends the whole buffer with the variant's CP size, and the receivers
-        assert (on the device) that they picked the same size."""
+        every rank of `group`: one collective over the slot's whole buffer,
+        the tensor-parallel recipe where one rank prepares the microbatch.
+        With NCCL it can be captured in the same graph; a step on the CPU
+        needs a group of a CPU backend (gloo).
+
+        The buffer starts with a header naming the layout the sender ran
+        (C, N, CP size and rank, stage, rung, a fingerprint of the output
+        layout). Each receiver compares it with its own on the device: on a
+        mismatch it keeps an empty microbatch (its own layout, no rows to
+        train, loss mask 0) and sets the status bit `layout_mismatch`,
+        rather than read rows laid out for another step. The whole buffer
+        is sent whichever rung or CP size ran, so the counts agree between
+        TP ranks of the same step that picked different ones; a TP rank
+        whose step has a buffer of another size makes the counts disagree,
+        which only the collective itself can notice."""
         import torch.distributed as dist
 
         src = thdc._check_int(src, "src")
-        sent = self.slot._sent_cp_size
-        if sent is None:
-            dist.broadcast(self.buffer, src=src, group=group)
+        if self._empty is None:
+            raise ValueError("broadcast: the step was made for one TP rank (tp=1); the "
+                             "broadcast recipe needs GraphStep(..., tp=, tp_rank=)")
+        slot = self.slot
+        sending = dist.get_rank() == src
+        if sending:
+            slot._header.copy_(self._header)
+        dist.broadcast(slot.buffer, src=src, group=group)
+        if sending:
             return
-        # Dynamic CP: every variant sends the slot's whole buffer, so the
-        # counts agree whichever size each TP rank picked, with the sender's
-        # size in its last word; a receiver that picked another size fails
-        # a device-side assert rather than train on rows laid out for
-        # another size.
-        if dist.get_rank() == src:
-            sent.fill_(self.cp)
-        dist.broadcast(self.slot.buffer, src=src, group=group)
-        if dist.get_rank() != src:
-            torch._assert_async(sent[0] == self.cp,
-                                f"dynamic CP: this TP rank ran the step at local_cp_size="
-                                f"{self.cp} but the sending rank at another size; every TP "
-                                f"rank of a DP x CP rank must be given the same sizes")
+        bad = (slot._header != self._header).any()
+        self._output_bytes.copy_(torch.where(bad, self._empty, self._output_bytes))
+        self.outputs.status.bitwise_or_(bad.to(torch.int32)
+                                        * thdc.STATUS_BITS["layout_mismatch"])
+
+
+def _header_words(step: GraphStep, C: int, N: int, cp: int, rung: int, layout) -> list:
+    """The broadcast header of one rung and CP size (_HEADER_FIELDS)."""
+    import zlib
+
+    described = repr(([(a.name, a.dtype, a.shape[0], offset) for a, offset, _ in layout],
+                      step.cp_mode, sorted(step.options.items())))
+    fingerprint = zlib.crc32(described.encode())
+    words = dict(magic=_HEADER_MAGIC, C=C, N=N, cp=cp, cp_rank=step.config.local_cp_rank(cp),
+                 stage=STAGES.index(step.stage), rung=rung, layout=fingerprint)
+    # As int32: the fingerprint's top bit is its sign.
+    return [(words[f] + 2**31) % 2**32 - 2**31 for f in _HEADER_FIELDS]
 
 
 # A slot's load_inputs, then run (its top rung's): SlotRung's own method,

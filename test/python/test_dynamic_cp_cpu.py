@@ -387,9 +387,9 @@ def test_get_batch_with_dynamic_cp_on_the_other_tp_ranks(cache_dir, monkeypatch)
     """TP rank 1 of a DP x CP rank gets the size from its own iterator (the
     plan's, on the host) and receives TP rank 0's outputs: the slot's whole
     buffer, so the counts agree whatever size each picked, with the sender's
-    size in its last word. The same size gives TP rank 0's outputs; another
-    fails the receiver's assert (on the CPU at once, on a GPU on the
-    device). None there is refused by name."""
+    layout in its header. The same size gives TP rank 0's outputs; another
+    is flagged layout_mismatch on the device and leaves the receiver an
+    empty microbatch. None there is refused by name."""
     import torch.distributed as dist
 
     M = thdc.megatron
@@ -424,13 +424,14 @@ def test_get_batch_with_dynamic_cp_on_the_other_tp_ranks(cache_dir, monkeypatch)
     local = dict(mb, cp_rank=np.array([1], np.int32))
     assert not step_mismatches(outputs(one.last), expect(local, 64, 2, 9))
     # TP rank 0 ran size 2; this rank's plan says 4 (its rows would be laid
-    # out for 4 ranks): refused.
+    # out for 4 ranks): flagged, and nothing of the sender's rows kept.
     current["rank"] = 0
     call(zero, iter([given]), 0)
     current["rank"] = 1
-    with pytest.raises(RuntimeError, match="every TP rank of a DP x CP rank must be given "
-                                           "the same sizes"):
-        call(one, iter([4]), 1)
+    tokens, labels, loss_mask, *_ = call(one, iter([4]), 1)
+    assert one.last.cp == 4
+    assert int(one.last.status[0]) == thdc.STATUS_BITS["layout_mismatch"]
+    assert loss_mask.sum() == 0 and not one.last.padding_mask_full.logical_not().any()
     with pytest.raises(ValueError, match="dynamic_cp=True on TP rank 1: .* an iterator of "
                                          "the plan's sizes"):
         call(one, None, 1)
