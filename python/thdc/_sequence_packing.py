@@ -174,6 +174,20 @@ def slots_in_flight(pp_size: int, pp_rank: int, vpp_size=None, group=None,
     communication, interleaved or without pipelining, where the combined
     1F1B schedule runs microbatch i+1's forward with i's backward
     (schedules.py:745-746)."""
+    for name, value in (("pipeline group size", pp_size), ("pipeline rank", pp_rank),
+                        ("vpp_size", vpp_size),
+                        ("config.microbatch_group_size_per_vp_stage", group)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise TypeError(f"{name} must be an int; got {type(value).__name__}")
+    if pp_size < 1 or not 0 <= pp_rank < pp_size:
+        raise ValueError(f"the pipeline group has size {pp_size} with this rank at {pp_rank}: "
+                         f"a group has at least one rank, this one in [0, size)")
+    if vpp_size is not None and vpp_size < 1:
+        raise ValueError(f"vpp_size must be >= 1 (or None without virtual stages); got "
+                         f"{vpp_size}")
+    if vpp_size is not None and group is not None and group < 1:
+        raise ValueError(f"config.microbatch_group_size_per_vp_stage must be >= 1 (or None: "
+                         f"the pipeline size); got {group}")
     overlap = int(bool(overlap_moe_expert_parallel_comm))
     if pp_size <= 1:
         return 1 + overlap

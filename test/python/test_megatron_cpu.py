@@ -504,6 +504,88 @@ def test_two_tp_ranks_broadcast_over_gloo(tmp_path):
     assert "tp ranks agree" in result.stdout
 
 
+class _FakeBroadcast:
+    """dist.get_rank and dist.broadcast for two TP ranks in one process:
+    the sender's bytes reach the receiver up to the shorter buffer (what a
+    transport that does not compare counts delivers)."""
+
+    def __init__(self):
+        self.rank, self.sent = 0, None
+
+    def get_rank(self, group=None):
+        return self.rank
+
+    def broadcast(self, tensor, src, group=None):
+        if self.rank == src:
+            self.sent = tensor.clone()
+        else:
+            count = min(tensor.numel(), self.sent.numel())
+            tensor[:count].copy_(self.sent[:count])
+
+
+@pytest.mark.parametrize("receiver, rung", [
+    (dict(), None),  # the same step: the sender's outputs
+    (dict(N=10), None),  # another N: the offsets of another layout
+    (dict(C=72), None),
+    (dict(rank=0), None),  # another CP rank
+    (dict(stage="last"), None),
+    (dict(cp_mode="contiguous"), None),
+    (dict(seq_idx=False), None),  # other outputs
+    (dict(capacities=[32, 64]), 0),  # the receiver picked another rung
+])
+def test_broadcast_header_names_the_senders_layout(make_step, monkeypatch, receiver, rung):
+    """A TP rank receives the sender's outputs only when it expects the
+    layout the sender ran (C, N, CP size and rank, stage, rung, the
+    outputs); any other is flagged layout_mismatch on the device and the
+    receiver keeps an empty microbatch of its own layout (all padding, no
+    row trained), never rows laid out for another step."""
+    import torch.distributed as dist
+
+    fake = _FakeBroadcast()
+    monkeypatch.setattr(dist, "get_rank", fake.get_rank)
+    monkeypatch.setattr(dist, "broadcast", fake.broadcast)
+    C, N, cp = 64, 9, 2
+    sent_options = dict(C=C, N=N, rank=1, tp=2, tp_rank=0)
+    if "capacities" in receiver:
+        sent_options["capacities"] = receiver["capacities"]
+    got_options = dict(sent_options, tp_rank=1, **receiver)
+    make = lambda o: make_step(o.pop("C"), o.pop("N"), cp, o.pop("rank"), **o)
+    sender, got = make(dict(sent_options)), make(dict(got_options))
+    rows = lambda dtype: torch.arange(1, 53, dtype=dtype).view(1, -1)
+    sender(tokens=rows(torch.int64), labels=rows(torch.int64), position_ids=rows(torch.int64),
+           loss_mask=torch.ones(1, 52), cu_seqlens=torch.tensor([0, 20, 46], dtype=torch.int32),
+           cu_seqlens_padded=torch.tensor([0, 24, 52], dtype=torch.int32))
+    assert int(sender.status[0]) == 0
+    sender.broadcast(src=0)
+    fake.rank = 1
+    view = got.slot(0).rung(-1 if rung is None else rung)
+    empty = view._empty.clone()
+    view.outputs.status.fill_(0)
+    view.broadcast(src=0)
+    mismatch = thdc.STATUS_BITS["layout_mismatch"]
+    if not receiver:
+        assert torch.equal(got.buffer, sender.buffer)
+        assert int(got.status[0]) == 0 and got.batch["loss_mask"].sum() > 0
+        return
+    assert int(view.status[0]) == mismatch
+    assert thdc.describe_status(int(view.status[0])) == "layout_mismatch"
+    # The receiver's own empty microbatch, but for the status bit.
+    status = view.outputs.status.clone()
+    view.outputs.status.fill_(0)
+    assert torch.equal(view._output_bytes, empty)
+    view.outputs.status.copy_(status)
+    assert not view.padding_mask_full.logical_not().any()  # every row padding
+    if "loss_mask" in view.batch:
+        assert view.batch["loss_mask"].sum() == 0
+    # One sequence, the dummy over every row.
+    assert view.outputs.cu_seqlens_padded[1:].tolist() == [view.C * cp] * view.N
+
+
+def test_broadcast_needs_a_tp_step(make_step):
+    with pytest.raises(ValueError, match=r"broadcast: the step was made for one TP rank"):
+        make_step(64, 9).broadcast(src=0)
+
+
 def test_get_batch_as_megatron_calls_it_tp2_cp2(tmp_path):
     """get_batch_on_this_rank_for_sequence_packing under torchrun, TP = 2 x
     CP = 2 ranks on CPU tensors over gloo, a data iterator on TP rank 0 only,
@@ -731,6 +813,35 @@ def test_slots_in_flight_follows_megatron_cores_schedules():
     assert M.slots_in_flight(4, 0, vpp_size=2) == 2 * 3 + 1 * 4 + 1
     assert M.slots_in_flight(4, 0, vpp_size=2, group=2) == 2 * 3 + 1 * 2 + 1
     assert M.slots_in_flight(4, 3, vpp_size=2, overlap_moe_expert_parallel_comm=True) == 6
+
+
+@pytest.mark.parametrize("args, kwargs, error, message", [
+    ((0, 0), {}, ValueError, "the pipeline group has size 0 with this rank at 0"),
+    ((4, 4), {}, ValueError, "the pipeline group has size 4 with this rank at 4"),
+    ((4, -1), {}, ValueError, "the pipeline group has size 4 with this rank at -1"),
+    ((4, 0), dict(vpp_size=0), ValueError, "vpp_size must be >= 1"),
+    ((4, 0), dict(vpp_size=2, group=0), ValueError,
+     "config.microbatch_group_size_per_vp_stage must be >= 1"),
+    ((4, 0), dict(vpp_size=2, group=2.0), TypeError,
+     "config.microbatch_group_size_per_vp_stage must be an int; got float"),
+    ((4.0, 0), {}, TypeError, "pipeline group size must be an int"),
+])
+def test_slots_in_flight_names_what_is_wrong(args, kwargs, error, message):
+    """A bad pipeline group and a bad microbatch group each say which they
+    are (both once said only that slots must be >= 1)."""
+    with pytest.raises(error, match=re.escape(message)):
+        thdc.megatron.slots_in_flight(*args, **kwargs)
+
+
+def test_a_step_larger_than_memory_is_refused_before_allocating(make_step):
+    """C, N and slots whose buffers exceed what the host has are refused by
+    name before a byte is allocated (not a MemoryError from deep inside
+    torch, or the machine swapping)."""
+    with pytest.raises(MemoryError, match=r"GraphStep\(C=1073741822, N=9, cp=2, slots=64\): "
+                                          r"its buffers take [0-9.]+ GiB .*lower C, N or slots"):
+        make_step(2**30 - 2, 9, 2, 0, slots=64)
+    with pytest.raises(MemoryError, match=r"N=2147483640, cp=1, slots=64"):
+        make_step(64, 2**31 - 8, slots=64)
 
 
 def test_get_batch_reads_the_iterator_on_tp_rank_0_only():
