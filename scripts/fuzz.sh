@@ -25,7 +25,7 @@ case $which in
   *) echo "scripts/fuzz.sh: unknown build '$which' (release, sanitize or both)" >&2; exit 2 ;;
 esac
 targets=(thdc-fuzz-param-expr thdc-fuzz-pipeline thdc-fuzz-opt thdc-fuzz-input-json thdc-fuzz-manifest
-         thdc-fuzz-scheduler thdc-fuzz-planner)
+         thdc-fuzz-scheduler thdc-fuzz-planner thdc-fuzz-input-load)
 jobs=${THDC_BUILD_JOBS:-$(nproc)}
 
 configure() {
