@@ -110,34 +110,56 @@ from ._loader import InputLoader, _refuse_unknown  # noqa: F401 (thdc.megatron.I
 
 torch = thdc._import_torch("thdc.megatron")
 
-try:  # megatron-core's class when it is installed, else the same fields here
-    from megatron.core.packed_seq_params import PackedSeqParams
+@dataclasses.dataclass
+class _FallbackPackedSeqParams:
+    """The fields of megatron-core's PackedSeqParams that THD attention reads."""
 
-    USING_MEGATRON_CORE = True
-    MEGATRON_CORE_IMPORT_ERROR: Optional[str] = None
-except Exception as error:  # ImportError, or a megatron-core that fails to import
-    USING_MEGATRON_CORE = False
-    MEGATRON_CORE_IMPORT_ERROR = f"{type(error).__name__}: {error}"
+    qkv_format: Optional[str] = None
+    cu_seqlens_q: Optional[torch.Tensor] = None
+    cu_seqlens_kv: Optional[torch.Tensor] = None
+    cu_seqlens_q_padded: Optional[torch.Tensor] = None
+    cu_seqlens_kv_padded: Optional[torch.Tensor] = None
+    max_seqlen_q: Optional[int] = None
+    max_seqlen_kv: Optional[int] = None
+    local_cp_size: Optional[int] = None
+    cp_group: Optional[object] = None
+    total_tokens: Optional[int] = None
+    seq_idx: Optional[torch.Tensor] = None
+    tokens_per_sample: Optional[int] = None
+    pad_between_seqs: Optional[bool] = None
+    cp_partition_mode: str = "zigzag"
 
-    @dataclasses.dataclass
-    class PackedSeqParams:  # type: ignore[no-redef]
-        """The fields of megatron-core's PackedSeqParams that THD attention reads."""
 
-        qkv_format: Optional[str] = None
-        cu_seqlens_q: Optional[torch.Tensor] = None
-        cu_seqlens_kv: Optional[torch.Tensor] = None
-        cu_seqlens_q_padded: Optional[torch.Tensor] = None
-        cu_seqlens_kv_padded: Optional[torch.Tensor] = None
-        max_seqlen_q: Optional[int] = None
-        max_seqlen_kv: Optional[int] = None
-        local_cp_size: Optional[int] = None
-        cp_group: Optional[object] = None
-        total_tokens: Optional[int] = None
-        seq_idx: Optional[torch.Tensor] = None
-        tokens_per_sample: Optional[int] = None
-        pad_between_seqs: Optional[bool] = None
-        cp_partition_mode: str = "zigzag"
+_FallbackPackedSeqParams.__name__ = _FallbackPackedSeqParams.__qualname__ = "PackedSeqParams"
+# megatron-core is imported where its class is first needed (a step's
+# PackedSeqParams, or these names read), not with this module: importing it
+# takes seconds and prints warnings on a machine that only plans or loads.
+_MEGATRON_CORE = None
 
+
+def _megatron_core():
+    """(PackedSeqParams, USING_MEGATRON_CORE, MEGATRON_CORE_IMPORT_ERROR):
+    megatron-core's class when it is installed, else the same fields here;
+    the import is tried once."""
+    global _MEGATRON_CORE
+    if _MEGATRON_CORE is None:
+        try:
+            from megatron.core.packed_seq_params import PackedSeqParams as found
+
+            _MEGATRON_CORE = (found, True, None)
+        except Exception as error:  # ImportError, or a megatron-core that fails to import
+            _MEGATRON_CORE = (_FallbackPackedSeqParams, False,
+                              f"{type(error).__name__}: {error}")
+    return _MEGATRON_CORE
+
+
+_LAZY = ("PackedSeqParams", "USING_MEGATRON_CORE", "MEGATRON_CORE_IMPORT_ERROR")
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        return _megatron_core()[_LAZY.index(name)]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 CONVENTIONS = ("graph", "compact")
 STAGES = tuple(stages.STAGES)
@@ -157,7 +179,7 @@ _HEADER_MAGIC = 0x74686463  # "thdc"
 def packed_seq_params_fields(cls=None) -> Tuple[str, ...]:
     """The fields the PackedSeqParams class (default: the installed one)
     accepts at construction."""
-    cls = PackedSeqParams if cls is None else cls
+    cls = _megatron_core()[0] if cls is None else cls
     if dataclasses.is_dataclass(cls):
         return tuple(f.name for f in dataclasses.fields(cls) if f.init)
     parameters = inspect.signature(cls).parameters.values()
@@ -181,7 +203,7 @@ def make_packed_seq_params(cls=None, **fields):
     the class declares. A field it lacks is left out, unless its value says
     what the class cannot: `pad_between_seqs=True` (the 'compact'
     convention) on a release without the field raises ValueError."""
-    cls = PackedSeqParams if cls is None else cls
+    cls = _megatron_core()[0] if cls is None else cls
     known = set(packed_seq_params_fields(cls))
     for name, (*implied, what) in _MEANING_WITHOUT_FIELD.items():
         if name in fields and name not in known and fields[name] not in implied:

@@ -487,6 +487,22 @@ def test_no_call_into_torch_cuda(make_step, monkeypatch):
             slot.check_async()
 
 
+def test_importing_the_drop_in_leaves_megatron_core_until_it_is_needed():
+    """`import thdc.megatron` does not import megatron-core (seconds and
+    warnings on a machine that only plans); its PackedSeqParams is looked
+    up where a step first needs it, or its names are read."""
+    code = ("import sys, thdc.megatron as m\n"
+            "assert 'megatron.core' not in sys.modules, 'imported with thdc.megatron'\n"
+            "fields = m.packed_seq_params_fields()\n"
+            "assert ('megatron.core' in sys.modules) == m.USING_MEGATRON_CORE\n"
+            "assert m.PackedSeqParams.__name__ == 'PackedSeqParams' and 'seq_idx' in fields\n"
+            "print('ok')\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-3000:]
+
+
 def test_two_tp_ranks_broadcast_over_gloo(tmp_path):
     """Two TP ranks on the CPU under torchrun: replicate and broadcast
     (slot.broadcast over gloo), both equal on both ranks and to the
