@@ -263,6 +263,9 @@ class Advice:
     attention_blocks: Tuple[int, ...]  # per rung: N_i * ceil(B_i*cp / block)
     graph_memory_bytes: Optional[int]  # activation_bytes_per_row * C, or None
     considered: Tuple[Tuple[int, float], ...]  # (rungs, padded fraction) tried
+    # Rungs of the chosen ladder that no sampled microbatch used, left out
+    # (each would be a graph per slot to capture for nothing).
+    unused_rungs: Tuple[int, ...] = ()
 
     @property
     def graphs(self) -> int:
@@ -285,6 +288,9 @@ class Advice:
                          "pool for every graph (the largest rung's activations)")
         lines.append("rungs tried: " + ", ".join(f"{k}: {100 * f:.1f}%"
                                                   for k, f in self.considered))
+        if self.unused_rungs:
+            lines.append(f"left out: rows {', '.join(map(str, self.unused_rungs))} (no sampled "
+                         f"microbatch used them)")
         return "\n".join(lines)
 
 
@@ -413,6 +419,21 @@ def advise(batches: Sequence[Sequence[int]], *, cp: int = 1, dp: int = 1,
     best = min(r[3] for r in results)
     capacities, seqs, plans, fraction, _ = next(r for r in results
                                                 if r[3] <= best + tolerance)
+    unused = ()
+    if rungs is None:
+        # A rung no sampled microbatch used is a graph per slot captured for
+        # nothing: left out (the top one stays, the bound of every
+        # microbatch). Each microbatch keeps its rung, the smallest that
+        # holds it, so the packs and rows are the same.
+        used = {len(capacities) - 1} | {r for p in plans for r in p.pack_rungs}
+        if len(used) < len(capacities):
+            unused = tuple(B for i, B in enumerate(capacities) if i not in used)
+            capacities = [B for i, B in enumerate(capacities) if i in used]
+            seqs = [n for i, n in enumerate(seqs) if i in used]
+            plans = [ladder_plan(b, capacities, cp, dp, max_packed_sequences=N,
+                                 sequence_capacities=seqs, vpp_group=vpp_group)
+                     for b in batches]
+            fraction = _fraction(sum(p.padded_rows for p in plans), sum(p.rows for p in plans))
     single = [ladder_plan(b, [C], cp, dp, max_packed_sequences=N, vpp_group=vpp_group)
               for b in batches]
     microbatches = sum(p.num_microbatches for p in plans)
@@ -436,7 +457,7 @@ def advise(batches: Sequence[Sequence[int]], *, cp: int = 1, dp: int = 1,
         attention_blocks=tuple(n * -(-B * cp // block) for B, n in zip(capacities, seqs)),
         graph_memory_bytes=(None if activation_bytes_per_row is None
                             else int(activation_bytes_per_row) * C),
-        considered=tuple(considered))
+        considered=tuple(considered), unused_rungs=unused)
 
 
 # thdc-advise reads at most this much of its lengths file, and lines of at
@@ -444,6 +465,13 @@ def advise(batches: Sequence[Sequence[int]], *, cp: int = 1, dp: int = 1,
 # endless stream (/dev/zero).
 _MAX_INPUT = 64 << 20
 _MAX_LINE = 1 << 20
+
+
+def _refuse(message: str):
+    """thdc-advise's exit on a bad input: the message, status 2 (as
+    argparse's own errors)."""
+    print(f"thdc-advise: {message}", file=sys.stderr)
+    raise SystemExit(2)
 
 
 def _read_lengths(path: str) -> List[List[int]]:
@@ -460,19 +488,19 @@ def _read_lengths(path: str) -> List[List[int]]:
             number += 1
             read += len(line)
             if len(line) > _MAX_LINE and not line.endswith("\n"):
-                raise SystemExit(f"thdc-advise: {path}:{number}: a line longer than "
-                                 f"{_MAX_LINE} characters: not a file of lengths")
+                _refuse(f"{path}:{number}: a line longer than {_MAX_LINE} characters: not a "
+                        f"file of lengths")
             if read > _MAX_INPUT:
-                raise SystemExit(f"thdc-advise: {path}: more than {_MAX_INPUT >> 20} MiB: a "
-                                 f"sample of global batches is expected")
+                _refuse(f"{path}: more than {_MAX_INPUT >> 20} MiB: a sample of global "
+                        f"batches is expected")
             fields = line.replace(",", " ").split()
             if not fields or fields[0].startswith("#"):
                 continue
             try:
                 batches.append([int(f) for f in fields])
             except ValueError:
-                raise SystemExit(f"thdc-advise: {path}:{number}: not a list of integer lengths: "
-                                 f"{line.strip()[:60]!r}") from None
+                _refuse(f"{path}:{number}: not a list of integer lengths: "
+                        f"{line.strip()[:60]!r}")
     return batches
 
 
@@ -500,16 +528,31 @@ def _tolerance(text: str) -> float:
     return value
 
 
+def _recipe(text: Optional[str]):
+    """--recipe: a token multiple (an int) or a recipe's name."""
+    try:
+        return None if text is None else int(text)
+    except ValueError:
+        return text
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """thdc-advise: a capacity ladder for the global batches in a file."""
+    from . import __version__
+
     parser = argparse.ArgumentParser(
         prog="thdc-advise",
         description="Advises C, N, a capacity ladder and the graph slots for THD "
                     "microbatches, from sample global batches (one line each: the "
                     "sequences' padded lengths).")
     parser.add_argument("lengths", help="the file of global batches ('-': standard input)")
-    parser.add_argument("--cp", type=_int_in(1), default=1)
-    parser.add_argument("--dp", type=_int_in(1), default=1)
+    parser.add_argument("--version", action="version", version=f"thdc-advise {__version__}")
+    parser.add_argument("--cp", type=_int_in(1), default=1,
+                        help="context-parallel size: a microbatch's rows are split over "
+                             "this many ranks (default 1)")
+    parser.add_argument("--dp", type=_int_in(1), default=1,
+                        help="data-parallel size: microbatches are planned for this many "
+                             "replicas at once (default 1)")
     parser.add_argument("--C", type=_int_in(1), help="rows per CP rank (default: the longest "
                         "sequence's, rounded up)")
     parser.add_argument("--N", type=_int_in(2), help="sequence capacity (default: from the sample)")
@@ -518,9 +561,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--recipe", help="a low-precision recipe (fp8, mxfp8, hybridep, ...) "
                         "or its token multiple: every rung then holds its graph-mode "
                         "condition")
-    parser.add_argument("--tp", type=_int_in(1), default=1)
-    parser.add_argument("--sequence-parallel", action="store_true")
-    parser.add_argument("--max-rungs", type=_int_in(1, MAX_RUNGS), default=16)
+    parser.add_argument("--tp", type=_int_in(1), default=1,
+                        help="tensor-parallel size, for --recipe and --sequence-parallel's "
+                             "row multiple (default 1)")
+    parser.add_argument("--sequence-parallel", action="store_true",
+                        help="sequence parallelism: every rung's rows split over the TP ranks")
+    parser.add_argument("--max-rungs", type=_int_in(1, MAX_RUNGS), default=16,
+                        help=f"the most rungs to try (default 16, at most {MAX_RUNGS})")
     parser.add_argument("--tolerance", type=_tolerance, default=0.01,
                         help="the fewest rungs within this padded fraction of the best")
     parser.add_argument("--in-flight", type=_int_in(1), default=1,
@@ -533,8 +580,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         N=args.N, multiple=args.multiple, max_rungs=args.max_rungs,
                         tolerance=args.tolerance, in_flight=args.in_flight,
                         activation_bytes_per_row=args.activation_bytes_per_row,
-                        recipe=(int(args.recipe) if args.recipe and args.recipe.isdigit()
-                                else args.recipe), tp=args.tp,
+                        recipe=_recipe(args.recipe), tp=args.tp,
                         sequence_parallel=args.sequence_parallel)
     except (ValueError, OSError) as error:
         parser.exit(2, f"thdc-advise: {error}\n")
