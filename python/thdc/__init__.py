@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import collections
 import collections.abc
+import errno
 import keyword
 import numbers
 import os
@@ -171,6 +172,14 @@ def load(
     device = _check_int(device, "device")
     if backend != "host":
         _refuse_during_capture("thdc.load")
+    # A missing bundle as a missing file, as thdc.compile's missing source.
+    manifest = os.path.join(path, "manifest.json")
+    if not os.path.exists(path):
+        raise FileNotFoundError(errno.ENOENT, "no bundle here (a folder thdc wrote, with "
+                                "manifest.json)", path)
+    if os.path.isdir(path) and not os.path.exists(manifest):
+        raise FileNotFoundError(errno.ENOENT, "the folder has no manifest.json: not a bundle "
+                                "written by thdc", manifest)
     return _finish(_thdc.load(path, backend, cache_dir, device))
 
 

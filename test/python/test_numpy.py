@@ -198,6 +198,18 @@ def test_compile_errors_are_exceptions(cache_dir):
         thdc.compile("/nonexistent/pipeline.mlir", {}, backend="host")
 
 
+def test_a_missing_bundle_is_a_missing_file(tmp_path):
+    """thdc.load of a path that is not there, or of a folder without a
+    manifest, raises FileNotFoundError (an OSError naming the path), as
+    thdc.compile does for a missing source."""
+    with pytest.raises(FileNotFoundError, match="no bundle here") as raised:
+        thdc.load(str(tmp_path / "missing"))
+    assert raised.value.filename == str(tmp_path / "missing")
+    with pytest.raises(FileNotFoundError, match="has no manifest.json") as raised:
+        thdc.load(tmp_path)
+    assert raised.value.filename == str(tmp_path / "manifest.json")
+
+
 def test_unknown_chip_is_an_exception(cache_dir):
     if not thdc.has_jit:
         pytest.skip("no JIT")
@@ -236,7 +248,7 @@ def test_load_bundle_written_by_thdc(tmp_path, compile_host):
     for _ in range(20):
         mb = random_microbatch(rng, 64, 1, 9)
         assert mismatches(call(kernel, mb)._asdict(), reference(mb, 64, 1, 9)) == []
-    with pytest.raises(RuntimeError, match="manifest.json"):
+    with pytest.raises(FileNotFoundError, match="manifest.json"):
         thdc.load(tmp_path / "missing", backend="host")
 
 
@@ -272,10 +284,10 @@ def test_load_is_refused_while_torch_captures(tmp_path, fake_torch):
         thdc.load(tmp_path / "missing")
     # The host code loads no module; outside a capture the load goes ahead
     # (and here finds no bundle).
-    with pytest.raises(RuntimeError, match="manifest.json"):
+    with pytest.raises(FileNotFoundError, match="manifest.json"):
         thdc.load(tmp_path / "missing", backend="host")
     fake_torch.capturing = False
-    with pytest.raises(RuntimeError, match="manifest.json"):
+    with pytest.raises(FileNotFoundError, match="manifest.json"):
         thdc.load(tmp_path / "missing")
 
 
