@@ -48,6 +48,30 @@ def test_thd_run_matches_the_reference(tmp_path):
         np.testing.assert_array_equal(np.array(got[name]), want[name], err_msg=name)
 
 
+def test_thd_run_exit_status_says_whether_the_microbatch_was_valid(tmp_path):
+    """0 for a valid microbatch; 3 when the pipeline ran but its status
+    is not 0 (the bits on stderr, the empty microbatch still written), so
+    a script can tell a bad microbatch from a good one and from an error
+    (1)."""
+    given = json.loads(open(GOLDEN).read())
+    given["cu_seqlens_padded"][1] += 1  # not divisible by 2*cp
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(given))
+    out = tmp_path / "out.json"
+    result = command("thd-run", EXAMPLE, "--input", str(bad), "--output", str(out))
+    assert result.returncode == 3, result.stderr
+    assert "thd-run: status 4 = not_divisible" in result.stderr
+    assert json.loads(out.read_text())["status"] == [4]
+    missing = command("thd-run", EXAMPLE, "--input", str(tmp_path / "none.json"))
+    assert missing.returncode == 1
+
+
+def test_thdc_names_a_missing_input_first(tmp_path):
+    result = command("thdc", str(tmp_path / "missing.mlir"))
+    assert result.returncode == 1
+    assert "missing.mlir" in result.stderr and "-o FOLDER" not in result.stderr
+
+
 def test_thdc_writes_a_bundle_that_loads(tmp_path):
     bundle = tmp_path / "bundle"
     result = command("thdc", EXAMPLE, "--no-cubin", "-o", str(bundle))

@@ -9,6 +9,11 @@
 // `--backend reference` runs the pipeline through the reference interpreter
 // instead of compiled code, so that the backends' outputs can be diffed.
 //
+// Exit status: 0 when the pipeline ran and its `status` output (if it has
+// one) is 0; kExitInvalidMicrobatch (3) when it ran but the status is not 0
+// (the fault bits are named on stderr and the outputs, the empty
+// microbatch, are still written); 1 for any error (no outputs).
+//
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Context.h"
@@ -114,28 +119,36 @@ exchangeBuffers(llvm::ArrayRef<runtime::BufferDesc> buffers) {
   return exchanged;
 }
 
+/// The exit status of a run whose `status` output is not 0.
+constexpr int kExitInvalidMicrobatch = 3;
+
 /// A nonzero `status` output (thd.validate's fault bits) is named on stderr;
-/// the outputs are still written (they hold the empty microbatch).
-static void reportStatus(llvm::ArrayRef<runtime::HostBuffer> outputs) {
+/// the outputs are still written (they hold the empty microbatch). Returns
+/// whether there was one.
+static bool reportStatus(llvm::ArrayRef<runtime::HostBuffer> outputs) {
+  bool invalid = false;
   for (const runtime::HostBuffer &buffer : outputs) {
     const runtime::BufferDesc &desc = buffer.desc();
     if (desc.name != "status" || desc.type != "i32" || desc.elements != 1)
       continue;
-    if (int32_t status = *buffer.as<int32_t>())
+    if (int32_t status = *buffer.as<int32_t>()) {
       llvm::errs() << "thd-run: status " << status << " = "
                    << reference::describeStatus(status) << "\n";
+      invalid = true;
+    }
   }
+  return invalid;
 }
 
 static int writeOutputFile(llvm::ArrayRef<runtime::HostBuffer> outputs) {
-  reportStatus(outputs);
+  const bool invalid = reportStatus(outputs);
   std::string error;
   auto output = mlir::openOutputFile(tool->outputFile, &error);
   if (!output)
     return fail(error);
   output->os() << runtime::writeOutputs(outputs, /*pretty=*/true) << "\n";
   output->keep();
-  return 0;
+  return invalid ? kExitInvalidMicrobatch : 0;
 }
 
 /// --backend cuda: compiled by the JIT for the GPU found, run through the
@@ -233,7 +246,12 @@ int thdc::tools::thdRunMain(int argc, char **argv) {
   registerParamOption(toolOptions.category);
   registerToolOptions(toolOptions.category, registerMlirCommandLineOptions);
   setVersionPrinter("thd-run");
-  cl::ParseCommandLineOptions(argc, argv, "thd-run: run a THD pipeline\n");
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "thd-run: run a THD pipeline\n\n"
+      "Exit status: 0 when it ran and its status output is 0; 3 when it ran\n"
+      "but the status is not 0 (the bits named on stderr, the outputs still\n"
+      "written); 1 on any error.\n");
   CompilerCommandLineOptions mlirOptions;
   const std::string &backend = toolOptions.backend;
   if (backend != "cpu" && backend != "cuda" && backend != "reference")

@@ -104,6 +104,12 @@ int thdc::tools::thdcMain(int argc, char **argv) {
     llvm::errs() << "error: --" << *error << "\n";
     return 1;
   }
+  // The input first: a missing file is the first thing to hear about.
+  auto file = thdc::readInputFile(inputFile, thdc::kMaxSourceBytes);
+  if (!file) {
+    llvm::errs() << "error: " << llvm::toString(file.takeError()) << "\n";
+    return 1;
+  }
   Emit what = emitPtx ? Emit::Ptx : emit.getValue();
   if (what == Emit::Bundle && outputDir.empty()) {
     llvm::errs() << "error: give -o FOLDER for the bundle, or --emit-ptx\n";
@@ -121,11 +127,6 @@ int thdc::tools::thdcMain(int argc, char **argv) {
   mlir::MLIRContext &context = *contextOwner;
   llvm::SourceMgr sourceMgr;
   mlir::SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
-  auto file = thdc::readInputFile(inputFile, thdc::kMaxSourceBytes);
-  if (!file) {
-    llvm::errs() << "error: " << llvm::toString(file.takeError()) << "\n";
-    return 1;
-  }
   sourceMgr.AddNewSourceBuffer(std::move(*file), llvm::SMLoc());
 
   mlir::OwningOpRef<mlir::ModuleOp> module =
