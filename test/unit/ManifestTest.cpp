@@ -11,7 +11,9 @@
 
 #include "gtest/gtest.h"
 
+#include <cctype>
 #include <climits>
+#include <ostream>
 #include <string>
 
 using namespace thdc::runtime;
@@ -225,8 +227,20 @@ TEST(Manifest, RenderedLayout) {
 struct Malformed {
   const char *what, *from, *to, *error;
 };
+/// How gtest prints a case (its listing): what it breaks.
+void PrintTo(const Malformed &c, std::ostream *os) { *os << c.what; }
 
 class ManifestRejects : public testing::TestWithParam<Malformed> {};
+
+/// Each case's test name from its `what` ("short hash" -> short_hash), so
+/// that ctest's names are stable and `ctest -R` can pick one.
+std::string malformedName(const testing::TestParamInfo<Malformed> &info) {
+  std::string name = info.param.what;
+  for (char &c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c)))
+      c = '_';
+  return name;
+}
 
 TEST_P(ManifestRejects, NamingTheField) {
   const Malformed &c = GetParam();
@@ -323,7 +337,8 @@ INSTANTIATE_TEST_SUITE_P(
                   "\"sha256\": [], \"y\": {",
                   "\"sha256\" must map file names to hashes"},
         Malformed{"short hash", "\"step.ptx\": \"aaaa", "\"step.ptx\": \"a",
-                  "the hash of 'step.ptx' is not a SHA-256"}));
+                  "the hash of 'step.ptx' is not a SHA-256"}),
+    malformedName);
 
 TEST(Manifest, TooManyBuffersAreRejected) {
   Manifest m = fullManifest();

@@ -947,8 +947,9 @@ TEST(PlannerLadder, RandomizedPlansUseTheSmallestRungAndNoMoreMicrobatches) {
     if (!planned)
       continue;
     EXPECT_EQ(checkPlan(planned->plan, *lengths, config).message(), "");
-    if (nextFitOnly)
+    if (nextFitOnly) {
       EXPECT_LE(planned->plan.numMicrobatches(), nextFitOnly->numMicrobatches());
+    }
     for (std::size_t p = 0; p < planned->plan.packs.size(); ++p) {
       const int32_t r = planned->packRungs[p];
       const int64_t tokens = planned->plan.packTokens[p];
@@ -956,9 +957,10 @@ TEST(PlannerLadder, RandomizedPlansUseTheSmallestRungAndNoMoreMicrobatches) {
       // Holds it, and the rung below does not.
       EXPECT_GE(ladder[r].rows * cp, tokens);
       EXPECT_LE(sequences, *ladder[r].sequences - 1);
-      if (r > 0)
+      if (r > 0) {
         EXPECT_TRUE(ladder[r - 1].rows * cp < tokens ||
                     *ladder[r - 1].sequences - 1 < sequences);
+      }
       EXPECT_EQ(planned->packRows[p], ladder[r].rows * cp);
     }
     EXPECT_GE(planned->paddedRows(), 0);
