@@ -2,7 +2,8 @@
 # Installs everything thdc needs to build and test on a fresh Debian 12 machine.
 # Before each step that installs something it says what it does, and after
 # it how long that took, on lines starting "setup: " (apt-get and pip run
-# quietly for minutes; PyTorch is about 5 GB).
+# quietly for minutes, their output shown only when they fail; PyTorch is
+# about 5 GB).
 #   scripts/setup.sh           installs what is missing
 #   scripts/setup.sh --check   installs nothing: one line saying what is missing
 set -euo pipefail
@@ -33,12 +34,20 @@ seconds() { # a duration in seconds, as "42 s" or "3 min 12 s"
     echo "$1 s"
   fi
 }
-timed() { # WHAT COMMAND...: says what it does, runs it, says how long it took
-  local what=$1 start=$SECONDS
+timed() { # WHAT COMMAND...: says what it does, runs it with its output in a
+  # log (shown only if it fails), says how long it took
+  local what=$1 start=$SECONDS log
   shift
   echo "setup: $what ..."
-  "$@"
-  echo "setup: $what: done in $(seconds $((SECONDS - start)))"
+  log=$(mktemp)
+  if ! "$@" > "$log" 2>&1; then
+    cat "$log" >&2
+    rm -f "$log"
+    echo "setup: $what: failed" >&2
+    exit 1
+  fi
+  rm -f "$log"
+  echo "setup: done in $(seconds $((SECONDS - start)))"
 }
 
 if [ "$check_only" = 1 ]; then
@@ -75,9 +84,8 @@ if ! python3 -c "import nanobind, numpy, pytest" 2>/dev/null; then
     python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore "${python_packages[@]}"
 fi
 if [ "$want_torch" = 1 ] && ! python3 -c "import torch" 2>/dev/null; then
-  echo "setup: pip install torch>=2.10 for $(python3 --version) (PyPI's build, about 5 GB; the tests that need it but no GPU) ..."
-  start=$SECONDS
-  python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore "torch>=2.10"
-  echo "setup: PyTorch $(python3 -c 'import torch; print(torch.__version__)') installed in $(seconds $((SECONDS - start)))"
+  timed "pip install torch>=2.10 for $(python3 --version) (PyPI's build, about 5 GB; the tests that need it but no GPU)" \
+    python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore "torch>=2.10"
+  echo "setup: PyTorch $(python3 -c 'import torch; print(torch.__version__)')"
 fi
 echo "thdc dependencies are installed."

