@@ -15,6 +15,11 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${THDC_BUILD_DIR:-$root/build}
+# The demo needs no PyTorch (examples/python/quickstart.py runs on NumPy
+# without it, on PyTorch where it is installed): setup.sh leaves out its
+# 5 GB download here; scripts/test.sh installs it for the tests that need
+# it. THDC_SKIP_TORCH=0 installs it anyway.
+export THDC_SKIP_TORCH=${THDC_SKIP_TORCH:-1}
 export THDC_BUILD_JOBS=${THDC_BUILD_JOBS:-$(nproc)}
 logs=$build/logs
 indent="      "

@@ -143,14 +143,18 @@ int main(int argc, char **argv) {
   const char *module = load.cubinFromBundle  ? "the bundle's cubin"
                        : load.cubinFromCache ? "a cached cubin"
                                              : "the driver's compile of the PTX";
+  // A GPU module's own share of the load; the host code has no module.
+  char moduleNote[128] = "";
+  if (load.backend == Backend::Cuda)
+    std::snprintf(moduleNote, sizeof moduleNote, " (the module from %s %.3f ms)",
+                  module, load.moduleMicros / 1000);
   if (compiled.source == CompileInfo::Source::Compiled)
-    std::printf("  of which the compiler %.3f ms, the load %.3f ms (the "
-                "module from %s %.3f ms)\n",
+    std::printf("  of which the compiler %.3f ms, the load %.3f ms%s\n",
                 compiled.compileMicros / 1000, compiled.loadMicros / 1000,
-                module, load.moduleMicros / 1000);
+                moduleNote);
   else if (compiled.source == CompileInfo::Source::DiskCache)
-    std::printf("  of which the load %.3f ms (the module from %s %.3f ms)\n",
-                compiled.loadMicros / 1000, module, load.moduleMicros / 1000);
+    std::printf("  of which the load %.3f ms%s\n", compiled.loadMicros / 1000,
+                moduleNote);
 
   CompileInfo again;
   if (!jit.compile(text.str(), params, &again, path))
