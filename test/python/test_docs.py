@@ -1,0 +1,85 @@
+"""The commands the documentation gives a user to copy: every fenced block
+marked runnable (a line `<!-- runnable -->` right before it) in README.md
+and docs/*.md runs, in order, one folder per document, and must succeed:
+`sh` blocks through bash with -euo pipefail, `python` blocks through this
+interpreter. The folder holds links to the checkout's examples/ and test/,
+so that a block may name their files as a user in the checkout would.
+The commands come from PATH: an installed package's entry points, or the
+build tree's (THDC_BIN_DIR, put first); `python` is this interpreter.
+A document whose blocks need PyTorch skips them where it is missing; a
+block that fails names its document and line, with its output."""
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import SOURCE_DIR, build_bin_dir
+
+FENCE = re.compile(r"^```(\w+)\s*$")
+MARKER = "<!-- runnable -->"
+
+
+def runnable_blocks(path):
+    """(line, language, text) of every block marked runnable in `path`."""
+    lines = open(path, encoding="utf-8").read().split("\n")
+    blocks = []
+    for i, line in enumerate(lines):
+        if line.strip() != MARKER:
+            continue
+        fence = FENCE.match(lines[i + 1]) if i + 1 < len(lines) else None
+        if not fence:
+            raise AssertionError(f"{path}:{i + 1}: {MARKER} must be right before a ``` fence")
+        end = next(j for j in range(i + 2, len(lines)) if lines[j].startswith("```"))
+        blocks.append((i + 3, fence.group(1), "\n".join(lines[i + 2:end]) + "\n"))
+    return blocks
+
+
+def documents():
+    docs = os.path.join(SOURCE_DIR, "docs")
+    paths = [os.path.join(SOURCE_DIR, "README.md")] + sorted(
+        os.path.join(docs, name) for name in os.listdir(docs) if name.endswith(".md"))
+    return [p for p in paths if runnable_blocks(p)]
+
+
+def test_the_marker_finds_the_getting_started_blocks():
+    """The getting-started path has its four runnable blocks (a marker lost
+    in an edit would make the test below vacuous)."""
+    blocks = runnable_blocks(os.path.join(SOURCE_DIR, "docs", "getting-started.md"))
+    assert [language for _, language, _ in blocks] == ["sh", "sh", "python", "python"]
+    with pytest.raises(AssertionError, match="right before a ``` fence"):
+        bad = os.path.join(os.path.dirname(__file__), "data", "unfenced-marker.md")
+        runnable_blocks(bad)
+
+
+@pytest.mark.parametrize("path", documents(), ids=lambda p: os.path.relpath(p, SOURCE_DIR))
+def test_runnable_blocks_run(path, tmp_path):
+    for name in ("examples", "test"):
+        os.symlink(os.path.join(SOURCE_DIR, name), tmp_path / name)
+    shims = tmp_path / ".bin"
+    shims.mkdir()
+    os.symlink(sys.executable, shims / "python")
+    bin_dir = build_bin_dir()
+    first = [str(shims)] + ([bin_dir] if os.path.exists(os.path.join(bin_dir, "thdc")) else [])
+    env = dict(os.environ, PATH=os.pathsep.join(first + [os.environ.get("PATH", "")]),
+               PYTHONPATH=os.pathsep.join(sys.path), THDC_CACHE_DIR=str(tmp_path / ".cache"))
+    if not shutil.which("thdc", path=env["PATH"]):
+        pytest.skip("no thdc command: neither built nor installed with the package")
+    for line, language, text in runnable_blocks(path):
+        where = f"{os.path.relpath(path, SOURCE_DIR)}:{line}"
+        if language == "python":
+            if re.search(r"^import torch|^import .*\btorch\b", text, re.M):
+                pytest.importorskip("torch")
+            command = [sys.executable, "-c", text]
+        elif language in ("sh", "bash"):
+            command = ["bash", "-euo", "pipefail", "-c", text]
+        else:
+            raise AssertionError(f"{where}: a runnable block must be sh or python, not "
+                                 f"{language}")
+        result = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True,
+                                timeout=600)
+        assert result.returncode == 0, (
+            f"{where}: the block failed (exit status {result.returncode})\n{text}\n"
+            f"stdout:\n{result.stdout[-3000:]}\nstderr:\n{result.stderr[-3000:]}")
