@@ -140,6 +140,23 @@ def test_graph_modes_need_a_gpu(tmp_path):
     assert json.loads((tmp_path / "one.json").read_text())["modes"].keys() == {"eager"}
 
 
+def test_the_cpu_run_says_what_it_left_out(capsys):
+    """--mode all on the CPU names the graph modes it leaves out and why,
+    warns that CPU timings mean nothing for a GPU, prints no ladder for a
+    mode that does not run, and no 'None' for an uncounted figure."""
+    pytest.importorskip("torch", minversion="2.10")
+    train = load("train")
+    result = train.main(["--device", "cpu", "--preset", "tiny", "--steps", "1"])
+    out = capsys.readouterr().out
+    assert list(result["modes"]) == ["eager", "thdc-eager", "thdc-exact"]
+    assert ("on the CPU: thdc-graphs, thdc-layer-graphs, thdc-ladder left out (CUDA graphs "
+            "need a GPU); running eager, thdc-eager, thdc-exact") in out
+    assert "the timings say nothing about a GPU run" in out
+    assert "ladder:" not in out and "None" not in out
+    assert train.__doc__.startswith(f"Trains a small GPT on packed variable-length documents "
+                                    f"{['', 'one', 'two', 'three', 'four', 'five', 'six'][len(train.MODES)]} ways")
+
+
 class GraphedStandIn:
     """torch.cuda.make_graphed_callables on the CPU, for the example's
     plumbing: checks what the real one requires of its arguments, runs its
