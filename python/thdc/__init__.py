@@ -23,6 +23,7 @@ import collections
 import collections.abc
 import errno
 import keyword
+import logging
 import numbers
 import os
 import re
@@ -48,6 +49,11 @@ __all__ = [
     "signature",
 ]
 __version__ = "0.1.0"
+
+#: The package's log ("thdc"; its modules log under it): what was compiled,
+#: loaded or built, at DEBUG and INFO. Silent unless the application
+#: configures logging (the C++ side's compile lines: THDC_LOG=1).
+log = logging.getLogger("thdc")
 
 reference = _thdc.reference
 # Each status bit of thd.validate by name (reference/StatusBits.h).
@@ -180,7 +186,9 @@ def load(
     if os.path.isdir(path) and not os.path.exists(manifest):
         raise FileNotFoundError(errno.ENOENT, "the folder has no manifest.json: not a bundle "
                                 "written by thdc", manifest)
-    return _finish(_thdc.load(path, backend, cache_dir, device))
+    kernel = _finish(_thdc.load(path, backend, cache_dir, device))
+    log.debug("loaded %s from %s (backend %s)", kernel.entry, path, backend)
+    return kernel
 
 
 #: The oldest PyTorch thdc.torch and thdc.megatron work with. From 2.10 a
@@ -293,7 +301,13 @@ def compile(
         if cached is None:
             _refuse_during_capture("thdc.compile (not in the memory cache)")
         return _finish(cached)
-    return _finish(_thdc.compile(text, values, backend, cache_dir, source_name, gpu))
+    kernel = _finish(_thdc.compile(text, values, backend, cache_dir, source_name, gpu))
+    if log.isEnabledFor(logging.DEBUG):
+        info = kernel.compile_info
+        log.debug("%s %s (%s) %s: %.1f ms, key %s%s", source_name, values or "", backend,
+                  info.get("source"), info.get("micros", 0) / 1000, str(info.get("key"))[:12],
+                  f" ({info['cache_note']})" if info.get("cache_note") else "")
+    return kernel
 
 
 def pipeline_path(name: str) -> str:

@@ -643,6 +643,10 @@ class GraphStep:
         self.kernel, self._spec = self.kernels[-1], self._specs[-1]
         _check_memory(self, slots)
         self.slots = [StepSlot(self, i) for i in range(slots)]
+        thdc.log.info("GraphStep(C=%d, N=%d, cp=%d, stage=%r): %d kernel(s) (%d rung(s) x %d "
+                      "CP size(s)), %d slot(s), %.1f MiB of buffers", C, N, cp, stage,
+                      len(self.variant_kernels), len(rungs), len(self.cp_sizes), slots,
+                      _step_bytes(self, slots)[1] / 2**20)
         # The step itself is its first slot: with one slot GraphStep is the
         # whole API, and step.slot(0) holds the same buffers.
         self._first = self.slots[0]

@@ -487,6 +487,20 @@ def test_no_call_into_torch_cuda(make_step, monkeypatch):
             slot.check_async()
 
 
+def test_the_package_logs_what_it_builds(make_step, caplog):
+    """Through Python's logging, under "thdc": a step says what it built at
+    INFO, a compile how it was served at DEBUG; nothing is printed unless
+    the application asks."""
+    import logging
+
+    with caplog.at_level(logging.DEBUG, logger="thdc"):
+        make_step(64, 9, 2, 1, capacities=[32, 64], slots=2)
+    messages = [r.getMessage() for r in caplog.records if r.name == "thdc"]
+    assert any(m.startswith("GraphStep(C=64, N=9, cp=2, stage='first_last'): 2 kernel(s) "
+                            "(2 rung(s) x 1 CP size(s)), 2 slot(s)") for m in messages), messages
+    assert any("(host) " in m and " ms, key " in m for m in messages), messages
+
+
 def test_importing_the_drop_in_leaves_megatron_core_until_it_is_needed():
     """`import thdc.megatron` does not import megatron-core (seconds and
     warnings on a machine that only plans); its PackedSeqParams is looked
