@@ -18,10 +18,11 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-# The Python package: nanobind to build it, NumPy and pytest to test it, and
-# PyTorch for the tests that need it but no GPU (PyPI's build, which runs on
-# the CPU; about 5 GB). THDC_SKIP_TORCH=1 leaves PyTorch out.
-python_packages=(nanobind==3.1.0 numpy pytest)
+# The Python package: nanobind to build it, NumPy and pytest to test it,
+# matplotlib for the training example's plots (and their test), and PyTorch
+# for the tests that need it but no GPU (PyPI's build, which runs on the
+# CPU; about 5 GB). THDC_SKIP_TORCH=1 leaves PyTorch out.
+python_packages=(nanobind==3.1.0 numpy pytest matplotlib)
 want_torch=1
 if [ "${THDC_SKIP_TORCH:-0}" = 1 ]; then
   want_torch=0
@@ -52,7 +53,7 @@ timed() { # WHAT COMMAND...: says what it does, runs it with its output in a
 
 if [ "$check_only" = 1 ]; then
   # Which modules are missing, without importing them (PyTorch takes seconds).
-  modules="nanobind numpy pytest"
+  modules="nanobind numpy pytest matplotlib"
   if [ "$want_torch" = 1 ]; then
     modules="$modules torch"
   fi
@@ -79,7 +80,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   timed "apt-get install ${missing[*]} (and what they depend on)" \
     $sudo_cmd env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
 fi
-if ! python3 -c "import nanobind, numpy, pytest" 2>/dev/null; then
+if ! python3 -c "import nanobind, numpy, pytest, matplotlib" 2>/dev/null; then
   timed "pip install ${python_packages[*]}" \
     python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore "${python_packages[@]}"
 fi

@@ -75,7 +75,7 @@ env -u PYTHONPATH "$venv/python" "$root/test/wheel/check_installed.py" "$root"
 if [ "${THDC_WHEEL_PYTEST:-0}" = 1 ]; then
   echo "test/python on the installed wheel: installing PyTorch (about 5 GB) and ${THDC_MEGATRON_CORE:-megatron-core==0.19.2}"
   start=$(date +%s)
-  "$venv/python" -m pip install --quiet --disable-pip-version-check pytest "torch>=2.10" \
+  "$venv/python" -m pip install --quiet --disable-pip-version-check pytest matplotlib "torch>=2.10" \
     "${THDC_MEGATRON_CORE:-megatron-core==0.19.2}"
   echo "installed in $(($(date +%s) - start)) s: $("$venv/python" -c 'import torch, megatron.core as m; print("torch", torch.__version__, "megatron-core", m.__version__)')"
   # No build tree: the tests that run the commands find the installed ones,

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Turns the JSON results of train.py (one file per preset and C) into a
-Markdown table and an SVG plot of the loss curves.
+Markdown table and an SVG plot of the loss curves: one panel per run, drawn
+with matplotlib where it is installed, else by a small SVG writer of its own.
 
   python3 examples/train/report.py small.json medium.json \
       --svg examples/train/loss.svg > examples/train/RESULTS.md
@@ -106,7 +107,7 @@ def markdown(results, svg_name=None):
 
 
 def nice_ticks(low, high, count=5):
-    """About `count` round tick values covering [low, high]."""
+    """About `count` round tick values whose first is <= low and last >= high."""
     if high <= low:
         high = low + 1.0
     step = 10 ** math.floor(math.log10((high - low) / count))
@@ -114,12 +115,58 @@ def nice_ticks(low, high, count=5):
         if (high - low) / (step * factor) <= count:
             step *= factor
             break
-    first = math.floor(low / step) * step
-    ticks, value = [], first
-    while value <= high + step * 1e-9:
-        ticks.append(round(value, 10))
-        value += step
-    return ticks
+    first = math.floor(low / step)
+    last = math.ceil(high / step - 1e-9)
+    return [round(i * step, 10) for i in range(first, last + 1)]
+
+
+def title(index, result):
+    """A panel's title: the run's number and what sets it apart."""
+    return (f"run {index + 1}: {result['preset']}, C={result['C']}, N={result['N']}, "
+            f"{result.get('algorithm', 'next_fit')} packing ({result['device']})")
+
+
+def ordered_modes(curves):
+    return [m for m in MODE_ORDER if m in curves] + [m for m in curves if m not in MODE_ORDER]
+
+
+def plot(results, path):
+    """The loss curves with matplotlib, one panel per result, as an SVG
+    file; False where matplotlib is not installed."""
+    try:
+        figure = loss_figure(results)
+    except ImportError:
+        return False
+    import matplotlib.pyplot as plt
+
+    figure.savefig(path, format="svg")
+    plt.close(figure)
+    return True
+
+
+def loss_figure(results):
+    """matplotlib's figure of the loss curves (ImportError without it)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(len(results), 1, figsize=(9, 3.2 * len(results)),
+                                squeeze=False)
+    for index, (result, ax) in enumerate(zip(results, axes[:, 0])):
+        curves = {m: f["loss"] for m, f in result["modes"].items()}
+        for mode in ordered_modes(curves):
+            steps = [s + 1 for s, v in enumerate(curves[mode]) if math.isfinite(v)]
+            values = [v for v in curves[mode] if math.isfinite(v)]
+            ax.plot(steps, values, label=mode, color=COLOURS.get(mode, "#555"), linewidth=1.2,
+                    linestyle=(0, tuple(map(float, DASHES[mode].split())))
+                    if mode in DASHES else "-")
+        ax.set_title(title(index, result), fontsize=10, loc="left")
+        ax.set_xlabel("step")
+        ax.set_ylabel("loss")
+        ax.grid(color="#eee")
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=9, frameon=False)
+    figure.tight_layout()
+    return figure
 
 
 def svg(results, width=760, panel_height=280):
@@ -140,10 +187,8 @@ def svg(results, width=760, panel_height=280):
         xticks = nice_ticks(1, steps)
         x = lambda s: left + plot_w * (s - 1) / max(steps - 1, 1)
         y = lambda v: y0 + top + plot_h * (1 - (v - y_low) / (y_high - y_low or 1))
-        title = (f"{result['preset']}, C={result['C']}, N={result['N']}: loss per step "
-                 f"({result['device']})")
         parts.append(f'<text x="{left}" y="{y0 + 18}" font-weight="bold">'
-                     f'{html.escape(title)}</text>')
+                     f'{html.escape(title(index, result))}: loss per step</text>')
         parts.append(f'<rect x="{left}" y="{y0 + top}" width="{plot_w}" height="{plot_h}" '
                      f'fill="none" stroke="#888"/>')
         for t in yticks:
@@ -157,9 +202,7 @@ def svg(results, width=760, panel_height=280):
                              f'text-anchor="middle">{t:g}</text>')
         parts.append(f'<text x="{left + plot_w / 2}" y="{y0 + panel_height - 6}" '
                      f'text-anchor="middle">step</text>')
-        ordered = [m for m in MODE_ORDER if m in curves] + [m for m in curves
-                                                            if m not in MODE_ORDER]
-        for row, mode in enumerate(ordered):
+        for row, mode in enumerate(ordered_modes(curves)):
             colour = COLOURS.get(mode, "#555")
             dash = f' stroke-dasharray="{DASHES[mode]}"' if mode in DASHES else ""
             points = " ".join(f"{x(s + 1):.1f},{y(v):.1f}"
@@ -178,7 +221,8 @@ def svg(results, width=760, panel_height=280):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("results", nargs="+", help="JSON files written by train.py --json")
-    parser.add_argument("--svg", metavar="OUT", help="also write the loss curves here")
+    parser.add_argument("--svg", metavar="OUT", help="also write the loss curves here "
+                        "(matplotlib's where it is installed, else the SVG writer's)")
     parser.add_argument("--markdown", metavar="OUT", help="write the table here (default: "
                         "standard output)")
     args = parser.parse_args(argv)
@@ -188,8 +232,9 @@ def main(argv=None):
             results.append(json.load(f))
     svg_name = None
     if args.svg:
-        with open(args.svg, "w") as out:
-            out.write(svg(results))
+        if not plot(results, args.svg):
+            with open(args.svg, "w") as out:
+                out.write(svg(results))
         base = os.path.dirname(os.path.abspath(args.markdown)) if args.markdown else os.getcwd()
         svg_name = os.path.relpath(os.path.abspath(args.svg), base)
     text = markdown(results, svg_name)

@@ -252,9 +252,10 @@ def test_report_orders_every_mode(tmp_path):
         report.COLOURS)
 
 
-def test_report(run, tmp_path):
+def test_report(run, tmp_path, monkeypatch):
     report = load("report")
     svg, markdown = tmp_path / "loss.svg", tmp_path / "RESULTS.md"
+    monkeypatch.setattr(report, "plot", lambda results, path: False)  # the SVG writer
     assert report.main([str(run[1]), "--svg", str(svg), "--markdown", str(markdown)]) == 0
     text = markdown.read_text()
     for mode in run[0]["modes"]:
@@ -262,6 +263,55 @@ def test_report(run, tmp_path):
     assert "![loss curves](loss.svg)" in text
     document = xml.dom.minidom.parse(str(svg))
     assert len(document.getElementsByTagName("polyline")) == len(run[0]["modes"])
+
+
+def _two_runs():
+    """Two runs that differ only in their packing (RESULTS.md's runs 1 and
+    2), with losses whose extremes fall between round ticks."""
+    figures = lambda loss: {"loss": loss, "final_loss": loss[-1], "time_per_iter_ms": 2.0,
+                            "tokens_per_s": 1.0, "max_memory_bytes": None,
+                            "syncs_per_iter": 0.0, "microbatches_per_step": 1.0, "setup_s": 0}
+    run = lambda algorithm, top: {
+        "preset": "small", "C": 8192, "N": 64, "algorithm": algorithm, "device": "NVIDIA H200",
+        "modes": {"eager": figures([top, 7.9, 5.3, 3.51]),
+                  "thdc-ladder": figures([top - 0.01, 7.7, 5.1, 3.49, 3.47])}}
+    return [run("next_fit", 10.3), run("ladder", 10.27)]
+
+
+def test_the_svg_writers_points_lie_in_their_panels():
+    """The fallback writer drew 242 of 1,720 points outside their panels
+    (its ticks stopped below the largest loss) and gave two runs one title."""
+    report = load("report")
+    document = xml.dom.minidom.parseString(report.svg(_two_runs()))
+    panels = [r for r in document.getElementsByTagName("rect") if r.getAttribute("stroke")]
+    assert len(panels) == 2
+    boxes = [tuple(float(r.getAttribute(k)) for k in ("x", "y", "width", "height"))
+             for r in panels]
+    lines = document.getElementsByTagName("polyline")
+    assert len(lines) == 4
+    for i, line in enumerate(lines):
+        x, y, w, h = boxes[i // 2]
+        for point in line.getAttribute("points").split():
+            px, py = map(float, point.split(","))
+            assert x - 1e-6 <= px <= x + w + 1e-6 and y - 1e-6 <= py <= y + h + 1e-6, point
+    titles = [t.firstChild.data for t in document.getElementsByTagName("text")
+              if t.getAttribute("font-weight") == "bold"]
+    assert len(set(titles)) == 2 and "next_fit packing" in titles[0]
+
+
+def test_the_matplotlib_figures_points_lie_in_their_axes(tmp_path):
+    pytest.importorskip("matplotlib")
+    report = load("report")
+    figure = report.loss_figure(_two_runs())
+    assert len(figure.axes) == 2
+    assert len({ax.get_title(loc="left") for ax in figure.axes}) == 2
+    for ax in figure.axes:
+        (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
+        for line in ax.get_lines():
+            assert all(x0 <= x <= x1 for x in line.get_xdata())
+            assert all(y0 <= y <= y1 for y in line.get_ydata())
+    assert report.plot(_two_runs(), tmp_path / "loss.svg")
+    assert (tmp_path / "loss.svg").read_text().lstrip().startswith("<?xml")
 
 
 def test_microbatch_rows_are_the_planned_documents():
