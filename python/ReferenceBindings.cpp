@@ -138,7 +138,10 @@ nb::dict referencePackMicrobatch(ArrayArg tokenPool, ArrayArg labelPool,
   input.sampleIds = hostVector<int32_t>(sampleIds, "sample_ids");
   input.numSeqs = int32_t(integerArgument(numSeqs.object, "num_seqs"));
   input.cpRank = int32_t(integerArgument(cpRank.object, "cp_rank"));
-  reference::Expected<reference::PackStepOutput> out = [&] {
+  // Structured bindings are captured by copy, by name (C++17 does not
+  // capture them implicitly).
+  reference::Expected<reference::PackStepOutput> out = [&input, C = C, cp = cp,
+                                                         N = N] {
     nb::gil_scoped_release release;
     return reference::packMicrobatchStep(input, C, cp, N);
   }();

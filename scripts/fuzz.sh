@@ -31,20 +31,13 @@ jobs=${THDC_BUILD_JOBS:-$(nproc)}
 configure() {
   local kind=$1 build=$2
   [ -f "$build/build.ninja" ] && return
-  local common=(-G Ninja -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release
-    -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit
-    -DMLIR_LINK_MLIR_DYLIB=ON -DTHDC_PYTHON=OFF -DTHDC_FUZZ=ON)
   if [ "$kind" = sanitize ]; then
-    # The same configuration as scripts/sanitize.sh.
-    local sanitizers="-fsanitize=address,undefined -fno-sanitize=vptr,function -fno-sanitize-recover=all"
-    CC=clang-14 CXX=clang++-14 cmake "${common[@]}" \
-      -DCMAKE_C_FLAGS_RELEASE="-O1" -DCMAKE_CXX_FLAGS_RELEASE="-O1" \
-      -DCMAKE_C_FLAGS="$sanitizers -fno-omit-frame-pointer -gline-tables-only" \
-      -DCMAKE_CXX_FLAGS="$sanitizers -fsanitize=fuzzer-no-link -fno-omit-frame-pointer -gline-tables-only" \
-      -DCMAKE_EXE_LINKER_FLAGS="$sanitizers" -DCMAKE_SHARED_LINKER_FLAGS="$sanitizers" \
-      -DTHDC_FUZZ_SECONDS="${THDC_FUZZ_SECONDS:-15}"
+    # scripts/sanitize.sh's build, configured by it.
+    THDC_SANITIZE_BUILD_DIR=$build "$root/scripts/sanitize.sh" --configure
   else
-    CC=clang-14 CXX=clang++-14 cmake "${common[@]}" \
+    CC=clang-14 CXX=clang++-14 cmake -G Ninja -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release \
+      -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit \
+      -DMLIR_LINK_MLIR_DYLIB=ON -DTHDC_PYTHON=OFF -DTHDC_FUZZ=ON \
       -DCMAKE_C_FLAGS="-fsanitize=fuzzer-no-link -gline-tables-only" \
       -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link -gline-tables-only"
   fi

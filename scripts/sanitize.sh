@@ -8,8 +8,12 @@
 # state and the JIT's fatal-error guard, which leaks by design, would be
 # reported). Each libFuzzer target runs for THDC_FUZZ_SECONDS (default 15)
 # from its seed corpus (long runs of them: scripts/fuzz.sh). The Python
-# module is left out: it would need the sanitizer runtimes preloaded into
-# Python.
+# module is built instrumented too, and the drop-in's CPU tests and the
+# binding's argument edges run on it with the sanitizer's shared runtime
+# preloaded into (uninstrumented) Python (test/CMakeLists.txt,
+# THDC_PYTEST_PRELOAD), their commands the release build's.
+#   scripts/sanitize.sh               configure (once), build, test
+#   scripts/sanitize.sh --configure   configure only (scripts/fuzz.sh)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${THDC_SANITIZE_BUILD_DIR:-$root/build-sanitize}
@@ -23,8 +27,14 @@ if [ ! -f "$build/build.ninja" ]; then
     -DCMAKE_EXE_LINKER_FLAGS="$sanitizers" -DCMAKE_SHARED_LINKER_FLAGS="$sanitizers" \
     -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir \
     -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit \
-    -DMLIR_LINK_MLIR_DYLIB=ON -DTHDC_PYTHON=OFF -DTHDC_FUZZ=ON \
+    -DMLIR_LINK_MLIR_DYLIB=ON -DTHDC_FUZZ=ON \
+    -DPython_EXECUTABLE="$(python3 -c 'import sys; print(sys.executable)')" \
+    -DTHDC_PYTEST_PRELOAD="$(clang++-14 -print-file-name=libclang_rt.asan-x86_64.so)" \
+    -DTHDC_PYTEST_BIN_DIR="${THDC_BUILD_DIR:-$root/build}/bin" \
     -DTHDC_FUZZ_SECONDS="${THDC_FUZZ_SECONDS:-15}"
+fi
+if [ "${1:-}" = --configure ]; then
+  exit 0
 fi
 cmake --build "$build" -j "$(nproc)"
 # allow_user_poisoning=0: LLVM's headers poison BumpPtrAllocator slabs in the

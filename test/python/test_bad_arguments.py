@@ -31,10 +31,19 @@ def run_isolated(code, memory_gib=8):
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
         p for p in (package_root, os.path.dirname(__file__), env.get("PYTHONPATH")) if p)
-    prelude = textwrap.dedent(f"""\
+    limit = f"""\
         import resource
         limit = {memory_gib} << 30
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        """
+    if "asan" in env.get("LD_PRELOAD", ""):
+        # Under AddressSanitizer (scripts/sanitize.sh) the address space
+        # holds its shadow memory, terabytes reserved: its allocator bounds
+        # each allocation instead, failing it as the limit would.
+        limit = ""
+        env["ASAN_OPTIONS"] = (env.get("ASAN_OPTIONS", "") + ":allocator_may_return_null=1"
+                               f":max_allocation_size_mb={memory_gib << 10}")
+    prelude = textwrap.dedent(limit) + textwrap.dedent("""\
         import numpy as np
         import thdc
         import thdc.planner as planner
