@@ -970,3 +970,77 @@ TEST(PlannerLadder, RandomizedPlansUseTheSmallestRungAndNoMoreMicrobatches) {
   // The ladder never pads more than the single capacity C.
   EXPECT_LE(savedRows, singleRows);
 }
+
+/// Degenerate ladders: a single rung, a rung of one row, a rung whose S2
+/// cap holds one sequence or none, rungs of equal rows at non-power-of-two
+/// CP sizes. Every plan is either an error or puts each pack on the
+/// smallest rung that holds it, and never on one that cannot.
+TEST(PlannerLadder, DegenerateRungsHoldOnlyWhatTheyCan) {
+  Draw draw(20261206);
+  int planned = 0, onDegenerate = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    SCOPED_TRACE("trial " + std::to_string(trial));
+    const int64_t cp = draw.integer(1, 6);
+    const int64_t C = draw.integer(1, 256);
+    const int64_t N = draw.integer(2, 24);
+    std::vector<Rung> ladder;
+    switch (trial % 5) {
+    case 0: // the top rung alone
+      break;
+    case 1: // one row
+      ladder.push_back(Rung{1, N});
+      break;
+    case 2: // one sequence under the dummy policy (N = 2), or none (N = 1)
+      ladder.push_back(Rung{std::max<int64_t>(1, C / 2), draw.integer(1, 2)});
+      break;
+    case 3: // equal rows, more sequences
+      ladder.push_back(Rung{C, std::max<int64_t>(1, N / 2)});
+      break;
+    case 4: // every degenerate rung at once
+      ladder.push_back(Rung{1, 1});
+      ladder.push_back(Rung{1, 2});
+      ladder.push_back(Rung{C, std::max<int64_t>(2, N / 2)});
+      break;
+    }
+    if (!ladder.empty() && ladder.back().rows == C &&
+        *ladder.back().sequences >= N)
+      ladder.pop_back();
+    ladder.push_back(Rung{C, N});
+    const bool align = draw.integer(0, 1), dummy = draw.integer(0, 1);
+    const PlannerConfig config = makeConfig(C, cp, 1, N, align, dummy);
+    I32 lengths;
+    for (int64_t i = draw.integer(1, 60); i > 0; --i)
+      lengths.push_back(int32_t(draw.integer(1, C * cp)));
+    Result<LadderPlan> plan = ladderPlan(lengths, config, ladder);
+    if (!plan) {
+      // Refused by name: the ladder, the cap, or the planner.
+      EXPECT_FALSE(plan.status().message().empty());
+      continue;
+    }
+    ++planned;
+    auto capOf = [&](const Rung &rung) -> int64_t {
+      PlannerConfig at = config;
+      at.maxPackedSequences = rung.sequences;
+      Result<std::optional<int64_t>> cap = plannerSequenceCap(at);
+      return cap ? cap->value_or(INT64_MAX) : -1;
+    };
+    auto holds = [&](const Rung &rung, int64_t tokens, int64_t seqs) {
+      return rung.rows * cp >= tokens && capOf(rung) >= seqs;
+    };
+    EXPECT_EQ(checkPlan(plan->plan, lengths, config).message(), "");
+    for (std::size_t p = 0; p < plan->plan.packs.size(); ++p) {
+      const int32_t r = plan->packRungs[p];
+      const int64_t tokens = plan->plan.packTokens[p];
+      const int64_t seqs = int64_t(plan->plan.packs[p].size());
+      ASSERT_GE(r, 0);
+      ASSERT_LT(size_t(r), ladder.size());
+      EXPECT_TRUE(holds(ladder[r], tokens, seqs)) << "rung " << r;
+      for (int32_t lower = 0; lower < r; ++lower)
+        EXPECT_FALSE(holds(ladder[lower], tokens, seqs)) << "rung " << lower;
+      onDegenerate += r + 1 < int32_t(ladder.size());
+    }
+  }
+  // The trials exercise both outcomes.
+  EXPECT_GT(planned, 100);
+  EXPECT_GT(onDegenerate, 10);
+}
