@@ -72,6 +72,12 @@ echo "[4/4] installing it and checking it from outside the source tree"
 "$venv/python" -m pip install --quiet --disable-pip-version-check "$wheel"
 cd "$work"
 env -u PYTHONPATH "$venv/python" "$root/test/wheel/check_installed.py" "$root"
+# The documentation's runnable blocks (docs/getting-started.md's path) in
+# this environment, which has the wheel alone (and pytest to run them): a
+# block that needs PyTorch is skipped here and runs with the rest below.
+"$venv/python" -m pip install --quiet --disable-pip-version-check pytest
+env -u PYTHONPATH THDC_BIN_DIR="$work/no-build-tree" PATH="$venv:$PATH" \
+  "$venv/python" -m pytest -q -p no:cacheprovider -rs "$root/test/python/test_docs.py"
 
 if [ "${THDC_WHEEL_PYTEST:-0}" = 1 ]; then
   echo "test/python on the installed wheel: installing PyTorch (about 5 GB) and ${THDC_MEGATRON_CORE:-megatron-core==0.19.2}"
