@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# The GPU run of 2026-12-06 (one H200): the load contract moved into the
+# The GPU run of 2026-12-06 (one H100: no H200 was free): the load contract moved into the
 # runtime and the TP broadcast's layout header, on the GPU, under
 # compute-sanitizer memcheck, and long runs of the fuzz targets that need no
 # LLVM (release and sanitized builds made on Debian 12), in the background.
 # Carried: .carry/thdc.whl (the cp312-abi3 wheel of this tree's module),
 # .carry/fuzz-bin.tar.xz (the fuzz binaries). Writes into $OUT.
-#   bench/results/2026-12-06-h200-reliability/run.sh start   fuzzers, then the tests
-#   bench/results/2026-12-06-h200-reliability/run.sh collect the fuzzers' logs
+#   bench/results/2026-12-06-h100-reliability/run.sh start   fuzzers, then the tests
+#   bench/results/2026-12-06-h100-reliability/run.sh collect the fuzzers' logs
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../../.." && pwd)
 out=${OUT:?}/files
@@ -34,7 +34,30 @@ fi
   nvcc --version | tail -1; nproc; python3 -c 'import torch; print("torch", torch.__version__)'
   compute-sanitizer --version | tail -1; } > "$out/machine.txt" 2>&1
 
-# The fuzzers, one process each, detached from this command's session.
+if [ "${1:-start}" = memcheck-rest ]; then
+  # What memcheck-load-inputs left after its -x stop (the leak test's child
+  # reports nanobind leaks under compute-sanitizer only), and the drop-in's
+  # GPU tests.
+  pkg=/tmp/thdc-pkg
+  if [ ! -d "$pkg/thdc" ]; then  # a fresh machine
+    python3 -c "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])" \
+      "$root/.carry/thdc.whl" "$pkg"
+    cp -r "$root"/python/thdc/* "$pkg/thdc/"
+  fi
+  export PYTHONPATH=$pkg THDC_CACHE_DIR=/tmp/thdc-cache
+  cd "$root/test/python"
+  start=$SECONDS
+  compute-sanitizer --tool memcheck --error-exitcode 9 python3 -m pytest -q -p no:cacheprovider \
+    test_load_inputs_gpu.py test_megatron_gpu.py \
+    --deselect test_load_inputs_gpu.py::test_no_leak_warnings_when_a_process_exits_with_steps \
+    > "$out/memcheck-rest.txt" 2>&1
+  echo "memcheck-rest: exit $? in $((SECONDS - start)) s: $(grep -E 'passed|failed' "$out/memcheck-rest.txt" | tail -1) $(tail -n 1 "$out/memcheck-rest.txt")" | tee "$out/summary.txt"
+  exit 0
+fi
+
+# The fuzzers, one process each, detached from this command's session
+# (`tests`: the tests alone, the fuzzers of an earlier `start` running on).
+[ "${1:-start}" = tests ] || {
 mkdir -p "$fz/logs" "$fz/artifacts" && tar xJf "$root/.carry/fuzz-bin.tar.xz" -C "$fz"
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:allow_user_poisoning=0
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
@@ -48,11 +71,13 @@ for build in sanitize release; do
   done
 done
 echo "fuzzers started $(date -u +%H:%M:%S)" > "$out/fuzz-started.txt"
+}
 
 # The package: this tree's Python files beside the wheel's module.
 pkg=/tmp/thdc-pkg
 rm -rf "$pkg" && mkdir -p "$pkg"
-python3 -c "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extract('thdc/_thdc.abi3.so', sys.argv[2])" \
+# The whole wheel: auditwheel put the libraries it grafted in thdc.libs/.
+python3 -c "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])" \
   "$root/.carry/thdc.whl" "$pkg"
 cp -r "$root"/python/thdc/* "$pkg/thdc/"
 export PYTHONPATH=$pkg THDC_CACHE_DIR=/tmp/thdc-cache
