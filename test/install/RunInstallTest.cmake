@@ -6,7 +6,7 @@
 #   cmake -DTHDC_BUILD_DIR=... -DTHDC_SOURCE_DIR=... -DWORK_DIR=...
 #         -DGENERATOR=... -DCXX_COMPILER=... -DMLIR_DIR=...
 #         -DCXX_FLAGS=... -DLINKER_FLAGS=... [-DPYTHON_EXECUTABLE=...
-#         -DPYTHON_INSTALL_DIR=...] -P RunInstallTest.cmake
+#         -DPYTHON_INSTALL_DIR=... [-DPYTHON_PRELOAD=...]] -P RunInstallTest.cmake
 #
 # The consumer is compiled and linked with thdc's flags: a sanitized build's
 # libraries need the sanitizers' runtimes.
@@ -47,7 +47,14 @@ if(PYTHON_EXECUTABLE)
     message(FATAL_ERROR "the Python package is installed at the prefix's top "
       "(${prefix}/thdc), not under ${PYTHON_INSTALL_DIR}")
   endif()
-  run(${CMAKE_COMMAND} -E env "PYTHONPATH=${prefix}/${PYTHON_INSTALL_DIR}"
+  # A sanitized module needs its runtime preloaded into Python
+  # (PYTHON_PRELOAD, test/CMakeLists.txt's THDC_PYTEST_PRELOAD).
+  set(preload)
+  if(PYTHON_PRELOAD)
+    set(preload "LD_PRELOAD=${PYTHON_PRELOAD}"
+      "ASAN_OPTIONS=detect_leaks=0:detect_odr_violation=0:alloc_dealloc_mismatch=0")
+  endif()
+  run(${CMAKE_COMMAND} -E env "PYTHONPATH=${prefix}/${PYTHON_INSTALL_DIR}" ${preload}
     "${PYTHON_EXECUTABLE}" -c "import thdc\nprint(thdc.__file__, thdc.has_jit)")
   set(expected "${prefix}/${PYTHON_INSTALL_DIR}/thdc/__init__.py True\n")
   if(NOT output STREQUAL expected)
