@@ -9,17 +9,26 @@
 # and every file of test/python run on it (scripts/test-wheel.sh;
 # THDC_SKIP_WHEEL=1 leaves that out; THDC_WHEEL_PYTHON names another
 # interpreter).
+# Each phase ends with a line "test.sh: PHASE took N s", and the script with
+# the whole time.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-"$root/scripts/setup.sh"
-"$root/scripts/build.sh"
+started=$SECONDS
+phase() { # NAME COMMAND...: runs a phase and says how long it took
+  local name=$1 start=$SECONDS
+  shift
+  "$@"
+  echo "test.sh: $name took $((SECONDS - start)) s"
+}
+phase setup "$root/scripts/setup.sh"
+phase build "$root/scripts/build.sh"
 build=${THDC_BUILD_DIR:-$root/build}
-cd "$build"
-ctest --output-on-failure -j "$(nproc)"
+phase ctest bash -c 'cd "$1" && ctest --output-on-failure -j "$(nproc)"' _ "$build"
 if [ "${THDC_SKIP_SANITIZE:-0}" != 1 ]; then
-  "$root/scripts/sanitize.sh"
+  phase sanitize "$root/scripts/sanitize.sh"
 fi
 if [ "${THDC_SKIP_WHEEL:-0}" != 1 ]; then
   python=${THDC_WHEEL_PYTHON:-$("$root/scripts/find-python.sh" 3.12)}
-  THDC_WHEEL_PYTHON=$python THDC_WHEEL_PYTEST=1 "$root/scripts/test-wheel.sh"
+  phase wheel env THDC_WHEEL_PYTHON="$python" THDC_WHEEL_PYTEST=1 "$root/scripts/test-wheel.sh"
 fi
+echo "test.sh: all phases took $((SECONDS - started)) s"
