@@ -161,6 +161,7 @@ def __getattr__(name):
         return _megatron_core()[_LAZY.index(name)]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
+
 CONVENTIONS = ("graph", "compact")
 STAGES = tuple(stages.STAGES)
 CP_MODES = stages.CP_MODES
