@@ -62,13 +62,7 @@ LoadError planLoad(const InputLoadContract &contract,
                    const LoadCount &count, LoadPlan &plan) {
   auto fault = [](LoadFault kind, size_t argument, int64_t given = 0,
                   int64_t limit = 0, size_t other = 0) {
-    LoadError error;
-    error.fault = kind;
-    error.argument = argument;
-    error.given = given;
-    error.limit = limit;
-    error.other = other;
-    return error;
+    return LoadError{kind, argument, given, limit, other};
   };
   // Presence first, the cu arrays before the data tensors.
   for (bool data : {false, true})

@@ -177,8 +177,8 @@ def slots_in_flight(pp_size: int, pp_rank: int, vpp_size=None, group=None,
     for name, value in (("pipeline group size", pp_size), ("pipeline rank", pp_rank),
                         ("vpp_size", vpp_size),
                         ("config.microbatch_group_size_per_vp_stage", group)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-            raise TypeError(f"{name} must be an int; got {type(value).__name__}")
+        if value is not None:
+            thdc._check_int(value, name)
     if pp_size < 1 or not 0 <= pp_rank < pp_size:
         raise ValueError(f"the pipeline group has size {pp_size} with this rank at {pp_rank}: "
                          f"a group has at least one rank, this one in [0, size)")

@@ -175,6 +175,8 @@ _ALIGNMENT = 256
 # of the options that change what the outputs hold.
 _HEADER_FIELDS = ("magic", "C", "N", "cp", "cp_rank", "stage", "rung", "layout")
 _HEADER_MAGIC = 0x74686463  # "thdc"
+# The status bit a receiver sets when the header is not its own.
+_LAYOUT_MISMATCH = thdc.STATUS_BITS["layout_mismatch"]
 
 
 def packed_seq_params_fields(cls=None) -> Tuple[str, ...]:
@@ -796,8 +798,7 @@ def _step_bytes(step: "GraphStep", slots: int) -> Tuple[int, int]:
     """The bytes one slot's buffers take (inputs, outputs with the header
     and, with tp > 1, the empty microbatch of every rung and CP size that a
     broadcast receiver keeps), and the whole step's."""
-    bytes_of = lambda a: a.shape[0] * torch.empty(0, dtype=getattr(torch, a.dtype)).element_size()
-    inputs = sum(bytes_of(a) for a in step._spec if a.direction == "input")
+    inputs = sum(a.shape[0] * _element_size(a) for a in step._spec if a.direction == "input")
     layouts = [_output_layout(s)[1] for s in step._variant_specs.values()]
     per_slot = inputs + _ALIGNMENT + max(layouts) + (sum(layouts) if step.tp > 1 else 0)
     return per_slot, per_slot * slots
@@ -827,13 +828,18 @@ def _check_memory(step: "GraphStep", slots: int) -> None:
             f"lower C, N or slots")
 
 
+def _element_size(arg) -> int:
+    """The bytes of one element of a signature argument."""
+    return torch.empty(0, dtype=getattr(torch, arg.dtype)).element_size()
+
+
 def _output_layout(spec):
     """(arg, byte offset, element size) of every output in a slot's one
     buffer, and the bytes it needs: each output on an _ALIGNMENT boundary."""
     layout, offset = [], 0
     for a in spec:
         if a.direction == "output":
-            size = torch.empty(0, dtype=getattr(torch, a.dtype)).element_size()
+            size = _element_size(a)
             layout.append((a, offset, size))
             offset += -(-a.shape[0] * size // _ALIGNMENT) * _ALIGNMENT
     return layout, max(offset, _ALIGNMENT)
@@ -1255,8 +1261,7 @@ class SlotRung:
             return
         bad = (slot._header != self._header).any()
         self._output_bytes.copy_(torch.where(bad, self._empty, self._output_bytes))
-        self.outputs.status.bitwise_or_(bad.to(torch.int32)
-                                        * thdc.STATUS_BITS["layout_mismatch"])
+        self.outputs.status.bitwise_or_(bad.to(torch.int32) * _LAYOUT_MISMATCH)
 
 
 def _header_words(step: GraphStep, C: int, N: int, cp: int, rung: int, layout) -> list:
