@@ -46,9 +46,10 @@ from typing import Optional
 
 import numpy as np
 
-import thdc
+from . import _thdc
+from ._checks import _check_int, _import_torch
 
-torch = thdc._import_torch("thdc.attention")
+torch = _import_torch("thdc.attention")
 
 # The consumers and the conventions each can take, its default first.
 CONVENTIONS = {
@@ -162,8 +163,8 @@ def cudnn_args(source, heads: int, head_dim: int, kv_heads: Optional[int] = None
     q/o and for k/v with kv_heads), seq_len_q/kv (int32 [N, 1, 1, 1]: padded
     lengths for "graph", valid lengths for "compact")."""
     _check_convention("cudnn", convention)
-    heads, head_dim = thdc._check_int(heads, "heads"), thdc._check_int(head_dim, "head_dim")
-    kv_heads = heads if kv_heads is None else thdc._check_int(kv_heads, "kv_heads")
+    heads, head_dim = _check_int(heads, "heads"), _check_int(head_dim, "head_dim")
+    kv_heads = heads if kv_heads is None else _check_int(kv_heads, "kv_heads")
     if heads < 1 or head_dim < 1 or kv_heads < 1 or heads % kv_heads:
         raise ValueError(f"heads ({heads}) must be a positive multiple of kv_heads ({kv_heads}), "
                          f"head_dim ({head_dim}) positive")
@@ -187,7 +188,7 @@ def host_padded_offsets(cu_seqlens, cu_seqlens_padded, num_seqs: int, C: int, cp
     given to load_inputs (a step with data keys checks them); dummy_length:
     the step's split-dummy length, if any. Both must be the step's, or the
     plan disagrees with the device. O(C*cp) host work."""
-    C, cp, N = (thdc._check_int(v, n) for v, n in ((C, "C"), (cp, "cp"), (N, "N")))
+    C, cp, N = (_check_int(v, n) for v, n in ((C, "C"), (cp, "cp"), (N, "N")))
     if C < 1 or cp < 1 or N < 1 or C * cp > _INT32_MAX or N >= _INT32_MAX:
         # Checked before any host buffer is made: the step's own bounds.
         raise ValueError(f"C, cp and N must be >= 1 with C*cp and N+1 within int32; got "
@@ -195,8 +196,8 @@ def host_padded_offsets(cu_seqlens, cu_seqlens_padded, num_seqs: int, C: int, cp
     cu, cup = (_entries(a, N + 1, name) for a, name in
                ((cu_seqlens, "cu_seqlens"), (cu_seqlens_padded, "cu_seqlens_padded")))
     ids, mask = _host_zeros(C * cp, np.int64), _host_zeros(C * cp, np.float32)
-    out = thdc.reference.graph_step(ids, ids, ids, mask, cu, cup,
-                                    thdc._check_int(num_seqs, "num_seqs"), 0, C, cp, N,
+    out = _thdc.reference.graph_step(ids, ids, ids, mask, cu, cup,
+                                    _check_int(num_seqs, "num_seqs"), 0, C, cp, N,
                                     rows_given=rows_given, dummy_length=dummy_length)
     return np.asarray(out["cu_seqlens_padded"], dtype=np.int32)
 

@@ -15,7 +15,9 @@ from __future__ import annotations
 import atexit
 from typing import Callable, Dict, List
 
-from . import Kernel, _import_torch, signature
+from ._checks import _import_torch
+from ._kernel import signature
+from ._thdc import Kernel
 
 torch = _import_torch("thdc.torch")
 

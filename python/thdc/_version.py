@@ -1,0 +1,2 @@
+"""The package's version, pyproject.toml's."""
+__version__ = "0.1.0"
