@@ -426,12 +426,17 @@ def stand_in_torch(monkeypatch):
     # The modules imported with the stand-in must not outlive the test: the
     # package's attributes and sys.modules get their earlier values back
     # (the real PyTorch's, where it is installed).
+    # thdc.megatron is a package: its submodules go with it.
+    imported = lambda: [n for n in sys.modules
+                        if n in ("thdc.megatron", "thdc.torch") or n.startswith("thdc.megatron.")]
+    for name in imported():
+        monkeypatch.delitem(sys.modules, name)
     for name in ("megatron", "torch"):
-        monkeypatch.delitem(sys.modules, "thdc." + name, raising=False)
         monkeypatch.delattr(thdc, name, raising=False)
     yield fake
+    for name in imported():
+        sys.modules.pop(name, None)
     for name in ("megatron", "torch"):
-        sys.modules.pop("thdc." + name, None)
         if hasattr(thdc, name):
             delattr(thdc, name)
 

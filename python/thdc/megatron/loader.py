@@ -1,12 +1,13 @@
 """thdc.megatron's microbatch loader: StepSlot.load_inputs's copies into a
-slot's static inputs. The contract it keeps is thdc._thdc.InputGather's
-(python/InputGatherBindings.cpp), stated there once; here are the
-conversions it leaves to PyTorch."""
+slot's static inputs. The contract it keeps is the runtime's
+(runtime/InputLoad.h), stated there once; here are the conversions it
+leaves to PyTorch."""
 from __future__ import annotations
 
-import thdc
+from .._checks import _import_torch
+from .._thdc import InputGather
 
-torch = thdc._import_torch("thdc.megatron")
+torch = _import_torch("thdc.megatron")
 
 # InputLoader.load's tensor arguments, in order.
 _LOAD_ARGUMENTS = ("tokens", "labels", "loss_mask", "position_ids", "cu_seqlens",
@@ -20,8 +21,8 @@ class InputLoader:
     device or the CPU, through `gather` (a thdc._thdc.Gather of the
     buffers' device, or its host form for CPU buffers).
 
-    The contract of one load is thdc._thdc.InputGather's, stated there
-    once: every data tensor the stage reads is [T] or [1, T] (micro-batch
+    The contract of one load is the runtime's (runtime/InputLoad.h),
+    stated there once: every data tensor the stage reads is [T] or [1, T] (micro-batch
     size 1, as sequence packing has it) with the same T rows, at most its
     buffer's; the cu arrays are [E] or [1, E] with the same E entries, at
     most their buffers'; T goes to the kernel as num_rows, so that a
@@ -51,7 +52,7 @@ class InputLoader:
                         for n in self.data_keys + cu)
         # -1s copied after the given cu entries (the module's contract).
         self.unset = torch.full_like(inputs.cu_seqlens, -1)
-        self.fast = thdc._thdc.InputGather(gather, targets, inputs.num_seqs, num_rows,
+        self.fast = InputGather(gather, targets, inputs.num_seqs, num_rows,
                                            self.unset, stage=stage, per_tensor=per_tensor)
         # The buffer of each argument index (num_seqs last), for the copies.
         self.buffers = [getattr(inputs, n, None) for n in _LOAD_ARGUMENTS] + [inputs.num_seqs]

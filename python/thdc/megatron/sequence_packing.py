@@ -25,10 +25,12 @@ from __future__ import annotations
 import math
 from typing import Optional
 
-import thdc
-from . import planner
+from .. import planner
+from .._checks import _check_int, _import_torch
+from .packed_seq_params import _megatron_core, packed_seq_params_fields
+from .step import GraphStep
 
-torch = thdc._import_torch("thdc.megatron")
+torch = _import_torch("thdc.megatron")
 
 # The keys of the loader's batch dict that load_inputs takes (the reference
 # framework's _pack_sequences, megatron/core/datasets/data_schedule_utils.py:
@@ -178,7 +180,7 @@ def slots_in_flight(pp_size: int, pp_rank: int, vpp_size=None, group=None,
                         ("vpp_size", vpp_size),
                         ("config.microbatch_group_size_per_vp_stage", group)):
         if value is not None:
-            thdc._check_int(value, name)
+            _check_int(value, name)
     if pp_size < 1 or not 0 <= pp_rank < pp_size:
         raise ValueError(f"the pipeline group has size {pp_size} with this rank at {pp_rank}: "
                          f"a group has at least one rank, this one in [0, size)")
@@ -398,8 +400,6 @@ class SequencePackingBatches:
                 out.get("position_ids"), slot.packed_seq_params, out["padding_mask"])
 
     def _make(self, options, stage, tp, tp_rank, cp, cp_rank, slots):
-        from .megatron import GraphStep, PackedSeqParams, packed_seq_params_fields
-
         kwargs = dict(self.step_kwargs, slots=slots)
         if kwargs.get("convention") is None:
             # The installed release's own: "compact" (valid offsets in
@@ -407,7 +407,7 @@ class SequencePackingBatches:
             # has the field, as data_schedule.py:838-850 on dev builds it;
             # older releases put the padded offsets there.
             kwargs["convention"] = ("compact" if "pad_between_seqs"
-                                    in packed_seq_params_fields(PackedSeqParams) else "graph")
+                                    in packed_seq_params_fields(_megatron_core()[0]) else "graph")
         if options.get("cp_sizes") is not None:
             kwargs["cp_sizes"] = options["cp_sizes"]
             if kwargs.get("cp_groups") is None:

@@ -1,0 +1,97 @@
+"""A slot's buffers: where each output lies in the slot's one output buffer,
+the broadcast header ahead of them, the bytes a step's buffers take (and
+the refusal before allocating more than there is), the sequence-parallel
+shard of a [1, C] view."""
+from __future__ import annotations
+
+from typing import Tuple
+
+from .._checks import _import_torch
+from .._kernel import STATUS_BITS
+from .options import STAGES
+
+torch = _import_torch("thdc.megatron")
+
+# Each output starts on this boundary inside the slot's one output buffer.
+_ALIGNMENT = 256
+# The broadcast header: the first _ALIGNMENT bytes of a slot's buffer, ahead
+# of the outputs, say which layout the sending TP rank ran, one int32 per
+# field; each receiver compares them with its own on the device
+# (SlotRung.broadcast). "layout" is a fingerprint of the output layout and
+# of the options that change what the outputs hold.
+_HEADER_FIELDS = ("magic", "C", "N", "cp", "cp_rank", "stage", "rung", "layout")
+_HEADER_MAGIC = 0x74686463  # "thdc"
+# The status bit a receiver sets when the header is not its own.
+_LAYOUT_MISMATCH = STATUS_BITS["layout_mismatch"]
+
+
+def _element_size(arg) -> int:
+    """The bytes of one element of a signature argument."""
+    return torch.empty(0, dtype=getattr(torch, arg.dtype)).element_size()
+
+
+def _output_layout(spec):
+    """(arg, byte offset, element size) of every output in a slot's one
+    buffer, and the bytes it needs: each output on an _ALIGNMENT boundary."""
+    layout, offset = [], 0
+    for a in spec:
+        if a.direction == "output":
+            size = _element_size(a)
+            layout.append((a, offset, size))
+            offset += -(-a.shape[0] * size // _ALIGNMENT) * _ALIGNMENT
+    return layout, max(offset, _ALIGNMENT)
+
+
+def _header_words(step: "GraphStep", C: int, N: int, cp: int, rung: int, layout) -> list:
+    """The broadcast header of one rung and CP size (_HEADER_FIELDS)."""
+    import zlib
+
+    described = repr(([(a.name, a.dtype, a.shape[0], offset) for a, offset, _ in layout],
+                      step.cp_mode, sorted(step.options.items())))
+    fingerprint = zlib.crc32(described.encode())
+    words = dict(magic=_HEADER_MAGIC, C=C, N=N, cp=cp, cp_rank=step.config.local_cp_rank(cp),
+                 stage=STAGES.index(step.stage), rung=rung, layout=fingerprint)
+    # As int32: the fingerprint's top bit is its sign.
+    return [(words[f] + 2**31) % 2**32 - 2**31 for f in _HEADER_FIELDS]
+
+
+def _step_bytes(step: "GraphStep", slots: int) -> Tuple[int, int]:
+    """The bytes one slot's buffers take (inputs, outputs with the header
+    and, with tp > 1, the empty microbatch of every rung and CP size that a
+    broadcast receiver keeps), and the whole step's."""
+    inputs = sum(a.shape[0] * _element_size(a) for a in step._spec if a.direction == "input")
+    layouts = [_output_layout(s)[1] for s in step._variant_specs.values()]
+    per_slot = inputs + _ALIGNMENT + max(layouts) + (sum(layouts) if step.tp > 1 else 0)
+    return per_slot, per_slot * slots
+
+
+def _check_memory(step: "GraphStep", slots: int) -> None:
+    """MemoryError before any buffer is allocated when the step's buffers
+    need more than the device has free (on the CPU, the host's available
+    memory): C, N, cp and slots name sizes the caller can lower."""
+    per_slot, total = _step_bytes(step, slots)
+    if step.on_host:
+        import os
+
+        try:
+            free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):  # no such figure here
+            return
+        where = "available on the host"
+    else:
+        free = torch.cuda.mem_get_info(step.device)[0]
+        where = f"free on {step.device}"
+    if total > free:
+        gib = lambda n: f"{n / 2**30:.2f} GiB"
+        raise MemoryError(
+            f"GraphStep(C={step.C}, N={step.N}, cp={step.cp}, slots={slots}): its buffers "
+            f"take {gib(total)} ({gib(per_slot)} a slot), more than the {gib(free)} {where}; "
+            f"lower C, N or slots")
+
+
+def _tp_shard(rows: torch.Tensor, tp: int, tp_rank: int) -> torch.Tensor:
+    """The sequence-parallel shard of [1, R] rows: rows [tp_rank*R/tp,
+    (tp_rank+1)*R/tp), the contiguous piece megatron-core's scatter to the
+    sequence-parallel region gives TP rank tp_rank."""
+    shard = rows.shape[1] // tp
+    return rows[:, tp_rank * shard:(tp_rank + 1) * shard]
