@@ -299,3 +299,20 @@ def megatron_cp_order_index(cu_seqlens_padded, C, cp):
         index[rows] = rank * C + np.arange(C)
     assert (index >= 0).all()
     return index
+
+
+def end_worker(code: int) -> None:
+    """Ends a torchrun worker with `code` once its process group is
+    destroyed, skipping the interpreter's finalization (os._exit, after
+    flushing). Under Python 3.12 a thread of PyTorch's gloo backend that
+    drops a Python reference while the interpreter finalizes cannot take the
+    GIL and is ended with pthread_exit, which unwinds through a noexcept
+    frame and aborts the process ("terminate called without an active
+    exception"): a rare crash after every check has passed, which would
+    turn the verdict already made here into a signal."""
+    import os
+    import sys
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

@@ -39,7 +39,7 @@ import torch.distributed as dist
 sys.path.insert(0, os.path.dirname(__file__))
 import thdc  # noqa: E402
 import thdc.megatron  # noqa: E402
-from microbatches import given_rows, invalidate, random_microbatch, reference  # noqa: E402
+from microbatches import end_worker, given_rows, invalidate, random_microbatch, reference  # noqa: E402
 
 FORMS = (("first_last", dict()),
          ("first", dict(vpp_size=3, vp_stage=0)),
@@ -226,4 +226,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    end_worker(main())

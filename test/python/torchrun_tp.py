@@ -23,7 +23,8 @@ import torch.distributed as dist
 sys.path.insert(0, os.path.dirname(__file__))
 import thdc  # noqa: E402
 import thdc.megatron  # noqa: E402
-from microbatches import mismatches, random_microbatch, reference, step_inputs  # noqa: E402
+from microbatches import (end_worker, mismatches, random_microbatch, reference,  # noqa: E402
+                          step_inputs)
 
 
 def gathered_outputs(step):
@@ -94,4 +95,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    end_worker(main())
