@@ -45,6 +45,9 @@ void populateCompilerBindings(nanobind::module_ &m);
 void populateReferenceBindings(nanobind::module_ &m);
 /// The submodule `planner` (PlannerBindings.cpp).
 void populatePlannerBindings(nanobind::module_ &m);
+/// The planner's capacity ladders: LadderPlan, ladder_plan and
+/// assign_rungs, into `planner` (LadderBindings.cpp).
+void populateLadderBindings(nanobind::module_ &m);
 
 } // namespace thdc::python
 
