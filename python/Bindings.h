@@ -48,6 +48,9 @@ void populatePlannerBindings(nanobind::module_ &m);
 /// The planner's capacity ladders: LadderPlan, ladder_plan and
 /// assign_rungs, into `planner` (LadderBindings.cpp).
 void populateLadderBindings(nanobind::module_ &m);
+/// Dynamic CP's DynamicCpPlan and dynamic_cp_plan, into `planner`
+/// (DynamicCpBindings.cpp).
+void populateDynamicCpBindings(nanobind::module_ &m);
 
 } // namespace thdc::python
 

@@ -22,4 +22,5 @@ NB_MODULE(_thdc, m) {
   thdc::python::populateReferenceBindings(m);
   thdc::python::populatePlannerBindings(m);
   thdc::python::populateLadderBindings(m);
+  thdc::python::populateDynamicCpBindings(m);
 }

@@ -1,7 +1,7 @@
 //===- PlannerArguments.h - the planner's arguments from Python -*- C++ -*-===//
 //
-// What the planner's binding units (PlannerBindings.cpp, LadderBindings.cpp)
-// share: the planner's settings read from Python,
+// What the planner's binding units (PlannerBindings.cpp, LadderBindings.cpp,
+// DynamicCpBindings.cpp) share: the planner's settings read from Python,
 // its errors raised as ValueError, and int32 tables returned as NumPy
 // arrays.
 //

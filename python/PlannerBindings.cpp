@@ -2,7 +2,8 @@
 //
 // thdc._thdc.planner: the host-side microbatch planner (planner/Planner.h)
 // and the alignment of S1, on NumPy arrays and Python ints. Capacity
-// ladders are bound by LadderBindings.cpp, into the same submodule.
+// ladders are bound by LadderBindings.cpp, dynamic CP by
+// DynamicCpBindings.cpp, into the same submodule.
 //
 //===----------------------------------------------------------------------===//
 
@@ -164,38 +165,6 @@ const char *algorithmName(planner::PlanAlgorithm algorithm) {
                                                       : "first_fit_decreasing";
 }
 
-/// S3b from Python: (groups, cp_sizes, K) with groups and cp_sizes as
-/// nested lists and K the S2 cap the scheduler applied (None: none);
-/// thdc.planner's dynamic_cp_plan wraps them.
-nb::tuple plannerDynamicCpGroups(LengthsArg paddedLengths, IntArg C,
-                                 IntArg ranks, IntArg minCp,
-                                 OptionalIntArg maxPackedSequences,
-                                 bool alignmentSet, bool dummyTail,
-                                 OptionalIntArg microbatchGroupSize) {
-  const std::vector<int32_t> lengths =
-      lengthsArgument(paddedLengths, "padded_lengths");
-  reference::Expected<std::optional<int64_t>> cap =
-      reference::schedulerMaxRealNumSeqs(
-          optionalIntegerArgument(maxPackedSequences.object,
-                                  "max_packed_sequences"),
-          alignmentSet, dummyTail);
-  if (!cap)
-    throw nb::value_error(cap.error().c_str());
-  reference::Expected<reference::DynamicCpGroups> result =
-      reference::dynamicCpGroups(lengths, integerArgument(C.object, "C"),
-                                 integerArgument(ranks.object, "ranks"),
-                                 integerArgument(minCp.object, "min_cp_size"),
-                                 *cap,
-                                 optionalIntegerArgument(
-                                     microbatchGroupSize.object,
-                                     "microbatch_group_size_per_vp_stage")
-                                     .value_or(1));
-  if (!result)
-    throw nb::value_error(result.error().c_str());
-  return nb::make_tuple(nb::cast(result->groups), nb::cast(result->cpSizes),
-                        nb::cast(*cap));
-}
-
 } // namespace
 
 void thdc::python::populatePlannerBindings(nb::module_ &m) {
@@ -248,19 +217,6 @@ void thdc::python::populatePlannerBindings(nb::module_ &m) {
       "or 'first_fit_decreasing'. ValueError with the planner's message "
       "on bad settings, a negative length or a sequence longer than "
       "C*cp.");
-  planning.def(
-      "dynamic_cp_groups", &plannerDynamicCpGroups, nb::arg("padded_lengths"),
-      nb::arg("C"), nb::arg("ranks"), nb::arg("min_cp_size") = 1,
-      nb::arg("max_packed_sequences") = nb::none(),
-      nb::arg("alignment_set") = true, nb::arg("dummy_tail") = true,
-      nb::arg("microbatch_group_size_per_vp_stage") = nb::none(),
-      "S3b, the dynamic-CP scheduler over `ranks` DP x CP ranks, at most K "
-      "sequences per sub-group (S2's cap from max_packed_sequences), the "
-      "microbatch count a multiple of microbatch_group_size_per_vp_stage "
-      "(virtual pipeline stages; None or 1: any): "
-      "(groups, cp_sizes, K), groups[m][j] the ids rank j receives in "
-      "microbatch m and cp_sizes[m][j] its CP size. ValueError with the "
-      "reference's message.");
   planning.def(
       "microbatch_inputs", &plannerMicrobatchInputs, nb::arg("plan"),
       nb::arg("rank"), nb::arg("N"),

@@ -404,6 +404,35 @@ def test_ladder_errors_name_the_rung():
         planner.ladder_plan(EXAMPLE, 4, 2)
 
 
+def test_dynamic_cp_plan_is_the_planners_and_read_only():
+    """DynamicCpPlan is the C++ planner's: its tables are tuples, its
+    accessors check their indices, and nothing of it can be set."""
+    plan = planner.dynamic_cp_plan([3000, 1000, 500, 200, 100], 1024, cp=2, dp=2)
+    assert isinstance(plan, planner.DynamicCpPlan)
+    assert plan.groups == (((0, 1),) * 4, ((2,), (2,), (3, 4), (3, 4)))
+    assert plan.lengths == (3000, 1000, 500, 200, 100)
+    assert (plan.C, plan.dp, plan.cp, plan.ranks, plan.min_cp_size) == (1024, 2, 2, 4, 1)
+    assert plan.max_real_seqs is None and plan.num_microbatches == len(plan) == 2
+    assert plan.tokens(1, 2) == 300 and plan.sub_group(0, 1) == range(0, 4)
+    assert "2 microbatches over 4 ranks" in repr(plan)
+    for name in ("groups", "cp_sizes", "C", "max_real_seqs"):
+        with pytest.raises(AttributeError):
+            setattr(plan, name, None)
+    with pytest.raises(IndexError, match="microbatch 0, rank 4: the plan has 2 microbatches"):
+        plan.tokens(0, 4)
+    with pytest.raises(IndexError, match="rank -1: the plan has 2 microbatches over 4 ranks"):
+        plan.microbatch_inputs(-1, N=4)
+    with pytest.raises(TypeError, match="microbatch must be an int; got float"):
+        plan.local_rank(0.0, 0)
+    with pytest.raises(TypeError, match="C must be an int; got float"):
+        planner.dynamic_cp_plan([5], 1024.0, 1)
+    with pytest.raises(TypeError):
+        planner.dynamic_cp_plan([5], 1024, 1, 1, 1)  # min_cp_size is keyword-only
+    ids, counts, sizes = plan.microbatch_inputs(0, N=3)
+    assert ids.dtype == counts.dtype == sizes.dtype == np.int32
+    assert ids.shape == (2, 2) and ids.tolist() == [[0, 1], [2, 0]]
+
+
 def test_even_ladder():
     assert planner.even_ladder(1024, 4, 128) == [256, 512, 768, 1024]
     assert planner.even_ladder(1000, 3) == [334, 667, 1000]
