@@ -1,7 +1,9 @@
 //===- LadderBindings.cpp - capacity ladders -------------------------------===//
 //
 // thdc._thdc.planner's capacity ladders (planner/Planner.h,
-// docs/capacity-ladder.md): LadderPlan, ladder_plan and assign_rungs.
+// docs/capacity-ladder.md): LadderPlan, ladder_plan and assign_rungs, and
+// the ladder's rules stated once in C++ for the Python layer: check_ladder
+// (checkLadder) and rung_index (rungIndex, the rung assignRungs picks).
 //
 //===----------------------------------------------------------------------===//
 
@@ -187,4 +189,40 @@ void thdc::python::populateLadderBindings(nb::module_ &m) {
       "The smallest rung of the ladder for every pack of an existing plan "
       "(the lengths it was planned from). ValueError naming a pack no rung "
       "holds.");
+  planning.def(
+      "check_ladder",
+      [](nb::handle capacities, nb::handle sequenceCapacities) {
+        ladderArgument(capacities, sequenceCapacities, std::nullopt);
+      },
+      nb::arg("capacities"), nb::arg("sequence_capacities").none(),
+      "Checks a capacity ladder (docs/capacity-ladder.md): capacities B_1 "
+      "<= ... <= B_k rows per CP rank, each >= 1; sequence_capacities their "
+      "N (None: no cap), each >= 1 and non-decreasing (a rung with more rows "
+      "holds at least as many sequences); two rungs of equal rows differ in "
+      "N, the later holding more. ValueError naming the first offending "
+      "rung, TypeError for a value that is no int.");
+  planning.def(
+      "rung_index",
+      [](nb::handle capacities, nb::handle sequenceCapacities, IntArg rows,
+         IntArg seqs, IntArg cp, bool alignmentSet, bool dummyTail) {
+        std::vector<planner::Rung> ladder =
+            ladderArgument(capacities, sequenceCapacities, std::nullopt);
+        planner::PlannerConfig config;
+        config.cp = integerArgument(cp.object, "cp");
+        config.alignmentSet = alignmentSet;
+        config.dummyTail = dummyTail;
+        return valueOrRaise(planner::rungIndex(
+            ladder, integerArgument(rows.object, "rows", kInt64Range),
+            integerArgument(seqs.object, "seqs", kInt64Range), config));
+      },
+      nb::arg("capacities"), nb::arg("sequence_capacities").none(),
+      nb::arg("rows"), nb::arg("seqs"), nb::arg("cp") = 1, nb::kw_only(),
+      nb::arg("alignment_set") = true, nb::arg("dummy_tail") = true,
+      "The smallest rung of the ladder that holds a microbatch of `rows` "
+      "packed rows (all cp ranks of its CP group) and `seqs` sequences: "
+      "B*cp >= rows and seqs <= the S2 cap of the rung's N (N-1 with an "
+      "alignment and the dummy tail, else N; no cap for N None), the rung "
+      "assign_rungs and ladder_plan give a pack. ValueError for a bad "
+      "ladder (check_ladder's), negative rows or seqs, cp < 1, or when no "
+      "rung holds the microbatch.");
 }

@@ -46,6 +46,11 @@ batches (also a command, `thdc-advise`):
                                  sequence_capacities=[16, 32, 64])
     ladder.pack_rungs, ladder.fill, ladder.padded_rows
 
+The ladder's rules are the planner's own: `check_ladder` (rows
+non-decreasing, equal rows holding more sequences) and `rung_index` (the
+smallest rung that holds a microbatch's rows and sequences, the rung
+`assign_rungs` gives its pack).
+
 Dynamic CP (S3b): `dynamic_cp_plan` plans a global batch as the reference
 framework's dynamic-CP scheduler does and returns a `DynamicCpPlan` (the
 ids and CP size of every rank in every microbatch); `dynamic_cp_sizes` the
@@ -72,6 +77,8 @@ graph_capture_count = _planner.graph_capture_count
 LadderPlan = _planner.LadderPlan
 ladder_plan = _planner.ladder_plan
 assign_rungs = _planner.assign_rungs
+check_ladder = _planner.check_ladder
+rung_index = _planner.rung_index
 DynamicCpPlan = _planner.DynamicCpPlan
 dynamic_cp_plan = _planner.dynamic_cp_plan
 
@@ -488,6 +495,7 @@ __all__ = [
     "Plan",
     "advise",
     "assign_rungs",
+    "check_ladder",
     "dynamic_cp_plan",
     "dynamic_cp_sizes",
     "even_ladder",
@@ -498,6 +506,7 @@ __all__ = [
     "microbatch_inputs",
     "pad_granularity",
     "plan",
+    "rung_index",
 ]
 
 
