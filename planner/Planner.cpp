@@ -483,6 +483,45 @@ int32_t LadderPlan::rung(int64_t microbatch, int64_t rank) const {
   return packRungs[std::size_t(microbatch * plan.dp + rank / plan.cp)];
 }
 
+Result<int32_t> thdc::planner::rungIndex(const std::vector<Rung> &ladder,
+                                         int64_t rows, int64_t sequences,
+                                         const PlannerConfig &config) {
+  if (Status valid = checkLadder(ladder); !valid)
+    return valid;
+  if (config.cp < 1)
+    return Status::error(concat("cp = ", config.cp, " must be >= 1"));
+  if (rows < 0 || sequences < 0)
+    return Status::error(concat("rows and sequences must be >= 0; got ", rows,
+                                ", ", sequences));
+  // Each rung's limits, all of them checked whatever rung holds the pack:
+  // B*cp rows and the S2 cap of its N (max: none).
+  std::vector<int64_t> capacity, cap;
+  for (const Rung &rung : ladder) {
+    const std::optional<int64_t> rungRows =
+        reference::checkedMul(rung.rows, config.cp);
+    if (!rungRows)
+      return Status::error(concat("rung rows ", rung.rows, " * cp ", config.cp,
+                                  " overflows int64"));
+    PlannerConfig rungConfig = config;
+    rungConfig.maxPackedSequences = rung.sequences;
+    Result<std::optional<int64_t>> rungCap = plannerSequenceCap(rungConfig);
+    if (!rungCap)
+      return Status::error(concat("rung of ", rung.rows, " rows: ",
+                                  rungCap.status().message()));
+    capacity.push_back(*rungRows);
+    cap.push_back(rungCap->value_or(std::numeric_limits<int64_t>::max()));
+  }
+  for (std::size_t r = 0; r < ladder.size(); ++r)
+    if (rows <= capacity[r] && sequences <= cap[r])
+      return int32_t(r);
+  return Status::error(concat(
+      "no rung holds ", rows, " rows and ", sequences, " sequences at CP size ",
+      config.cp, ": the top rung holds ", capacity.back(), " rows and ",
+      ladder.back().sequences ? std::to_string(cap.back())
+                              : std::string("any number of"),
+      " sequences"));
+}
+
 Result<LadderPlan>
 thdc::planner::assignRungs(const MicrobatchPlan &plan,
                            const std::vector<int32_t> &paddedLengths,
@@ -494,36 +533,20 @@ thdc::planner::assignRungs(const MicrobatchPlan &plan,
     return Status::error(concat("the plan is for cp ", plan.cp, ", dp ",
                                 plan.dp, ", not the config's cp ", config.cp,
                                 ", dp ", config.dp));
-  // Each rung's limits: B*cp tokens and the S2 cap of its N.
-  std::vector<int64_t> capacity, cap;
-  for (const Rung &rung : ladder) {
-    const std::optional<int64_t> rows = reference::checkedMul(rung.rows, plan.cp);
-    if (!rows)
-      return Status::error(concat("rung rows ", rung.rows, " * cp ", plan.cp,
-                                  " overflows int64"));
-    PlannerConfig rungConfig = config;
-    rungConfig.maxPackedSequences = rung.sequences;
-    Result<std::optional<int64_t>> rungCap = plannerSequenceCap(rungConfig);
-    if (!rungCap)
-      return Status::error(concat("rung of ", rung.rows, " rows: ",
-                                  rungCap.status().message()));
-    capacity.push_back(*rows);
-    cap.push_back(rungCap->value_or(std::numeric_limits<int64_t>::max()));
-  }
+  // Every rung's limits are checked even for a plan without packs (an
+  // empty pack fits rung 0).
+  if (Result<int32_t> valid = rungIndex(ladder, 0, 0, config); !valid)
+    return valid.status();
   LadderPlan result;
   result.plan = plan;
   result.ladder = ladder;
   for (std::size_t p = 0; p < plan.packs.size(); ++p) {
     const int64_t tokens = plan.packTokens[p];
     const int64_t sequences = int64_t(plan.packs[p].size());
-    std::size_t r = 0;
-    while (r < ladder.size() && (capacity[r] < tokens || cap[r] < sequences))
-      ++r;
-    if (r == ladder.size())
-      return Status::error(concat(
-          "pack ", p, " (", tokens, " tokens, ", sequences,
-          " sequences) fits no rung: the top rung holds ", capacity.back(),
-          " tokens and ", cap.back(), " sequences"));
+    Result<int32_t> r = rungIndex(ladder, tokens, sequences, config);
+    if (!r)
+      return Status::error(concat("pack ", p, " fits no rung: ",
+                                  r.status().message()));
     int64_t longest = 0;
     for (int32_t id : plan.packs[p]) {
       if (id < 0 || std::size_t(id) >= paddedLengths.size())
@@ -532,8 +555,8 @@ thdc::planner::assignRungs(const MicrobatchPlan &plan,
                                     " lengths"));
       longest = std::max<int64_t>(longest, paddedLengths[std::size_t(id)]);
     }
-    result.packRungs.push_back(int32_t(r));
-    result.packRows.push_back(capacity[r]);
+    result.packRungs.push_back(*r);
+    result.packRows.push_back(ladder[std::size_t(*r)].rows * plan.cp);
     result.packMaxLengths.push_back(longest);
   }
   return result;

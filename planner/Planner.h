@@ -227,6 +227,20 @@ struct Rung {
 /// names the first offending rung.
 Status checkLadder(const std::vector<Rung> &ladder);
 
+/// The smallest rung of `ladder` that holds a pack of `rows` padded rows
+/// over config.cp ranks (all of them: the pack's tokens) and `sequences`
+/// sequences: B*cp >= rows and the S2 cap of the rung's N under config's
+/// alignment and tail policy (N - 1 with both, N otherwise; no cap without
+/// N) >= sequences. The rule assignRungs places every pack by; config's C,
+/// N, dp and vppGroup are not used. Errors: a bad ladder (checkLadder), cp
+/// below 1, negative rows or sequences, a rung whose B*cp overflows int64
+/// or whose N S2 refuses, and no rung that holds the pack, named with its
+/// rows and sequences and the top rung's limits. Golden: rows {2, 3, 4},
+/// N 4 each (K = 3 with an alignment and the dummy tail), cp 2: 6 rows and
+/// 3 sequences -> rung 1; 7 rows -> 2; 4 sequences or 9 rows -> error.
+Result<int32_t> rungIndex(const std::vector<Rung> &ladder, int64_t rows,
+                          int64_t sequences, const PlannerConfig &config);
+
 /// A plan over a ladder: every pack at the smallest rung that holds it.
 struct LadderPlan {
   /// The packing (its capacity is the top rung's B*cp).
@@ -252,10 +266,10 @@ struct LadderPlan {
   int32_t rung(int64_t microbatch, int64_t rank) const;
 };
 
-/// The smallest rung of `ladder` that holds each pack of `plan`: B*cp >= its
-/// padded tokens and the rung's S2 cap (from `config`'s alignment and tail
-/// policy) >= its sequences. Errors: a bad ladder (checkLadder), a plan for
-/// another cp, and a pack no rung holds, named with its tokens and
+/// The smallest rung of `ladder` that holds each pack of `plan`
+/// (rungIndex of its padded tokens and sequences under `config`). Errors:
+/// a bad ladder (checkLadder), a plan for another cp or dp, a rung
+/// rungIndex refuses, and a pack no rung holds, named with its tokens and
 /// sequences. Golden: cp 2, K = 3, lengths [5,3,4,2,2,1,6] -> next-fit packs
 /// of 8, 8, 7 tokens, rows {2, 4} (B*cp = 4, 8) -> rungs [1, 1, 1], padded
 /// rows 1; lengths [3,1,6,7,2] -> packs of 4, 6, 7, 2 tokens, rows {2, 3, 4}

@@ -45,6 +45,12 @@ void populateCompilerBindings(nanobind::module_ &m);
 void populateReferenceBindings(nanobind::module_ &m);
 /// The submodule `planner` (PlannerBindings.cpp).
 void populatePlannerBindings(nanobind::module_ &m);
+/// The planner's capacity ladders: LadderPlan, ladder_plan, assign_rungs,
+/// check_ladder and rung_index, into `planner` (LadderBindings.cpp).
+void populateLadderBindings(nanobind::module_ &m);
+/// Dynamic CP's DynamicCpPlan and dynamic_cp_plan, into `planner`
+/// (DynamicCpBindings.cpp).
+void populateDynamicCpBindings(nanobind::module_ &m);
 
 } // namespace thdc::python
 

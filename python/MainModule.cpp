@@ -21,4 +21,6 @@ NB_MODULE(_thdc, m) {
   thdc::python::populateCompilerBindings(m);
   thdc::python::populateReferenceBindings(m);
   thdc::python::populatePlannerBindings(m);
+  thdc::python::populateLadderBindings(m);
+  thdc::python::populateDynamicCpBindings(m);
 }

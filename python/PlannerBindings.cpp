@@ -1,14 +1,16 @@
-//===- PlannerBindings.cpp - the microbatch planner
-//-------------------------===//
+//===- PlannerBindings.cpp - the microbatch planner -----------------------===//
 //
 // thdc._thdc.planner: the host-side microbatch planner (planner/Planner.h)
-// and the alignment of S1, on NumPy arrays and Python ints.
+// and the alignment of S1, on NumPy arrays and Python ints. Capacity
+// ladders are bound by LadderBindings.cpp, dynamic CP by
+// DynamicCpBindings.cpp, into the same submodule.
 //
 //===----------------------------------------------------------------------===//
 
 #include "planner/Planner.h"
 #include "python/Arguments.h"
 #include "python/Bindings.h"
+#include "python/PlannerArguments.h"
 #include "reference/Reference.h"
 
 #include <nanobind/stl/optional.h>
@@ -20,20 +22,11 @@
 using namespace thdc;
 using namespace thdc::python;
 
-namespace {
-
-template <typename T> T valueOrRaise(planner::Result<T> result) {
-  if (!result)
-    throw nb::value_error(result.status().message().c_str());
-  return std::move(*result);
-}
-
-/// The planner's settings from Python: every size an int within int32, so
-/// that no product the planner forms (C*cp, dp*vpp_group, ...) can wrap.
-planner::PlannerConfig plannerConfig(IntArg C, IntArg cp, IntArg dp,
-                                     OptionalIntArg maxPackedSequences,
-                                     bool alignmentSet, bool dummyTail,
-                                     OptionalIntArg vppGroup) {
+planner::PlannerConfig
+thdc::python::plannerConfig(IntArg C, IntArg cp, IntArg dp,
+                            OptionalIntArg maxPackedSequences,
+                            bool alignmentSet, bool dummyTail,
+                            OptionalIntArg vppGroup, const char *vppName) {
   planner::PlannerConfig config;
   config.maxSeqlenPerRank = integerArgument(C.object, "C");
   config.cp = integerArgument(cp.object, "cp");
@@ -42,9 +35,36 @@ planner::PlannerConfig plannerConfig(IntArg C, IntArg cp, IntArg dp,
                                                       "max_packed_sequences");
   config.alignmentSet = alignmentSet;
   config.dummyTail = dummyTail;
-  config.vppGroup = optionalIntegerArgument(vppGroup.object, "vpp_group");
+  config.vppGroup = optionalIntegerArgument(vppGroup.object, vppName);
   return config;
 }
+
+nb::object thdc::python::toNumpy2d(std::vector<int32_t> values,
+                                   std::size_t rows, std::size_t columns) {
+  auto *owned = new std::vector<int32_t>(std::move(values));
+  nb::capsule owner(owned, [](void *p) noexcept {
+    delete static_cast<std::vector<int32_t> *>(p);
+  });
+  return nb::cast(nb::ndarray<nb::numpy, int32_t, nb::ndim<2>>(
+      owned->data(), {rows, columns}, owner));
+}
+
+void thdc::python::checkSampleIdsSize(const char *function,
+                                      std::size_t microbatches, int64_t N) {
+  // sample_ids holds N-1 ids per microbatch: refuse an N whose array could
+  // not be indexed with int32 (or allocated) before the planner sizes it.
+  const int64_t entries = int64_t(microbatches) * std::max<int64_t>(N - 1, 0);
+  if (entries > kInt32Range.max)
+    throw nb::value_error(
+        (std::string(function) + ": N = " + std::to_string(N) +
+         " gives sample_ids " + std::to_string(microbatches) + " x " +
+         std::to_string(N - 1) + " = " + std::to_string(entries) +
+         " entries, more than the int32 range; N is the pipeline's sequence "
+         "capacity per microbatch")
+            .c_str());
+}
+
+namespace {
 
 planner::MicrobatchPlan plannerPlan(LengthsArg paddedLengths, IntArg C,
                                     IntArg cp, IntArg dp,
@@ -72,29 +92,13 @@ nb::tuple plannerMicrobatchInputs(const planner::MicrobatchPlan &plan,
                                   IntArg rankArg, IntArg NArg) {
   const int64_t rank = integerArgument(rankArg.object, "rank");
   const int64_t N = integerArgument(NArg.object, "N");
-  // sample_ids holds N-1 ids per microbatch: refuse an N whose array could
-  // not be indexed with int32 (or allocated) before the planner sizes it.
-  const int64_t entries =
-      int64_t(plan.groups.size()) * std::max<int64_t>(N - 1, 0);
-  if (entries > kInt32Range.max)
-    throw nb::value_error(
-        ("microbatch_inputs: N = " + std::to_string(N) + " gives sample_ids " +
-         std::to_string(plan.groups.size()) + " x " + std::to_string(N - 1) +
-         " = " + std::to_string(entries) +
-         " entries, more than the int32 range; N is the pipeline's sequence "
-         "capacity per microbatch")
-            .c_str());
+  checkSampleIdsSize("microbatch_inputs", plan.groups.size(), N);
   planner::MicrobatchInputs inputs =
       valueOrRaise(planner::microbatchInputs(plan, rank, N));
-  auto *ids = new std::vector<int32_t>(std::move(inputs.sampleIds));
-  nb::capsule owner(ids, [](void *p) noexcept {
-    delete static_cast<std::vector<int32_t> *>(p);
-  });
-  nb::object sampleIds = nb::cast(nb::ndarray<nb::numpy, int32_t, nb::ndim<2>>(
-      ids->data(),
-      {std::size_t(inputs.numMicrobatches()), std::size_t(inputs.slots)},
-      owner));
-  return nb::make_tuple(sampleIds, toNumpy(inputs.numSeqs));
+  const std::size_t microbatches = std::size_t(inputs.numMicrobatches());
+  return nb::make_tuple(toNumpy2d(std::move(inputs.sampleIds), microbatches,
+                                  std::size_t(inputs.slots)),
+                        toNumpy(inputs.numSeqs));
 }
 
 /// S1's `multiple` m: an int (>= 1, checked by the reference) or the name of
@@ -161,75 +165,6 @@ const char *algorithmName(planner::PlanAlgorithm algorithm) {
                                                       : "first_fit_decreasing";
 }
 
-/// A ladder from Python: `capacities` (rows per CP rank, each an int within
-/// int32) and `sequence_capacities` (None: every rung gets
-/// `maxPackedSequences`, or no cap without one; else one int per rung).
-std::vector<planner::Rung> ladderArgument(nb::handle capacities,
-                                          nb::handle sequenceCapacities,
-                                          std::optional<int64_t> maxPacked) {
-  auto sequence = [](nb::handle object, const char *name) {
-    if (!PySequence_Check(object.ptr()) || nb::isinstance<nb::str>(object))
-      raiseArgument(PyExc_TypeError, std::string(name) +
-                                         " must be a sequence of ints; got " +
-                                         typeName(object));
-    return nb::borrow<nb::sequence>(object);
-  };
-  nb::sequence rows = sequence(capacities, "capacities");
-  const std::size_t count = nb::len(rows);
-  std::vector<planner::Rung> ladder(count);
-  for (std::size_t i = 0; i < count; ++i) {
-    ladder[i].rows = integerArgument(
-        rows[i], "capacities[" + std::to_string(i) + "]");
-    ladder[i].sequences = maxPacked;
-  }
-  if (!sequenceCapacities.is_none()) {
-    nb::sequence sequences = sequence(sequenceCapacities, "sequence_capacities");
-    if (nb::len(sequences) != count)
-      raiseArgument(PyExc_ValueError,
-                    "sequence_capacities has " +
-                        std::to_string(nb::len(sequences)) +
-                        " entries; the ladder has " + std::to_string(count) +
-                        " rungs");
-    for (std::size_t i = 0; i < count; ++i)
-      ladder[i].sequences = integerArgument(
-          sequences[i], "sequence_capacities[" + std::to_string(i) + "]");
-  }
-  if (planner::Status valid = planner::checkLadder(ladder); !valid)
-    raiseArgument(PyExc_ValueError, valid.message());
-  return ladder;
-}
-/// S3b from Python: (groups, cp_sizes, K) with groups and cp_sizes as
-/// nested lists and K the S2 cap the scheduler applied (None: none);
-/// thdc.planner's dynamic_cp_plan wraps them.
-nb::tuple plannerDynamicCpGroups(LengthsArg paddedLengths, IntArg C,
-                                 IntArg ranks, IntArg minCp,
-                                 OptionalIntArg maxPackedSequences,
-                                 bool alignmentSet, bool dummyTail,
-                                 OptionalIntArg microbatchGroupSize) {
-  const std::vector<int32_t> lengths =
-      lengthsArgument(paddedLengths, "padded_lengths");
-  reference::Expected<std::optional<int64_t>> cap =
-      reference::schedulerMaxRealNumSeqs(
-          optionalIntegerArgument(maxPackedSequences.object,
-                                  "max_packed_sequences"),
-          alignmentSet, dummyTail);
-  if (!cap)
-    throw nb::value_error(cap.error().c_str());
-  reference::Expected<reference::DynamicCpGroups> result =
-      reference::dynamicCpGroups(lengths, integerArgument(C.object, "C"),
-                                 integerArgument(ranks.object, "ranks"),
-                                 integerArgument(minCp.object, "min_cp_size"),
-                                 *cap,
-                                 optionalIntegerArgument(
-                                     microbatchGroupSize.object,
-                                     "microbatch_group_size_per_vp_stage")
-                                     .value_or(1));
-  if (!result)
-    throw nb::value_error(result.error().c_str());
-  return nb::make_tuple(nb::cast(result->groups), nb::cast(result->cpSizes),
-                        nb::cast(*cap));
-}
-
 } // namespace
 
 void thdc::python::populatePlannerBindings(nb::module_ &m) {
@@ -282,19 +217,6 @@ void thdc::python::populatePlannerBindings(nb::module_ &m) {
       "or 'first_fit_decreasing'. ValueError with the planner's message "
       "on bad settings, a negative length or a sequence longer than "
       "C*cp.");
-  planning.def(
-      "dynamic_cp_groups", &plannerDynamicCpGroups, nb::arg("padded_lengths"),
-      nb::arg("C"), nb::arg("ranks"), nb::arg("min_cp_size") = 1,
-      nb::arg("max_packed_sequences") = nb::none(),
-      nb::arg("alignment_set") = true, nb::arg("dummy_tail") = true,
-      nb::arg("microbatch_group_size_per_vp_stage") = nb::none(),
-      "S3b, the dynamic-CP scheduler over `ranks` DP x CP ranks, at most K "
-      "sequences per sub-group (S2's cap from max_packed_sequences), the "
-      "microbatch count a multiple of microbatch_group_size_per_vp_stage "
-      "(virtual pipeline stages; None or 1: any): "
-      "(groups, cp_sizes, K), groups[m][j] the ids rank j receives in "
-      "microbatch m and cp_sizes[m][j] its CP size. ValueError with the "
-      "reference's message.");
   planning.def(
       "microbatch_inputs", &plannerMicrobatchInputs, nb::arg("plan"),
       nb::arg("rank"), nb::arg("N"),
@@ -406,130 +328,4 @@ void thdc::python::populatePlannerBindings(nb::module_ &m) {
       nb::arg("use_runtime_count") = false,
       "S12: max(num_microbatches, upper_bound), or num_microbatches alone "
       "when the runtime count must be used.");
-  nb::class_<planner::LadderPlan>(
-      planning, "LadderPlan",
-      "A plan over a capacity ladder (docs/capacity-ladder.md): every pack "
-      "at the smallest rung that holds its tokens and its sequences.")
-      .def_ro("plan", &planner::LadderPlan::plan, "the packing (a Plan)")
-      .def_prop_ro("capacities",
-                   [](const planner::LadderPlan &p) {
-                     std::vector<int64_t> rows;
-                     for (const planner::Rung &r : p.ladder)
-                       rows.push_back(r.rows);
-                     return rows;
-                   },
-                   "the rungs' rows per CP rank, B")
-      .def_prop_ro("sequence_capacities",
-                   [](const planner::LadderPlan &p) {
-                     std::vector<std::optional<int64_t>> sequences;
-                     for (const planner::Rung &r : p.ladder)
-                       sequences.push_back(r.sequences);
-                     return sequences;
-                   },
-                   "the rungs' N (None: no cap)")
-      .def_ro("pack_rungs", &planner::LadderPlan::packRungs,
-              "the rung of every pack")
-      .def_ro("pack_rows", &planner::LadderPlan::packRows,
-              "the rows every pack occupies at its rung, B*cp")
-      .def_ro("pack_max_lengths", &planner::LadderPlan::packMaxLengths,
-              "the longest padded length of every pack (its tightest "
-              "max_seqlen)")
-      .def_prop_ro("tokens", &planner::LadderPlan::tokens,
-                   "padded tokens of the plan")
-      .def_prop_ro("rows", &planner::LadderPlan::rows,
-                   "rows of the plan at its rungs")
-      .def_prop_ro("padded_rows", &planner::LadderPlan::paddedRows,
-                   "rows - tokens: what the step pads")
-      .def_prop_ro("fill",
-                   [](const planner::LadderPlan &p) {
-                     return p.rows() ? double(p.tokens()) / double(p.rows())
-                                     : 1.0;
-                   },
-                   "tokens / rows (1.0 for an empty plan)")
-      .def_prop_ro("num_microbatches",
-                   [](const planner::LadderPlan &p) {
-                     return p.plan.numMicrobatches();
-                   })
-      .def(
-          "rung",
-          [](const planner::LadderPlan &p, IntArg m, IntArg rank) {
-            const int64_t microbatch = integerArgument(m.object, "microbatch",
-                                                       kInt64Range);
-            const int64_t r = integerArgument(rank.object, "rank", kInt64Range);
-            if (microbatch < 0 || microbatch >= p.plan.numMicrobatches() ||
-                r < 0 || r >= p.plan.dp * p.plan.cp)
-              throw nb::index_error(
-                  ("rung(" + std::to_string(microbatch) + ", " +
-                   std::to_string(r) + "): the plan has " +
-                   std::to_string(p.plan.numMicrobatches()) +
-                   " microbatches and dp*cp = " +
-                   std::to_string(p.plan.dp * p.plan.cp) + " ranks")
-                      .c_str());
-            return p.rung(microbatch, r);
-          },
-          nb::arg("microbatch"), nb::arg("rank"),
-          "the rung microbatch m runs at on DP x CP rank j = "
-          "dp_index*cp + cp_index")
-      .def("__len__", [](const planner::LadderPlan &p) {
-        return p.plan.numMicrobatches();
-      })
-      .def("__repr__", [](const planner::LadderPlan &p) {
-        return "LadderPlan(" + std::to_string(p.plan.numMicrobatches()) +
-               " microbatches, " + std::to_string(p.ladder.size()) +
-               " rungs, " + std::to_string(p.tokens()) + " tokens in " +
-               std::to_string(p.rows()) + " rows)";
-      });
-  planning.def(
-      "ladder_plan",
-      [](LengthsArg paddedLengths, nb::handle capacities, IntArg cp, IntArg dp,
-         OptionalIntArg maxPackedSequences, nb::handle sequenceCapacities,
-         bool alignmentSet, bool dummyTail, OptionalIntArg vppGroup) {
-        const std::vector<int32_t> lengths =
-            lengthsArgument(paddedLengths, "padded_lengths");
-        // C is the top rung's; 1 stands in until the ladder is read.
-        nb::int_ one(1);
-        planner::PlannerConfig config =
-            plannerConfig(IntArg{one}, cp, dp, maxPackedSequences,
-                          alignmentSet, dummyTail, vppGroup);
-        std::vector<planner::Rung> ladder = ladderArgument(
-            capacities, sequenceCapacities, config.maxPackedSequences);
-        return valueOrRaise(planner::ladderPlan(lengths, config, ladder));
-      },
-      nb::arg("padded_lengths"), nb::arg("capacities"), nb::arg("cp"),
-      nb::arg("dp") = 1, nb::arg("max_packed_sequences") = nb::none(),
-      nb::arg("sequence_capacities") = nb::none(),
-      nb::arg("alignment_set") = true, nb::arg("dummy_tail") = true,
-      nb::arg("vpp_group") = nb::none(),
-      "Plans the padded lengths over a capacity ladder: capacities B_1 < ... "
-      "< B_k rows per CP rank (the top one is C), sequence_capacities their "
-      "N (default: max_packed_sequences for every rung). Next-fit and the "
-      "balanced plan over the top rung, each pack at its smallest rung; the "
-      "plan with fewer rows is kept (ties: fewer microbatches, then "
-      "next-fit). Returns a LadderPlan.");
-  planning.def(
-      "assign_rungs",
-      [](const planner::MicrobatchPlan &plan, LengthsArg paddedLengths,
-         nb::handle capacities, OptionalIntArg maxPackedSequences,
-         nb::handle sequenceCapacities, bool alignmentSet, bool dummyTail) {
-        const std::vector<int32_t> lengths =
-            lengthsArgument(paddedLengths, "padded_lengths");
-        planner::PlannerConfig config;
-        config.cp = plan.cp;
-        config.dp = plan.dp;
-        config.maxPackedSequences = optionalIntegerArgument(
-            maxPackedSequences.object, "max_packed_sequences");
-        config.alignmentSet = alignmentSet;
-        config.dummyTail = dummyTail;
-        std::vector<planner::Rung> ladder = ladderArgument(
-            capacities, sequenceCapacities, config.maxPackedSequences);
-        return valueOrRaise(
-            planner::assignRungs(plan, lengths, ladder, config));
-      },
-      nb::arg("plan"), nb::arg("padded_lengths"), nb::arg("capacities"),
-      nb::arg("max_packed_sequences") = nb::none(),
-      nb::arg("sequence_capacities") = nb::none(),
-      nb::arg("alignment_set") = true, nb::arg("dummy_tail") = true,
-      "The smallest rung of the ladder for every pack of an existing plan "
-      "(the lengths it was planned from). ValueError naming a pack no rung "
-      "holds.");
 }

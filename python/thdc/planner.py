@@ -45,6 +45,16 @@ batches (also a command, `thdc-advise`):
                                  max_packed_sequences=64,
                                  sequence_capacities=[16, 32, 64])
     ladder.pack_rungs, ladder.fill, ladder.padded_rows
+
+The ladder's rules are the planner's own: `check_ladder` (rows
+non-decreasing, equal rows holding more sequences) and `rung_index` (the
+smallest rung that holds a microbatch's rows and sequences, the rung
+`assign_rungs` gives its pack).
+
+Dynamic CP (S3b): `dynamic_cp_plan` plans a global batch as the reference
+framework's dynamic-CP scheduler does and returns a `DynamicCpPlan` (the
+ids and CP size of every rank in every microbatch); `dynamic_cp_sizes` the
+CP sizes such a plan can use.
 """
 import argparse
 import dataclasses
@@ -67,7 +77,10 @@ graph_capture_count = _planner.graph_capture_count
 LadderPlan = _planner.LadderPlan
 ladder_plan = _planner.ladder_plan
 assign_rungs = _planner.assign_rungs
-
+check_ladder = _planner.check_ladder
+rung_index = _planner.rung_index
+DynamicCpPlan = _planner.DynamicCpPlan
+dynamic_cp_plan = _planner.dynamic_cp_plan
 
 
 def dynamic_cp_sizes(ranks: int, min_cp_size: int = 1, *,
@@ -101,126 +114,6 @@ def dynamic_cp_sizes(ranks: int, min_cp_size: int = 1, *,
         sizes = [s for s in sizes if rank - rank % s + s <= ranks]
     return tuple(sizes)
 
-
-@dataclasses.dataclass(frozen=True)
-class DynamicCpPlan:
-    """A global batch planned for dynamic CP (docs/semantics.md S3b): for
-    every microbatch m and DP x CP rank j, the sequence ids the rank
-    receives (`groups[m][j]`, every rank of a sub-group the same) and its CP
-    size (`cp_sizes[m][j]`). Rank j's sub-group is the block of cp_sizes[m][j]
-    ranks holding it (`sub_group`), its CP rank there j mod the size
-    (`local_rank`); the sub-group's padded tokens are at most C per rank."""
-
-    groups: Tuple[Tuple[Tuple[int, ...], ...], ...]
-    cp_sizes: Tuple[Tuple[int, ...], ...]
-    lengths: Tuple[int, ...]
-    C: int
-    dp: int
-    cp: int
-    min_cp_size: int
-    max_real_seqs: Optional[int]
-
-    @property
-    def ranks(self) -> int:
-        return self.dp * self.cp
-
-    @property
-    def num_microbatches(self) -> int:
-        return len(self.groups)
-
-    def __len__(self) -> int:
-        return len(self.groups)
-
-    @property
-    def sizes(self) -> Tuple[int, ...]:
-        """The CP sizes the plan uses, smallest first."""
-        return tuple(sorted({s for row in self.cp_sizes for s in row}))
-
-    def _check(self, microbatch: int, rank: int):
-        import thdc
-
-        m, j = thdc._check_int(microbatch, "microbatch"), thdc._check_int(rank, "rank")
-        if not 0 <= m < len(self.groups) or not 0 <= j < self.ranks:
-            raise IndexError(f"microbatch {m}, rank {j}: the plan has {len(self.groups)} "
-                             f"microbatches over {self.ranks} ranks")
-        return m, j
-
-    def local_rank(self, microbatch: int, rank: int) -> int:
-        """Rank j's CP rank in its sub-group of microbatch m."""
-        m, j = self._check(microbatch, rank)
-        return j % self.cp_sizes[m][j]
-
-    def sub_group(self, microbatch: int, rank: int) -> range:
-        """The DP x CP ranks of rank j's sub-group in microbatch m."""
-        m, j = self._check(microbatch, rank)
-        size = self.cp_sizes[m][j]
-        return range(j - j % size, j - j % size + size)
-
-    def tokens(self, microbatch: int, rank: int) -> int:
-        """The padded tokens of rank j's sub-group in microbatch m (all its
-        ranks; at most C times its size)."""
-        m, j = self._check(microbatch, rank)
-        return sum(self.lengths[i] for i in self.groups[m][j])
-
-    def microbatch_inputs(self, rank: int, N: int):
-        """(sample_ids, num_seqs, cp_sizes) for DP x CP rank `rank` and every
-        microbatch, as Plan's microbatch_inputs gives them: sample_ids int32
-        [num_microbatches, N-1] (the ids, then zeros), num_seqs int32
-        [num_microbatches], cp_sizes int32 [num_microbatches]. ValueError
-        when a microbatch has more than N-1 sequences."""
-        import numpy as np
-        import thdc
-
-        j = self._check(0, rank)[1] if self.groups else thdc._check_int(rank, "rank")
-        N = thdc._check_int(N, "N")
-        ids = np.zeros((len(self.groups), max(N - 1, 0)), dtype=np.int32)
-        counts = np.zeros(len(self.groups), dtype=np.int32)
-        for m, group in enumerate(self.groups):
-            if len(group[j]) > N - 1:
-                raise ValueError(f"microbatch {m} gives rank {j} {len(group[j])} sequences; "
-                                 f"N = {N} holds N-1 = {N - 1}")
-            ids[m, :len(group[j])] = group[j]
-            counts[m] = len(group[j])
-        sizes = np.array([row[j] for row in self.cp_sizes], dtype=np.int32)
-        return ids, counts, sizes
-
-
-def dynamic_cp_plan(padded_lengths, C: int, cp: int, dp: int = 1, *, min_cp_size: int = 1,
-                    max_packed_sequences: Optional[int] = None, alignment_set: bool = True,
-                    dummy_tail: bool = True,
-                    microbatch_group_size_per_vp_stage: Optional[int] = None
-                    ) -> DynamicCpPlan:
-    """Plans a global batch for dynamic CP over the dp*cp DP x CP ranks as
-    the reference framework's default dynamic-CP scheduler does (S3b): C =
-    max_seqlen_per_dp_cp_rank, the rows each rank holds; min_cp_size =
-    min_dynamic_context_parallel_size. With max_packed_sequences N, at most
-    K sequences per sub-group (S2: N-1 with an alignment and the dummy
-    tail), a bound the framework's scheduler does not apply. The padded
-    lengths should be aligned for dynamic CP (align_lengths(...,
-    dynamic_cp=True, dp=dp): multiples of 2*cp*dp), so that every sub-group
-    size can slice every sequence. microbatch_group_size_per_vp_stage: with
-    virtual pipeline stages the config field of that name (None without
-    them, as the framework passes its scheduler, data_schedule.py:536-541 on
-    dev: megatron-core sets the field to the pipeline size even without
-    VPP, model_parallel_config.py:600-601); above 1 the microbatch count is
-    made a multiple of it, as the framework does, by splitting microbatches
-    and widening their sub-groups (S3b). ValueError with the scheduler's
-    message."""
-    import numpy as np
-    import thdc
-
-    C, cp, dp = (thdc._check_int(v, n) for v, n in ((C, "C"), (cp, "cp"), (dp, "dp")))
-    if cp < 1 or dp < 1:
-        raise ValueError(f"cp and dp must be >= 1; got cp={cp}, dp={dp}")
-    groups, sizes, cap = _planner.dynamic_cp_groups(
-        padded_lengths, C, dp * cp, min_cp_size, max_packed_sequences, alignment_set,
-        dummy_tail, microbatch_group_size_per_vp_stage)
-    return DynamicCpPlan(
-        groups=tuple(tuple(tuple(r) for r in g) for g in groups),
-        cp_sizes=tuple(tuple(r) for r in sizes),
-        lengths=tuple(int(v) for v in np.asarray(padded_lengths).reshape(-1)),
-        C=C, dp=dp, cp=cp, min_cp_size=thdc._check_int(min_cp_size, "min_cp_size"),
-        max_real_seqs=cap)
 
 def _round_up(value: int, multiple: int) -> int:
     return -(-value // multiple) * multiple
@@ -594,6 +487,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 __all__ = [
     "Advice",
+    "DynamicCpPlan",
     "LOW_PRECISION_MULTIPLES",
     "check_capacity",
     "capacity_multiple",
@@ -601,6 +495,9 @@ __all__ = [
     "Plan",
     "advise",
     "assign_rungs",
+    "check_ladder",
+    "dynamic_cp_plan",
+    "dynamic_cp_sizes",
     "even_ladder",
     "ladder_plan",
     "align_lengths",
@@ -609,6 +506,7 @@ __all__ = [
     "microbatch_inputs",
     "pad_granularity",
     "plan",
+    "rung_index",
 ]
 
 

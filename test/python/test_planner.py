@@ -404,6 +404,106 @@ def test_ladder_errors_name_the_rung():
         planner.ladder_plan(EXAMPLE, 4, 2)
 
 
+def test_check_ladder_states_the_planners_rules():
+    """check_ladder is the planner's checkLadder: rows >= 1 and
+    non-decreasing, sequence capacities all None or all >= 1 and
+    non-decreasing, rungs of equal rows holding more sequences."""
+    assert planner.check_ladder([2, 4, 4], [8, 16, 32]) is None
+    assert planner.check_ladder((2, 4), None) is None
+    assert planner.check_ladder(np.array([2, 4]), np.array([4, 4])) is None
+    for capacities, sequences, message in [
+        ([], None, "at least one rung"),
+        ([4, 2], [4, 4], "rung 1 has 2 rows, fewer than rung 0's 4"),
+        ([0, 4], [4, 4], "rung 0 has 0 rows"),
+        ([2, 4], [8, 4], "rung 1 holds 4 sequences, fewer than rung 0's 8"),
+        ([4, 4], [8, 8], "rung 1 has the 4 rows of rung 0 and no more sequences"),
+        ([4, 4], None, "rung 1 has the rows of rung 0 and no sequence capacity"),
+        ([2, 4], [0, 4], "rung 0 has sequence capacity 0"),
+        ([2, 4], [4], "sequence_capacities has 1 entries; the ladder has 2 rungs"),
+    ]:
+        with pytest.raises(ValueError, match=re.escape(message)):
+            planner.check_ladder(capacities, sequences)
+    with pytest.raises(TypeError, match=r"capacities\[1\] must be an int; got float"):
+        planner.check_ladder([2, 4.0], None)
+    with pytest.raises(TypeError, match="sequence_capacities must be a sequence of ints"):
+        planner.check_ladder([2, 4], 8)
+
+
+def test_rung_index_is_the_rung_assign_rungs_gives():
+    """rung_index: the smallest rung with B*cp >= rows and the S2 cap of its
+    N (N-1 with an alignment and the dummy tail) >= seqs; the rung
+    assign_rungs gives every pack."""
+    capacities, sequences = [2, 3, 4], [4, 4, 4]
+    assert planner.rung_index(capacities, sequences, 4, 3, cp=2) == 0
+    assert planner.rung_index(capacities, sequences, 6, 3, 2) == 1
+    assert planner.rung_index(capacities, sequences, 7, 1, cp=2) == 2
+    assert planner.rung_index(capacities, sequences, 3, 1) == 1  # cp 1: B >= 3
+    assert planner.rung_index(capacities, sequences, 0, 0) == 0
+    # The dummy's slot is kept even when the rows are full; without the
+    # dummy tail N sequences fit, and without N any number.
+    with pytest.raises(ValueError, match="no rung holds 8 rows and 4 sequences at CP size 2: "
+                                         "the top rung holds 8 rows and 3 sequences"):
+        planner.rung_index(capacities, sequences, 8, 4, cp=2)
+    assert planner.rung_index(capacities, sequences, 8, 4, cp=2, dummy_tail=False) == 2
+    assert planner.rung_index([2, 4], None, 5, 1000, cp=2) == 1
+    # Equal rows, more sequences.
+    assert planner.rung_index([4, 4, 8], [3, 6, 8], 8, 5, cp=2) == 1
+    lengths = [3, 1, 6, 7, 2, 5, 5, 1, 1, 1, 8]
+    plan = planner.plan(lengths, 4, 2, max_packed_sequences=4)
+    ladder = planner.assign_rungs(plan, lengths, [2, 3, 4], max_packed_sequences=4,
+                                  sequence_capacities=[3, 4, 4])
+    assert ladder.pack_rungs == [planner.rung_index([2, 3, 4], [3, 4, 4], tokens, len(pack), 2)
+                                 for tokens, pack in zip(plan.pack_tokens, plan.packs)]
+
+
+@pytest.mark.parametrize("args, kwargs, error, message", [
+    (([2, 4], [4, 4], 9, 1), dict(cp=2), ValueError,
+     "no rung holds 9 rows and 1 sequences at CP size 2"),
+    (([2, 4], None, 9, 1), dict(cp=2), ValueError,
+     "the top rung holds 8 rows and any number of sequences"),
+    (([4, 2], [4, 4], 1, 1), {}, ValueError, "rows must not decrease"),
+    (([2, 4], [4, 4], -1, 1), {}, ValueError, "rows and sequences must be >= 0; got -1, 1"),
+    (([2, 4], [4, 4], 1, -1), {}, ValueError, "must be >= 0"),
+    (([2, 4], [4, 4], 1, 1), dict(cp=0), ValueError, "cp = 0 must be >= 1"),
+    (([1, 2], [1, 4], 1, 0), {}, ValueError, "rung of 1 rows: "),
+    (([2, 4], [4, 4], 1.0, 1), {}, TypeError, "rows must be an int; got float"),
+    (([2, 4], [4, 4], 1, True), {}, TypeError, "seqs must be an int; got bool"),
+    (([2, 4], [4, 4], 1, 1), dict(cp="2"), TypeError, "cp must be an int; got str"),
+])
+def test_rung_index_errors(args, kwargs, error, message):
+    with pytest.raises(error, match=re.escape(message)):
+        planner.rung_index(*args, **kwargs)
+
+
+def test_dynamic_cp_plan_is_the_planners_and_read_only():
+    """DynamicCpPlan is the C++ planner's: its tables are tuples, its
+    accessors check their indices, and nothing of it can be set."""
+    plan = planner.dynamic_cp_plan([3000, 1000, 500, 200, 100], 1024, cp=2, dp=2)
+    assert isinstance(plan, planner.DynamicCpPlan)
+    assert plan.groups == (((0, 1),) * 4, ((2,), (2,), (3, 4), (3, 4)))
+    assert plan.lengths == (3000, 1000, 500, 200, 100)
+    assert (plan.C, plan.dp, plan.cp, plan.ranks, plan.min_cp_size) == (1024, 2, 2, 4, 1)
+    assert plan.max_real_seqs is None and plan.num_microbatches == len(plan) == 2
+    assert plan.tokens(1, 2) == 300 and plan.sub_group(0, 1) == range(0, 4)
+    assert "2 microbatches over 4 ranks" in repr(plan)
+    for name in ("groups", "cp_sizes", "C", "max_real_seqs"):
+        with pytest.raises(AttributeError):
+            setattr(plan, name, None)
+    with pytest.raises(IndexError, match="microbatch 0, rank 4: the plan has 2 microbatches"):
+        plan.tokens(0, 4)
+    with pytest.raises(IndexError, match="rank -1: the plan has 2 microbatches over 4 ranks"):
+        plan.microbatch_inputs(-1, N=4)
+    with pytest.raises(TypeError, match="microbatch must be an int; got float"):
+        plan.local_rank(0.0, 0)
+    with pytest.raises(TypeError, match="C must be an int; got float"):
+        planner.dynamic_cp_plan([5], 1024.0, 1)
+    with pytest.raises(TypeError):
+        planner.dynamic_cp_plan([5], 1024, 1, 1, 1)  # min_cp_size is keyword-only
+    ids, counts, sizes = plan.microbatch_inputs(0, N=3)
+    assert ids.dtype == counts.dtype == sizes.dtype == np.int32
+    assert ids.shape == (2, 2) and ids.tolist() == [[0, 1], [2, 0]]
+
+
 def test_even_ladder():
     assert planner.even_ladder(1024, 4, 128) == [256, 512, 768, 1024]
     assert planner.even_ladder(1000, 3) == [334, 667, 1000]

@@ -910,10 +910,64 @@ TEST(PlannerLadder, BadLaddersAndUnfitPacksAreNamed) {
                            config),
                "every rung one or none");
   EXPECT_ERROR(assignRungs(plan, kExample, rungs({2, 3}, {3, 3}), config),
-               "pack 0 (8 tokens, 2 sequences) fits no rung");
+               "pack 0 fits no rung: no rung holds 8 rows and 2 sequences at "
+               "CP size 2: the top rung holds 6 rows and 3 sequences");
   EXPECT_ERROR(assignRungs(plan, kExample, rungs({2, 4}, {3, 3}),
                            capConfig(4, 1, 1, 3)),
                "not the config's cp 1");
+}
+
+TEST(PlannerLadder, GoldenRungIndex) {
+  // Rows {2, 3, 4}, N 4 each (K = 3 with an alignment and the dummy tail),
+  // cp 2: rungs of 4, 6 and 8 rows.
+  const std::vector<Rung> ladder = rungs({2, 3, 4}, {4, 4, 4});
+  const PlannerConfig config = makeConfig(4, 2, 1, 4, true, true);
+  auto index = [&](int64_t rows, int64_t sequences) {
+    return rungIndex(ladder, rows, sequences, config);
+  };
+  EXPECT_EQ(*index(0, 0), 0);
+  EXPECT_EQ(*index(4, 3), 0);
+  EXPECT_EQ(*index(5, 1), 1);
+  EXPECT_EQ(*index(6, 3), 1);
+  EXPECT_EQ(*index(7, 1), 2);
+  EXPECT_EQ(*index(8, 3), 2);
+  EXPECT_ERROR(index(9, 1), "no rung holds 9 rows and 1 sequences at CP size "
+                            "2: the top rung holds 8 rows and 3 sequences");
+  // N sequences need a rung of more N under the dummy policy, even when
+  // they fill its rows: the dummy's slot is kept (the S2 cap).
+  EXPECT_ERROR(index(8, 4), "no rung holds 8 rows and 4 sequences");
+  // Without the dummy tail the cap is N; without N there is none.
+  PlannerConfig noDummy = config;
+  noDummy.dummyTail = false;
+  EXPECT_EQ(*rungIndex(ladder, 4, 4, noDummy), 0);
+  EXPECT_EQ(*rungIndex(rungs({2, 4}, {std::nullopt, std::nullopt}), 5, 1000,
+                       config),
+            1);
+  EXPECT_ERROR(rungIndex(rungs({2, 4}, {std::nullopt, std::nullopt}), 9, 1,
+                         config),
+               "the top rung holds 8 rows and any number of sequences");
+  // Equal rows, more sequences: the second rung of 4 rows holds 5.
+  const std::vector<Rung> equal = rungs({4, 4, 8}, {3, 6, 8});
+  EXPECT_EQ(*rungIndex(equal, 8, 2, config), 0);
+  EXPECT_EQ(*rungIndex(equal, 8, 5, config), 1);
+  EXPECT_EQ(*rungIndex(equal, 9, 2, config), 2);
+}
+
+TEST(PlannerLadder, RungIndexErrors) {
+  const PlannerConfig config = makeConfig(4, 2, 1, 4, true, true);
+  const std::vector<Rung> ladder = rungs({2, 4}, {4, 4});
+  EXPECT_ERROR(rungIndex({}, 1, 1, config), "at least one rung");
+  EXPECT_ERROR(rungIndex(rungs({4, 2}, {4, 4}), 1, 1, config),
+               "rows must not decrease");
+  EXPECT_ERROR(rungIndex(ladder, -1, 1, config),
+               "rows and sequences must be >= 0; got -1, 1");
+  EXPECT_ERROR(rungIndex(ladder, 1, -1, config), "must be >= 0");
+  EXPECT_ERROR(rungIndex(ladder, 1, 1, makeConfig(4, 0, 1, 4, true, true)),
+               "cp = 0 must be >= 1");
+  EXPECT_ERROR(rungIndex(rungs({1, 2}, {1, 4}), 1, 0, config),
+               "rung of 1 rows: ");
+  EXPECT_ERROR(rungIndex(rungs({int64_t(1) << 62}, {4}), 1, 1, config),
+               "overflows int64");
 }
 
 TEST(PlannerLadder, RandomizedPlansUseTheSmallestRungAndNoMoreMicrobatches) {
