@@ -62,6 +62,7 @@ import math
 import sys
 from typing import List, Optional, Sequence, Tuple
 
+from ._checks import _check_int
 from ._thdc import planner as _planner
 
 Plan = _planner.Plan
@@ -97,10 +98,8 @@ def dynamic_cp_sizes(ranks: int, min_cp_size: int = 1, *,
     only the sizes whose block of ranks holding it is whole (the last block
     of a size can be short: that rank never gets the size);
     GraphStep(cp_sizes=...) takes these."""
-    import thdc
-
-    ranks = thdc._check_int(ranks, "ranks")
-    min_cp_size = thdc._check_int(min_cp_size, "min_cp_size")
+    ranks = _check_int(ranks, "ranks")
+    min_cp_size = _check_int(min_cp_size, "min_cp_size")
     if ranks < 1 or min_cp_size < 1 or min_cp_size & (min_cp_size - 1) or min_cp_size > ranks:
         raise ValueError(f"ranks must be >= 1 and min_cp_size a power of two in [1, ranks]; "
                          f"got ranks={ranks}, min_cp_size={min_cp_size}")
@@ -108,7 +107,7 @@ def dynamic_cp_sizes(ranks: int, min_cp_size: int = 1, *,
     sizes = [1 << i for i in range(ranks.bit_length() - 1) if min_cp_size <= 1 << i]
     sizes.append(ranks)
     if rank is not None:
-        rank = thdc._check_int(rank, "rank")
+        rank = _check_int(rank, "rank")
         if not 0 <= rank < ranks:
             raise ValueError(f"rank must be in [0, {ranks}); got {rank}")
         sizes = [s for s in sizes if rank - rank % s + s <= ranks]
@@ -199,15 +198,13 @@ MAX_RUNGS = 64
 def _check_advise_arguments(*, cp, dp, tp, C, N, multiple, max_rungs, tolerance, block,
                             rungs) -> None:
     """ValueError naming the first argument of advise out of its range."""
-    import thdc
-
     for name, value, low in (("cp", cp, 1), ("dp", dp, 1), ("tp", tp, 1),
                              ("multiple", multiple, 1), ("block", block, 1),
                              ("max_rungs", max_rungs, 1)):
-        if thdc._check_int(value, name) < low:
+        if _check_int(value, name) < low:
             raise ValueError(f"{name} must be >= {low}; got {value}")
     for name, value, low in (("C", C, 1), ("N", N, 2), ("rungs", rungs, 1)):
-        if value is not None and thdc._check_int(value, name) < low:
+        if value is not None and _check_int(value, name) < low:
             raise ValueError(f"{name} must be >= {low}; got {value}")
     for name, value in (("max_rungs", max_rungs), ("rungs", rungs)):
         if value is not None and value > MAX_RUNGS:
@@ -431,7 +428,7 @@ def _recipe(text: Optional[str]):
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """thdc-advise: a capacity ladder for the global batches in a file."""
-    from . import __version__
+    from ._version import __version__
 
     parser = argparse.ArgumentParser(
         prog="thdc-advise",

@@ -1,0 +1,2 @@
+"""A face: it re-exports."""
+from .a import f  # noqa: F401

@@ -1,0 +1,5 @@
+from .b import g
+
+
+def f():
+    return g()

@@ -1,0 +1,1 @@
+from . import f  # the face: a defect
