@@ -167,16 +167,16 @@ def test_rungs_share_the_buffer_without_leaking(make_step):
 
 
 def test_ladder_options_are_checked_by_name(make_step):
-    with pytest.raises(ValueError, match="capacities must not decrease"):
+    with pytest.raises(ValueError, match="the rungs' rows must not decrease"):
         make_step(capacities=(32, 16, 48))
-    with pytest.raises(ValueError, match="a rung of equal C must hold more sequences"):
+    with pytest.raises(ValueError, match="a rung of equal rows must hold more"):
         make_step(capacities=(16, 48, 48), sequences=(4, 9, 9))
     two = make_step(capacities=(16, 48, 48), sequences=(4, 6, 9))
     assert two.rung_index(40, 5) == 1 and two.rung_index(40, 6) == 2
     assert two.rung(1).packed_seq_params.cu_seqlens_q.shape == (7,)
     with pytest.raises(ValueError, match="top rung is the step's C = 48"):
         thdc.megatron.GraphStep(48, 9, 2, 0, device="cpu", capacities=(16, 32))
-    with pytest.raises(ValueError, match="sequence_capacities must not decrease"):
+    with pytest.raises(ValueError, match="a rung with more rows must hold at least as many sequences"):
         make_step(sequences=(6, 4, 9))
     with pytest.raises(ValueError, match="sequence_capacities has 2 entries"):
         make_step(sequences=(4, 9))

@@ -19,16 +19,21 @@ CP_MODES = stages.CP_MODES
 
 def _holds(rows: int, seqs: int, capacity: int, N: int) -> bool:
     """Whether a step of `capacity` rows (C*cp) and N cu entries past the
-    first holds a microbatch of `rows` rows and `seqs` sequences: N-1 and
-    the dummy over a tail, or N filling every row (thd.validate's
-    tail_slot, docs/semantics.md)."""
+    first can take a microbatch of `rows` rows and `seqs` sequences without
+    emptying it: N-1 and the dummy over a tail, or N filling every row
+    (thd.validate's tail_slot, docs/semantics.md). The step's own limit,
+    which exact_rows checks its figures against; which rung of a ladder a
+    microbatch goes to is the planner's rule (thdc.planner.rung_index)."""
     return rows <= capacity and (seqs <= N - 1 or (seqs == N and rows == capacity))
 
 
 def _check_ladder(capacities, sequence_capacities, C: int, N: int):
     """The ladder's rows per CP rank and sequence capacities as tuples of
-    ints, the top rung (C, N): ValueError or TypeError naming what is wrong
-    (docs/capacity-ladder.md)."""
+    ints, the top rung (C, N): TypeError or ValueError naming what is wrong.
+    The ladder's own rules (rows non-decreasing, sequences non-decreasing,
+    equal rows holding more sequences) are the planner's, stated once in
+    planner/Planner.h (checkLadder, thdc.planner.check_ladder); here what
+    the step adds: one N per rung, the top rung the step's (C, N)."""
     def ints(values, name):
         if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
             raise TypeError(f"{name} must be a sequence of ints; got {type(values).__name__}")
@@ -37,12 +42,6 @@ def _check_ladder(capacities, sequence_capacities, C: int, N: int):
     rows = (C,) if capacities is None else ints(capacities, "capacities")
     if not rows:
         raise ValueError("capacities must name at least one rung (the top one is C)")
-    for i in range(1, len(rows)):
-        if rows[i] < rows[i - 1]:
-            raise ValueError(f"capacities must not decrease; got {list(rows)}")
-    if rows[-1] != C:
-        raise ValueError(f"the ladder's top rung is the step's C = {C}; capacities ends "
-                         f"at {rows[-1]}")
     if sequence_capacities is None:
         seqs = (N,) * len(rows)
     else:
@@ -50,14 +49,15 @@ def _check_ladder(capacities, sequence_capacities, C: int, N: int):
         if len(seqs) != len(rows):
             raise ValueError(f"sequence_capacities has {len(seqs)} entries; capacities has "
                              f"{len(rows)} rungs")
-        for i in range(1, len(seqs)):
-            if seqs[i] < seqs[i - 1]:
-                raise ValueError(f"sequence_capacities must not decrease (a rung with more "
-                                 f"rows holds at least as many sequences); got {list(seqs)}")
-    for i in range(1, len(rows)):
-        if rows[i] == rows[i - 1] and seqs[i] <= seqs[i - 1]:
-            raise ValueError(f"rungs {i - 1} and {i} have C = {rows[i]} and N = {seqs[i - 1]}, "
-                             f"{seqs[i]}: a rung of equal C must hold more sequences")
+    try:
+        if len(rows) > 1:  # one rung has nothing to order; its C and N are checked as the step's
+            planner.check_ladder(rows, seqs)
+    except ValueError as error:
+        raise ValueError(f"capacities={list(rows)}, sequence_capacities={list(seqs)}: "
+                         f"{error}") from None
+    if rows[-1] != C:
+        raise ValueError(f"the ladder's top rung is the step's C = {C}; capacities ends "
+                         f"at {rows[-1]}")
     if seqs[-1] != N:
         raise ValueError(f"the ladder's top rung is the step's N = {N}; "
                          f"sequence_capacities ends at {seqs[-1]}")

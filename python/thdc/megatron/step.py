@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import Optional
 
-from .. import _kernel, stages
+from .. import _kernel, planner, stages
 from .._checks import _check_int, _import_torch
 from .._kernel import log
 from ._buffers import _check_memory, _step_bytes
 from ._delegate import Delegated
-from .options import StepOptions, _holds
+from .options import StepOptions
 from .slot import StepSlot
 
 torch = _import_torch("thdc.megatron")
@@ -232,19 +232,16 @@ class GraphStep:
         """The smallest rung that holds a microbatch of num_rows packed rows
         (all CP ranks of its sub-group: cu_seqlens_padded[num_seqs]) and
         num_seqs sequences at CP size cp_size (default: cp), from host
-        figures (the plan's; thdc.planner.ladder_plan gives the same rung);
-        ValueError when none does."""
+        figures (the plan's): the planner's rule (thdc.planner.rung_index,
+        planner/Planner.h rungIndex), so thdc.planner.ladder_plan gives
+        every pack the same rung; ValueError when none does."""
         num_rows = _check_int(num_rows, "num_rows")
         num_seqs = _check_int(num_seqs, "num_seqs")
         if num_rows < 0 or num_seqs < 0:
             raise ValueError(f"num_rows and num_seqs must be >= 0; got {num_rows}, {num_seqs}")
         cp = self._check_size(cp_size)
-        for i, (B, N) in enumerate(self.config.rungs):  # smallest C, then smallest N
-            if _holds(num_rows, num_seqs, B * cp, N):
-                return i
-        raise ValueError(f"no rung holds {num_rows} rows and {num_seqs} sequences at CP size "
-                         f"{cp}: the top rung holds {self.C * cp} rows and {self.N - 1} "
-                         f"sequences")
+        return planner.rung_index(self.capacities, self.sequence_capacities, num_rows,
+                                  num_seqs, cp)
 
     def _check_size(self, cp_size) -> int:
         """A CP size of the step (default: cp), checked."""
