@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "planner/DynamicCp.h"
+#include "planner/Detail.h"
 
 #include "reference/CheckedArithmetic.h"
 
@@ -14,20 +15,14 @@
 #include <cassert>
 #include <limits>
 #include <set>
-#include <sstream>
 #include <string>
 
 using namespace thdc;
 using namespace thdc::planner;
+using thdc::planner::detail::concat;
 
 namespace {
 
-/// Streams all arguments into one string (error messages).
-template <typename... Args> std::string concat(const Args &...args) {
-  std::ostringstream stream;
-  (stream << ... << args);
-  return stream.str();
-}
 
 /// "none" or the cap, for messages.
 std::string capText(const std::optional<int64_t> &cap) {
@@ -244,46 +239,22 @@ Status thdc::planner::checkDynamicCpPlan(const DynamicCpPlan &plan,
 Result<DynamicCpInputs>
 thdc::planner::microbatchInputs(const DynamicCpPlan &plan, int64_t rank,
                                 int64_t maxPackedSequences) {
-  if (maxPackedSequences < 2)
-    return Status::error(
-        concat("thd_max_packed_sequences N = ", maxPackedSequences,
-               " must be >= 2: sample_ids has N-1 entries and one of the N "
-               "slots is the dummy sequence's"));
-  if (maxPackedSequences > std::numeric_limits<int32_t>::max())
-    return Status::error(
-        concat("thd_max_packed_sequences N = ", maxPackedSequences,
-               " is outside the int32 range of the pipeline's N"));
-  const std::optional<int64_t> ranks = reference::checkedMul(plan.dp, plan.cp);
-  if (!ranks)
-    return Status::error(concat("the plan's dp*cp = ", plan.dp, "*", plan.cp,
-                                " overflows int64"));
-  if (rank < 0 || rank >= *ranks)
-    return Status::error(concat("rank ", rank, " is outside [0, dp*cp = ",
-                                plan.dp, "*", plan.cp, " = ", *ranks, ")"));
   DynamicCpInputs inputs;
-  inputs.slots = maxPackedSequences - 1;
-  const std::optional<int64_t> entries =
-      reference::checkedMul(plan.numMicrobatches(), inputs.slots);
-  if (!entries || uint64_t(*entries) > inputs.sampleIds.max_size())
-    return Status::error(concat("sample_ids of ", plan.numMicrobatches(),
-                                " microbatches * (N-1 = ", inputs.slots,
-                                ") entries is more than a buffer can hold"));
-  inputs.sampleIds.assign(std::size_t(*entries), 0);
+  Result<int64_t> ranks = detail::startInputs(
+      inputs, plan.dp, plan.cp, rank, maxPackedSequences,
+      plan.numMicrobatches());
+  if (!ranks)
+    return ranks.status();
   for (std::size_t m = 0; m < plan.groups.size(); ++m) {
     if (int64_t(plan.groups[m].size()) != *ranks ||
         m >= plan.cpSizes.size() || int64_t(plan.cpSizes[m].size()) != *ranks)
       return Status::error(concat("microbatch ", m, " has ",
                                   plan.groups[m].size(), " groups, or its CP "
                                   "sizes are not dp*cp = ", *ranks));
-    const Pack &ids = plan.groups[m][std::size_t(rank)];
-    if (int64_t(ids.size()) > inputs.slots)
-      return Status::error(concat("microbatch ", m, " gives rank ", rank, " ",
-                                  ids.size(), " sequences; N = ",
-                                  maxPackedSequences, " holds N-1 = ",
-                                  inputs.slots));
-    std::copy(ids.begin(), ids.end(),
-              inputs.sampleIds.begin() + m * std::size_t(inputs.slots));
-    inputs.numSeqs.push_back(int32_t(ids.size()));
+    if (Status status = detail::appendPack(
+            inputs, m, plan.groups[m][std::size_t(rank)], rank);
+        !status)
+      return status;
     inputs.cpSizes.push_back(plan.cpSizes[m][std::size_t(rank)]);
   }
   return inputs;

@@ -163,7 +163,7 @@ def test_scheduler_inputs_and_sizes():
     assert ids.tolist() == [[0, 1, 0], [3, 4, 0]]
     assert counts.tolist() == [2, 2] and sizes.tolist() == [4, 2]
     assert plan.local_rank(1, 3) == 1 and plan.sub_group(1, 3) == range(2, 4)
-    with pytest.raises(ValueError, match="microbatch 0 gives rank 3 2 sequences"):
+    with pytest.raises(ValueError, match="microbatch 0 has 2 sequences on rank 3, more than N-1"):
         plan.microbatch_inputs(3, N=2)
     with pytest.raises(IndexError, match="2 microbatches over 4 ranks"):
         plan.local_rank(2, 0)

@@ -195,7 +195,7 @@ TEST(DynamicCpInputs, GoldenRunningExample) {
 TEST(DynamicCpInputs, Errors) {
   const DynamicCpPlan plan = planOrFail(kExample, dcpConfig(1024, 4));
   EXPECT_ERROR(microbatchInputs(plan, 3, 2),
-               "microbatch 0 gives rank 3 2 sequences; N = 2 holds N-1 = 1");
+               "microbatch 0 has 2 sequences on rank 3, more than N-1 = 1");
   EXPECT_ERROR(microbatchInputs(plan, 0, 1), "N = 1 must be >= 2");
   EXPECT_ERROR(microbatchInputs(plan, 4, 4), "rank 4 is outside [0, dp*cp");
   EXPECT_ERROR(microbatchInputs(plan, -1, 4), "rank -1 is outside");
