@@ -2,7 +2,8 @@
 or when a module imports a face: the __init__.py of a package that holds it,
 which only re-exports (a submodule takes each name from the module that
 defines it). Every import counts, those inside functions too: a lazy import
-closes a circle as surely, only later.
+closes a circle as surely, only later. Only those under `if TYPE_CHECKING:`
+do not: they never run.
 
 A module points to the module an import names: `from . import x` and
 `from .x import y` point to x (to x.y where that is a module), `import a.b`
@@ -52,7 +53,21 @@ def imports_of(module: str, path: str, known: dict) -> list:
             name = name.rpartition(".")[0]
         return name or None
 
-    for node in ast.walk(tree):
+    def type_checking(node) -> bool:
+        test = node.test
+        return isinstance(node, ast.If) and (
+            (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING")
+            or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"))
+
+    def walk(node):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and type_checking(child):
+                yield from (n for other in child.orelse for n in ast.walk(other))
+                continue
+            yield child
+            yield from walk(child)
+
+    for node in walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 target = longest_known(alias.name)

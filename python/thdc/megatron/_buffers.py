@@ -4,11 +4,14 @@ the refusal before allocating more than there is), the sequence-parallel
 shard of a [1, C] view."""
 from __future__ import annotations
 
-from typing import Tuple
+from typing import TYPE_CHECKING, Tuple
 
 from .._checks import _import_torch
 from .._kernel import STATUS_BITS
 from .options import STAGES
+
+if TYPE_CHECKING:
+    from .step import GraphStep
 
 torch = _import_torch("thdc.megatron")
 

@@ -5,7 +5,7 @@ batch and PackedSeqParams that view it)."""
 from __future__ import annotations
 
 from types import SimpleNamespace
-from typing import Optional, Tuple
+from typing import TYPE_CHECKING, Optional, Tuple
 
 from .. import planner
 from .._checks import _check_int, _import_torch
@@ -17,6 +17,10 @@ from ._delegate import Delegated
 from .loader import InputLoader, _refuse_unknown
 from .options import _holds
 from .packed_seq_params import make_packed_seq_params
+
+if TYPE_CHECKING:
+    from .packed_seq_params import _FallbackPackedSeqParams as PackedSeqParams
+    from .step import GraphStep
 
 torch = _import_torch("thdc.megatron")
 
