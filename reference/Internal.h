@@ -11,7 +11,7 @@
 #define THDC_REFERENCE_INTERNAL_H
 
 #include "reference/CheckedArithmetic.h"
-#include "reference/Reference.h"
+#include "reference/Expected.h"
 
 #include <cstdint>
 #include <limits>
@@ -23,6 +23,11 @@
 
 namespace thdc {
 namespace reference {
+
+// The graph step's types (reference/GraphStep.h), for graphStepOnPrefix.
+struct GraphStepInput;
+struct GraphStepOutput;
+
 namespace internal {
 
 constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();

@@ -9,6 +9,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "reference/Scheduling.h"
+#include "reference/DynamicCp.h"
 #include "reference/Internal.h"
 
 #include <algorithm>
