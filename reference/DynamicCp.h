@@ -1,7 +1,8 @@
 //===- DynamicCp.h - S3b dynamic-CP scheduling ------------------*- C++ -*-===//
 //
 // Section S3b of docs/semantics.md: the dynamic-CP scheduler and its
-// alignment to virtual pipeline stages. Defined in reference/Scheduling.cpp.
+// alignment to virtual pipeline stages. Defined in reference/DynamicCp.cpp
+// and reference/DynamicCpAlignment.cpp.
 //
 //===----------------------------------------------------------------------===//
 
