@@ -1,9 +1,9 @@
 //===- THDInterfaces.td - what every thd step answers ------*- tablegen -*-===//
 //
 // The questions the passes ask of a step, answered by the step itself next to
-// its verifier (dialect/THDOps.cpp). Every op of the dialect that is a step
-// declares the interface through `THD_Op`, so a new step that does not answer
-// them does not link.
+// its verifier (dialect/ops/, one file per family). Every op of the dialect
+// that is a step declares the interface through `THD_Op`, so a new step that
+// does not answer them does not link.
 //
 //===----------------------------------------------------------------------===//
 

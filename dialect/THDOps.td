@@ -14,8 +14,9 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/Interfaces/ControlFlowInterfaces.td"
 include "dialect/THDInterfaces.td"
 
-// Every step answers the interface's questions in dialect/THDOps.cpp, beside
-// its verifier; its element lowering is in codegen/lowering/.
+// Every step answers the interface's questions in the file of its family in
+// dialect/ops/, beside its verifier; its element lowering is in
+// codegen/lowering/.
 class THD_Op<string mnemonic, list<Trait> traits = []>
     : Op<THD_Dialect, mnemonic,
          !listconcat(traits, [Pure, DeclareOpInterfaceMethods<THD_StepOpInterface>])> {

@@ -8,6 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "reference/Alignment.h"
+#include "reference/Common.h"
 #include "reference/Internal.h"
 
 #include <algorithm>

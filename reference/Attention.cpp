@@ -1,12 +1,13 @@
 //===- Attention.cpp - S14 attention-side semantics -----------------------===//
 //
 // Section S14 of docs/semantics.md: the half read of a CP-local buffer
-// (readHalfRows; the template readHalf lives in Reference.h) and the
+// (readHalfRows; the template readHalf lives in Attention.h) and the
 // log-sum-exp merge of partial attention results (lseMerge,
 // correctOutput).
 //
 //===----------------------------------------------------------------------===//
 
+#include "reference/Attention.h"
 #include "reference/Internal.h"
 
 #include <algorithm>

@@ -35,7 +35,7 @@ inline std::optional<int64_t> checkedAdd(int64_t a, int64_t b) {
   return sum;
 }
 
-/// ceil(value / multiple) * multiple (roundUp in Reference.h), or nullopt
+/// ceil(value / multiple) * multiple (roundUp in Common.h), or nullopt
 /// when it does not fit int64. Requires multiple > 0.
 inline std::optional<int64_t> checkedRoundUp(int64_t value, int64_t multiple) {
   int64_t quotient = value / multiple;

@@ -5,6 +5,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "reference/Common.h"
+#include "reference/Expected.h"
 #include "reference/Internal.h"
 
 #include <algorithm>

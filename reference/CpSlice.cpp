@@ -5,11 +5,12 @@
 // over all ranks, sequence order to CP-rank order (S14,
 // sequenceOrderToCpRankOrder), and back: the rows of the ranks' padded
 // slices gathered rank after rank, in sequence order (cpUnsliceIndices).
-// The gather itself is the template cpSlice in Reference.h. Implemented in
+// The gather itself is the template cpSlice in CpSlice.h. Implemented in
 // the compiler by thd.cp_slice and thd.cp_unslice.
 //
 //===----------------------------------------------------------------------===//
 
+#include "reference/CpSlice.h"
 #include "reference/Internal.h"
 
 #include <algorithm>

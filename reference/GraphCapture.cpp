@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "reference/GraphCapture.h"
 #include "reference/Internal.h"
 
 #include <algorithm>

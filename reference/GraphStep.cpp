@@ -9,7 +9,12 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "reference/GraphStep.h"
+#include "reference/Common.h"
+#include "reference/CpSlice.h"
 #include "reference/Internal.h"
+#include "reference/PaddingMask.h"
+#include "reference/TailPadding.h"
 
 #include <algorithm>
 

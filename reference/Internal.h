@@ -1,9 +1,9 @@
 //===- Internal.h - Helpers shared by the reference sources -----*- C++ -*-===//
 //
-// Message formatting, int32 range checks and the abort path shared by the
-// reference/*.cpp files. Not part of the public API: users include
-// "reference/Reference.h". The semantics themselves are described in
-// docs/semantics.md.
+// Message formatting, int32 range checks, the abort path and the dynamic-CP
+// rank ids shared by the reference/*.cpp files. Not part of the public API:
+// users include "reference/Reference.h". The semantics themselves are
+// described in docs/semantics.md.
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,8 +11,9 @@
 #define THDC_REFERENCE_INTERNAL_H
 
 #include "reference/CheckedArithmetic.h"
-#include "reference/Reference.h"
+#include "reference/Expected.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -23,6 +24,11 @@
 
 namespace thdc {
 namespace reference {
+
+// The graph step's types (reference/GraphStep.h), for graphStepOnPrefix.
+struct GraphStepInput;
+struct GraphStepOutput;
+
 namespace internal {
 
 constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
@@ -61,6 +67,15 @@ inline std::string optionalToString(std::optional<int64_t> value) {
 /// True when `value` is representable as int32 (the dtype of cu arrays).
 inline bool fitsInt32(int64_t value) {
   return value >= kInt32Min && value <= kInt32Max;
+}
+
+/// One microbatch of dynamic CP: the ids of each DP x CP rank.
+using RankIds = std::vector<std::vector<int32_t>>;
+
+/// True when a rank's `ids` hold `id` (dynamic CP: the ranks that share a
+/// sequence).
+inline bool holds(const std::vector<int32_t> &ids, int32_t id) {
+  return std::find(ids.begin(), ids.end(), id) != ids.end();
 }
 
 /// Aborts on a broken precondition or an internal inconsistency (the

@@ -10,7 +10,11 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "reference/PackStep.h"
+#include "reference/Alignment.h"
 #include "reference/Internal.h"
+#include "reference/Packing.h"
+#include "reference/Positions.h"
 
 #include <algorithm>
 

@@ -3,11 +3,12 @@
 // Section S4 of docs/semantics.md: cumulative offsets cu_seqlens and
 // cu_seqlens_padded, max_seqlen, and the row layout of a pack gathered from
 // a pool of samples (cumulativeLengths, packMetadata, packLayout; the
-// templates pack and concatSamples live in Reference.h). Implemented in the
+// templates pack and concatSamples live in Packing.h). Implemented in the
 // compiler by thd.cu_seqlens, thd.max_seqlen, thd.gather and thd.pack.
 //
 //===----------------------------------------------------------------------===//
 
+#include "reference/Packing.h"
 #include "reference/Internal.h"
 
 #include <algorithm>

@@ -2,11 +2,12 @@
 //
 // Section S5 of docs/semantics.md: the padding mask of a packed buffer from
 // cu_seqlens and cu_seqlens_padded (paddingMask). Section S6 (sanitize) is
-// the template `sanitize` in Reference.h. Implemented in the compiler by
+// the template `sanitize` in PaddingMask.h. Implemented in the compiler by
 // thd.padding_mask and thd.sanitize.
 //
 //===----------------------------------------------------------------------===//
 
+#include "reference/PaddingMask.h"
 #include "reference/Internal.h"
 
 #include <algorithm>

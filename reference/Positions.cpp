@@ -7,7 +7,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "reference/Positions.h"
 #include "reference/Internal.h"
+#include "reference/PaddingMask.h"
 
 #include <algorithm>
 

@@ -6,8 +6,10 @@ set(THDC_REFERENCE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/Common.cpp        # shared helpers, roundUp
   ${CMAKE_CURRENT_LIST_DIR}/Alignment.cpp     # S1
   ${CMAKE_CURRENT_LIST_DIR}/Scheduling.cpp    # S2, S3
+  ${CMAKE_CURRENT_LIST_DIR}/DynamicCp.cpp     # S3b
+  ${CMAKE_CURRENT_LIST_DIR}/DynamicCpAlignment.cpp # S3b, pipeline stages
   ${CMAKE_CURRENT_LIST_DIR}/Packing.cpp       # S4
-  ${CMAKE_CURRENT_LIST_DIR}/PaddingMask.cpp   # S5 (S6: template in Reference.h)
+  ${CMAKE_CURRENT_LIST_DIR}/PaddingMask.cpp   # S5 (S6 in PaddingMask.h)
   ${CMAKE_CURRENT_LIST_DIR}/CpSlice.cpp       # S7, and the S14 rank order
   ${CMAKE_CURRENT_LIST_DIR}/Positions.cpp     # S8
   ${CMAKE_CURRENT_LIST_DIR}/TailPadding.cpp   # S9, S10

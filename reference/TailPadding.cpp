@@ -4,11 +4,12 @@
 // (thdPaddingKwargs) and tail padding of a microbatch to an alignment or a
 // static target: cu array padding, new metadata, merged mask (padCuSeqlens,
 // padTailMetadata, mergeTailMask, metadataOnlyGlobalTarget; the template
-// padTail lives in Reference.h). Implemented in the compiler by
+// padTail lives in TailPadding.h). Implemented in the compiler by
 // thd.pad_tail, thd.pad_tail_metadata and thd.pad_cu_seqlens.
 //
 //===----------------------------------------------------------------------===//
 
+#include "reference/TailPadding.h"
 #include "reference/Internal.h"
 
 #include <algorithm>
