@@ -3,18 +3,21 @@
 // Arbitrary global batches and configs through every plan function of
 // planner/Planner.h: nextFitPlan, firstFitDecreasingPlan, balancedPlan,
 // microbatchInputs, microbatchUpperBound, graphCaptureCount, checkLadder,
-// assignRungs and ladderPlan. A plan is either an error or one that keeps
-// the planner's promises, checked here: it passes checkPlan; balancedPlan
-// never needs more microbatches than nextFitPlan and the S12 bound holds
-// for next-fit; every rank's inputs name its packs; every pack of a ladder
-// plan sits at the smallest rung that holds it. A broken promise aborts;
-// so does a crash or a sanitizer's report.
+// rungIndex, assignRungs and ladderPlan, and planner/DynamicCp.h's
+// dynamicCpPlan and its microbatchInputs. A plan is either an error or one
+// that keeps the planner's promises, checked here: it passes checkPlan
+// (checkDynamicCpPlan); balancedPlan never needs more microbatches than
+// nextFitPlan and the S12 bound holds for next-fit; every rank's inputs
+// name its packs (and, under dynamic CP, its CP sizes); every pack of a
+// ladder plan sits at the smallest rung that holds it, the rung rungIndex
+// names. A broken promise aborts; so does a crash or a sanitizer's report.
 //
 // Input layout: 8 bytes of config (C, cp, dp, N, flags, vpp group, ladder
 // rungs), then 2 bytes per padded length (at most 256 lengths).
 //
 //===----------------------------------------------------------------------===//
 
+#include "planner/DynamicCp.h"
 #include "planner/Planner.h"
 
 #include <algorithm>
@@ -77,10 +80,13 @@ void checkLadderPlan(const LadderPlan &plan,
         !holds(plan.ladder[rung], cp, tokens, seqs, config) ||
         plan.packRows[p] != plan.ladder[rung].rows * cp)
       std::abort();
-    // The smallest rung that holds it.
+    // The smallest rung that holds it, which rungIndex names too.
     for (int32_t lower = 0; lower < rung; ++lower)
       if (holds(plan.ladder[lower], cp, tokens, seqs, config))
         std::abort();
+    auto index = rungIndex(plan.ladder, tokens, seqs, config);
+    if (!index || *index != rung)
+      std::abort();
     int64_t longest = 0;
     for (int32_t id : plan.plan.packs[p])
       longest = std::max<int64_t>(longest, lengths[id]);
@@ -89,6 +95,37 @@ void checkLadderPlan(const LadderPlan &plan,
   }
   if (plan.paddedRows() < 0)
     std::abort();
+}
+
+void checkDynamicCp(const std::vector<int32_t> &lengths,
+                    const PlannerConfig &config, int64_t minCpSize,
+                    int64_t N) {
+  auto plan = dynamicCpPlan(lengths, config, minCpSize);
+  if (!plan)
+    return;
+  if (!checkDynamicCpPlan(*plan, lengths, config, minCpSize))
+    std::abort();
+  for (int64_t rank = 0; rank < plan->ranks(); ++rank) {
+    auto inputs = microbatchInputs(*plan, rank, N);
+    if (!inputs)
+      continue;
+    if (inputs->numMicrobatches() != plan->numMicrobatches() ||
+        int64_t(inputs->cpSizes.size()) != plan->numMicrobatches())
+      std::abort();
+    for (int64_t m = 0; m < plan->numMicrobatches(); ++m) {
+      const Pack &ids = plan->groups[m][rank];
+      if (inputs->numSeqs[m] != int32_t(ids.size()) ||
+          inputs->cpSizes[m] != plan->cpSizes[m][rank] ||
+          !std::equal(ids.begin(), ids.end(),
+                      inputs->sampleIds.begin() + m * inputs->slots))
+        std::abort();
+      // Its sub-group: a block of its CP size, holding the rank.
+      auto [first, last] = plan->subGroup(m, rank);
+      if (last - first != plan->cpSizes[m][rank] || rank < first ||
+          rank >= last || plan->localRank(m, rank) != rank - first)
+        std::abort();
+    }
+  }
 }
 
 } // namespace
@@ -143,6 +180,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     checkInputs(*next, *config.maxPackedSequences);
   if (balanced)
     checkInputs(*balanced, 2 + data[6] % 8);
+  // Dynamic CP over the same ranks: min_dynamic_context_parallel_size from
+  // byte 6 (not a power of two now and then: refused by name).
+  checkDynamicCp(lengths, config, 1 + (data[6] >> 3) % 4,
+                 config.maxPackedSequences.value_or(2 + data[6] % 8));
 
   // A ladder of up to 4 rungs under the top (C, N), from byte 7.
   std::vector<Rung> ladder;
