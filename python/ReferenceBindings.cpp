@@ -14,6 +14,7 @@
 #include <nanobind/stl/string.h>
 
 #include <algorithm>
+#include <limits>
 
 using namespace thdc;
 using namespace thdc::python;
@@ -123,6 +124,39 @@ nb::object referenceSeqIdx(ArrayArg cuSeqlensArg, IntArg totalTokensArg) {
   return toNumpy(*result);
 }
 
+nb::dict referenceLinearChunks(ArrayArg cuArg, IntArg chunkSizeArg,
+                               IntArg capacityArg) {
+  std::vector<int32_t> cu = hostVector<int32_t>(cuArg, "cu_seqlens");
+  const int64_t chunkSize = integerArgument(chunkSizeArg.object, "chunk_size");
+  const int64_t capacity = integerArgument(capacityArg.object, "capacity");
+  reference::Expected<reference::LinearChunks> out =
+      reference::linearChunks(cu, chunkSize, capacity);
+  if (!out)
+    throw nb::value_error(out.error().c_str());
+  nb::dict result;
+  nb::object indices = toNumpy(out->chunkIndices);
+  result["chunk_indices"] = indices.attr("reshape")(capacity, 2);
+  result["chunk_offsets"] = toNumpy(out->chunkOffsets);
+  result["chunk_count"] = out->chunkCount;
+  return result;
+}
+
+int64_t referenceLinearChunkCapacity(IntArg rowsArg, IntArg nArg,
+                                     IntArg chunkSizeArg) {
+  const int64_t rows = integerArgument(rowsArg.object, "rows");
+  const int64_t n = integerArgument(nArg.object, "N");
+  const int64_t chunkSize = integerArgument(chunkSizeArg.object, "chunk_size");
+  if (rows < 0 || rows > std::numeric_limits<int32_t>::max() || n < 1 ||
+      n > std::numeric_limits<int32_t>::max() || chunkSize < 1)
+    throw nb::value_error(("linear_chunk_capacity: rows in [0, int32 max], N "
+                           "in [1, int32 max] and chunk_size >= 1 required; "
+                           "got rows=" + std::to_string(rows) + ", N=" +
+                           std::to_string(n) + ", chunk_size=" +
+                           std::to_string(chunkSize))
+                              .c_str());
+  return reference::linearChunkCapacity(rows, n, chunkSize);
+}
+
 nb::dict referencePackMicrobatch(ArrayArg tokenPool, ArrayArg labelPool,
                                  ArrayArg lossMaskPool, ArrayArg sampleOffsets,
                                  ArrayArg sampleLengths, ArrayArg sampleIds,
@@ -186,6 +220,17 @@ void thdc::python::populateReferenceBindings(nb::module_ &m) {
       "spare entries (policy split_dummy_sequences), or None for one.");
   reference.def("seq_idx", &referenceSeqIdx, nb::arg("cu_seqlens"),
                 nb::arg("total_tokens"));
+  reference.def("linear_chunks", &referenceLinearChunks,
+                nb::arg("cu_seqlens"), nb::arg("chunk_size"),
+                nb::arg("capacity"),
+                "S15: the chunk metadata of flash-linear-attention's varlen "
+                "chunked kernels for cu_seqlens (N+1 entries) and chunk size "
+                "BT at `capacity` rows: chunk_indices int32 [capacity, 2], "
+                "chunk_offsets int32 [N+1], chunk_count.");
+  reference.def("linear_chunk_capacity", &referenceLinearChunkCapacity,
+                nb::arg("rows"), nb::arg("N"), nb::arg("chunk_size"),
+                "S15: ceil(rows/BT) + N, the static row count of "
+                "chunk_indices.");
   reference.def(
       "pack_microbatch", &referencePackMicrobatch, nb::arg("token_pool"),
       nb::arg("label_pool"), nb::arg("loss_mask_pool"),

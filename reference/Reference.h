@@ -18,9 +18,9 @@
 //   Expected.h (error handling), Common.h (shared helpers), Alignment.h S1,
 //   Scheduling.h S2-S3, DynamicCp.h S3b, Packing.h S4, PaddingMask.h S5-S6,
 //   CpSlice.h S7, Positions.h S8, TailPadding.h S9-S10, GraphCapture.h
-//   S11-S12, Attention.h S14, GraphStep.h (the graph-mode composite),
-//   PackStep.h (the same from a pool of samples), StatusBits.h (the
-//   composites' status bits); the templates (S4 pack, S6 sanitize, S7
+//   S11-S12, Attention.h S14, LinearChunks.h S15, GraphStep.h (the
+//   graph-mode composite), PackStep.h (the same from a pool of samples),
+//   StatusBits.h (the composites' status bits); the templates (S4 pack, S6 sanitize, S7
 //   cpSlice, S10 padTail, S14 readHalf) are defined at the end of their
 //   section's header. The definitions follow the same sections
 //   (reference/Sources.cmake).
@@ -41,6 +41,7 @@
 #include "reference/Expected.h"
 #include "reference/GraphCapture.h"
 #include "reference/GraphStep.h"
+#include "reference/LinearChunks.h"
 #include "reference/PackStep.h"
 #include "reference/Packing.h"
 #include "reference/PaddingMask.h"

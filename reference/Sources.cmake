@@ -15,6 +15,7 @@ set(THDC_REFERENCE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/TailPadding.cpp   # S9, S10
   ${CMAKE_CURRENT_LIST_DIR}/GraphCapture.cpp  # S11, S12
   ${CMAKE_CURRENT_LIST_DIR}/Attention.cpp     # S14
+  ${CMAKE_CURRENT_LIST_DIR}/LinearChunks.cpp  # S15
   ${CMAKE_CURRENT_LIST_DIR}/GraphStep.cpp     # S5-S10 composite
   ${CMAKE_CURRENT_LIST_DIR}/PackStep.cpp      # S1-S10 composite from a pool
 )
