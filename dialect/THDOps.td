@@ -384,6 +384,49 @@ def THD_SeqIdxOp : THD_Op<"seq_idx"> {
   }];
 }
 
+def THD_LinearChunksOp : THD_Op<"linear_chunks"> {
+  let summary = "chunk metadata of linear attention's varlen kernels (S15)";
+  let description = [{
+    Splits each of the `N` sequences of `cu_seqlens_padded` (`N+1` entries,
+    every one meaningful: the real sequences, the dummy over the tail and
+    the zero-length ones after it) into chunks of `chunk_size` (`BT`, a
+    power of two) rows, as flash-linear-attention's chunked kernels (Gated
+    DeltaNet, Kimi Delta Attention) launch them, with `len_i = cu[i+1] -
+    cu[i]`:
+    - `chunk_offsets` (`N+1` entries): `0`, then the running sum of
+      `ceil(len_i / BT)` (fla's `prepare_chunk_offsets`);
+    - `chunk_count`: `chunk_offsets[N]`, the chunks there are;
+    - `chunk_indices`: `NT` rows of two entries, flattened to `2*NT`
+      entries, with `NT = ceil(rows / BT) + N` (`rows` the static row count
+      of the step, `C*cp`): row `r < chunk_count` is `(i, r -
+      chunk_offsets[i])` for the sequence `i` whose chunks hold it
+      (sequence-major, fla's `prepare_chunk_indices`), and every row after
+      is the sentinel `(N-1, ceil(len_{N-1} / BT))`, a chunk of no rows past
+      the last sequence's end.
+    Offsets that `thd.validate` accepts never have more chunks than `NT`
+    (docs/semantics.md S15). On others, a decreasing entry gives its
+    sequence no chunk and only the first `NT` chunks are listed, so every
+    entry stays in bounds; the reference interpreter refuses them.
+
+    ```mlir
+    // cup [0,5,64,200,200,200], BT 64, 200 rows: NT = 4 + 5 = 9
+    // -> indices (0,0) (1,0) (2,0) (2,1) (2,2), then (4,0) x 4,
+    //    offsets [0,1,2,5,5,5], count [5]
+    %indices, %offsets, %count = thd.linear_chunks %cup chunk_size 64 rows 200
+        : tensor<6xi32> -> tensor<18xi32>, tensor<6xi32>
+    ```
+  }];
+  let arguments = (ins THD_CuSeqlens:$cu_seqlens_padded,
+                       THD_IntOrParamAttr:$chunk_size, THD_IntOrParamAttr:$rows);
+  let results = (outs 1DTensorOf<[I32]>:$chunk_indices,
+                      THD_CuSeqlens:$chunk_offsets, THD_Scalar:$chunk_count);
+  let assemblyFormat = [{
+    $cu_seqlens_padded `chunk_size` custom<IntOrParam>($chunk_size)
+    `rows` custom<IntOrParam>($rows) attr-dict `:` type($cu_seqlens_padded)
+    `->` type($chunk_indices) `,` type($chunk_offsets)
+  }];
+}
+
 def THD_PadTailOp : THD_Op<"pad_tail"> {
   let summary = "pad a CP-local tensor to an alignment or a static target (S10)";
   let description = [{

@@ -6,7 +6,8 @@
 //   EvaluateOffsets.cpp   align_lengths, gather, cu_seqlens, pad_cu_seqlens
 //   EvaluateRows.cpp      padding_mask, position_ids, pack, sanitize, cp_slice,
 //                         cp_unslice, rope_positions, seq_idx, pad_tail
-//   EvaluateMetadata.cpp  max_seqlen, pad_tail_metadata, validate, dropped
+//   EvaluateMetadata.cpp  max_seqlen, pad_tail_metadata, validate, dropped,
+//                         linear_chunks
 //   Interpreter.cpp       fused, yield (beside the dispatch over the op list)
 // and what they share: the environment of values, and the reading of
 // attributes and operands (Operands.cpp).
@@ -179,6 +180,7 @@ mlir::LogicalResult evaluate(mlir::thd::MaxSeqlenOp op, Environment &env);
 mlir::LogicalResult evaluate(mlir::thd::PadTailMetadataOp op, Environment &env);
 mlir::LogicalResult evaluate(mlir::thd::ValidateOp op, Environment &env);
 mlir::LogicalResult evaluate(mlir::thd::DroppedOp op, Environment &env);
+mlir::LogicalResult evaluate(mlir::thd::LinearChunksOp op, Environment &env);
 // Interpreter.cpp
 mlir::LogicalResult evaluate(mlir::thd::FusedOp op, Environment &env);
 mlir::LogicalResult evaluate(mlir::thd::YieldOp op, Environment &env);

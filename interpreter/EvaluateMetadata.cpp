@@ -2,8 +2,9 @@
 //
 // The evaluate overloads of the steps computed once per kernel: the longest
 // sequence (S4, S13), the tail metadata of a padded microbatch (S10), the
-// fault bits and checked count of a microbatch, and what an invalid
-// microbatch loses. Sections are those of docs/semantics.md.
+// fault bits and checked count of a microbatch, what an invalid microbatch
+// loses, and the chunk metadata of linear attention (S15). Sections are
+// those of docs/semantics.md.
 //
 //===----------------------------------------------------------------------===//
 
@@ -186,6 +187,29 @@ LogicalResult evaluate(DroppedOp op, Environment &env) {
   tokens->set<int32_t>(0, dropped->tokens);
   env.bind(op.getDroppedSeqs(), std::move(*seqs));
   env.bind(op.getDroppedTokens(), std::move(*tokens));
+  return success();
+}
+
+LogicalResult evaluate(LinearChunksOp op, Environment &env) {
+  FailureOr<int64_t> chunkSize = intValue(op, op.getChunkSize(), "chunk_size");
+  FailureOr<Buffer> indices = resultBuffer(op, op.getChunkIndices());
+  FailureOr<Buffer> offsets = resultBuffer(op, op.getChunkOffsets());
+  FailureOr<Buffer> count = resultBuffer(op, op.getChunkCount());
+  if (failed(chunkSize) || failed(indices) || failed(offsets) || failed(count))
+    return failure();
+  // Every entry is meaningful; the reference refuses offsets that decrease
+  // or hold more chunks than chunk_indices' rows.
+  const Buffer &cu = env[op.getCuSeqlensPadded()];
+  ref::Expected<ref::LinearChunks> chunks = ref::linearChunks(
+      meaningful(cu, cu.size() - 1), *chunkSize, indices->size() / 2);
+  if (!chunks)
+    return referenceError(op, chunks.error());
+  indices->assign(chunks->chunkIndices, 0);
+  offsets->assign(chunks->chunkOffsets, 0);
+  count->set<int32_t>(0, chunks->chunkCount);
+  env.bind(op.getChunkIndices(), std::move(*indices));
+  env.bind(op.getChunkOffsets(), std::move(*offsets));
+  env.bind(op.getChunkCount(), std::move(*count));
   return success();
 }
 

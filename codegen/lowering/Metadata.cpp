@@ -2,8 +2,8 @@
 //
 // Values computed once per kernel: the longest sequence (S4, S13), the fault
 // bits and checked count of a microbatch, what an invalid microbatch loses,
-// and the tail metadata of a padded
-// microbatch (S10), whose offset arrays are then read entry by entry.
+// the tail metadata of a padded microbatch (S10) and the chunk metadata of
+// linear attention (S15), whose arrays are then read entry by entry.
 // Sections are those of docs/semantics.md.
 //
 //===----------------------------------------------------------------------===//
@@ -320,6 +320,62 @@ Value mlir::thd::lowerElement(PadTailMetadataOp op, ElementEmitter &e,
   llvm_unreachable("unknown tail policy");
 }
 Value mlir::thd::lowerRowCount(PadTailMetadataOp op, ElementEmitter &e,
+                               OpResult) {
+  return noRowCount(op, e);
+}
+
+namespace {
+/// ceil(max(cu[i+1] - cu[i], 0) / BT): the chunks of sequence i (index) of
+/// a linear_chunks op (a decreasing entry gives none).
+Value chunksOf(LinearChunksOp op, ElementEmitter &e, Value i) {
+  Value cu = op.getCuSeqlensPadded();
+  Value length = e.sub(e.cuAt(cu, e.add(i, e.idx(1))), e.cuAt(cu, i));
+  Value chunkSize = e.i32(e.intAttr(op.getChunkSize()));
+  return arith::CeilDivSIOp::create(
+      e.b, e.loc, arith::MaxSIOp::create(e.b, e.loc, length, e.i32(0)),
+      chunkSize);
+}
+} // namespace
+
+Value mlir::thd::lowerElement(LinearChunksOp op, ElementEmitter &e,
+                              OpResult result, Value at) {
+  int64_t n = e.staticLength(op.getCuSeqlensPadded()) - 1;
+  if (!at) {
+    // chunk_count = chunk_offsets[N], summed over every sequence at once.
+    return e.reduceEntries(e.idx(n + 1), e.i32(0), gpu::AllReduceOperation::ADD,
+                           [&](Value i, Value acc) {
+                             return e.add(acc,
+                                          chunksOf(op, e, e.sub(i, e.idx(1))));
+                           });
+  }
+  if (result == op.getChunkOffsets()) {
+    // The chunks of the sequences before entry `at`.
+    OpBuilder &b = e.b;
+    auto loop = scf::ForOp::create(b, e.loc, e.idx(0), e.minIdx(at, e.idx(n)),
+                                   e.idx(1), ValueRange{e.i32(0)});
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value sum = e.add(loop.getRegionIterArgs()[0],
+                      chunksOf(op, e, loop.getInductionVar()));
+    scf::YieldOp::create(b, e.loc, ValueRange{sum});
+    return loop.getResult(0);
+  }
+  // Entry `at` of chunk_indices is half `at % 2` of row r = at / 2. Rows
+  // past the chunks search for chunk_count itself: it lies in the last
+  // sequence (every offset is at most it), `chunk_count - chunk_offsets[N-1]`
+  // into it, which is the sentinel.
+  Value r = e.divU(at, e.idx(2));
+  Value count = e.toIndex(e.scalar(op.getChunkCount()));
+  Value pos = e.minIdx(r, count);
+  Value offsets = op.getChunkOffsets();
+  Value s = e.findSequence(offsets, e.idx(n), pos, 1);
+  Value t = e.sub(e.toI32(pos), e.cuAt(offsets, s, /*inBounds=*/true));
+  Value first = e.cmp(arith::CmpIPredicate::eq,
+                      arith::RemUIOp::create(e.b, e.loc, at, e.idx(2)),
+                      e.idx(0));
+  return e.select(first, e.toI32(s), t);
+}
+Value mlir::thd::lowerRowCount(LinearChunksOp op, ElementEmitter &e,
                                OpResult) {
   return noRowCount(op, e);
 }

@@ -4,7 +4,8 @@
 //   Offsets.cpp   align_lengths, gather, cu_seqlens, pad_cu_seqlens
 //   Rows.cpp      padding_mask, position_ids, pack, sanitize, cp_slice,
 //                 cp_unslice, pad_tail, seq_idx, rope_positions
-//   Metadata.cpp  max_seqlen, validate, dropped, pad_tail_metadata
+//   Metadata.cpp  max_seqlen, validate, dropped, pad_tail_metadata,
+//                 linear_chunks
 // `lowerElement` computes element `at` of `result` (null `at` for a scalar);
 // `lowerRowCount` the number of meaningful rows of a per-token result.
 // Register.cpp attaches them to every op of the dialect, so a step that is
@@ -44,6 +45,7 @@ THD_STEP_LOWERING(MaxSeqlenOp)
 THD_STEP_LOWERING(ValidateOp)
 THD_STEP_LOWERING(DroppedOp)
 THD_STEP_LOWERING(PadTailMetadataOp)
+THD_STEP_LOWERING(LinearChunksOp)
 
 #undef THD_STEP_LOWERING
 

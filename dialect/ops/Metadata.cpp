@@ -2,12 +2,17 @@
 //
 // The verifiers and StepOpInterface methods of the steps computed once per
 // kernel: the longest sequence (S4, S13), the fault bits and checked count
-// of a microbatch, what an invalid microbatch loses, and the tail metadata
-// of a padded microbatch (S10). Sections are those of docs/semantics.md.
+// of a microbatch, what an invalid microbatch loses, the tail metadata of a
+// padded microbatch (S10) and the chunk metadata of linear attention (S15).
+// Sections are those of docs/semantics.md.
 //
 //===----------------------------------------------------------------------===//
 
 #include "dialect/ops/Common.h"
+
+#include "reference/LinearChunks.h"
+
+#include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
 using namespace mlir::thd;
@@ -170,6 +175,55 @@ LogicalResult ValidateOp::verify() {
   return success();
 }
 
+/// S15's NT (reference::linearChunkCapacity) once the parameters resolve
+/// and the offsets are static; std::nullopt before.
+static FailureOr<std::optional<int64_t>> chunkCapacity(LinearChunksOp op) {
+  FailureOr<std::optional<int64_t>> chunkSize =
+      resolveAtLeast(op, op.getChunkSize(), "chunk_size", 1);
+  FailureOr<std::optional<int64_t>> rows =
+      resolveAtLeast(op, op.getRows(), "rows", 0);
+  if (failed(chunkSize) || failed(rows))
+    return failure();
+  if (!llvm::isPowerOf2_64(uint64_t(**chunkSize)))
+    return op.emitOpError() << "'chunk_size' must be a power of two, got "
+                            << **chunkSize;
+  std::optional<int64_t> entries = staticLength(op.getCuSeqlensPadded());
+  if (entries && *entries < 2)
+    return op.emitOpError() << "needs at least 2 cu_seqlens_padded entries "
+                               "(one sequence), got "
+                            << *entries;
+  if (!entries)
+    return std::optional<int64_t>();
+  int64_t capacity = thdc::reference::linearChunkCapacity(
+      **rows, *entries - 1, **chunkSize);
+  // Two i32 entries a chunk, addressed by i32 offsets.
+  if (2 * capacity > kMaxStaticLength)
+    return op.emitOpError() << "has ceil(rows / chunk_size) + N = " << capacity
+                            << " chunks, more than i32 offsets address as "
+                               "two entries each ("
+                            << kMaxStaticLength << ")";
+  return std::optional<int64_t>(capacity);
+}
+
+LogicalResult LinearChunksOp::verify() {
+  FailureOr<std::optional<int64_t>> capacity = chunkCapacity(*this);
+  if (failed(capacity))
+    return failure();
+  std::optional<int64_t> entries = staticLength(getCuSeqlensPadded());
+  std::optional<int64_t> offsets = staticLength(getChunkOffsets());
+  if (entries && offsets && *offsets != *entries)
+    return emitOpError() << "chunk_offsets has " << *offsets
+                         << " entries; expected the " << *entries
+                         << " of cu_seqlens_padded";
+  std::optional<int64_t> indices = staticLength(getChunkIndices());
+  if (*capacity && indices && *indices != 2 * **capacity)
+    return emitOpError() << "chunk_indices has " << *indices
+                         << " entries; expected 2 * (ceil(rows / chunk_size) "
+                            "+ N) = "
+                         << 2 * **capacity;
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // StepOpInterface: static result lengths and result kinds
 //
@@ -207,3 +261,13 @@ ResultKind ValidateOp::getResultKind(unsigned) { return ResultKind::Scalar; }
 
 Lengths DroppedOp::inferStaticLengths() { return SmallVector<int64_t>{1, 1}; }
 ResultKind DroppedOp::getResultKind(unsigned) { return ResultKind::Scalar; }
+
+Lengths LinearChunksOp::inferStaticLengths() {
+  int64_t capacity = **chunkCapacity(*this);
+  int64_t entries = staticLengthOf(getCuSeqlensPadded());
+  return SmallVector<int64_t>{2 * capacity, entries, 1};
+}
+ResultKind LinearChunksOp::getResultKind(unsigned index) {
+  // chunk_indices and chunk_offsets, then chunk_count.
+  return index < 2 ? ResultKind::Entries : ResultKind::Scalar;
+}

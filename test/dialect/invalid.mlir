@@ -929,3 +929,59 @@ func.func @f(%status: tensor<2xi32>, %cu: tensor<7xi32>, %n: tensor<1xi32>) -> t
   %0, %1 = "thd.dropped"(%status, %cu, %n) : (tensor<2xi32>, tensor<7xi32>, tensor<1xi32>) -> (tensor<1xi32>, tensor<1xi32>)
   return %0 : tensor<1xi32>
 }
+
+// -----
+
+func.func @f(%cup: tensor<6xi32>) -> tensor<1xi32> {
+  // expected-error @+1 {{'chunk_size' must be a power of two, got 48}}
+  %0, %1, %2 = thd.linear_chunks %cup chunk_size 48 rows 200 : tensor<6xi32> -> tensor<?xi32>, tensor<6xi32>
+  return %2 : tensor<1xi32>
+}
+
+// -----
+
+func.func @f(%cup: tensor<6xi32>) -> tensor<1xi32> {
+  // expected-error @+1 {{'chunk_size' must be at least 1, got 0}}
+  %0, %1, %2 = thd.linear_chunks %cup chunk_size 0 rows 200 : tensor<6xi32> -> tensor<?xi32>, tensor<6xi32>
+  return %2 : tensor<1xi32>
+}
+
+// -----
+
+func.func @f(%cup: tensor<6xi32>) -> tensor<1xi32> {
+  // expected-error @+1 {{'rows' must be at least 0, got -1}}
+  %0, %1, %2 = thd.linear_chunks %cup chunk_size 64 rows -1 : tensor<6xi32> -> tensor<?xi32>, tensor<6xi32>
+  return %2 : tensor<1xi32>
+}
+
+// -----
+
+func.func @f(%cup: tensor<1xi32>) -> tensor<1xi32> {
+  // expected-error @+1 {{needs at least 2 cu_seqlens_padded entries (one sequence), got 1}}
+  %0, %1, %2 = thd.linear_chunks %cup chunk_size 64 rows 200 : tensor<1xi32> -> tensor<?xi32>, tensor<1xi32>
+  return %2 : tensor<1xi32>
+}
+
+// -----
+
+func.func @f(%cup: tensor<6xi32>) -> tensor<1xi32> {
+  // expected-error @+1 {{has ceil(rows / chunk_size) + N = 2147483652 chunks, more than i32 offsets address as two entries each (2147483647)}}
+  %0, %1, %2 = thd.linear_chunks %cup chunk_size 1 rows 2147483647 : tensor<6xi32> -> tensor<?xi32>, tensor<6xi32>
+  return %2 : tensor<1xi32>
+}
+
+// -----
+
+func.func @f(%cup: tensor<6xi32>) -> tensor<1xi32> {
+  // expected-error @+1 {{chunk_offsets has 7 entries; expected the 6 of cu_seqlens_padded}}
+  %0, %1, %2 = thd.linear_chunks %cup chunk_size 64 rows 200 : tensor<6xi32> -> tensor<18xi32>, tensor<7xi32>
+  return %2 : tensor<1xi32>
+}
+
+// -----
+
+func.func @f(%cup: tensor<6xi32>) -> tensor<1xi32> {
+  // expected-error @+1 {{chunk_indices has 8 entries; expected 2 * (ceil(rows / chunk_size) + N) = 18}}
+  %0, %1, %2 = thd.linear_chunks %cup chunk_size 64 rows 200 : tensor<6xi32> -> tensor<8xi32>, tensor<6xi32>
+  return %2 : tensor<1xi32>
+}

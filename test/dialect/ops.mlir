@@ -202,6 +202,16 @@ func.func @dropped(%cu: tensor<?xi32>, %cup: tensor<?xi32>, %r: tensor<1xi32>, %
   return %2, %3, %5 : tensor<1xi32>, tensor<1xi32>, tensor<1xi32>
 }
 
+// CHECK-LABEL: func @linear_chunks
+func.func @linear_chunks(%cup: tensor<?xi32>, %static_cup: tensor<6xi32>)
+    -> (tensor<18xi32>, tensor<6xi32>, tensor<1xi32>, tensor<?xi32>) {
+  // CHECK: thd.linear_chunks %{{.+}} chunk_size 64 rows 200 : tensor<6xi32> -> tensor<18xi32>, tensor<6xi32>
+  %0, %1, %2 = thd.linear_chunks %static_cup chunk_size 64 rows 200 : tensor<6xi32> -> tensor<18xi32>, tensor<6xi32>
+  // CHECK: thd.linear_chunks %{{.+}} chunk_size "C" rows "C*cp" : tensor<?xi32> -> tensor<?xi32>, tensor<?xi32>
+  %3, %4, %5 = thd.linear_chunks %cup chunk_size "C" rows "C*cp" : tensor<?xi32> -> tensor<?xi32>, tensor<?xi32>
+  return %0, %1, %2, %3 : tensor<18xi32>, tensor<6xi32>, tensor<1xi32>, tensor<?xi32>
+}
+
 // CHECK-LABEL: func @named_arguments
 // CHECK-SAME: {thd.capacity = #thd.expr<"C*cp">, thd.name = "tokens"}
 // CHECK-SAME: -> (tensor<?xi64> {thd.name = "tokens"})

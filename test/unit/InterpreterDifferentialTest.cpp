@@ -13,6 +13,7 @@
 #include "compiler/Targets.h"
 #include "dialect/THDDialect.h"
 #include "interpreter/Interpreter.h"
+#include "reference/LinearChunks.h"
 #include "test/runtime/CaseFile.h"
 #include "test/unit/DifferentialHarness.h"
 
@@ -720,6 +721,137 @@ func.func @tail(%cu: tensor<7xi32> {thd.name = "cu"},
                           {"num_seqs", {double(m.n)}}};
                     }};
   runPipeline(pipeline, 7);
+}
+
+/// Offsets of `entries` entries, every one meaningful: lengths from 0 up,
+/// a third of them zero-length, summing to at most `maxTotal`.
+std::vector<double> monotoneOffsets(std::mt19937 &rng, int64_t entries,
+                                    int64_t maxTotal) {
+  std::vector<double> cu(size_t(entries), 0);
+  int64_t total = 0;
+  for (int64_t i = 1; i < entries; ++i) {
+    int64_t room = maxTotal - total;
+    int64_t length =
+        chance(rng, 33) ? 0 : uniform(rng, 0, std::min<int64_t>(room, 24));
+    total += length;
+    cu[size_t(i)] = double(total);
+  }
+  return cu;
+}
+
+TEST(InterpreterDifferential, LinearChunks) {
+  Pipeline pipeline{"linear_chunks", R"mlir(
+func.func @linear_chunks(%cup: tensor<9xi32> {thd.name = "cup"})
+    -> (tensor<96xi32> {thd.name = "indices_1"}, tensor<9xi32> {thd.name = "offsets_1"},
+        tensor<1xi32> {thd.name = "count_1"},
+        tensor<36xi32> {thd.name = "indices_4"}, tensor<9xi32> {thd.name = "offsets_4"},
+        tensor<1xi32> {thd.name = "count_4"},
+        tensor<18xi32> {thd.name = "indices_64"}, tensor<9xi32> {thd.name = "offsets_64"},
+        tensor<1xi32> {thd.name = "count_64"}) {
+  %a:3 = thd.linear_chunks %cup chunk_size 1 rows 40 : tensor<9xi32> -> tensor<96xi32>, tensor<9xi32>
+  %b:3 = thd.linear_chunks %cup chunk_size 4 rows 40 : tensor<9xi32> -> tensor<36xi32>, tensor<9xi32>
+  %c:3 = thd.linear_chunks %cup chunk_size 64 rows 40 : tensor<9xi32> -> tensor<18xi32>, tensor<9xi32>
+  return %a#0, %a#1, %a#2, %b#0, %b#1, %b#2, %c#0, %c#1, %c#2
+      : tensor<96xi32>, tensor<9xi32>, tensor<1xi32>,
+        tensor<36xi32>, tensor<9xi32>, tensor<1xi32>,
+        tensor<18xi32>, tensor<9xi32>, tensor<1xi32>
+}
+)mlir",
+                    [](std::mt19937 &rng, int) {
+                      // Up to the 40 rows, zero-length entries anywhere
+                      // (the last one included).
+                      return Values{{"cup", monotoneOffsets(rng, 9, 40)}};
+                    }};
+  runPipeline(pipeline, 11);
+}
+
+/// The chunks of a step's padded offsets, at cp 1, 2, 4 and 8: the offsets
+/// of thd.pad_tail_metadata (a dummy over the tail, N+1 entries) read with
+/// the step's C*cp rows.
+TEST(InterpreterDifferential, LinearChunksOfStep) {
+  for (int64_t cp : {1, 2, 4, 8}) {
+    const int64_t C = 8, N = 6;
+    Pipeline pipeline{"linear_chunks_step", R"mlir(
+module attributes {thd.params = {C = 8 : i64, cp = 1 : i64, N = 6 : i64}} {
+func.func @linear_chunks_step(
+    %cu: tensor<?xi32> {thd.name = "cu", thd.capacity = #thd.expr<"N+1">},
+    %cup: tensor<?xi32> {thd.name = "cup", thd.capacity = #thd.expr<"N+1">},
+    %ms: tensor<1xi32> {thd.name = "max_seqlen"},
+    %n: tensor<1xi32> {thd.name = "num_seqs"})
+    -> (tensor<?xi32> {thd.name = "cup_out"},
+        tensor<?xi32> {thd.name = "indices_16"}, tensor<?xi32> {thd.name = "offsets_16"},
+        tensor<1xi32> {thd.name = "count_16"},
+        tensor<?xi32> {thd.name = "indices_4"}, tensor<?xi32> {thd.name = "offsets_4"},
+        tensor<1xi32> {thd.name = "count_4"}) {
+  %t:4 = thd.pad_tail_metadata %cu, %cup, %ms num_seqs %n cp "cp" mode zigzag target "C"
+      max_seqs "N" policy append_dummy_sequence
+      : tensor<?xi32>, tensor<?xi32> -> tensor<?xi32>, tensor<?xi32>
+  %a:3 = thd.linear_chunks %t#1 chunk_size 16 rows "C*cp" : tensor<?xi32> -> tensor<?xi32>, tensor<?xi32>
+  %b:3 = thd.linear_chunks %t#1 chunk_size 4 rows "C*cp" : tensor<?xi32> -> tensor<?xi32>, tensor<?xi32>
+  return %t#1, %a#0, %a#1, %a#2, %b#0, %b#1, %b#2
+      : tensor<?xi32>, tensor<?xi32>, tensor<?xi32>, tensor<1xi32>,
+        tensor<?xi32>, tensor<?xi32>, tensor<1xi32>
+}
+}
+)mlir",
+                      [C = C, cp = cp, N = N](std::mt19937 &rng, int) {
+                        // At most N-1 sequences, so the dummy has a slot.
+                        int64_t multiple = cp > 1 ? 2 * cp : 1;
+                        Microbatch m =
+                            randomMicrobatch(rng, N + 1, N - 1, C * cp, multiple);
+                        return Values{
+                            {"cu", m.cu},
+                            {"cup", m.cup},
+                            {"max_seqlen", {double(uniform(rng, 0, C * cp))}},
+                            {"num_seqs", {double(m.n)}}};
+                      },
+                      60,
+                      {{"C", C}, {"cp", cp}, {"N", N}}};
+    runPipeline(pipeline, uint32_t(70 + cp));
+  }
+}
+
+/// The compiled code against reference::linearChunks directly, on the
+/// golden rows of docs/semantics.md S15.
+TEST(InterpreterDifferential, LinearChunksGolden) {
+  struct Golden {
+    std::vector<int32_t> cu;
+    int64_t chunkSize, rows;
+  };
+  for (const Golden &golden : {Golden{{0, 5, 64, 200, 200, 200}, 64, 200},
+                               Golden{{0, 6, 10, 16, 16}, 4, 16},
+                               Golden{{0, 3, 8}, 4, 8},
+                               Golden{{0, 8, 8, 8}, 4, 8}}) {
+    int64_t entries = int64_t(golden.cu.size());
+    int64_t capacity = thdc::reference::linearChunkCapacity(
+        golden.rows, entries - 1, golden.chunkSize);
+    thdc::reference::Expected<thdc::reference::LinearChunks> want =
+        thdc::reference::linearChunks(golden.cu, golden.chunkSize, capacity);
+    ASSERT_TRUE(want) << want.error();
+    std::string cu = "tensor<" + std::to_string(entries) + "xi32>";
+    std::string indices = "tensor<" + std::to_string(2 * capacity) + "xi32>";
+    std::string text = "func.func @golden(%cup: " + cu +
+                       " {thd.name = \"cup\"}) -> (" + indices + ", " + cu +
+                       ", tensor<1xi32>) {\n  %c:3 = thd.linear_chunks %cup "
+                       "chunk_size " +
+                       std::to_string(golden.chunkSize) + " rows " +
+                       std::to_string(golden.rows) + " : " + cu + " -> " +
+                       indices + ", " + cu + "\n  return %c#0, %c#1, %c#2 : " +
+                       indices + ", " + cu + ", tensor<1xi32>\n}\n";
+    std::string error;
+    std::unique_ptr<Compiled> compiled = compile(text, "golden", {}, error);
+    ASSERT_TRUE(compiled) << error;
+    std::vector<int32_t> input = golden.cu;
+    std::vector<int32_t> gotIndices(static_cast<size_t>(2 * capacity));
+    std::vector<int32_t> gotOffsets(static_cast<size_t>(entries));
+    std::vector<int32_t> gotCount(1);
+    std::vector<void *> pointers = {input.data(), gotIndices.data(),
+                                    gotOffsets.data(), gotCount.data()};
+    ASSERT_TRUE(compiled->host->run(pointers, error)) << error;
+    EXPECT_EQ(gotIndices, want->chunkIndices);
+    EXPECT_EQ(gotOffsets, want->chunkOffsets);
+    EXPECT_EQ(gotCount[0], want->chunkCount);
+  }
 }
 
 /// A microbatch of `entries - 1` sequences (every slot of the cu arrays)
