@@ -327,13 +327,18 @@ Value mlir::thd::lowerRowCount(PadTailMetadataOp op, ElementEmitter &e,
 namespace {
 /// ceil(max(cu[i+1] - cu[i], 0) / BT): the chunks of sequence i (index) of
 /// a linear_chunks op (a decreasing entry gives none).
+// Every op is emitted by a statement of its own, never two in the
+// arguments of one call, whose order C++ leaves to the compiler: the IR
+// is then the same from every build.
 Value chunksOf(LinearChunksOp op, ElementEmitter &e, Value i) {
   Value cu = op.getCuSeqlensPadded();
-  Value length = e.sub(e.cuAt(cu, e.add(i, e.idx(1))), e.cuAt(cu, i));
+  Value begin = e.cuAt(cu, i);
+  Value end = e.cuAt(cu, e.add(i, e.idx(1)));
+  Value length = e.sub(end, begin);
   Value chunkSize = e.i32(e.intAttr(op.getChunkSize()));
-  return arith::CeilDivSIOp::create(
-      e.b, e.loc, arith::MaxSIOp::create(e.b, e.loc, length, e.i32(0)),
-      chunkSize);
+  Value zero = e.i32(0);
+  Value positive = arith::MaxSIOp::create(e.b, e.loc, length, zero);
+  return arith::CeilDivSIOp::create(e.b, e.loc, positive, chunkSize);
 }
 } // namespace
 
@@ -344,19 +349,24 @@ Value mlir::thd::lowerElement(LinearChunksOp op, ElementEmitter &e,
     // chunk_count = chunk_offsets[N], summed over every sequence at once.
     return e.reduceEntries(e.idx(n + 1), e.i32(0), gpu::AllReduceOperation::ADD,
                            [&](Value i, Value acc) {
-                             return e.add(acc,
-                                          chunksOf(op, e, e.sub(i, e.idx(1))));
+                             Value chunks =
+                                 chunksOf(op, e, e.sub(i, e.idx(1)));
+                             return e.add(acc, chunks);
                            });
   }
   if (result == op.getChunkOffsets()) {
     // The chunks of the sequences before entry `at`.
     OpBuilder &b = e.b;
-    auto loop = scf::ForOp::create(b, e.loc, e.idx(0), e.minIdx(at, e.idx(n)),
-                                   e.idx(1), ValueRange{e.i32(0)});
+    Value lower = e.idx(0);
+    Value upper = e.minIdx(at, e.idx(n));
+    Value step = e.idx(1);
+    Value init = e.i32(0);
+    auto loop = scf::ForOp::create(b, e.loc, lower, upper, step,
+                                   ValueRange{init});
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());
-    Value sum = e.add(loop.getRegionIterArgs()[0],
-                      chunksOf(op, e, loop.getInductionVar()));
+    Value chunks = chunksOf(op, e, loop.getInductionVar());
+    Value sum = e.add(loop.getRegionIterArgs()[0], chunks);
     scf::YieldOp::create(b, e.loc, ValueRange{sum});
     return loop.getResult(0);
   }
@@ -369,11 +379,14 @@ Value mlir::thd::lowerElement(LinearChunksOp op, ElementEmitter &e,
   Value pos = e.minIdx(r, count);
   Value offsets = op.getChunkOffsets();
   Value s = e.findSequence(offsets, e.idx(n), pos, 1);
-  Value t = e.sub(e.toI32(pos), e.cuAt(offsets, s, /*inBounds=*/true));
-  Value first = e.cmp(arith::CmpIPredicate::eq,
-                      arith::RemUIOp::create(e.b, e.loc, at, e.idx(2)),
-                      e.idx(0));
-  return e.select(first, e.toI32(s), t);
+  Value start = e.cuAt(offsets, s, /*inBounds=*/true);
+  Value pos32 = e.toI32(pos);
+  Value t = e.sub(pos32, start);
+  Value half = arith::RemUIOp::create(e.b, e.loc, at, e.idx(2));
+  Value zero = e.idx(0);
+  Value first = e.cmp(arith::CmpIPredicate::eq, half, zero);
+  Value s32 = e.toI32(s);
+  return e.select(first, s32, t);
 }
 Value mlir::thd::lowerRowCount(LinearChunksOp op, ElementEmitter &e,
                                OpResult) {
