@@ -35,6 +35,11 @@ model-side outputs are optional:
                     tail rows are the dummy's chunks r and 2cp-1-r), which
                     is how TE's partition index, and megatron-core's undo
                     of the partition, read the same offsets
+    linear_chunk_*  with linear_chunk=BT, the chunk metadata of linear
+                    attention's varlen kernels over the padded offsets (S15):
+                    linear_chunk_indices (int32 [2*NT], rows of (sequence,
+                    chunk), NT = ceil(C*cp / BT) + N), linear_chunk_offsets
+                    ([N+1]) and linear_chunk_count ([1])
 
 This module only writes text and imports nothing from thdc, so a build
 script can run it without the package:
@@ -60,7 +65,25 @@ _FILL = {"i64": "", "f32": " fill 0.0"}
 ENTRY = "megatron_step"
 
 
-def check_options(stage: str, cp_mode: str, rope: bool, dummy_length=None) -> None:
+def check_linear_chunk(linear_chunk) -> None:
+    """ValueError unless linear_chunk is None or a power of two (the chunk
+    size BT of linear attention's chunked kernels, S15)."""
+    if linear_chunk is None:
+        return
+    if isinstance(linear_chunk, bool) or not isinstance(linear_chunk, int) \
+            or linear_chunk < 1 or linear_chunk & (linear_chunk - 1):
+        raise ValueError(f"linear_chunk must be a power of two (the chunk size BT of linear "
+                         f"attention's chunked kernels, e.g. 64) or None; got {linear_chunk!r}")
+
+
+def linear_chunk_capacity(C: int, cp: int, N: int, linear_chunk: int) -> int:
+    """NT, the rows of linear_chunk_indices: ceil(C*cp / BT) + N (S15)."""
+    check_linear_chunk(linear_chunk)
+    return -(-(C * cp) // linear_chunk) + N
+
+
+def check_options(stage: str, cp_mode: str, rope: bool, dummy_length=None,
+                  linear_chunk=None) -> None:
     if stage not in STAGES:
         raise ValueError(f"stage must be one of {tuple(STAGES)}; got {stage!r}")
     if cp_mode not in CP_MODES:
@@ -73,19 +96,20 @@ def check_options(stage: str, cp_mode: str, rope: bool, dummy_length=None) -> No
                                      or dummy_length < 1):
         raise ValueError(f"dummy_length must be an int >= 1 (rows of each dummy sequence "
                          f"over the tail) or None; got {dummy_length!r}")
+    check_linear_chunk(linear_chunk)
 
 
 _INT32_MAX = 2**31 - 1
 
 
 def check_params(C: int, cp: int, N: int, cp_mode: str = "zigzag", R=None,
-                 dummy_length=None) -> None:
+                 dummy_length=None, linear_chunk=None) -> None:
     """ValueError naming the parameter when (C, cp, N, R) cannot make the
     pipeline, before any text is compiled (the compiler would point into
     the generated text): C, cp >= 1; N >= 2 (N counts the dummy sequence,
     so N - 1 real sequences); zigzag CP with cp > 1 cuts each sequence into
     2*cp chunks, so C is even; C*cp, N + 1 and R fit int32 (the offsets'
-    type)."""
+    type), as does 2*NT with linear_chunk."""
     if C < 1 or cp < 1:
         raise ValueError(f"C and cp must be >= 1; got C={C}, cp={cp}")
     if N < 2:
@@ -99,7 +123,11 @@ def check_params(C: int, cp: int, N: int, cp_mode: str = "zigzag", R=None,
         raise ValueError(f"zigzag CP cuts every sequence into 2*cp chunks, so each dummy "
                          f"sequence's length is a multiple of {2 * cp}; got "
                          f"dummy_length={dummy_length} with cp={cp}")
-    for name, value in (("C*cp", C * cp), ("N+1", N + 1)) + ((("R", R),) if R else ()):
+    sizes = (("C*cp", C * cp), ("N+1", N + 1)) + ((("R", R),) if R else ())
+    if linear_chunk is not None:
+        sizes += (("2*NT (linear_chunk_indices)",
+                   2 * linear_chunk_capacity(C, cp, N, linear_chunk)),)
+    for name, value in sizes:
         if value > _INT32_MAX:
             raise ValueError(f"{name} = {value} does not fit the int32 offsets "
                              f"(at most {_INT32_MAX})")
@@ -111,46 +139,55 @@ def data_keys(stage: str) -> Tuple[str, ...]:
     return tuple(k for k in _DATA_ORDER if k in STAGES[stage])
 
 
+LINEAR_CHUNK_OUTPUTS = ("linear_chunk_indices", "linear_chunk_offsets", "linear_chunk_count")
+
+
 def outputs(stage: str, *, seq_idx: bool = True, rope: bool = False,
-            cp_order_index: bool = False) -> List[str]:
+            cp_order_index: bool = False, linear_chunk=None) -> List[str]:
     """The result names of the pipeline, in order."""
     names = list(data_keys(stage)) + ["padding_mask", "cu_seqlens_padded", "cu_seqlens",
                                       "max_seqlen"]
     names += ["seq_idx"] * seq_idx + ["rope_rows"] * rope + ["cp_order_index"] * cp_order_index
+    names += list(LINEAR_CHUNK_OUTPUTS) * (linear_chunk is not None)
     return names + ["status", "dropped_seqs", "dropped_tokens"]
 
 
 def variant(stage: str = "first_last", *, cp_mode: str = "zigzag", seq_idx: bool = True,
-            rope: bool = False, cp_order_index: bool = False, dummy_length=None) -> str:
+            rope: bool = False, cp_order_index: bool = False, dummy_length=None,
+            linear_chunk=None) -> str:
     """A short name for a set of options ("" for the defaults), for bundle folders."""
-    check_options(stage, cp_mode, rope, dummy_length)
+    check_options(stage, cp_mode, rope, dummy_length, linear_chunk)
     parts = [] if stage == "first_last" else [stage]
     parts += [] if cp_mode == "zigzag" else [cp_mode]
     parts += [] if seq_idx else ["noseqidx"]
     parts += ["rope"] * rope + ["cporder"] * cp_order_index
     parts += [] if dummy_length is None else [f"dummy{dummy_length}"]
+    parts += [] if linear_chunk is None else [f"linear{linear_chunk}"]
     return "_".join(parts)
 
 
 def bundle_name(C: int, cp: int, N: int, stage: str = "first_last", *, R=None,
                 cp_mode: str = "zigzag", seq_idx: bool = True,
-                cp_order_index: bool = False, dummy_length=None) -> str:
+                cp_order_index: bool = False, dummy_length=None, linear_chunk=None) -> str:
     """The folder name of the pipeline's bundle for these parameters (R, the
     RoPE table's rows, only with RoPE rows): what scripts/make-gpu-bundles.sh
     writes and the tests and examples/train load."""
     name = variant(stage, cp_mode=cp_mode, seq_idx=seq_idx, rope=R is not None,
-                   cp_order_index=cp_order_index, dummy_length=dummy_length)
+                   cp_order_index=cp_order_index, dummy_length=dummy_length,
+                   linear_chunk=linear_chunk)
     return (f"{ENTRY}{'_' + name if name else ''}_C{C}_cp{cp}_N{N}"
             + (f"_R{R}" if R is not None else ""))
 
 
 def pipeline(stage: str = "first_last", *, cp_mode: str = "zigzag", seq_idx: bool = True,
-             rope: bool = False, cp_order_index: bool = False, dummy_length=None) -> str:
+             rope: bool = False, cp_order_index: bool = False, dummy_length=None,
+             linear_chunk=None) -> str:
     """The pipeline's text. Parameters: C rows per CP rank, cp, N the sequence
     capacity (the dummy included) and, with rope, R the RoPE table's rows.
     dummy_length: cover the tail with dummy sequences of that many rows over
-    the spare cu entries (policy split_dummy_sequences) instead of one."""
-    check_options(stage, cp_mode, rope, dummy_length)
+    the spare cu entries (policy split_dummy_sequences) instead of one.
+    linear_chunk: BT, add linear attention's chunk metadata (S15)."""
+    check_options(stage, cp_mode, rope, dummy_length, linear_chunk)
     keys = data_keys(stage)
     mode = cp_mode
     params = "C = 8 : i64, cp = 2 : i64, N = 6 : i64" + (", R = 16 : i64" if rope else "")
@@ -160,6 +197,7 @@ def pipeline(stage: str = "first_last", *, cp_mode: str = "zigzag", seq_idx: boo
         + (", with seq_idx" if seq_idx else "") + (", RoPE rows" if rope else "")
         + (", the CP order index" if cp_order_index else "")
         + ("" if dummy_length is None else f", dummy sequences of {dummy_length} rows")
+        + ("" if linear_chunk is None else f", linear-attention chunks of {linear_chunk} rows")
         + ".")
     out("// Generated by thdc/stages.py (python3 stages.py --help); thdc.megatron.GraphStep's pipeline.")
     out("")
@@ -178,10 +216,13 @@ def pipeline(stage: str = "first_last", *, cp_mode: str = "zigzag", seq_idx: boo
     result_types = {"padding_mask": "tensor<?xi1>", "cu_seqlens_padded": "tensor<?xi32>",
                     "cu_seqlens": "tensor<?xi32>", "max_seqlen": "tensor<1xi32>",
                     "seq_idx": "tensor<?xi32>", "rope_rows": "tensor<?xi32>",
-                    "cp_order_index": "tensor<?xi32>", "status": "tensor<1xi32>",
+                    "cp_order_index": "tensor<?xi32>", "linear_chunk_indices": "tensor<?xi32>",
+                    "linear_chunk_offsets": "tensor<?xi32>",
+                    "linear_chunk_count": "tensor<1xi32>", "status": "tensor<1xi32>",
                     "dropped_seqs": "tensor<1xi32>", "dropped_tokens": "tensor<1xi32>"}
     result_types.update({k: f"tensor<?x{_DATA_TYPES[k]}>" for k in keys})
-    names = outputs(stage, seq_idx=seq_idx, rope=rope, cp_order_index=cp_order_index)
+    names = outputs(stage, seq_idx=seq_idx, rope=rope, cp_order_index=cp_order_index,
+                    linear_chunk=linear_chunk)
     out(f"  func.func @{ENTRY}(")
     out(",\n".join("      " + a for a in args) + ")")
     out("      -> (" + ",\n          ".join(
@@ -261,6 +302,13 @@ def pipeline(stage: str = "first_last", *, cp_mode: str = "zigzag", seq_idx: boo
         out(f'    %cp_order_index = thd.cp_unslice %rows, %cup_out num_seqs %num_seqs_out cp "cp" mode {mode}')
         out('        rows_per_rank "C" : tensor<?xi32>, tensor<?xi32> -> tensor<?xi32>')
         values["cp_order_index"] = "%cp_order_index"
+    if linear_chunk is not None:
+        out("    // S15: linear attention's chunks over the whole sequences (every rank's rows),")
+        out("    // the dummy's chunks covering the tail, sentinels after the last chunk.")
+        out("    %linear_chunk_indices, %linear_chunk_offsets, %linear_chunk_count =")
+        out(f'        thd.linear_chunks %cup_out chunk_size {linear_chunk} rows "C*cp"')
+        out("        : tensor<?xi32> -> tensor<?xi32>, tensor<?xi32>")
+        values.update({k: f"%{k}" for k in LINEAR_CHUNK_OUTPUTS})
     out("    return " + ", ".join(values[n] for n in names))
     out("        : " + ", ".join(result_types[n] for n in names))
     out("  }")
@@ -277,13 +325,16 @@ def main(argv=None) -> int:
     parser.add_argument("--cp-order-index", action="store_true")
     parser.add_argument("--dummy-length", type=int,
                         help="the tail in dummy sequences of this many rows")
+    parser.add_argument("--linear-chunk", type=int, metavar="BT",
+                        help="add linear attention's chunk metadata for chunks of BT rows")
     parser.add_argument("--variant", action="store_true",
                         help="print the options' variant name instead of the text")
     parser.add_argument("--bundle-name", metavar="C,cp,N[,R]",
                         help="print the bundle folder name for these parameters instead")
     args = parser.parse_args(argv)
     options = dict(cp_mode=args.cp_mode, seq_idx=not args.no_seq_idx,
-                   cp_order_index=args.cp_order_index, dummy_length=args.dummy_length)
+                   cp_order_index=args.cp_order_index, dummy_length=args.dummy_length,
+                   linear_chunk=args.linear_chunk)
     if args.bundle_name:
         try:
             values = [int(v) for v in args.bundle_name.split(",")]

@@ -130,6 +130,60 @@ def test_cp_order_index_restores_sequence_order(compile_stage, cp_mode, C, cp, N
     assert compared >= 15
 
 
+@pytest.mark.parametrize("cp_mode", stages.CP_MODES)
+@pytest.mark.parametrize("C,cp,N,BT,dummy", [(64, 1, 9, 16, None), (96, 2, 17, 64, None),
+                                             (64, 4, 9, 32, None), (32, 8, 9, 64, None),
+                                             (64, 2, 9, 16, 8), (64, 4, 17, 4, 16)])
+def test_linear_chunks_of_the_step(compile_stage, cp_mode, C, cp, N, BT, dummy):
+    """With linear_chunk=BT the pipeline adds S15's chunk metadata over its
+    own padded offsets: equal to the reference's on every rank, for valid
+    and emptied microbatches and split dummies; the other outputs are the
+    pipeline's without it; chunks cover every row, and an emptied
+    microbatch's chunks are the dummies' over rows nobody gave."""
+    if dummy is not None and cp_mode == "zigzag" and dummy % (2 * cp):
+        pytest.skip("zigzag dummies are multiples of 2*cp")
+    options = dict(cp_mode=cp_mode, dummy_length=dummy)
+    with_chunks = compile_stage(C, cp, N, linear_chunk=BT, **options)
+    without = compile_stage(C, cp, N, **options)
+    names = [a.name for a in thdc.signature(with_chunks) if a.direction == "output"]
+    assert names == stages.outputs("first_last", linear_chunk=BT)
+    NT = stages.linear_chunk_capacity(C, cp, N, BT)
+    assert NT == thdc.reference.linear_chunk_capacity(C * cp, N, BT)
+    rng = np.random.default_rng(C * cp * BT + len(cp_mode))
+    emptied = 0
+    for trial in range(30):
+        mb = random_microbatch(rng, C, cp, N)
+        if trial % 3 == 2:
+            mb = invalidate(rng, mb, N)
+        mb["cp_rank"][0] = int(rng.integers(0, cp))
+        got, plain = run(with_chunks, mb), run(without, mb)
+        for key, value in plain.items():
+            assert np.array_equal(got[key], value), f"{key}, trial {trial}"
+        cup = got["cu_seqlens_padded"]
+        expected = thdc.reference.linear_chunks(cup, BT, NT)
+        indices, offsets, count = (expected[k] for k in ("chunk_indices", "chunk_offsets",
+                                                         "chunk_count"))
+        assert got["linear_chunk_indices"].shape == (2 * NT,)
+        assert np.array_equal(got["linear_chunk_indices"].reshape(NT, 2), indices), trial
+        assert np.array_equal(got["linear_chunk_offsets"], offsets), trial
+        assert int(got["linear_chunk_count"][0]) == count
+        starts = cup[indices[:count, 0]] + indices[:count, 1] * BT
+        covered = np.zeros(C * cp, bool)
+        for start, seq in zip(starts, indices[:count, 0]):
+            covered[start:min(start + BT, cup[seq + 1])] = True
+        assert covered.all(), f"trial {trial}: rows no chunk covers"
+        if got["status"][0]:
+            # emptied: the chunks of a microbatch of no sequences, the
+            # dummies' alone, none over a sequence the caller gave
+            emptied += 1
+            empty = dict(mb, num_seqs=np.array([0], np.int32))
+            nothing = run(with_chunks, empty)
+            assert nothing["status"][0] == 0
+            for key in ("cu_seqlens_padded",) + stages.LINEAR_CHUNK_OUTPUTS:
+                assert np.array_equal(got[key], nothing[key]), f"{key}, trial {trial}"
+    assert emptied > 0
+
+
 def test_shipped_pipeline_is_the_generators():
     with open(thdc.pipeline_path("megatron_step"), encoding="utf-8") as f:
         assert f.read() == stages.pipeline(), \
@@ -156,6 +210,11 @@ def test_bad_options_raise():
         stages.pipeline(cp_mode="ring")
     with pytest.raises(ValueError, match="zigzag"):
         stages.pipeline(cp_mode="contiguous", rope=True)
+    for bad in (0, 48, -64, 64.0, True, "64"):
+        with pytest.raises(ValueError, match=f"linear_chunk must be a power of two.*{bad!r}"):
+            stages.pipeline(linear_chunk=bad)
+    with pytest.raises(ValueError, match=r"2\*NT \(linear_chunk_indices\) = .* does not fit"):
+        stages.check_params(2**30, 1, 2**30, linear_chunk=1)
 
 
 def test_command_line_writes_the_same_text():
@@ -166,4 +225,8 @@ def test_command_line_writes_the_same_text():
     variant = subprocess.run([sys.executable, script, "--stage", "last", "--rope", "--variant"],
                              capture_output=True, text=True, check=True).stdout
     assert variant.strip() == "last_rope"
+    text = subprocess.run([sys.executable, script, "--linear-chunk", "64"],
+                          capture_output=True, text=True, check=True).stdout
+    assert text == stages.pipeline(linear_chunk=64)
+    assert stages.variant(linear_chunk=64) == "linear64"
     assert os.path.basename(script) == "stages.py"
