@@ -19,6 +19,10 @@ as the step), except FlashInfer, whose plan runs on the host:
                                    (TransformerEngine's pad_between_seqs=True)
     flashinfer         graph       qo_indptr = kv_indptr = padded offsets, planned on the
                                    host from the loader's host offsets (host_padded_offsets)
+    fla_gdn            graph       cu_seqlens = padded offsets, chunk_indices = the step's
+                                   linear_chunks (S15), chunk_size = their BT
+    fla_kda            graph       cu_seqlens = padded offsets, use_graph, max_num_seqs = N,
+                                   chunk_size = BT (fla derives its chunks on the device)
 
 "graph" attends every padding row as a token of its sequence (harmless for
 the real tokens: attention is causal and the padding follows them);
@@ -57,7 +61,14 @@ CONVENTIONS = {
     "flash_attn_4": ("seqused", "graph"),
     "cudnn": ("compact", "graph"),
     "flashinfer": ("graph",),
+    "fla_gdn": ("graph",),
+    "fla_kda": ("graph",),
 }
+
+# The chunk sizes flash-linear-attention 0.6.0's chunked kernels take:
+# chunk_gated_delta_rule (fla/ops/gated_delta_rule/chunk.py:538-540) and
+# chunk_kda (fla/ops/kda/chunk.py:474-476).
+FLA_CHUNK_SIZES = {"fla_gdn": (16, 32, 64), "fla_kda": (32, 64)}
 
 
 def _check_convention(consumer: str, convention: str) -> str:
@@ -175,6 +186,65 @@ def cudnn_args(source, heads: int, head_dim: int, kv_heads: Optional[int] = None
     return dict(batch=entries - 1, max_seqlen=rows, seq_len_q=seq_len, seq_len_kv=seq_len,
                 ragged_offset_q=start * (heads * head_dim),
                 ragged_offset_kv=start * (kv_heads * head_dim))
+
+
+def _linear_chunks(source, consumer: str):
+    """The step's linear-attention chunks, checked for `consumer`."""
+    _metadata(source)
+    chunks = getattr(source, "linear_chunks", None)
+    if chunks is None:
+        raise ValueError(f"{consumer} reads the step's chunk metadata: make the step with "
+                         f"GraphStep(..., linear_attention_chunk=BT), BT in "
+                         f"{FLA_CHUNK_SIZES[consumer]}")
+    if chunks.chunk_size not in FLA_CHUNK_SIZES[consumer]:
+        raise ValueError(f"{consumer} takes chunks of {FLA_CHUNK_SIZES[consumer]} rows; the "
+                         f"step's linear_attention_chunk is {chunks.chunk_size}")
+    return chunks
+
+
+def _fla_tensor_cache_on() -> bool:
+    """Whether flash-linear-attention (where imported) caches its metadata by
+    the identity of cu_seqlens (fla/utils/decorators.py:33-80): with the
+    step's static offsets, one tensor for every microbatch, it would keep
+    the first microbatch's chunk offsets."""
+    import sys
+    utils = sys.modules.get("fla.utils")
+    return utils is not None and not getattr(utils, "FLA_DISABLE_TENSOR_CACHE", True)
+
+
+def fla_gdn_args(source) -> dict:
+    """flash-linear-attention's chunk_gated_delta_rule (Gated DeltaNet) in
+    varlen mode, at static shape: cu_seqlens the padded offsets (megatron-core
+    dev's GDN layer passes the same, gdn.py:180-193 on d48bd6be), chunk_indices
+    the step's [NT, 2] chunks (NT = ceil(C*cp/BT) + N, sentinel rows of no
+    rows after the real ones, S15) and chunk_size their BT. q, k, v, g, beta
+    are [1, C*cp, ...] in sequence order; every row is computed (the dummy's
+    chunks cover the tail). fla derives the chunk offsets from cu_seqlens
+    on the device, behind a cache keyed by the tensor's identity: run with
+    FLA_DISABLE_TENSOR_CACHE=1 (or fla.utils.FLA_DISABLE_TENSOR_CACHE =
+    True); RuntimeError while the cache is on."""
+    padded, _, _ = _metadata(source)
+    chunks = _linear_chunks(source, "fla_gdn")
+    if _fla_tensor_cache_on():
+        raise RuntimeError(
+            "flash-linear-attention caches chunk offsets by the identity of cu_seqlens, "
+            "and the step's offsets are one tensor for every microbatch: set "
+            "FLA_DISABLE_TENSOR_CACHE=1 before importing fla, or "
+            "fla.utils.FLA_DISABLE_TENSOR_CACHE = True")
+    return dict(cu_seqlens=padded, chunk_indices=chunks.indices, chunk_size=chunks.chunk_size)
+
+
+def fla_kda_args(source) -> dict:
+    """flash-linear-attention's chunk_kda (Kimi Delta Attention) in varlen
+    mode, at static shape: chunk_kda takes no precomputed chunks, but with
+    use_graph=True and max_num_seqs=N it derives them on the device from
+    cu_seqlens of N+1 entries (fla/ops/kda/chunk.py:65-86, the same chunks as
+    S15 with fla's sentinel (-1, 0)): cu_seqlens the padded offsets, N the
+    step's, chunk_size the step's BT."""
+    padded, _, _ = _metadata(source)
+    chunks = _linear_chunks(source, "fla_kda")
+    return dict(cu_seqlens=padded, use_graph=True, max_num_seqs=padded.numel() - 1,
+                chunk_size=chunks.chunk_size)
 
 
 def host_padded_offsets(cu_seqlens, cu_seqlens_padded, num_seqs: int, C: int, cp: int,

@@ -109,11 +109,11 @@ from .packed_seq_params import _megatron_core, make_packed_seq_params, packed_se
 from .sequence_packing import (SEQUENCE_PACKING, ConfigError, SequencePackingBatches,
                                get_batch_on_this_rank_for_sequence_packing, slots_in_flight,
                                stage_of, step_options)
-from .slot import SlotRung, StepSlot, slot_count
+from .slot import LinearChunks, SlotRung, StepSlot, slot_count
 from .step import GraphStep
 
 __all__ = [
-    "CONVENTIONS", "CP_MODES", "ConfigError", "GraphStep", "InputLoader",
+    "CONVENTIONS", "CP_MODES", "ConfigError", "GraphStep", "InputLoader", "LinearChunks",
     "MEGATRON_CORE_IMPORT_ERROR", "PackedSeqParams", "SEQUENCE_PACKING", "STAGES",
     "SequencePackingBatches", "SlotRung", "StepOptions", "StepSlot", "USING_MEGATRON_CORE",
     "get_batch_on_this_rank_for_sequence_packing", "make_packed_seq_params",

@@ -119,22 +119,27 @@ def _check_bundle(bundle, rungs: int):
 
 
 def _check_pipeline(options: "StepOptions", values: dict) -> Optional[int]:
-    """The pipeline's options (stage, cp_mode, convention, dummy_length),
-    and every rung's parameters at the step's cp (thdc.stages states the
-    rules); returns dummy_length checked."""
+    """The pipeline's options (stage, cp_mode, convention, dummy_length,
+    linear_attention_chunk), and every rung's parameters at the step's cp
+    (thdc.stages states the rules); returns dummy_length checked."""
     for name in ("stage", "cp_mode", "convention", "cache_dir"):
         _check_str(getattr(options, name), name)
     dummy_length = options.dummy_length
     if dummy_length is not None:
         dummy_length = _check_int(dummy_length, "dummy_length")
     rows = values["rope_table_rows"]
-    stages.check_options(options.stage, options.cp_mode, rows is not None, dummy_length)
+    try:
+        stages.check_options(options.stage, options.cp_mode, rows is not None, dummy_length,
+                             options.linear_attention_chunk)
+    except ValueError as error:
+        raise ValueError(str(error).replace("linear_chunk", "linear_attention_chunk")) from None
     if options.convention not in CONVENTIONS:
         raise ValueError(f"convention must be one of {CONVENTIONS}; got {options.convention!r}")
     ladder = list(zip(values["capacities"], values["sequence_capacities"]))
     for B, N_rung in ladder:
         try:
-            stages.check_params(B, values["cp"], N_rung, options.cp_mode, rows, dummy_length)
+            stages.check_params(B, values["cp"], N_rung, options.cp_mode, rows, dummy_length,
+                                options.linear_attention_chunk)
         except ValueError as error:
             raise ValueError(f"rung (C={B}, N={N_rung}): {error}"
                              if len(ladder) > 1 else str(error)) from None
@@ -156,7 +161,8 @@ def _check_parallelism(options: "StepOptions", values: dict) -> Optional[Tuple[i
         for B, N_rung in zip(values["capacities"], values["sequence_capacities"]):
             try:
                 stages.check_params(B, size, N_rung, options.cp_mode,
-                                    values["rope_table_rows"], values["dummy_length"])
+                                    values["rope_table_rows"], values["dummy_length"],
+                                    options.linear_attention_chunk)
             except ValueError as error:
                 raise ValueError(f"CP size {size}, C={B}, N={N_rung}: {error}") from None
     cp_groups = options.cp_groups
@@ -255,6 +261,7 @@ class StepOptions:
     capacities: Optional[Tuple[int, ...]] = None
     sequence_capacities: Optional[Tuple[int, ...]] = None
     dummy_length: Optional[int] = None
+    linear_attention_chunk: Optional[int] = None
     multiple: object = None
     cp_sizes: Optional[Tuple[int, ...]] = None
     cp_groups: object = None
@@ -338,4 +345,6 @@ class StepOptions:
                        cp_order_index=self.cp_order_index)
         if self.dummy_length is not None:
             options["dummy_length"] = self.dummy_length
+        if self.linear_attention_chunk is not None:
+            options["linear_chunk"] = self.linear_attention_chunk
         return options

@@ -5,7 +5,7 @@ batch and PackedSeqParams that view it)."""
 from __future__ import annotations
 
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Optional, Tuple
+from typing import TYPE_CHECKING, NamedTuple, Optional, Tuple
 
 from .. import planner
 from .._checks import _check_int, _import_torch
@@ -23,6 +23,18 @@ if TYPE_CHECKING:
     from .step import GraphStep
 
 torch = _import_torch("thdc.megatron")
+
+
+class LinearChunks(NamedTuple):
+    """Linear attention's chunk metadata of a run (docs/semantics.md S15),
+    views of the slot's buffer: `indices` int32 [NT, 2] (sequence, chunk
+    within it; sentinels after `count`), `offsets` int32 [N+1] (the chunks
+    before each sequence), `count` int32 [1], and `chunk_size` BT, the
+    chunk size they are for (an int)."""
+    indices: "torch.Tensor"
+    offsets: "torch.Tensor"
+    count: "torch.Tensor"
+    chunk_size: int
 
 
 def slot_count(global_batch_size: int, max_seqlen: int, C: int, cp: int = 1, *, dp: int = 1,
@@ -88,6 +100,10 @@ class SlotRung:
         self.seq_idx = out.seq_idx.view(1, C * cp) if step.options["seq_idx"] else None
         self.rope_rows = out.rope_rows if step.options["rope"] else None
         self.cp_order_index = out.cp_order_index if step.options["cp_order_index"] else None
+        BT = step.config.linear_attention_chunk
+        self.linear_chunks = None if BT is None else LinearChunks(
+            out.linear_chunk_indices.view(-1, 2), out.linear_chunk_offsets,
+            out.linear_chunk_count, BT)
         # Dynamic CP's fields, the process group looked up once.
         self._dynamic = self._dynamic_fields()
         padded, valid = out.cu_seqlens_padded, out.cu_seqlens
@@ -350,6 +366,8 @@ class StepSlot:
     rope_rows = Delegated("_top", doc="Each local row's RoPE table row ([C]), or None.")
     cp_order_index = Delegated("_top", doc="The index that puts gathered rows back in "
                                            "sequence order, or None.")
+    linear_chunks = Delegated("_top", doc="Linear attention's chunk metadata (LinearChunks), "
+                                          "or None.")
     padding_mask_full = Delegated("_top", doc="The rank's whole padding mask, [1, C].")
     padding_mask_shard = Delegated("_top", doc="The TP rank's piece of the padding mask, "
                                                "[1, C/tp], under sequence parallelism.")

@@ -48,6 +48,11 @@ class GraphStep:
     sequences of that many rows over the spare cu entries instead of one
     (a multiple of 2*cp under zigzag CP): attention over a tail of d rows
     costs about d*dummy_length instead of d^2 (docs/capacity-ladder.md).
+    linear_attention_chunk: BT, a power of two: each run also computes the
+    chunk metadata of linear attention's varlen chunked kernels (Gated
+    DeltaNet, Kimi Delta Attention: docs/semantics.md S15) over the padded
+    offsets, `slot.linear_chunks`; thdc.attention.fla_gdn_args and
+    fla_kda_args give them to flash-linear-attention.
     multiple: a low-precision recipe's token multiple m (an int, or a name
     of thdc.planner.LOW_PRECISION_MULTIPLES: "fp8", "mxfp8", "hybridep",
     ...): every rank feeds its GEMMs exactly C rows (C/tp under sequence
@@ -79,6 +84,7 @@ class GraphStep:
     seq_idx = Delegated("_first", StepSlot.seq_idx)
     rope_rows = Delegated("_first", StepSlot.rope_rows)
     cp_order_index = Delegated("_first", StepSlot.cp_order_index)
+    linear_chunks = Delegated("_first", StepSlot.linear_chunks)
     padding_mask_full = Delegated("_first", StepSlot.padding_mask_full)
     padding_mask_shard = Delegated("_first", StepSlot.padding_mask_shard)
     run = Delegated("_first", StepSlot.run)
@@ -115,6 +121,7 @@ class GraphStep:
         capacities=None,
         sequence_capacities=None,
         dummy_length: Optional[int] = None,
+        linear_attention_chunk: Optional[int] = None,
         multiple=None,
         cp_sizes=None,
         cp_groups=None,
@@ -125,7 +132,8 @@ class GraphStep:
                              sequence_parallel=sequence_parallel, bundle=bundle, device=device,
                              convention=convention, cache_dir=cache_dir,
                              capacities=capacities, sequence_capacities=sequence_capacities,
-                             dummy_length=dummy_length, multiple=multiple,
+                             dummy_length=dummy_length,
+                             linear_attention_chunk=linear_attention_chunk, multiple=multiple,
                              cp_sizes=cp_sizes, cp_groups=cp_groups)
         self.config = config
         self.device, self.on_host = config.device, config.device.type == "cpu"
@@ -216,7 +224,8 @@ class GraphStep:
         expected_inputs += ["rows"] if self.config.cp_order_index else []
         expected_outputs = stages.outputs(stage, seq_idx=self.config.seq_idx,
                                           rope=self.options["rope"],
-                                          cp_order_index=self.config.cp_order_index)
+                                          cp_order_index=self.config.cp_order_index,
+                                          linear_chunk=self.config.linear_attention_chunk)
         got_inputs = [a.name for a in spec if a.direction == "input"]
         got_outputs = [a.name for a in spec if a.direction == "output"]
         if got_inputs != expected_inputs or got_outputs != expected_outputs:

@@ -1,0 +1,155 @@
+"""GraphStep(..., linear_attention_chunk=BT) on the CPU: every slot, rung
+of a capacity ladder and CP size of dynamic CP computes S15's chunk
+metadata over its own padded offsets (thdc.reference.linear_chunks), on
+random, emptied and split-dummy microbatches, and the other outputs are
+the step's without the option; thdc.attention's argument functions for
+flash-linear-attention's GDN and KDA kernels, and their refusals. The
+kernels themselves run on the GPU (bench/linear_attention.py). Skipped
+without PyTorch >= 2.10."""
+import sys
+import types
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import thdc  # noqa: E402
+import thdc.stages  # noqa: E402
+from microbatches import invalidate, random_microbatch, step_inputs  # noqa: E402
+
+try:
+    import thdc.attention  # noqa: E402
+    import thdc.megatron  # noqa: E402
+except ImportError as error:  # a torch older than thdc.TORCH_MIN_VERSION
+    pytest.skip(str(error), allow_module_level=True)
+
+if not thdc.has_jit:
+    pytest.skip("this build of thdc has no JIT", allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def make_step(cache_dir):
+    def make(C, N, cp=1, rank=0, **kwargs):
+        return thdc.megatron.GraphStep(C, N, cp, rank, device="cpu", cache_dir=cache_dir,
+                                       **kwargs)
+
+    return make
+
+
+def check_chunks(view, C, cp, N, BT, label):
+    """The view's chunk metadata is S15's over its own padded offsets, at its
+    own (C, N) and CP size."""
+    chunks = view.linear_chunks
+    NT = thdc.stages.linear_chunk_capacity(C, cp, N, BT)
+    cup = view.outputs.cu_seqlens_padded.numpy()
+    expected = thdc.reference.linear_chunks(cup, BT, NT)
+    assert chunks.chunk_size == BT
+    assert tuple(chunks.indices.shape) == (NT, 2), label
+    assert np.array_equal(chunks.indices.numpy(), expected["chunk_indices"]), label
+    assert np.array_equal(chunks.offsets.numpy(), expected["chunk_offsets"]), label
+    assert int(chunks.count[0]) == expected["chunk_count"], label
+    # views of the step's buffer: the next run rewrites them in place
+    assert chunks.indices.data_ptr() == view.outputs.linear_chunk_indices.data_ptr()
+
+
+@pytest.mark.parametrize("cp_mode", thdc.stages.CP_MODES)
+@pytest.mark.parametrize("cp,BT,dummy", [(1, 64, None), (2, 16, None), (4, 32, 8),
+                                          (8, 64, None)])
+def test_every_slot_gets_its_chunks(make_step, cp_mode, cp, BT, dummy):
+    if dummy is not None and cp_mode == "zigzag" and dummy % (2 * cp):
+        pytest.skip("zigzag dummies are multiples of 2*cp")
+    C, N = 64, 9
+    options = dict(cp_mode=cp_mode, dummy_length=dummy, slots=2)
+    step = make_step(C, N, cp, cp - 1, linear_attention_chunk=BT, **options)
+    plain = make_step(C, N, cp, cp - 1, **options)
+    rng = np.random.default_rng(cp * BT + len(cp_mode))
+    statuses = set()
+    for trial in range(24):
+        mb = random_microbatch(rng, C, cp, N)
+        if trial % 3 == 2:
+            mb = invalidate(rng, mb, N)
+        slot, other = step.slot(trial), plain.slot(trial)
+        slot(**step_inputs(mb, C, cp, device="cpu"))
+        other(**step_inputs(mb, C, cp, device="cpu"))
+        statuses.add(int(slot.status[0]) != 0)
+        for key, value in other.outputs._asdict().items():
+            assert torch.equal(getattr(slot.outputs, key), value), f"{key}, trial {trial}"
+        check_chunks(slot, C, cp, N, BT, f"trial {trial}")
+    assert statuses == {False, True}
+
+
+def test_every_rung_and_cp_size_gets_its_chunks(make_step):
+    """A ladder under dynamic CP: each (CP size, rung) variant computes the
+    chunks of its own rows and sequence capacity."""
+    sizes, capacities, sequences, BT = (1, 2, 4), [16, 32, 64], [3, 5, 9], 16
+    step = make_step(64, 9, 4, 3, capacities=capacities, sequence_capacities=sequences,
+                     cp_sizes=sizes, linear_attention_chunk=BT)
+    rng = np.random.default_rng(11)
+    for size in sizes:
+        for r, (B, N_r) in enumerate(zip(capacities, sequences)):
+            view = step.slot(0).variant(size, r)
+            for trial in range(6):
+                mb = random_microbatch(rng, B, size, N_r)
+                view.load_inputs(**step_inputs(mb, B, size, device="cpu"))
+                view.run()
+                check_chunks(view, B, size, N_r, BT, f"size {size}, rung {r}, trial {trial}")
+    assert step.linear_chunks is step.slot(0).linear_chunks
+
+
+def test_without_the_option_there_are_no_chunks(make_step):
+    step = make_step(64, 9)
+    assert step.linear_chunks is None
+    assert "linear_chunk_indices" not in step.outputs._fields
+    with pytest.raises(ValueError, match="linear_attention_chunk=BT"):
+        thdc.attention.fla_gdn_args(step)
+
+
+@pytest.mark.parametrize("bad", [0, 48, -64, 100])
+def test_a_chunk_size_that_is_not_a_power_of_two_is_refused_by_name(make_step, bad):
+    with pytest.raises(ValueError, match=f"linear_attention_chunk must be a power of two.*{bad}"):
+        make_step(64, 9, linear_attention_chunk=bad)
+
+
+def test_fla_arguments(make_step):
+    step = make_step(64, 9, 2, 1, linear_attention_chunk=64)
+    step(**step_inputs(random_microbatch(np.random.default_rng(3), 64, 2, 9), 64, 2,
+                       device="cpu"))
+    gdn = thdc.attention.fla_gdn_args(step)
+    assert set(gdn) == {"cu_seqlens", "chunk_indices", "chunk_size"}
+    assert gdn["cu_seqlens"] is step.outputs.cu_seqlens_padded
+    assert gdn["chunk_indices"] is step.linear_chunks.indices and gdn["chunk_size"] == 64
+    kda = thdc.attention.fla_kda_args(step)
+    assert kda["cu_seqlens"] is step.outputs.cu_seqlens_padded
+    assert (kda["use_graph"], kda["max_num_seqs"], kda["chunk_size"]) == (True, 9, 64)
+
+
+def test_fla_arguments_refuse_another_chunk_size(make_step):
+    """GDN takes chunks of 16, 32 or 64 rows, KDA of 32 or 64 (fla 0.6.0):
+    a step made for another BT is refused, naming both."""
+    step = make_step(64, 9, linear_attention_chunk=16)
+    assert thdc.attention.fla_gdn_args(step)["chunk_size"] == 16
+    with pytest.raises(ValueError, match=r"fla_kda takes chunks of \(32, 64\) rows; the "
+                                         r"step's linear_attention_chunk is 16"):
+        thdc.attention.fla_kda_args(step)
+    step = make_step(64, 9, linear_attention_chunk=128)
+    with pytest.raises(ValueError, match=r"fla_gdn takes chunks of \(16, 32, 64\) rows.* 128"):
+        thdc.attention.fla_gdn_args(step)
+
+
+def test_fla_gdn_refuses_fla_s_identity_cache(make_step, monkeypatch):
+    """With fla's tensor cache on, fla would keep the first microbatch's chunk
+    offsets for the step's one static cu_seqlens tensor: refused."""
+    step = make_step(64, 9, linear_attention_chunk=64)
+    utils = types.ModuleType("fla.utils")
+    utils.FLA_DISABLE_TENSOR_CACHE = False
+    monkeypatch.setitem(sys.modules, "fla.utils", utils)
+    with pytest.raises(RuntimeError, match="FLA_DISABLE_TENSOR_CACHE=1"):
+        thdc.attention.fla_gdn_args(step)
+    utils.FLA_DISABLE_TENSOR_CACHE = True
+    assert thdc.attention.fla_gdn_args(step)["chunk_size"] == 64
+
+
+def test_a_source_that_is_not_a_step_is_refused():
+    with pytest.raises(TypeError, match="GraphStep, StepSlot or SlotRung"):
+        thdc.attention.fla_gdn_args(object())
