@@ -153,3 +153,101 @@ def test_fla_gdn_refuses_fla_s_identity_cache(make_step, monkeypatch):
 def test_a_source_that_is_not_a_step_is_refused():
     with pytest.raises(TypeError, match="GraphStep, StepSlot or SlotRung"):
         thdc.attention.fla_gdn_args(object())
+
+
+class GatedDeltaNetStandIn(torch.nn.Module):
+    """The calls of megatron-core dev's GatedDeltaNet that the wiring meets
+    (gdn.py on d48bd6be): the kernel an instance attribute
+    (`_setup_variant_attrs`, gdn.py:62-65), cu_seqlens resolved from
+    PackedSeqParams by `_resolve_cu_seqlens` (common.py:480-504, which
+    reads the last offset back to the host), then the kernel called with
+    cu_seqlens as a keyword (gdn.py:373-380)."""
+
+    def __init__(self, linear_cp_mode=None):
+        super().__init__()
+        self.config = types.SimpleNamespace(linear_cp_mode=linear_cp_mode)
+        self.calls = []
+
+        def chunk_gated_delta_rule(q, cu_seqlens=None, cp_context=None, **kwargs):
+            self.calls.append(dict(kwargs, cu_seqlens=cu_seqlens))
+            return q, None
+
+        self.gated_delta_rule = chunk_gated_delta_rule
+        self.resolved_on_host = 0
+
+    def _resolve_cu_seqlens(self, cu_seqlens_padded, cu_seqlens_actual, total_seq_len, name,
+                            cp_size=1):
+        self.resolved_on_host += 1
+        cu = cu_seqlens_padded if cu_seqlens_padded is not None else cu_seqlens_actual
+        assert cu[-1].item() == total_seq_len
+        return cu
+
+    def forward(self, q, packed_seq_params):
+        cu = self._resolve_cu_seqlens(packed_seq_params.cu_seqlens_q_padded,
+                                      packed_seq_params.cu_seqlens_q,
+                                      packed_seq_params.max_seqlen_q, "cu_seqlens_q")
+        return self.gated_delta_rule(q, initial_state=None, output_final_state=False,
+                                     use_qk_l2norm_in_kernel=False, cu_seqlens=cu,
+                                     cp_context=None)
+
+
+def test_use_step_chunks_hands_each_view_its_chunks(make_step):
+    """Every slot and rung: the layer's kernel gets that view's chunk indices
+    and BT, and cu_seqlens is resolved without the host; other offsets go
+    to the layer's own code; restore_step_chunks undoes it."""
+    step = make_step(64, 9, 2, 0, slots=2, capacities=[32, 64], sequence_capacities=[5, 9],
+                     linear_attention_chunk=32)
+    model = torch.nn.Sequential(GatedDeltaNetStandIn(), torch.nn.Linear(1, 1),
+                                GatedDeltaNetStandIn("headwise"))
+    assert thdc.megatron.use_step_chunks(model, step) == 2
+    layer = model[0]
+    q = torch.zeros(1)
+    for slot in step.slots:
+        for r in range(2):
+            view = slot.rung(r)
+            layer(q, view.packed_seq_params)
+            call = layer.calls[-1]
+            assert call["cu_seqlens"] is view.outputs.cu_seqlens_padded
+            assert call["chunk_indices"] is view.linear_chunks.indices
+            assert call["chunk_size"] == 32
+    assert layer.resolved_on_host == 0
+    foreign = types.SimpleNamespace(cu_seqlens_q_padded=torch.tensor([0, 3, 8], dtype=torch.int32),
+                                    cu_seqlens_q=None, max_seqlen_q=8)
+    layer(q, foreign)
+    assert layer.resolved_on_host == 1 and "chunk_indices" not in layer.calls[-1]
+    assert thdc.megatron.restore_step_chunks(model) == 2
+    layer(q, step.packed_seq_params)
+    assert layer.resolved_on_host == 2 and "chunk_indices" not in layer.calls[-1]
+
+
+def test_use_step_chunks_refusals(make_step):
+    step = make_step(64, 9, linear_attention_chunk=64)
+    with pytest.raises(ValueError, match="no Gated DeltaNet layer"):
+        thdc.megatron.use_step_chunks(torch.nn.Linear(1, 1), step)
+    with pytest.raises(ValueError, match="chunkwise"):
+        thdc.megatron.use_step_chunks(GatedDeltaNetStandIn("chunkwise"), step)
+    fallback = GatedDeltaNetStandIn()
+
+    def torch_chunk_gated_delta_rule(*args, **kwargs):
+        return None
+
+    fallback.gated_delta_rule = torch_chunk_gated_delta_rule
+    with pytest.raises(ValueError, match="PyTorch fallback"):
+        thdc.megatron.use_step_chunks(fallback, step)
+    with pytest.raises(ValueError, match="linear_attention_chunk=BT"):
+        thdc.megatron.use_step_chunks(GatedDeltaNetStandIn(), make_step(64, 9))
+    with pytest.raises(TypeError, match="GraphStep"):
+        thdc.megatron.use_step_chunks(GatedDeltaNetStandIn(), object())
+
+
+def test_megatron_core_gated_delta_net_has_the_calls_the_wiring_meets():
+    """Where megatron-core's GatedDeltaNet is installed: the layer still
+    resolves cu_seqlens through _resolve_cu_seqlens and calls its
+    gated_delta_rule with cu_seqlens= (the stand-in's shape)."""
+    import inspect
+    gdn = pytest.importorskip("megatron.core.ssm.gated_delta_net.gdn",
+                              reason="megatron-core without Gated DeltaNet")
+    source = inspect.getsource(gdn.GatedDeltaNet)
+    assert "self._resolve_cu_seqlens(" in source
+    assert "self.gated_delta_rule(" in source and "cu_seqlens=cu_seqlens_q" in source
+    assert callable(getattr(gdn.GatedDeltaNet, "_resolve_cu_seqlens", None))

@@ -44,6 +44,12 @@ arguments and 7-tuple, on GraphStep (sequence_packing.py):
 the step's options from the config fields it reads, TP rank 0 reading the
 iterator and broadcasting, a ring of slots across calls.
 
+Linear attention. `GraphStep(..., linear_attention_chunk=BT)` also computes
+the chunk metadata of flash-linear-attention's Gated DeltaNet and KDA
+kernels (`slot.linear_chunks`; thdc.attention.fla_gdn_args and
+fla_kda_args), and `use_step_chunks(model, step)` hands it to
+megatron-core's GatedDeltaNet layers (linear_attention.py).
+
 Tensor parallelism. One rank runs the step and `slot.broadcast(group, src)`
 sends the outputs, one buffer, to the others (a capturable NCCL broadcast;
 the recipe of Megatron's loader, where only TP rank 0 has data), or every
@@ -103,6 +109,7 @@ from __future__ import annotations
 # step.py (GraphStep), slot.py (StepSlot, SlotRung), loader.py (the copies
 # into a slot's inputs), packed_seq_params.py and sequence_packing.py (the
 # reference framework's function) hold the code; none imports this file.
+from .linear_attention import restore_step_chunks, use_step_chunks
 from .loader import InputLoader
 from .options import CONVENTIONS, CP_MODES, STAGES, StepOptions
 from .packed_seq_params import _megatron_core, make_packed_seq_params, packed_seq_params_fields
@@ -117,7 +124,8 @@ __all__ = [
     "MEGATRON_CORE_IMPORT_ERROR", "PackedSeqParams", "SEQUENCE_PACKING", "STAGES",
     "SequencePackingBatches", "SlotRung", "StepOptions", "StepSlot", "USING_MEGATRON_CORE",
     "get_batch_on_this_rank_for_sequence_packing", "make_packed_seq_params",
-    "packed_seq_params_fields", "slot_count", "slots_in_flight", "stage_of", "step_options",
+    "packed_seq_params_fields", "restore_step_chunks", "slot_count", "slots_in_flight",
+    "stage_of", "step_options", "use_step_chunks",
 ]
 
 # megatron-core's PackedSeqParams is imported when one of these is first

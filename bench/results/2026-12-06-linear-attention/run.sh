@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# flash-linear-attention's GDN and KDA kernels fed the step's chunk metadata,
+# captured with the step (bench/linear_attention.py), on one GPU, and the
+# GPU tests of the step's option.
+#   run.sh WHEEL FLA_DIR OUT
+# WHEEL: thdc's wheel (its module; this tree's Python files go over it);
+# FLA_DIR: a folder holding fla-core 0.6.0's `fla` package and einops.
+set -euo pipefail
+wheel=$1 fla_dir=$2 out=$3
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../../.." && pwd)
+work=$(mktemp -d)
+mkdir -p "$out"
+python3 -m zipfile -e "$wheel" "$work"          # thdc/ and thdc.libs/
+cp -r "$root"/python/thdc/* "$work/thdc/"       # this tree's Python files
+export PYTHONPATH="$work:$fla_dir"
+{
+  date -u +%Y-%m-%dT%H:%MZ
+  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+  python3 -c "import sys, torch, triton, fla; print('python', sys.version.split()[0], 'torch', torch.__version__, 'triton', triton.__version__, 'fla-core', fla.__version__)"
+} > "$out/machine.txt"
+python3 "$root/bench/linear_attention.py" --json "$out/linear_attention.json" "${@:4}" \
+  2>&1 | tee "$out/linear_attention.txt"
