@@ -2,9 +2,11 @@
 # flash-linear-attention's GDN and KDA kernels fed the step's chunk metadata,
 # captured with the step (bench/linear_attention.py), on one GPU, and the
 # GPU tests of the step's option.
-#   run.sh WHEEL FLA_DIR OUT
+#   run.sh WHEEL FLA_DIR OUT WHAT [ARGS...]
 # WHEEL: thdc's wheel (its module; this tree's Python files go over it);
 # FLA_DIR: a folder holding fla-core 0.6.0's `fla` package and einops.
+# WHAT: "tests" (the option's GPU and CPU tests, then the GPU test under
+# compute-sanitizer memcheck) or "bench" (bench/linear_attention.py ARGS).
 set -euo pipefail
 wheel=$1 fla_dir=$2 out=$3
 here=$(cd "$(dirname "$0")" && pwd)
@@ -19,5 +21,16 @@ export PYTHONPATH="$work:$fla_dir"
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
   python3 -c "import sys, torch, triton, fla; print('python', sys.version.split()[0], 'torch', torch.__version__, 'triton', triton.__version__, 'fla-core', fla.__version__)"
 } > "$out/machine.txt"
-python3 "$root/bench/linear_attention.py" --json "$out/linear_attention.json" "${@:4}" \
-  2>&1 | tee "$out/linear_attention.txt"
+case $4 in
+  tests)
+    cd "$root/test/python"
+    python3 -m pytest -q -p no:cacheprovider -rs test_linear_attention_gpu.py \
+      test_linear_attention_cpu.py test_stages.py 2>&1 | tee "$out/pytest.txt"
+    compute-sanitizer --tool memcheck --error-exitcode 9 \
+      python3 -m pytest -q -p no:cacheprovider test_linear_attention_gpu.py \
+      2>&1 | tail -n 30 | tee "$out/memcheck.txt" ;;
+  bench)
+    name=${BENCH_NAME:-linear_attention}
+    python3 "$root/bench/linear_attention.py" --json "$out/$name.json" "${@:5}" \
+      2>&1 | tee "$out/$name.txt" ;;
+esac
