@@ -48,7 +48,6 @@ import torch.nn.functional as F  # noqa: E402
 import thdc  # noqa: E402
 import thdc.attention  # noqa: E402
 import thdc.megatron  # noqa: E402
-import thdc.reference  # noqa: E402
 
 TOLERANCE = 1e-2
 

@@ -41,7 +41,9 @@ def test_captured_views_compute_their_chunks(cp_mode):
         for k in range(K):
             r = int(rng.integers(0, 2))
             mb = random_microbatch(rng, capacities[r], cp, sequences[r], rank=1)
-            if (round_ + k) % 4 == 3:
+            if (round_ + k) % 4 == 3:  # more sequences than the rung holds: emptied
+                mb["num_seqs"][0] = sequences[r] + 1
+            elif (round_ + k) % 4 == 1:
                 mb = invalidate(rng, mb, sequences[r])
             batches.append((r, mb, step_inputs(mb, capacities[r], cp)))
         torch.cuda.synchronize()
