@@ -6,8 +6,11 @@ interpreter. The folder holds links to the checkout's examples/ and test/,
 so that a block may name their files as a user in the checkout would.
 The commands come from PATH: an installed package's entry points, or the
 build tree's (THDC_BIN_DIR, put first); `python` is this interpreter.
-A document whose blocks need PyTorch skips them where it is missing; a
-block that fails names its document and line, with its output."""
+A document whose blocks need PyTorch skips them where it is missing
+(THDC_DOCS_REQUIRE_TORCH=1 makes that a failure: the environment was meant
+to have it); a block that fails names its document and line, with its
+output."""
+import importlib.util
 import os
 import re
 import shutil
@@ -20,6 +23,7 @@ from conftest import SOURCE_DIR, build_bin_dir
 
 FENCE = re.compile(r"^```(\w+)\s*$")
 MARKER = "<!-- runnable -->"
+NEEDS_TORCH = re.compile(r"^(?:import|from) .*\b(?:torch|megatron)\b", re.M)
 
 
 def runnable_blocks(path):
@@ -70,8 +74,11 @@ def test_runnable_blocks_run(path, tmp_path):
     for line, language, text in runnable_blocks(path):
         where = f"{os.path.relpath(path, SOURCE_DIR)}:{line}"
         if language == "python":
-            if re.search(r"^import torch|^import .*\btorch\b", text, re.M):
-                pytest.importorskip("torch")
+            if NEEDS_TORCH.search(text) and importlib.util.find_spec("torch") is None:
+                if os.environ.get("THDC_DOCS_REQUIRE_TORCH") == "1":
+                    pytest.fail(f"{where}: the block needs PyTorch, which is not installed "
+                                "(THDC_DOCS_REQUIRE_TORCH=1: it must run here, not skip)")
+                pytest.skip(f"{where} and the blocks after it: they need PyTorch")
             command = [sys.executable, "-c", text]
         elif language in ("sh", "bash"):
             command = ["bash", "-euo", "pipefail", "-c", text]
