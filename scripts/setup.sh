@@ -5,7 +5,8 @@
 # quietly for minutes, their output shown only when they fail; PyTorch is
 # about 5 GB).
 #   scripts/setup.sh           installs what is missing
-#   scripts/setup.sh --check   installs nothing: one line saying what is missing
+#   scripts/setup.sh --check   installs nothing: one line saying how much is
+#                              missing (the install's own lines name it)
 set -euo pipefail
 check_only=0
 if [ "${1:-}" = --check ]; then
@@ -22,11 +23,21 @@ done
 # matplotlib for the training example's plots (and their test), and PyTorch
 # for the tests that need it but no GPU (PyPI's build, which runs on the
 # CPU; about 5 GB). THDC_SKIP_TORCH=1 leaves PyTorch out.
-python_packages=(nanobind==3.1.0 numpy pytest matplotlib)
+python_modules=(nanobind numpy pytest matplotlib)
+python_packages=(nanobind==3.1.0 numpy pytest matplotlib) # what pip installs for each
 want_torch=1
 if [ "${THDC_SKIP_TORCH:-0}" = 1 ]; then
   want_torch=0
 fi
+
+missing_modules() { # MODULE...: those python3 lacks, found without importing
+  # them (PyTorch takes seconds); all of them without a python3
+  if command -v python3 > /dev/null 2>&1; then
+    python3 -c 'import importlib.util, sys
+print(" ".join(m for m in sys.argv[1:] if importlib.util.find_spec(m) is None))' "$@" && return
+  fi
+  echo "$*"
+}
 
 seconds() { # a duration in seconds, as "42 s" or "3 min 12 s"
   if [ "$1" -ge 60 ]; then
@@ -52,24 +63,24 @@ timed() { # WHAT COMMAND...: says what it does, runs it with its output in a
 }
 
 if [ "$check_only" = 1 ]; then
-  # Which modules are missing, without importing them (PyTorch takes seconds).
-  modules="nanobind numpy pytest matplotlib"
+  # Counts only, for apt and pip alike: the lines of the install that
+  # follows name what it installs, once.
+  modules=("${python_modules[@]}")
   if [ "$want_torch" = 1 ]; then
-    modules="$modules torch"
+    modules+=(torch)
   fi
-  pip_missing=$modules
-  if command -v python3 > /dev/null 2>&1; then
-    # shellcheck disable=SC2086 # one module name per argument
-    pip_missing=$(python3 -c 'import importlib.util, sys
-print(" ".join(m for m in sys.argv[1:] if importlib.util.find_spec(m) is None))' $modules) ||
-      pip_missing=$modules
-  fi
+  read -r -a pip_missing <<< "$(missing_modules "${modules[@]}")"
   if [ ${#missing[@]} -gt 0 ]; then
     apt_summary="apt: ${#missing[@]} of ${#packages[@]} packages missing"
   else
     apt_summary="apt: all ${#packages[@]} packages installed"
   fi
-  echo "$apt_summary, pip: ${pip_missing:+$pip_missing missing}${pip_missing:-nothing missing}"
+  if [ ${#pip_missing[@]} -gt 0 ]; then
+    pip_summary="pip: ${#pip_missing[@]} of ${#modules[@]} modules missing"
+  else
+    pip_summary="pip: all ${#modules[@]} modules installed"
+  fi
+  echo "$apt_summary, $pip_summary"
   exit 0
 fi
 
@@ -80,9 +91,18 @@ if [ ${#missing[@]} -gt 0 ]; then
   timed "apt-get install ${missing[*]} (and what they depend on)" \
     $sudo_cmd env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
 fi
-if ! python3 -c "import nanobind, numpy, pytest, matplotlib" 2>/dev/null; then
-  timed "pip install ${python_packages[*]}" \
-    python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore "${python_packages[@]}"
+read -r -a absent <<< "$(missing_modules "${python_modules[@]}")"
+to_install=()
+for i in "${!python_modules[@]}"; do
+  for module in "${absent[@]}"; do
+    if [ "$module" = "${python_modules[$i]}" ]; then
+      to_install+=("${python_packages[$i]}")
+    fi
+  done
+done
+if [ ${#to_install[@]} -gt 0 ]; then
+  timed "pip install ${to_install[*]}" \
+    python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore "${to_install[@]}"
 fi
 if [ "$want_torch" = 1 ] && ! python3 -c "import torch" 2>/dev/null; then
   timed "pip install torch>=2.10 for $(python3 --version) (PyPI's build, about 5 GB; the tests that need it but no GPU)" \

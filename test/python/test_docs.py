@@ -6,8 +6,13 @@ interpreter. The folder holds links to the checkout's examples/ and test/,
 so that a block may name their files as a user in the checkout would.
 The commands come from PATH: an installed package's entry points, or the
 build tree's (THDC_BIN_DIR, put first); `python` is this interpreter.
-A document whose blocks need PyTorch skips them where it is missing; a
-block that fails names its document and line, with its output."""
+A document whose blocks need PyTorch skips them where it is missing
+(THDC_DOCS_REQUIRE_TORCH=1 makes that a failure: the environment was meant
+to have it); a block that fails names its document and line, with its
+output. Every other sh, bash or python block says why it does not run,
+in a line `<!-- not runnable: REASON -->` right before it, so that a new
+block is either run or explained."""
+import importlib.util
 import os
 import re
 import shutil
@@ -20,6 +25,9 @@ from conftest import SOURCE_DIR, build_bin_dir
 
 FENCE = re.compile(r"^```(\w+)\s*$")
 MARKER = "<!-- runnable -->"
+NOT_RUNNABLE = re.compile(r"^<!-- not runnable: \S.*\S -->$")
+CHECKED = ("sh", "bash", "python")
+NEEDS_TORCH = re.compile(r"^(?:import|from) .*\b(?:torch|megatron)\b", re.M)
 
 
 def runnable_blocks(path):
@@ -37,11 +45,35 @@ def runnable_blocks(path):
     return blocks
 
 
-def documents():
+def unmarked_blocks(path):
+    """The lines of the sh, bash and python fences in `path` with neither
+    mark right before them."""
+    lines = open(path, encoding="utf-8").read().split("\n")
+    unmarked, inside = [], False
+    for i, line in enumerate(lines):
+        if not line.startswith("```"):
+            continue
+        if inside:
+            inside = False
+            continue
+        inside = True
+        fence = FENCE.match(line)
+        if not fence or fence.group(1) not in CHECKED:
+            continue
+        before = lines[i - 1].strip() if i > 0 else ""
+        if before != MARKER and not NOT_RUNNABLE.match(before):
+            unmarked.append(i + 1)
+    return unmarked
+
+
+def all_documents():
     docs = os.path.join(SOURCE_DIR, "docs")
-    paths = [os.path.join(SOURCE_DIR, "README.md")] + sorted(
+    return [os.path.join(SOURCE_DIR, "README.md")] + sorted(
         os.path.join(docs, name) for name in os.listdir(docs) if name.endswith(".md"))
-    return [p for p in paths if runnable_blocks(p)]
+
+
+def documents():
+    return [p for p in all_documents() if runnable_blocks(p)]
 
 
 def test_the_marker_finds_the_getting_started_blocks():
@@ -52,6 +84,20 @@ def test_the_marker_finds_the_getting_started_blocks():
     with pytest.raises(AssertionError, match="right before a ``` fence"):
         bad = os.path.join(os.path.dirname(__file__), "data", "unfenced-marker.md")
         runnable_blocks(bad)
+
+
+def test_every_block_runs_or_says_why_not():
+    """Every sh, bash and python block of README.md and docs/*.md is marked
+    runnable or `<!-- not runnable: REASON -->`, so a block added without
+    either (one that rots unseen) fails here; a reason must be given."""
+    unmarked = [f"{os.path.relpath(path, SOURCE_DIR)}:{line}"
+                for path in all_documents() for line in unmarked_blocks(path)]
+    assert not unmarked, (
+        "these blocks are neither marked runnable nor say why they cannot run (a line "
+        f"{MARKER} or <!-- not runnable: REASON --> right before the fence): "
+        + ", ".join(unmarked))
+    bad = os.path.join(os.path.dirname(__file__), "data", "unmarked-blocks.md")
+    assert unmarked_blocks(bad) == [4, 12, 21]
 
 
 @pytest.mark.parametrize("path", documents(), ids=lambda p: os.path.relpath(p, SOURCE_DIR))
@@ -70,8 +116,11 @@ def test_runnable_blocks_run(path, tmp_path):
     for line, language, text in runnable_blocks(path):
         where = f"{os.path.relpath(path, SOURCE_DIR)}:{line}"
         if language == "python":
-            if re.search(r"^import torch|^import .*\btorch\b", text, re.M):
-                pytest.importorskip("torch")
+            if NEEDS_TORCH.search(text) and importlib.util.find_spec("torch") is None:
+                if os.environ.get("THDC_DOCS_REQUIRE_TORCH") == "1":
+                    pytest.fail(f"{where}: the block needs PyTorch, which is not installed "
+                                "(THDC_DOCS_REQUIRE_TORCH=1: it must run here, not skip)")
+                pytest.skip(f"{where} and the blocks after it: they need PyTorch")
             command = [sys.executable, "-c", text]
         elif language in ("sh", "bash"):
             command = ["bash", "-euo", "pipefail", "-c", text]

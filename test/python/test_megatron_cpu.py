@@ -504,15 +504,24 @@ def test_the_package_logs_what_it_builds(make_step, caplog):
 
 def test_importing_the_drop_in_leaves_megatron_core_until_it_is_needed():
     """`import thdc.megatron` does not import megatron-core (seconds and
-    warnings on a machine that only plans); its PackedSeqParams is looked
-    up where a step first needs it, or its names are read."""
+    warnings on a machine that only plans), and is quiet: nothing on stdout
+    or stderr, no warning even with every warning shown (-W always: those
+    Python hides by default too). Its PackedSeqParams is looked up where a
+    step first needs it, or its names are read."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    env.pop("PYTHONWARNINGS", None)
+    quiet = subprocess.run([sys.executable, "-W", "always", "-c", "import thdc.megatron"],
+                           env=env, capture_output=True, text=True, timeout=300)
+    assert quiet.returncode == 0, quiet.stderr[-3000:]
+    assert quiet.stdout == "" and quiet.stderr == "", (
+        f"import thdc.megatron printed:\nstdout:\n{quiet.stdout[-3000:]}\n"
+        f"stderr:\n{quiet.stderr[-3000:]}")
     code = ("import sys, thdc.megatron as m\n"
             "assert 'megatron.core' not in sys.modules, 'imported with thdc.megatron'\n"
             "fields = m.packed_seq_params_fields()\n"
             "assert ('megatron.core' in sys.modules) == m.USING_MEGATRON_CORE\n"
             "assert m.PackedSeqParams.__name__ == 'PackedSeqParams' and 'seq_idx' in fields\n"
             "print('ok')\n")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                             text=True, timeout=300)
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-3000:]

@@ -252,6 +252,30 @@ def test_report_orders_every_mode(tmp_path):
         report.COLOURS)
 
 
+def test_report_gives_no_speedup_for_a_cpu_run():
+    """A CPU run's timings do not measure what thdc saves on a GPU: its
+    speedup column is "—", with a note; a GPU run's is eager's time over the
+    mode's."""
+    report = load("report")
+    gpu = _two_runs()[0]
+    gpu["modes"]["thdc-ladder"]["time_per_iter_ms"] = 1.0
+    cpu = dict(gpu, device="cpu")
+    for result in (gpu, cpu):
+        result.update(parameters=1e6, documents=8, steps=4, precision="fp32", torch="x")
+    assert [r["speedup"] for r in report.rows(gpu)] == [1.0, 2.0]
+    assert [r["speedup"] for r in report.rows(cpu)] == [None, None]
+    ladder = "| 1 | thdc-ladder | small | 8192 | 1.00 | 1 | 2.00 | "
+    lines = report.markdown([gpu]).splitlines()
+    assert any(line.startswith(ladder) for line in lines), lines
+    assert not any("for a run on the CPU" in line for line in lines)
+    lines = report.markdown([gpu, cpu]).splitlines()
+    assert any(line.startswith(ladder) for line in lines), lines
+    for mode in ("eager", "thdc-ladder"):
+        assert any(line.startswith(f"| 2 | {mode} | small | 8192 | ") and " | — | " in line
+                   for line in lines), lines
+    assert any(line.startswith("speedup vs eager: — for a run on the CPU") for line in lines)
+
+
 def test_report(run, tmp_path, monkeypatch):
     report = load("report")
     svg, markdown = tmp_path / "loss.svg", tmp_path / "RESULTS.md"
@@ -260,6 +284,7 @@ def test_report(run, tmp_path, monkeypatch):
     text = markdown.read_text()
     for mode in run[0]["modes"]:
         assert f"| {mode} | tiny | 256 |" in text
+    assert run[0]["device"] == "cpu" and "speedup vs eager: — for a run on the CPU" in text
     assert "![loss curves](loss.svg)" in text
     document = xml.dom.minidom.parse(str(svg))
     assert len(document.getElementsByTagName("polyline")) == len(run[0]["modes"])
