@@ -22,10 +22,12 @@ if not thdc.has_jit:
 
 
 @pytest.mark.parametrize("cp_mode", thdc.stages.CP_MODES)
-def test_captured_views_compute_their_chunks(cp_mode):
-    C, cp, N, BT, K = 1024, 2, 33, 64, 3
+@pytest.mark.parametrize("cp", [1, 2, 4, 8])
+def test_captured_views_compute_their_chunks(cp_mode, cp):
+    C, N, BT, K = 1024, 33, 64, 3
     capacities, sequences = [512, 1024], [17, 33]
-    step = thdc.megatron.GraphStep(C, N, cp, 1, cp_mode=cp_mode, slots=K,
+    rank = cp - 1
+    step = thdc.megatron.GraphStep(C, N, cp, rank, cp_mode=cp_mode, slots=K,
                                    capacities=capacities, sequence_capacities=sequences,
                                    linear_attention_chunk=BT)
     graphs = {}
@@ -34,13 +36,13 @@ def test_captured_views_compute_their_chunks(cp_mode):
             graphs[k, r] = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graphs[k, r]):
                 step.slot(k).rung(r).run()
-    rng = np.random.default_rng(44 + len(cp_mode))
+    rng = np.random.default_rng(44 + cp + len(cp_mode))
     checked = emptied = 0
     for round_ in range(6):
         batches = []
         for k in range(K):
             r = int(rng.integers(0, 2))
-            mb = random_microbatch(rng, capacities[r], cp, sequences[r], rank=1)
+            mb = random_microbatch(rng, capacities[r], cp, sequences[r], rank=rank)
             if (round_ + k) % 4 == 3:  # more sequences than the rung holds: emptied
                 mb["num_seqs"][0] = sequences[r] + 1
             elif (round_ + k) % 4 == 1:
