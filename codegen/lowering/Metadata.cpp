@@ -370,18 +370,47 @@ Value mlir::thd::lowerElement(LinearChunksOp op, ElementEmitter &e,
     scf::YieldOp::create(b, e.loc, ValueRange{sum});
     return loop.getResult(0);
   }
-  // Entry `at` of chunk_indices is half `at % 2` of row r = at / 2. Rows
-  // past the chunks search for chunk_count itself: it lies in the last
-  // sequence (every offset is at most it), `chunk_count - chunk_offsets[N-1]`
-  // into it, which is the sentinel.
+  // Entry `at` of chunk_indices is half `at % 2` of row r = at / 2, in the
+  // sequence s whose chunks hold pos = min(r, chunk_count): one walk over
+  // the sequences before it, summing their chunks (the chunk offsets are
+  // not materialised, so a search over them would sum them anew for every
+  // probe). Rows past the chunks walk to chunk_count itself: the walk stops
+  // at the last sequence, chunk_count - chunk_offsets[N-1] into it, which
+  // is the sentinel.
   Value r = e.divU(at, e.idx(2));
   Value count = e.toIndex(e.scalar(op.getChunkCount()));
-  Value pos = e.minIdx(r, count);
-  Value offsets = op.getChunkOffsets();
-  Value s = e.findSequence(offsets, e.idx(n), pos, 1);
-  Value start = e.cuAt(offsets, s, /*inBounds=*/true);
-  Value pos32 = e.toI32(pos);
-  Value t = e.sub(pos32, start);
+  Value pos = e.toI32(e.minIdx(r, count));
+  Value last = e.idx(n - 1);
+  OpBuilder &b = e.b;
+  Type indexType = b.getIndexType(), i32Type = b.getI32Type();
+  Value startSeq = e.idx(0);
+  Value startChunk = e.i32(0);
+  // The walk carries (s, first chunk of s); the condition passes on the
+  // first chunk after s as well, so the step sums each sequence's chunks
+  // once.
+  auto walk =
+      scf::WhileOp::create(b, e.loc, TypeRange{indexType, i32Type, i32Type},
+                           ValueRange{startSeq, startChunk});
+  {
+    OpBuilder::InsertionGuard guard(b);
+    Block *before = b.createBlock(&walk.getBefore(), {},
+                                  {indexType, i32Type}, {e.loc, e.loc});
+    Value s = before->getArgument(0), first = before->getArgument(1);
+    Value chunks = chunksOf(op, e, s);
+    Value end = e.add(first, chunks);
+    Value notLast = e.cmp(arith::CmpIPredicate::slt, s, last);
+    Value past = e.cmp(arith::CmpIPredicate::sle, end, pos);
+    Value more = e.andI(notLast, past);
+    scf::ConditionOp::create(b, e.loc, more, ValueRange{s, first, end});
+    Block *after = b.createBlock(&walk.getAfter(), {},
+                                 {indexType, i32Type, i32Type},
+                                 {e.loc, e.loc, e.loc});
+    Value nextSeq = e.add(after->getArgument(0), e.idx(1));
+    scf::YieldOp::create(b, e.loc,
+                         ValueRange{nextSeq, after->getArgument(2)});
+  }
+  Value s = walk.getResult(0);
+  Value t = e.sub(pos, walk.getResult(1));
   Value half = arith::RemUIOp::create(e.b, e.loc, at, e.idx(2));
   Value zero = e.idx(0);
   Value first = e.cmp(arith::CmpIPredicate::eq, half, zero);

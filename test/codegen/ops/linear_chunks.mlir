@@ -1,9 +1,9 @@
 // Lowering of thd.linear_chunks (S15): chunk_count sums ceil(max(len, 0) /
 // BT) over every sequence once, before the element loops; chunk_offsets[i]
 // sums it over the first min(i, N) sequences; entry k of chunk_indices is
-// half k % 2 of row r = k / 2, found by the sequence search over the chunk
-// offsets at min(r, chunk_count), so the rows past the chunks are the
-// sentinel.
+// half k % 2 of row r = k / 2, in the sequence a walk over the sequences
+// reaches at min(r, chunk_count) (summing each one's chunks once; it stops
+// at the last sequence), so the rows past the chunks are the sentinel.
 // RUN: thd-opt %s --thd-force-static-shapes --thd-lower-to-loops | FileCheck %s
 
 // CHECK-LABEL: func.func @linear_chunks_count
@@ -40,16 +40,21 @@ func.func @linear_chunks_offsets(%cup: tensor<4xi32>) -> tensor<4xi32> {
 // CHECK: %[[ROW:.+]] = arith.divui %[[K]], %c2{{.*}} : index
 // CHECK: %[[COUNTIDX:.+]] = arith.index_cast %[[COUNT]] : i32 to index
 // CHECK: %[[AT:.+]] = arith.minsi %[[ROW]], %[[COUNTIDX]] : index
-// CHECK: %[[SEQ:.+]] = scf.if
-// CHECK: scf.while
-// CHECK: memref.store %[[SEQ]], %{{.+}}[
-// CHECK: %[[START:.+]] = scf.for
-// CHECK: %[[FIRST:.+]] = arith.select %{{.+}}, %c0_i32{{.*}}, %[[START]] : i32
-// CHECK: %[[AT32:.+]] = arith.index_cast %[[AT]] : index to i32
-// CHECK: %[[T:.+]] = arith.subi %[[AT32]], %[[FIRST]] : i32
+// CHECK: %[[POS:.+]] = arith.index_cast %[[AT]] : index to i32
+// CHECK: %[[WALK:.+]]:3 = scf.while (%[[S:.+]] = %{{.+}}, %[[FIRST:.+]] = %c0_i32{{.*}}) : (index, i32) -> (index, i32, i32)
+// CHECK: arith.ceildivsi %{{.+}}, %c4_i32{{.*}} : i32
+// CHECK: %[[END:.+]] = arith.addi %[[FIRST]], %{{.+}} : i32
+// CHECK: %[[NOTLAST:.+]] = arith.cmpi slt, %[[S]], %c2{{.*}} : index
+// CHECK: %[[PAST:.+]] = arith.cmpi sle, %[[END]], %[[POS]] : i32
+// CHECK: %[[MORE:.+]] = arith.andi %[[NOTLAST]], %[[PAST]] : i1
+// CHECK: scf.condition(%[[MORE]]) %[[S]], %[[FIRST]], %[[END]] : index, i32, i32
+// CHECK: ^bb0(%[[S2:.+]]: index, %{{.+}}: i32, %[[END2:.+]]: i32):
+// CHECK: %[[NEXT:.+]] = arith.addi %[[S2]], %c1{{.*}} : index
+// CHECK: scf.yield %[[NEXT]], %[[END2]] : index, i32
+// CHECK: %[[T:.+]] = arith.subi %[[POS]], %[[WALK]]#1 : i32
 // CHECK: %[[HALF:.+]] = arith.remui %[[K]], %c2{{.*}} : index
 // CHECK: %[[ISSEQ:.+]] = arith.cmpi eq, %[[HALF]], %c0{{.*}} : index
-// CHECK: %[[SEQ32:.+]] = arith.index_cast %[[SEQ]] : index to i32
+// CHECK: %[[SEQ32:.+]] = arith.index_cast %[[WALK]]#0 : index to i32
 // CHECK: %[[R:.+]] = arith.select %[[ISSEQ]], %[[SEQ32]], %[[T]] : i32
 // CHECK: memref.store %[[R]], %[[OUT]][%[[K]]]
 func.func @linear_chunks_indices(%cup: tensor<4xi32>) -> tensor<10xi32> {
