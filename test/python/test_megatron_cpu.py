@@ -621,6 +621,44 @@ def test_broadcast_header_names_the_senders_layout(make_step, monkeypatch, recei
     assert view.outputs.cu_seqlens_padded[1:].tolist() == [view.C * cp] * view.N
 
 
+def test_the_sender_sends_the_layout_of_the_rung_that_ran(make_step, monkeypatch):
+    """A sender whose view is not the rung that wrote its buffer last (the
+    rungs share it, each laying it out for its own sizes) sends the header
+    of the rung that did: a receiver expecting the sender's view refuses the
+    bytes (layout_mismatch), one expecting the rung that ran reads them, and
+    the sender's own view is emptied and flagged rung_not_run."""
+    import torch.distributed as dist
+
+    fake = _FakeBroadcast()
+    monkeypatch.setattr(dist, "get_rank", fake.get_rank)
+    monkeypatch.setattr(dist, "broadcast", fake.broadcast)
+    options = dict(tp=2, capacities=[32, 64], sequence_capacities=[5, 9])
+    sender = make_step(64, 9, 2, 1, tp_rank=0, **options)
+    got = make_step(64, 9, 2, 1, tp_rank=1, **options)
+    rows = torch.arange(1, 53).view(1, -1)
+    sender.load_inputs(tokens=rows, labels=rows, position_ids=rows, loss_mask=torch.ones(1, 52),
+                       cu_seqlens=torch.tensor([0, 20, 46], dtype=torch.int32),
+                       cu_seqlens_padded=torch.tensor([0, 24, 52], dtype=torch.int32))
+    sender.rung(0).run()
+    assert int(sender.rung(0).status[0]) == 0
+    ran = sender.rung(0)._output_bytes.clone()
+    view = sender.rung(1)
+    empty = view._empty.clone()
+    view.broadcast(src=0)
+    not_run = thdc.STATUS_BITS["rung_not_run"]
+    assert int(view.status[0]) == not_run
+    view.outputs.status.fill_(0)
+    assert torch.equal(view._output_bytes, empty)  # its own empty microbatch
+    fake.rank = 1
+    expecting = got.rung(1)
+    expecting.broadcast(src=0)
+    assert int(expecting.status[0]) == thdc.STATUS_BITS["layout_mismatch"]
+    assert expecting.batch["loss_mask"].sum() == 0
+    reading = got.rung(0)
+    reading.broadcast(src=0)
+    assert int(reading.status[0]) == 0 and torch.equal(reading._output_bytes, ran)
+
+
 def test_broadcast_needs_a_tp_step(make_step):
     with pytest.raises(ValueError, match=r"broadcast: the step was made for one TP rank"):
         make_step(64, 9).broadcast(src=0)

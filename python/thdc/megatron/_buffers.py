@@ -17,15 +17,20 @@ torch = _import_torch("thdc.megatron")
 
 # Each output starts on this boundary inside the slot's one output buffer.
 _ALIGNMENT = 256
-# The broadcast header: the first _ALIGNMENT bytes of a slot's buffer, ahead
-# of the outputs, say which layout the sending TP rank ran, one int32 per
-# field; each receiver compares them with its own on the device
-# (SlotRung.broadcast). "layout" is a fingerprint of the output layout and
-# of the options that change what the outputs hold.
+# The header: the first _ALIGNMENT bytes of a slot's buffer, ahead of the
+# outputs, name the layout of the rung and CP size that wrote them last, one
+# int32 per field. Every run writes its own on the device after its outputs
+# (a captured run too), and a broadcast sends it with them: each receiver
+# compares it with its own, exact_rows and the sender with the view's, on
+# the device (SlotRung.broadcast, SlotRung.exact_rows). "layout" is a
+# fingerprint of the output layout and of the options that change what the
+# outputs hold.
 _HEADER_FIELDS = ("magic", "C", "N", "cp", "cp_rank", "stage", "rung", "layout")
 _HEADER_MAGIC = 0x74686463  # "thdc"
 # The status bit a receiver sets when the header is not its own.
 _LAYOUT_MISMATCH = STATUS_BITS["layout_mismatch"]
+# The status bit a view gets when another rung (or CP size) wrote the buffer.
+_RUNG_NOT_RUN = STATUS_BITS["rung_not_run"]
 
 
 def _element_size(arg) -> int:
