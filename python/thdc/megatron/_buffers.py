@@ -63,6 +63,46 @@ def _header_words(step: "GraphStep", C: int, N: int, cp: int, rung: int, layout)
     return [(words[f] + 2**31) % 2**32 - 2**31 for f in _HEADER_FIELDS]
 
 
+# What every rank of a group agrees on before a step's first broadcast on
+# it, one int64 per field (SlotRung.broadcast): what no microbatch changes,
+# the slot buffer's size among it. The rung and the CP size that ran can
+# change from one microbatch to the next; the header says which, checked on
+# the device. "rungs" is a fingerprint of the ladder below the top rung and
+# of the CP sizes, "options" of the CP layout and the pipeline's options.
+_STEP_FIELDS = ("C", "N", "cp", "cp_rank", "stage", "rungs", "options", "size")
+
+
+def _step_words(step: "GraphStep", nbytes: int) -> list:
+    """_STEP_FIELDS of a step whose slots' buffers take nbytes."""
+    import zlib
+
+    crc = lambda value: zlib.crc32(repr(value).encode())
+    return [step.C, step.N, step.cp, step.cp_rank, STAGES.index(step.stage),
+            crc((list(step.config.rungs)[:-1], list(step.cp_sizes))),
+            crc((step.cp_mode, sorted(step.options.items()))), nbytes]
+
+
+def _step_differences(mine: list, sender: list, src: int) -> list:
+    """What of a rank's _STEP_FIELDS differs from the sender's (rank src),
+    in words."""
+    said = []
+    for field, a, b in zip(_STEP_FIELDS, mine, sender):
+        if a == b:
+            continue
+        if field == "rungs":
+            said.append("other rungs (capacities, sequence_capacities or cp_sizes)")
+        elif field == "options":
+            said.append("other options (cp_mode, seq_idx, rope_table_rows, cp_order_index, "
+                        "dummy_length, ...)")
+        elif field == "stage":
+            show = lambda v: repr(STAGES[v]) if 0 <= v < len(STAGES) else str(v)
+            said.append(f"stage = {show(a)} (rank {src}: {show(b)})")
+        else:
+            unit = " bytes" if field == "size" else ""
+            said.append(f"{field} = {a}{unit} (rank {src}: {b})")
+    return said
+
+
 def _step_bytes(step: "GraphStep", slots: int) -> Tuple[int, int]:
     """The bytes one slot's buffers take (inputs, outputs with the header
     and, with tp > 1, the empty microbatch of every rung and CP size that a

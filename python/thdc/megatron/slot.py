@@ -8,11 +8,12 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, NamedTuple, Optional, Tuple
 
 from .. import planner
-from .._checks import _check_int, _import_torch
+from .._checks import _capturing, _check_int, _import_torch
 from .._kernel import STATUS_BITS
 from .._thdc import Gather, describe_status
 from ._buffers import (_ALIGNMENT, _HEADER_FIELDS, _LAYOUT_MISMATCH, _RUNG_NOT_RUN,
-                       _header_words, _output_layout, _tp_shard)
+                       _header_words, _output_layout, _step_differences, _step_words,
+                       _tp_shard)
 from ._delegate import Delegated
 from .loader import InputLoader, _refuse_unknown
 from .options import _holds
@@ -402,15 +403,25 @@ class SlotRung:
         the view refuse the bytes) and keeps an empty microbatch of the
         view's flagged `rung_not_run`. The whole buffer is sent whichever
         rung or CP size ran, so the counts agree between TP ranks of the
-        same step that picked different ones; a TP rank whose step has a
-        buffer of another size makes the counts disagree, which only the
-        collective itself can notice."""
+        same step that picked different ones.
+
+        What no microbatch changes is agreed once: the step's first
+        broadcast on a group from src gathers every rank's step (C, N, cp,
+        cp_rank, stage, rungs, options, the buffer's size) in one
+        small collective and raises ValueError on every rank, naming what
+        differs, when a rank built another step than the sender: a buffer
+        of another size would make the broadcast itself fail (gloo aborts
+        the receiver; with NCCL it is undefined). That first call reads the
+        result back, so it cannot be captured: run one before capturing
+        (the warm-up does); later calls, captured or not, skip it."""
         import torch.distributed as dist
 
         src = _check_int(src, "src")
         if self._empty is None:
             raise ValueError("broadcast: the step was made for one TP rank (tp=1); the "
                              "broadcast recipe needs GraphStep(..., tp=, tp_rank=)")
+        if (group, src) not in self.step._agreed:
+            self._agree(dist, group, src)
         slot = self.slot
         sending = dist.get_rank() == src
         dist.broadcast(slot.buffer, src=src, group=group)
@@ -422,6 +433,40 @@ class SlotRung:
         self.outputs.status.bitwise_or_(
             bad.to(torch.int32) * (_RUNG_NOT_RUN if sending else _LAYOUT_MISMATCH))
         self._wrote()
+
+    def _agree(self, dist, group, src: int) -> None:
+        """The step's first broadcast on `group` from `src`: every rank's
+        _STEP_FIELDS gathered (one all_gather of a few int64, read back on
+        the host), ValueError on every rank when one differs from src's,
+        else recorded in step._agreed. Every rank calls it at the same
+        broadcast, its first of the step on that group, so the collectives
+        stay in step whichever rung or CP size each picks."""
+        step = self.step
+        if not step.on_host and _capturing():
+            raise RuntimeError(
+                "broadcast: the step's first broadcast on a group checks that every rank built "
+                "the same step, a collective read back on the host, which a CUDA graph cannot "
+                "capture: broadcast once before capturing (a warm-up)")
+        ranks = (list(range(dist.get_world_size())) if group is None
+                 else list(dist.get_process_group_ranks(group)))
+        if src not in ranks:
+            raise ValueError(f"broadcast: src = {src} is not a rank of the group (ranks {ranks})")
+        words = _step_words(step, self.slot.buffer.numel())
+        mine = torch.tensor(words, dtype=torch.int64, device=step.device)
+        everyone = [torch.empty_like(mine) for _ in ranks]
+        dist.all_gather(everyone, mine, group=group)
+        rows = [t.tolist() for t in everyone]
+        sender = rows[ranks.index(src)]
+        said = [f"rank {rank} built another step than the sender, rank {src}: "
+                + ", ".join(_step_differences(row, sender, src))
+                for rank, row in zip(ranks, rows) if row != sender]
+        if said:
+            raise ValueError(
+                f"broadcast: {'; '.join(said)}. The slot's buffer is broadcast whole, so every "
+                f"rank of the group must build the same GraphStep (C, N, cp, cp_rank, stage, "
+                f"capacities, sequence_capacities, cp_sizes, options): a buffer of another "
+                f"size would make the collective fail (gloo aborts the receiver)")
+        step._agreed.add((group, src))
 
 
 class StepSlot:
