@@ -51,6 +51,11 @@ enum StatusBit : int32_t {
   /// receiving rank expects. Set by the drop-in's broadcast on the
   /// receiver, never by a kernel; the receiver keeps an empty microbatch.
   StatusLayoutMismatch = 512,
+  /// A rung (or CP size) of a slot was read as a layout while the slot's
+  /// buffer held the outputs another one wrote last: the rungs share the
+  /// buffer, each laying it out for its own sizes. Set by the drop-in's
+  /// exact_rows and broadcast sender, never by a kernel; the view is emptied.
+  StatusRungNotRun = 1024,
 };
 
 /// Every bit with the name `describeStatus` prints for it, in bit order.
@@ -82,6 +87,9 @@ inline constexpr StatusBitName kStatusBitNames[] = {
     {StatusLayoutMismatch, "layout_mismatch",
      "the TP rank that broadcast the outputs ran another layout than this "
      "rank's step"},
+    {StatusRungNotRun, "rung_not_run",
+     "the slot's buffer holds another rung's (or CP size's) outputs than the "
+     "one read"},
 };
 
 /// "ok", or the names of the set bits joined by '|' (with "unknown bits 0x.."

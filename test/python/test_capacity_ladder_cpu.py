@@ -297,6 +297,49 @@ def test_exact_rows_never_reach_past_the_rows(make_step):
         make_step(2, 0).exact_rows(6, 1)
 
 
+def test_a_rung_that_did_not_run_is_refused(make_step):
+    """The rungs share the slot's buffer, each laying it out for its own
+    sizes: exact_rows of a rung other than the one that ran last would read
+    another layout (the offsets [0, 5, 12, 16] of rung 0 read as rung 1's,
+    with status 0). Where the host knows which rung ran it raises, naming
+    both; where it cannot (a run captured in a CUDA graph, then replayed)
+    the device compares the header of the rung that wrote the buffer with
+    the view's: the view is emptied and flagged rung_not_run, and the
+    buffer then counts as no rung's."""
+    step = make_step(1, 0)
+    cu = torch.tensor([0, 5, 12], dtype=torch.int32)
+    data = dict(tokens=torch.arange(12).view(1, -1), labels=torch.arange(12).view(1, -1),
+                loss_mask=torch.ones(1, 12), position_ids=torch.arange(12).view(1, -1))
+    step.load_inputs(**data, cu_seqlens=cu, cu_seqlens_padded=cu)
+    slot = step.slot(0)
+    slot.rung(0).run()
+    with pytest.raises(ValueError, match=r"exact_rows: rung 1 \(C = 32, N = 6\) of slot 0 did "
+                                         r"not run last; rung 0 \(C = 16, N = 4\) did"):
+        slot.rung(1).exact_rows(12, 2, 7)
+    with pytest.raises(ValueError, match=r"rung 2 \(C = 48, N = 9\) of slot 0 did not run"):
+        slot.exact_rows(12, 2, 7)  # the slot's own: its top rung's
+    batch, params = slot.rung(0).exact_rows(12, 2, 7)  # the rung that ran
+    assert int(slot.rung(0).status[0]) == 0 and params.cu_seqlens_q.tolist() == [0, 5, 12]
+    assert float(batch["loss_mask"].sum()) == 12.0
+    # What a replayed graph leaves: the host does not know which rung ran.
+    slot._last_run = None
+    view = slot.rung(1)
+    batch, params = view.exact_rows(12, 2, 7)
+    not_run = thdc.STATUS_BITS["rung_not_run"]
+    assert int(view.status[0]) == not_run
+    assert thdc.describe_status(int(view.status[0])) == "rung_not_run"
+    assert params.cu_seqlens_q.tolist() == [0, 7, 12]  # max_seqlen pieces, none trained
+    assert float(batch["loss_mask"].sum()) == 0.0
+    # The view wrote into the buffer: no rung's outputs are whole any more.
+    batch, params = slot.rung(0).exact_rows(12, 2, 7)
+    assert int(slot.rung(0).status[0]) & not_run and float(batch["loss_mask"].sum()) == 0.0
+    # Running the rung makes it readable again.
+    view.run()
+    batch, params = view.exact_rows(12, 2, 7)
+    assert int(view.status[0]) == 0 and params.cu_seqlens_q.tolist() == [0, 5, 12]
+    assert float(batch["loss_mask"].sum()) == 12.0
+
+
 @pytest.mark.parametrize("cp", [1, 2])
 def test_the_planner_and_the_step_choose_the_same_rung(make_step, cp):
     """thdc.planner.ladder_plan over the step's ladder: every pack at the

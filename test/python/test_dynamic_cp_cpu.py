@@ -403,9 +403,15 @@ def test_get_batch_with_dynamic_cp_on_the_other_tp_ranks(cache_dir, monkeypatch)
             assert tensor.numel() == sent["bytes"].numel(), "the counts must agree"
             tensor.copy_(sent["bytes"])
 
+    def all_gather(tensors, tensor, group=None):  # the ranks' steps, as far as they called
+        sent[current["rank"]] = tensor.clone()
+        for rank, out in enumerate(tensors):
+            out.copy_(sent.get(rank, tensor))
+
     monkeypatch.setattr(dist, "get_process_group_ranks", lambda group: [0, 1])
     monkeypatch.setattr(dist, "get_rank", lambda group=None: current["rank"])
     monkeypatch.setattr(dist, "broadcast", broadcast)
+    monkeypatch.setattr(dist, "all_gather", all_gather)
     groups = {size: object() for size in SIZES}
     config = _dynamic_config()
     rng = np.random.default_rng(5)

@@ -5,7 +5,8 @@ random and invalid microbatches against the reference; several slots alive
 at once; the status and dropped-work counters; the sequence-parallel shard;
 PackedSeqParams; a bundle's host code; every slot method either working or
 refusing what needs CUDA (streams) by name; no call into torch.cuda on the
-whole path; two TP ranks broadcasting over gloo. The GPU twin is
+whole path; two TP ranks broadcasting over gloo, and refused by name
+before the broadcast when their steps differ. The GPU twin is
 test_megatron_gpu.py. Skipped without PyTorch >= 2.10."""
 import os
 import re
@@ -544,16 +545,45 @@ def test_two_tp_ranks_broadcast_over_gloo(tmp_path):
     assert "tp ranks agree" in result.stdout
 
 
-class _FakeBroadcast:
-    """dist.get_rank and dist.broadcast for two TP ranks in one process:
-    the sender's bytes reach the receiver up to the shorter buffer (what a
-    transport that does not compare counts delivers)."""
+def test_tp_ranks_of_other_steps_are_refused_before_the_broadcast(tmp_path):
+    """Two TP ranks over gloo whose steps differ (another C, another ladder):
+    their buffers differ in size, and gloo aborts a receiver given another
+    size; the first broadcast of a step on a group agrees on the steps with
+    one small collective and raises ValueError naming what differs, on
+    every rank. The same steps agree once and broadcast as before
+    (test/python/torchrun_tp_agree.py)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path),
+               THDC_CACHE_DIR=str(tmp_path / "cache"))
+    result = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+         os.path.join(os.path.dirname(__file__), "torchrun_tp_agree.py")],
+        env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    assert "tp agreement checked" in result.stdout
+    for rank in (0, 1):
+        assert f"rank {rank}: ValueError: broadcast: " in result.stdout
 
-    def __init__(self):
-        self.rank, self.sent = 0, None
+
+class _FakeBroadcast:
+    """torch.distributed for two TP ranks in one process, each sender's call
+    made before the receivers': get_rank, get_world_size, broadcast (the
+    sender's bytes reach the receiver up to the shorter buffer, what a
+    transport that does not compare counts delivers) and all_gather (the
+    tensor of each rank that has called it, the caller's for the others: the
+    sender sees its own)."""
+
+    def __init__(self, monkeypatch):
+        import torch.distributed as dist
+
+        self.rank, self.sent, self.gathered, self.gathers = 0, None, {}, 0
+        for name in ("get_rank", "get_world_size", "broadcast", "all_gather"):
+            monkeypatch.setattr(dist, name, getattr(self, name))
 
     def get_rank(self, group=None):
         return self.rank
+
+    def get_world_size(self, group=None):
+        return 2
 
     def broadcast(self, tensor, src, group=None):
         if self.rank == src:
@@ -562,48 +592,46 @@ class _FakeBroadcast:
             count = min(tensor.numel(), self.sent.numel())
             tensor[:count].copy_(self.sent[:count])
 
+    def all_gather(self, tensors, tensor, group=None):
+        self.gathers += 1
+        self.gathered[self.rank] = tensor.clone()
+        for rank, out in enumerate(tensors):
+            out.copy_(self.gathered.get(rank, tensor))
 
-@pytest.mark.parametrize("receiver, rung", [
-    (dict(), None),  # the same step: the sender's outputs
-    (dict(N=10), None),  # another N: the offsets of another layout
-    (dict(C=72), None),
-    (dict(rank=0), None),  # another CP rank
-    (dict(stage="last"), None),
-    (dict(cp_mode="contiguous"), None),
-    (dict(seq_idx=False), None),  # other outputs
-    (dict(capacities=[32, 64]), 0),  # the receiver picked another rung
-])
-def test_broadcast_header_names_the_senders_layout(make_step, monkeypatch, receiver, rung):
+
+def _sent_microbatch(step):
+    """Loads and runs two sequences on the step (52 rows, cp = 2)."""
+    rows = torch.arange(1, 53).view(1, -1)
+    step(tokens=rows, labels=rows, position_ids=rows, loss_mask=torch.ones(1, 52),
+         cu_seqlens=torch.tensor([0, 20, 46], dtype=torch.int32),
+         cu_seqlens_padded=torch.tensor([0, 24, 52], dtype=torch.int32))
+    assert int(step.status[0]) == 0
+
+
+@pytest.mark.parametrize("rung", [None, 0])
+def test_broadcast_header_names_the_senders_layout(make_step, monkeypatch, rung):
     """A TP rank receives the sender's outputs only when it expects the
-    layout the sender ran (C, N, CP size and rank, stage, rung, the
-    outputs); any other is flagged layout_mismatch on the device and the
-    receiver keeps an empty microbatch of its own layout (all padding, no
-    row trained), never rows laid out for another step."""
-    import torch.distributed as dist
-
-    fake = _FakeBroadcast()
-    monkeypatch.setattr(dist, "get_rank", fake.get_rank)
-    monkeypatch.setattr(dist, "broadcast", fake.broadcast)
-    C, N, cp = 64, 9, 2
-    sent_options = dict(C=C, N=N, rank=1, tp=2, tp_rank=0)
-    if "capacities" in receiver:
-        sent_options["capacities"] = receiver["capacities"]
-    got_options = dict(sent_options, tp_rank=1, **receiver)
-    make = lambda o: make_step(o.pop("C"), o.pop("N"), cp, o.pop("rank"), **o)
-    sender, got = make(dict(sent_options)), make(dict(got_options))
-    rows = lambda dtype: torch.arange(1, 53, dtype=dtype).view(1, -1)
-    sender(tokens=rows(torch.int64), labels=rows(torch.int64), position_ids=rows(torch.int64),
-           loss_mask=torch.ones(1, 52), cu_seqlens=torch.tensor([0, 20, 46], dtype=torch.int32),
-           cu_seqlens_padded=torch.tensor([0, 24, 52], dtype=torch.int32))
-    assert int(sender.status[0]) == 0
+    layout the sender ran: of the same step, another rung (what can change
+    from one microbatch to the next) is flagged layout_mismatch on the
+    device and the receiver keeps an empty microbatch of its own layout
+    (all padding, no row trained), never rows laid out for another rung.
+    The steps are agreed on once, at the first broadcast."""
+    fake = _FakeBroadcast(monkeypatch)
+    cp = 2
+    options = dict(tp=2, capacities=[32, 64], sequence_capacities=[5, 9])
+    sender = make_step(64, 9, cp, 1, tp_rank=0, **options)
+    got = make_step(64, 9, cp, 1, tp_rank=1, **options)
+    _sent_microbatch(sender)
     sender.broadcast(src=0)
     fake.rank = 1
     view = got.slot(0).rung(-1 if rung is None else rung)
     empty = view._empty.clone()
     view.outputs.status.fill_(0)
     view.broadcast(src=0)
+    view.broadcast(src=0)
+    assert fake.gathers == 2  # once for each step
     mismatch = thdc.STATUS_BITS["layout_mismatch"]
-    if not receiver:
+    if rung is None:  # the rung the sender ran: its outputs
         assert torch.equal(got.buffer, sender.buffer)
         assert int(got.status[0]) == 0 and got.batch["loss_mask"].sum() > 0
         return
@@ -619,6 +647,71 @@ def test_broadcast_header_names_the_senders_layout(make_step, monkeypatch, recei
         assert view.batch["loss_mask"].sum() == 0
     # One sequence, the dummy over every row.
     assert view.outputs.cu_seqlens_padded[1:].tolist() == [view.C * cp] * view.N
+
+
+@pytest.mark.parametrize("receiver, named", [
+    (dict(N=10), "N = 10 (rank 0: 9)"),
+    (dict(C=72), "C = 72 (rank 0: 64), size = "),  # a buffer of another size
+    (dict(rank=0), "cp_rank = 0 (rank 0: 1)"),
+    (dict(stage="last"), "stage = 'last' (rank 0: 'first_last')"),
+    (dict(cp_mode="contiguous"), "other options (cp_mode"),
+    (dict(seq_idx=False), "other options (cp_mode"),  # other outputs
+    (dict(capacities=[32, 64]), "other rungs (capacities"),
+])
+def test_broadcast_refuses_a_rank_of_another_step_by_name(make_step, monkeypatch, receiver,
+                                                          named):
+    """The first broadcast of a step on a group gathers every rank's step: a
+    TP rank that built another one than the sender (C, N, CP rank, stage,
+    options, ladder) gets ValueError naming what differs, before any byte
+    of the buffer is sent (a real transport aborts a receiver given another
+    size)."""
+    fake = _FakeBroadcast(monkeypatch)
+    sent_options = dict(C=64, N=9, rank=1, tp=2, tp_rank=0)
+    make = lambda o: make_step(o.pop("C"), o.pop("N"), 2, o.pop("rank"), **o)
+    sender = make(dict(sent_options))
+    got = make(dict(sent_options, tp_rank=1, **receiver))
+    _sent_microbatch(sender)
+    sender.broadcast(src=0)
+    fake.rank = 1
+    before = got.buffer.clone()
+    with pytest.raises(ValueError, match=re.escape(
+            "broadcast: rank 1 built another step than the sender, rank 0: " + named)):
+        got.broadcast(src=0)
+    assert torch.equal(got.buffer, before)
+
+
+def test_the_sender_sends_the_layout_of_the_rung_that_ran(make_step, monkeypatch):
+    """A sender whose view is not the rung that wrote its buffer last (the
+    rungs share it, each laying it out for its own sizes) sends the header
+    of the rung that did: a receiver expecting the sender's view refuses the
+    bytes (layout_mismatch), one expecting the rung that ran reads them, and
+    the sender's own view is emptied and flagged rung_not_run."""
+    fake = _FakeBroadcast(monkeypatch)
+    options = dict(tp=2, capacities=[32, 64], sequence_capacities=[5, 9])
+    sender = make_step(64, 9, 2, 1, tp_rank=0, **options)
+    got = make_step(64, 9, 2, 1, tp_rank=1, **options)
+    rows = torch.arange(1, 53).view(1, -1)
+    sender.load_inputs(tokens=rows, labels=rows, position_ids=rows, loss_mask=torch.ones(1, 52),
+                       cu_seqlens=torch.tensor([0, 20, 46], dtype=torch.int32),
+                       cu_seqlens_padded=torch.tensor([0, 24, 52], dtype=torch.int32))
+    sender.rung(0).run()
+    assert int(sender.rung(0).status[0]) == 0
+    ran = sender.rung(0)._output_bytes.clone()
+    view = sender.rung(1)
+    empty = view._empty.clone()
+    view.broadcast(src=0)
+    not_run = thdc.STATUS_BITS["rung_not_run"]
+    assert int(view.status[0]) == not_run
+    view.outputs.status.fill_(0)
+    assert torch.equal(view._output_bytes, empty)  # its own empty microbatch
+    fake.rank = 1
+    expecting = got.rung(1)
+    expecting.broadcast(src=0)
+    assert int(expecting.status[0]) == thdc.STATUS_BITS["layout_mismatch"]
+    assert expecting.batch["loss_mask"].sum() == 0
+    reading = got.rung(0)
+    reading.broadcast(src=0)
+    assert int(reading.status[0]) == 0 and torch.equal(reading._output_bytes, ran)
 
 
 def test_broadcast_needs_a_tp_step(make_step):

@@ -394,7 +394,7 @@ def test_describe_status_names_the_bits():
     # The names come from reference/StatusBits.h, the one definition.
     assert thdc.describe_status(0) == "ok"
     assert thdc.describe_status(8 | 16) == "not_monotonic|valid_exceeds_padded"
-    assert thdc.describe_status(64 | 1024) == "sample_out_of_range|unknown bits 0x400"
+    assert thdc.describe_status(64 | 2048) == "sample_out_of_range|unknown bits 0x800"
     every = "|".join(thdc.describe_status(1 << b) for b in range(7))
     assert every.split("|") == ["num_seqs_out_of_range", "total_exceeds_capacity",
                                 "not_divisible", "not_monotonic", "valid_exceeds_padded",

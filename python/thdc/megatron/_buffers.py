@@ -17,15 +17,20 @@ torch = _import_torch("thdc.megatron")
 
 # Each output starts on this boundary inside the slot's one output buffer.
 _ALIGNMENT = 256
-# The broadcast header: the first _ALIGNMENT bytes of a slot's buffer, ahead
-# of the outputs, say which layout the sending TP rank ran, one int32 per
-# field; each receiver compares them with its own on the device
-# (SlotRung.broadcast). "layout" is a fingerprint of the output layout and
-# of the options that change what the outputs hold.
+# The header: the first _ALIGNMENT bytes of a slot's buffer, ahead of the
+# outputs, name the layout of the rung and CP size that wrote them last, one
+# int32 per field. Every run writes its own on the device after its outputs
+# (a captured run too), and a broadcast sends it with them: each receiver
+# compares it with its own, exact_rows and the sender with the view's, on
+# the device (SlotRung.broadcast, SlotRung.exact_rows). "layout" is a
+# fingerprint of the output layout and of the options that change what the
+# outputs hold.
 _HEADER_FIELDS = ("magic", "C", "N", "cp", "cp_rank", "stage", "rung", "layout")
 _HEADER_MAGIC = 0x74686463  # "thdc"
 # The status bit a receiver sets when the header is not its own.
 _LAYOUT_MISMATCH = STATUS_BITS["layout_mismatch"]
+# The status bit a view gets when another rung (or CP size) wrote the buffer.
+_RUNG_NOT_RUN = STATUS_BITS["rung_not_run"]
 
 
 def _element_size(arg) -> int:
@@ -56,6 +61,46 @@ def _header_words(step: "GraphStep", C: int, N: int, cp: int, rung: int, layout)
                  stage=STAGES.index(step.stage), rung=rung, layout=fingerprint)
     # As int32: the fingerprint's top bit is its sign.
     return [(words[f] + 2**31) % 2**32 - 2**31 for f in _HEADER_FIELDS]
+
+
+# What every rank of a group agrees on before a step's first broadcast on
+# it, one int64 per field (SlotRung.broadcast): what no microbatch changes,
+# the slot buffer's size among it. The rung and the CP size that ran can
+# change from one microbatch to the next; the header says which, checked on
+# the device. "rungs" is a fingerprint of the ladder below the top rung and
+# of the CP sizes, "options" of the CP layout and the pipeline's options.
+_STEP_FIELDS = ("C", "N", "cp", "cp_rank", "stage", "rungs", "options", "size")
+
+
+def _step_words(step: "GraphStep", nbytes: int) -> list:
+    """_STEP_FIELDS of a step whose slots' buffers take nbytes."""
+    import zlib
+
+    crc = lambda value: zlib.crc32(repr(value).encode())
+    return [step.C, step.N, step.cp, step.cp_rank, STAGES.index(step.stage),
+            crc((list(step.config.rungs)[:-1], list(step.cp_sizes))),
+            crc((step.cp_mode, sorted(step.options.items()))), nbytes]
+
+
+def _step_differences(mine: list, sender: list, src: int) -> list:
+    """What of a rank's _STEP_FIELDS differs from the sender's (rank src),
+    in words."""
+    said = []
+    for field, a, b in zip(_STEP_FIELDS, mine, sender):
+        if a == b:
+            continue
+        if field == "rungs":
+            said.append("other rungs (capacities, sequence_capacities or cp_sizes)")
+        elif field == "options":
+            said.append("other options (cp_mode, seq_idx, rope_table_rows, cp_order_index, "
+                        "dummy_length, ...)")
+        elif field == "stage":
+            show = lambda v: repr(STAGES[v]) if 0 <= v < len(STAGES) else str(v)
+            said.append(f"stage = {show(a)} (rank {src}: {show(b)})")
+        else:
+            unit = " bytes" if field == "size" else ""
+            said.append(f"{field} = {a}{unit} (rank {src}: {b})")
+    return said
 
 
 def _step_bytes(step: "GraphStep", slots: int) -> Tuple[int, int]:

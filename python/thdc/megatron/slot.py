@@ -8,11 +8,12 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, NamedTuple, Optional, Tuple
 
 from .. import planner
-from .._checks import _check_int, _import_torch
+from .._checks import _capturing, _check_int, _import_torch
 from .._kernel import STATUS_BITS
 from .._thdc import Gather, describe_status
-from ._buffers import (_ALIGNMENT, _HEADER_FIELDS, _LAYOUT_MISMATCH, _header_words,
-                       _output_layout, _tp_shard)
+from ._buffers import (_ALIGNMENT, _HEADER_FIELDS, _LAYOUT_MISMATCH, _RUNG_NOT_RUN,
+                       _header_words, _output_layout, _step_differences, _step_words,
+                       _tp_shard)
 from ._delegate import Delegated
 from .loader import InputLoader, _refuse_unknown
 from .options import _holds
@@ -48,6 +49,23 @@ def slot_count(global_batch_size: int, max_seqlen: int, C: int, cp: int = 1, *, 
     return planner.graph_capture_count(num_microbatches, bound)
 
 
+def _torch_stream(stream, device) -> "torch.cuda.Stream":
+    """A stream= argument the kernel took (a torch.cuda.Stream, an object
+    with __cuda_stream__, cuda_stream or ptr, or an int handle) as a
+    PyTorch stream, for the launches that follow the kernel's on it."""
+    if isinstance(stream, torch.cuda.Stream):
+        return stream
+    if hasattr(stream, "__cuda_stream__"):
+        handle = stream.__cuda_stream__()[1]
+    elif hasattr(stream, "cuda_stream"):
+        handle = stream.cuda_stream
+    elif hasattr(stream, "ptr"):
+        handle = stream.ptr
+    else:
+        handle = stream
+    return torch.cuda.ExternalStream(int(handle), device=device)
+
+
 class SlotRung:
     """One slot at one rung of the capacity ladder: the rung's kernel on the
     slot's inputs (the first C*cp rows and N+1 entries, C and N the rung's),
@@ -75,15 +93,19 @@ class SlotRung:
             for a, o, size in layout]
         self.load_inputs = slot._loader.load
         self.outputs = kernel(*self._input_list, out=self._output_list, device=device.index)
-        # The header this rung sends and expects, and, where other TP ranks
-        # may send, this rung's outputs for an empty microbatch (the run
-        # above, on the zeroed inputs): what a receiver keeps when the
+        # The header this rung writes with its outputs and expects to read
+        # (the run above wrote the buffer: its header too), and, where other
+        # TP ranks may send, this rung's outputs for an empty microbatch (the
+        # run above, on the zeroed inputs): what a receiver keeps when the
         # header disagrees.
-        self._header = torch.tensor(_header_words(step, C, N, cp, index, layout),
-                                    dtype=torch.int32, device=device)
+        self._header_words = _header_words(step, C, N, cp, index, layout)
+        self._header = torch.tensor(self._header_words, dtype=torch.int32, device=device)
+        slot._header.copy_(self._header)
+        slot._last_run = self
         self._empty = self._output_bytes.clone() if step.tp > 1 else None
         if step.on_host:
             self.run = self._run_on_host
+            self._wrote = self._wrote_on_host
             self.check_async = self._check_on_host
 
         out, cp = self.outputs, self.cp
@@ -135,13 +157,45 @@ class SlotRung:
             return {}
         return dict(local_cp_size=self.cp, cp_group=self.step.config.cp_group(self.cp))
 
+    def _name(self) -> str:
+        """This view in messages: the rung, its sizes and, with dynamic CP,
+        its CP size."""
+        name = f"rung {self.index} (C = {self.C}, N = {self.N})"
+        return name + f" at CP size {self.cp}" if self.step.dynamic_cp else name
+
+    def _wrote(self, stream=None) -> None:
+        """Records that this rung (at its CP size) wrote the slot's buffer
+        last: its header into the buffer's, on the device after its outputs
+        (on `stream` when given), so that a captured run records it too; and
+        on the host, slot._last_run, which stays None once a write has been
+        captured (the graph's replays write the buffer unseen by the
+        host)."""
+        slot = self.slot
+        if stream is None:
+            slot._header.copy_(self._header)
+            capturing = torch.cuda.is_current_stream_capturing()
+        else:
+            with torch.cuda.stream(_torch_stream(stream, self.step.device)):
+                slot._header.copy_(self._header)
+                capturing = torch.cuda.is_current_stream_capturing()
+        if slot._last_run is not None:
+            slot._last_run = None if capturing else self
+
+    def _wrote_on_host(self, stream=None) -> None:
+        """_wrote for a step on the CPU, which has no graphs: the host always
+        knows."""
+        self.slot._header.copy_(self._header)
+        self.slot._last_run = self
+
     def run(self, stream=None) -> Tuple[dict, "PackedSeqParams"]:
         """Launches the step on the static inputs (capturable: no allocation,
         no synchronisation) and returns the static batch and parameters. On
         the CPU it runs the host code and returns when done; a stream there
-        raises ValueError."""
+        raises ValueError. The slot's buffer then holds this rung's outputs,
+        and its header says so, until another rung of the slot runs."""
         self.kernel(*self._input_list, out=self._output_list, stream=stream,
                     device=self.step.device.index)
+        self._wrote(stream)
         return self.batch, self.packed_seq_params
 
     def _run_on_host(self, stream=None) -> Tuple[dict, "PackedSeqParams"]:
@@ -151,6 +205,7 @@ class SlotRung:
                 f"run(stream=...): the step runs on the CPU, which has no streams; got "
                 f"stream={stream!r} (a stream needs GraphStep(..., device='cuda:N'))")
         self.kernel(*self._input_list, out=self._output_list)
+        self._wrote_on_host()
         return self.batch, self.packed_seq_params
 
     def __call__(self, tokens=None, labels=None, loss_mask=None, position_ids=None,
@@ -246,9 +301,24 @@ class SlotRung:
         hold: they would merge into one) or a sequence longer than
         max_seqlen set figures_disagree. An empty microbatch (T = 0) gets
         one padding row (two per rank with zigzag CP, cp > 1). Zigzag CP
-        only (contiguous CP puts a rank's real rows after others' tails)."""
+        only (contiguous CP puts a rank's real rows after others' tails).
+
+        The view must be the rung (and CP size) that wrote the slot's buffer
+        last: the rungs share it, each laying it out for its own sizes.
+        Where the host knows another one ran (no run of the slot captured in
+        a CUDA graph) it raises ValueError naming both; else the device
+        compares the buffer's header with the view's, and a view of another
+        rung is emptied the same way and flagged rung_not_run, the buffer
+        then no rung's until one runs (the emptying wrote into the outputs
+        of the rung that ran)."""
         step = self.step
         cp, C, N = self.cp, self.C, self.N
+        slot, last = self.slot, self.slot._last_run
+        if last is not None and last is not self:
+            raise ValueError(
+                f"exact_rows: {self._name()} of slot {slot.index} did not run last; "
+                f"{last._name()} did. The rungs share the slot's buffer, each laying it out "
+                f"for its own sizes: read the rung that ran, or run this one")
         num_rows = _check_int(num_rows, "num_rows")
         num_seqs = _check_int(num_seqs, "num_seqs")
         if cp > 1 and step.cp_mode != "zigzag":
@@ -275,7 +345,10 @@ class SlotRung:
                              f"{step.tp} ranks: num_rows/cp must be a multiple of tp")
         out = self.outputs
         entries = max(num_seqs, 1) + 1
-        ok = out.status == 0
+        # Another rung's (or CP size's) header: the outputs are laid out for
+        # other sizes (rung_not_run), nothing of them is read as this view's.
+        stale = (slot._header != self._header).any()
+        ok = (out.status == 0) & ~stale
         # The host figures against the step's offsets, on the device: offsets
         # past T are rows the view leaves out (rows_not_given); ending before
         # T, the rest would merge into the last sequence, and a sequence
@@ -286,8 +359,9 @@ class SlotRung:
         lost = ok & (end > num_rows)
         longest = (step_offsets[1:] - step_offsets[:-1]).max() if num_seqs else end * 0
         disagree = ok & ((end < num_rows) | (longest > max_seqlen))
-        out.status.bitwise_or_(lost.to(torch.int32) * STATUS_BITS["rows_not_given"]
-                               + disagree.to(torch.int32) * STATUS_BITS["figures_disagree"])
+        flags = (lost.to(torch.int32) * STATUS_BITS["rows_not_given"]
+                 + disagree.to(torch.int32) * STATUS_BITS["figures_disagree"])
+        out.status.copy_(torch.where(stale, _RUNG_NOT_RUN, out.status | flags))
         ok = ok & ~lost & ~disagree
         spread = (self._entries[:entries] * max_seqlen).clamp_(max=total).to(torch.int32)
         padded = torch.where(ok, out.cu_seqlens_padded[:entries].clamp(max=total), spread)
@@ -299,6 +373,10 @@ class SlotRung:
         batch = {k: v[:, :local] for k, v in self.batch.items()}
         if "loss_mask" in batch:  # an emptied view trains nothing
             batch["loss_mask"].mul_(ok)
+        # A stale view wrote its status and loss mask over the outputs of the
+        # rung that ran: the buffer is no rung's (a header of zeros) until one
+        # runs.
+        slot._header.mul_(~stale)
         params = make_packed_seq_params(
             qkv_format="thd", cu_seqlens_q=cu, cu_seqlens_kv=cu, cu_seqlens_q_padded=padded,
             cu_seqlens_kv_padded=padded, max_seqlen_q=max_seqlen, max_seqlen_kv=max_seqlen,
@@ -314,32 +392,81 @@ class SlotRung:
         With NCCL it can be captured in the same graph; a step on the CPU
         needs a group of a CPU backend (gloo).
 
-        The buffer starts with a header naming the layout the sender ran
-        (C, N, CP size and rank, stage, rung, a fingerprint of the output
-        layout). Each receiver compares it with its own on the device: on a
-        mismatch it keeps an empty microbatch (its own layout, no rows to
-        train, loss mask 0) and sets the status bit `layout_mismatch`,
-        rather than read rows laid out for another step. The whole buffer
-        is sent whichever rung or CP size ran, so the counts agree between
-        TP ranks of the same step that picked different ones; a TP rank
-        whose step has a buffer of another size makes the counts disagree,
-        which only the collective itself can notice."""
+        The buffer starts with a header naming the layout of the rung (and
+        CP size) that wrote it last, on the sender the rung that ran (C, N,
+        CP size and rank, stage, rung, a fingerprint of the output layout).
+        Each receiver compares it with its own on the device: on a mismatch
+        it keeps an empty microbatch (its own layout, no rows to train, loss
+        mask 0) and sets the status bit `layout_mismatch`, rather than read
+        rows laid out for another step. A sender whose view is not the rung
+        that ran sends that rung's header all the same (receivers expecting
+        the view refuse the bytes) and keeps an empty microbatch of the
+        view's flagged `rung_not_run`. The whole buffer is sent whichever
+        rung or CP size ran, so the counts agree between TP ranks of the
+        same step that picked different ones.
+
+        What no microbatch changes is agreed once: the step's first
+        broadcast on a group from src gathers every rank's step (C, N, cp,
+        cp_rank, stage, rungs, options, the buffer's size) in one
+        small collective and raises ValueError on every rank, naming what
+        differs, when a rank built another step than the sender: a buffer
+        of another size would make the broadcast itself fail (gloo aborts
+        the receiver; with NCCL it is undefined). That first call reads the
+        result back, so it cannot be captured: run one before capturing
+        (the warm-up does); later calls, captured or not, skip it."""
         import torch.distributed as dist
 
         src = _check_int(src, "src")
         if self._empty is None:
             raise ValueError("broadcast: the step was made for one TP rank (tp=1); the "
                              "broadcast recipe needs GraphStep(..., tp=, tp_rank=)")
+        if (group, src) not in self.step._agreed:
+            self._agree(dist, group, src)
         slot = self.slot
         sending = dist.get_rank() == src
-        if sending:
-            slot._header.copy_(self._header)
         dist.broadcast(slot.buffer, src=src, group=group)
-        if sending:
-            return
+        # The header of the rung that wrote the buffer, the sender's: not the
+        # view's, its outputs are another layout. The view keeps an empty
+        # microbatch of its own, which the header then names.
         bad = (slot._header != self._header).any()
         self._output_bytes.copy_(torch.where(bad, self._empty, self._output_bytes))
-        self.outputs.status.bitwise_or_(bad.to(torch.int32) * _LAYOUT_MISMATCH)
+        self.outputs.status.bitwise_or_(
+            bad.to(torch.int32) * (_RUNG_NOT_RUN if sending else _LAYOUT_MISMATCH))
+        self._wrote()
+
+    def _agree(self, dist, group, src: int) -> None:
+        """The step's first broadcast on `group` from `src`: every rank's
+        _STEP_FIELDS gathered (one all_gather of a few int64, read back on
+        the host), ValueError on every rank when one differs from src's,
+        else recorded in step._agreed. Every rank calls it at the same
+        broadcast, its first of the step on that group, so the collectives
+        stay in step whichever rung or CP size each picks."""
+        step = self.step
+        if not step.on_host and _capturing():
+            raise RuntimeError(
+                "broadcast: the step's first broadcast on a group checks that every rank built "
+                "the same step, a collective read back on the host, which a CUDA graph cannot "
+                "capture: broadcast once before capturing (a warm-up)")
+        ranks = (list(range(dist.get_world_size())) if group is None
+                 else list(dist.get_process_group_ranks(group)))
+        if src not in ranks:
+            raise ValueError(f"broadcast: src = {src} is not a rank of the group (ranks {ranks})")
+        words = _step_words(step, self.slot.buffer.numel())
+        mine = torch.tensor(words, dtype=torch.int64, device=step.device)
+        everyone = [torch.empty_like(mine) for _ in ranks]
+        dist.all_gather(everyone, mine, group=group)
+        rows = [t.tolist() for t in everyone]
+        sender = rows[ranks.index(src)]
+        said = [f"rank {rank} built another step than the sender, rank {src}: "
+                + ", ".join(_step_differences(row, sender, src))
+                for rank, row in zip(ranks, rows) if row != sender]
+        if said:
+            raise ValueError(
+                f"broadcast: {'; '.join(said)}. The slot's buffer is broadcast whole, so every "
+                f"rank of the group must build the same GraphStep (C, N, cp, cp_rank, stage, "
+                f"capacities, sequence_capacities, cp_sizes, options): a buffer of another "
+                f"size would make the collective fail (gloo aborts the receiver)")
+        step._agreed.add((group, src))
 
 
 class StepSlot:
@@ -408,6 +535,10 @@ class StepSlot:
         largest = max(size for _, size in layouts.values())
         self.buffer = torch.zeros(_ALIGNMENT + largest, dtype=torch.uint8, device=device)
         self._header = self.buffer[:4 * len(_HEADER_FIELDS)].view(torch.int32)
+        # The view (SlotRung) whose outputs the buffer holds, as the host
+        # knows it: set by each run (SlotRung._wrote), None for good once a
+        # run has been captured in a CUDA graph.
+        self._last_run = None
         # Each CP size's kernels read the rank's CP rank in its sub-group of
         # that size.
         self._cp_ranks = {}

@@ -176,6 +176,9 @@ class GraphStep:
         # The step itself is its first slot: with one slot GraphStep is the
         # whole API, and step.slot(0) holds the same buffers.
         self._first = self.slots[0]
+        # The (group, src) pairs of broadcasts whose ranks agreed on the
+        # step (SlotRung.broadcast).
+        self._agreed = set()
         Delegated.bind(self)
         if not self.on_host:
             torch.cuda.synchronize(self.device)
