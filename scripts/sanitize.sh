@@ -27,7 +27,7 @@ if [ ! -f "$build/build.ninja" ]; then
     -DCMAKE_EXE_LINKER_FLAGS="$sanitizers" -DCMAKE_SHARED_LINKER_FLAGS="$sanitizers" \
     -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir \
     -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit \
-    -DMLIR_LINK_MLIR_DYLIB=ON -DTHDC_FUZZ=ON \
+    -DMLIR_LINK_MLIR_DYLIB=ON -DTHDC_FUZZ=ON -DTHDC_TEST_BUILDS_ALONE=OFF \
     -DPython_EXECUTABLE="$(python3 -c 'import sys; print(sys.executable)')" \
     -DTHDC_PYTEST_PRELOAD="$(clang++-14 -print-file-name=libclang_rt.asan-x86_64.so)" \
     -DTHDC_PYTEST_BIN_DIR="${THDC_BUILD_DIR:-$root/build}/bin" \
