@@ -100,8 +100,12 @@ Expected<bool> fillEmptyStep(RankIds &ranks) {
 }
 
 /// The framework's fill_empty_by_expanding_cp: fill steps until the last
-/// rank holds sequences.
+/// rank holds sequences. A step whose slice assignment changes the list's
+/// length (a sub-group doubled past the last rank, when the rank count is
+/// not a power of two) is refused: the framework returns such a microbatch,
+/// of more or fewer ranks than there are.
 Expected<RankIds> fillByExpandingCp(RankIds ranks) {
+  const int64_t count = static_cast<int64_t>(ranks.size());
   while (!ranks.empty() && ranks.back().empty()) {
     Expected<bool> changed = fillEmptyStep(ranks);
     if (!changed)
@@ -109,6 +113,12 @@ Expected<RankIds> fillByExpandingCp(RankIds ranks) {
     if (!*changed)
       return makeError<RankIds>(
           "no sub-group can be widened onto the empty ranks");
+    if (static_cast<int64_t>(ranks.size()) != count)
+      return makeError<RankIds>(concat(
+          "widening a sub-group onto the empty ranks makes a microbatch of ",
+          ranks.size(), " ranks, not the ", count,
+          " DP x CP ranks (megatron-core's align_sample_id_groups returns "
+          "such a microbatch for this batch)"));
   }
   if (ranks.empty())
     return makeError<RankIds>("a microbatch with no ranks");

@@ -10,7 +10,10 @@
 // nextFitPlan and the S12 bound holds for next-fit; every rank's inputs
 // name its packs (and, under dynamic CP, its CP sizes); every pack of a
 // ladder plan sits at the smallest rung that holds it, the rung rungIndex
-// names. A broken promise aborts; so does a crash or a sanitizer's report.
+// names. An error is a refusal of the input, unless it says it is an
+// internal error (a broken invariant of the planner or of the scheduler
+// under it). A broken promise aborts; so does an internal error, a crash or
+// a sanitizer's report.
 //
 // Input layout: 8 bytes of config (C, cp, dp, N, flags, vpp group, ladder
 // rungs), then 2 bytes per padded length (at most 256 lengths).
@@ -23,19 +26,38 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 using namespace thdc::planner;
 
 namespace {
 
+/// Aborts, printing the message, when `status` is an internal error
+/// ("internal error: ...", as the reference's scheduler words its failed
+/// invariants): only a refusal of the input is an acceptable error.
+void checkRefusal(const Status &status) {
+  if (!status.ok() &&
+      status.message().find("internal error") != std::string::npos) {
+    std::fprintf(stderr, "%s\n", status.message().c_str());
+    std::abort();
+  }
+}
+
+/// `result`, after checkRefusal() of its error.
+template <typename T> Result<T> screened(Result<T> result) {
+  checkRefusal(result.status());
+  return result;
+}
+
 /// The S2 cap of a rung's N under `config`'s alignment and tail policy.
 std::optional<int64_t> capOf(std::optional<int64_t> sequences,
                              const PlannerConfig &config) {
   PlannerConfig rung = config;
   rung.maxPackedSequences = sequences;
-  auto cap = plannerSequenceCap(rung);
+  auto cap = screened(plannerSequenceCap(rung));
   if (!cap)
     return int64_t(-1); // no rung of this N holds a sequence
   return *cap;
@@ -49,7 +71,7 @@ bool holds(const Rung &rung, int64_t cp, int64_t tokens, int64_t seqs,
 
 void checkInputs(const MicrobatchPlan &plan, int64_t N) {
   for (int64_t rank = 0; rank < plan.dp * plan.cp; ++rank) {
-    auto inputs = microbatchInputs(plan, rank, N);
+    auto inputs = screened(microbatchInputs(plan, rank, N));
     if (!inputs)
       continue;
     if (inputs->numMicrobatches() != plan.numMicrobatches() ||
@@ -84,7 +106,7 @@ void checkLadderPlan(const LadderPlan &plan,
     for (int32_t lower = 0; lower < rung; ++lower)
       if (holds(plan.ladder[lower], cp, tokens, seqs, config))
         std::abort();
-    auto index = rungIndex(plan.ladder, tokens, seqs, config);
+    auto index = screened(rungIndex(plan.ladder, tokens, seqs, config));
     if (!index || *index != rung)
       std::abort();
     int64_t longest = 0;
@@ -100,13 +122,13 @@ void checkLadderPlan(const LadderPlan &plan,
 void checkDynamicCp(const std::vector<int32_t> &lengths,
                     const PlannerConfig &config, int64_t minCpSize,
                     int64_t N) {
-  auto plan = dynamicCpPlan(lengths, config, minCpSize);
+  auto plan = screened(dynamicCpPlan(lengths, config, minCpSize));
   if (!plan)
     return;
   if (!checkDynamicCpPlan(*plan, lengths, config, minCpSize))
     std::abort();
   for (int64_t rank = 0; rank < plan->ranks(); ++rank) {
-    auto inputs = microbatchInputs(*plan, rank, N);
+    auto inputs = screened(microbatchInputs(*plan, rank, N));
     if (!inputs)
       continue;
     if (inputs->numMicrobatches() != plan->numMicrobatches() ||
@@ -153,9 +175,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     lengths.push_back(raw == 0xffff ? -1 : int32_t(raw % (budget + 2)));
   }
 
-  auto next = nextFitPlan(lengths, config);
-  auto ffd = firstFitDecreasingPlan(lengths, config);
-  auto balanced = balancedPlan(lengths, config);
+  auto next = screened(nextFitPlan(lengths, config));
+  auto ffd = screened(firstFitDecreasingPlan(lengths, config));
+  auto balanced = screened(balancedPlan(lengths, config));
   for (const auto *plan : {&next, &ffd, &balanced})
     if (*plan && !checkPlan(**plan, lengths, config))
       std::abort();
@@ -166,8 +188,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     std::abort();
   if (next && !lengths.empty()) {
     const int32_t longest = *std::max_element(lengths.begin(), lengths.end());
-    auto bound =
-        microbatchUpperBound(config, int64_t(lengths.size()), longest);
+    auto bound = screened(
+        microbatchUpperBound(config, int64_t(lengths.size()), longest));
     if (bound) {
       if (next->numMicrobatches() > *bound)
         std::abort();
@@ -199,15 +221,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   if (data[7] & 0x80) // an unordered ladder now and then: refused by name
     std::reverse(ladder.begin(), ladder.end());
-  const bool valid = bool(checkLadder(ladder));
-  auto planned = ladderPlan(lengths, config, ladder);
+  const Status ladderStatus = checkLadder(ladder);
+  checkRefusal(ladderStatus);
+  const bool valid = ladderStatus.ok();
+  auto planned = screened(ladderPlan(lengths, config, ladder));
   if (planned) {
     if (!valid)
       std::abort();
     checkLadderPlan(*planned, lengths, config);
   }
   if (next && valid) {
-    auto assigned = assignRungs(*next, lengths, ladder, config);
+    auto assigned = screened(assignRungs(*next, lengths, ladder, config));
     if (assigned)
       checkLadderPlan(*assigned, lengths, config);
   }

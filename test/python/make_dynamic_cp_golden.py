@@ -11,9 +11,14 @@ multiple of the group.
     python3 test/python/make_dynamic_cp_golden.py /path/to/Megatron-LM --ranks
 
 --ranks writes data/dynamic_cp_ranks_golden.json instead: the same scheduler
-at every DP x CP rank count W from 1 to 32 (most not powers of two), its
-groups, or how it fails (its exception, or "endless" where its fill loop
-runs past a time limit).
+at every DP x CP rank count W from 1 to 32 (most not powers of two), without
+and with virtual pipeline stages, its groups, or how it fails.
+
+A batch the scheduler fails on is recorded too, with `error` (what failed)
+and `kind`: the exception's type (IndexError, AssertionError), "endless"
+where it runs past a time limit (its fill loop under virtual pipeline
+stages never ends when no sub-group can be widened), or "malformed" where
+it returns a microbatch of more or fewer ranks than there are.
 
 The path holds the `megatron` package (a checkout, or a megatron-core wheel
 unpacked); the file records which. Lengths are >= 1: the framework's
@@ -22,26 +27,51 @@ size formula takes log2 of length/C, which fails for a length of 0.
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
 import warnings
 
 
+# Seconds a scheduler call may run before it counts as endless (a call
+# that ends takes milliseconds).
+TIME_LIMIT = 5
+
+
+class Endless(Exception):
+    pass
+
+
+def _alarm(signum, frame):
+    raise Endless()
+
+
+def schedule(scheduler, lengths, ranks):
+    """The scheduler's groups for `lengths` ({"groups": ...}), or how it
+    fails ({"error": ..., "kind": ...})."""
+    signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(TIME_LIMIT)
+    try:
+        groups = scheduler.get_groups_and_subsamples(list(enumerate(lengths)))
+    except Endless:
+        return dict(error=f"endless: still running after {TIME_LIMIT} s", kind="endless")
+    except Exception as error:  # noqa: BLE001 - the framework's own failure
+        return dict(error=f"{type(error).__name__}: {error}", kind=type(error).__name__)
+    finally:
+        signal.alarm(0)
+    for m, group in enumerate(groups):
+        if len(group) != ranks:
+            return dict(error=f"malformed: microbatch {m} has {len(group)} ranks, not {ranks}",
+                        kind="malformed")
+    return dict(groups=groups)
+
+
 def rank_counts(source: str) -> int:
     """The scheduler at W = 1..32 ranks (dp = W / cp), random batches."""
-    import signal
-
     from megatron.core.datasets.data_schedule import DefaultDynamicCPScheduler
 
-    class Endless(Exception):
-        pass
-
-    def alarm(signum, frame):
-        raise Endless()
-
-    signal.signal(signal.SIGALRM, alarm)
     rng = random.Random(20261204)
-    cases, outcomes = [], {"groups": 0, "error": 0, "endless": 0}
+    cases, outcomes = [], {}
     for ranks in range(1, 33):
         cps = [c for c in (1, 2, 4) if ranks % c == 0]
         for _ in range(6):
@@ -55,26 +85,44 @@ def rank_counts(source: str) -> int:
             case = dict(C=C, dp=dp, cp=cp, min_cp_size=min_cp, lengths=lengths)
             scheduler = DefaultDynamicCPScheduler(C, cp, dp, None, max_num_seqs=None,
                                                   min_cp_size=min_cp)
-            signal.alarm(5)
-            try:
-                case["groups"] = scheduler.get_groups_and_subsamples(list(enumerate(lengths)))
-            except Endless:
-                case["endless"] = True
-            except Exception as error:  # noqa: BLE001 - the framework's own failure
-                case["error"] = f"{type(error).__name__}: {error}"
-            finally:
-                signal.alarm(0)
-            outcomes["groups" if "groups" in case else
-                     "endless" if "endless" in case else "error"] += 1
+            case.update(schedule(scheduler, lengths, ranks))
+            kind = case.get("kind", "groups")
+            outcomes[kind] = outcomes.get(kind, 0) + 1
             cases.append(case)
+    # With virtual pipeline stages (microbatch_group_size_per_vp_stage):
+    # align_sample_id_groups widens split microbatches back onto the W ranks,
+    # which a power-of-two sub-group cannot always do when W is not one.
+    vpp_rng = random.Random(20261206)
+    vpp_cases, vpp_outcomes = [], {}
+    for ranks in range(1, 33):
+        cps = [c for c in (1, 2, 4) if ranks % c == 0]
+        for _ in range(4):
+            cp = vpp_rng.choice(cps)
+            dp = ranks // cp
+            C = vpp_rng.choice([64, 128, 256])
+            min_cp = vpp_rng.choice([m for m in (1, 2) if m <= ranks])
+            group = vpp_rng.choice([2, 3, 4])
+            top = C * (1 << (ranks.bit_length() - 1))
+            lengths = [min(top, vpp_rng.randint(1, C * vpp_rng.choice([1, 1, 2, 4])))
+                       for _ in range(vpp_rng.randint(1, 24))]
+            case = dict(C=C, dp=dp, cp=cp, min_cp_size=min_cp, lengths=lengths,
+                        microbatch_group_size_per_vp_stage=group)
+            scheduler = DefaultDynamicCPScheduler(C, cp, dp, group, max_num_seqs=None,
+                                                  min_cp_size=min_cp)
+            case.update(schedule(scheduler, lengths, ranks))
+            kind = case.get("kind", "groups")
+            vpp_outcomes[kind] = vpp_outcomes.get(kind, 0) + 1
+            vpp_cases.append(case)
     out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data",
                        "dynamic_cp_ranks_golden.json")
     with open(out, "w") as f:
         json.dump(dict(source="megatron-core DefaultDynamicCPScheduler."
                               "get_groups_and_subsamples at W = 1..32 ranks",
-                       revision=_revision(source), cases=cases), f, separators=(",", ":"))
+                       revision=_revision(source), cases=cases, vpp_cases=vpp_cases),
+                  f, separators=(",", ":"))
         f.write("\n")
-    print(f"{len(cases)} cases: {outcomes} -> {out}")
+    print(f"{len(cases)} cases: {outcomes}; {len(vpp_cases)} with virtual pipeline "
+          f"stages: {vpp_outcomes} -> {out}")
     return 0
 
 
@@ -102,7 +150,7 @@ def main() -> int:
     except (OSError, subprocess.CalledProcessError):
         revision = os.environ.get("MEGATRON_REVISION", "unknown")
     rng = random.Random(20261203)
-    cases = []
+    cases, refused_cases = [], []
     while len(cases) < 80:
         dp, cp = rng.choice([1, 2, 3, 4, 8]), rng.choice([1, 2, 4, 8])
         ranks = dp * cp
@@ -112,12 +160,11 @@ def main() -> int:
                    for _ in range(rng.randint(1, 40))]
         scheduler = DefaultDynamicCPScheduler(C, cp, dp, None, max_num_seqs=None,
                                               min_cp_size=min_cp)
-        try:
-            groups = scheduler.get_groups_and_subsamples(list(enumerate(lengths)))
-        except AssertionError:
-            continue
-        cases.append(dict(C=C, dp=dp, cp=cp, min_cp_size=min_cp, lengths=lengths,
-                          groups=groups))
+        outcome = schedule(scheduler, lengths, ranks)
+        case = dict(C=C, dp=dp, cp=cp, min_cp_size=min_cp, lengths=lengths, **outcome)
+        # The batches it fails on (an AssertionError: a sequence needs more
+        # ranks than there are, or none fits the whole group) are kept apart.
+        (cases if "groups" in outcome else refused_cases).append(case)
     # With virtual pipeline stages: the scheduler's microbatches made a
     # multiple of microbatch_group_size_per_vp_stage (align_sample_id_groups);
     # counts that are not one already, and the framework's refusals.
@@ -132,35 +179,31 @@ def main() -> int:
                    for _ in range(rng.randint(1, 60))]
         plain = DefaultDynamicCPScheduler(C, cp, dp, None, max_num_seqs=None,
                                           min_cp_size=min_cp)
-        try:
-            count = len(plain.get_groups_and_subsamples(list(enumerate(lengths))))
-        except AssertionError:
+        outcome = schedule(plain, lengths, ranks)
+        if "groups" not in outcome:  # one of the kinds refused_cases holds
             continue
-        if count % group == 0:
+        if len(outcome["groups"]) % group == 0:
             continue
         scheduler = DefaultDynamicCPScheduler(C, cp, dp, group, max_num_seqs=None,
                                               min_cp_size=min_cp)
-        try:
-            groups = scheduler.get_groups_and_subsamples(list(enumerate(lengths)))
-        except AssertionError as error:
+        outcome = schedule(scheduler, lengths, ranks)
+        if "groups" not in outcome:
             if refused >= 10:
                 continue
             refused += 1
-            groups = None
-            error_text = str(error)
+            outcome["groups"] = None
         vpp_cases.append(dict(C=C, dp=dp, cp=cp, min_cp_size=min_cp, lengths=lengths,
-                              microbatch_group_size_per_vp_stage=group, groups=groups,
-                              **({} if groups is not None else {"error": error_text})))
+                              microbatch_group_size_per_vp_stage=group, **outcome))
     out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data",
                        "dynamic_cp_golden.json")
     with open(out, "w") as f:
         json.dump(dict(source="megatron-core DefaultDynamicCPScheduler."
                               "get_groups_and_subsamples", revision=revision, cases=cases,
-                       vpp_cases=vpp_cases),
+                       refused_cases=refused_cases, vpp_cases=vpp_cases),
                   f, separators=(",", ":"))
         f.write("\n")
-    print(f"{len(cases)} cases, {len(vpp_cases)} with virtual pipeline stages "
-          f"({refused} refused by the framework) -> {out}")
+    print(f"{len(cases)} cases ({len(refused_cases)} more refused by the framework), "
+          f"{len(vpp_cases)} with virtual pipeline stages ({refused} refused) -> {out}")
     return 0
 
 

@@ -21,6 +21,54 @@ def _as_lists(plan):
     return [[list(ids) for ids in group] for group in plan.groups]
 
 
+# What thdc's ValueError says for each way the framework's scheduler fails
+# on a batch (a golden case's `kind`, and for an AssertionError its text),
+# one of the alternatives given. The framework's fill loop under virtual
+# pipeline stages runs forever where no sub-group can be widened onto the
+# empty ranks; on some batches an earlier widening of it has already
+# doubled a sub-group past the last rank (a microbatch of more ranks than
+# there are, the "malformed" kind), which thdc refuses first.
+_GROWN = "widening a sub-group onto the empty ranks makes a microbatch of"
+_REFUSALS = {
+    "IndexError": ("pushes the sub-groups after it past rank",),
+    "endless": ("no sub-group can be widened onto the empty ranks", _GROWN),
+    "malformed": (_GROWN,),
+}
+_ASSERTION_REFUSALS = {
+    "requires CP size": ("CP ranks of C =",),
+    "At least one sequence should fit": ("no sequence fits the whole DP x CP group",),
+    "no tail microbatch has enough ids to split": ("no microbatch has more than one sub-group",),
+    "CP size is not decreasing": ("not non-increasing",),
+}
+
+
+def _refusals(case):
+    """The parts of thdc's error, one of which it has, for a golden case
+    the framework fails on."""
+    kind = case.get("kind") or ("endless" if case.get("endless") else
+                                case["error"].split(":")[0])
+    if kind == "AssertionError":
+        for theirs, ours in _ASSERTION_REFUSALS.items():
+            if theirs in case["error"]:
+                return ours
+    assert kind in _REFUSALS, f"no refusal known for the framework's {kind}: {case}"
+    return _REFUSALS[kind]
+
+
+def _assert_refused(case, plan):
+    """thdc refuses the batch with a ValueError that names why, as the
+    framework fails on it."""
+    expected = _refusals(case)
+    try:
+        plan()
+    except ValueError as error:
+        assert any(part in str(error) for part in expected), (
+            f"the framework: {case.get('error')}; thdc: {error}; case: {case}")
+        return
+    pytest.fail(f"thdc planned a batch the framework fails on "
+                f"({case.get('error')}): {case}")
+
+
 def test_scheduler_equals_the_reference_frameworks():
     with open(GOLDEN) as f:
         golden = json.load(f)
@@ -32,6 +80,20 @@ def test_scheduler_equals_the_reference_frameworks():
         assert _as_lists(plan) == case["groups"], case
         microbatches += len(plan)
     assert microbatches == sum(len(c["groups"]) for c in golden["cases"])
+
+
+def test_scheduler_refuses_what_the_reference_framework_fails_on():
+    """The batches the framework's scheduler fails on (an AssertionError: a
+    sequence needs more ranks than there are) are refused by name."""
+    with open(GOLDEN) as f:
+        golden = json.load(f)
+    cases = golden["refused_cases"]
+    assert len(cases) == 7
+    for case in cases:
+        assert case["kind"] == "AssertionError", case
+        _assert_refused(case, lambda: planner.dynamic_cp_plan(
+            case["lengths"], case["C"], case["cp"], case["dp"],
+            min_cp_size=case["min_cp_size"]))
 
 
 def test_virtual_pipeline_alignment_equals_the_reference_frameworks():
@@ -50,8 +112,7 @@ def test_virtual_pipeline_alignment_equals_the_reference_frameworks():
             case["lengths"], case["C"], case["cp"], case["dp"],
             min_cp_size=case["min_cp_size"], microbatch_group_size_per_vp_stage=group)
         if case["groups"] is None:
-            with pytest.raises(ValueError, match="no microbatch has more than one sub-group"):
-                plan()
+            _assert_refused(case, plan)
             refused += 1
             continue
         made = plan()
@@ -526,28 +587,38 @@ def test_get_batch_dynamic_cp_switch_must_match_the_config(cache_dir):
 RANKS_GOLDEN = os.path.join(os.path.dirname(__file__), "data", "dynamic_cp_ranks_golden.json")
 
 
-def test_scheduler_at_every_rank_count_equals_the_reference_frameworks_or_refuses():
+@pytest.mark.parametrize("part", ["cases", "vpp_cases"])
+def test_scheduler_at_every_rank_count_equals_the_reference_frameworks_or_refuses(part):
     """megatron-core's scheduler at W = 1..32 DP x CP ranks (most not powers
     of two; data/dynamic_cp_ranks_golden.json, make_dynamic_cp_golden.py
-    --ranks): where it plans, the same groups; where it fails (an IndexError
-    when filling the empty ranks pushes sub-groups past the last rank), a
-    ValueError that says so. Before, thdc wrote past its rank array there
-    (a heap overflow reachable from Python)."""
+    --ranks), without and with virtual pipeline stages: where it plans, the
+    same groups; where it fails, a ValueError that says why. It fails with
+    an IndexError when filling the empty ranks pushes sub-groups past the
+    last rank (where thdc wrote past its rank array before: a heap overflow
+    reachable from Python); and with virtual pipeline stages with an
+    AssertionError, an endless loop where no sub-group can be widened onto
+    the empty ranks, or a microbatch of more ranks than there are (where
+    thdc reported an internal error before)."""
     with open(RANKS_GOLDEN) as f:
         golden = json.load(f)
-    planned = refused = 0
-    for case in golden["cases"]:
-        args = (case["lengths"], case["C"], case["cp"], case["dp"])
+    kinds = {}
+    for case in golden[part]:
+        group = case.get("microbatch_group_size_per_vp_stage")
+        plan = lambda: planner.dynamic_cp_plan(
+            case["lengths"], case["C"], case["cp"], case["dp"],
+            min_cp_size=case["min_cp_size"], microbatch_group_size_per_vp_stage=group)
         if "groups" in case:
-            plan = planner.dynamic_cp_plan(*args, min_cp_size=case["min_cp_size"])
-            assert _as_lists(plan) == case["groups"], case
-            planned += 1
+            assert _as_lists(plan()) == case["groups"], case
+            kind = "groups"
         else:
-            assert "IndexError" in case["error"], case
-            with pytest.raises(ValueError, match="pushes the sub-groups after it past rank"):
-                planner.dynamic_cp_plan(*args, min_cp_size=case["min_cp_size"])
-            refused += 1
-    assert planned > 100 and refused > 50
+            _assert_refused(case, plan)
+            kind = case["kind"]
+        kinds[kind] = kinds.get(kind, 0) + 1
+    assert kinds == {
+        "cases": {"groups": 121, "IndexError": 71},
+        "vpp_cases": {"groups": 33, "IndexError": 42, "AssertionError": 19,
+                      "endless": 24, "malformed": 10},
+    }[part]
 
 
 def test_the_rank_filling_overflow_reproducer():

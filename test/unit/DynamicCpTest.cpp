@@ -242,6 +242,13 @@ TEST(DynamicCpErrors, SettingsAndScheduler) {
                "pushes the sub-groups after it past rank 4");
   EXPECT_ERROR(dynamicCpPlan({10, 10}, dcpConfig(1024, 1, 1, std::nullopt, 2)),
                "no microbatch has more than one sub-group");
+  // 14 ranks (cp 7, dp 2) with virtual pipeline stages: a microbatch of
+  // sub-groups of 4, 4, 4 and 2 ranks split in two, each half widened onto
+  // 16 ranks (megatron-core's align_sample_id_groups returns those); was an
+  // internal error (the planner fuzzer's seed corpus holds this batch).
+  EXPECT_ERROR(dynamicCpPlan({3598, 3598, 3598, 50, 2053, 0, 0, 47},
+                             dcpConfig(3616, 7, 2, std::nullopt, 4), 2),
+               "makes a microbatch of 16 ranks, not the 14 DP x CP ranks");
 }
 
 //===----------------------------------------------------------------------===//

@@ -714,20 +714,39 @@ I32 drawValidLengths(Draw &draw, Family family, int64_t count,
   return lengths;
 }
 
-TEST(PlannerRandomized, BalancedNeverNeedsMoreMicrobatchesThanNextFit) {
-  constexpr int kTrialsPerFamily = 60;
-  Draw draw(20250704);
+/// One of `sizes`, drawn.
+int64_t drawOneOf(Draw &draw, const I64 &sizes) {
+  return sizes[draw.integer(0, int64_t(sizes.size()) - 1)];
+}
+
+/// The sums of compareWithNextFit() over its batches.
+struct Comparison {
   int trials = 0, compared = 0, nextFitFailures = 0, rescued = 0;
   int fallbacks = 0, improved = 0;
   double totalReduction = 0;
   double familyReduction[kNumFamilies] = {};
   int familyCompared[kNumFamilies] = {};
-  for (int trial = 0; trial < kNumFamilies * kTrialsPerFamily; ++trial) {
+};
+
+/// `trialsPerFamily` random batches of each family at DP sizes `dps` and CP
+/// sizes `cps` through next-fit, FFD and the balanced plan: next-fit is the
+/// reference scheduler, every plan passes checkPlan, the balanced plan never
+/// needs more microbatches than next-fit, and next-fit keeps the S12 bound.
+void compareWithNextFit(uint64_t seed, int trialsPerFamily, const I64 &dps,
+                        const I64 &cps, Comparison &sums) {
+  Draw draw(seed);
+  int &trials = sums.trials, &compared = sums.compared;
+  int &nextFitFailures = sums.nextFitFailures, &rescued = sums.rescued;
+  int &fallbacks = sums.fallbacks, &improved = sums.improved;
+  double &totalReduction = sums.totalReduction;
+  double *familyReduction = sums.familyReduction;
+  int *familyCompared = sums.familyCompared;
+  for (int trial = 0; trial < kNumFamilies * trialsPerFamily; ++trial) {
     const Family family = Family(trial % kNumFamilies);
     // C even, so C*cp is a multiple of the S1 granularity 2*cp.
-    const int64_t cp = std::vector<int64_t>{1, 2, 4}[draw.integer(0, 2)];
+    const int64_t cp = drawOneOf(draw, cps);
     const int64_t maxPerRank = 2 * draw.integer(8, 1024);
-    const int64_t dp = std::vector<int64_t>{1, 2, 4, 8}[draw.integer(0, 3)];
+    const int64_t dp = drawOneOf(draw, dps);
     std::optional<int64_t> maxPacked;
     if (draw.integer(0, 2))
       maxPacked = draw.integer(2, 48);
@@ -799,24 +818,48 @@ TEST(PlannerRandomized, BalancedNeverNeedsMoreMicrobatchesThanNextFit) {
     familyReduction[family] += reduction;
     ++familyCompared[family];
   }
+}
 
-  ASSERT_GE(compared, 200);
-  const double average = totalReduction / compared;
+/// Prints `sums`: the batches and the microbatches FFD saved.
+void printComparison(const Comparison &sums) {
   std::printf("[ planner  ] %d random batches, %d compared (next-fit failed "
               "with \"Not enough samples to move\" on %d, balanced rescued "
               "%d); FFD fewer microbatches on %d, fell back to next-fit on "
               "%d; average reduction %.2f%%\n",
-              trials, compared, nextFitFailures, rescued, improved, fallbacks,
-              100 * average);
+              sums.trials, sums.compared, sums.nextFitFailures, sums.rescued,
+              sums.improved, sums.fallbacks,
+              100 * sums.totalReduction / std::max(1, sums.compared));
   for (int f = 0; f < kNumFamilies; ++f)
-    if (familyCompared[f])
+    if (sums.familyCompared[f])
       std::printf("[ planner  ]   %-16s %3d batches, average reduction "
                   "%.2f%%\n",
-                  kFamilyNames[f], familyCompared[f],
-                  100 * familyReduction[f] / familyCompared[f]);
+                  kFamilyNames[f], sums.familyCompared[f],
+                  100 * sums.familyReduction[f] / sums.familyCompared[f]);
+}
+
+TEST(PlannerRandomized, BalancedNeverNeedsMoreMicrobatchesThanNextFit) {
+  Comparison sums;
+  compareWithNextFit(20250704, 60, {1, 2, 4, 8}, {1, 2, 4}, sums);
+  if (HasFatalFailure())
+    return;
+  ASSERT_GE(sums.compared, 200);
+  const double average = sums.totalReduction / sums.compared;
+  printComparison(sums);
   RecordProperty("average_microbatch_reduction_percent",
                  std::to_string(100 * average));
   EXPECT_GT(average, 0.0);
+}
+
+/// The same at rank counts that are not powers of two: DP sizes 3, 5, 6
+/// and 7, CP sizes 3 and 6 (C*cp then a multiple of 3, the S1 granularity
+/// 2*cp not a power of two), and CP 1 for DP alone.
+TEST(PlannerRandomized, NonPowerOfTwoRanksKeepTheSamePromises) {
+  Comparison sums;
+  compareWithNextFit(20261206, 16, {3, 5, 6, 7}, {1, 3, 6}, sums);
+  if (HasFatalFailure())
+    return;
+  printComparison(sums);
+  EXPECT_GE(sums.compared, sums.trials / 2);
 }
 
 } // namespace
@@ -970,14 +1013,21 @@ TEST(PlannerLadder, RungIndexErrors) {
                "overflows int64");
 }
 
-TEST(PlannerLadder, RandomizedPlansUseTheSmallestRungAndNoMoreMicrobatches) {
-  Draw draw(20261203);
-  int64_t savedRows = 0, singleRows = 0;
-  for (int trial = 0; trial < 300; ++trial) {
+namespace {
+/// `trials` random batches at DP sizes `dps` and CP sizes `cps` through
+/// ladderPlan: a plan whenever next-fit or the balanced plan has one, with
+/// no more microbatches than next-fit, each pack on the smallest rung that
+/// holds it. Adds the rows the ladder pads to `savedRows` and those a single
+/// rung of C would pad to `singleRows`.
+void checkRandomLadderPlans(uint64_t seed, int trials, const I64 &dps,
+                            const I64 &cps, int64_t &savedRows,
+                            int64_t &singleRows) {
+  Draw draw(seed);
+  for (int trial = 0; trial < trials; ++trial) {
     SCOPED_TRACE("trial " + std::to_string(trial));
-    const int64_t cp = std::vector<int64_t>{1, 2, 4}[draw.integer(0, 2)];
+    const int64_t cp = drawOneOf(draw, cps);
     const int64_t C = 2 * draw.integer(16, 512);
-    const int64_t dp = std::vector<int64_t>{1, 2}[draw.integer(0, 1)];
+    const int64_t dp = drawOneOf(draw, dps);
     const int64_t N = draw.integer(3, 40);
     const int64_t k = draw.integer(1, 8);
     std::vector<Rung> ladder;
@@ -1021,7 +1071,23 @@ TEST(PlannerLadder, RandomizedPlansUseTheSmallestRungAndNoMoreMicrobatches) {
     savedRows += planned->paddedRows();
     singleRows += int64_t(planned->plan.packs.size()) * C * cp - planned->tokens();
   }
+}
+} // namespace
+
+TEST(PlannerLadder, RandomizedPlansUseTheSmallestRungAndNoMoreMicrobatches) {
+  int64_t savedRows = 0, singleRows = 0;
+  checkRandomLadderPlans(20261203, 300, {1, 2}, {1, 2, 4}, savedRows,
+                         singleRows);
   // The ladder never pads more than the single capacity C.
+  EXPECT_LE(savedRows, singleRows);
+}
+
+/// The same at rank counts that are not powers of two: DP sizes 3, 5, 6
+/// and 7, CP sizes 3 and 6, and CP 1 for DP alone.
+TEST(PlannerLadder, RandomizedPlansAtNonPowerOfTwoRanks) {
+  int64_t savedRows = 0, singleRows = 0;
+  checkRandomLadderPlans(20261206, 100, {3, 5, 6, 7}, {1, 3, 6}, savedRows,
+                         singleRows);
   EXPECT_LE(savedRows, singleRows);
 }
 

@@ -375,6 +375,14 @@ TEST(S3b, VirtualPipelineAlignment) {
   // (the framework's loop never ends there).
   EXPECT_ERROR(alignDynamicCpMicrobatches({{{10}, {10}, {10}, {11}}}, 2),
                "no sub-group can be widened onto the empty ranks");
+  // Sub-groups of 4, 4, 4, 2 over 14 ranks: widening either half doubles a
+  // sub-group of 4 past rank 13, and the framework's slice assignment
+  // lengthens the microbatch to 16 ranks (it returns two such microbatches).
+  EXPECT_ERROR(alignDynamicCpMicrobatches(
+                   {{{10}, {10}, {10}, {10}, {11}, {11}, {11}, {11}, {12},
+                     {12}, {12}, {12}, {13}, {13}}},
+                   2),
+               "makes a microbatch of 16 ranks, not the 14 DP x CP ranks");
   EXPECT_ERROR(alignDynamicCpMicrobatches({{{10, 11}, {10, 11}}, {{12}, {12}}}, 3),
                "cannot make the 2 microbatches a multiple");
   EXPECT_ERROR(alignDynamicCpMicrobatches({{{10}, {11}, {11}, {12}}}, 2),
