@@ -6,7 +6,8 @@
 # WHEEL: thdc's wheel (its module; this tree's Python files go over it);
 # FLA_DIR: a folder holding fla-core 0.6.0's `fla` package and einops.
 # WHAT: "tests" (the option's GPU and CPU tests, then the GPU test under
-# compute-sanitizer memcheck) or "bench" (bench/linear_attention.py ARGS).
+# compute-sanitizer memcheck; TEST_FILES and MEMCHECK_FILES name others) or
+# "bench" (bench/linear_attention.py ARGS).
 set -euo pipefail
 wheel=$1 fla_dir=$2 out=$3
 here=$(cd "$(dirname "$0")" && pwd)
@@ -24,10 +25,11 @@ export PYTHONPATH="$work:$fla_dir"
 case $4 in
   tests)
     cd "$root/test/python"
-    python3 -m pytest -q -p no:cacheprovider -rs test_linear_attention_gpu.py \
-      test_linear_attention_cpu.py test_stages.py 2>&1 | tee "$out/pytest.txt"
+    python3 -m pytest -q -p no:cacheprovider -rs \
+      ${TEST_FILES:-test_linear_attention_gpu.py test_linear_attention_cpu.py test_stages.py} \
+      2>&1 | tee "$out/pytest.txt" || true
     compute-sanitizer --tool memcheck --error-exitcode 9 \
-      python3 -m pytest -q -p no:cacheprovider test_linear_attention_gpu.py \
+      python3 -m pytest -q -p no:cacheprovider ${MEMCHECK_FILES:-test_linear_attention_gpu.py} \
       2>&1 | tail -n 30 | tee "$out/memcheck.txt" ;;
   bench)
     name=${BENCH_NAME:-linear_attention}
