@@ -305,20 +305,24 @@ def advise(batches: Sequence[Sequence[int]], *, cp: int = 1, dp: int = 1,
                                             algorithm="balanced").packs)
                    for b in batches if b)
         N = _round_up(most + 1, 8)
+
+    def plan_all(capacities, seqs):
+        """Each sample batch planned over the ladder, one at a time: a plan
+        holds a copy of every pack per DP x CP rank, so no k's plans are
+        kept (the chosen ladder's are planned again)."""
+        return (ladder_plan(b, capacities, cp, dp, max_packed_sequences=N,
+                            sequence_capacities=seqs, vpp_group=vpp_group) for b in batches)
+
     considered, results = [], []
     for k in ([rungs] if rungs is not None else range(1, max_rungs + 1)):
         capacities = even_ladder(C, k, multiple)
         k_rows = len(capacities)
-        if results and len(capacities) == results[-1][4]:
+        if results and len(capacities) == results[-1][3]:
             continue  # C / multiple allows no more rungs
         # Each rung's N: the most sequences its microbatches hold, planned
         # with N everywhere first.
         most = [1] * len(capacities)
-        plans = []
-        for b in batches:
-            lp = ladder_plan(b, capacities, cp, dp, max_packed_sequences=N,
-                             vpp_group=vpp_group)
-            plans.append(lp)
+        for lp in plan_all(capacities, None):
             for rung, pack in zip(lp.pack_rungs, lp.plan.packs):
                 most[rung] = max(most[rung], len(pack))
         seqs, floor = [], 2
@@ -328,38 +332,43 @@ def advise(batches: Sequence[Sequence[int]], *, cp: int = 1, dp: int = 1,
         if seqs[-1] < N:  # the top rung's microbatches need fewer offsets:
             capacities = capacities + [C]  # a last rung (C, N) for the rest
             seqs.append(N)
-        plans = [ladder_plan(b, capacities, cp, dp, max_packed_sequences=N,
-                             sequence_capacities=seqs, vpp_group=vpp_group) for b in batches]
-        rows = sum(p.rows for p in plans)
-        padded = sum(p.padded_rows for p in plans)
+        rows = padded = 0
+        for p in plan_all(capacities, seqs):
+            rows, padded = rows + p.rows, padded + p.padded_rows
         fraction = _fraction(padded, rows)
         considered.append((k_rows, fraction))
-        results.append((capacities, seqs, plans, fraction, k_rows))
-    best = min(r[3] for r in results)
-    capacities, seqs, plans, fraction, _ = next(r for r in results
-                                                if r[3] <= best + tolerance)
+        results.append((capacities, seqs, fraction, k_rows))
+    best = min(r[2] for r in results)
+    capacities, seqs, fraction, _ = next(r for r in results if r[2] <= best + tolerance)
+
+    def tally(capacities, seqs):
+        """The chosen ladder's plans as the advice reports them: rows, padded
+        rows, microbatches and the packs at each rung."""
+        rows = padded = microbatches = 0
+        counts = [0] * len(capacities)
+        for p in plan_all(capacities, seqs):
+            rows, padded = rows + p.rows, padded + p.padded_rows
+            microbatches += p.num_microbatches
+            for rung in p.pack_rungs:
+                counts[rung] += 1
+        return _fraction(padded, rows), microbatches, counts
+
+    fraction, microbatches, counts = tally(capacities, seqs)
     unused = ()
     if rungs is None:
         # A rung no sampled microbatch used is a graph per slot captured for
         # nothing: left out (the top one stays, the bound of every
         # microbatch). Each microbatch keeps its rung, the smallest that
         # holds it, so the packs and rows are the same.
-        used = {len(capacities) - 1} | {r for p in plans for r in p.pack_rungs}
+        used = {len(capacities) - 1} | {i for i, c in enumerate(counts) if c}
         if len(used) < len(capacities):
             unused = tuple(B for i, B in enumerate(capacities) if i not in used)
             capacities = [B for i, B in enumerate(capacities) if i in used]
             seqs = [n for i, n in enumerate(seqs) if i in used]
-            plans = [ladder_plan(b, capacities, cp, dp, max_packed_sequences=N,
-                                 sequence_capacities=seqs, vpp_group=vpp_group)
-                     for b in batches]
-            fraction = _fraction(sum(p.padded_rows for p in plans), sum(p.rows for p in plans))
-    single = [ladder_plan(b, [C], cp, dp, max_packed_sequences=N, vpp_group=vpp_group)
-              for b in batches]
-    microbatches = sum(p.num_microbatches for p in plans)
-    counts = [0] * len(capacities)
-    for p in plans:
-        for rung in p.pack_rungs:
-            counts[rung] += 1
+            fraction, microbatches, counts = tally(capacities, seqs)
+    single_rows = single_padded = 0
+    for p in plan_all([C], None):
+        single_rows, single_padded = single_rows + p.rows, single_padded + p.padded_rows
     packs = sum(counts)
     bound = max(max_microbatches(len(b), max(b) if b else 1, C, cp, dp,
                                  max_packed_sequences=N, vpp_group=vpp_group)
@@ -369,8 +378,7 @@ def advise(batches: Sequence[Sequence[int]], *, cp: int = 1, dp: int = 1,
     return Advice(
         C=C, N=N, cp=cp, capacities=tuple(capacities), sequence_capacities=tuple(seqs),
         slots=min(in_flight, bound), max_microbatches=bound, padded_fraction=fraction,
-        single_padded_fraction=_fraction(sum(p.padded_rows for p in single),
-                                         sum(p.rows for p in single)),
+        single_padded_fraction=_fraction(single_padded, single_rows),
         microbatches_per_batch=microbatches / len(batches),
         rung_share=tuple(c / packs if packs else 0.0 for c in counts),
         attention_blocks=tuple(n * -(-B * cp // block) for B, n in zip(capacities, seqs)),
