@@ -85,8 +85,8 @@ std::optional<int64_t> dummyLengthArgument(const char *function,
       optionalIntegerArgument(dummyLengthArg, "dummy_length");
   const int64_t granule = cp > 1 ? 2 * cp : 1;
   if (dummyLength && (*dummyLength < 1 || *dummyLength % granule))
-    throw nb::value_error((std::string(function) + ": dummy_length = " +
-                           std::to_string(*dummyLength) +
+    throw nb::value_error((std::string(function) +
+                           ": dummy_length = " + std::to_string(*dummyLength) +
                            " must be >= 1 and a multiple of " +
                            std::to_string(granule))
                               .c_str());

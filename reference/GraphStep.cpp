@@ -50,11 +50,9 @@ namespace {
 /// The preconditions of megatronGraphStep (withData) or graphStepMetadata,
 /// as a message: the configuration, the data sizes C*cp (withData) and the
 /// cu sizes N+1.
-std::optional<std::string> preconditionError(const GraphStepInput &input,
-                                             int64_t maxSeqlenPerRank,
-                                             int64_t cp,
-                                             int64_t maxPackedSequences,
-                                             bool withData) {
+std::optional<std::string>
+preconditionError(const GraphStepInput &input, int64_t maxSeqlenPerRank,
+                  int64_t cp, int64_t maxPackedSequences, bool withData) {
   if (std::optional<std::string> problem =
           checkStepConfiguration(maxSeqlenPerRank, cp, maxPackedSequences))
     return problem;
@@ -272,12 +270,11 @@ StepPrefix stepPrefix(const GraphStepInput &input, int32_t status) {
   if (status != 0)
     return StepPrefix{{0}, {0}, 0};
   const auto end = static_cast<std::ptrdiff_t>(input.numSeqs) + 1;
-  return StepPrefix{
-      std::vector<int32_t>(input.cuSeqlens.begin(),
-                           input.cuSeqlens.begin() + end),
-      std::vector<int32_t>(input.cuSeqlensPadded.begin(),
-                           input.cuSeqlensPadded.begin() + end),
-      input.cpRank};
+  return StepPrefix{std::vector<int32_t>(input.cuSeqlens.begin(),
+                                         input.cuSeqlens.begin() + end),
+                    std::vector<int32_t>(input.cuSeqlensPadded.begin(),
+                                         input.cuSeqlensPadded.begin() + end),
+                    input.cpRank};
 }
 
 } // namespace

@@ -1695,8 +1695,8 @@ GraphStepInput randomGraphStepInput(std::mt19937 &rng, int64_t c, int64_t cp,
   input.cpRank = int32_t(uniform(0, cp - 1));
   const std::size_t last = std::size_t(count);
   if (uniform(0, 1))
-    input.rowsGiven = uniform(0, 1) ? input.cuSeqlensPadded[last]
-                                    : uniform(-1, budget);
+    input.rowsGiven =
+        uniform(0, 1) ? input.cuSeqlensPadded[last] : uniform(-1, budget);
   const int64_t breakage = uniform(0, 14);
   if (breakage == 0)
     input.numSeqs = int32_t(n + uniform(0, 2));
@@ -1770,8 +1770,8 @@ TEST(GraphStep, MetadataMakesNoRows) {
   const int64_t rows = std::numeric_limits<int32_t>::max();
   GraphStepMetadata metadata = graphStepMetadata(input, rows, 1, 4);
   EXPECT_EQ(metadata.status, 0);
-  EXPECT_EQ(metadata.cuSeqlensPadded, (I32{0, 40, 100, int32_t(rows),
-                                           int32_t(rows)}));
+  EXPECT_EQ(metadata.cuSeqlensPadded,
+            (I32{0, 40, 100, int32_t(rows), int32_t(rows)}));
   EXPECT_EQ(metadata.cuSeqlens, metadata.cuSeqlensPadded);
   EXPECT_EQ(metadata.maxSeqlen, rows);
   metadata = graphStepMetadata(input, (int64_t(1) << 30) - 2, 2, 4,
