@@ -23,6 +23,15 @@ namespace {
 
 /// A reference step's outputs (the graph step's or the pack step's) as a
 /// dict of NumPy arrays by output name.
+/// The metadata outputs of a reference step (of a GraphStepOutput or a
+/// GraphStepMetadata) into `result`, by output name.
+template <typename Out> void metadataOutputs(nb::dict &result, const Out &out) {
+  result["cu_seqlens_padded"] = toNumpy(out.cuSeqlensPadded);
+  result["cu_seqlens"] = toNumpy(out.cuSeqlens);
+  result["max_seqlen"] = out.maxSeqlen;
+  result["status"] = out.status;
+}
+
 nb::dict stepOutputs(const reference::GraphStepOutput &out) {
   nb::dict result;
   result["tokens"] = toNumpy(out.tokens);
@@ -30,10 +39,7 @@ nb::dict stepOutputs(const reference::GraphStepOutput &out) {
   result["position_ids"] = toNumpy(out.positionIds);
   result["loss_mask"] = toNumpy(out.lossMask);
   result["padding_mask"] = toNumpy(out.paddingMask);
-  result["cu_seqlens_padded"] = toNumpy(out.cuSeqlensPadded);
-  result["cu_seqlens"] = toNumpy(out.cuSeqlens);
-  result["max_seqlen"] = out.maxSeqlen;
-  result["status"] = out.status;
+  metadataOutputs(result, out);
   return result;
 }
 
@@ -56,6 +62,37 @@ StepSizes stepSizes(const char *function, IntArg C, IntArg cp, IntArg N) {
   return sizes;
 }
 
+/// The metadata of a graph step's input: the cu arrays, num_seqs, cp_rank
+/// and rows_given (None: not checked).
+void metadataInput(reference::GraphStepInput &input, ArrayArg cuSeqlens,
+                   ArrayArg cuSeqlensPadded, IntArg numSeqs, IntArg cpRank,
+                   nb::handle rowsGiven) {
+  input.cuSeqlens = hostVector<int32_t>(cuSeqlens, "cu_seqlens");
+  input.cuSeqlensPadded =
+      hostVector<int32_t>(cuSeqlensPadded, "cu_seqlens_padded");
+  input.numSeqs = int32_t(integerArgument(numSeqs.object, "num_seqs"));
+  input.cpRank = int32_t(integerArgument(cpRank.object, "cp_rank"));
+  if (!rowsGiven.is_none())
+    input.rowsGiven = integerArgument(rowsGiven, "rows_given", kInt64Range);
+}
+
+/// dummy_length, None or >= 1 and a multiple of 2*cp when cp > 1 (the
+/// step's precondition), as a ValueError of `function` otherwise.
+std::optional<int64_t> dummyLengthArgument(const char *function,
+                                           nb::handle dummyLengthArg,
+                                           int64_t cp) {
+  const std::optional<int64_t> dummyLength =
+      optionalIntegerArgument(dummyLengthArg, "dummy_length");
+  const int64_t granule = cp > 1 ? 2 * cp : 1;
+  if (dummyLength && (*dummyLength < 1 || *dummyLength % granule))
+    throw nb::value_error((std::string(function) +
+                           ": dummy_length = " + std::to_string(*dummyLength) +
+                           " must be >= 1 and a multiple of " +
+                           std::to_string(granule))
+                              .c_str());
+  return dummyLength;
+}
+
 nb::dict referenceGraphStep(ArrayArg tokens, ArrayArg labels,
                             ArrayArg positionIds, ArrayArg lossMask,
                             ArrayArg cuSeqlens, ArrayArg cuSeqlensPadded,
@@ -68,33 +105,39 @@ nb::dict referenceGraphStep(ArrayArg tokens, ArrayArg labels,
   input.labels = hostVector<int64_t>(labels, "labels");
   input.positionIds = hostVector<int64_t>(positionIds, "position_ids");
   input.lossMask = hostVector<float>(lossMask, "loss_mask");
-  input.cuSeqlens = hostVector<int32_t>(cuSeqlens, "cu_seqlens");
-  input.cuSeqlensPadded =
-      hostVector<int32_t>(cuSeqlensPadded, "cu_seqlens_padded");
-  input.numSeqs = int32_t(integerArgument(numSeqs.object, "num_seqs"));
-  input.cpRank = int32_t(integerArgument(cpRank.object, "cp_rank"));
-  if (!rowsGiven.is_none())
-    input.rowsGiven = integerArgument(rowsGiven, "rows_given", kInt64Range);
+  metadataInput(input, cuSeqlens, cuSeqlensPadded, numSeqs, cpRank, rowsGiven);
   // megatronGraphStep aborts on broken preconditions: the reference states
   // them once, and they become a ValueError here.
   if (std::optional<std::string> problem =
           reference::graphStepPreconditionError(input, C, cp, N))
     throw nb::value_error(("graph_step: " + *problem).c_str());
   const std::optional<int64_t> dummyLength =
-      optionalIntegerArgument(dummyLengthArg, "dummy_length");
-  const int64_t granule = cp > 1 ? 2 * cp : 1;
-  if (dummyLength && (*dummyLength < 1 || *dummyLength % granule))
-    throw nb::value_error(("graph_step: dummy_length = " +
-                           std::to_string(*dummyLength) +
-                           " must be >= 1 and a multiple of " +
-                           std::to_string(granule))
-                              .c_str());
+      dummyLengthArgument("graph_step", dummyLengthArg, cp);
   reference::GraphStepOutput out;
   {
     nb::gil_scoped_release release;
     out = reference::megatronGraphStep(input, C, cp, N, dummyLength);
   }
   return stepOutputs(out);
+}
+
+nb::dict referenceGraphStepOffsets(ArrayArg cuSeqlens, ArrayArg cuSeqlensPadded,
+                                   IntArg numSeqs, IntArg cpRank, IntArg C_,
+                                   IntArg cp_, IntArg N_, nb::handle rowsGiven,
+                                   nb::handle dummyLengthArg) {
+  const auto [C, cp, N] = stepSizes("graph_step_offsets", C_, cp_, N_);
+  reference::GraphStepInput input;
+  metadataInput(input, cuSeqlens, cuSeqlensPadded, numSeqs, cpRank, rowsGiven);
+  if (std::optional<std::string> problem =
+          reference::graphStepMetadataPreconditionError(input, C, cp, N))
+    throw nb::value_error(("graph_step_offsets: " + *problem).c_str());
+  const std::optional<int64_t> dummyLength =
+      dummyLengthArgument("graph_step_offsets", dummyLengthArg, cp);
+  const reference::GraphStepMetadata out =
+      reference::graphStepMetadata(input, C, cp, N, dummyLength);
+  nb::dict result;
+  metadataOutputs(result, out);
+  return result;
 }
 
 nb::object referenceSeqIdx(ArrayArg cuSeqlensArg, IntArg totalTokensArg) {
@@ -218,6 +261,15 @@ void thdc::python::populateReferenceBindings(nb::module_ &m) {
       "buffers the caller copied (the rows_not_given check), or None; "
       "dummy_length: the tail in dummy sequences of that many rows over the "
       "spare entries (policy split_dummy_sequences), or None for one.");
+  reference.def(
+      "graph_step_offsets", &referenceGraphStepOffsets, nb::arg("cu_seqlens"),
+      nb::arg("cu_seqlens_padded"), nb::arg("num_seqs"), nb::arg("cp_rank"),
+      nb::arg("C"), nb::arg("cp"), nb::arg("N"), nb::kw_only(),
+      nb::arg("rows_given").none() = nb::none(),
+      nb::arg("dummy_length").none() = nb::none(),
+      "graph_step's cu_seqlens_padded, cu_seqlens, max_seqlen and status "
+      "for the same arguments without the data rows: the metadata alone, in "
+      "work linear in N whatever C*cp.");
   reference.def("seq_idx", &referenceSeqIdx, nb::arg("cu_seqlens"),
                 nb::arg("total_tokens"));
   reference.def("linear_chunks", &referenceLinearChunks,

@@ -35,7 +35,7 @@ cpPartitionIndices(const std::vector<int32_t> &cuSeqlensPadded,
         concat("total_tokens = ", totalTokens, " is outside [0, int32 max]"));
   Result indices;
   if (cp == 1) {
-    for (int64_t t = 0; t < totalTokens; ++t)
+    for (int64_t t = 0; t < cpLocalRows(totalTokens, cp); ++t)
       indices.push_back(static_cast<int32_t>(t));
     return indices;
   }
@@ -44,7 +44,7 @@ cpPartitionIndices(const std::vector<int32_t> &cuSeqlensPadded,
       return makeError<Result>(concat("total_tokens = ", totalTokens,
                                       " is not divisible by cp = ", cp,
                                       " (contiguous CP partitioning)"));
-    const int64_t local = totalTokens / cp;
+    const int64_t local = cpLocalRows(totalTokens, cp);
     for (int64_t t = 0; t < local; ++t)
       indices.push_back(static_cast<int32_t>(rank * local + t));
     return indices;
@@ -79,7 +79,7 @@ cpPartitionIndices(const std::vector<int32_t> &cuSeqlensPadded,
   for (int32_t c : cup)
     cs.push_back(c / cp);
   const int64_t b = static_cast<int64_t>(cup.size()) - 1;
-  for (int64_t t = 0; t < totalTokens / cp; ++t) {
+  for (int64_t t = 0; t < cpLocalRows(totalTokens, cp); ++t) {
     // TE's binary search over cs[1..b]; rows past cs[b] end at s = b-1.
     int64_t lo = 1, hi = b;
     while (lo < hi) {

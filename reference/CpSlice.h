@@ -31,9 +31,16 @@ enum class CpMode {
   Contiguous,
 };
 
-/// S7 (TE `thd_get_partitioned_indices`): the T/cp global rows kept by CP
-/// rank `rank`, in local order. cp == 1 is a no-op: identity [0, T), no error
-/// even for T == 0. Zigzag (cp > 1): for local row t, s = the sequence found
+/// S7: the rows a CP rank keeps of a T-row buffer, T/cp: the size of
+/// cpPartitionIndices' result wherever it succeeds (for callers that need
+/// the count and not the rows).
+inline int64_t cpLocalRows(int64_t totalTokens, int64_t cp) {
+  return totalTokens / cp;
+}
+
+/// S7 (TE `thd_get_partitioned_indices`): the T/cp (cpLocalRows) global
+/// rows kept by CP rank `rank`, in local order. cp == 1 is a no-op:
+/// identity [0, T), no error even for T == 0. Zigzag (cp > 1): for local row t, s = the sequence found
 /// by TE's binary search over cs = cup/cp (rows past cs[n] join the last
 /// entry), L = cs[s+1]-cs[s], k = t-cs[s], index = k + cs[s]*cp + (L/2) *
 /// (k < L/2 ? rank : 2*cp-2-rank). Zigzag errors (TE checks): fewer than 2

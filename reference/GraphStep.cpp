@@ -4,7 +4,8 @@
 // ("One microbatch in graph mode"): validation into status bits
 // (sampleStatus, graphStepStatus), what an invalid microbatch loses
 // (droppedCounts), and one microbatch of the CUDA-graph
-// data step for one CP rank (megatronGraphStep). The compiled pipelines
+// data step for one CP rank (megatronGraphStep), or its metadata alone
+// (graphStepMetadata). The compiled pipelines
 // (examples/megatron_graph_step.mlir) are tested against it.
 //
 //===----------------------------------------------------------------------===//
@@ -44,18 +45,23 @@ internal::checkStepConfiguration(int64_t c, int64_t cp, int64_t n) {
   return std::nullopt;
 }
 
+namespace {
+
+/// The preconditions of megatronGraphStep (withData) or graphStepMetadata,
+/// as a message: the configuration, the data sizes C*cp (withData) and the
+/// cu sizes N+1.
 std::optional<std::string>
-graphStepPreconditionError(const GraphStepInput &input,
-                           int64_t maxSeqlenPerRank, int64_t cp,
-                           int64_t maxPackedSequences) {
+preconditionError(const GraphStepInput &input, int64_t maxSeqlenPerRank,
+                  int64_t cp, int64_t maxPackedSequences, bool withData) {
   if (std::optional<std::string> problem =
           checkStepConfiguration(maxSeqlenPerRank, cp, maxPackedSequences))
     return problem;
   // Both products fit: checkStepConfiguration bounds C*cp and N by int32.
   const std::size_t rows = static_cast<std::size_t>(maxSeqlenPerRank * cp);
   const std::size_t entries = static_cast<std::size_t>(maxPackedSequences + 1);
-  if (input.tokens.size() != rows || input.labels.size() != rows ||
-      input.positionIds.size() != rows || input.lossMask.size() != rows)
+  if (withData &&
+      (input.tokens.size() != rows || input.labels.size() != rows ||
+       input.positionIds.size() != rows || input.lossMask.size() != rows))
     return concat("tokens/labels/position_ids/loss_mask have ",
                   input.tokens.size(), "/", input.labels.size(), "/",
                   input.positionIds.size(), "/", input.lossMask.size(),
@@ -66,6 +72,24 @@ graphStepPreconditionError(const GraphStepInput &input,
                   "/", input.cuSeqlensPadded.size(),
                   " entries, not N+1; both must have N+1 = ", entries);
   return std::nullopt;
+}
+
+} // namespace
+
+std::optional<std::string>
+graphStepPreconditionError(const GraphStepInput &input,
+                           int64_t maxSeqlenPerRank, int64_t cp,
+                           int64_t maxPackedSequences) {
+  return preconditionError(input, maxSeqlenPerRank, cp, maxPackedSequences,
+                           /*withData=*/true);
+}
+
+std::optional<std::string>
+graphStepMetadataPreconditionError(const GraphStepInput &input,
+                                   int64_t maxSeqlenPerRank, int64_t cp,
+                                   int64_t maxPackedSequences) {
+  return preconditionError(input, maxSeqlenPerRank, cp, maxPackedSequences,
+                           /*withData=*/false);
 }
 
 namespace {
@@ -84,6 +108,27 @@ prepareDataKey(const std::vector<T> &values, const std::vector<uint8_t> &mask,
   return unwrap(padTail(local, localTarget, T(0)), "megatronGraphStep (S10)");
 }
 
+/// S10 in graph mode for the prefix cu/cup of valid metadata whose CP slice
+/// has localLength rows: the tail metadata with target C, maxNumSeqs N and
+/// a dummy sequence (SplitDummySequences of dummyLength with one), without
+/// the tail mask (the step merges its own).
+TailPaddingResult graphTail(const std::vector<int32_t> &cu,
+                            const std::vector<int32_t> &cup,
+                            int64_t localLength, int64_t c, int64_t cp,
+                            int64_t n, std::optional<int64_t> dummyLength) {
+  TailPaddingConfig config;
+  config.cp = cp;
+  config.mode = CpMode::Zigzag;
+  config.target = c;
+  config.maxNumSeqs = n;
+  config.policy = dummyLength ? TailPolicy::SplitDummySequences
+                              : TailPolicy::AppendDummySequence;
+  config.dummyLength = dummyLength;
+  return unwrap(
+      padTailOffsets(cu, cup, maxSeqlenFromCu(cup), localLength, config),
+      "megatronGraphStep (S10)");
+}
+
 } // namespace
 
 GraphStepOutput internal::graphStepOnPrefix(
@@ -99,18 +144,8 @@ GraphStepOutput internal::graphStepOnPrefix(
     indices = unwrap(cpPartitionIndices(cup, total, cp, rank, CpMode::Zigzag),
                      "megatronGraphStep (S7)");
   const int64_t localLength = static_cast<int64_t>(indices.size());
-
-  TailPaddingConfig config;
-  config.cp = cp;
-  config.mode = CpMode::Zigzag;
-  config.target = c;
-  config.maxNumSeqs = n;
-  config.policy = dummyLength ? TailPolicy::SplitDummySequences
-                              : TailPolicy::AppendDummySequence;
-  config.dummyLength = dummyLength;
-  TailPaddingResult tail = unwrap(
-      padTailMetadata(cu, cup, maxSeqlenFromCu(cup), localLength, config),
-      "megatronGraphStep (S10)");
+  TailPaddingResult tail =
+      graphTail(cu, cup, localLength, c, cp, n, dummyLength);
 
   GraphStepOutput output;
   output.tokens = prepareDataKey(input.tokens, mask, indices, tail.localTarget);
@@ -191,11 +226,11 @@ Expected<DroppedCounts> droppedCounts(int32_t status,
   return dropped;
 }
 
-int32_t graphStepStatus(const GraphStepInput &input, int64_t maxSeqlenPerRank,
-                        int64_t cp, int64_t maxPackedSequences) {
-  if (std::optional<std::string> problem = graphStepPreconditionError(
-          input, maxSeqlenPerRank, cp, maxPackedSequences))
-    fatal("megatronGraphStep", *problem);
+namespace {
+
+/// graphStepStatus once its preconditions hold (the data keys unread).
+int32_t statusOf(const GraphStepInput &input, int64_t maxSeqlenPerRank,
+                 int64_t cp, int64_t maxPackedSequences) {
   const std::vector<int32_t> &cu = input.cuSeqlens;
   const std::vector<int32_t> &cup = input.cuSeqlensPadded;
   int32_t status = numSeqsStatus(cup, input.numSeqs, maxPackedSequences,
@@ -223,29 +258,71 @@ int32_t graphStepStatus(const GraphStepInput &input, int64_t maxSeqlenPerRank,
   return status;
 }
 
+/// The metadata the step pads, for one CP rank: a valid microbatch's first
+/// numSeqs+1 entries on its own rank; an invalid one (status != 0) is
+/// replaced by an empty one, {0} and {0} on rank 0, whose dummy sequence
+/// covers the whole buffer and every row is padding.
+struct StepPrefix {
+  std::vector<int32_t> cu, cup;
+  int64_t rank = 0;
+};
+StepPrefix stepPrefix(const GraphStepInput &input, int32_t status) {
+  if (status != 0)
+    return StepPrefix{{0}, {0}, 0};
+  const auto end = static_cast<std::ptrdiff_t>(input.numSeqs) + 1;
+  return StepPrefix{std::vector<int32_t>(input.cuSeqlens.begin(),
+                                         input.cuSeqlens.begin() + end),
+                    std::vector<int32_t>(input.cuSeqlensPadded.begin(),
+                                         input.cuSeqlensPadded.begin() + end),
+                    input.cpRank};
+}
+
+} // namespace
+
+int32_t graphStepStatus(const GraphStepInput &input, int64_t maxSeqlenPerRank,
+                        int64_t cp, int64_t maxPackedSequences) {
+  if (std::optional<std::string> problem = graphStepPreconditionError(
+          input, maxSeqlenPerRank, cp, maxPackedSequences))
+    fatal("megatronGraphStep", *problem);
+  return statusOf(input, maxSeqlenPerRank, cp, maxPackedSequences);
+}
+
 GraphStepOutput megatronGraphStep(const GraphStepInput &input,
                                   int64_t maxSeqlenPerRank, int64_t cp,
                                   int64_t maxPackedSequences,
                                   std::optional<int64_t> dummyLength) {
   const int32_t status =
       graphStepStatus(input, maxSeqlenPerRank, cp, maxPackedSequences);
-  GraphStepOutput output;
-  if (status == 0) {
-    const auto end = static_cast<std::ptrdiff_t>(input.numSeqs) + 1;
-    std::vector<int32_t> cu(input.cuSeqlens.begin(),
-                            input.cuSeqlens.begin() + end);
-    std::vector<int32_t> cup(input.cuSeqlensPadded.begin(),
-                             input.cuSeqlensPadded.begin() + end);
-    output = graphStepOnPrefix(input, cu, cup, input.cpRank, maxSeqlenPerRank,
-                               cp, maxPackedSequences, dummyLength);
-  } else {
-    // An invalid microbatch is replaced by an empty one: its dummy sequence
-    // covers the whole buffer and every row is padding.
-    output = graphStepOnPrefix(input, {0}, {0}, /*rank=*/0, maxSeqlenPerRank,
-                               cp, maxPackedSequences, dummyLength);
-  }
+  const StepPrefix prefix = stepPrefix(input, status);
+  GraphStepOutput output =
+      graphStepOnPrefix(input, prefix.cu, prefix.cup, prefix.rank,
+                        maxSeqlenPerRank, cp, maxPackedSequences, dummyLength);
   output.status = status;
   return output;
+}
+
+GraphStepMetadata graphStepMetadata(const GraphStepInput &input,
+                                    int64_t maxSeqlenPerRank, int64_t cp,
+                                    int64_t maxPackedSequences,
+                                    std::optional<int64_t> dummyLength) {
+  if (std::optional<std::string> problem = graphStepMetadataPreconditionError(
+          input, maxSeqlenPerRank, cp, maxPackedSequences))
+    fatal("graphStepMetadata", *problem);
+  const int32_t status =
+      statusOf(input, maxSeqlenPerRank, cp, maxPackedSequences);
+  const StepPrefix prefix = stepPrefix(input, status);
+  // The rows of the prefix's CP slice, which graphStepOnPrefix gathers: none
+  // for an empty microbatch under CP (its slice is empty).
+  const int64_t localLength = cpLocalRows(prefix.cup.back(), cp);
+  TailPaddingResult tail =
+      graphTail(prefix.cu, prefix.cup, localLength, maxSeqlenPerRank, cp,
+                maxPackedSequences, dummyLength);
+  GraphStepMetadata metadata;
+  metadata.cuSeqlensPadded = std::move(tail.cuSeqlensPadded);
+  metadata.cuSeqlens = std::move(tail.cuSeqlens);
+  metadata.maxSeqlen = tail.maxSeqlen;
+  metadata.status = status;
+  return metadata;
 }
 
 } // namespace reference

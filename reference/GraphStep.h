@@ -144,6 +144,13 @@ graphStepPreconditionError(const GraphStepInput &input,
                            int64_t maxSeqlenPerRank, int64_t cp,
                            int64_t maxPackedSequences);
 
+/// graphStepPreconditionError without the data keys' sizes, which
+/// graphStepMetadata does not read: C, cp, N as there, cu sizes N+1.
+std::optional<std::string>
+graphStepMetadataPreconditionError(const GraphStepInput &input,
+                                   int64_t maxSeqlenPerRank, int64_t cp,
+                                   int64_t maxPackedSequences);
+
 /// Validation of a GraphStepInput: the OR of every StatusBit that applies
 /// (0 = valid). numSeqs may be N only when cuSeqlensPadded[N] is C*cp (no
 /// tail, so no dummy sequence needs a slot): numSeqsStatus with maxSeqs N,
@@ -178,6 +185,30 @@ int32_t graphStepStatus(const GraphStepInput &input, int64_t maxSeqlenPerRank,
 /// instead (>= 1, a multiple of 2*cp when cp > 1: a precondition).
 GraphStepOutput
 megatronGraphStep(const GraphStepInput &input, int64_t maxSeqlenPerRank,
+                  int64_t cp, int64_t maxPackedSequences,
+                  std::optional<int64_t> dummyLength = std::nullopt);
+
+/// The metadata megatronGraphStep gives for one CP rank, without the data.
+struct GraphStepMetadata {
+  /// Global padded offsets with the dummy, N+1 entries.
+  std::vector<int32_t> cuSeqlensPadded;
+  /// Global valid offsets with the dummy (compact), N+1 entries.
+  std::vector<int32_t> cuSeqlens;
+  /// Static max_seqlen = C*cp.
+  int32_t maxSeqlen = 0;
+  /// 0 when valid, else an OR of StatusBit values.
+  int32_t status = 0;
+};
+
+/// megatronGraphStep's cuSeqlensPadded, cuSeqlens, maxSeqlen and status for
+/// `input`, whose data keys are not read (they may be empty): the same
+/// validation and S10 tail metadata, with the CP slice's row count in place
+/// of its rows, in work linear in N whatever C*cp (a host that plans
+/// attention from the offsets alone). Preconditions (checked, abort; see
+/// graphStepMetadataPreconditionError): those of megatronGraphStep but the
+/// data sizes.
+GraphStepMetadata
+graphStepMetadata(const GraphStepInput &input, int64_t maxSeqlenPerRank,
                   int64_t cp, int64_t maxPackedSequences,
                   std::optional<int64_t> dummyLength = std::nullopt);
 

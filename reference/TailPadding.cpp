@@ -3,8 +3,8 @@
 // Sections S9 and S10 of docs/semantics.md: resolution of the padding mode
 // (thdPaddingKwargs) and tail padding of a microbatch to an alignment or a
 // static target: cu array padding, new metadata, merged mask (padCuSeqlens,
-// padTailMetadata, mergeTailMask, metadataOnlyGlobalTarget; the template
-// padTail lives in TailPadding.h). Implemented in the compiler by
+// padTailMetadata and padTailOffsets, mergeTailMask, metadataOnlyGlobalTarget;
+// the template padTail lives in TailPadding.h). Implemented in the compiler by
 // thd.pad_tail, thd.pad_tail_metadata and thd.pad_cu_seqlens.
 //
 //===----------------------------------------------------------------------===//
@@ -90,6 +90,19 @@ Expected<TailPaddingResult>
 padTailMetadata(const std::vector<int32_t> &cuSeqlens,
                 const std::vector<int32_t> &cuSeqlensPadded, int32_t maxSeqlen,
                 int64_t localLength, const TailPaddingConfig &config) {
+  Expected<TailPaddingResult> result = padTailOffsets(
+      cuSeqlens, cuSeqlensPadded, maxSeqlen, localLength, config);
+  if (!result)
+    return result;
+  for (int64_t row = 0; row < result->localTarget; ++row)
+    result->tailMask.push_back(row >= localLength);
+  return result;
+}
+
+Expected<TailPaddingResult>
+padTailOffsets(const std::vector<int32_t> &cuSeqlens,
+               const std::vector<int32_t> &cuSeqlensPadded, int32_t maxSeqlen,
+               int64_t localLength, const TailPaddingConfig &config) {
   using Result = TailPaddingResult;
   const std::vector<int32_t> &cu = cuSeqlens;
   const std::vector<int32_t> &cup = cuSeqlensPadded;
@@ -277,8 +290,6 @@ padTailMetadata(const std::vector<int32_t> &cuSeqlens,
     result.maxSeqlen = static_cast<int32_t>(newMaxSeqlen);
     result.totalTokens = localTarget;
   }
-  for (int64_t row = 0; row < localTarget; ++row)
-    result.tailMask.push_back(row >= localLength);
   return result;
 }
 

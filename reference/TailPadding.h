@@ -145,6 +145,14 @@ padTailMetadata(const std::vector<int32_t> &cuSeqlens,
                 const std::vector<int32_t> &cuSeqlensPadded, int32_t maxSeqlen,
                 int64_t localLength, const TailPaddingConfig &config);
 
+/// padTailMetadata without the tail mask (tailMask left empty): the same
+/// checks, targets and cu arrays in work linear in the cu arrays' entries
+/// whatever Lt, for callers that need only the metadata.
+Expected<TailPaddingResult>
+padTailOffsets(const std::vector<int32_t> &cuSeqlens,
+               const std::vector<int32_t> &cuSeqlensPadded, int32_t maxSeqlen,
+               int64_t localLength, const TailPaddingConfig &config);
+
 /// S10 (`_pad_cu_seqlens`): pads a cu array to `entries` entries by
 /// repeating its last value. Errors: empty array, entries < 1, "Actual
 /// num_seqs (k) exceeds thd_max_packed_sequences (N)" when it has more than

@@ -257,7 +257,8 @@ def host_padded_offsets(cu_seqlens, cu_seqlens_padded, num_seqs: int, C: int, cp
     sequence over the C*cp rows, as on the device. rows_given: the data rows
     given to load_inputs (a step with data keys checks them); dummy_length:
     the step's split-dummy length, if any. Both must be the step's, or the
-    plan disagrees with the device. O(C*cp) host work."""
+    plan disagrees with the device. O(N) host work, whatever C*cp: the
+    reference's offsets alone (graph_step_offsets), no data rows."""
     C, cp, N = (_check_int(v, n) for v, n in ((C, "C"), (cp, "cp"), (N, "N")))
     if C < 1 or cp < 1 or N < 1 or C * cp > _INT32_MAX or N >= _INT32_MAX:
         # Checked before any host buffer is made: the step's own bounds.
@@ -265,10 +266,9 @@ def host_padded_offsets(cu_seqlens, cu_seqlens_padded, num_seqs: int, C: int, cp
                          f"C={C}, cp={cp}, N={N}")
     cu, cup = (_entries(a, N + 1, name) for a, name in
                ((cu_seqlens, "cu_seqlens"), (cu_seqlens_padded, "cu_seqlens_padded")))
-    ids, mask = _host_zeros(C * cp, np.int64), _host_zeros(C * cp, np.float32)
-    out = _thdc.reference.graph_step(ids, ids, ids, mask, cu, cup,
-                                    _check_int(num_seqs, "num_seqs"), 0, C, cp, N,
-                                    rows_given=rows_given, dummy_length=dummy_length)
+    out = _thdc.reference.graph_step_offsets(cu, cup, _check_int(num_seqs, "num_seqs"), 0,
+                                             C, cp, N, rows_given=rows_given,
+                                             dummy_length=dummy_length)
     return np.asarray(out["cu_seqlens_padded"], dtype=np.int32)
 
 
@@ -291,18 +291,6 @@ def _entries(offsets, entries: int, name: str) -> np.ndarray:
     if offsets.size < entries:
         offsets = np.concatenate([offsets, np.full(entries - offsets.size, -1, np.int32)])
     return offsets
-
-
-_ZEROS: dict = {}
-
-
-def _host_zeros(rows: int, dtype) -> np.ndarray:
-    """Data rows for the reference, which reads only the offsets here: the
-    last size's, one per dtype (a step has one C*cp)."""
-    key = np.dtype(dtype).str
-    if key not in _ZEROS or _ZEROS[key].size != rows:
-        _ZEROS[key] = np.zeros(rows, dtype=dtype)
-    return _ZEROS[key]
 
 
 # --- the calls --------------------------------------------------------------

@@ -193,6 +193,16 @@ def _fraction(padded_rows: int, rows: int) -> float:
 # advise's bound on the rungs it tries: each is a graph per slot to
 # capture, and a ladder past this many rungs pads no measurably fewer rows.
 MAX_RUNGS = 64
+# advise's bounds on the other counts it is given, each a size that the
+# plans, or the step it advises, allocate: dp*cp ranks (a plan holds the
+# pack of every DP x CP rank of every microbatch), the sequence capacity N
+# (the step's offsets have N+1 int32 entries per rung and slot), C*cp rows
+# within int32 (the offsets' dtype), and the sample's lengths times cp (every
+# CP rank's copy of every pack).
+MAX_RANKS = 1 << 16
+MAX_SEQUENCE_CAPACITY = 1 << 20
+MAX_RANK_LENGTHS = 1 << 24
+_INT32_MAX = 2**31 - 1
 
 
 def _check_advise_arguments(*, cp, dp, tp, C, N, multiple, max_rungs, tolerance, block,
@@ -210,6 +220,14 @@ def _check_advise_arguments(*, cp, dp, tp, C, N, multiple, max_rungs, tolerance,
         if value is not None and value > MAX_RUNGS:
             raise ValueError(f"{name} must be <= {MAX_RUNGS} (each rung is a graph per slot "
                              f"to capture); got {value}")
+    if dp * cp > MAX_RANKS:
+        raise ValueError(f"dp*cp = {dp}*{cp} = {dp * cp} ranks: at most {MAX_RANKS} (a plan "
+                         f"holds the pack of every DP x CP rank)")
+    if C is not None and C > _INT32_MAX:
+        raise ValueError(f"C must be <= {_INT32_MAX} (the step's offsets are int32); got {C}")
+    if N is not None and N > MAX_SEQUENCE_CAPACITY:
+        raise ValueError(f"N must be <= {MAX_SEQUENCE_CAPACITY} (the step's offsets have N+1 "
+                         f"entries per rung and slot); got {N}")
     if not isinstance(tolerance, (int, float)) or not math.isfinite(tolerance) \
             or tolerance < 0:
         raise ValueError(f"tolerance must be a finite number >= 0; got {tolerance!r}")
@@ -246,7 +264,10 @@ def advise(batches: Sequence[Sequence[int]], *, cp: int = 1, dp: int = 1,
     recipe, tp, sequence_parallel: a low-precision recipe (a name of
     LOW_PRECISION_MULTIPLES or an int) and the TP layout: every rung is then
     also a multiple of capacity_multiple(tp, sequence_parallel, recipe), the
-    graph-mode condition (a given C is checked)."""
+    graph-mode condition (a given C is checked). Bounds (ValueError past
+    them, before anything is planned): dp*cp <= MAX_RANKS, C*cp within
+    int32, N <= MAX_SEQUENCE_CAPACITY, the sample's lengths times cp <=
+    MAX_RANK_LENGTHS."""
     _check_advise_arguments(cp=cp, dp=dp, tp=tp, C=C, N=N, multiple=multiple,
                             max_rungs=max_rungs, tolerance=tolerance, block=block,
                             rungs=rungs)
@@ -255,6 +276,11 @@ def advise(batches: Sequence[Sequence[int]], *, cp: int = 1, dp: int = 1,
         raise ValueError("advise needs at least one global batch of lengths")
     if min(min(b) for b in batches if b) < 0:
         raise ValueError("lengths must be >= 0")
+    lengths = sum(len(b) for b in batches)
+    if lengths * cp > MAX_RANK_LENGTHS:
+        raise ValueError(f"the sample's {lengths} lengths times cp = {cp} are {lengths * cp} "
+                         f"pack entries, more than {MAX_RANK_LENGTHS} (the plans hold every CP "
+                         f"rank's copy of every pack): advise on fewer global batches")
     longest = max(max(b) for b in batches if b)
     if recipe is not None or sequence_parallel:
         m = 1 if recipe is None else recipe
@@ -266,6 +292,9 @@ def advise(batches: Sequence[Sequence[int]], *, cp: int = 1, dp: int = 1,
         multiple = math.lcm(multiple, capacity_multiple(tp, sequence_parallel, m))
     if C is None:
         C = _round_up(max(1, -(-longest // cp)), multiple)
+    if C * cp > _INT32_MAX:
+        raise ValueError(f"C*cp = {C}*{cp} = {C * cp} is outside int32 (the step's offsets "
+                         f"are int32)")
     if longest > C * cp:
         raise ValueError(f"the longest sequence ({longest}) is longer than C*cp = {C * cp}")
     if C % multiple:
@@ -276,20 +305,24 @@ def advise(batches: Sequence[Sequence[int]], *, cp: int = 1, dp: int = 1,
                                             algorithm="balanced").packs)
                    for b in batches if b)
         N = _round_up(most + 1, 8)
+
+    def plan_all(capacities, seqs):
+        """Each sample batch planned over the ladder, one at a time: a plan
+        holds a copy of every pack per DP x CP rank, so no k's plans are
+        kept (the chosen ladder's are planned again)."""
+        return (ladder_plan(b, capacities, cp, dp, max_packed_sequences=N,
+                            sequence_capacities=seqs, vpp_group=vpp_group) for b in batches)
+
     considered, results = [], []
     for k in ([rungs] if rungs is not None else range(1, max_rungs + 1)):
         capacities = even_ladder(C, k, multiple)
         k_rows = len(capacities)
-        if results and len(capacities) == results[-1][4]:
+        if results and len(capacities) == results[-1][3]:
             continue  # C / multiple allows no more rungs
         # Each rung's N: the most sequences its microbatches hold, planned
         # with N everywhere first.
         most = [1] * len(capacities)
-        plans = []
-        for b in batches:
-            lp = ladder_plan(b, capacities, cp, dp, max_packed_sequences=N,
-                             vpp_group=vpp_group)
-            plans.append(lp)
+        for lp in plan_all(capacities, None):
             for rung, pack in zip(lp.pack_rungs, lp.plan.packs):
                 most[rung] = max(most[rung], len(pack))
         seqs, floor = [], 2
@@ -299,38 +332,43 @@ def advise(batches: Sequence[Sequence[int]], *, cp: int = 1, dp: int = 1,
         if seqs[-1] < N:  # the top rung's microbatches need fewer offsets:
             capacities = capacities + [C]  # a last rung (C, N) for the rest
             seqs.append(N)
-        plans = [ladder_plan(b, capacities, cp, dp, max_packed_sequences=N,
-                             sequence_capacities=seqs, vpp_group=vpp_group) for b in batches]
-        rows = sum(p.rows for p in plans)
-        padded = sum(p.padded_rows for p in plans)
+        rows = padded = 0
+        for p in plan_all(capacities, seqs):
+            rows, padded = rows + p.rows, padded + p.padded_rows
         fraction = _fraction(padded, rows)
         considered.append((k_rows, fraction))
-        results.append((capacities, seqs, plans, fraction, k_rows))
-    best = min(r[3] for r in results)
-    capacities, seqs, plans, fraction, _ = next(r for r in results
-                                                if r[3] <= best + tolerance)
+        results.append((capacities, seqs, fraction, k_rows))
+    best = min(r[2] for r in results)
+    capacities, seqs, fraction, _ = next(r for r in results if r[2] <= best + tolerance)
+
+    def tally(capacities, seqs):
+        """The chosen ladder's plans as the advice reports them: rows, padded
+        rows, microbatches and the packs at each rung."""
+        rows = padded = microbatches = 0
+        counts = [0] * len(capacities)
+        for p in plan_all(capacities, seqs):
+            rows, padded = rows + p.rows, padded + p.padded_rows
+            microbatches += p.num_microbatches
+            for rung in p.pack_rungs:
+                counts[rung] += 1
+        return _fraction(padded, rows), microbatches, counts
+
+    fraction, microbatches, counts = tally(capacities, seqs)
     unused = ()
     if rungs is None:
         # A rung no sampled microbatch used is a graph per slot captured for
         # nothing: left out (the top one stays, the bound of every
         # microbatch). Each microbatch keeps its rung, the smallest that
         # holds it, so the packs and rows are the same.
-        used = {len(capacities) - 1} | {r for p in plans for r in p.pack_rungs}
+        used = {len(capacities) - 1} | {i for i, c in enumerate(counts) if c}
         if len(used) < len(capacities):
             unused = tuple(B for i, B in enumerate(capacities) if i not in used)
             capacities = [B for i, B in enumerate(capacities) if i in used]
             seqs = [n for i, n in enumerate(seqs) if i in used]
-            plans = [ladder_plan(b, capacities, cp, dp, max_packed_sequences=N,
-                                 sequence_capacities=seqs, vpp_group=vpp_group)
-                     for b in batches]
-            fraction = _fraction(sum(p.padded_rows for p in plans), sum(p.rows for p in plans))
-    single = [ladder_plan(b, [C], cp, dp, max_packed_sequences=N, vpp_group=vpp_group)
-              for b in batches]
-    microbatches = sum(p.num_microbatches for p in plans)
-    counts = [0] * len(capacities)
-    for p in plans:
-        for rung in p.pack_rungs:
-            counts[rung] += 1
+            fraction, microbatches, counts = tally(capacities, seqs)
+    single_rows = single_padded = 0
+    for p in plan_all([C], None):
+        single_rows, single_padded = single_rows + p.rows, single_padded + p.padded_rows
     packs = sum(counts)
     bound = max(max_microbatches(len(b), max(b) if b else 1, C, cp, dp,
                                  max_packed_sequences=N, vpp_group=vpp_group)
@@ -340,8 +378,7 @@ def advise(batches: Sequence[Sequence[int]], *, cp: int = 1, dp: int = 1,
     return Advice(
         C=C, N=N, cp=cp, capacities=tuple(capacities), sequence_capacities=tuple(seqs),
         slots=min(in_flight, bound), max_microbatches=bound, padded_fraction=fraction,
-        single_padded_fraction=_fraction(sum(p.padded_rows for p in single),
-                                         sum(p.rows for p in single)),
+        single_padded_fraction=_fraction(single_padded, single_rows),
         microbatches_per_batch=microbatches / len(batches),
         rung_share=tuple(c / packs if packs else 0.0 for c in counts),
         attention_blocks=tuple(n * -(-B * cp // block) for B, n in zip(capacities, seqs)),
@@ -352,9 +389,13 @@ def advise(batches: Sequence[Sequence[int]], *, cp: int = 1, dp: int = 1,
 
 # thdc-advise reads at most this much of its lengths file, and lines of at
 # most _MAX_LINE characters: a sample of global batches, never a device's
-# endless stream (/dev/zero).
+# endless stream (/dev/zero). The bytes bound no work: at most _MAX_LENGTHS
+# lengths in at most _MAX_BATCHES global batches (each batch is planned once
+# per rung count tried; 30 MB of one-length lines were 15 million batches).
 _MAX_INPUT = 64 << 20
 _MAX_LINE = 1 << 20
+_MAX_LENGTHS = 10 ** 6
+_MAX_BATCHES = 10 ** 4
 
 
 def _refuse(message: str):
@@ -367,10 +408,11 @@ def _refuse(message: str):
 def _read_lengths(path: str) -> List[List[int]]:
     """Global batches from a text file: one line per global batch, lengths
     separated by spaces or commas ('-' reads standard input); at most
-    _MAX_INPUT characters in lines of at most _MAX_LINE."""
+    _MAX_INPUT characters in lines of at most _MAX_LINE, at most
+    _MAX_LENGTHS lengths in at most _MAX_BATCHES batches."""
     stream = sys.stdin if path == "-" else open(path, errors="replace")
     with stream:
-        batches, read, number = [], 0, 0
+        batches, read, number, lengths = [], 0, 0, 0
         while True:
             line = stream.readline(_MAX_LINE + 1)
             if not line:
@@ -386,6 +428,13 @@ def _read_lengths(path: str) -> List[List[int]]:
             fields = line.replace(",", " ").split()
             if not fields or fields[0].startswith("#"):
                 continue
+            lengths += len(fields)
+            if lengths > _MAX_LENGTHS:
+                _refuse(f"{path}:{number}: more than {_MAX_LENGTHS} lengths: a sample of "
+                        f"global batches is expected")
+            if len(batches) == _MAX_BATCHES:
+                _refuse(f"{path}:{number}: more than {_MAX_BATCHES} global batches: a sample "
+                        f"of global batches is expected")
             try:
                 batches.append([int(f) for f in fields])
             except ValueError:
@@ -435,17 +484,23 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         description="Advises C, N, a capacity ladder and the graph slots for THD "
                     "microbatches, from sample global batches (one line each: the "
                     "sequences' padded lengths).")
-    parser.add_argument("lengths", help="the file of global batches ('-': standard input)")
+    parser.add_argument("lengths", help=f"the file of global batches ('-': standard input): "
+                        f"at most {_MAX_LENGTHS} lengths in at most {_MAX_BATCHES} global "
+                        f"batches, lines of at most {_MAX_LINE} characters, "
+                        f"{_MAX_INPUT >> 20} MiB in all")
     parser.add_argument("--version", action="version", version=f"thdc-advise {__version__}")
-    parser.add_argument("--cp", type=_int_in(1), default=1,
+    parser.add_argument("--cp", type=_int_in(1, MAX_RANKS), default=1,
                         help="context-parallel size: a microbatch's rows are split over "
-                             "this many ranks (default 1)")
-    parser.add_argument("--dp", type=_int_in(1), default=1,
+                             f"this many ranks (default 1; dp*cp at most {MAX_RANKS})")
+    parser.add_argument("--dp", type=_int_in(1, MAX_RANKS), default=1,
                         help="data-parallel size: microbatches are planned for this many "
                              "replicas at once (default 1)")
-    parser.add_argument("--C", type=_int_in(1), help="rows per CP rank (default: the longest "
-                        "sequence's, rounded up)")
-    parser.add_argument("--N", type=_int_in(2), help="sequence capacity (default: from the sample)")
+    parser.add_argument("--C", type=_int_in(1, _INT32_MAX),
+                        help="rows per CP rank (default: the longest sequence's, rounded up; "
+                             "C*cp within int32)")
+    parser.add_argument("--N", type=_int_in(2, MAX_SEQUENCE_CAPACITY),
+                        help=f"sequence capacity (default: from the sample; at most "
+                             f"{MAX_SEQUENCE_CAPACITY})")
     parser.add_argument("--multiple", type=_int_in(1), default=128,
                         help="every rung a multiple of this many rows (default 128)")
     parser.add_argument("--recipe", help="a low-precision recipe (fp8, mxfp8, hybridep, ...) "
@@ -474,6 +529,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         sequence_parallel=args.sequence_parallel)
     except (ValueError, OSError) as error:
         parser.exit(2, f"thdc-advise: {error}\n")
+    except MemoryError:
+        parser.exit(2, "thdc-advise: out of memory planning the sample: advise on fewer "
+                       "global batches, or smaller --cp/--dp\n")
     print(advice.summary())
     extra = "" if args.recipe is None else f", multiple={args.recipe!r}"
     extra += (f", tp={args.tp}, sequence_parallel=True" if args.sequence_parallel else "")

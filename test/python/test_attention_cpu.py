@@ -257,3 +257,51 @@ def test_host_padded_offsets_agree_with_the_step_on_what_was_given(steps):
         attention.host_padded_offsets(np.array([0.0, 40.7]), cu.numpy(), 1, ROWS, 1, N)
     with pytest.raises(ValueError, match="C\\*cp and N\\+1 within int32"):
         attention.host_padded_offsets(cu.numpy(), cu.numpy(), 2, 2**30, 2, N)
+
+
+def test_host_padded_offsets_make_no_data_rows():
+    """The host plan computes the offsets alone, O(N) whatever C*cp: it
+    made C*cp rows of zeros for the reference step, and at C*cp = 2^31-1
+    (within the step's bounds) that was 16 + 8 GiB."""
+    import tracemalloc
+    cu = np.array([0, 40, 100], dtype=np.int32)
+    tracemalloc.start()
+    try:
+        host = attention.host_padded_offsets(cu, cu, 2, 2**31 - 1, 1, 4, rows_given=100)
+        split = attention.host_padded_offsets(cu, cu, 2, 2**30 - 2, 2, 4, dummy_length=2**29)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20, peak
+    assert host.tolist() == [0, 40, 100, 2**31 - 1, 2**31 - 1]
+    assert split.tolist() == [0, 40, 100, 100 + 2**29, 2**31 - 4]
+
+
+@pytest.mark.parametrize("cp", [1, 2, 4])
+def test_host_padded_offsets_are_the_steps_on_random_microbatches(cp):
+    """graph_step_offsets is the reference step's metadata without its data
+    rows, and host_padded_offsets the step's padded offsets (CP rank 0, as
+    it always planned): random microbatches, valid and broken, with and
+    without rows_given and split dummies, a CP rank out of range."""
+    rng = np.random.default_rng(4700 + cp)
+    C, n_max = 64 // cp, 9
+    for trial in range(150):
+        mb = invalidate(rng, random_microbatch(rng, C, cp, n_max), n_max)
+        if trial % 7 == 3:
+            mb["cp_rank"][0] = cp + int(rng.integers(0, 2))
+        rows = [None, given_rows(mb, C, cp), int(rng.integers(0, C * cp + 1))][trial % 3]
+        dummy = None if trial % 2 else 2 * cp * int(rng.integers(1, 5)) // (2 if cp == 1 else 1)
+        expected = reference(mb, C, cp, n_max, rows_given=rows, dummy_length=dummy)
+        got = thdc.reference.graph_step_offsets(
+            mb["cu_seqlens"], mb["cu_seqlens_padded"], int(mb["num_seqs"][0]),
+            int(mb["cp_rank"][0]), C, cp, n_max, rows_given=rows, dummy_length=dummy)
+        assert sorted(got) == ["cu_seqlens", "cu_seqlens_padded", "max_seqlen", "status"]
+        for key in got:
+            assert np.array_equal(got[key], expected[key]), (trial, key)
+        mb["cp_rank"][0] = 0
+        host = attention.host_padded_offsets(mb["cu_seqlens"], mb["cu_seqlens_padded"],
+                                             int(mb["num_seqs"][0]), C, cp, n_max,
+                                             rows_given=rows, dummy_length=dummy)
+        step = reference(mb, C, cp, n_max, rows_given=rows, dummy_length=dummy)
+        assert host.dtype == np.int32
+        assert np.array_equal(host, step["cu_seqlens_padded"]), trial

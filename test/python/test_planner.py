@@ -595,8 +595,8 @@ def test_advise_leaves_out_rungs_no_microbatch_uses():
 
 
 @pytest.mark.parametrize("options, message", [
-    (["--cp", "0"], "argument --cp: must be >= 1; got 0"),
-    (["--dp", "-1"], "argument --dp: must be >= 1; got -1"),
+    (["--cp", "0"], "argument --cp: must be in [1, 65536]; got 0"),
+    (["--dp", "-1"], "argument --dp: must be in [1, 65536]; got -1"),
     (["--tp", "0"], "argument --tp: must be >= 1; got 0"),
     (["--multiple", "0"], "argument --multiple: must be >= 1; got 0"),
     (["--multiple", "1.5"], "argument --multiple: not an integer: '1.5'"),
@@ -604,7 +604,7 @@ def test_advise_leaves_out_rungs_no_microbatch_uses():
     (["--tolerance", "-1"], "argument --tolerance: must be a finite number >= 0"),
     (["--max-rungs", "100000"], "argument --max-rungs: must be in [1, 64]; got 100000"),
     (["--max-rungs", "0"], "argument --max-rungs: must be in [1, 64]; got 0"),
-    (["--N", "1"], "argument --N: must be >= 2; got 1"),
+    (["--N", "1"], "argument --N: must be in [2, 1048576]; got 1"),
     (["--in-flight", "0"], "argument --in-flight: must be >= 1; got 0"),
 ])
 def test_advise_command_names_the_bad_option(tmp_path, capsys, options, message):
@@ -645,6 +645,92 @@ def test_advise_reads_a_bounded_sample(tmp_path, monkeypatch, capsys):
     with pytest.raises(SystemExit):
         planner.main([str(many)])
     assert "many.txt: more than" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("options, message", [
+    (["--cp", "1000000000"], "argument --cp: must be in [1, 65536]; got 1000000000"),
+    (["--cp", "10000000"], "argument --cp: must be in [1, 65536]; got 10000000"),
+    (["--dp", "100000"], "argument --dp: must be in [1, 65536]; got 100000"),
+    (["--dp", "512", "--cp", "256"], "dp*cp = 512*256 = 131072 ranks: at most 65536"),
+    (["--N", "1000000000"], "argument --N: must be in [2, 1048576]; got 1000000000"),
+    (["--C", "4294967296"], "argument --C: must be in [1, 2147483647]; got 4294967296"),
+    (["--C", "1073741824", "--cp", "4", "--multiple", "1"],
+     "C*cp = 1073741824*4 = 4294967296 is outside int32"),
+])
+def test_advise_command_bounds_every_count(tmp_path, capsys, options, message):
+    """Counts that the plans or the advised step allocate: --cp 1000000000
+    grew past 23 GB in a minute (the plans hold a pack per DP x CP rank),
+    --cp 10000000 ended in a std::bad_alloc traceback, --N 1000000000 was
+    advised as is, and a C*cp past int32 (the offsets' dtype) too. Each is
+    now refused by name before anything is planned."""
+    path = tmp_path / "lengths.txt"
+    path.write_text("100 200 300\n50 60\n")
+    with pytest.raises(SystemExit) as raised:
+        planner.main([str(path)] + options)
+    assert raised.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_advise_bounds_its_counts_before_planning():
+    """The library refuses the same counts, before any plan is made; a C*cp
+    past int32 from a default C (the longest sequence's) too."""
+    batches = [[100, 200, 300]]
+    for kwargs, message in ((dict(cp=10 ** 9), r"dp\*cp = 1\*1000000000 = 1000000000 ranks: at most 65536"),
+                            (dict(dp=2 ** 16, cp=2), r"dp\*cp = 65536\*2 = 131072 ranks"),
+                            (dict(N=10 ** 9), "N must be <= 1048576"),
+                            (dict(C=2 ** 30, cp=4, multiple=1), r"C\*cp = 1073741824\*4"),
+                            (dict(C=2 ** 40), "C must be <= 2147483647")):
+        with pytest.raises(ValueError, match=message):
+            planner.advise(batches, **kwargs)
+    with pytest.raises(ValueError, match=r"C\*cp = .* is outside int32"):
+        planner.advise([[2 ** 31 + 5]], multiple=1)
+    many = [[4] * 1000]
+    with pytest.raises(ValueError, match=r"1000 lengths times cp = 65536"):
+        planner.advise(many, cp=65536)  # every CP rank's copy of every pack
+
+
+def test_advise_reads_a_bounded_count_of_lengths(tmp_path, monkeypatch, capsys):
+    """The 64 MiB cap on the file is no cap on the work: 30 MB of
+    single-length lines were 15 million global batches (87 s, 5.7 GB, then a
+    traceback). The lengths and the global batches read are bounded too, and
+    --help says so."""
+    monkeypatch.setattr(planner, "_MAX_LENGTHS", 10)
+    lengths = tmp_path / "lengths.txt"
+    lengths.write_text("100 200 300 400\n" * 3)
+    with pytest.raises(SystemExit) as raised:
+        planner.main([str(lengths)])
+    assert raised.value.code == 2
+    assert "lengths.txt:3: more than 10 lengths" in capsys.readouterr().err
+    monkeypatch.setattr(planner, "_MAX_LENGTHS", 10 ** 6)
+    monkeypatch.setattr(planner, "_MAX_BATCHES", 5)
+    batches = tmp_path / "batches.txt"
+    batches.write_text("# a comment\n\n" + "100\n" * 6)
+    with pytest.raises(SystemExit) as raised:
+        planner.main([str(batches)])
+    assert raised.value.code == 2
+    assert "batches.txt:8: more than 5 global batches" in capsys.readouterr().err
+    batches.write_text("# a comment\n\n" + "100\n" * 5)
+    assert planner.main([str(batches)]) == 0
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        planner.main(["--help"])
+    assert "at most 1000000 lengths in at most 5 global batches" in \
+        " ".join(capsys.readouterr().out.split())
+
+
+def test_advise_command_reports_running_out_of_memory(tmp_path, monkeypatch, capsys):
+    """A MemoryError (std::bad_alloc from the planner) is a message and
+    status 2, not a traceback."""
+    def advise(*args, **kwargs):
+        raise MemoryError("std::bad_alloc")
+    monkeypatch.setattr(planner, "advise", advise)
+    path = tmp_path / "lengths.txt"
+    path.write_text("100 200 300\n")
+    with pytest.raises(SystemExit) as raised:
+        planner.main([str(path)])
+    assert raised.value.code == 2
+    err = capsys.readouterr().err
+    assert "thdc-advise: out of memory" in err and "Traceback" not in err
 
 
 def test_graph_mode_alignment_is_a_condition_on_C():

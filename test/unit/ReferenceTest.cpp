@@ -1667,6 +1667,146 @@ TEST(GraphStep, PreconditionErrorReportsWithoutAborting) {
   EXPECT_NE(problem->find("must be even"), std::string::npos) << *problem;
 }
 
+/// A random graph-step input in the static shapes of (C, cp, N): valid
+/// metadata (zero-length, empty and full microbatches included) with
+/// garbage past numSeqs+1, broken one way or another one time in two (too
+/// many or negative sequences, an offset not divisible by 2*cp, valid
+/// longer than padded, decreasing, past C*cp, a CP rank out of range, too
+/// few rows given); the data rows only when `withData`.
+GraphStepInput randomGraphStepInput(std::mt19937 &rng, int64_t c, int64_t cp,
+                                    int64_t n, bool withData) {
+  auto uniform = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  const int64_t granule = cp > 1 ? 2 * cp : 1, budget = c * cp;
+  GraphStepInput input;
+  const int64_t count = uniform(0, 4) == 0 ? n - 1 : uniform(0, n - 1);
+  input.cuSeqlens = {0};
+  input.cuSeqlensPadded = {0};
+  for (int64_t s = 0; s < count; ++s) {
+    const int64_t left = budget - input.cuSeqlensPadded.back();
+    const int64_t padded =
+        std::min(left, uniform(0, 2 * budget / std::max<int64_t>(count, 1))) /
+        granule * granule;
+    const int64_t valid = uniform(0, 3) == 0 ? padded : uniform(0, padded);
+    input.cuSeqlens.push_back(input.cuSeqlens.back() + int32_t(valid));
+    input.cuSeqlensPadded.push_back(input.cuSeqlensPadded.back() +
+                                    int32_t(padded));
+  }
+  if (count > 0 && uniform(0, 3) == 0)
+    input.cuSeqlensPadded.back() = int32_t(budget);
+  while (int64_t(input.cuSeqlens.size()) < n + 1) {
+    input.cuSeqlens.push_back(int32_t(uniform(-1000, 1000)));
+    input.cuSeqlensPadded.push_back(int32_t(uniform(-1000, 1000)));
+  }
+  input.numSeqs = int32_t(count);
+  input.cpRank = int32_t(uniform(0, cp - 1));
+  const std::size_t last = std::size_t(count);
+  if (uniform(0, 1))
+    input.rowsGiven =
+        uniform(0, 1) ? input.cuSeqlensPadded[last] : uniform(-1, budget);
+  const int64_t breakage = uniform(0, 14);
+  if (breakage == 0)
+    input.numSeqs = int32_t(n + uniform(0, 2));
+  else if (breakage == 1)
+    input.numSeqs = int32_t(-uniform(1, 3));
+  else if (breakage == 2 && count > 0)
+    input.cuSeqlensPadded[1] += 1;
+  else if (breakage == 3 && count > 0)
+    input.cuSeqlens[1] = input.cuSeqlensPadded[1] + 3;
+  else if (breakage == 4 && count > 1)
+    std::swap(input.cuSeqlensPadded[1], input.cuSeqlensPadded[2]);
+  else if (breakage == 5)
+    input.cuSeqlensPadded[last] = int32_t(budget + granule);
+  else if (breakage == 6)
+    input.cpRank = int32_t(cp + uniform(0, 1));
+  if (withData) {
+    input.tokens = I64(std::size_t(budget), 7);
+    input.labels = I64(std::size_t(budget), 8);
+    input.positionIds = I64(std::size_t(budget), 9);
+    input.lossMask = F32(std::size_t(budget), 1.0f);
+  }
+  return input;
+}
+
+/// graphStepMetadata is megatronGraphStep's metadata without the data: on
+/// random inputs, valid and broken, every cp and both tail policies, the
+/// same offsets, max_seqlen and status, with the data rows given to it or
+/// not.
+TEST(GraphStep, MetadataIsTheStepsWithoutTheData) {
+  std::mt19937 rng(4711);
+  int broken = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    const int64_t cp = int64_t(1) << (trial % 4), n = 2 + trial % 7;
+    const int64_t c = (trial % 5 == 0 ? 2 : 16) * (1 + trial % 3);
+    GraphStepInput input = randomGraphStepInput(rng, c, cp, n, true);
+    const int64_t granule = cp > 1 ? 2 * cp : 1;
+    std::optional<int64_t> dummy;
+    if (trial % 2)
+      dummy = granule * (1 + trial % 5);
+    const GraphStepOutput step = megatronGraphStep(input, c, cp, n, dummy);
+    broken += step.status != 0;
+    for (bool withData : {true, false}) {
+      GraphStepInput given = input;
+      if (!withData) {
+        given.tokens.clear();
+        given.labels.clear();
+        given.positionIds.clear();
+        given.lossMask.clear();
+      }
+      const GraphStepMetadata metadata =
+          graphStepMetadata(given, c, cp, n, dummy);
+      ASSERT_EQ(metadata.cuSeqlensPadded, step.cuSeqlensPadded)
+          << "trial " << trial;
+      ASSERT_EQ(metadata.cuSeqlens, step.cuSeqlens) << "trial " << trial;
+      ASSERT_EQ(metadata.maxSeqlen, step.maxSeqlen) << "trial " << trial;
+      ASSERT_EQ(metadata.status, step.status) << "trial " << trial;
+    }
+  }
+  EXPECT_GT(broken, 500);
+  EXPECT_LT(broken, 2500);
+}
+
+/// The metadata alone is linear in N: at C*cp = 2^31-1, the largest the
+/// step takes, it makes no row (megatronGraphStep would make 2^31 of each
+/// data key).
+TEST(GraphStep, MetadataMakesNoRows) {
+  GraphStepInput input;
+  input.cuSeqlens = {0, 40, 100, 0, 0};
+  input.cuSeqlensPadded = {0, 40, 100, 0, 0};
+  input.numSeqs = 2;
+  const int64_t rows = std::numeric_limits<int32_t>::max();
+  GraphStepMetadata metadata = graphStepMetadata(input, rows, 1, 4);
+  EXPECT_EQ(metadata.status, 0);
+  EXPECT_EQ(metadata.cuSeqlensPadded,
+            (I32{0, 40, 100, int32_t(rows), int32_t(rows)}));
+  EXPECT_EQ(metadata.cuSeqlens, metadata.cuSeqlensPadded);
+  EXPECT_EQ(metadata.maxSeqlen, rows);
+  metadata = graphStepMetadata(input, (int64_t(1) << 30) - 2, 2, 4,
+                               int64_t(1) << 29);
+  EXPECT_EQ(metadata.cuSeqlensPadded,
+            (I32{0, 40, 100, 100 + (1 << 29), int32_t(rows - 3)}));
+  input.cuSeqlensPadded[2] = 98;  // not divisible by 2*cp = 4
+  metadata = graphStepMetadata(input, (int64_t(1) << 30) - 2, 2, 4);
+  EXPECT_EQ(metadata.status, StatusNotDivisibleBy2Cp | StatusValidExceedsPadded);
+  EXPECT_EQ(metadata.cuSeqlensPadded,
+            (I32{0, int32_t(rows - 3), int32_t(rows - 3), int32_t(rows - 3),
+                 int32_t(rows - 3)}));
+}
+
+TEST(GraphStepDeathTest, MetadataPreconditionsAreTheStepsButTheData) {
+  GraphStepInput input = runningExampleInput(0);
+  input.tokens.clear();
+  EXPECT_FALSE(graphStepMetadataPreconditionError(input, 8, 2, 6));
+  EXPECT_TRUE(graphStepPreconditionError(input, 8, 2, 6));
+  input.cuSeqlens.push_back(0);
+  EXPECT_DEATH(graphStepMetadata(input, 8, 2, 6), "N\\+1 = 7");
+  EXPECT_DEATH(graphStepMetadata(runningExampleInput(0), 7, 2, 6),
+               "must be even");
+  EXPECT_DEATH(graphStepMetadata(runningExampleInput(0), 1 << 30, 4, 6),
+               "outside the int32 range");
+}
+
 TEST(PackStep, CapacityOverflowIsAnErrorNotAnAbort) {
   // Sizes consistent with C*cp wrapped to 32 and N = 6.
   PackStepInput input;
