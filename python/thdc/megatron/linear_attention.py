@@ -25,7 +25,6 @@ from __future__ import annotations
 
 from typing import Dict
 
-from .. import attention
 from .step import GraphStep
 
 # The attributes the wiring sets on a layer instance.
@@ -58,6 +57,10 @@ def use_step_chunks(model, step: GraphStep) -> int:
     that takes no chunks (deterministic mode's torch fallback), when a layer
     shards sequences across CP ranks (linear_cp_mode="chunkwise": fla builds
     that metadata itself), or when there is no such layer."""
+    # Imported here: importing thdc.megatron without PyTorch must name
+    # thdc.megatron (step.py's check), not thdc.attention.
+    from .. import attention
+
     if not isinstance(step, GraphStep):
         raise TypeError(f"use_step_chunks takes a thdc.megatron.GraphStep; got "
                         f"{type(step).__name__}")
