@@ -5,6 +5,7 @@
 #   run.sh WHEEL FLA_DIR OUT WHAT [ARGS...]
 # WHEEL: thdc's wheel (its module; this tree's Python files go over it);
 # FLA_DIR: a folder holding fla-core 0.6.0's `fla` package and einops.
+# PY_TREE: the Python files to put over the wheel's (default this tree's).
 # WHAT: "tests" (the option's GPU and CPU tests, then the GPU test under
 # compute-sanitizer memcheck; TEST_FILES and MEMCHECK_FILES name others) or
 # "bench" (bench/linear_attention.py ARGS).
@@ -15,7 +16,8 @@ root=$(cd "$here/../../.." && pwd)
 work=$(mktemp -d)
 mkdir -p "$out"
 python3 -m zipfile -e "$wheel" "$work"          # thdc/ and thdc.libs/
-cp -r "$root"/python/thdc/* "$work/thdc/"       # this tree's Python files
+cp -r "${PY_TREE:-$root/python/thdc}"/* "$work/thdc/"  # this tree's Python files
+# (PY_TREE: another tree's python/thdc, for a before/after of the same module)
 export PYTHONPATH="$work:$fla_dir"
 {
   date -u +%Y-%m-%dT%H:%MZ
