@@ -163,25 +163,33 @@ class SlotRung:
         name = f"rung {self.index} (C = {self.C}, N = {self.N})"
         return name + f" at CP size {self.cp}" if self.step.dynamic_cp else name
 
-    def _wrote(self, stream=None) -> None:
+    def _wrote(self, stream=None, force: bool = False) -> None:
         """Records that this rung (at its CP size) wrote the slot's buffer
         last: its header into the buffer's, on the device after its outputs
         (on `stream` when given), so that a captured run records it too; and
         on the host, slot._last_run, which stays None once a write has been
         captured (the graph's replays write the buffer unseen by the
-        host)."""
+        host). force: write the header even where the host knows the view
+        wrote it last (a broadcast has since put the sender's there)."""
         slot = self.slot
         if stream is None:
-            slot._header.copy_(self._header)
             capturing = torch.cuda.is_current_stream_capturing()
+            # The host knows the buffer holds this view's header already (it
+            # wrote it last, and nothing was captured): no copy, which is
+            # most of the call's host time for a step run eagerly.
+            if slot._last_run is self and not capturing and not force:
+                return
+            slot._header.copy_(self._header)
         else:
             with torch.cuda.stream(_torch_stream(stream, self.step.device)):
-                slot._header.copy_(self._header)
                 capturing = torch.cuda.is_current_stream_capturing()
+                if slot._last_run is self and not capturing and not force:
+                    return
+                slot._header.copy_(self._header)
         if slot._last_run is not None:
             slot._last_run = None if capturing else self
 
-    def _wrote_on_host(self, stream=None) -> None:
+    def _wrote_on_host(self, stream=None, force: bool = False) -> None:
         """_wrote for a step on the CPU, which has no graphs: the host always
         knows."""
         self.slot._header.copy_(self._header)
@@ -432,7 +440,7 @@ class SlotRung:
         self._output_bytes.copy_(torch.where(bad, self._empty, self._output_bytes))
         self.outputs.status.bitwise_or_(
             bad.to(torch.int32) * (_RUNG_NOT_RUN if sending else _LAYOUT_MISMATCH))
-        self._wrote()
+        self._wrote(force=True)  # the buffer now holds the sender's header
 
     def _agree(self, dist, group, src: int) -> None:
         """The step's first broadcast on `group` from `src`: every rank's
