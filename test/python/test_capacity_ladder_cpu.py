@@ -469,3 +469,35 @@ def test_rung_index_refuses_negative_figures(make_step):
         step.rung_index(-1, 2)
     with pytest.raises(ValueError, match="must be >= 0; got 10, -3"):
         step.rung_index(10, -3)
+
+
+def test_a_cuda_run_records_its_header_unless_the_host_knows_it_is_there(make_step,
+                                                                          monkeypatch):
+    """SlotRung._wrote, the CUDA run's record of which rung wrote the slot's
+    buffer, on a CPU step's tensors with the capture state stood in for:
+    the copy is left out only where the host knows this view wrote last and
+    nothing is being captured; a capture records it and leaves the host not
+    knowing for good; a broadcast's forced write puts it back."""
+    from thdc.megatron.slot import SlotRung
+
+    step = make_step()
+    slot = step.slots[0]
+    low, top = slot.rung(0), slot.rung(len(CAPACITIES) - 1)
+    capturing = [False]
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: capturing[0])
+    assert slot._last_run is top
+    slot._header.zero_()  # a stand-in for a header the host did not write
+    SlotRung._wrote(top)  # the host knows top wrote last: no copy
+    assert int(slot._header.abs().sum()) == 0 and slot._last_run is top
+    SlotRung._wrote(top, force=True)
+    assert torch.equal(slot._header, top._header)
+    SlotRung._wrote(low)  # another rung: its header, and the host knows it
+    assert torch.equal(slot._header, low._header) and slot._last_run is low
+    capturing[0] = True
+    slot._header.zero_()
+    SlotRung._wrote(low)  # captured: the graph must record the copy
+    assert torch.equal(slot._header, low._header) and slot._last_run is None
+    capturing[0] = False
+    slot._header.zero_()
+    SlotRung._wrote(low)  # after a capture the host never knows: always copy
+    assert torch.equal(slot._header, low._header) and slot._last_run is None
