@@ -189,8 +189,8 @@ def cudnn_args(source, heads: int, head_dim: int, kv_heads: Optional[int] = None
 
 
 def _linear_chunks(source, consumer: str):
-    """The step's linear-attention chunks, checked for `consumer`."""
-    _metadata(source)
+    """The step's linear-attention chunks, checked for `consumer` (after
+    _metadata has checked the source)."""
     chunks = getattr(source, "linear_chunks", None)
     if chunks is None:
         raise ValueError(f"{consumer} reads the step's chunk metadata: make the step with "

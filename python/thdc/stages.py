@@ -65,14 +65,15 @@ _FILL = {"i64": "", "f32": " fill 0.0"}
 ENTRY = "megatron_step"
 
 
-def check_linear_chunk(linear_chunk) -> None:
+def check_linear_chunk(linear_chunk, name: str = "linear_chunk") -> None:
     """ValueError unless linear_chunk is None or a power of two (the chunk
-    size BT of linear attention's chunked kernels, S15)."""
+    size BT of linear attention's chunked kernels, S15); `name` is the
+    option's name in the message."""
     if linear_chunk is None:
         return
     if isinstance(linear_chunk, bool) or not isinstance(linear_chunk, int) \
             or linear_chunk < 1 or linear_chunk & (linear_chunk - 1):
-        raise ValueError(f"linear_chunk must be a power of two (the chunk size BT of linear "
+        raise ValueError(f"{name} must be a power of two (the chunk size BT of linear "
                          f"attention's chunked kernels, e.g. 64) or None; got {linear_chunk!r}")
 
 

@@ -128,11 +128,9 @@ def _check_pipeline(options: "StepOptions", values: dict) -> Optional[int]:
     if dummy_length is not None:
         dummy_length = _check_int(dummy_length, "dummy_length")
     rows = values["rope_table_rows"]
-    try:
-        stages.check_options(options.stage, options.cp_mode, rows is not None, dummy_length,
-                             options.linear_attention_chunk)
-    except ValueError as error:
-        raise ValueError(str(error).replace("linear_chunk", "linear_attention_chunk")) from None
+    stages.check_linear_chunk(options.linear_attention_chunk, "linear_attention_chunk")
+    stages.check_options(options.stage, options.cp_mode, rows is not None, dummy_length,
+                         options.linear_attention_chunk)
     if options.convention not in CONVENTIONS:
         raise ValueError(f"convention must be one of {CONVENTIONS}; got {options.convention!r}")
     ladder = list(zip(values["capacities"], values["sequence_capacities"]))
