@@ -44,6 +44,11 @@ arguments and 7-tuple, on GraphStep (sequence_packing.py):
 the step's options from the config fields it reads, TP rank 0 reading the
 iterator and broadcasting, a ring of slots across calls.
 
+Whole iterations in one graph. `IterationGraphs(forward_backward_func,
+step)` captures megatron-core's schedule (every microbatch's forward and
+backward) once per iteration shape, the microbatch count and rungs, with
+each microbatch loaded into its own slot before the replay (iteration.py).
+
 Linear attention. `GraphStep(..., linear_attention_chunk=BT)` also computes
 the chunk metadata of flash-linear-attention's Gated DeltaNet and KDA
 kernels (`slot.linear_chunks`; thdc.attention.fla_gdn_args and
@@ -109,6 +114,7 @@ from __future__ import annotations
 # step.py (GraphStep), slot.py (StepSlot, SlotRung), loader.py (the copies
 # into a slot's inputs), packed_seq_params.py and sequence_packing.py (the
 # reference framework's function) hold the code; none imports this file.
+from .iteration import IterationGraphs, shapes_of
 from .linear_attention import restore_step_chunks, use_step_chunks
 from .loader import InputLoader
 from .options import CONVENTIONS, CP_MODES, STAGES, StepOptions
@@ -120,12 +126,13 @@ from .slot import LinearChunks, SlotRung, StepSlot, slot_count
 from .step import GraphStep
 
 __all__ = [
-    "CONVENTIONS", "CP_MODES", "ConfigError", "GraphStep", "InputLoader", "LinearChunks",
+    "CONVENTIONS", "CP_MODES", "ConfigError", "GraphStep", "InputLoader", "IterationGraphs",
+    "LinearChunks",
     "MEGATRON_CORE_IMPORT_ERROR", "PackedSeqParams", "SEQUENCE_PACKING", "STAGES",
     "SequencePackingBatches", "SlotRung", "StepOptions", "StepSlot", "USING_MEGATRON_CORE",
     "get_batch_on_this_rank_for_sequence_packing", "make_packed_seq_params",
     "packed_seq_params_fields", "restore_step_chunks", "slot_count", "slots_in_flight",
-    "stage_of", "step_options", "use_step_chunks",
+    "shapes_of", "stage_of", "step_options", "use_step_chunks",
 ]
 
 # megatron-core's PackedSeqParams is imported when one of these is first

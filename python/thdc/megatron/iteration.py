@@ -1,0 +1,271 @@
+"""Whole training iterations in CUDA graphs: megatron-core's
+forward_backward_func captured once per iteration shape, the step's slots
+as its static inputs.
+
+megatron-core dev's full-iteration graphs (FullCudaGraphWrapper,
+megatron/core/full_cuda_graph.py:134-241 on d48bd6be0a) capture the
+schedule's forward and backward of every microbatch as one graph and,
+before each replay, copy each microbatch's batch dict into static buffers
+(StaticBufferLoader, :96-131). One graph holds one set of shapes, so every
+iteration must have the same microbatch count and every microbatch the same
+tensor shapes: THD packing gives neither, and dev leaves that to the user
+(it refuses THD CP layout conversion under full-iteration graphs outright,
+context_parallel_layout/conversion.py:48-56).
+
+IterationGraphs keeps that wrapper's call (forward_backward_func's keyword
+arguments) and replaces its two assumptions:
+
+- The static buffers are the step's slots. Microbatch i of an iteration is
+  loaded into `step.slot(i)` (StepSlot.load_inputs: one copy per tensor,
+  queued on the current stream, nothing waits), and inside the schedule
+  `IterationGraphs.get_batch(data_iterator)` runs slot i's step at the
+  microbatch's rung: the graph's inputs are the slots' inputs.
+- One graph per iteration shape: the microbatch count and each
+  microbatch's rung. The microbatches are put in rung order, largest first
+  (`last_order` has the permutation); the gradients are their sum, so the
+  order changes only the rounding of that sum, and a shape becomes a
+  multiset, which halves the graphs a stream needs.
+
+When a shape is captured. Every rung a shape holds must first have run in
+`warmup` eager iterations, so that the per-shape setup of the libraries
+below (attention plans, workspaces) happens outside a capture; until then
+the iteration runs eagerly. A shape seen once its rungs are warm is
+captured at once and replayed. At most `max_graphs` shapes are captured; an
+iteration of any further shape runs eagerly, counted in `stats`, never
+padded into another shape's graph.
+
+Memory. Every capture uses one memory pool and one capture stream:
+megatron-core's shared ones (full_cuda_graph.get_shared_graph_pool and
+get_shared_capture_stream) where it is installed, so that its optimizer
+graph (OptimizerCudaGraphWrapper with use_single_mempool=True) shares them
+too. The graphs replay one at a time on one stream, so their temporaries
+can share memory; what one returns (the schedule's loss reports) is the
+graph's own static output, overwritten by its next replay, as with dev's
+wrapper: copy what you keep before the next iteration.
+"""
+from __future__ import annotations
+
+import gc
+import time
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+
+from .step import GraphStep
+
+# What the schedule's forward_backward_func must be called with (dev's
+# wrapper asserts the same, full_cuda_graph.py:186-197).
+_REQUIRED = ("forward_step_func", "data_iterator", "model", "num_microbatches", "seq_length",
+             "micro_batch_size")
+
+
+class IterationGraphs:
+    """megatron-core's forward_backward_func with each iteration shape
+    captured in one CUDA graph (the module's docstring says how).
+
+        graphs = IterationGraphs(get_forward_backward_func(), step)
+        losses = graphs(forward_step_func=forward_step,
+                        data_iterator=[(batch, rung), ...], model=[model],
+                        num_microbatches=M, seq_length=C, micro_batch_size=1,
+                        forward_only=False)
+
+    data_iterator yields the iteration's `num_microbatches` microbatches,
+    each a batch dict (the keys StepSlot.load_inputs takes: the reference
+    framework's packing loader's) or a pair (batch dict, rung) with the rung
+    the plan gives it (thdc.planner's assign_rungs; a dict alone runs the top
+    rung). The host's rungs decide the shape: nothing is read back from the
+    device. forward_step_func gets an iterator over the slots' views; its
+    get_batch is `IterationGraphs.get_batch(data_iterator)`, which runs the
+    next view and returns the 7-tuple of
+    get_batch_on_this_rank_for_sequence_packing.
+
+    The step needs a slot per microbatch: GraphStep(..., slots=M) with M the
+    planner's bound (thdc.megatron.slot_count). `stats` counts eager,
+    captured and replayed iterations, the capture time and the shapes."""
+
+    def __init__(self, forward_backward_func, step: GraphStep, *, warmup: int = 1,
+                 max_graphs: int = 32, pool=None, capture_stream=None):
+        if not isinstance(step, GraphStep):
+            raise TypeError(f"IterationGraphs takes a thdc.megatron.GraphStep; got "
+                            f"{type(step).__name__}")
+        for name, value, low in (("warmup", warmup, 1), ("max_graphs", max_graphs, 0)):
+            if type(value) is not int or value < low:
+                raise ValueError(f"IterationGraphs: {name} must be an int >= {low}; got "
+                                 f"{value!r}")
+        self.forward_backward_func = forward_backward_func
+        self.step = step
+        self.warmup = warmup
+        self.max_graphs = max_graphs
+        self._pool, self._capture_stream = pool, capture_stream
+        self._graphs: Dict[tuple, object] = {}
+        self._results: Dict[tuple, object] = {}
+        self._warm: Dict[Tuple[bool, int], int] = {}  # (forward_only, rung) -> eager runs
+        self.last_order: List[int] = []
+        self.last_kind: Optional[str] = None
+        self.stats = {"eager": 0, "eager_over_budget": 0, "captured": 0, "replayed": 0,
+                      "capture_s": 0.0, "shapes": {}}
+
+    # -------------------------------------------------------------- shapes
+
+    def _rung_index(self, rung) -> int:
+        if rung is None:
+            return len(self.step.capacities) - 1
+        return self.step.slot(0).rung(rung).index  # checks it, negative rungs included
+
+    def order(self, rungs: Sequence[int]) -> List[int]:
+        """The order the microbatches of these rungs are loaded in: largest
+        rung first, ties in the given order."""
+        return sorted(range(len(rungs)), key=lambda m: -rungs[m])
+
+    def shape(self, rungs: Sequence[int], forward_only: bool = False) -> tuple:
+        """The iteration shape of microbatches at these rungs: the key of its
+        graph."""
+        indices = [self._rung_index(r) for r in rungs]
+        return (bool(forward_only), tuple(sorted(indices, reverse=True)))
+
+    def captured(self, rungs: Sequence[int], forward_only: bool = False) -> bool:
+        """Whether an iteration of microbatches at these rungs replays a graph."""
+        return self.shape(rungs, forward_only) in self._graphs
+
+    def _ready(self, shape) -> bool:
+        forward_only, rungs = shape
+        return all(self._warm.get((forward_only, r), 0) >= self.warmup for r in rungs)
+
+    # -------------------------------------------------------------- the call
+
+    def __call__(self, **kwargs):
+        missing = [k for k in _REQUIRED if k not in kwargs]
+        if missing:
+            raise TypeError(f"IterationGraphs: forward_backward_func's keyword arguments "
+                            f"{', '.join(missing)} are missing")
+        forward_only = bool(kwargs.get("forward_only", False))
+        count = kwargs["num_microbatches"]
+        items = list(kwargs["data_iterator"])
+        if type(count) is not int or count != len(items):
+            raise ValueError(f"IterationGraphs: num_microbatches is {count!r} but "
+                             f"data_iterator gave {len(items)} microbatches")
+        if count > len(self.step.slots):
+            raise ValueError(f"IterationGraphs: {count} microbatches but the step has "
+                             f"{len(self.step.slots)} slots: make it with slots >= the "
+                             f"planner's bound on microbatches per iteration")
+        batches, rungs = [], []
+        for item in items:
+            batch, rung = item if isinstance(item, tuple) else (item, None)
+            if not isinstance(batch, dict):
+                raise TypeError(f"IterationGraphs: a microbatch is a batch dict or (batch "
+                                f"dict, rung); got {type(batch).__name__}")
+            batches.append(batch)
+            rungs.append(self._rung_index(rung))
+        order = self.order(rungs)
+        shape = (forward_only, tuple(rungs[m] for m in order))
+        # The handoff: microbatch order[i] into slot i, queued, no wait.
+        views = []
+        for i, m in enumerate(order):
+            slot = self.step.slot(i)
+            slot.load_inputs(**batches[m])
+            views.append(slot.rung(rungs[m]))
+        self.last_order = order
+
+        def run():
+            return self.forward_backward_func(**{**kwargs, "data_iterator": iter(views)})
+
+        counts = self.stats["shapes"]
+        counts[shape] = counts.get(shape, 0) + 1
+        if shape in self._graphs:
+            self._graphs[shape].replay()
+            self.stats["replayed"] += 1
+            self.last_kind = "replay"
+            return self._results[shape]
+        if self._ready(shape) and len(self._graphs) < self.max_graphs:
+            start = time.perf_counter()
+            graph, result = self._capture(run)
+            self._graphs[shape], self._results[shape] = graph, result
+            graph.replay()
+            self.stats["capture_s"] += time.perf_counter() - start
+            self.stats["captured"] += 1
+            self.last_kind = "capture"
+            return result
+        if self._ready(shape):
+            self.stats["eager_over_budget"] += 1
+        self.stats["eager"] += 1
+        self.last_kind = "eager"
+        result = run()
+        for r in set(shape[1]):
+            self._warm[forward_only, r] = self._warm.get((forward_only, r), 0) + 1
+        return result
+
+    @staticmethod
+    def get_batch(data_iterator):
+        """Runs the next microbatch's step (its slot at its rung) and returns
+        (tokens, labels, loss_mask, None, position_ids, packed_seq_params,
+        padding_mask), the 7-tuple of
+        get_batch_on_this_rank_for_sequence_packing: views of the slot's
+        static outputs."""
+        batch, params = next(data_iterator).run()
+        return (batch.get("tokens"), batch.get("labels"), batch.get("loss_mask"), None,
+                batch.get("position_ids"), params, batch.get("padding_mask"))
+
+    # -------------------------------------------------------------- graphs
+
+    def _shared(self):
+        """The capture's pool and stream: the caller's, else megatron-core's
+        shared ones, else new ones of PyTorch's."""
+        import torch
+
+        if self._pool is None or self._capture_stream is None:
+            try:
+                from megatron.core.full_cuda_graph import (get_shared_capture_stream,
+                                                           get_shared_graph_pool)
+                pool, stream = get_shared_graph_pool(), get_shared_capture_stream()
+            except ImportError:
+                pool, stream = torch.cuda.graph_pool_handle(), torch.cuda.Stream()
+            self._pool = self._pool if self._pool is not None else pool
+            self._capture_stream = self._capture_stream or stream
+        return self._pool, self._capture_stream
+
+    def _capture(self, run) -> tuple:
+        """Captures `run()` in a new CUDA graph as dev's wrapper does
+        (full_cuda_graph.py:205-233): every RNG state megatron-core tracks
+        registered with the graph, the caching allocator's spare blocks
+        released first, the device idle before and after. Returns (graph,
+        run's result: the graph's static outputs)."""
+        import torch
+
+        if self.step.on_host:
+            raise RuntimeError("IterationGraphs: a step on the CPU cannot be captured")
+        pool, stream = self._shared()
+        override = getattr(torch.autograd.graph, "set_override_stale_capture_stream", None)
+        if override is not None:
+            override(True)
+        gc.collect()
+        torch.cuda.empty_cache()
+        graph = torch.cuda.CUDAGraph()
+        try:
+            from megatron.core.tensor_parallel.random import get_all_rng_states
+            for state in get_all_rng_states().values():
+                graph.register_generator_state(state)
+        except ImportError:
+            pass
+        torch.cuda.synchronize()
+        with torch.cuda.graph(graph, stream=stream, pool=pool,
+                              capture_error_mode="thread_local"):
+            result = run()
+        torch.cuda.synchronize()
+        return graph, result
+
+    def reset(self) -> None:
+        """Drops every graph (their memory returns to the pool)."""
+        for graph in self._graphs.values():
+            graph.reset()
+        self._graphs.clear()
+        self._results.clear()
+
+
+def shapes_of(rung_lists: Iterable[Sequence[int]], step: GraphStep) -> Dict[tuple, int]:
+    """How many iterations of each shape a stream of iterations gives (each
+    item the rungs of one iteration's microbatches): the graphs
+    IterationGraphs would capture, counted on the host before a run."""
+    graphs = IterationGraphs(None, step)
+    counts: Dict[tuple, int] = {}
+    for rungs in rung_lists:
+        shape = graphs.shape(rungs)
+        counts[shape] = counts.get(shape, 0) + 1
+    return counts
