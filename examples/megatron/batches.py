@@ -62,8 +62,9 @@ class Mode:
     thdc.megatron's drop-in; "thdc-ladder": a GraphStep with capacities;
     "thdc-exact": a GraphStep's exact_rows). `graphs`: "none", "layers" (dev's
     TECudaGraphHelper at C), "layers-per-rung" (one TECudaGraphHelper capture
-    per rung). `padded`: rows the model runs over: "T" (the microbatch's own),
-    "C", "rung". A sixth mode (full-iteration graphs) is one more entry here
+    per rung), "iteration" (the whole forward and backward of an iteration,
+    one graph per iteration shape). `padded`: rows the model runs over: "T"
+    (the microbatch's own), "C", "rung". A new mode is one more entry here
     and one more runner in train.py's RUNNERS."""
 
     name: str
@@ -85,6 +86,10 @@ MODES = {m.name: m for m in (
          "GraphStep(capacities=...), per-layer graphs captured once per rung"),
     Mode("thdc-exact", "thdc-exact", "none", "T", True,
          "GraphStep run eagerly, the model on slot.exact_rows (no graphs)"),
+    Mode("thdc-full-iteration", "thdc-full-iteration", "iteration", "rung", True,
+         "GraphStep(capacities=..., slots=M), megatron-core's schedule captured once per "
+         "iteration shape (thdc.megatron.IterationGraphs), the optimizer in megatron-core's "
+         "optimizer graph"),
 )}
 
 
@@ -138,11 +143,15 @@ def microbatch_arrays(gb: "data.GlobalBatch", plan: "data.MicrobatchPlan", m: in
 
 def make_microbatches(gb, plan, align=1, device=None):
     """Every microbatch of a planned global batch as batch dicts of torch
-    tensors on `device` (pinned host copies sent without waiting on CUDA)."""
+    tensors on `device` (pinned host copies sent without waiting on CUDA),
+    or in page-locked host memory (device "pinned"), for a loader that
+    copies them to the GPU itself."""
     import torch
 
     def send(array):
         tensor = torch.from_numpy(array)
+        if device == "pinned":  # page-locked host memory: one queued copy to the GPU
+            return tensor.pin_memory()
         if device is not None and torch.device(device).type == "cuda":
             return tensor.pin_memory().to(device, non_blocking=True)
         return tensor if device is None else tensor.to(device)
@@ -178,6 +187,15 @@ def advise_ladder(args, preset, rungs=None) -> Tuple[tuple, tuple, object]:
     return tuple(advice.capacities), tuple(advice.sequence_capacities), advice
 
 
+def iteration_ladder(args, preset) -> Tuple[tuple, tuple]:
+    """thdc-full-iteration's ladder: advise's with --iteration-rungs rungs.
+    Fewer rungs than thdc-ladder's: each iteration shape (a multiset of
+    rungs) is a graph, and the shapes grow with the rungs (about 11, 20 and
+    73 over 120 global batches of the 125m stream at 2, 3 and advise's 7)."""
+    capacities, sequences, _ = advise_ladder(args, preset, args.iteration_rungs)
+    return capacities, sequences
+
+
 def max_microbatches(args, preset) -> int:
     return data.max_microbatches(preset.documents, args.C, args.N)
 
@@ -185,7 +203,7 @@ def max_microbatches(args, preset) -> int:
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(
         description="megatron-core's GPTModel with TransformerEngine on packed documents, "
-                    "five ways in one process")
+                    "six ways in one process")
     parser.add_argument("--modes", default="all",
                         help="comma-separated, or all: " + ", ".join(MODES))
     parser.add_argument("--preset", choices=tuple(PRESETS), default="125m")
@@ -199,6 +217,14 @@ def parse_args(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--ladder", type=int, metavar="K",
                         help="thdc-ladder's rungs (default: thdc.planner.advise's choice)")
+    parser.add_argument("--iteration-rungs", type=int, default=3, metavar="K",
+                        help="thdc-full-iteration's rungs below C (advise's rungs=K; default 3)")
+    parser.add_argument("--max-graphs", type=int, default=64,
+                        help="thdc-full-iteration: at most this many iteration graphs; an "
+                             "iteration of any further shape runs eagerly")
+    parser.add_argument("--eager-optimizer", action="store_true",
+                        help="thdc-full-iteration: the optimizer step eagerly after the "
+                             "graph, not in megatron-core's optimizer graph")
     parser.add_argument("--bundle-dir", metavar="DIR",
                         help="thdc's bundles where thdc has no JIT: one per (C, N) of the "
                              "step and of every rung, named by thdc.stages.bundle_name(C, 1, N)")
@@ -218,6 +244,8 @@ def parse_args(argv=None):
             parser.error(f"--modes: {name!r} is not one of {', '.join(MODES)} (or all)")
     if args.steps < 1 or args.warmup < 0:
         parser.error("--steps must be >= 1 and --warmup >= 0")
+    if args.iteration_rungs < 1 or args.max_graphs < 0:
+        parser.error("--iteration-rungs must be >= 1 and --max-graphs >= 0")
     if args.N < 2 or args.C < 16:
         parser.error("--N must be >= 2 and --C >= 16")
     return args

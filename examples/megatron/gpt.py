@@ -55,10 +55,13 @@ def init_microbatch_calculator(max_microbatches):
 
 
 def transformer_config(preset, C, N, graphs):
-    """TransformerConfig for the preset; graphs: the per-layer TE graph fields
-    (C rows, N sequences, alignment 'max'); else the eager config with no
-    packed-sequence padding (pad_packed_seq_alignment None: dev's function
-    then pads nothing, data_schedule.py:639-651)."""
+    """TransformerConfig for the preset; graphs True: the per-layer TE graph
+    fields (C rows, N sequences, alignment 'max'); "full_iteration":
+    cuda_graph_impl "full_iteration" (the whole forward and backward in one
+    graph: the model's own code then avoids host reads where it has a choice,
+    e.g. TE's cross entropy, language_module.py:158-177); else the eager
+    config with no packed-sequence padding (pad_packed_seq_alignment None:
+    dev's function then pads nothing, data_schedule.py:639-651)."""
     from megatron.core.transformer.transformer_config import TransformerConfig
 
     kwargs = dict(
@@ -77,7 +80,9 @@ def transformer_config(preset, C, N, graphs):
         # and every mode starts from the same RNG state.
         use_te_rng_tracker=True,
     )
-    if graphs:
+    if graphs == "full_iteration":
+        kwargs.update(cuda_graph_impl="full_iteration")
+    elif graphs:
         kwargs.update(cuda_graph_impl="transformer_engine", cuda_graph_warmup_steps=0,
                       sequence_packing_scheduler="dp_balanced",
                       pad_packed_seq_alignment="max", max_seqlen_per_dp_cp_rank=C,
@@ -111,9 +116,12 @@ def initial_state(config, preset, C, seed):
     return state
 
 
-def build_training(config, preset, C, state, seed):
+def build_training(config, preset, C, state, seed, optimizer_graph=False):
     """GPTModel loaded with `state`, wrapped in DDP, and Megatron's optimizer;
-    config.finalize_model_grads_func set as training.py does."""
+    config.finalize_model_grads_func set as training.py does. optimizer_graph:
+    OptimizerConfig.optimizer_cuda_graph, which makes Adam capturable (its
+    step count and learning rate on the device, optimizer/__init__.py:552)
+    for megatron-core's OptimizerCudaGraphWrapper."""
     from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
     from megatron.core.distributed import finalize_model_grads
     from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
@@ -138,7 +146,8 @@ def build_training(config, preset, C, state, seed):
     opt_config = OptimizerConfig(optimizer="adam", lr=preset.lr, min_lr=preset.lr,
                                  weight_decay=0.1, adam_beta1=0.9, adam_beta2=0.95,
                                  bf16=True, params_dtype=torch.bfloat16, clip_grad=0.0,
-                                 use_distributed_optimizer=False)
+                                 use_distributed_optimizer=False,
+                                 optimizer_cuda_graph=optimizer_graph)
     optimizer = get_megatron_optimizer(opt_config, [ddp])
     config.finalize_model_grads_func = finalize_model_grads
     config.no_sync_func = ddp.no_sync

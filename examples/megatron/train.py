@@ -13,6 +13,12 @@ from the same initial weights on the same global batches:
                    layer graphs captured by TECudaGraphHelper, the plan
                    choosing the rung of each microbatch
   thdc-exact       GraphStep run eagerly, the model on exact_rows, no graphs
+  thdc-full-iteration
+                   megatron-core's schedule (every microbatch's forward and
+                   backward) captured in one CUDA graph per iteration shape
+                   (thdc.megatron.IterationGraphs), each microbatch loaded
+                   into its own slot of a GraphStep with a ladder; the
+                   optimizer step in megatron-core's optimizer graph
 
 README.md says how to run it and what each figure is.
 """
@@ -61,11 +67,35 @@ class Runner:
 
     graphs = False
     finalize = True  # pretrain_gpt.py:144 finalize_packed_seq_params(batch[5])
+    optimizer_graph = False  # gpt.build_training's
+    device = "cuda"  # where batches.make_microbatches puts the batches
+    ladder = None  # the rungs the plan gives (the ladder modes)
 
     def __init__(self, ctx):
         self.ctx = ctx
         self.capture_s = None
         self.graph_count = 0
+
+    def wrap(self, forward_backward):
+        """The forward_backward_func the loop calls."""
+        return forward_backward
+
+    def items(self, microbatches):
+        """What the loop's data_iterator yields: dev's and thdc's functions
+        read the dict; the step runners the Microbatch (its host figures)."""
+        mode = self.ctx.mode
+        return [mb.batch if mode.batches in ("megatron", "thdc") else mb for mb in microbatches]
+
+    def order(self, count):
+        """The order the last iteration's loss reports come in."""
+        return list(range(count))
+
+    def strict(self, microbatches) -> bool:
+        """Whether the iteration runs under set_sync_debug_mode("error")."""
+        return False
+
+    def optimizer_step(self, optimizer):
+        optimizer.step()
 
     def config(self):
         from gpt import transformer_config
@@ -158,13 +188,13 @@ class _StepRunner(Runner):
 
     finalize = False  # thdc's PackedSeqParams: cp = 1, nothing to resolve
 
-    def make_step(self, ladder=None):
+    def make_step(self, ladder=None, slots=1):
         import thdc.megatron
         C, N = self.ctx.args.C, self.ctx.args.N
         kwargs = self.ctx.step_kwargs(ladder)
         if ladder is not None:
             kwargs.update(capacities=list(ladder[0]), sequence_capacities=list(ladder[1]))
-        return thdc.megatron.GraphStep(C, N, 1, 0, **kwargs)
+        return thdc.megatron.GraphStep(C, N, 1, 0, slots=slots, **kwargs)
 
     @staticmethod
     def _load(slot, microbatch):
@@ -253,12 +283,90 @@ class ThdcLadderRunner(_StepRunner, LayerGraphs):
         self.rung_graphs = {}
 
 
+class ThdcFullIterationRunner(_StepRunner):
+    """The whole forward and backward of an iteration in one CUDA graph per
+    iteration shape (its microbatch count and rungs): megatron-core's
+    schedule wrapped by thdc.megatron.IterationGraphs, a GraphStep with
+    --iteration-rungs rungs and a slot per microbatch (the planner's bound),
+    the batches in page-locked host memory, copied once into the slots
+    before the replay. cuda_graph_impl "full_iteration" as dev's own
+    full-iteration mode sets it. Nothing is captured before training: an
+    iteration runs eagerly until each of its rungs has run once, and each
+    new shape is captured when first met after that. The optimizer step is
+    megatron-core's OptimizerCudaGraphWrapper (captured at its second call,
+    in the same memory pool, use_single_mempool=True, as training.py:4160-4165
+    wires it), unless --eager-optimizer."""
+
+    graphs = "full_iteration"
+    device = "pinned"
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.ladder = ctx.iteration_ladder
+        self.optimizer_graph = not ctx.args.eager_optimizer
+        self.step = self.make_step(self.ladder, slots=ctx.max_microbatches)
+        self.iteration = None
+        self.optimizer_wrapper = None
+        self.optimizer_capture_s = 0.0
+
+    def capture(self, ddp, optimizer, config):
+        if self.optimizer_graph:
+            from megatron.core.optimizer.optimizer_cuda_graph import OptimizerCudaGraphWrapper
+            self.optimizer_wrapper = OptimizerCudaGraphWrapper(
+                optimizer.step, cuda_graph_warmup_steps=1, use_single_mempool=True)
+            optimizer.step = self.optimizer_wrapper
+
+    def wrap(self, forward_backward):
+        import thdc.megatron
+        self.iteration = thdc.megatron.IterationGraphs(
+            forward_backward, self.step, warmup=1, max_graphs=self.ctx.args.max_graphs)
+        return self.iteration
+
+    def items(self, microbatches):
+        return [(mb.batch, mb.rung) for mb in microbatches]
+
+    def get_batch(self, data_iterator, config):
+        import thdc.megatron
+        return thdc.megatron.IterationGraphs.get_batch(data_iterator)
+
+    def order(self, count):
+        return list(self.iteration.last_order)
+
+    def _optimizer_captured(self):
+        return self.optimizer_wrapper is None or type(self.optimizer_wrapper).cuda_graph is not None
+
+    def strict(self, microbatches):
+        return self._optimizer_captured() and \
+            self.iteration.captured([mb.rung for mb in microbatches])
+
+    def optimizer_step(self, optimizer):
+        before = self._optimizer_captured()
+        start = time.perf_counter()
+        optimizer.step()
+        if not before and self._optimizer_captured():
+            self.optimizer_capture_s = time.perf_counter() - start
+        stats = self.iteration.stats
+        self.capture_s = stats["capture_s"] + self.optimizer_capture_s
+        self.graph_count = stats["captured"] + (self.optimizer_wrapper is not None
+                                                and self._optimizer_captured())
+
+    def release(self):
+        if self.iteration is not None:
+            self.iteration.reset()
+        wrapper = type(self.optimizer_wrapper) if self.optimizer_wrapper is not None else None
+        if wrapper is not None:  # megatron-core keeps its one optimizer graph on the class
+            if wrapper.cuda_graph is not None:
+                wrapper.cuda_graph.reset()
+            wrapper.cuda_graph, wrapper.result, wrapper.curr_iteration = None, None, 0
+
+
 RUNNERS = {
     "megatron-eager": MegatronRunner,
     "megatron-graphs": MegatronGraphsRunner,
     "thdc-graphs": ThdcGraphsRunner,
     "thdc-ladder": ThdcLadderRunner,
     "thdc-exact": ThdcExactRunner,
+    "thdc-full-iteration": ThdcFullIterationRunner,
 }
 
 
@@ -323,6 +431,22 @@ def profile_iteration(enabled, args, mode):
               f"{k} {v / 1e3:.1f} ms" for k, v in report["by_family_us"].items()), flush=True)
 
 @contextlib.contextmanager
+def sync_debug(mode):
+    """torch.cuda.set_sync_debug_mode(mode) inside, "default" after; None:
+    nothing."""
+    import torch
+
+    if mode is None:
+        yield
+        return
+    torch.cuda.set_sync_debug_mode(mode)
+    try:
+        yield
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+
+
+@contextlib.contextmanager
 def count_syncs(enabled):
     """Synchronising CUDA calls PyTorch reports under
     set_sync_debug_mode("warn"), as bench/get_batch.py counts them; yields a
@@ -344,8 +468,11 @@ def count_syncs(enabled):
 
 
 class Context:
-    def __init__(self, args, preset, ladder):
+    def __init__(self, args, preset, ladder, iteration_ladder=None, max_microbatches=1):
         self.args, self.preset, self.ladder = args, preset, ladder
+        self.iteration_ladder = iteration_ladder
+        self.max_microbatches = max_microbatches
+        self.mode = None  # the mode being trained
 
     def step_kwargs(self, ladder=None):
         """GraphStep options common to the thdc modes: "compact", what dev's
@@ -380,9 +507,11 @@ def train_mode(name, ctx, state):
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats()
     setup_start = time.perf_counter()
+    ctx.mode = mode
     runner = RUNNERS[name](ctx)
     config = runner.config()
-    ddp, optimizer = mmodel.build_training(config, preset, args.C, state, args.seed)
+    ddp, optimizer = mmodel.build_training(config, preset, args.C, state, args.seed,
+                                           optimizer_graph=runner.optimizer_graph)
     runner.capture(ddp, optimizer, config)
     torch.cuda.synchronize()
     setup_s = time.perf_counter() - setup_start
@@ -398,45 +527,69 @@ def train_mode(name, ctx, state):
         return output, functools.partial(loss_func, loss_mask)
 
     def iterator(microbatches):
-        for mb in microbatches:
-            # dev's and thdc's functions read the dict; the step runners the
-            # Microbatch (its host figures: rows, sequences, rung)
-            yield mb.batch if mode.batches in ("megatron", "thdc") else mb
+        yield from runner.items(microbatches)
 
-    forward_backward = get_forward_backward_func()
-    ladder = ctx.ladder if name == "thdc-ladder" else None
+    forward_backward = runner.wrap(get_forward_backward_func())
+
+    def train_iteration(microbatches):
+        ddp.zero_grad_buffer()
+        optimizer.zero_grad()
+        losses = forward_backward(forward_step_func=forward_step,
+                                  data_iterator=iterator(microbatches), model=[ddp],
+                                  num_microbatches=len(microbatches), seq_length=args.C,
+                                  micro_batch_size=1, forward_only=False)
+        runner.optimizer_step(optimizer)
+        return losses
+
+    ladder = runner.ladder  # the plan's rungs are this mode's
     align = batches.doc_alignment(1)
     reports = []  # per step, [M, 2] on the device
-    times, syncs, expected, padded_rows = [], [], [], []
-    strict = None
+    times, host, cpu, syncs, expected, padded_rows = [], [], [], [], [], []
+    strict, strict_iterations = None, 0
     ddp.train()
     for it in range(args.steps):
-        gb, plan = batches.global_batch(args, preset, it, ctx.ladder)
+        gb, plan = batches.global_batch(args, preset, it, ladder if ladder else ctx.ladder)
         torch.cuda.synchronize()
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         counting = 0 < it < max(args.warmup, 2)
         profiling = args.profile_dir is not None and it == args.steps - 1
         with count_syncs(counting) as counted, profile_iteration(profiling, args, name):
-            microbatches = batches.make_microbatches(gb, plan, align, device="cuda")
-            ddp.zero_grad_buffer()
-            optimizer.zero_grad()
-            losses = forward_backward(forward_step_func=forward_step,
-                                      data_iterator=iterator(microbatches), model=[ddp],
-                                      num_microbatches=len(microbatches), seq_length=args.C,
-                                      micro_batch_size=1, forward_only=False)
-            optimizer.step()
+            microbatches = batches.make_microbatches(gb, plan, align, device=runner.device)
+            # Graph modes that replay the whole iteration: every replayed
+            # iteration under "error" (nothing may wait for the device).
+            checked = not isinstance(strict, str) and not counting and \
+                runner.strict(microbatches)
+            try:
+                with sync_debug("error" if checked else None):
+                    losses = train_iteration(microbatches)
+            except RuntimeError as error:
+                if not checked:
+                    raise
+                # Recorded; the iteration is done again without the check
+                # (the gradients zeroed first: nothing is trained twice
+                # unless the optimizer had stepped, which the error names).
+                strict = str(error).splitlines()[0][:300]
+                print(f"{name}: iteration {it} synchronised: {strict}", file=sys.stderr)
+                losses = train_iteration(microbatches)
             reports.append(torch.stack([r["lm loss"] for r in losses]))
+            strict_iterations += checked
+        enqueued, cpu_end = time.perf_counter(), time.process_time()
         torch.cuda.synchronize()
         if not profiling:  # the profiled iteration is not timed
             times.append(time.perf_counter() - start)
+            host.append(enqueued - start)
+            cpu.append(cpu_end - cpu_start)
         if counted[0] is not None:
             syncs.append(counted[0])
-        expected.append([mb.real_tokens for mb in microbatches])
+        order = runner.order(len(microbatches))
+        expected.append([microbatches[m].real_tokens for m in order])
         rows = [mb.rows if mode.padded == "T" else
-                args.C if mode.padded == "C" else ctx.ladder[0][mb.rung] for mb in microbatches]
+                args.C if mode.padded == "C" else ladder[0][mb.rung] for mb in microbatches]
         padded_rows.append(sum(rows) - sum(mb.real_tokens for mb in microbatches))
-    # Strict check: one more global batch under "error" for the thdc modes.
-    if mode.thdc:
+    if mode.graphs == "iteration":
+        # every replayed iteration ran under "error": True, or the first error
+        strict = strict if isinstance(strict, str) else strict_iterations > 0
+    elif mode.thdc:  # one more global batch under "error"
         strict = check_sync_free(ctx, forward_backward, forward_step, iterator, ddp, optimizer,
                                  ladder)
     torch.cuda.synchronize()
@@ -448,6 +601,11 @@ def train_mode(name, ctx, state):
     ms = 1e3 * statistics.median(timed)
     figures = {
         "ms_per_iter": ms,
+        # the host's time to issue an iteration (until the closing
+        # synchronize) and the process's CPU time over it, medians
+        "host_ms_per_iter": 1e3 * statistics.median(host[args.warmup:] or host),
+        "cpu_ms_per_iter": 1e3 * statistics.median(cpu[args.warmup:] or cpu),
+        "max_reserved_bytes": torch.cuda.max_memory_reserved(),
         "tokens_per_s": statistics.mean(tokens[args.warmup:] or tokens) / (ms / 1e3),
         "syncs_per_iter": statistics.mean(syncs) if syncs else None,
         "sync_free_under_error": strict,
@@ -460,6 +618,9 @@ def train_mode(name, ctx, state):
         "setup_s": setup_s,
         "graphs": runner.graph_count,
         "tokens_trained_once": once,
+        "strict_iterations": strict_iterations,
+        "iteration_graphs": None if mode.graphs != "iteration" else {
+            k: (v if k != "shapes" else len(v)) for k, v in runner.iteration.stats.items()},
         "ladder": None if ladder is None else {"capacities": list(ladder[0]),
                                                "sequence_capacities": list(ladder[1])},
     }
@@ -523,8 +684,13 @@ def main(argv=None):
         print(f"ladder: {list(capacities)}, N {list(sequences)}; expected padding "
               f"{100 * advice.padded_fraction:.1f}% (C alone "
               f"{100 * advice.single_padded_fraction:.1f}%)", flush=True)
+    iteration_ladder = None
+    if "thdc-full-iteration" in args.modes or args.print_bundles:
+        iteration_ladder = batches.iteration_ladder(args, preset)
+        print(f"thdc-full-iteration's ladder: {list(iteration_ladder[0])}, "
+              f"N {list(iteration_ladder[1])}", flush=True)
     if args.print_bundles:
-        shapes = sorted({(args.C, args.N)} | set(zip(*ladder)))
+        shapes = sorted({(args.C, args.N)} | set(zip(*ladder)) | set(zip(*iteration_ladder)))
         for B, n in shapes:
             print(f"{B},1,{n}")
         return None
@@ -536,7 +702,7 @@ def main(argv=None):
         raise SystemExit("this example needs a GPU (and TransformerEngine)")
     mmodel.initialize_distributed(args.seed)
     mmodel.init_microbatch_calculator(batches.max_microbatches(args, preset))
-    ctx = Context(args, preset, ladder)
+    ctx = Context(args, preset, ladder, iteration_ladder, batches.max_microbatches(args, preset))
     state = mmodel.initial_state(mmodel.transformer_config(preset, args.C, args.N, False),
                                  preset, args.C, args.seed)
     output = {"preset": args.preset, "C": args.C, "N": args.N, "steps": args.steps,
@@ -555,6 +721,13 @@ def main(argv=None):
         if eager is not None:
             figures["loss_delta_vs_eager"] = max(
                 abs(a - b) for a, b in zip(figures["first_losses"], eager["first_losses"]))
+        # Against the per-layer-graph modes run before it: the first 6
+        # losses and every one.
+        figures["loss_delta_vs"] = {
+            other: {"first6": max(abs(a - b) for a, b in zip(figures["first_losses"],
+                                                             o["first_losses"])),
+                    "all": max(abs(a - b) for a, b in zip(figures["losses"], o["losses"]))}
+            for other, o in output["modes"].items() if other != label}
         print(f"{label}: {figures['ms_per_iter']:.1f} ms/iter, "
               f"{figures['tokens_per_s']:,.0f} tokens/s, syncs/iter "
               f"{figures['syncs_per_iter']}, first losses {figures['first_losses']}", flush=True)

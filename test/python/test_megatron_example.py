@@ -60,12 +60,14 @@ def test_presets_sizes(batches):
 def test_mode_registry(batches):
     train = load("train")  # imports nothing of megatron-core at module level
     assert list(batches.MODES) == ["megatron-eager", "megatron-graphs", "thdc-graphs",
-                                   "thdc-ladder", "thdc-exact"]
+                                   "thdc-ladder", "thdc-exact", "thdc-full-iteration"]
     assert set(train.RUNNERS) == set(batches.MODES)
     for name, mode in batches.MODES.items():
         assert mode.name == name and mode.padded in ("T", "C", "rung")
         assert mode.thdc == name.startswith("thdc")
-        assert train.RUNNERS[name].graphs == (mode.graphs != "none")
+        assert bool(train.RUNNERS[name].graphs) == (mode.graphs != "none")
+    runner = train.RUNNERS["thdc-full-iteration"]
+    assert runner.graphs == "full_iteration" and runner.device == "pinned"
     figures = {"ms_per_iter": 10.0, "tokens_per_s": 1e6, "syncs_per_iter": 0.0,
                "max_memory_bytes": 2**30, "padded_rows_per_iter": 12, "capture_s": None,
                "tokens_trained_once": True, "first_losses": [10.4, 10.3]}
@@ -129,6 +131,32 @@ def test_ladder_rungs_hold_their_microbatches(batches):
         gb, plan = batches.global_batch(args, preset, step, (capacities, sequences))
         for mb in batches.make_microbatches(gb, plan):
             assert mb.rows <= capacities[mb.rung] and mb.num_seqs <= sequences[mb.rung] - 1
+
+
+def test_iteration_ladder_and_its_shapes(batches, thdc_megatron):
+    """thdc-full-iteration's ladder: --iteration-rungs rungs below C; the
+    plans' rungs fit it, and the iteration shapes (the graphs) over the
+    stream are what thdc.megatron.shapes_of counts: fewer with fewer rungs."""
+    preset = batches.PRESETS["tiny"]
+    counts = {}
+    for rungs in (1, 3):
+        args = tiny_args(batches, "--iteration-rungs", str(rungs))
+        capacities, sequences = batches.iteration_ladder(args, preset)
+        assert capacities[-1] == args.C and sequences[-1] == args.N
+        assert len(capacities) <= rungs + 2  # advise may keep C twice (two N)
+        step = thdc_megatron.GraphStep(args.C, args.N, 1, 0, device="cpu",
+                                       convention="compact", capacities=list(capacities),
+                                       sequence_capacities=list(sequences))
+        lists = []
+        for it in range(30):
+            gb, plan = batches.global_batch(args, preset, it, (capacities, sequences))
+            lists.append([int(r) for r in plan.rungs])
+            assert plan.num_microbatches <= batches.max_microbatches(args, preset)
+        counts[rungs] = thdc_megatron.shapes_of(lists, step)
+        assert sum(counts[rungs].values()) == 30
+    assert len(counts[1]) <= len(counts[3])
+    with pytest.raises(SystemExit):
+        tiny_args(batches, "--iteration-rungs", "0")
 
 
 def test_print_bundles(batches, capsys):
