@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Full-iteration graphs on one GPU: the GPU tests, then examples/megatron.
+# From the repository root:
+#   run.sh OUT [tests] "PRESET:C:STEPS:WARMUP:TIMEOUT:MODES[:rerun] ..."
+# MODES: comma-separated or all; rerun: megatron-eager once more (the bf16 noise).
+set -uo pipefail
+out=$1; shift
+mkdir -p "$out"
+here=$(dirname "$0")
+source "$here/site.sh"
+{ date -u +%Y-%m-%dT%H:%MZ
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  python3 -c "import torch, transformer_engine as te, megatron.core as m, thdc; print('torch', torch.__version__, '| CUDA', torch.version.cuda, '| TE', te.__version__, '| megatron-core', m.__version__, '(dev d48bd6be0a)', '| thdc jit', thdc.has_jit)" 2>&1 | grep -v -i warn; } > "$out/machine.txt"
+cat "$out/machine.txt"
+if [ "${1:-}" = tests ]; then
+  shift
+  echo "== pytest"
+  (cd test/python && timeout 300 python3 -m pytest -q -rs -p no:cacheprovider \
+    test_iteration_graphs_gpu.py test_iteration_graphs_cpu.py test_megatron_example.py \
+    test_capacity_ladder_gpu.py > "$OLDPWD/$out/pytest.txt" 2>&1)
+  echo "   rc $?"; tail -n 15 "$out/pytest.txt"
+fi
+for run in ${1:-}; do
+  IFS=: read -r preset C steps warmup limit modes extra <<< "$run"
+  name=$preset-C$C
+  echo "== $name ($modes)"
+  timeout "$limit" python3 examples/megatron/train.py --preset "$preset" --C "$C" --N 64 \
+    --steps "$steps" --warmup "$warmup" --modes "$modes" ${extra:+--repeat-eager} \
+    --json "$out/$name.json" > "$out/$name.log" 2>&1
+  echo "   rc $?"; grep -v -i "warn" "$out/$name.log" | tail -n 25
+done
