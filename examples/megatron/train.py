@@ -294,8 +294,9 @@ class ThdcFullIterationRunner(_StepRunner):
     iteration runs eagerly until each of its rungs has run once, and each
     new shape is captured when first met after that. The optimizer step is
     megatron-core's OptimizerCudaGraphWrapper (captured at its second call,
-    in the same memory pool, use_single_mempool=True, as training.py:4160-4165
-    wires it), unless --eager-optimizer."""
+    as training.py:4160-4165 wires it, in megatron-core's shared pool, which
+    IterationGraphs does not use: its docstring says why), unless
+    --eager-optimizer."""
 
     graphs = "full_iteration"
     device = "pinned"

@@ -5,7 +5,7 @@
 # MODES: comma-separated or all; rerun: megatron-eager once more (the bf16 noise).
 set -uo pipefail
 out=$1; shift
-mkdir -p "$out"
+mkdir -p "$out"; out=$(cd "$out" && pwd)
 here=$(dirname "$0")
 source "$here/site.sh"
 { date -u +%Y-%m-%dT%H:%MZ
@@ -17,7 +17,7 @@ if [ "${1:-}" = tests ]; then
   echo "== pytest"
   (cd test/python && timeout 300 python3 -m pytest -q -rs -p no:cacheprovider \
     test_iteration_graphs_gpu.py test_iteration_graphs_cpu.py test_megatron_example.py \
-    test_capacity_ladder_gpu.py > "$OLDPWD/$out/pytest.txt" 2>&1)
+    > "$out/pytest.txt" 2>&1)
   echo "   rc $?"; tail -n 15 "$out/pytest.txt"
 fi
 for run in ${1:-}; do

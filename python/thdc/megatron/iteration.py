@@ -34,14 +34,19 @@ captured at once and replayed. At most `max_graphs` shapes are captured; an
 iteration of any further shape runs eagerly, counted in `stats`, never
 padded into another shape's graph.
 
-Memory. Every capture uses one memory pool and one capture stream:
-megatron-core's shared ones (full_cuda_graph.get_shared_graph_pool and
-get_shared_capture_stream) where it is installed, so that its optimizer
-graph (OptimizerCudaGraphWrapper with use_single_mempool=True) shares them
-too. The graphs replay one at a time on one stream, so their temporaries
-can share memory; what one returns (the schedule's loss reports) is the
-graph's own static output, overwritten by its next replay, as with dev's
-wrapper: copy what you keep before the next iteration.
+Memory. Every capture uses one memory pool of its own and megatron-core's
+capture stream (full_cuda_graph.get_shared_capture_stream) where it is
+installed. The graphs replay one at a time on one stream, so their
+temporaries can share memory; what one returns (the schedule's loss
+reports) is the graph's own static output, overwritten by its next replay,
+as with dev's wrapper: copy what you keep before the next iteration. The
+pool is not megatron-core's shared one on purpose: a graph captured after
+another in the same pool may place its outputs in memory the other uses as
+scratch, so replaying that other graph before the outputs are read (the
+optimizer's graph, OptimizerCudaGraphWrapper, between the forward-backward
+and the loss report) would overwrite them. dev's wrapper, which captures
+one graph before the optimizer's, never meets this; a graph per shape
+does. Pass `pool=` to share a pool where nothing replays in between.
 """
 from __future__ import annotations
 
@@ -206,19 +211,19 @@ class IterationGraphs:
     # -------------------------------------------------------------- graphs
 
     def _shared(self):
-        """The capture's pool and stream: the caller's, else megatron-core's
-        shared ones, else new ones of PyTorch's."""
+        """The capture's pool and stream: the caller's, else a pool of its own
+        (the module's docstring says why) and megatron-core's shared capture
+        stream, else a new stream."""
         import torch
 
-        if self._pool is None or self._capture_stream is None:
+        if self._pool is None:
+            self._pool = torch.cuda.graph_pool_handle()
+        if self._capture_stream is None:
             try:
-                from megatron.core.full_cuda_graph import (get_shared_capture_stream,
-                                                           get_shared_graph_pool)
-                pool, stream = get_shared_graph_pool(), get_shared_capture_stream()
+                from megatron.core.full_cuda_graph import get_shared_capture_stream
+                self._capture_stream = get_shared_capture_stream()
             except ImportError:
-                pool, stream = torch.cuda.graph_pool_handle(), torch.cuda.Stream()
-            self._pool = self._pool if self._pool is not None else pool
-            self._capture_stream = self._capture_stream or stream
+                self._capture_stream = torch.cuda.Stream()
         return self._pool, self._capture_stream
 
     def _capture(self, run) -> tuple:
