@@ -660,12 +660,14 @@ def check_sync_free(ctx, forward_backward, forward_step, iterator, ddp, optimize
 
 
 def table(results):
-    head = (f"{'mode':<20} {'ms/iter':>9} {'tokens/s':>11} {'syncs':>6} {'GiB':>6} "
+    head = (f"{'mode':<20} {'ms/iter':>9} {'host ms':>8} {'tokens/s':>11} {'syncs':>6} {'GiB':>6} "
             f"{'pad rows':>9} {'capture s':>9} {'once':>5} {'dloss6':>8}  first losses")
     lines = [head, "-" * len(head)]
     for name, f in results.items():
         lines.append(
-            f"{name:<20} {f['ms_per_iter']:>9.1f} {f['tokens_per_s']:>11,.0f} "
+            f"{name:<20} {f['ms_per_iter']:>9.1f} "
+            f"{'-' if f.get('host_ms_per_iter') is None else format(f['host_ms_per_iter'], '.1f'):>8} "
+            f"{f['tokens_per_s']:>11,.0f} "
             f"{'-' if f['syncs_per_iter'] is None else format(f['syncs_per_iter'], '.1f'):>6} "
             f"{f['max_memory_bytes'] / 2**30:>6.2f} {f['padded_rows_per_iter']:>9.0f} "
             f"{'-' if f['capture_s'] is None else format(f['capture_s'], '.1f'):>9} "
