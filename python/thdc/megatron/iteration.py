@@ -244,11 +244,15 @@ class IterationGraphs:
         torch.cuda.empty_cache()
         graph = torch.cuda.CUDAGraph()
         try:
-            from megatron.core.tensor_parallel.random import get_all_rng_states
-            for state in get_all_rng_states().values():
-                graph.register_generator_state(state)
+            from megatron.core.tensor_parallel import random as megatron_random
         except ImportError:
-            pass
+            megatron_random = None
+        # Only where megatron-core's tracker is set up (get_all_rng_states
+        # asserts it is): a process may import megatron-core and not use it.
+        if megatron_random is not None and \
+                getattr(megatron_random, "_CUDA_RNG_STATE_TRACKER_INITIALIZED", True):
+            for state in megatron_random.get_all_rng_states().values():
+                graph.register_generator_state(state)
         torch.cuda.synchronize()
         with torch.cuda.graph(graph, stream=stream, pool=pool,
                               capture_error_mode="thread_local"):
