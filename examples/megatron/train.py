@@ -94,6 +94,11 @@ class Runner:
         """Whether the iteration runs under set_sync_debug_mode("error")."""
         return False
 
+    def kind(self):
+        """What the last iteration did where that varies ("eager", "capture",
+        "replay"), else None."""
+        return None
+
     def optimizer_step(self, optimizer):
         optimizer.step()
 
@@ -333,6 +338,9 @@ class ThdcFullIterationRunner(_StepRunner):
     def order(self, count):
         return list(self.iteration.last_order)
 
+    def kind(self):
+        return self.iteration.last_kind
+
     def _optimizer_captured(self):
         return self.optimizer_wrapper is None or type(self.optimizer_wrapper).cuda_graph is not None
 
@@ -545,7 +553,7 @@ def train_mode(name, ctx, state):
     ladder = runner.ladder  # the plan's rungs are this mode's
     align = batches.doc_alignment(1)
     reports = []  # per step, [M, 2] on the device
-    times, host, cpu, syncs, expected, padded_rows = [], [], [], [], [], []
+    times, host, cpu, syncs, expected, padded_rows, kinds = [], [], [], [], [], [], []
     strict, strict_iterations = None, 0
     ddp.train()
     for it in range(args.steps):
@@ -576,6 +584,7 @@ def train_mode(name, ctx, state):
             strict_iterations += checked
         enqueued, cpu_end = time.perf_counter(), time.process_time()
         torch.cuda.synchronize()
+        kinds.append(runner.kind())
         if not profiling:  # the profiled iteration is not timed
             times.append(time.perf_counter() - start)
             host.append(enqueued - start)
@@ -597,17 +606,25 @@ def train_mode(name, ctx, state):
     counts = [r[:, 1].round().long().tolist() for r in reports]
     once = all(c == e for c, e in zip(counts, expected))
     step_losses = [float(r[:, 0].sum() / r[:, 1].sum()) for r in reports]
-    timed = times[args.warmup:] or times
+    # Timed: the steps after --warmup; for a mode that captures during
+    # training (thdc-full-iteration), its replays only, the iterations that
+    # captured or ran eagerly counted apart ("ms_per_iter_all" has them).
+    steady = [i for i in range(args.warmup, len(times)) if kinds[i] in (None, "replay")]
+    steady = steady or list(range(len(times)))
+    timed = [times[i] for i in steady]
     tokens = [sum(e) for e in expected]
     ms = 1e3 * statistics.median(timed)
     figures = {
         "ms_per_iter": ms,
+        "ms_per_iter_all": 1e3 * statistics.mean(times[args.warmup:] or times),
+        "timed_iterations": len(timed),
+        "iteration_kinds": kinds,
         # the host's time to issue an iteration (until the closing
         # synchronize) and the process's CPU time over it, medians
-        "host_ms_per_iter": 1e3 * statistics.median(host[args.warmup:] or host),
-        "cpu_ms_per_iter": 1e3 * statistics.median(cpu[args.warmup:] or cpu),
+        "host_ms_per_iter": 1e3 * statistics.median(host[i] for i in steady),
+        "cpu_ms_per_iter": 1e3 * statistics.median(cpu[i] for i in steady),
         "max_reserved_bytes": torch.cuda.max_memory_reserved(),
-        "tokens_per_s": statistics.mean(tokens[args.warmup:] or tokens) / (ms / 1e3),
+        "tokens_per_s": statistics.mean(tokens[i] for i in steady) / (ms / 1e3),
         "syncs_per_iter": statistics.mean(syncs) if syncs else None,
         "sync_free_under_error": strict,
         "max_memory_bytes": torch.cuda.max_memory_allocated(),
