@@ -460,19 +460,14 @@ def count_syncs(enabled):
     """Synchronising CUDA calls PyTorch reports under
     set_sync_debug_mode("warn"), as bench/get_batch.py counts them; yields a
     one-item list that holds the count afterwards (None when disabled)."""
-    import torch
-
     result = [None]
     if not enabled:
         yield result
         return
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        torch.cuda.set_sync_debug_mode("warn")
-        try:
+        with sync_debug("warn"):
             yield result
-        finally:
-            torch.cuda.set_sync_debug_mode("default")
     result[0] = sum("synchroniz" in str(w.message) for w in caught)
 
 
@@ -660,16 +655,16 @@ def check_sync_free(ctx, forward_backward, forward_step, iterator, ddp, optimize
     gb, plan = batches.global_batch(ctx.args, ctx.preset, ctx.args.steps, ctx.ladder)
     microbatches = batches.make_microbatches(gb, plan, 1, device="cuda")
     torch.cuda.synchronize()
-    torch.cuda.set_sync_debug_mode("error")
     try:
-        forward_backward(forward_step_func=forward_step, data_iterator=iterator(microbatches),
-                         model=[ddp], num_microbatches=len(microbatches),
-                         seq_length=ctx.args.C, micro_batch_size=1, forward_only=False)
+        with sync_debug("error"):
+            forward_backward(forward_step_func=forward_step,
+                             data_iterator=iterator(microbatches), model=[ddp],
+                             num_microbatches=len(microbatches), seq_length=ctx.args.C,
+                             micro_batch_size=1, forward_only=False)
         result = True
     except RuntimeError as error:
         result = str(error).splitlines()[0][:300]
     finally:
-        torch.cuda.set_sync_debug_mode("default")
         torch.cuda.synchronize()
         ddp.zero_grad_buffer()
         optimizer.zero_grad()

@@ -120,11 +120,16 @@ class IterationGraphs:
         rung first, ties in the given order."""
         return sorted(range(len(rungs)), key=lambda m: -rungs[m])
 
+    def _shape(self, indices: Sequence[int], forward_only: bool) -> tuple:
+        """(shape, order) of microbatches at these rung indices: the rungs in
+        load order are the shape."""
+        order = self.order(indices)
+        return (bool(forward_only), tuple(indices[m] for m in order)), order
+
     def shape(self, rungs: Sequence[int], forward_only: bool = False) -> tuple:
         """The iteration shape of microbatches at these rungs: the key of its
         graph."""
-        indices = [self._rung_index(r) for r in rungs]
-        return (bool(forward_only), tuple(sorted(indices, reverse=True)))
+        return self._shape([self._rung_index(r) for r in rungs], forward_only)[0]
 
     def captured(self, rungs: Sequence[int], forward_only: bool = False) -> bool:
         """Whether an iteration of microbatches at these rungs replays a graph."""
@@ -159,8 +164,7 @@ class IterationGraphs:
                                 f"dict, rung); got {type(batch).__name__}")
             batches.append(batch)
             rungs.append(self._rung_index(rung))
-        order = self.order(rungs)
-        shape = (forward_only, tuple(rungs[m] for m in order))
+        shape, order = self._shape(rungs, forward_only)
         # The handoff: microbatch order[i] into slot i, queued, no wait.
         views = []
         for i, m in enumerate(order):
