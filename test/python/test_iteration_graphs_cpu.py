@@ -118,16 +118,16 @@ def call(graphs, items, **overrides):
     return graphs(**kwargs)
 
 
-def expected(items, order):
+def expected(items, order, rungs=None):
     """Each microbatch through a one-slot step of the same ladder, eagerly,
-    in the wrapper's order."""
+    in the wrapper's order, at its own rung or at `rungs` (in that order)."""
     step = make_step(1)
     out = []
-    for m in order:
+    for i, m in enumerate(order):
         batch, rung = items[m]
         slot = step.slot(0)
         slot.load_inputs(**batch)
-        b, p = slot.rung(rung).run()
+        b, p = slot.rung(rung if rungs is None else rungs[i]).run()
         out.append({**{k: b[k].clone() for k in KEYS},
                     "cu_seqlens_padded": p.cu_seqlens_q_padded.clone(),
                     "cu_seqlens": p.cu_seqlens_q.clone()})
@@ -208,6 +208,91 @@ def test_budget_runs_new_shapes_eagerly():
     for _ in range(3):
         call(zero, iteration(rng, [0]))
         assert zero.last_kind == "eager"
+
+
+def test_past_the_budget_a_larger_captured_shape_holds_the_iteration():
+    """Over the budget, an iteration replays the captured shape that holds it
+    at the fewest rows, its microbatches padded to that shape's rungs (what
+    the step gives each alone at those rungs); one that no captured shape
+    holds runs eagerly."""
+    rng = np.random.default_rng(29)
+    graphs = StandInGraphs(schedule, make_step(), warmup=1, max_graphs=2)
+    for rungs in ([2, 1], [2, 1], [2, 2], [2, 2]):
+        call(graphs, iteration(rng, rungs))
+    assert graphs.stats["captured"] == 2
+    for rungs, held, rows in (([0, 2], (2, 1), CAPACITIES[1] - CAPACITIES[0]),
+                              ([1, 1], (2, 1), CAPACITIES[2] - CAPACITIES[1]),
+                              ([2, 0], (2, 1), CAPACITIES[1] - CAPACITIES[0]),
+                              ([2, 2], (2, 2), 0)):
+        items = iteration(rng, rungs)
+        before = graphs.stats["promoted_rows"]
+        assert graphs.captured(rungs)
+        result = call(graphs, items)
+        assert graphs.last_kind == "replay"
+        assert tuple(graphs.last_rungs) == held
+        assert graphs.stats["promoted_rows"] - before == rows
+        check(result, expected(items, graphs.last_order, graphs.last_rungs))
+    assert graphs.stats["promoted"] == 3
+    items = iteration(rng, [2, 2, 0])  # three microbatches: no graph holds it
+    assert not graphs.captured([2, 2, 0])
+    check(call(graphs, items), expected(items, graphs.last_order))
+    assert graphs.last_kind == "eager" and graphs.last_rungs == [2, 2, 0]
+
+
+def test_planned_shapes_are_the_ones_captured():
+    """With shapes=..., an iteration runs the planned shape that holds it at
+    the fewest rows: warmed eagerly at that shape's rungs, then captured and
+    replayed by every iteration it holds; a shape no planned one holds is
+    captured itself while the budget lasts."""
+    rng = np.random.default_rng(31)
+    plan = tm.choose_shapes([[2, 0], [1, 0], [1, 1], [0], [2, 1]], CAPACITIES, 2)
+    assert plan == [(2, 1), (0,)]
+    graphs = StandInGraphs(schedule, make_step(), warmup=1, max_graphs=3, shapes=plan)
+    kinds, held = [], []
+    for rungs in ([1, 0], [0, 1], [2, 0], [1, 1], [0], [0], [2, 2], [2, 2], [2, 2]):
+        items = iteration(rng, rungs)
+        result = call(graphs, items)
+        kinds.append(graphs.last_kind)
+        held.append(tuple(graphs.last_rungs))
+        check(result, expected(items, graphs.last_order, graphs.last_rungs))
+    assert held[:6] == [(2, 1)] * 4 + [(0,)] * 2
+    assert kinds[:6] == ["eager", "capture", "replay", "replay", "eager", "capture"]
+    # (2, 2): no planned shape holds it; the budget's third graph, its rung warm
+    assert held[6:] == [(2, 2)] * 3 and kinds[6:] == ["capture", "replay", "replay"]
+    assert graphs.stats["captured"] == 3 and graphs.stats["promoted"] == 4
+
+
+def test_choose_shapes():
+    capacities = [10, 20, 40, 80]
+    stream = [[3, 0], [0, 3], [3, 1], [2, 2], [1, 1], [1, 1], [1, 0], [3, 3, 0], [0]]
+    # a budget of the distinct shapes: each its own, no row added
+    everything = tm.choose_shapes(stream, capacities, 10)
+    assert sorted(everything) == sorted({tuple(sorted(r, reverse=True)) for r in stream})
+    # one shape per count, each holding its count's shapes, the most frequent count first
+    # (ties: fewer microbatches first)
+    assert tm.choose_shapes(stream, capacities, 3) == [(3, 2), (0,), (3, 3, 0)]
+    assert tm.choose_shapes(stream, capacities, 1) == [(3, 2)]
+    assert tm.choose_shapes(stream, capacities, 0) == []
+
+    def added(shapes):
+        total = 0
+        for rungs in stream:
+            own = sorted(rungs, reverse=True)
+            total += min(sum(capacities[b] - capacities[a] for a, b in zip(own, s))
+                         for s in shapes
+                         if len(s) == len(own) and all(b >= a for a, b in zip(own, s)))
+        return total
+
+    rows = [added(tm.choose_shapes(stream, capacities, k)) for k in range(3, 8)]
+    assert rows == sorted(rows, reverse=True) and rows[-1] == 0 < rows[0]
+    # the fourth graph: (1, 1), which saves the most rows (3 iterations)
+    assert tm.choose_shapes(stream, capacities, 4)[3] == (1, 1)
+    for bad, match in ((([[4]], capacities, 2)), "rungs must be 0 to 3"), \
+                      ((([[]], capacities, 2)), "at least one"), \
+                      ((([[0]], capacities, -1)), "max_graphs"), \
+                      ((([[0]], [20, 10], 1)), "must not decrease"):
+        with pytest.raises(ValueError, match=match):
+            tm.choose_shapes(*bad)
 
 
 def test_warmup_counts_eager_runs_per_rung():

@@ -29,10 +29,22 @@ arguments) and replaces its two assumptions:
 When a shape is captured. Every rung a shape holds must first have run in
 `warmup` eager iterations, so that the per-shape setup of the libraries
 below (attention plans, workspaces) happens outside a capture; until then
-the iteration runs eagerly. A shape seen once its rungs are warm is
-captured at once and replayed. At most `max_graphs` shapes are captured; an
-iteration of any further shape runs eagerly, counted in `stats`, never
-padded into another shape's graph.
+the iteration runs eagerly, at the rungs of the shape it will replay. A
+shape seen once its rungs are warm is captured at once and replayed.
+
+Which shape an iteration runs. A larger shape holds a smaller one of the
+same microbatch count when, both in load order, each rung is at least the
+other's: microbatch i then fits its rung in the larger shape too (a ladder's
+rungs hold more rows and sequences as they go up, planner's check_ladder),
+and the rows between are padding, masked as the step's padding always is.
+An iteration runs its own shape, captured when first met, while at most
+`max_graphs` are captured. Past that budget it replays the captured shape
+that holds it at the fewest rows (counted in `stats` as promoted, with the
+rows it added), or runs eagerly when none holds it. `shapes=` plans ahead
+instead: the shapes to capture, as `choose_shapes` picks them from the
+plans of the coming iterations (what the planner knows before they run):
+an iteration runs the planned or captured shape that holds it at the fewest
+rows, and one that none holds is captured itself while the budget allows.
 
 Memory. Every capture uses one memory pool of its own and megatron-core's
 capture stream (full_cuda_graph.get_shared_capture_stream) where it is
@@ -83,11 +95,17 @@ class IterationGraphs:
     get_batch_on_this_rank_for_sequence_packing.
 
     The step needs a slot per microbatch: GraphStep(..., slots=M) with M the
-    planner's bound (thdc.megatron.slot_count). `stats` counts eager,
-    captured and replayed iterations, the capture time and the shapes."""
+    planner's bound (thdc.megatron.slot_count). `shapes`: the shapes to
+    capture, each an iteration's rungs (choose_shapes's result), else each
+    shape met is captured until `max_graphs`. `last_rungs` are the rungs
+    the last iteration ran, in load order (its shape's, or the larger
+    shape's that held it). `stats` counts eager, captured, replayed and
+    promoted iterations (those run at a larger shape, with the rows that
+    added), the capture time and the shapes met."""
 
     def __init__(self, forward_backward_func, step: GraphStep, *, warmup: int = 1,
-                 max_graphs: int = 32, pool=None, capture_stream=None):
+                 max_graphs: int = 32, shapes: Optional[Iterable[Sequence[int]]] = None,
+                 pool=None, capture_stream=None):
         if not isinstance(step, GraphStep):
             raise TypeError(f"IterationGraphs takes a thdc.megatron.GraphStep; got "
                             f"{type(step).__name__}")
@@ -99,14 +117,19 @@ class IterationGraphs:
         self.step = step
         self.warmup = warmup
         self.max_graphs = max_graphs
+        # The planned shapes, as rung indices in load order.
+        self.planned: Optional[List[Tuple[int, ...]]] = None if shapes is None else [
+            self._shape([self._rung_index(r) for r in rungs], False)[0][1]
+            for rungs in shapes]
         self._pool, self._capture_stream = pool, capture_stream
         self._graphs: Dict[tuple, object] = {}
         self._results: Dict[tuple, object] = {}
         self._warm: Dict[Tuple[bool, int], int] = {}  # (forward_only, rung) -> eager runs
         self.last_order: List[int] = []
+        self.last_rungs: List[int] = []
         self.last_kind: Optional[str] = None
         self.stats = {"eager": 0, "eager_over_budget": 0, "captured": 0, "replayed": 0,
-                      "capture_s": 0.0, "shapes": {}}
+                      "promoted": 0, "promoted_rows": 0, "capture_s": 0.0, "shapes": {}}
 
     # -------------------------------------------------------------- shapes
 
@@ -132,8 +155,37 @@ class IterationGraphs:
         return self._shape([self._rung_index(r) for r in rungs], forward_only)[0]
 
     def captured(self, rungs: Sequence[int], forward_only: bool = False) -> bool:
-        """Whether an iteration of microbatches at these rungs replays a graph."""
-        return self.shape(rungs, forward_only) in self._graphs
+        """Whether an iteration of microbatches at these rungs replays a graph
+        (its own shape's or one that holds it)."""
+        return self._target(self.shape(rungs, forward_only)) in self._graphs
+
+    def _extra_rows(self, shape, larger) -> Optional[int]:
+        """The rows `larger` adds to `shape` when it holds it, else None."""
+        if shape[0] != larger[0] or len(shape[1]) != len(larger[1]):
+            return None
+        if any(big < small for big, small in zip(larger[1], shape[1])):
+            return None
+        capacities = self.step.capacities
+        return sum(capacities[big] - capacities[small]
+                   for big, small in zip(larger[1], shape[1]))
+
+    def _target(self, shape) -> tuple:
+        """The shape an iteration of `shape` runs (the module's docstring
+        says which): a captured one, a planned one, or its own."""
+        if shape in self._graphs:
+            return shape
+        room = len(self._graphs) < self.max_graphs
+        if self.planned is None:
+            candidates = [] if room else list(self._graphs)
+        else:
+            candidates = list(self._graphs) + (
+                [(shape[0], rungs) for rungs in self.planned] if room else [])
+        best, fewest = None, None
+        for candidate in candidates:
+            extra = self._extra_rows(shape, candidate)
+            if extra is not None and (fewest is None or extra < fewest):
+                best, fewest = candidate, extra
+        return shape if best is None else best
 
     def _ready(self, shape) -> bool:
         forward_only, rungs = shape
@@ -165,39 +217,46 @@ class IterationGraphs:
             batches.append(batch)
             rungs.append(self._rung_index(rung))
         shape, order = self._shape(rungs, forward_only)
-        # The handoff: microbatch order[i] into slot i, queued, no wait.
+        target = self._target(shape)
+        # The handoff: microbatch order[i] into slot i at the target's rung i,
+        # queued, no wait.
         views = []
         for i, m in enumerate(order):
             slot = self.step.slot(i)
             slot.load_inputs(**batches[m])
-            views.append(slot.rung(rungs[m]))
+            views.append(slot.rung(target[1][i]))
         self.last_order = order
+        self.last_rungs = list(target[1])
 
         def run():
             return self.forward_backward_func(**{**kwargs, "data_iterator": iter(views)})
 
-        counts = self.stats["shapes"]
-        counts[shape] = counts.get(shape, 0) + 1
-        if shape in self._graphs:
-            self._graphs[shape].replay()
-            self.stats["replayed"] += 1
+        stats = self.stats
+        stats["shapes"][shape] = stats["shapes"].get(shape, 0) + 1
+        if target != shape:
+            stats["promoted"] += 1
+            stats["promoted_rows"] += self._extra_rows(shape, target)
+        if target in self._graphs:
+            self._graphs[target].replay()
+            stats["replayed"] += 1
             self.last_kind = "replay"
-            return self._results[shape]
-        if self._ready(shape) and len(self._graphs) < self.max_graphs:
+            return self._results[target]
+        room = len(self._graphs) < self.max_graphs
+        if room and self._ready(target):
             start = time.perf_counter()
             graph, result = self._capture(run)
-            self._graphs[shape], self._results[shape] = graph, result
+            self._graphs[target], self._results[target] = graph, result
             graph.replay()
-            self.stats["capture_s"] += time.perf_counter() - start
-            self.stats["captured"] += 1
+            stats["capture_s"] += time.perf_counter() - start
+            stats["captured"] += 1
             self.last_kind = "capture"
             return result
-        if self._ready(shape):
-            self.stats["eager_over_budget"] += 1
-        self.stats["eager"] += 1
+        if not room and self._ready(target):
+            stats["eager_over_budget"] += 1
+        stats["eager"] += 1
         self.last_kind = "eager"
         result = run()
-        for r in set(shape[1]):
+        for r in set(target[1]):
             self._warm[forward_only, r] = self._warm.get((forward_only, r), 0) + 1
         return result
 
@@ -282,3 +341,84 @@ def shapes_of(rung_lists: Iterable[Sequence[int]], step: GraphStep) -> Dict[tupl
         shape = graphs.shape(rungs)
         counts[shape] = counts.get(shape, 0) + 1
     return counts
+
+
+def choose_shapes(rung_lists: Iterable[Sequence[int]], capacities: Sequence[int],
+                  max_graphs: int) -> List[Tuple[int, ...]]:
+    """At most `max_graphs` iteration shapes to capture for a stream of
+    iterations (each item the rung indices of one iteration's microbatches,
+    from the plans of the coming iterations), chosen so that every iteration
+    of the stream runs one that holds its own (IterationGraphs' rule: same
+    microbatch count, each rung in load order at least its own) at few padded
+    rows, `capacities` being the ladder's rows (GraphStep.capacities). Pass
+    the result as IterationGraphs(shapes=...).
+
+    Greedy: first, for each microbatch count (the most frequent first), the
+    shape that holds all of that count (its rungs the largest met in each
+    place); then, while the budget lasts, the stream's shape that saves the
+    most rows over the stream, until none saves any. A shape of a count left
+    without a graph (a budget under the number of counts) is not held by
+    any, and runs as IterationGraphs' budget says. Shapes are rung tuples in
+    load order (largest first); the result is in the order chosen."""
+    capacities = [int(c) for c in capacities]
+    if type(max_graphs) is not int or max_graphs < 0:
+        raise ValueError(f"choose_shapes: max_graphs must be an int >= 0; got {max_graphs!r}")
+    if any(b < a for a, b in zip(capacities, capacities[1:])):
+        raise ValueError(f"choose_shapes: the ladder's rows must not decrease; got {capacities}")
+    counts: Dict[Tuple[int, ...], int] = {}
+    for rungs in rung_lists:
+        shape = tuple(sorted((int(r) for r in rungs), reverse=True))
+        if not shape or not 0 <= shape[-1] <= shape[0] < len(capacities):
+            raise ValueError(f"choose_shapes: an iteration's rungs must be 0 to "
+                             f"{len(capacities) - 1}, at least one; got {list(rungs)}")
+        counts[shape] = counts.get(shape, 0) + 1
+
+    def extra(shape, larger):
+        if len(shape) != len(larger) or any(b < a for a, b in zip(shape, larger)):
+            return None
+        return sum(capacities[b] - capacities[a] for a, b in zip(shape, larger))
+
+    by_count: Dict[int, List[Tuple[int, ...]]] = {}
+    for shape in sorted(counts):
+        by_count.setdefault(len(shape), []).append(shape)
+    frequency = {k: sum(counts[s] for s in shapes) for k, shapes in by_count.items()}
+    chosen: List[Tuple[int, ...]] = []
+    for k in sorted(by_count, key=lambda k: (-frequency[k], k))[:max_graphs]:
+        chosen.append(tuple(max(column) for column in zip(*by_count[k])))
+    def cheapest(shape, among):
+        return min((e for e in (extra(shape, c) for c in among) if e is not None),
+                   default=None)
+
+    while True:
+        # cost[s]: the rows the chosen shapes add to s at best (None: none holds it)
+        cost = {s: cheapest(s, chosen) for s in counts}
+        added = False
+        while len(chosen) < max_graphs:
+            best, saved = None, 0
+            for candidate in sorted(counts):
+                if candidate in chosen:
+                    continue
+                gain = 0
+                for s, n in counts.items():
+                    e = extra(s, candidate)
+                    if e is not None and cost[s] is not None and e < cost[s]:
+                        gain += n * (cost[s] - e)
+                if gain > saved:
+                    best, saved = candidate, gain
+            if best is None:
+                break
+            chosen.append(best)
+            added = True
+            for s in counts:
+                e = extra(s, best)
+                if e is not None and (cost[s] is None or e < cost[s]):
+                    cost[s] = e
+        # A shape the later ones made useless (a count's first shape, once
+        # the stream's own shapes hold all of it) gives its graph back.
+        pruned = False
+        for shape in list(chosen):
+            rest = [c for c in chosen if c != shape]
+            if all(cheapest(s, rest) == cost[s] for s in counts):
+                chosen, pruned = rest, True
+        if not (pruned and added):
+            return chosen
