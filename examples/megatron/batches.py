@@ -188,12 +188,28 @@ def advise_ladder(args, preset, rungs=None) -> Tuple[tuple, tuple, object]:
 
 
 def iteration_ladder(args, preset) -> Tuple[tuple, tuple]:
-    """thdc-full-iteration's ladder: advise's with --iteration-rungs rungs.
-    Fewer rungs than thdc-ladder's: each iteration shape (a multiset of
-    rungs) is a graph, and the shapes grow with the rungs (about 11, 20 and
-    73 over 120 global batches of the 125m stream at 2, 3 and advise's 7)."""
-    capacities, sequences, _ = advise_ladder(args, preset, args.iteration_rungs)
+    """thdc-full-iteration's ladder: advise's with --iteration-rungs rungs,
+    by default thdc-ladder's (--ladder, else advise's choice). Each iteration
+    shape (a multiset of rungs) that runs is a graph; --max-graphs bounds
+    them, and iteration_shapes picks which."""
+    rungs = args.ladder if args.iteration_rungs is None else args.iteration_rungs
+    capacities, sequences, _ = advise_ladder(args, preset, rungs)
     return capacities, sequences
+
+
+def iteration_shapes(args, preset, ladder):
+    """The iteration shapes thdc-full-iteration captures under
+    --iteration-shapes planned: thdc.megatron.choose_shapes over the plans of
+    the run's --steps global batches (the planner plans each from the
+    documents' lengths, known before the run), at most --max-graphs of them.
+    None under "met" (each shape captured when first met)."""
+    if args.iteration_shapes != "planned":
+        return None
+    import thdc.megatron
+
+    rung_lists = [[int(r) for r in global_batch(args, preset, step, ladder)[1].rungs]
+                  for step in range(args.steps)]
+    return thdc.megatron.choose_shapes(rung_lists, ladder[0], args.max_graphs)
 
 
 def max_microbatches(args, preset) -> int:
@@ -217,11 +233,17 @@ def parse_args(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--ladder", type=int, metavar="K",
                         help="thdc-ladder's rungs (default: thdc.planner.advise's choice)")
-    parser.add_argument("--iteration-rungs", type=int, default=3, metavar="K",
-                        help="thdc-full-iteration's rungs below C (advise's rungs=K; default 3)")
-    parser.add_argument("--max-graphs", type=int, default=64,
-                        help="thdc-full-iteration: at most this many iteration graphs; an "
-                             "iteration of any further shape runs eagerly")
+    parser.add_argument("--iteration-rungs", type=int, metavar="K",
+                        help="thdc-full-iteration's rungs below C (advise's rungs=K; default: "
+                             "thdc-ladder's)")
+    parser.add_argument("--max-graphs", type=int, default=32,
+                        help="thdc-full-iteration: at most this many iteration graphs")
+    parser.add_argument("--iteration-shapes", choices=("planned", "met"), default="planned",
+                        help="thdc-full-iteration: capture the shapes thdc.megatron."
+                             "choose_shapes picks from the run's plans, each iteration running "
+                             "the one that holds it at the fewest rows (planned), or each shape "
+                             "when first met, then over the budget the captured one that holds "
+                             "it, else eagerly (met)")
     parser.add_argument("--eager-optimizer", action="store_true",
                         help="thdc-full-iteration: the optimizer step eagerly after the "
                              "graph, not in megatron-core's optimizer graph")
@@ -244,7 +266,7 @@ def parse_args(argv=None):
             parser.error(f"--modes: {name!r} is not one of {', '.join(MODES)} (or all)")
     if args.steps < 1 or args.warmup < 0:
         parser.error("--steps must be >= 1 and --warmup >= 0")
-    if args.iteration_rungs < 1 or args.max_graphs < 0:
+    if (args.iteration_rungs is not None and args.iteration_rungs < 1) or args.max_graphs < 0:
         parser.error("--iteration-rungs must be >= 1 and --max-graphs >= 0")
     if args.N < 2 or args.C < 16:
         parser.error("--N must be >= 2 and --C >= 16")

@@ -94,6 +94,11 @@ class Runner:
         """Whether the iteration runs under set_sync_debug_mode("error")."""
         return False
 
+    def rungs(self, microbatches):
+        """The rung each microbatch of the last iteration ran (a ladder
+        mode's): the plan's."""
+        return [mb.rung for mb in microbatches]
+
     def kind(self):
         """What the last iteration did where that varies ("eager", "capture",
         "replay"), else None."""
@@ -295,9 +300,12 @@ class ThdcFullIterationRunner(_StepRunner):
     --iteration-rungs rungs and a slot per microbatch (the planner's bound),
     the batches in page-locked host memory, copied once into the slots
     before the replay. cuda_graph_impl "full_iteration" as dev's own
-    full-iteration mode sets it. Nothing is captured before training: an
-    iteration runs eagerly until each of its rungs has run once, and each
-    new shape is captured when first met after that. The optimizer step is
+    full-iteration mode sets it. The shapes captured are those
+    --iteration-shapes says (by default the planned ones, Context's), each
+    iteration running the one that holds it at the fewest rows. Nothing is
+    captured before training: an iteration runs eagerly until each rung of
+    the shape it runs has run once, and that shape is captured when next
+    met. The optimizer step is
     megatron-core's OptimizerCudaGraphWrapper (captured at its second call,
     as training.py:4160-4165 wires it, in megatron-core's shared pool, which
     IterationGraphs does not use: its docstring says why), unless
@@ -325,7 +333,8 @@ class ThdcFullIterationRunner(_StepRunner):
     def wrap(self, forward_backward):
         import thdc.megatron
         self.iteration = thdc.megatron.IterationGraphs(
-            forward_backward, self.step, warmup=1, max_graphs=self.ctx.args.max_graphs)
+            forward_backward, self.step, warmup=1, max_graphs=self.ctx.args.max_graphs,
+            shapes=self.ctx.iteration_shapes)
         return self.iteration
 
     def items(self, microbatches):
@@ -340,6 +349,13 @@ class ThdcFullIterationRunner(_StepRunner):
 
     def kind(self):
         return self.iteration.last_kind
+
+    def rungs(self, microbatches):
+        """The plan's rungs, or the larger shape's that held the iteration."""
+        rungs = [None] * len(microbatches)
+        for m, rung in zip(self.iteration.last_order, self.iteration.last_rungs):
+            rungs[m] = rung
+        return rungs
 
     def _optimizer_captured(self):
         return self.optimizer_wrapper is None or type(self.optimizer_wrapper).cuda_graph is not None
@@ -472,9 +488,10 @@ def count_syncs(enabled):
 
 
 class Context:
-    def __init__(self, args, preset, ladder, iteration_ladder=None, max_microbatches=1):
+    def __init__(self, args, preset, ladder, iteration_ladder=None, max_microbatches=1,
+                 iteration_shapes=None):
         self.args, self.preset, self.ladder = args, preset, ladder
-        self.iteration_ladder = iteration_ladder
+        self.iteration_ladder, self.iteration_shapes = iteration_ladder, iteration_shapes
         self.max_microbatches = max_microbatches
         self.mode = None  # the mode being trained
 
@@ -589,7 +606,8 @@ def train_mode(name, ctx, state):
         order = runner.order(len(microbatches))
         expected.append([microbatches[m].real_tokens for m in order])
         rows = [mb.rows if mode.padded == "T" else
-                args.C if mode.padded == "C" else ladder[0][mb.rung] for mb in microbatches]
+                args.C if mode.padded == "C" else ladder[0][rung]
+                for mb, rung in zip(microbatches, runner.rungs(microbatches))]
         padded_rows.append(sum(rows) - sum(mb.real_tokens for mb in microbatches))
     if mode.graphs == "iteration":
         # every replayed iteration ran under "error": True, or the first error
@@ -699,11 +717,16 @@ def main(argv=None):
         print(f"ladder: {list(capacities)}, N {list(sequences)}; expected padding "
               f"{100 * advice.padded_fraction:.1f}% (C alone "
               f"{100 * advice.single_padded_fraction:.1f}%)", flush=True)
-    iteration_ladder = None
+    iteration_ladder = shapes = None
     if "thdc-full-iteration" in args.modes or args.print_bundles:
         iteration_ladder = batches.iteration_ladder(args, preset)
         print(f"thdc-full-iteration's ladder: {list(iteration_ladder[0])}, "
               f"N {list(iteration_ladder[1])}", flush=True)
+    if "thdc-full-iteration" in args.modes and not args.print_bundles:
+        shapes = batches.iteration_shapes(args, preset, iteration_ladder)
+        if shapes is not None:
+            print(f"thdc-full-iteration's shapes: {len(shapes)} planned, "
+                  f"{[list(s) for s in shapes]}", flush=True)
     if args.print_bundles:
         shapes = sorted({(args.C, args.N)} | set(zip(*ladder)) | set(zip(*iteration_ladder)))
         for B, n in shapes:
@@ -717,7 +740,8 @@ def main(argv=None):
         raise SystemExit("this example needs a GPU (and TransformerEngine)")
     mmodel.initialize_distributed(args.seed)
     mmodel.init_microbatch_calculator(batches.max_microbatches(args, preset))
-    ctx = Context(args, preset, ladder, iteration_ladder, batches.max_microbatches(args, preset))
+    ctx = Context(args, preset, ladder, iteration_ladder, batches.max_microbatches(args, preset),
+                  shapes)
     state = mmodel.initial_state(mmodel.transformer_config(preset, args.C, args.N, False),
                                  preset, args.C, args.seed)
     output = {"preset": args.preset, "C": args.C, "N": args.N, "steps": args.steps,

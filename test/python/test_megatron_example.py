@@ -157,6 +157,35 @@ def test_iteration_ladder_and_its_shapes(batches, thdc_megatron):
     assert len(counts[1]) <= len(counts[3])
     with pytest.raises(SystemExit):
         tiny_args(batches, "--iteration-rungs", "0")
+    # by default thdc-ladder's ladder
+    args = tiny_args(batches)
+    assert batches.iteration_ladder(args, preset) == batches.advise_ladder(args, preset)[:2]
+
+
+def test_iteration_shapes_hold_every_iteration_of_the_run(batches, thdc_megatron):
+    """--iteration-shapes planned: at most --max-graphs shapes, chosen from
+    the run's plans, one of which holds each iteration of the run (same
+    microbatch count, each rung in load order at least the plan's); "met"
+    plans nothing."""
+    preset = batches.PRESETS["tiny"]
+    for graphs in (2, 6, 40):
+        args = tiny_args(batches, "--steps", "30", "--max-graphs", str(graphs))
+        ladder = batches.iteration_ladder(args, preset)
+        shapes = batches.iteration_shapes(args, preset, ladder)
+        assert 0 < len(shapes) <= graphs
+        met = set()
+        for it in range(30):
+            own = sorted((int(r) for r in batches.global_batch(args, preset, it, ladder)[1].rungs),
+                         reverse=True)
+            met.add(tuple(own))
+            held = [s for s in shapes
+                    if len(s) == len(own) and all(b >= a for a, b in zip(own, s))]
+            counts = {len(s) for s in shapes}
+            assert held or len(own) not in counts
+        if graphs >= len(met):
+            assert sorted(shapes) == sorted(met)
+    assert batches.iteration_shapes(tiny_args(batches, "--iteration-shapes", "met"), preset,
+                                    ladder) is None
 
 
 def test_print_bundles(batches, capsys):
