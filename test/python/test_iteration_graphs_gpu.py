@@ -98,3 +98,45 @@ def test_graphs_equal_eager_and_never_synchronise():
                      "replay", "replay", "replay", "replay"]
     assert graphs.stats["captured"] == 4 and graphs.stats["replayed"] == 5
     graphs.reset()
+
+
+def test_a_planned_shape_holds_smaller_iterations():
+    """Planned shapes (choose_shapes, one graph here): every iteration of two
+    microbatches replays the one graph, its microbatches padded to that
+    shape's rungs, equal to the same microbatches run eagerly at those rungs
+    and never synchronising."""
+    rng = np.random.default_rng(31)
+    torch.manual_seed(1)
+    model = torch.randn(VOCAB, WIDTH, device="cuda", requires_grad=True)
+    model.grad = torch.zeros_like(model)
+    eager_model = model.detach().clone().requires_grad_(True)
+    eager_model.grad = torch.zeros_like(eager_model)
+    plan = [[2, 0], [1, 0], [1, 1], [2, 1], [0, 0], [0, 1]]
+    shapes = tm.choose_shapes(plan, CAPACITIES, 1)
+    assert shapes == [(2, 1)]
+    graphs = tm.IterationGraphs(schedule, make_step(), warmup=1, max_graphs=1, shapes=shapes,
+                                pool=torch.cuda.graph_pool_handle(),
+                                capture_stream=torch.cuda.Stream())
+    eager = tm.IterationGraphs(schedule, make_step(), warmup=1, max_graphs=0)
+    kinds = []
+    for rungs in plan:
+        items = to_device([microbatch(rng, r) for r in rungs], pinned=True)
+        strict = graphs.captured(rungs)
+        torch.cuda.synchronize()
+        if strict:
+            torch.cuda.set_sync_debug_mode("error")
+        try:
+            got, grad = run_iteration(graphs, model, items)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+        kinds.append(graphs.last_kind)
+        assert graphs.last_rungs == [2, 1]
+        # the same microbatches in the same order, each at the rung it ran
+        held = [(items[m][0], r) for m, r in zip(graphs.last_order, graphs.last_rungs)]
+        want, want_grad = run_iteration(eager, eager_model, held)
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-4)
+        torch.testing.assert_close(grad, want_grad, rtol=1e-5, atol=1e-4)
+        assert got[:, 2].tolist() == [float(CAPACITIES[2]), float(CAPACITIES[1])]
+    assert kinds == ["eager", "capture", "replay", "replay", "replay", "replay"]
+    assert graphs.stats["promoted"] == 5
+    graphs.reset()

@@ -3,6 +3,7 @@
 # From the repository root:
 #   run.sh OUT [tests] "PRESET:C:STEPS:WARMUP:TIMEOUT:MODES[:rerun] ..."
 # MODES: comma-separated or all; rerun: megatron-eager once more (the bf16 noise).
+# PROFILE=1: each mode's last iteration profiled too, to OUT/profile-PRESET-CC/.
 set -uo pipefail
 out=$1; shift
 mkdir -p "$out"; out=$(cd "$out" && pwd)
@@ -26,6 +27,7 @@ for run in ${1:-}; do
   echo "== $name ($modes)"
   timeout "$limit" python3 examples/megatron/train.py --preset "$preset" --C "$C" --N 64 \
     --steps "$steps" --warmup "$warmup" --modes "$modes" ${extra:+--repeat-eager} \
+    ${PROFILE:+--profile-dir "$out/profile-$name"} \
     --json "$out/$name.json" > "$out/$name.log" 2>&1
   echo "   rc $?"; grep -v -i "warn" "$out/$name.log" | tail -n 25
 done
