@@ -293,6 +293,9 @@ def test_choose_shapes():
                       ((([[0]], [20, 10], 1)), "must not decrease"):
         with pytest.raises(ValueError, match=match):
             tm.choose_shapes(*bad)
+    with pytest.raises(TypeError, match="rungs are ints"):
+        tm.choose_shapes([[1.5]], capacities, 2)
+    assert tm.choose_shapes([np.array([1, 0])], capacities, 1) == [(1, 0)]
 
 
 def test_warmup_counts_eager_runs_per_rung():

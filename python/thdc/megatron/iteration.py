@@ -63,6 +63,7 @@ does. Pass `pool=` to share a pool where nothing replays in between.
 from __future__ import annotations
 
 import gc
+import operator
 import time
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
@@ -367,7 +368,11 @@ def choose_shapes(rung_lists: Iterable[Sequence[int]], capacities: Sequence[int]
         raise ValueError(f"choose_shapes: the ladder's rows must not decrease; got {capacities}")
     counts: Dict[Tuple[int, ...], int] = {}
     for rungs in rung_lists:
-        shape = tuple(sorted((int(r) for r in rungs), reverse=True))
+        try:
+            shape = tuple(sorted((operator.index(r) for r in rungs), reverse=True))
+        except TypeError:
+            raise TypeError(f"choose_shapes: rungs are ints (rung indices); got "
+                            f"{list(rungs)}") from None
         if not shape or not 0 <= shape[-1] <= shape[0] < len(capacities):
             raise ValueError(f"choose_shapes: an iteration's rungs must be 0 to "
                              f"{len(capacities) - 1}, at least one; got {list(rungs)}")
