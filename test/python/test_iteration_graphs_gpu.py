@@ -54,6 +54,29 @@ def run_iteration(graphs, model, items):
     return torch.stack([r["lm loss"] for r in losses]), model.grad.clone()
 
 
+def twin_models(seed):
+    """A parameter with a zeroed gradient and an equal copy for the eager run."""
+    torch.manual_seed(seed)
+    model = torch.randn(VOCAB, WIDTH, device="cuda", requires_grad=True)
+    model.grad = torch.zeros_like(model)
+    eager_model = model.detach().clone().requires_grad_(True)
+    eager_model.grad = torch.zeros_like(eager_model)
+    return model, eager_model
+
+
+def run_checked(graphs, model, items, rungs):
+    """run_iteration, under set_sync_debug_mode("error") where it replays a
+    graph."""
+    strict = graphs.captured(rungs)
+    torch.cuda.synchronize()
+    if strict:
+        torch.cuda.set_sync_debug_mode("error")
+    try:
+        return run_iteration(graphs, model, items)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+
+
 def to_device(items, pinned):
     """On the GPU, or in page-locked host memory (the loader's one copy)."""
     move = (lambda v: v.pin_memory()) if pinned else (lambda v: v.cuda())
@@ -63,11 +86,7 @@ def to_device(items, pinned):
 
 def test_graphs_equal_eager_and_never_synchronise():
     rng = np.random.default_rng(29)
-    torch.manual_seed(0)
-    model = torch.randn(VOCAB, WIDTH, device="cuda", requires_grad=True)
-    model.grad = torch.zeros_like(model)
-    eager_model = model.detach().clone().requires_grad_(True)
-    eager_model.grad = torch.zeros_like(eager_model)
+    model, eager_model = twin_models(0)
     graphs = tm.IterationGraphs(schedule, make_step(), warmup=1,
                                 pool=torch.cuda.graph_pool_handle(),
                                 capture_stream=torch.cuda.Stream())
@@ -77,14 +96,7 @@ def test_graphs_equal_eager_and_never_synchronise():
     kinds = []
     for i, rungs in enumerate(plan):
         items = to_device([microbatch(rng, r) for r in rungs], pinned=i % 2 == 1)
-        strict = graphs.captured(rungs)
-        torch.cuda.synchronize()
-        if strict:
-            torch.cuda.set_sync_debug_mode("error")
-        try:
-            got, grad = run_iteration(graphs, model, items)
-        finally:
-            torch.cuda.set_sync_debug_mode("default")
+        got, grad = run_checked(graphs, model, items, rungs)
         kinds.append(graphs.last_kind)
         want, want_grad = run_iteration(eager, eager_model, items)
         assert eager.last_order == graphs.last_order
@@ -106,11 +118,7 @@ def test_a_planned_shape_holds_smaller_iterations():
     shape's rungs, equal to the same microbatches run eagerly at those rungs
     and never synchronising."""
     rng = np.random.default_rng(31)
-    torch.manual_seed(1)
-    model = torch.randn(VOCAB, WIDTH, device="cuda", requires_grad=True)
-    model.grad = torch.zeros_like(model)
-    eager_model = model.detach().clone().requires_grad_(True)
-    eager_model.grad = torch.zeros_like(eager_model)
+    model, eager_model = twin_models(1)
     plan = [[2, 0], [1, 0], [1, 1], [2, 1], [0, 0], [0, 1]]
     shapes = tm.choose_shapes(plan, CAPACITIES, 1)
     assert shapes == [(2, 1)]
@@ -121,14 +129,7 @@ def test_a_planned_shape_holds_smaller_iterations():
     kinds = []
     for rungs in plan:
         items = to_device([microbatch(rng, r) for r in rungs], pinned=True)
-        strict = graphs.captured(rungs)
-        torch.cuda.synchronize()
-        if strict:
-            torch.cuda.set_sync_debug_mode("error")
-        try:
-            got, grad = run_iteration(graphs, model, items)
-        finally:
-            torch.cuda.set_sync_debug_mode("default")
+        got, grad = run_checked(graphs, model, items, rungs)
         kinds.append(graphs.last_kind)
         assert graphs.last_rungs == [2, 1]
         # the same microbatches in the same order, each at the rung it ran
