@@ -162,13 +162,9 @@ class IterationGraphs:
 
     def _extra_rows(self, shape, larger) -> Optional[int]:
         """The rows `larger` adds to `shape` when it holds it, else None."""
-        if shape[0] != larger[0] or len(shape[1]) != len(larger[1]):
+        if shape[0] != larger[0]:  # training and forward-only never share a graph
             return None
-        if any(big < small for big, small in zip(larger[1], shape[1])):
-            return None
-        capacities = self.step.capacities
-        return sum(capacities[big] - capacities[small]
-                   for big, small in zip(larger[1], shape[1]))
+        return _extra_rows(shape[1], larger[1], self.step.capacities)
 
     def _target(self, shape) -> tuple:
         """The shape an iteration of `shape` runs (the module's docstring
@@ -332,6 +328,16 @@ class IterationGraphs:
         self._results.clear()
 
 
+def _extra_rows(rungs: Sequence[int], larger: Sequence[int],
+                capacities: Sequence[int]) -> Optional[int]:
+    """The rows the rungs `larger` add to `rungs` (both in load order) when
+    they hold them, else None: the one rule of which shape holds which
+    (the module's docstring)."""
+    if len(rungs) != len(larger) or any(big < small for small, big in zip(rungs, larger)):
+        return None
+    return sum(capacities[big] - capacities[small] for small, big in zip(rungs, larger))
+
+
 def shapes_of(rung_lists: Iterable[Sequence[int]], step: GraphStep) -> Dict[tuple, int]:
     """How many iterations of each shape a stream of iterations gives (each
     item the rungs of one iteration's microbatches): the graphs
@@ -379,9 +385,7 @@ def choose_shapes(rung_lists: Iterable[Sequence[int]], capacities: Sequence[int]
         counts[shape] = counts.get(shape, 0) + 1
 
     def extra(shape, larger):
-        if len(shape) != len(larger) or any(b < a for a, b in zip(shape, larger)):
-            return None
-        return sum(capacities[b] - capacities[a] for a, b in zip(shape, larger))
+        return _extra_rows(shape, larger, capacities)
 
     by_count: Dict[int, List[Tuple[int, ...]]] = {}
     for shape in sorted(counts):
