@@ -16,6 +16,7 @@ holds an equal share of every sequence under zigzag).
 import argparse
 import os
 import sys
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Optional, Tuple
 
@@ -165,6 +166,19 @@ def make_microbatches(gb, plan, align=1, device=None):
                                  num_seqs=int(plan.num_seqs[m]), max_seqlen=longest,
                                  rung=None if plan.rungs is None else int(plan.rungs[m])))
     return result
+
+
+def send(microbatches, device):
+    """Microbatches made in page-locked host memory (make_microbatches'
+    "pinned"), sent to `device` without waiting on CUDA: the copies a loader
+    that pins ahead (torch's DataLoader with pin_memory) leaves to the
+    iteration. Left where they are for device "pinned" (a loader that copies
+    them itself) or None."""
+    if device in (None, "pinned"):
+        return microbatches
+    return [dataclasses.replace(mb, batch={
+        k: v.to(device, non_blocking=True) if hasattr(v, "to") else v
+        for k, v in mb.batch.items()}) for mb in microbatches]
 
 
 def global_batch(args, preset, step, ladder=None):

@@ -75,6 +75,29 @@ def test_mode_registry(batches):
     assert "thdc-exact" in text and "10.4000" in text
 
 
+def test_send(batches):
+    """The loader's copies: every tensor moved (a new dict, the host's left
+    as they were), the ints and the plan's facts kept; nothing moved for a
+    loader that copies them itself ("pinned") or none."""
+    import torch
+
+    args = tiny_args(batches)
+    gb, plan = batches.global_batch(args, batches.PRESETS["tiny"], 0)
+    host = batches.make_microbatches(gb, plan)
+    assert batches.send(host, "pinned") is host and batches.send(host, None) is host
+    sent = batches.send(host, "meta")  # a device other than the host's
+    assert len(sent) == len(host)
+    for a, b in zip(host, sent):
+        assert set(a.batch) == set(b.batch) and b.batch is not a.batch
+        assert (a.rows, a.real_tokens, a.num_seqs, a.rung) == (b.rows, b.real_tokens,
+                                                              b.num_seqs, b.rung)
+        assert b.batch["max_seqlen"] == a.batch["max_seqlen"] == a.max_seqlen
+        for key, value in a.batch.items():
+            if isinstance(value, torch.Tensor):
+                assert value.device.type == "cpu" and b.batch[key].device.type == "meta"
+                assert b.batch[key].shape == value.shape and b.batch[key].dtype == value.dtype
+
+
 @pytest.mark.parametrize("align", [1, 4])
 def test_batch_dicts(batches, align):
     """The keys, dtypes and shapes data_schedule.py asserts; cu arrays 1-D
