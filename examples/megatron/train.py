@@ -408,6 +408,25 @@ KERNEL_FAMILIES = (
 )
 
 
+def device_timeline(intervals):
+    """Kernels as (start, end, name): the device's busy time (the union of
+    the intervals), its span (first start to last end; span - busy is the
+    device waiting between kernels: launches, host work, syncs) and each
+    wait as (length, kernel before, kernel after)."""
+    busy, end, last, gaps = 0.0, None, None, []
+    for a, b, kernel in sorted(intervals):
+        if end is None or a > end:
+            if end is not None:
+                gaps.append((a - end, last, kernel))
+            busy += b - a
+            end, last = b, kernel
+        elif b > end:
+            busy += b - end
+            end, last = b, kernel
+    span = max(i[1] for i in intervals) - min(i[0] for i in intervals) if intervals else 0.0
+    return busy, span, gaps
+
+
 @contextlib.contextmanager
 def profile_iteration(enabled, args, mode):
     """torch.profiler over one iteration (the last), written to
@@ -435,25 +454,23 @@ def profile_iteration(enabled, args, mode):
                       "elementwise/other")
         families[family] = families.get(family, 0.0) + e.device_time
         names[e.name] = names.get(e.name, 0.0) + e.device_time
-        intervals.append((e.time_range.start, e.time_range.end))
-    busy, end = 0.0, None
-    for a, b in sorted(intervals):  # union of the kernels' intervals
-        if end is None or a > end:
-            busy += b - a
-            end = b
-        elif b > end:
-            busy += b - end
-            end = b
+        intervals.append((e.time_range.start, e.time_range.end, e.name))
+    busy, span, gaps = device_timeline(intervals)
     report = {"mode": mode, "wall_us": wall_us, "device_busy_us": busy,
-              "kernels": len(kernels),
+              "device_span_us": span, "kernels": len(kernels),
               "by_family_us": dict(sorted(families.items(), key=lambda kv: -kv[1])),
-              "top_kernels_us": dict(sorted(names.items(), key=lambda kv: -kv[1])[:15])}
+              "top_kernels_us": dict(sorted(names.items(), key=lambda kv: -kv[1])[:15]),
+              # the longest waits between kernels: (us, kernel before, kernel after)
+              "longest_gaps_us": sorted(gaps, reverse=True)[:10]}
     os.makedirs(args.profile_dir, exist_ok=True)
     with open(os.path.join(args.profile_dir, f"{mode}.json"), "w") as f:
         json.dump(report, f, indent=1)
-    print(f"{mode} profile: wall {wall_us / 1e3:.1f} ms, device busy {busy / 1e3:.1f} ms, "
-          f"{len(kernels)} kernels; " + ", ".join(
+    print(f"{mode} profile: wall {wall_us / 1e3:.1f} ms, device busy {busy / 1e3:.1f} ms "
+          f"of a {span / 1e3:.1f} ms span, {len(kernels)} kernels; " + ", ".join(
               f"{k} {v / 1e3:.1f} ms" for k, v in report["by_family_us"].items()), flush=True)
+    print(f"{mode} profile: longest gaps " + "; ".join(
+        f"{g / 1e3:.2f} ms before {after[:40]}" for g, _, after in report["longest_gaps_us"][:5]),
+        flush=True)
 
 @contextlib.contextmanager
 def sync_debug(mode):
