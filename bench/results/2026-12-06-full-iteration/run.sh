@@ -31,3 +31,7 @@ for run in ${1:-}; do
     --json "$out/$name.json" > "$out/$name.log" 2>&1
   echo "   rc $?"; grep -v -i "warn" "$out/$name.log" | tail -n 25
 done
+# one file for every profile (a run brings back only so many files)
+if ls "$out"/profile-* > /dev/null 2>&1; then
+  tar -czf "$out/profiles.tar.gz" -C "$out" $(cd "$out" && ls -d profile-*) && rm -rf "$out"/profile-*
+fi
