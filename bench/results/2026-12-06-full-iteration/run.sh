@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Full-iteration graphs on one GPU: the GPU tests, then examples/megatron.
 # From the repository root:
-#   run.sh OUT [tests] "PRESET:C:STEPS:WARMUP:TIMEOUT:MODES[:rerun] ..."
-# MODES: comma-separated or all; rerun: megatron-eager once more (the bf16 noise).
+#   run.sh OUT [tests] "PRESET:C:STEPS:WARMUP:TIMEOUT:MODES[:rerun][:--option=value...] ..."
+# MODES: comma-separated or all; rerun: megatron-eager once more (the bf16 noise);
+# --option=value: passed to train.py.
 # PROFILE=1: each mode's last iteration profiled too, to OUT/profile-PRESET-CC/.
 set -uo pipefail
 out=$1; shift
@@ -22,11 +23,15 @@ if [ "${1:-}" = tests ]; then
   echo "   rc $?"; tail -n 15 "$out/pytest.txt"
 fi
 for run in ${1:-}; do
-  IFS=: read -r preset C steps warmup limit modes extra <<< "$run"
+  IFS=: read -r preset C steps warmup limit modes rest <<< "$run"
+  extra=(); IFS=: read -r -a words <<< "${rest:-}"
+  for word in "${words[@]}"; do  # rerun, or train.py's own --option=value
+    if [ "$word" = rerun ]; then extra+=(--repeat-eager); else extra+=("$word"); fi
+  done
   name=$preset-C$C
   echo "== $name ($modes)"
   timeout "$limit" python3 examples/megatron/train.py --preset "$preset" --C "$C" --N 64 \
-    --steps "$steps" --warmup "$warmup" --modes "$modes" ${extra:+--repeat-eager} \
+    --steps "$steps" --warmup "$warmup" --modes "$modes" "${extra[@]}" \
     ${PROFILE:+--profile-dir "$out/profile-$name"} \
     --json "$out/$name.json" > "$out/$name.log" 2>&1
   echo "   rc $?"; grep -v -i "warn" "$out/$name.log" | tail -n 25
