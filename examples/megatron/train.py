@@ -456,12 +456,19 @@ def profile_iteration(enabled, args, mode):
         names[e.name] = names.get(e.name, 0.0) + e.device_time
         intervals.append((e.time_range.start, e.time_range.end, e.name))
     busy, span, gaps = device_timeline(intervals)
+    # the host's side: where its time went, by CPU self time (CUDA runtime
+    # calls among them: a launch that blocks, a cudaFree, a synchronize)
+    host_us = {}
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CPU:
+            host_us[e.name] = host_us.get(e.name, 0.0) + e.self_cpu_time_total
     report = {"mode": mode, "wall_us": wall_us, "device_busy_us": busy,
               "device_span_us": span, "kernels": len(kernels),
               "by_family_us": dict(sorted(families.items(), key=lambda kv: -kv[1])),
               "top_kernels_us": dict(sorted(names.items(), key=lambda kv: -kv[1])[:15]),
               # the longest waits between kernels: (us, kernel before, kernel after)
-              "longest_gaps_us": sorted(gaps, reverse=True)[:10]}
+              "longest_gaps_us": sorted(gaps, reverse=True)[:10],
+              "host_self_us": dict(sorted(host_us.items(), key=lambda kv: -kv[1])[:15])}
     os.makedirs(args.profile_dir, exist_ok=True)
     with open(os.path.join(args.profile_dir, f"{mode}.json"), "w") as f:
         json.dump(report, f, indent=1)
@@ -470,6 +477,9 @@ def profile_iteration(enabled, args, mode):
               f"{k} {v / 1e3:.1f} ms" for k, v in report["by_family_us"].items()), flush=True)
     print(f"{mode} profile: longest gaps " + "; ".join(
         f"{g / 1e3:.2f} ms before {after[:40]}" for g, _, after in report["longest_gaps_us"][:5]),
+        flush=True)
+    print(f"{mode} profile: host self time " + ", ".join(
+        f"{k[:40]} {v / 1e3:.1f} ms" for k, v in list(report["host_self_us"].items())[:6]),
         flush=True)
 
 @contextlib.contextmanager
@@ -544,6 +554,7 @@ def train_mode(name, ctx, state):
     gc.collect()
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats()
+    retries = torch.cuda.memory_stats().get("num_alloc_retries", 0)
     setup_start = time.perf_counter()
     ctx.mode = mode
     runner = RUNNERS[name](ctx)
@@ -670,6 +681,9 @@ def train_mode(name, ctx, state):
         # device's work on this one: the same in every mode
         "loader_ms_per_iter": 1e3 * statistics.median(loader),
         "max_reserved_bytes": torch.cuda.max_memory_reserved(),
+        # the caching allocator freeing its cache to retry an allocation
+        # (cudaFree: the device synchronised), over the whole mode
+        "alloc_retries": torch.cuda.memory_stats().get("num_alloc_retries", 0) - retries,
         "tokens_per_s": statistics.mean(tokens[i] for i in steady) / (ms / 1e3),
         "syncs_per_iter": statistics.mean(syncs) if syncs else None,
         "sync_free_under_error": strict,
