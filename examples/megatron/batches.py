@@ -149,23 +149,18 @@ def make_microbatches(gb, plan, align=1, device=None):
     copies them to the GPU itself."""
     import torch
 
-    def send(array):
-        tensor = torch.from_numpy(array)
-        if device == "pinned":  # page-locked host memory: one queued copy to the GPU
-            return tensor.pin_memory()
-        if device is not None and torch.device(device).type == "cuda":
-            return tensor.pin_memory().to(device, non_blocking=True)
-        return tensor if device is None else tensor.to(device)
-
+    # page-locked host memory: one queued copy to the GPU
+    pin = device == "pinned" or (device is not None and torch.device(device).type == "cuda")
     result = []
     for m in range(plan.num_microbatches):
         arrays, real, longest = microbatch_arrays(gb, plan, m, align)
-        batch = {k: send(v) for k, v in arrays.items()}
+        batch = {k: torch.from_numpy(v).pin_memory() if pin else torch.from_numpy(v)
+                 for k, v in arrays.items()}
         batch["max_seqlen"] = longest  # an int: data_schedule.py:767-768
         result.append(Microbatch(batch=batch, rows=len(arrays["tokens"]), real_tokens=real,
                                  num_seqs=int(plan.num_seqs[m]), max_seqlen=longest,
                                  rung=None if plan.rungs is None else int(plan.rungs[m])))
-    return result
+    return send(result, device)
 
 
 def send(microbatches, device):

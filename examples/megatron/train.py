@@ -596,6 +596,7 @@ def train_mode(name, ctx, state):
     times, host, cpu, syncs, expected, padded_rows, kinds = [], [], [], [], [], [], []
     loader = []  # the host's time to plan and pin each global batch
     strict, strict_iterations = None, 0
+
     def prepare(it):
         """Global batch `it`, planned and packed into page-locked host memory:
         the loader's work, done for the next iteration while the device runs
