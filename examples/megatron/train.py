@@ -22,6 +22,7 @@ from the same initial weights on the same global batches:
 
 README.md says how to run it and what each figure is.
 """
+import collections
 import contextlib
 import functools
 import gc
@@ -502,8 +503,10 @@ def sync_debug(mode):
 def count_syncs(enabled):
     """Synchronising CUDA calls PyTorch reports under
     set_sync_debug_mode("warn"), as bench/get_batch.py counts them; yields a
-    one-item list that holds the count afterwards (None when disabled)."""
-    result = [None]
+    two-item list that holds the count and where each came from (the Python
+    line that made the call, and the warning's first line) afterwards
+    (None, [] when disabled)."""
+    result = [None, []]
     if not enabled:
         yield result
         return
@@ -511,7 +514,10 @@ def count_syncs(enabled):
         warnings.simplefilter("always")
         with sync_debug("warn"):
             yield result
-    result[0] = sum("synchroniz" in str(w.message) for w in caught)
+    found = [w for w in caught if "synchroniz" in str(w.message)]
+    result[0] = len(found)
+    result[1] = [f"{w.filename}:{w.lineno}: {str(w.message).splitlines()[0][:160]}"
+                 for w in found]
 
 
 class Context:
@@ -594,6 +600,7 @@ def train_mode(name, ctx, state):
     align = batches.doc_alignment(1)
     reports = []  # per step, [M, 2] on the device
     times, host, cpu, syncs, expected, padded_rows, kinds = [], [], [], [], [], [], []
+    sync_sites = collections.Counter()  # where the counted syncs came from
     loader = []  # the host's time to plan and pin each global batch
     strict, strict_iterations = None, 0
 
@@ -645,6 +652,7 @@ def train_mode(name, ctx, state):
             cpu.append(cpu_end - cpu_start)
         if counted[0] is not None:
             syncs.append(counted[0])
+            sync_sites.update(counted[1])
         order = runner.order(len(microbatches))
         expected.append([microbatches[m].real_tokens for m in order])
         rows = [mb.rows if mode.padded == "T" else
@@ -687,6 +695,7 @@ def train_mode(name, ctx, state):
         "alloc_retries": torch.cuda.memory_stats().get("num_alloc_retries", 0) - retries,
         "tokens_per_s": statistics.mean(tokens[i] for i in steady) / (ms / 1e3),
         "syncs_per_iter": statistics.mean(syncs) if syncs else None,
+        "sync_sites": dict(sync_sites.most_common(10)),
         "sync_free_under_error": strict,
         "max_memory_bytes": torch.cuda.max_memory_allocated(),
         "padded_rows_per_iter": statistics.mean(padded_rows),
@@ -818,6 +827,8 @@ def main(argv=None):
         print(f"{label}: {figures['ms_per_iter']:.1f} ms/iter, "
               f"{figures['tokens_per_s']:,.0f} tokens/s, syncs/iter "
               f"{figures['syncs_per_iter']}, first losses {figures['first_losses']}", flush=True)
+        for site, n in figures["sync_sites"].items():
+            print(f"{label}: synchronised {n}x at {site}", flush=True)
         if args.json:
             with open(args.json, "w") as out:
                 json.dump(output, out, indent=1)

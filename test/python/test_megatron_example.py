@@ -86,6 +86,31 @@ def test_device_timeline():
     assert gaps == [(5, "a", "b"), (4, "d", "e")]
 
 
+def test_count_syncs_names_each_site(monkeypatch):
+    """The count is of PyTorch's synchronisation warnings only, each named
+    by the line that made the call; nothing is counted when disabled."""
+    import contextlib
+    import warnings
+
+    train = load("train")
+    monkeypatch.setattr(train, "sync_debug", lambda mode: contextlib.nullcontext())
+
+    def synchronising_call():
+        warnings.warn("called a synchronizing CUDA operation\nmore", UserWarning)
+
+    with train.count_syncs(True) as counted:
+        synchronising_call()
+        warnings.warn("something else", UserWarning)
+        synchronising_call()
+    assert counted[0] == 2 and len(counted[1]) == 2
+    line = synchronising_call.__code__.co_firstlineno + 1
+    assert counted[1][0] == f"{__file__}:{line}: called a synchronizing CUDA operation"
+    with pytest.warns(UserWarning, match="synchronizing"):  # left to the caller
+        with train.count_syncs(False) as counted:
+            synchronising_call()
+    assert counted == [None, []]
+
+
 def test_send(batches):
     """The loader's copies: every tensor moved (a new dict, the host's left
     as they were), the ints and the plan's facts kept; nothing moved for a
