@@ -6,7 +6,7 @@
 # is turned off (it cannot be kept consistent across the two), and leak
 # checking is off (their static
 # state and the JIT's fatal-error guard, which leaks by design, would be
-# reported). Each libFuzzer target runs for THDC_FUZZ_SECONDS (default 15)
+# reported). Each libFuzzer target runs for THDC_FUZZ_SECONDS (default 10)
 # from its seed corpus (long runs of them: scripts/fuzz.sh). The Python
 # module is built instrumented too, and the drop-in's CPU tests and the
 # binding's argument edges run on it with the sanitizer's shared runtime
@@ -31,7 +31,7 @@ if [ ! -f "$build/build.ninja" ]; then
     -DPython_EXECUTABLE="$(python3 -c 'import sys; print(sys.executable)')" \
     -DTHDC_PYTEST_PRELOAD="$(clang++-14 -print-file-name=libclang_rt.asan-x86_64.so)" \
     -DTHDC_PYTEST_BIN_DIR="${THDC_BUILD_DIR:-$root/build}/bin" \
-    -DTHDC_FUZZ_SECONDS="${THDC_FUZZ_SECONDS:-15}"
+    -DTHDC_FUZZ_SECONDS="${THDC_FUZZ_SECONDS:-10}"
 fi
 if [ "${1:-}" = --configure ]; then
   exit 0
