@@ -24,6 +24,14 @@ as the step), except FlashInfer, whose plan runs on the host:
     fla_kda            graph       cu_seqlens = padded offsets, use_graph, max_num_seqs = N,
                                    chunk_size = BT (fla derives its chunks on the device)
 
+Each function takes a GraphStep, StepSlot or SlotRung (the "source") and
+reads the view that ran last: a step or slot with a capacity ladder (or
+dynamic CP) stands for the rung that wrote its buffer last, as the host
+knows it; where it cannot know (a run captured in a CUDA graph) ValueError
+asks for the view itself, `slot.rung(r)`, and a view that is known not to
+have run last is refused by name (the rungs share the buffer, each laying
+it out for its own sizes).
+
 "graph" attends every padding row as a token of its sequence (harmless for
 the real tokens: attention is causal and the padding follows them);
 "seqused"/"compact" skip the padding rows, which the kernel then leaves
@@ -78,15 +86,26 @@ def _check_convention(consumer: str, convention: str) -> str:
     return convention
 
 
-def _metadata(source):
-    """(padded offsets, valid offsets, rows C*cp) of a GraphStep, StepSlot
-    or SlotRung: the buffers of its last run and the rows it describes."""
-    outputs = getattr(source, "outputs", None)
-    params = getattr(source, "packed_seq_params", None)
-    if outputs is None or params is None:
+def _view(source, consumer: str):
+    """The view (SlotRung) of a GraphStep, StepSlot or SlotRung whose outputs
+    its buffer holds: a step or slot resolves to the rung (and CP size) that
+    ran last, a view is checked to be it (`ran_last`); where the host cannot
+    know (a ladder's run captured in a CUDA graph) ValueError names the
+    view to pass. A step's top rung read after a lower one ran would give
+    the lower rung's bytes in the top rung's layout."""
+    ran_last = getattr(source, "ran_last", None)
+    if not callable(ran_last):
         raise TypeError("expected a thdc.megatron GraphStep, StepSlot or SlotRung; got "
                         f"{type(source).__name__}")
-    return outputs.cu_seqlens_padded, outputs.cu_seqlens, int(params.max_seqlen_q)
+    return ran_last(consumer)
+
+
+def _metadata(source, consumer: str):
+    """(padded offsets, valid offsets, rows C*cp) of the view that ran last
+    (_view): the buffers of its run and the rows it describes."""
+    view = _view(source, consumer)
+    outputs = view.outputs
+    return outputs.cu_seqlens_padded, outputs.cu_seqlens, int(view.packed_seq_params.max_seqlen_q)
 
 
 def _check_any_convention(convention: str) -> str:
@@ -107,7 +126,7 @@ def lengths(source, convention: str = "graph") -> torch.Tensor:
     """Each entry's rows as the convention counts them, int32 [N] on the
     step's device: padded lengths for "graph", valid lengths for
     "seqused"/"compact" (the dummy counts its tail; spare entries are 0)."""
-    padded, valid, _ = _metadata(source)
+    padded, valid, _ = _metadata(source, "lengths")
     offsets = padded if _check_any_convention(convention) == "graph" else valid
     return offsets[1:] - offsets[:-1]
 
@@ -116,7 +135,7 @@ def computed_rows(source, convention: str = "graph") -> torch.Tensor:
     """bool [C*cp] in sequence order: the rows a kernel computes under the
     convention. Every row for "graph"; for "seqused"/"compact" row r of entry
     i (padded[i] <= r < padded[i+1]) when r - padded[i] < its valid length."""
-    padded, valid, rows = _metadata(source)
+    padded, valid, rows = _metadata(source, "computed_rows")
     if _check_any_convention(convention) == "graph":
         return torch.ones(rows, dtype=torch.bool, device=padded.device)
     row = torch.arange(rows, dtype=torch.int32, device=padded.device)
@@ -148,7 +167,7 @@ def varlen_attn_args(source) -> dict:
     """torch.nn.attention.varlen.varlen_attn's metadata: the padded offsets
     for both sides and C*cp as the longest sequence ("graph"; the function
     has no valid lengths)."""
-    padded, _, rows = _metadata(source)
+    padded, _, rows = _metadata(source, "varlen_attn_args")
     return dict(cu_seq_q=padded, cu_seq_k=padded, max_q=rows, max_k=rows)
 
 
@@ -157,7 +176,7 @@ def flash_attn_4_args(source, convention: str = "seqused") -> dict:
     padded offsets, max_seqlen_q/k C*cp, and for "seqused" seqused_q/k the
     valid lengths (int32 [N]), so the kernel skips the padding rows."""
     _check_convention("flash_attn_4", convention)
-    padded, _, rows = _metadata(source)
+    padded, _, rows = _metadata(source, "flash_attn_4_args")
     args = dict(cu_seqlens_q=padded, cu_seqlens_k=padded, max_seqlen_q=rows, max_seqlen_k=rows)
     if convention == "seqused":
         used = lengths(source, "seqused")
@@ -179,7 +198,7 @@ def cudnn_args(source, heads: int, head_dim: int, kv_heads: Optional[int] = None
     if heads < 1 or head_dim < 1 or kv_heads < 1 or heads % kv_heads:
         raise ValueError(f"heads ({heads}) must be a positive multiple of kv_heads ({kv_heads}), "
                          f"head_dim ({head_dim}) positive")
-    padded, _, rows = _metadata(source)
+    padded, _, rows = _metadata(source, "cudnn_args")
     entries = padded.numel()
     start = padded.to(torch.int64).view(entries, 1, 1, 1)
     seq_len = lengths(source, convention).view(entries - 1, 1, 1, 1)
@@ -189,9 +208,9 @@ def cudnn_args(source, heads: int, head_dim: int, kv_heads: Optional[int] = None
 
 
 def _linear_chunks(source, consumer: str):
-    """The step's linear-attention chunks, checked for `consumer` (after
-    _metadata has checked the source)."""
-    chunks = getattr(source, "linear_chunks", None)
+    """The linear-attention chunks of the view that ran last, checked for
+    `consumer`."""
+    chunks = _view(source, consumer).linear_chunks
     if chunks is None:
         raise ValueError(f"{consumer} reads the step's chunk metadata: make the step with "
                          f"GraphStep(..., linear_attention_chunk=BT), BT in "
@@ -223,7 +242,7 @@ def fla_gdn_args(source) -> dict:
     on the device, behind a cache keyed by the tensor's identity: run with
     FLA_DISABLE_TENSOR_CACHE=1 (or fla.utils.FLA_DISABLE_TENSOR_CACHE =
     True); RuntimeError while the cache is on."""
-    padded, _, _ = _metadata(source)
+    padded, _, _ = _metadata(source, "fla_gdn_args")
     chunks = _linear_chunks(source, "fla_gdn")
     if _fla_tensor_cache_on():
         raise RuntimeError(
@@ -241,7 +260,7 @@ def fla_kda_args(source) -> dict:
     cu_seqlens of N+1 entries (fla/ops/kda/chunk.py:65-86, the same chunks as
     S15 with fla's sentinel (-1, 0)): cu_seqlens the padded offsets, N the
     step's, chunk_size the step's BT."""
-    padded, _, _ = _metadata(source)
+    padded, _, _ = _metadata(source, "fla_kda_args")
     chunks = _linear_chunks(source, "fla_kda")
     return dict(cu_seqlens=padded, use_graph=True, max_num_seqs=padded.numel() - 1,
                 chunk_size=chunks.chunk_size)
@@ -519,7 +538,7 @@ class FlashInferAttention:
         import flashinfer
 
         _check_causal("graph", causal)
-        padded, _, rows = _metadata(source)
+        padded, _, rows = _metadata(source, "FlashInferAttention")
         self.rows, self.N = rows, padded.numel() - 1
         self.heads, self.head_dim = heads, head_dim
         self.kv_heads = heads if kv_heads is None else kv_heads

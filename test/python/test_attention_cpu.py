@@ -20,6 +20,7 @@ from microbatches import given_rows, invalidate, random_microbatch, reference, s
 try:
     import thdc.attention as attention  # noqa: E402
     import thdc.megatron  # noqa: E402
+    import thdc.stages  # noqa: E402
 except ImportError as error:  # a torch older than thdc.TORCH_MIN_VERSION
     pytest.skip(str(error), allow_module_level=True)
 
@@ -200,6 +201,7 @@ def test_arguments_read_no_values():
     meta = lambda: torch.empty(entries, dtype=torch.int32, device="meta")
     source = SimpleNamespace(outputs=SimpleNamespace(cu_seqlens_padded=meta(), cu_seqlens=meta()),
                              packed_seq_params=SimpleNamespace(max_seqlen_q=ROWS))
+    source.ran_last = lambda what: source
     assert attention.varlen_attn_args(source)["max_q"] == ROWS
     assert attention.flash_attn_4_args(source)["seqused_q"].shape == (N,)
     c = attention.cudnn_args(source, 4, 64)
@@ -305,3 +307,48 @@ def test_host_padded_offsets_are_the_steps_on_random_microbatches(cp):
         step = reference(mb, C, cp, n_max, rows_given=rows, dummy_length=dummy)
         assert host.dtype == np.int32
         assert np.array_equal(host, step["cu_seqlens_padded"]), trial
+
+
+def test_a_ladder_step_gives_the_arguments_of_the_rung_that_ran(cache_dir):
+    """A step or slot with a capacity ladder stands for the rung that ran
+    last: after the top rung ran, then rung 0 on offsets [0, 10, 30], every
+    argument function reads rung 0's buffers in rung 0's layout (before,
+    they read the top rung's layout: offsets [0, 0, 0, ...], status 0). A
+    rung that did not run last is refused by name."""
+    C, N, BT = 64, 9, 16
+    capacities, sequences = [32, 64], [5, 9]
+    step = thdc.megatron.GraphStep(C, N, device="cpu", cache_dir=cache_dir, capacities=capacities,
+                                   sequence_capacities=sequences, linear_attention_chunk=BT)
+    rng = np.random.default_rng(3)
+    top = random_microbatch(rng, C, 1, N)
+    step.load_inputs(**step_inputs(top, C, 1, device="cpu"))
+    step.slot(0).rung(1).run()
+    spare = [-1] * (sequences[0] - 2)
+    mb = dict(random_microbatch(rng, capacities[0], 1, sequences[0]),
+              cu_seqlens=np.array([0, 10, 30] + spare, np.int32),
+              cu_seqlens_padded=np.array([0, 10, 30] + spare, np.int32),
+              num_seqs=np.array([2], np.int32))
+    step.load_inputs(**step_inputs(mb, capacities[0], 1, device="cpu"))
+    low = step.slot(0).rung(0)
+    low.run()
+    expected = reference(mb, capacities[0], 1, sequences[0])
+    padded, valid = expected["cu_seqlens_padded"], expected["cu_seqlens"]
+    assert list(padded[:3]) == [0, 10, 30]
+    for source in (step, step.slot(0), low):
+        assert np.array_equal(attention.varlen_attn_args(source)["cu_seq_q"].numpy(), padded)
+        assert attention.varlen_attn_args(source)["max_q"] == capacities[0]
+        assert np.array_equal(attention.lengths(source, "seqused").numpy(), np.diff(valid))
+        assert np.array_equal(attention.flash_attn_4_args(source)["seqused_q"].numpy(),
+                              np.diff(valid))
+        c = attention.cudnn_args(source, 2, 8)
+        assert c["batch"] == sequences[0] and c["max_seqlen"] == capacities[0]
+        assert np.array_equal(c["ragged_offset_q"].flatten().numpy(), padded.astype(np.int64) * 16)
+        assert attention.computed_rows(source, "seqused").shape == (capacities[0],)
+        NT = thdc.stages.linear_chunk_capacity(capacities[0], 1, sequences[0], BT)
+        chunks = thdc.reference.linear_chunks(padded, BT, NT)
+        gdn = attention.fla_gdn_args(source)
+        assert np.array_equal(gdn["chunk_indices"].numpy(), chunks["chunk_indices"])
+    with pytest.raises(ValueError, match=r"varlen_attn_args: rung 1 .* did not run last; rung 0"):
+        attention.varlen_attn_args(step.slot(0).rung(1))
+    with pytest.raises(ValueError, match=r"fla_gdn_args: rung 1 .* did not run last"):
+        attention.fla_gdn_args(step.slot(0).rung(1))

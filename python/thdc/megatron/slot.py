@@ -234,6 +234,22 @@ class SlotRung:
                            cu_seqlens_padded, num_seqs, max_seqlen, local_cp_size)
         return target.run(stream)
 
+    def ran_last(self, what: str = "ran_last") -> "SlotRung":
+        """This view, where the host does not know of another view of the
+        slot that wrote its buffer since (ValueError naming both): the rungs
+        and CP sizes share the buffer, each laying it out for its own sizes,
+        so another's outputs read through this view are wrong numbers. Once
+        a run of the slot has been captured in a CUDA graph the host cannot
+        know, and the caller's word is taken. `what` names the caller in the
+        message."""
+        last = self.slot._last_run
+        if last is not None and last is not self:
+            raise ValueError(
+                f"{what}: {self._name()} of slot {self.slot.index} did not run last; "
+                f"{last._name()} did. The rungs share the slot's buffer, each laying it out "
+                f"for its own sizes: read the rung that ran, or run this one")
+        return self
+
     def accumulate_status(self, flag: torch.Tensor) -> torch.Tensor:
         """flag |= status, on the device (capturable); returns flag."""
         return flag.bitwise_or_(self.outputs.status)
@@ -321,12 +337,7 @@ class SlotRung:
         of the rung that ran)."""
         step = self.step
         cp, C, N = self.cp, self.C, self.N
-        slot, last = self.slot, self.slot._last_run
-        if last is not None and last is not self:
-            raise ValueError(
-                f"exact_rows: {self._name()} of slot {slot.index} did not run last; "
-                f"{last._name()} did. The rungs share the slot's buffer, each laying it out "
-                f"for its own sizes: read the rung that ran, or run this one")
+        slot = self.ran_last("exact_rows").slot
         num_rows = _check_int(num_rows, "num_rows")
         num_seqs = _check_int(num_seqs, "num_seqs")
         if cp > 1 and step.cp_mode != "zigzag":
@@ -576,6 +587,25 @@ class StepSlot:
                                for size in step.cp_sizes for r in range(-count, count)}
         self._top = self.rungs[-1]
         Delegated.bind(self)
+
+    def ran_last(self, what: str = "ran_last") -> "SlotRung":
+        """The view (SlotRung) whose outputs the slot's buffer holds: the slot's
+        only one, or the rung (and CP size) that ran last as the host knows
+        it. Where the slot has several views and a run was captured in a
+        CUDA graph, the host cannot know which one a replay wrote:
+        ValueError, which names the views to pass instead. `what` names the
+        caller in the message."""
+        if len(self.variants) == 1:
+            return self._top
+        if self._last_run is None:
+            views = ("slot.rung(r)" if not self.step.dynamic_cp
+                     else "slot.variant(cp_size, r)")
+            raise ValueError(
+                f"{what}: slot {self.index} has {len(self.variants)} views (rungs"
+                f"{' and CP sizes' if self.step.dynamic_cp else ''}) sharing its buffer, and a run "
+                f"captured in a CUDA graph hides which one wrote it last: pass the view that "
+                f"ran, {views}")
+        return self._last_run
 
     def rung(self, index: int) -> "SlotRung":
         """The slot's view at rung `index` of the ladder (0: the smallest;

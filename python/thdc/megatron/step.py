@@ -97,6 +97,7 @@ class GraphStep:
     broadcast = Delegated("_first", StepSlot.broadcast)
     exact_rows = Delegated("_first", StepSlot.exact_rows)
     rung = Delegated("_first", StepSlot.rung)
+    ran_last = Delegated("_first", StepSlot.ran_last)
 
     def __init__(
         self,
