@@ -352,3 +352,17 @@ def test_a_ladder_step_gives_the_arguments_of_the_rung_that_ran(cache_dir):
         attention.varlen_attn_args(step.slot(0).rung(1))
     with pytest.raises(ValueError, match=r"fla_gdn_args: rung 1 .* did not run last"):
         attention.fla_gdn_args(step.slot(0).rung(1))
+
+
+def test_every_consumer_the_gpu_test_runs_has_a_package_and_a_call():
+    """test_attention_gpu.py imports each consumer's package or skips with
+    its name: every consumer of thdc.attention has one (a missing entry was
+    a KeyError on a host without the package), and the softmax test runs
+    the consumers it has a call for, not linear attention's."""
+    from attention_consumers import CONSUMERS, LINEAR, PACKAGES
+
+    assert set(PACKAGES) == set(attention.CONVENTIONS)
+    assert {c for c, _ in CONSUMERS} == set(attention.CONVENTIONS) - set(LINEAR)
+    assert {(c, v) for c, v in CONSUMERS} == {
+        (c, v) for c in attention.CONVENTIONS if c not in LINEAR
+        for v in attention.CONVENTIONS[c]}

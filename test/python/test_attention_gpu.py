@@ -29,14 +29,12 @@ if not torch.cuda.is_available():
 
 import thdc.attention as attention  # noqa: E402
 from microbatches import given_rows, random_microbatch, step_inputs  # noqa: E402
+from attention_consumers import CONSUMERS, PACKAGES  # noqa: E402
 from test_megatron_gpu import make_step  # noqa: E402
 
 MICROBATCHES = int(os.environ.get("THDC_ATTENTION_MICROBATCHES", "40"))
 TOLERANCE = 2e-2
 ROWS, N, HEADS, VOCAB = 2048, 9, 4, 4096
-CONSUMERS = [(c, v) for c, conventions in attention.CONVENTIONS.items() for v in conventions]
-PACKAGES = {"torch_varlen": "torch.nn.attention.varlen", "flash_attn_4": "flash_attn.cute",
-            "cudnn": "cudnn", "flashinfer": "flashinfer"}
 
 
 def report(**row):

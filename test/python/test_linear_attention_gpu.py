@@ -73,3 +73,36 @@ def test_captured_views_compute_their_chunks(cp_mode, cp):
             emptied += int(view.status[0]) != 0
             checked += 1
     assert checked == 6 * K and emptied > 0
+
+
+@pytest.mark.parametrize("kernel", ["gdn", "kda"])
+def test_fla_kernels_captured_with_the_step(kernel):
+    """flash-linear-attention's chunked kernels (Gated DeltaNet, Kimi Delta
+    Attention) on the step's chunk metadata, captured with the step in one
+    graph and replayed over random, emptied and exactly full microbatches:
+    every valid row's output and gradients against the same kernel run
+    eagerly on the unpadded documents with fla's own metadata
+    (bench/linear_attention.py's check). Where fla refuses GDN's gated
+    backward (Hopper with Triton >= 3.4, < 3.7.1) the forward alone is
+    compared; fla's guard is never lifted here. Skipped, with the package's
+    name, where fla does not import."""
+    import importlib
+    import importlib.util
+    import os
+
+    from attention_consumers import PACKAGES
+    from conftest import SOURCE_DIR
+
+    package = PACKAGES["fla_gdn" if kernel == "gdn" else "fla_kda"]
+    try:
+        spec = importlib.util.spec_from_file_location(
+            "linear_attention_bench", os.path.join(SOURCE_DIR, "bench", "linear_attention.py"))
+        bench = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(bench)  # turns fla's tensor cache off before fla imports
+        importlib.import_module(package)
+    except ImportError as error:
+        pytest.skip(f"{package} does not import: {type(error).__name__}: {error}")
+    backward = not (kernel == "gdn" and bench.gdn_backward_refused())
+    figures = bench.check(bench.Kernel(kernel, 4, 64, 64, backward), 1024, 17, 64,
+                          microbatches=24, seed=5)
+    assert figures["valid"] > 0 and figures["emptied"] > 0 and figures["rows_compared"] > 0
