@@ -124,10 +124,25 @@ nb::dict referenceGraphStep(ArrayArg tokens, ArrayArg labels,
 nb::dict referenceGraphStepOffsets(ArrayArg cuSeqlens, ArrayArg cuSeqlensPadded,
                                    IntArg numSeqs, IntArg cpRank, IntArg C_,
                                    IntArg cp_, IntArg N_, nb::handle rowsGiven,
-                                   nb::handle dummyLengthArg) {
-  const auto [C, cp, N] = stepSizes("graph_step_offsets", C_, cp_, N_);
+                                   nb::handle dummyLengthArg,
+                                   const std::string &cpMode) {
+  auto [C, cp, N] = stepSizes("graph_step_offsets", C_, cp_, N_);
+  if (cpMode != "zigzag" && cpMode != "contiguous")
+    throw nb::value_error(("graph_step_offsets: cp_mode must be 'zigzag' or "
+                           "'contiguous'; got '" +
+                           cpMode + "'")
+                              .c_str());
   reference::GraphStepInput input;
   metadataInput(input, cuSeqlens, cuSeqlensPadded, numSeqs, cpRank, rowsGiven);
+  // Contiguous CP (docs/semantics.md S7) pads the whole buffer as one rank
+  // would, then cuts it: its metadata is the cp = 1 step's over C*cp rows,
+  // whose checks are contiguous CP's (no offset need be a multiple of 2*cp).
+  if (cpMode == "contiguous" && cp > 1) {
+    if (input.cpRank >= 0 && input.cpRank < cp)
+      input.cpRank = 0;
+    C *= cp;
+    cp = 1;
+  }
   if (std::optional<std::string> problem =
           reference::graphStepMetadataPreconditionError(input, C, cp, N))
     throw nb::value_error(("graph_step_offsets: " + *problem).c_str());
@@ -267,9 +282,12 @@ void thdc::python::populateReferenceBindings(nb::module_ &m) {
       nb::arg("C"), nb::arg("cp"), nb::arg("N"), nb::kw_only(),
       nb::arg("rows_given").none() = nb::none(),
       nb::arg("dummy_length").none() = nb::none(),
+      nb::arg("cp_mode") = "zigzag",
       "graph_step's cu_seqlens_padded, cu_seqlens, max_seqlen and status "
       "for the same arguments without the data rows: the metadata alone, in "
-      "work linear in N whatever C*cp.");
+      "work linear in N whatever C*cp. cp_mode: the step's CP layout, "
+      "'zigzag' or 'contiguous' (whose metadata is the cp = 1 step's over "
+      "C*cp rows).");
   reference.def("seq_idx", &referenceSeqIdx, nb::arg("cu_seqlens"),
                 nb::arg("total_tokens"));
   reference.def("linear_chunks", &referenceLinearChunks,

@@ -60,6 +60,7 @@ import numpy as np
 
 from . import _thdc
 from ._checks import _check_int, _import_torch
+from .stages import CP_MODES
 
 torch = _import_torch("thdc.attention")
 
@@ -268,17 +269,22 @@ def fla_kda_args(source) -> dict:
 
 def host_padded_offsets(cu_seqlens, cu_seqlens_padded, num_seqs: int, C: int, cp: int,
                         N: int, *, rows_given: Optional[int] = None,
-                        dummy_length: Optional[int] = None) -> np.ndarray:
+                        dummy_length: Optional[int] = None,
+                        cp_mode: str = "zigzag") -> np.ndarray:
     """The padded offsets the step computes for these inputs (int32 [N+1]),
     on the host from the loader's host offsets, with nothing read from the
     device: for a kernel that plans on the host (FlashInfer). The step's own
     semantics (thdc.reference): an invalid microbatch gives one dummy
     sequence over the C*cp rows, as on the device. rows_given: the data rows
     given to load_inputs (a step with data keys checks them); dummy_length:
-    the step's split-dummy length, if any. Both must be the step's, or the
+    the step's split-dummy length, if any; cp_mode: the step's CP layout
+    ("zigzag" or "contiguous", whose checks differ: contiguous CP takes
+    offsets that are not multiples of 2*cp). All must be the step's, or the
     plan disagrees with the device. O(N) host work, whatever C*cp: the
     reference's offsets alone (graph_step_offsets), no data rows."""
     C, cp, N = (_check_int(v, n) for v, n in ((C, "C"), (cp, "cp"), (N, "N")))
+    if cp_mode not in CP_MODES:
+        raise ValueError(f"cp_mode must be one of {CP_MODES}; got {cp_mode!r}")
     if C < 1 or cp < 1 or N < 1 or C * cp > _INT32_MAX or N >= _INT32_MAX:
         # Checked before any host buffer is made: the step's own bounds.
         raise ValueError(f"C, cp and N must be >= 1 with C*cp and N+1 within int32; got "
@@ -287,7 +293,7 @@ def host_padded_offsets(cu_seqlens, cu_seqlens_padded, num_seqs: int, C: int, cp
                ((cu_seqlens, "cu_seqlens"), (cu_seqlens_padded, "cu_seqlens_padded")))
     out = _thdc.reference.graph_step_offsets(cu, cup, _check_int(num_seqs, "num_seqs"), 0,
                                              C, cp, N, rows_given=rows_given,
-                                             dummy_length=dummy_length)
+                                             dummy_length=dummy_length, cp_mode=cp_mode)
     return np.asarray(out["cu_seqlens_padded"], dtype=np.int32)
 
 

@@ -309,6 +309,40 @@ def test_host_padded_offsets_are_the_steps_on_random_microbatches(cp):
         assert np.array_equal(host, step["cu_seqlens_padded"]), trial
 
 
+@pytest.mark.parametrize("cp", [2, 3, 4])
+def test_host_padded_offsets_of_a_contiguous_cp_step(cache_dir, cp):
+    """Contiguous CP takes offsets that are not multiples of 2*cp (its
+    metadata is the cp = 1 step's over C*cp rows): the host plan with the
+    step's cp_mode equals the step's offsets on random microbatches, among
+    them three sequences of odd lengths that zigzag CP empties (the plan
+    without a CP layout gave the empty microbatch's offsets while the step
+    trained the three)."""
+    C, N = 96 // cp, 9
+    step = thdc.megatron.GraphStep(C, N, cp, cp - 1, device="cpu", cache_dir=cache_dir,
+                                   cp_mode="contiguous")
+    rng = np.random.default_rng(90 + cp)
+    odd = dict(random_microbatch(rng, C, cp, N),
+               cu_seqlens=np.array([0, 7, 20, 33] + [-1] * (N - 3), np.int32),
+               cu_seqlens_padded=np.array([0, 7, 21, 35] + [-1] * (N - 3), np.int32),
+               num_seqs=np.array([3], np.int32))
+    for trial in range(40):
+        mb = odd if trial == 0 else invalidate(rng, random_microbatch(rng, C, cp, N), N)
+        given = step_inputs(mb, C, cp, device="cpu")
+        step.load_inputs(**given)
+        step.run()
+        device = step.outputs.cu_seqlens_padded.numpy()
+        args = (mb["cu_seqlens"], mb["cu_seqlens_padded"], int(mb["num_seqs"][0]), C, cp, N)
+        rows = given_rows(mb, C, cp)
+        host = attention.host_padded_offsets(*args, rows_given=rows, cp_mode="contiguous")
+        assert np.array_equal(host, device), trial
+        if trial == 0:
+            assert int(step.status[0]) == 0 and list(device[:4]) == [0, 7, 21, 35]
+            zigzag = attention.host_padded_offsets(*args, rows_given=rows)
+            assert not np.array_equal(zigzag, device)  # the layouts' checks differ
+    with pytest.raises(ValueError, match="cp_mode must be one of"):
+        attention.host_padded_offsets(*args, cp_mode="ring")
+
+
 def test_a_ladder_step_gives_the_arguments_of_the_rung_that_ran(cache_dir):
     """A step or slot with a capacity ladder stands for the rung that ran
     last: after the top rung ran, then rung 0 on offsets [0, 10, 30], every
