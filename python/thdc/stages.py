@@ -48,8 +48,9 @@ script can run it without the package:
 from __future__ import annotations
 
 import argparse
+import numbers
 import sys
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 STAGES: Dict[str, Tuple[str, ...]] = {
     "first": ("tokens", "position_ids"),
@@ -65,16 +66,23 @@ _FILL = {"i64": "", "f32": " fill 0.0"}
 ENTRY = "megatron_step"
 
 
-def check_linear_chunk(linear_chunk, name: str = "linear_chunk") -> None:
-    """ValueError unless linear_chunk is None or a power of two (the chunk
-    size BT of linear attention's chunked kernels, S15); `name` is the
-    option's name in the message."""
+# The largest chunk size: BT is an int32 of the pipeline, and a power of two.
+LINEAR_CHUNK_MAX = 2**30
+
+
+def check_linear_chunk(linear_chunk, name: str = "linear_chunk") -> Optional[int]:
+    """linear_chunk as an int, or None: ValueError unless it is None or a
+    power of two in [1, 2^30] (the chunk size BT of linear attention's
+    chunked kernels, S15; an int32 in the pipeline), a Python or NumPy
+    integer, never a bool; `name` is the option's name in the message."""
     if linear_chunk is None:
-        return
-    if isinstance(linear_chunk, bool) or not isinstance(linear_chunk, int) \
-            or linear_chunk < 1 or linear_chunk & (linear_chunk - 1):
-        raise ValueError(f"{name} must be a power of two (the chunk size BT of linear "
-                         f"attention's chunked kernels, e.g. 64) or None; got {linear_chunk!r}")
+        return None
+    if isinstance(linear_chunk, bool) or not isinstance(linear_chunk, numbers.Integral) \
+            or not 1 <= linear_chunk <= LINEAR_CHUNK_MAX or linear_chunk & (linear_chunk - 1):
+        raise ValueError(f"{name} must be a power of two from 1 to 2^30 (the chunk size BT of "
+                         f"linear attention's chunked kernels, e.g. 64) or None; got "
+                         f"{linear_chunk!r}")
+    return int(linear_chunk)
 
 
 def linear_chunk_capacity(C: int, cp: int, N: int, linear_chunk: int) -> int:
@@ -336,6 +344,11 @@ def main(argv=None) -> int:
     options = dict(cp_mode=args.cp_mode, seq_idx=not args.no_seq_idx,
                    cp_order_index=args.cp_order_index, dummy_length=args.dummy_length,
                    linear_chunk=args.linear_chunk)
+    try:  # a bad option is a usage error, never a traceback
+        check_options(args.stage, args.cp_mode, args.rope, args.dummy_length, args.linear_chunk)
+    except ValueError as error:
+        parser.error(str(error).replace("dummy_length", "--dummy-length")
+                     .replace("linear_chunk", "--linear-chunk"))
     if args.bundle_name:
         try:
             values = [int(v) for v in args.bundle_name.split(",")]

@@ -210,9 +210,12 @@ def test_bad_options_raise():
         stages.pipeline(cp_mode="ring")
     with pytest.raises(ValueError, match="zigzag"):
         stages.pipeline(cp_mode="contiguous", rope=True)
-    for bad in (0, 48, -64, 64.0, True, "64"):
+    for bad in (0, 48, -64, 64.0, True, "64", 2**31, 2**40):
         with pytest.raises(ValueError, match=f"linear_chunk must be a power of two.*{bad!r}"):
             stages.pipeline(linear_chunk=bad)
+    # A NumPy integer is an integer (it was refused as "not a power of two").
+    assert stages.pipeline(linear_chunk=np.int64(64)) == stages.pipeline(linear_chunk=64)
+    assert stages.check_linear_chunk(np.int32(2**30)) == 2**30
     with pytest.raises(ValueError, match=r"2\*NT \(linear_chunk_indices\) = .* does not fit"):
         stages.check_params(2**30, 1, 2**30, linear_chunk=1)
 
@@ -230,3 +233,13 @@ def test_command_line_writes_the_same_text():
     assert text == stages.pipeline(linear_chunk=64)
     assert stages.variant(linear_chunk=64) == "linear64"
     assert os.path.basename(script) == "stages.py"
+
+
+@pytest.mark.parametrize("bad", [["--linear-chunk", "0"], ["--linear-chunk", "3"],
+                                 ["--linear-chunk", "-64"], ["--linear-chunk", str(2**31)],
+                                 ["--dummy-length", "0"], ["--dummy-length", "-2"]])
+def test_command_line_refuses_bad_options_without_a_traceback(bad):
+    done = subprocess.run([sys.executable, stages.__file__, *bad], capture_output=True, text=True)
+    assert done.returncode == 2 and done.stdout == ""
+    assert "Traceback" not in done.stderr
+    assert f"error: {bad[0]} must be" in done.stderr

@@ -27,6 +27,10 @@ def test_values_are_checked_and_normalised_when_made():
     (dict(C=64, N=8, seq_idx=1), TypeError, "seq_idx must be a bool; got int"),
     (dict(C=64, N=8, tp=3, sequence_parallel=True), ValueError, "C must be a multiple of tp"),
     (dict(C=64, N=8, slots=0), ValueError, "slots must be >= 1; got 0"),
+    # Refused here, before any text reaches the compiler (a RuntimeError there).
+    (dict(C=64, N=8, linear_attention_chunk=2**31), ValueError,
+     r"linear_attention_chunk must be a power of two from 1 to 2\^30.*2147483648"),
+    (dict(C=64, N=8, linear_attention_chunk=48), ValueError, "power of two"),
     (dict(C=64, N=8, convention="loose"), ValueError, "convention must be one of"),
     (dict(C=64, N=8, device="tpu"), ValueError, "device must be 'cpu' or a CUDA device"),
     (dict(C=64, N=8, device=1.5), TypeError, "device must be a torch.device"),
@@ -46,6 +50,13 @@ def test_a_bad_option_is_refused_by_the_object_and_by_graph_step(kwargs, error, 
         StepOptions(**kwargs)
     with pytest.raises(error, match=message):
         thdc.megatron.GraphStep(**kwargs)
+
+
+def test_a_numpy_chunk_size_is_an_int():
+    import numpy as np
+
+    options = StepOptions(64, 8, device="cpu", linear_attention_chunk=np.int64(64))
+    assert options.linear_attention_chunk == 64 and type(options.linear_attention_chunk) is int
 
 
 def test_a_recipe_that_holds_changes_nothing_else():

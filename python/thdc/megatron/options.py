@@ -128,16 +128,16 @@ def _check_pipeline(options: "StepOptions", values: dict) -> Optional[int]:
     if dummy_length is not None:
         dummy_length = _check_int(dummy_length, "dummy_length")
     rows = values["rope_table_rows"]
-    stages.check_linear_chunk(options.linear_attention_chunk, "linear_attention_chunk")
-    stages.check_options(options.stage, options.cp_mode, rows is not None, dummy_length,
-                         options.linear_attention_chunk)
+    BT = values["linear_attention_chunk"] = stages.check_linear_chunk(
+        options.linear_attention_chunk, "linear_attention_chunk")
+    stages.check_options(options.stage, options.cp_mode, rows is not None, dummy_length, BT)
     if options.convention not in CONVENTIONS:
         raise ValueError(f"convention must be one of {CONVENTIONS}; got {options.convention!r}")
     ladder = list(zip(values["capacities"], values["sequence_capacities"]))
     for B, N_rung in ladder:
         try:
             stages.check_params(B, values["cp"], N_rung, options.cp_mode, rows, dummy_length,
-                                options.linear_attention_chunk)
+                                BT)
         except ValueError as error:
             raise ValueError(f"rung (C={B}, N={N_rung}): {error}"
                              if len(ladder) > 1 else str(error)) from None
@@ -160,7 +160,7 @@ def _check_parallelism(options: "StepOptions", values: dict) -> Optional[Tuple[i
             try:
                 stages.check_params(B, size, N_rung, options.cp_mode,
                                     values["rope_table_rows"], values["dummy_length"],
-                                    options.linear_attention_chunk)
+                                    values["linear_attention_chunk"])
             except ValueError as error:
                 raise ValueError(f"CP size {size}, C={B}, N={N_rung}: {error}") from None
     cp_groups = options.cp_groups
