@@ -372,10 +372,76 @@ def _first(out):
     return out[0] if isinstance(out, tuple) else out
 
 
+# cuDNN's SDPA backward on ragged THD rows (the graph CudnnAttention builds)
+# at head_dim > 128, as measured against fp64 on an H100: cuDNN 9.14.0 gave
+# dq, dk, dv off by 40%, 34% and 13% of their scale at head_dim 256 (the
+# forward right), 9.19.0 right on the same inputs; head_dim 64 and 128 were
+# right on both (bench/cudnn_ragged_sdpa.py). The releases between were not
+# checked, so below this one head_dim > 128 is refused.
+CUDNN_LARGE_HEAD_DIM_RELEASE = (9, 19, 0)
+
+
+def _loaded_cudnn() -> list:
+    """The folders of the libcudnn files mapped into this process (Linux),
+    where two copies of cuDNN can hide."""
+    import os
+    import re
+
+    try:
+        with open("/proc/self/maps") as f:
+            paths = set(re.findall(r"\S*/libcudnn\S*\.so\S*", f.read()))
+    except OSError:
+        return []
+    return sorted({os.path.dirname(os.path.realpath(p)) for p in paths})
+
+
+def _cudnn_wheel_folder() -> Optional[str]:
+    """The nvidia-cudnn wheel's folder (PyTorch's cuDNN), if installed."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("nvidia.cudnn")
+    except (ImportError, ValueError):
+        return None
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    return locations[0] if locations else None
+
+
+def cudnn_refusal(head_dim: int) -> Optional[str]:
+    """Why CudnnAttention refuses head_dim with the cuDNN this process runs
+    (the one cuDNN's frontend reports), or None: head_dim > 128 below
+    CUDNN_LARGE_HEAD_DIM_RELEASE, whose backward gave wrong gradients. An
+    older cuDNN is often not PyTorch's own but one loaded before it:
+    TransformerEngine loads the system's libcudnn ahead of the nvidia-cudnn
+    wheel's unless CUDNN_PATH names another (transformer_engine/common/
+    __init__.py, _load_cuda_library), and the wheel's libcudnn then runs
+    with the older one's engines. Imports cudnn."""
+    head_dim = _check_int(head_dim, "head_dim")
+    import cudnn
+
+    version = int(cudnn.backend_version())
+    release = (version // 10000, version // 100 % 100, version % 100)
+    if head_dim <= 128 or release >= CUDNN_LARGE_HEAD_DIM_RELEASE:
+        return None
+    wanted = ".".join(map(str, CUDNN_LARGE_HEAD_DIM_RELEASE))
+    wheel = _cudnn_wheel_folder()
+    remedy = (f"set CUDNN_PATH={wheel} (the nvidia-cudnn wheel's, PyTorch's own) before "
+              f"importing transformer_engine or megatron.core" if wheel else
+              "load cuDNN >= " + wanted)
+    return (f"cuDNN attention at head_dim {head_dim} needs cuDNN >= {wanted}: this process "
+            f"runs cuDNN {cudnn.backend_version_string()} (libcudnn loaded from "
+            f"{', '.join(_loaded_cudnn()) or 'unknown folders'}), whose SDPA backward on "
+            f"ragged rows gave wrong gradients at head_dim 256 (9.14.0: dq off by 40% of "
+            f"its scale). TransformerEngine loads the system's libcudnn ahead of PyTorch's "
+            f"unless CUDNN_PATH names one: {remedy}")
+
+
 class CudnnAttention:
     """cuDNN's SDPA (nvidia-cudnn-frontend) on the step's rows, forward and
     backward, the graph TransformerEngine builds for THD: ragged q/k/v/o,
-    padding mask with seq_len_q/kv, causal. Built for one (heads, head_dim,
+    padding mask with seq_len_q/kv, causal. RuntimeError where
+    cudnn_refusal(head_dim) names a reason (a cuDNN release whose backward
+    gave wrong gradients at that head_dim). Built for one (heads, head_dim,
     N, C*cp) on the first call; capturable after that (the workspace is
     static; call once outside a capture first). Output and
     gradients are allocated zeroed, so rows cuDNN does not write are 0."""
@@ -385,6 +451,9 @@ class CudnnAttention:
                  causal: bool = True, dtype=None, device=None):
         import cudnn
 
+        refusal = cudnn_refusal(head_dim)
+        if refusal:
+            raise RuntimeError(refusal)
         self.cudnn = cudnn
         self.heads, self.head_dim, self.N, self.rows = heads, head_dim, N, rows
         self.kv_heads = heads if kv_heads is None else kv_heads

@@ -400,3 +400,30 @@ def test_every_consumer_the_gpu_test_runs_has_a_package_and_a_call():
     assert {(c, v) for c, v in CONSUMERS} == {
         (c, v) for c in attention.CONVENTIONS if c not in LINEAR
         for v in attention.CONVENTIONS[c]}
+
+
+def test_cudnn_refuses_large_head_dims_below_the_checked_release(monkeypatch):
+    """cuDNN 9.14.0's SDPA backward on ragged rows gave dq off by 40% of its
+    scale at head_dim 256 (right on 9.19.0): below 9.19.0, CudnnAttention
+    refuses head_dim > 128 by name, with the cuDNN the process runs and the
+    way to load PyTorch's own; 64 and 128 run on any release."""
+    import sys
+
+    def fake(version):
+        return SimpleNamespace(
+            backend_version=lambda: version,
+            backend_version_string=lambda: f"{version // 10000}.{version // 100 % 100}."
+                                           f"{version % 100}")
+
+    monkeypatch.setitem(sys.modules, "cudnn", fake(91400))
+    reason = attention.cudnn_refusal(256)
+    assert "needs cuDNN >= 9.19.0" in reason and "runs cuDNN 9.14.0" in reason
+    assert "CUDNN_PATH" in reason
+    assert attention.cudnn_refusal(128) is None and attention.cudnn_refusal(64) is None
+    with pytest.raises(RuntimeError, match="head_dim 256 needs cuDNN >= 9.19.0"):
+        attention.CudnnAttention(4, 256, N, ROWS)
+    for version in (91900, 92000, 100000):
+        monkeypatch.setitem(sys.modules, "cudnn", fake(version))
+        assert attention.cudnn_refusal(256) is None
+    with pytest.raises(TypeError):
+        attention.cudnn_refusal(256.0)

@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# Every GPU test file of test/python on a GPU host with no network, on the
+# stack a user of thdc.megatron has: thdc's wheel (built elsewhere by
+# scripts/test-wheel.sh: the compiler and its JIT, so no MLIR is needed
+# here), TransformerEngine, megatron-core dev and every optional package the
+# tests use that was given. Prints one line per file (counts, and why each
+# skip or failure), then the totals.
+#
+#   scripts/gpu-pytest.sh STACK OUT [FILE...]
+# STACK, a folder of what to install (each piece optional but the wheel):
+#   thdc-*.whl, or thdc-wheel.tar.xz (the wheel unpacked, packed with xz)
+#   gpu-kit/                  TransformerEngine's kit (its install-te.sh); or
+#                             THDC_GPU_TE, a folder it was installed into before
+#   megatron-core-*.tar.xz    an archive of a megatron-core checkout
+#                             (megatron/, pretrain_gpt.py, ...): THDC_MEGATRON_DEV
+#   wheels/*.whl              other packages (flash-linear-attention, flashinfer,
+#                             flash-attn-4 and what they need), --no-deps
+#   COMMIT                    the commit the wheel and the tree were made at
+# OUT: one log and one JUnit file per test file, summary.txt.
+# FILE: test files to run (default: every test/python/test_*_gpu.py).
+# The cuDNN attention cases also run a second time with CUDNN_PATH naming
+# the nvidia-cudnn wheel (PyTorch's cuDNN), where TransformerEngine would
+# otherwise load the system's (thdc.attention.cudnn_refusal says why).
+# THDC_GPU_PYTEST_TIMEOUT: seconds per file (default 900).
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+stack=$(cd "$1" && pwd) || exit 2
+out=$2
+shift 2
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+work=${THDC_GPU_WORK:-/tmp/thdc-gpu}
+site=$work/site
+rm -rf "$work" && mkdir -p "$site"
+say() { echo "$*" | tee -a "$out/summary.txt"; }
+: > "$out/summary.txt"
+
+# -- the stack ---------------------------------------------------------------
+if ls "$stack"/thdc-*.whl > /dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" "$stack"/thdc-*.whl ||
+    { say "cannot install thdc's wheel"; exit 2; }
+elif [ -f "$stack/thdc-wheel.tar.xz" ]; then
+  tar -xJf "$stack/thdc-wheel.tar.xz" -C "$site" || { say "cannot unpack thdc-wheel.tar.xz"; exit 2; }
+else
+  say "no thdc wheel in $stack"; exit 2
+fi
+te=
+if [ -d "$stack/gpu-kit" ]; then
+  te=$work/te
+  bash "$stack/gpu-kit/install-te.sh" "$stack/gpu-kit" "$te" > "$out/install-te.txt" 2>&1 ||
+    { say "TransformerEngine did not install (install-te.txt)"; tail -n 5 "$out/install-te.txt"; }
+elif [ -n "${THDC_GPU_TE:-}" ] && [ -d "$THDC_GPU_TE" ]; then
+  te=$THDC_GPU_TE  # installed by an earlier install-te.sh (a stack too large to send at once)
+fi
+for archive in "$stack"/megatron-core-*.tar.xz; do
+  [ -f "$archive" ] || continue
+  mkdir -p "$work/megatron" && tar -xJf "$archive" -C "$work/megatron" &&
+    export THDC_MEGATRON_DEV=$work/megatron
+done
+if ls "$stack"/wheels/*.whl > /dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" "$stack"/wheels/*.whl \
+    > "$out/install-wheels.txt" 2>&1 || { say "some wheels did not install (install-wheels.txt)"; }
+fi
+path=$site
+[ -n "$te" ] && path=$path:$te
+[ -n "${THDC_MEGATRON_DEV:-}" ] && path=$path:$THDC_MEGATRON_DEV
+export PYTHONPATH=$path${PYTHONPATH:+:$PYTHONPATH} PATH=$site/bin:$PATH
+export THDC_CACHE_DIR=$work/cache PYTHONUNBUFFERED=1
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+
+# -- what runs ---------------------------------------------------------------
+{
+  echo "commit: $(cat "$stack/COMMIT" 2>/dev/null || echo unknown)"
+  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+  python3 - <<'PY' 2>&1 | grep -v -i warn
+import importlib
+def version(name, attr="__version__"):
+    try:
+        module = importlib.import_module(name)
+    except Exception as error:  # not installed, or fails to import
+        return f"none ({type(error).__name__})"
+    value = getattr(module, attr, "?")
+    return value() if callable(value) else value
+import torch
+print("torch", torch.__version__, "| cuDNN (torch)", torch.backends.cudnn.version(),
+      "| thdc", version("thdc"), "JIT", version("thdc", "has_jit"),
+      "| TE", version("transformer_engine"), "| megatron-core", version("megatron.core"),
+      "| cudnn frontend", version("cudnn"), "| fla", version("fla"),
+      "| flashinfer", version("flashinfer"), "| flash_attn.cute", version("flash_attn.cute"),
+      "| triton", version("triton"))
+PY
+} | tee -a "$out/summary.txt"
+
+summarise() { # NAME JUNIT LOG RC: one line of counts and reasons
+  python3 - "$@" <<'PY'
+import collections, os, sys, xml.etree.ElementTree as ET
+name, junit, log, rc = sys.argv[1:5]
+if not os.path.exists(junit):
+    tail = open(log, errors="replace").read().strip().splitlines()[-1:] if os.path.exists(log) else []
+    print(f"{name}: did not run (exit {rc}): {' '.join(tail)[:300]}")
+    sys.exit(0)
+counts, reasons = collections.Counter(), collections.Counter()
+for case in ET.parse(junit).getroot().iter("testcase"):
+    kinds = [c.tag for c in case]
+    if "failure" in kinds or "error" in kinds:
+        counts["failed"] += 1
+        node = case.find("failure") if case.find("failure") is not None else case.find("error")
+        reasons["FAILED " + (node.get("message") or "").splitlines()[0][:160]] += 1
+    elif "skipped" in kinds:
+        counts["skipped"] += 1
+        reasons["skipped: " + (case.find("skipped").get("message") or "")[:160]] += 1
+    else:
+        counts["passed"] += 1
+line = f"{name}: {counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped"
+if rc not in ("0", "1", "5"):
+    line += f" (pytest exit {rc})"
+print(line)
+for reason, n in reasons.most_common(6):
+    print(f"    {n} x {reason}")
+PY
+}
+
+files=("$@")
+if [ ${#files[@]} -eq 0 ]; then
+  files=("$root"/test/python/test_*_gpu.py)
+fi
+limit=${THDC_GPU_PYTEST_TIMEOUT:-900}
+run_file() { # NAME FILE [pytest args]: runs one file, prints its line
+  local name=$1 file=$2
+  shift 2
+  (cd "$root/test/python" && timeout "$limit" python3 -m pytest -q -rs -p no:cacheprovider \
+    --junitxml "$out/$name.xml" "$file" "$@" > "$out/$name.txt" 2>&1)
+  summarise "$name" "$out/$name.xml" "$out/$name.txt" $? | tee -a "$out/summary.txt"
+}
+for file in "${files[@]}"; do
+  run_file "$(basename "$file" .py)" "$(basename "$file")"
+done
+wheel_cudnn=$(python3 -c 'import importlib.util as u; s = u.find_spec("nvidia.cudnn"); print(list(s.submodule_search_locations)[0] if s else "")' 2>/dev/null)
+if [ -n "$wheel_cudnn" ] && [[ " ${files[*]} " == *"test_attention_gpu.py"* ]]; then
+  CUDNN_PATH=$wheel_cudnn run_file "test_attention_gpu-cudnn-path" test_attention_gpu.py -k cudnn
+fi
+python3 - "$out" <<'PY' | tee -a "$out/summary.txt"
+import glob, sys, xml.etree.ElementTree as ET
+total = dict(passed=0, failed=0, skipped=0)
+for junit in glob.glob(sys.argv[1] + "/*.xml"):
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        kinds = {c.tag for c in case}
+        total["failed" if kinds & {"failure", "error"} else
+              "skipped" if "skipped" in kinds else "passed"] += 1
+print(f"GPU files: {total['passed']} passed, {total['failed']} failed, {total['skipped']} skipped")
+PY
