@@ -296,6 +296,64 @@ def test_choose_shapes():
     with pytest.raises(TypeError, match="rungs are ints"):
         tm.choose_shapes([[1.5]], capacities, 2)
     assert tm.choose_shapes([np.array([1, 0])], capacities, 1) == [(1, 0)]
+    # A bool is no rung; the ladder's rows are ints >= 1, never truncated.
+    for rungs in ([True, 0], [np.bool_(True)]):
+        with pytest.raises(TypeError, match="rungs are ints"):
+            tm.choose_shapes([rungs], capacities, 2)
+    for bad, error, match in (([10, 20.9], TypeError, "rows are ints; got 20.9"),
+                              ([10, "20"], TypeError, "rows are ints; got '20'"),
+                              ([True, 20], TypeError, "rows are ints; got True"),
+                              ([-10, 20], ValueError, "rows must be >= 1; got -10"),
+                              ([0, 20], ValueError, "rows must be >= 1; got 0")):
+        with pytest.raises(error, match=match):
+            tm.choose_shapes([[1, 0]], bad, 2)
+    assert tm.choose_shapes([[1, 0]], [np.int64(10), np.int32(20)], 1) == [(1, 0)]
+
+
+def test_choose_shapes_pads_nothing_where_the_budget_holds_every_shape():
+    """Five distinct shapes, a budget of five: each its own graph. The first
+    pass took each count's column-wise largest rungs, (4, 3, 3, 3, 2), which
+    then kept a graph of the five while (3, 3, 3, 3, 2) was padded by it."""
+    capacities = [16, 32, 48, 64, 80]
+    stream = [[4, 3, 3, 2, 2], [3, 3, 3, 3, 2], [4, 3, 2, 2, 2], [4, 2, 2, 2, 2],
+              [3, 3, 3, 2, 2]] * 3 + [[3, 3, 3, 3, 2]]
+    chosen = tm.choose_shapes(stream, capacities, 5)
+    assert sorted(chosen) == sorted({tuple(r) for r in stream})
+    assert chosen[0] == (3, 3, 3, 3, 2)  # the most frequent first
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_choose_shapes_against_exhaustive_search_on_small_streams(seed):
+    """The plan holds every shape of the stream within the budget, and pads
+    no more rows than twice the best plan of the stream's own shapes and
+    each count's largest found by exhaustive search (the greedy is not
+    exact; this bounds it)."""
+    import itertools
+
+    rng = np.random.default_rng(seed)
+    capacities = sorted(int(c) for c in rng.integers(1, 64, 4))
+    stream = [list(rng.integers(0, 4, int(rng.integers(2, 4)))) for _ in range(30)]
+    own = sorted({tuple(sorted(map(int, r), reverse=True)) for r in stream})
+    lengths = {len(s) for s in own}
+
+    def padded(plan):
+        total = 0
+        for rungs in stream:
+            s = tuple(sorted(map(int, rungs), reverse=True))
+            options = [sum(capacities[b] - capacities[a] for a, b in zip(s, c)) for c in plan
+                       if len(c) == len(s) and all(b >= a for a, b in zip(s, c))]
+            if not options:
+                return None
+            total += min(options)
+        return total
+
+    tops = {tuple(max(col) for col in zip(*[s for s in own if len(s) == k])) for k in lengths}
+    candidates = sorted(set(own) | tops)
+    for budget in range(len(lengths), min(len(own), 6)):
+        best = min(p for p in (padded(c) for c in itertools.combinations(candidates, budget))
+                   if p is not None)
+        got = padded(tm.choose_shapes(stream, capacities, budget))
+        assert got is not None and got <= 2 * best, (budget, got, best)
 
 
 def test_warmup_counts_eager_runs_per_rung():
@@ -368,3 +426,26 @@ def test_a_step_on_the_cpu_cannot_be_captured():
     assert graphs.last_kind == "eager"
     with pytest.raises(RuntimeError, match="CPU"):
         call(graphs, iteration(rng, [0]))
+
+
+def test_a_pack_of_n_sequences_filling_every_row():
+    """The packing loader's batch of exactly N sequences filling all C*cp
+    rows has cu arrays of N+1 entries and no num_seqs, as its cu arrays
+    always hold num_seqs + 1 offsets: the wrapper takes it, as the drop-in
+    batch function does (it refused it: 'cu arrays of N+1 entries need
+    num_seqs'), and trains all N sequences."""
+    rng = np.random.default_rng(12)
+    graphs = StandInGraphs(schedule, make_step(), warmup=1)
+    lengths = np.full(N, C // N, np.int64)
+    cu = torch.from_numpy(np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32))
+    full = {"tokens": torch.from_numpy(rng.integers(0, 1000, C)),
+            "labels": torch.from_numpy(rng.integers(0, 1000, C)),
+            "loss_mask": torch.ones(C), "position_ids": torch.from_numpy(rng.integers(0, 64, C)),
+            "cu_seqlens": cu, "cu_seqlens_padded": cu.clone(), "max_seqlen": C // N}
+    items = [(full, 2), microbatch(rng, 0)]
+    result = call(graphs, items)
+    order = graphs.last_order
+    got = result[order.index(0)]
+    assert torch.equal(got["cu_seqlens_padded"], cu) and torch.equal(got["cu_seqlens"], cu)
+    assert int(graphs.step.slot(order.index(0)).rung(2).status[0]) == 0
+    check(result, expected([({**full, "num_seqs": N}, 2), items[1]], order))

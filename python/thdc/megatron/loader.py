@@ -91,6 +91,22 @@ _BATCH_KEYS = ("max_seqlen", "local_cp_size")
 _LOAD_NAMES = _LOAD_ARGUMENTS + ("num_seqs",) + _BATCH_KEYS
 
 
+def packing_batch_inputs(batch: dict) -> dict:
+    """load_inputs' arguments from a batch dict of the reference framework's
+    sequence-packing loader: the keys the load takes (others are left alone,
+    as the reference framework leaves them), and num_seqs where the batch
+    has none. That loader's cu arrays hold exactly the microbatch's
+    num_seqs + 1 offsets (_pack_sequences, megatron/core/datasets/
+    data_schedule_utils.py:232-269 on dev), so N sequences fill all N+1
+    entries, which the load could not tell from arrays padded to its
+    capacity. Reads shapes only."""
+    given = {k: batch[k] for k in _LOAD_NAMES if k in batch}
+    cu = given.get("cu_seqlens")
+    if "num_seqs" not in given and cu is not None:
+        given["num_seqs"] = (int(cu.shape[-1]) if hasattr(cu, "shape") else len(cu)) - 1
+    return given
+
+
 def _refuse_local_cp_size(value) -> None:
     raise ValueError(f"load_inputs(local_cp_size={value!r}): a microbatch of dynamic context "
                      f"parallelism; this step's CP size is fixed when it is made "

@@ -27,20 +27,17 @@ from typing import Optional
 
 from .. import planner
 from .._checks import _check_int, _import_torch
+from .loader import packing_batch_inputs
 from .packed_seq_params import _megatron_core, packed_seq_params_fields
 from .step import GraphStep
 
 torch = _import_torch("thdc.megatron")
 
-# The keys of the loader's batch dict that load_inputs takes (the reference
-# framework's _pack_sequences, megatron/core/datasets/data_schedule_utils.py:
-# 232-269 on dev), and thdc's num_seqs, for cu arrays that do not imply the
-# count. Other keys are left alone, as the reference framework leaves them.
-# local_cp_size: under dynamic CP it picks the step's variant; without, one
-# other than None is refused by load_inputs (the batch was planned for
+# The loader's batch dict goes to load_inputs through
+# loader.packing_batch_inputs (the keys it takes, num_seqs where the batch has
+# none). local_cp_size: under dynamic CP it picks the step's variant; without,
+# one other than None is refused by load_inputs (the batch was planned for
 # dynamic CP).
-_BATCH_KEYS = ("tokens", "labels", "loss_mask", "position_ids", "cu_seqlens",
-               "cu_seqlens_padded", "num_seqs", "max_seqlen", "local_cp_size")
 
 
 class ConfigError(ValueError):
@@ -362,13 +359,7 @@ class SequencePackingBatches:
             if missing:
                 raise KeyError(f"the batch lacks {', '.join(missing)} (a {stage!r} stage "
                                f"reads {', '.join(needed)})")
-            given = {k: batch[k] for k in _BATCH_KEYS if k in batch}
-            if "num_seqs" not in given:
-                # The packing loader's cu arrays hold exactly the microbatch's
-                # num_seqs + 1 offsets (_pack_sequences, data_schedule_utils.py
-                # on dev): N sequences fill all N+1 entries, which the step's
-                # load could not tell from arrays padded to its capacity.
-                given["num_seqs"] = int(batch["cu_seqlens"].shape[-1]) - 1
+            given = packing_batch_inputs(batch)
             if dynamic_cp:
                 slot = _variant(slot, given.pop("local_cp_size"), "the batch")
             slot.load_inputs(**given)
