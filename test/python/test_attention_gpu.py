@@ -211,3 +211,38 @@ def test_consumer_captured_with_the_step(consumer, convention, cp, head_dim):
            worst_relative_error=worst, nonfinite=nonfinite, sync_debug="error")
     assert nonfinite == 0, f"{nonfinite} non-finite values in the outputs or gradients"
     assert checked_rows > 0
+
+
+def test_a_captured_ladder_step_names_the_rung_to_read():
+    """A ladder's rungs share the slot's buffer: once a run is captured the
+    host cannot know which rung a replay wrote, so the step itself is
+    refused (it read the top rung's layout whatever ran) and the rung
+    given reads its own offsets, replay after replay."""
+    import thdc.megatron
+
+    C, N = 256, 9
+    step = thdc.megatron.GraphStep(C, N, capacities=[128, 256], sequence_capacities=[5, 9])
+    low = step.slot(0).rung(0)
+    rng = np.random.default_rng(5)
+    mbs = [random_microbatch(rng, 128, 1, 5) for _ in range(4)]
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        step.load_inputs(**step_inputs(mbs[0], 128, 1))
+        low.run()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        low.run()
+        args = attention.varlen_attn_args(low)
+    with pytest.raises(ValueError, match=r"slot 0 has 2 views .* pass the view that ran, "
+                                         r"slot\.rung\(r\)"):
+        attention.varlen_attn_args(step)
+    for mb in mbs:
+        step.load_inputs(**step_inputs(mb, 128, 1))
+        graph.replay()
+        torch.cuda.synchronize()
+        from microbatches import reference as step_reference
+        expected = step_reference(mb, 128, 1, 5)["cu_seqlens_padded"]
+        assert np.array_equal(args["cu_seq_q"].cpu().numpy(), expected)
+        assert args["max_q"] == 128
