@@ -14,7 +14,8 @@
 #   megatron-core-*.tar.xz    an archive of a megatron-core checkout
 #                             (megatron/, pretrain_gpt.py, ...): THDC_MEGATRON_DEV
 #   wheels/*.whl              other packages (flash-linear-attention, flashinfer,
-#                             flash-attn-4 and what they need), --no-deps
+#                             flash-attn-4 and what they need), --no-deps;
+#                             wheels/*.tar.xz, a wheel's files packed with xz
 #   COMMIT                    the commit the wheel and the tree were made at
 # OUT: one log and one JUnit file per test file, summary.txt.
 # FILE: test files to run (default: every test/python/test_*_gpu.py).
@@ -56,6 +57,9 @@ for archive in "$stack"/megatron-core-*.tar.xz; do
   [ -f "$archive" ] || continue
   mkdir -p "$work/megatron" && tar -xJf "$archive" -C "$work/megatron" &&
     export THDC_MEGATRON_DEV=$work/megatron
+done
+for archive in "$stack"/wheels/*.tar.xz; do  # a wheel unpacked, packed with xz
+  [ -f "$archive" ] && { tar -xJf "$archive" -C "$site" || say "cannot unpack $archive"; }
 done
 if ls "$stack"/wheels/*.whl > /dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" "$stack"/wheels/*.whl \
