@@ -19,9 +19,6 @@
 #   COMMIT                    the commit the wheel and the tree were made at
 # OUT: one log and one JUnit file per test file, summary.txt.
 # FILE: test files to run (default: every test/python/test_*_gpu.py).
-# The cuDNN attention cases also run a second time with CUDNN_PATH naming
-# the nvidia-cudnn wheel (PyTorch's cuDNN), where TransformerEngine would
-# otherwise load the system's (thdc.attention.cudnn_refusal says why).
 # THDC_GPU_PYTEST_TIMEOUT: seconds per file (default 900).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -139,10 +136,6 @@ run_file() { # NAME FILE [pytest args]: runs one file, prints its line
 for file in "${files[@]}"; do
   run_file "$(basename "$file" .py)" "$(basename "$file")"
 done
-wheel_cudnn=$(python3 -c 'import importlib.util as u; s = u.find_spec("nvidia.cudnn"); print(list(s.submodule_search_locations)[0] if s else "")' 2>/dev/null)
-if [ -n "$wheel_cudnn" ] && [[ " ${files[*]} " == *"test_attention_gpu.py"* ]]; then
-  CUDNN_PATH=$wheel_cudnn run_file "test_attention_gpu-cudnn-path" test_attention_gpu.py -k cudnn
-fi
 python3 - "$out" <<'PY' | tee -a "$out/summary.txt"
 import glob, sys, xml.etree.ElementTree as ET
 total = dict(passed=0, failed=0, skipped=0)

@@ -411,11 +411,11 @@ def cudnn_refusal(head_dim: int) -> Optional[str]:
     """Why CudnnAttention refuses head_dim with the cuDNN this process runs
     (the one cuDNN's frontend reports), or None: head_dim > 128 below
     CUDNN_LARGE_HEAD_DIM_RELEASE, whose backward gave wrong gradients. An
-    older cuDNN is often not PyTorch's own but one loaded before it:
-    TransformerEngine loads the system's libcudnn ahead of the nvidia-cudnn
-    wheel's unless CUDNN_PATH names another (transformer_engine/common/
-    __init__.py, _load_cuda_library), and the wheel's libcudnn then runs
-    with the older one's engines. Imports cudnn."""
+    older cuDNN is often not PyTorch's own but one another library loaded
+    first: TransformerEngine loads the system's libcudnn (transformer_engine/
+    common/__init__.py, _load_cuda_library), and the nvidia-cudnn wheel's
+    libcudnn then runs with the older one's engines (measured: CUDNN_PATH
+    naming the wheel's folder does not stop it). Imports cudnn."""
     head_dim = _check_int(head_dim, "head_dim")
     import cudnn
 
@@ -424,16 +424,19 @@ def cudnn_refusal(head_dim: int) -> Optional[str]:
     if head_dim <= 128 or release >= CUDNN_LARGE_HEAD_DIM_RELEASE:
         return None
     wanted = ".".join(map(str, CUDNN_LARGE_HEAD_DIM_RELEASE))
+    folders = _loaded_cudnn()
     wheel = _cudnn_wheel_folder()
-    remedy = (f"set CUDNN_PATH={wheel} (the nvidia-cudnn wheel's, PyTorch's own) before "
-              f"importing transformer_engine or megatron.core" if wheel else
-              "load cuDNN >= " + wanted)
+    others = [f for f in folders if not (wheel and f.startswith(wheel))]
+    where = (f"; besides PyTorch's ({wheel}) another copy is loaded from "
+             f"{', '.join(others)}, which TransformerEngine loads ahead of it"
+             if wheel and others and len(folders) > 1 else
+             f" (libcudnn loaded from {', '.join(folders) or 'unknown folders'})")
     return (f"cuDNN attention at head_dim {head_dim} needs cuDNN >= {wanted}: this process "
-            f"runs cuDNN {cudnn.backend_version_string()} (libcudnn loaded from "
-            f"{', '.join(_loaded_cudnn()) or 'unknown folders'}), whose SDPA backward on "
-            f"ragged rows gave wrong gradients at head_dim 256 (9.14.0: dq off by 40% of "
-            f"its scale). TransformerEngine loads the system's libcudnn ahead of PyTorch's "
-            f"unless CUDNN_PATH names one: {remedy}")
+            f"runs cuDNN {cudnn.backend_version_string()}{where}. Its SDPA backward on ragged "
+            f"rows gave wrong gradients at head_dim 256 (9.14.0: dq off by 40% of its scale; "
+            f"bench/cudnn_ragged_sdpa.py checks a cuDNN). Make cuDNN >= {wanted} the only "
+            f"one the process can load (upgrade or remove the older one), or use head_dim "
+            f"<= 128 or another attention consumer")
 
 
 class CudnnAttention:

@@ -418,7 +418,7 @@ def test_cudnn_refuses_large_head_dims_below_the_checked_release(monkeypatch):
     monkeypatch.setitem(sys.modules, "cudnn", fake(91400))
     reason = attention.cudnn_refusal(256)
     assert "needs cuDNN >= 9.19.0" in reason and "runs cuDNN 9.14.0" in reason
-    assert "CUDNN_PATH" in reason
+    assert "head_dim <= 128" in reason and "bench/cudnn_ragged_sdpa.py" in reason
     assert attention.cudnn_refusal(128) is None and attention.cudnn_refusal(64) is None
     with pytest.raises(RuntimeError, match="head_dim 256 needs cuDNN >= 9.19.0"):
         attention.CudnnAttention(4, 256, N, ROWS)
