@@ -90,7 +90,31 @@ ElementLoweringOpInterface ElementEmitter::loweringOf(Value value,
 }
 
 Operation *KernelTarget::argumentLoadPoint(ElementEmitter &emitter) {
-  return emitter.scalarAnchor;
+  return emitter.hoistPoint();
+}
+
+Operation *ElementEmitter::hoistPoint() {
+  // Scalar code is emitted lazily, when a step first asks for a scalar,
+  // and it may itself ask for another one from inside a region of its own:
+  // chunk_count sums every sequence's chunks in a loop whose body reads the
+  // entries of a pad_tail_metadata op, whose scalars are then computed for
+  // the first time. Placed before the anchor, they would follow that loop
+  // and not dominate its body. Scalars depend on no element, so they may go
+  // as early as needed: before the kernel-level op being built, which every
+  // later use follows. (A request from the element code, after the anchor,
+  // or from straight-line scalar code at the anchor gets the anchor.)
+  Block *body = scalarAnchor->getBlock();
+  Block *block = b.getInsertionBlock();
+  Operation *at = nullptr;
+  if (block == body) {
+    if (b.getInsertionPoint() != body->end())
+      at = &*b.getInsertionPoint();
+  } else if (block && block->getParentOp()) {
+    at = body->findAncestorOpInBlock(*block->getParentOp());
+  }
+  if (at && at->isBeforeInBlock(scalarAnchor))
+    return at;
+  return scalarAnchor;
 }
 
 Value ElementEmitter::scalar(Value tensor) {
@@ -102,7 +126,7 @@ Value ElementEmitter::scalar(Value tensor) {
     b.setInsertionPoint(target.argumentLoadPoint(*this));
     return scalars[tensor] = load(memrefOf.lookup(arg), idx(0));
   }
-  b.setInsertionPoint(scalarAnchor);
+  b.setInsertionPoint(hoistPoint());
   Value value;
   if (auto lowering = loweringOf(tensor, "as a scalar"))
     value = lowering.emitElement(*this, cast<OpResult>(tensor), Value());
@@ -163,7 +187,7 @@ Value ElementEmitter::count(Value numSeqs, Value array) {
     return cached;
   Value n = scalar(numSeqs);
   OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPoint(scalarAnchor);
+  b.setInsertionPoint(hoistPoint());
   return counts[key] = clamp(toIndex(n), 0, last);
 }
 
@@ -208,8 +232,9 @@ Value ElementEmitter::findSequence(Value cuPadded, Value n, Value pos,
   // The cursor starts at sequence 0, before every element loop.
   Value &cell = cursors[std::make_tuple(cuPadded, n, divisor)];
   if (!cell) {
+    // Before any search that reads it, element code or not.
     OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPoint(scalarAnchor);
+    b.setInsertionPoint(hoistPoint());
     cell = target.privateCell(*this);
     memref::StoreOp::create(b, loc, idx(0), cell, ValueRange{idx(0)});
   }

@@ -64,8 +64,8 @@ public:
   /// inside the region.
   virtual Value beginElements(ElementEmitter &emitter, int64_t length) = 0;
   /// Where the loads of one-element kernel inputs (the scalars' arguments)
-  /// go: before the scalar code (the GPU issues them at the kernel's entry,
-  /// with the staging copies, ahead of its barrier).
+  /// go: with the scalar code, at emitter.hoistPoint() (the GPU issues them
+  /// at the kernel's entry, with the staging copies, ahead of its barrier).
   virtual Operation *argumentLoadPoint(ElementEmitter &emitter);
   /// The array `global` as the steps read it (the GPU stages small metadata
   /// arrays in shared memory).
@@ -235,6 +235,12 @@ public:
   /// The kernel being built and the point before which scalars go.
   Operation *kernel = nullptr;
   Operation *scalarAnchor = nullptr;
+  /// The op before which a value computed once for the whole kernel (a
+  /// scalar, a clamped count, a cursor's initial store) goes when it is
+  /// first asked for at the builder's insertion point: scalarAnchor, unless
+  /// that point is in scalar code before it, where the value must come
+  /// earlier. See the definition.
+  Operation *hoistPoint();
   /// The pipeline's arguments as the kernel's buffers.
   IRMapping memrefOf;
 
