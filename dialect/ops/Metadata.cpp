@@ -263,9 +263,17 @@ Lengths DroppedOp::inferStaticLengths() { return SmallVector<int64_t>{1, 1}; }
 ResultKind DroppedOp::getResultKind(unsigned) { return ResultKind::Scalar; }
 
 Lengths LinearChunksOp::inferStaticLengths() {
-  int64_t capacity = **chunkCapacity(*this);
+  // The verifier checks the capacity only once cu_seqlens_padded is static,
+  // which it may first be here: a capacity past i32 fails now, with
+  // chunkCapacity's diagnostic.
+  FailureOr<std::optional<int64_t>> capacity = chunkCapacity(*this);
+  if (failed(capacity))
+    return failure();
+  if (!*capacity)
+    return emitOpError() << "cannot be made static: cu_seqlens_padded has no "
+                            "static length";
   int64_t entries = staticLengthOf(getCuSeqlensPadded());
-  return SmallVector<int64_t>{2 * capacity, entries, 1};
+  return SmallVector<int64_t>{2 * **capacity, entries, 1};
 }
 ResultKind LinearChunksOp::getResultKind(unsigned index) {
   // chunk_indices and chunk_offsets, then chunk_count.

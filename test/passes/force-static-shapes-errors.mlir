@@ -110,3 +110,17 @@ module attributes {thd.params = {N = 2147483647 : i64}} {
     return %c : tensor<?xi32>
   }
 }
+
+// -----
+
+// The verifier checks the chunk capacity of thd.linear_chunks only once
+// cu_seqlens_padded is static, here first: its error is the only one. The
+// lengths of the results used to be read from the failed capacity, a
+// garbage row count (different on every run) reported in a second error.
+module attributes {thd.params = {R = 2000000000 : i64, N = 5 : i64}} {
+  func.func @too_many_linear_chunks(%cup: tensor<?xi32> {thd.capacity = #thd.expr<"N+1">}) -> tensor<1xi32> {
+    // expected-error @+1 {{'thd.linear_chunks' op has ceil(rows / chunk_size) + N = 2000000005 chunks, more than i32 offsets address as two entries each (2147483647)}}
+    %i, %o, %c = thd.linear_chunks %cup chunk_size 1 rows "R" : tensor<?xi32> -> tensor<?xi32>, tensor<?xi32>
+    return %c : tensor<1xi32>
+  }
+}
