@@ -404,9 +404,14 @@ def THD_LinearChunksOp : THD_Op<"linear_chunks"> {
       is the sentinel `(N-1, ceil(len_{N-1} / BT))`, a chunk of no rows past
       the last sequence's end.
     Offsets that `thd.validate` accepts never have more chunks than `NT`
-    (docs/semantics.md S15). On others, a decreasing entry gives its
-    sequence no chunk and only the first `NT` chunks are listed, so every
-    entry stays in bounds; the reference interpreter refuses them.
+    (docs/semantics.md S15). Others, which the reference interpreter
+    refuses, still give outputs in bounds: entry 0 is read as 0, lengths
+    are exact (two i32 entries can be `2^32 - 1` apart), a decreasing entry
+    gives its sequence no chunk, only the first `NT` chunks are listed, and
+    `chunk_offsets` and `chunk_count` count the listed chunks (the running
+    sums capped at `NT`). Every offset and the count are then in `[0, NT]`,
+    and every row of `chunk_indices` is a chunk of its sequence (`t * BT <
+    len_i`) or the sentinel.
 
     ```mlir
     // cup [0,5,64,200,200,200], BT 64, 200 rows: NT = 4 + 5 = 9

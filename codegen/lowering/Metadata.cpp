@@ -325,37 +325,74 @@ Value mlir::thd::lowerRowCount(PadTailMetadataOp op, ElementEmitter &e,
 }
 
 namespace {
-/// ceil(max(cu[i+1] - cu[i], 0) / BT): the chunks of sequence i (index) of
-/// a linear_chunks op (a decreasing entry gives none).
+/// NT, the rows of a linear_chunks op's chunk_indices; its 2 * NT entries
+/// fit i32 (the verifier), so a sum of two values <= NT does too.
+int64_t chunkRows(LinearChunksOp op) {
+  return ElementEmitter::staticLength(op.getChunkIndices()) / 2;
+}
+
+/// min(ceil(max(cu[i+1] - cu[i], 0) / BT), NT) as i64: the chunks of
+/// sequence i (index) of a linear_chunks op that can be listed (a
+/// decreasing entry gives none). On offsets that thd.validate accepts the
+/// cap is never reached. On others two i32 entries can be up to 2^32 - 1
+/// apart, so the length is taken in 64 bits, and N counts can sum past
+/// int32: capped at NT, a count and a running sum capped at NT add up to
+/// at most 2 * NT, inside i32, and which chunks are listed (only the first
+/// NT) does not change.
 // Every op is emitted by a statement of its own, never two in the
 // arguments of one call, whose order C++ leaves to the compiler: the IR
 // is then the same from every build.
 Value chunksOf(LinearChunksOp op, ElementEmitter &e, Value i) {
+  OpBuilder &b = e.b;
+  Type i64 = b.getI64Type();
   Value cu = op.getCuSeqlensPadded();
-  Value begin = e.cuAt(cu, i);
-  Value end = e.cuAt(cu, e.add(i, e.idx(1)));
+  Value begin32 = e.cuAt(cu, i);
+  Value begin = arith::ExtSIOp::create(b, e.loc, i64, begin32);
+  Value next = e.add(i, e.idx(1));
+  Value end32 = e.cuAt(cu, next);
+  Value end = arith::ExtSIOp::create(b, e.loc, i64, end32);
   Value length = e.sub(end, begin);
-  Value chunkSize = e.i32(e.intAttr(op.getChunkSize()));
-  Value zero = e.i32(0);
-  Value positive = arith::MaxSIOp::create(e.b, e.loc, length, zero);
-  return arith::CeilDivSIOp::create(e.b, e.loc, positive, chunkSize);
+  Value zero = arith::ConstantIntOp::create(b, e.loc, i64, 0);
+  Value positive = arith::MaxSIOp::create(b, e.loc, length, zero);
+  Value chunkSize =
+      arith::ConstantIntOp::create(b, e.loc, i64, e.intAttr(op.getChunkSize()));
+  Value chunks = arith::CeilDivSIOp::create(b, e.loc, positive, chunkSize);
+  Value rows = arith::ConstantIntOp::create(b, e.loc, i64, chunkRows(op));
+  return arith::MinSIOp::create(b, e.loc, chunks, rows);
+}
+
+/// chunksOf as i32, for the sums that stay within 2 * NT.
+Value chunksOf32(LinearChunksOp op, ElementEmitter &e, Value i) {
+  Value chunks = chunksOf(op, e, i);
+  return arith::TruncIOp::create(e.b, e.loc, e.b.getI32Type(), chunks);
 }
 } // namespace
 
 Value mlir::thd::lowerElement(LinearChunksOp op, ElementEmitter &e,
                               OpResult result, Value at) {
   int64_t n = e.staticLength(op.getCuSeqlensPadded()) - 1;
+  // chunk_offsets and chunk_count count the listed chunks: the running sums
+  // capped at NT (S15's sums wherever thd.validate accepts the offsets).
   if (!at) {
     // chunk_count = chunk_offsets[N], summed over every sequence at once.
-    return e.reduceEntries(e.idx(n + 1), e.i32(0), gpu::AllReduceOperation::ADD,
-                           [&](Value i, Value acc) {
-                             Value chunks =
-                                 chunksOf(op, e, e.sub(i, e.idx(1)));
-                             return e.add(acc, chunks);
-                           });
+    // The partial sums (of up to N counts, each <= NT) are 64-bit: a
+    // thread's, and those of a block's threads combined, can pass int32.
+    OpBuilder &b = e.b;
+    Type i64 = b.getI64Type();
+    Value init = arith::ConstantIntOp::create(b, e.loc, i64, 0);
+    Value total =
+        e.reduceEntries(e.idx(n + 1), init, gpu::AllReduceOperation::ADD,
+                        [&](Value i, Value acc) {
+                          Value chunks = chunksOf(op, e, e.sub(i, e.idx(1)));
+                          return e.add(acc, chunks);
+                        });
+    Value cap = arith::ConstantIntOp::create(b, e.loc, i64, chunkRows(op));
+    Value listed = arith::MinSIOp::create(b, e.loc, total, cap);
+    return arith::TruncIOp::create(b, e.loc, b.getI32Type(), listed);
   }
   if (result == op.getChunkOffsets()) {
-    // The chunks of the sequences before entry `at`.
+    // The chunks of the sequences before entry `at`, capped at NT as they
+    // are summed: a sum and a count are each <= NT, so no step wraps.
     OpBuilder &b = e.b;
     Value lower = e.idx(0);
     Value upper = e.minIdx(at, e.idx(n));
@@ -365,9 +402,11 @@ Value mlir::thd::lowerElement(LinearChunksOp op, ElementEmitter &e,
                                    ValueRange{init});
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());
-    Value chunks = chunksOf(op, e, loop.getInductionVar());
+    Value chunks = chunksOf32(op, e, loop.getInductionVar());
     Value sum = e.add(loop.getRegionIterArgs()[0], chunks);
-    scf::YieldOp::create(b, e.loc, ValueRange{sum});
+    Value rows = e.i32(chunkRows(op));
+    Value capped = arith::MinSIOp::create(b, e.loc, sum, rows);
+    scf::YieldOp::create(b, e.loc, ValueRange{capped});
     return loop.getResult(0);
   }
   // Entry `at` of chunk_indices is half `at % 2` of row r = at / 2, in the
@@ -396,7 +435,8 @@ Value mlir::thd::lowerElement(LinearChunksOp op, ElementEmitter &e,
     Block *before = b.createBlock(&walk.getBefore(), {},
                                   {indexType, i32Type}, {e.loc, e.loc});
     Value s = before->getArgument(0), first = before->getArgument(1);
-    Value chunks = chunksOf(op, e, s);
+    // first <= pos < NT and chunks <= NT: the sum stays inside i32.
+    Value chunks = chunksOf32(op, e, s);
     Value end = e.add(first, chunks);
     Value notLast = e.cmp(arith::CmpIPredicate::slt, s, last);
     Value past = e.cmp(arith::CmpIPredicate::sle, end, pos);

@@ -4,16 +4,25 @@
 // half k % 2 of row r = k / 2, in the sequence a walk over the sequences
 // reaches at min(r, chunk_count) (summing each one's chunks once; it stops
 // at the last sequence), so the rows past the chunks are the sentinel.
+// Lengths are taken in i64 (two i32 entries can be 2^32 - 1 apart), each
+// count and every sum is capped at NT (only the first NT chunks are
+// listed), and chunk_count's partial sums are i64: nothing wraps, whatever
+// the offsets.
 // RUN: thd-opt %s --thd-force-static-shapes --thd-lower-to-loops | FileCheck %s
 
 // CHECK-LABEL: func.func @linear_chunks_count
 // CHECK-SAME: (%[[CUP:[a-z0-9]+]]: memref<4xi32> {llvm.noalias}, %[[OUT:[a-z0-9]+]]: memref<1xi32> {llvm.noalias})
-// CHECK: %[[COUNT:.+]] = scf.for %{{.+}} = %{{.+}} to %c4{{(_[0-9]+)?}} step %{{.+}} iter_args(%[[ACC:.+]] = %c0_i32{{.*}}) -> (i32)
-// CHECK: %[[LEN:.+]] = arith.subi %{{.+}}, %{{.+}} : i32
-// CHECK: %[[POS:.+]] = arith.maxsi %[[LEN]], %c0_i32{{.*}} : i32
-// CHECK: %[[CHUNKS:.+]] = arith.ceildivsi %[[POS]], %c4_i32{{.*}} : i32
-// CHECK: %[[SUM:.+]] = arith.addi %[[ACC]], %[[CHUNKS]] : i32
-// CHECK: scf.yield %[[SUM]] : i32
+// CHECK: %[[TOTAL:.+]] = scf.for %{{.+}} = %{{.+}} to %c4{{(_[0-9]+)?}} step %{{.+}} iter_args(%[[ACC:.+]] = %c0_i64{{.*}}) -> (i64)
+// CHECK: %[[BEGIN:.+]] = arith.extsi %{{.+}} : i32 to i64
+// CHECK: %[[END:.+]] = arith.extsi %{{.+}} : i32 to i64
+// CHECK: %[[LEN:.+]] = arith.subi %[[END]], %[[BEGIN]] : i64
+// CHECK: %[[POS:.+]] = arith.maxsi %[[LEN]], %c0_i64{{.*}} : i64
+// CHECK: %[[CHUNKS:.+]] = arith.ceildivsi %[[POS]], %c4_i64{{.*}} : i64
+// CHECK: %[[LISTED:.+]] = arith.minsi %[[CHUNKS]], %c5_i64{{.*}} : i64
+// CHECK: %[[SUM:.+]] = arith.addi %[[ACC]], %[[LISTED]] : i64
+// CHECK: scf.yield %[[SUM]] : i64
+// CHECK: %[[CAPPED:.+]] = arith.minsi %[[TOTAL]], %c5_i64{{.*}} : i64
+// CHECK: %[[COUNT:.+]] = arith.trunci %[[CAPPED]] : i64 to i32
 // CHECK: memref.store %[[COUNT]], %[[OUT]][
 func.func @linear_chunks_count(%cup: tensor<4xi32>) -> tensor<1xi32> {
   %i, %o, %c = thd.linear_chunks %cup chunk_size 4 rows 8 : tensor<4xi32> -> tensor<10xi32>, tensor<4xi32>
@@ -24,9 +33,14 @@ func.func @linear_chunks_count(%cup: tensor<4xi32>) -> tensor<1xi32> {
 // CHECK-SAME: (%[[CUP:[a-z0-9]+]]: memref<4xi32> {llvm.noalias}, %[[OUT:[a-z0-9]+]]: memref<4xi32> {llvm.noalias})
 // CHECK: scf.for %[[I:.+]] = %{{.+}} to %c4{{(_[0-9]+)?}} step
 // CHECK: %[[UPTO:.+]] = arith.minsi %[[I]], %c3{{.*}} : index
-// CHECK: %[[SUM:.+]] = scf.for %{{.+}} = %{{.+}} to %[[UPTO]] step %{{.+}} iter_args(%{{.+}} = %c0_i32{{.*}}) -> (i32)
+// CHECK: %[[SUM:.+]] = scf.for %{{.+}} = %{{.+}} to %[[UPTO]] step %{{.+}} iter_args(%[[ACC:.+]] = %c0_i32{{.*}}) -> (i32)
 // CHECK: memref.load %[[CUP]][
-// CHECK: arith.ceildivsi %{{.+}}, %c16_i32{{.*}} : i32
+// CHECK: arith.ceildivsi %{{.+}}, %c16_i64{{.*}} : i64
+// CHECK: %[[LISTED:.+]] = arith.minsi %{{.+}}, %c4_i64{{.*}} : i64
+// CHECK: %[[CHUNKS:.+]] = arith.trunci %[[LISTED]] : i64 to i32
+// CHECK: %[[NEXT:.+]] = arith.addi %[[ACC]], %[[CHUNKS]] : i32
+// CHECK: %[[CAPPED:.+]] = arith.minsi %[[NEXT]], %c4_i32{{.*}} : i32
+// CHECK: scf.yield %[[CAPPED]] : i32
 // CHECK: memref.store %[[SUM]], %[[OUT]][%[[I]]]
 func.func @linear_chunks_offsets(%cup: tensor<4xi32>) -> tensor<4xi32> {
   %i, %o, %c = thd.linear_chunks %cup chunk_size 16 rows 8 : tensor<4xi32> -> tensor<8xi32>, tensor<4xi32>
@@ -35,15 +49,17 @@ func.func @linear_chunks_offsets(%cup: tensor<4xi32>) -> tensor<4xi32> {
 
 // CHECK-LABEL: func.func @linear_chunks_indices
 // CHECK-SAME: (%[[CUP:[a-z0-9]+]]: memref<4xi32> {llvm.noalias}, %[[OUT:[a-z0-9]+]]: memref<10xi32> {llvm.noalias})
-// CHECK: %[[COUNT:.+]] = scf.for
+// CHECK: scf.for
+// CHECK: %[[COUNT:.+]] = arith.trunci %{{.+}} : i64 to i32
 // CHECK: scf.for %[[K:.+]] = %{{.+}} to %c10{{(_[0-9]+)?}} step
 // CHECK: %[[ROW:.+]] = arith.divui %[[K]], %c2{{.*}} : index
 // CHECK: %[[COUNTIDX:.+]] = arith.index_cast %[[COUNT]] : i32 to index
 // CHECK: %[[AT:.+]] = arith.minsi %[[ROW]], %[[COUNTIDX]] : index
 // CHECK: %[[POS:.+]] = arith.index_cast %[[AT]] : index to i32
 // CHECK: %[[WALK:.+]]:3 = scf.while (%[[S:.+]] = %{{.+}}, %[[FIRST:.+]] = %c0_i32{{.*}}) : (index, i32) -> (index, i32, i32)
-// CHECK: arith.ceildivsi %{{.+}}, %c4_i32{{.*}} : i32
-// CHECK: %[[END:.+]] = arith.addi %[[FIRST]], %{{.+}} : i32
+// CHECK: arith.ceildivsi %{{.+}}, %c4_i64{{.*}} : i64
+// CHECK: %[[CHUNKS:.+]] = arith.trunci %{{.+}} : i64 to i32
+// CHECK: %[[END:.+]] = arith.addi %[[FIRST]], %[[CHUNKS]] : i32
 // CHECK: %[[NOTLAST:.+]] = arith.cmpi slt, %[[S]], %c2{{.*}} : index
 // CHECK: %[[PAST:.+]] = arith.cmpi sle, %[[END]], %[[POS]] : i32
 // CHECK: %[[MORE:.+]] = arith.andi %[[NOTLAST]], %[[PAST]] : i1
