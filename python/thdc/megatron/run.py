@@ -10,8 +10,8 @@ script imports it (pretrain_gpt.py:30 and pretrain_hybrid.py:29 on
 megatron-core dev d48bd6be0a; pretrain_gpt.py's get_batch calls it whenever
 --sequence-packing-scheduler is set, :133-145): every microbatch is then
 padded to static shapes by one fused kernel with no host synchronisation,
-in eager mode and inside Megatron's per-layer CUDA graphs
-(--cuda-graph-impl transformer_engine). MODE "off" runs the script as it
+in eager mode and before Megatron's per-layer CUDA graphs
+(--cuda-graph-impl local or transformer_engine). MODE "off" runs the script as it
 is: the same command with thdc switched off.
 
 Before the script runs, the flags thdc reads are checked and one it cannot
@@ -47,8 +47,9 @@ FLAGS = {
     "--micro-batch-size": dict(dest="micro_batch_size", type=int),
 }
 
-# The CUDA graph modes thdc's batch function has run in, inside Megatron.
-GRAPH_MODES = ("none", "transformer_engine")
+# Megatron's CUDA graph modes in which the batch function runs eagerly,
+# before captured layers (docs/megatron.md, "CUDA graphs").
+GRAPH_MODES = ("none", "local", "transformer_engine")
 
 
 class Refusal(Exception):
@@ -128,9 +129,11 @@ def check_flags(args: Sequence[str]) -> argparse.Namespace:
                       f"dummy sequence (append_dummy_seq, the default)")
     if flags.cuda_graph_impl not in GRAPH_MODES:
         raise Refusal(
-            f"--cuda-graph-impl {flags.cuda_graph_impl}: thdc's batch function has run in "
-            f"Megatron without CUDA graphs and in its per-layer graphs (--cuda-graph-impl "
-            f"{' or '.join(GRAPH_MODES)}); thdc's own whole-iteration graphs are "
+            f"--cuda-graph-impl {flags.cuda_graph_impl}: megatron-core's whole-iteration "
+            f"graph is one graph for every iteration (full_cuda_graph.py:134-241 on dev), "
+            f"and packed iterations differ in microbatch count and rungs; thdc's batch "
+            f"function runs without graphs or before per-layer ones (--cuda-graph-impl "
+            f"{', '.join(GRAPH_MODES)}), and thdc's whole-iteration graphs are "
             f"thdc.megatron.IterationGraphs")
     if flags.micro_batch_size not in (None, 1):
         raise Refusal(f"--micro-batch-size {flags.micro_batch_size}: sequence packing takes "
