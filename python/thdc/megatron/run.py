@@ -160,7 +160,7 @@ def install() -> None:
                       f"{os.path.dirname(megatron.core.__file__)}) has no "
                       f"{MEGATRON_MODULE}.{MEGATRON_FUNCTION}: sequence packing is in "
                       f"Megatron-LM's dev branch (d48bd6be0a is the tested one)")
-    from . import get_batch_on_this_rank_for_sequence_packing
+    from .sequence_packing import get_batch_on_this_rank_for_sequence_packing
 
     setattr(module, MEGATRON_FUNCTION, get_batch_on_this_rank_for_sequence_packing)
 
