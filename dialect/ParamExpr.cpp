@@ -185,6 +185,14 @@ bool thdc::parseParamAssignment(llvm::StringRef assignment, std::string &name,
     error = "invalid parameter name '" + lhs.str() + "' in --param";
     return false;
   }
+  // A value names no parameter: "C=abc" is not a number, whatever the
+  // expression evaluator would say of a name it does not know.
+  if (llvm::any_of(rhs, [](char c) { return llvm::isAlpha(c) || c == '_'; })) {
+    error = "invalid value for --param " + lhs.str() + ": '" + rhs.str() +
+            "' is not a number (a value is an integer or an expression of "
+            "integers, e.g. 32768 or 32*1024)";
+    return false;
+  }
   std::optional<int64_t> parsed = evaluateParamExpr(
       rhs, [](llvm::StringRef) { return std::optional<int64_t>(); }, error);
   if (!parsed) {

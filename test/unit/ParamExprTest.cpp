@@ -121,8 +121,16 @@ TEST(ParamAssignment, RejectsMalformedAssignments) {
   EXPECT_FALSE(parseParamAssignment("=4", name, value, error));
   EXPECT_FALSE(parseParamAssignment("1C=4", name, value, error));
   EXPECT_EQ(error, "invalid parameter name '1C' in --param");
+  // A name as the value is no number (it said "parameter 'abc' is not
+  // declared", as if abc were a parameter to declare).
   EXPECT_FALSE(parseParamAssignment("C=N", name, value, error));
-  EXPECT_NE(error.find("parameter 'N' is not declared"), std::string::npos);
+  EXPECT_EQ(error, "invalid value for --param C: 'N' is not a number (a value "
+                   "is an integer or an expression of integers, e.g. 32768 or "
+                   "32*1024)");
+  EXPECT_FALSE(parseParamAssignment("C=abc", name, value, error));
+  EXPECT_NE(error.find("'abc' is not a number"), std::string::npos);
+  EXPECT_FALSE(parseParamAssignment("C=2*x_1", name, value, error));
+  EXPECT_NE(error.find("'2*x_1' is not a number"), std::string::npos);
 }
 
 TEST(ParamAssignment, RejectsNegativeValues) {
