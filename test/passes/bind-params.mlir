@@ -26,7 +26,7 @@ module attributes {thd.params = {C = 8 : i64, N = 6 : i64, cp = 2 : i64}} {
 
   // UNKNOWN: error: parameter 'K' set with --param is not declared by this pipeline (it declares: C, N, cp)
   // MALFORMED: error: expected NAME=VALUE in --param, got 'C'
-  // NOTINT: error: invalid value for --param C: in parameter expression "two": parameter 'two' is not declared
+  // NOTINT: error: invalid value for --param C: 'two' is not a number (a value is an integer or an expression of integers, e.g. 32768 or 32*1024)
   // INVALID: error: 'thd.pad_tail_metadata' op global target target*cp = 14 is not divisible by 2*cp = 4
 
   func.func @step(%t: tensor<?xi64> {thd.capacity = #thd.expr<"C*cp">}, %cu: tensor<?xi32>,
