@@ -5,6 +5,7 @@
 #include "runtime/Manifest.h"
 #include "tools/VersionInfo.h"
 
+#include "llvm/Config/llvm-config.h"
 #include "llvm/Support/CommandLine.h"
 
 #include <string>
@@ -18,7 +19,8 @@ void thdc::printVersion(llvm::raw_ostream &os, llvm::StringRef tool) {
      << "  tool: " << tool << "\n"
      << "  git revision: " << gitRevision() << "\n"
      << "  bundle format: " << runtime::kBundleFormatVersion << "\n"
-     << "  compiler build id: " << compilerBuildId() << "\n";
+     << "  compiler build id: " << compilerBuildId() << "\n"
+     << "  LLVM/MLIR: " << LLVM_VERSION_STRING << "\n";
 }
 
 void thdc::setVersionPrinter(llvm::StringRef tool) {

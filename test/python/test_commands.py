@@ -32,6 +32,7 @@ def test_version_names_the_tool(tool):
     result = command(tool, "--version")
     assert result.returncode == 0, result.stderr
     assert f"tool: {tool}" in result.stdout
+    assert "LLVM/MLIR: 22." in result.stdout  # the release linked in (the wheel's too)
 
 
 def test_thd_run_matches_the_reference(tmp_path):
