@@ -92,10 +92,14 @@ def THDFuse : Pass<"thd-fuse", "::mlir::ModuleOp"> {
 def THDVerifyCapturable : Pass<"thd-verify-capturable", "::mlir::ModuleOp"> {
   let summary = "Check that a pipeline can be captured in a CUDA graph";
   let description = [{
-    Fails, with one error per cause, when a function still has a dynamic
-    shape (a data-dependent allocation), an unbound parameter expression, or
-    an op outside the thd dialect whose result the host would have to read
-    (anything but `func.return` and `arith.constant`). Changes nothing.
+    Fails when a function still has a dynamic shape (a data-dependent
+    allocation) or an unbound parameter expression, or an op outside the thd
+    dialect whose result the host would have to read (anything but
+    `func.return` and `arith.constant`). Each host read is an error of its
+    own; the dynamic shapes and unbound parameters, which
+    `thd-force-static-shapes` removes and which every op has before it, are
+    one error at the first, with their count, that says to run that pass
+    first. Changes nothing.
   }];
 }
 
