@@ -117,3 +117,18 @@ def test_a_reader_that_has_gone_ends_the_command_quietly(tool, args):
         os.close(write_end)
     assert done.returncode == -13, (done.returncode, done.stderr)  # SIGPIPE
     assert "LLVM ERROR" not in done.stderr and "Broken pipe" not in done.stderr, done.stderr
+
+
+def test_the_ptx_is_the_isa_the_readme_states(tmp_path):
+    """README states the driver the kernels need from their PTX ISA: the
+    compiler's PTX says the same."""
+    import re
+
+    readme = open(os.path.join(os.path.dirname(EXAMPLE), "..", "README.md")).read()
+    stated = re.search(r"the kernels are PTX ISA (\d+\.\d+) for (sm_\d+)", readme)
+    assert stated, "README no longer states the kernels' PTX ISA"
+    result = command("thdc", EXAMPLE, "--emit=ptx", "--param", "C=64", "--param", "cp=2",
+                     "--param", "N=9")
+    assert result.returncode == 0, result.stderr
+    assert f".version {stated.group(1)}" in result.stdout
+    assert f".target {stated.group(2)}" in result.stdout
