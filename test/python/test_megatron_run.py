@@ -143,3 +143,49 @@ def test_usage_errors(checkout):
     assert done.returncode == 2 and "invalid choice: 'ladder'" in done.stderr
     done = launch(checkout, "no_such_script.py", *GOOD)
     assert done.returncode == 2 and "no script no_such_script.py" in done.stderr
+
+
+def test_the_megatron_import_thdc_makes_is_quiet(checkout):
+    """GraphStep imports megatron-core's PackedSeqParams on first use; the
+    warnings megatron-core raises while it loads are not the user's import
+    and are not shown (a user's own import still shows them)."""
+    params = checkout / "megatron" / "core" / "packed_seq_params.py"
+    params.write_text(textwrap.dedent('''
+        import warnings
+        from dataclasses import dataclass
+        warnings.warn("Transformer Engine and Apex are not installed", UserWarning)
+        @dataclass
+        class PackedSeqParams:
+            qkv_format: str = None
+            cu_seqlens_q: object = None
+            cu_seqlens_kv: object = None
+            cu_seqlens_q_padded: object = None
+            cu_seqlens_kv_padded: object = None
+            max_seqlen_q: int = None
+            max_seqlen_kv: int = None
+    '''))
+    code = textwrap.dedent('''
+        import sys, warnings
+        warnings.simplefilter("always")
+        import thdc.megatron
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            step = thdc.megatron.GraphStep(64, 9, device="cpu")
+        print("class:", type(step.packed_seq_params).__module__)
+        print("warnings:", [str(w.message) for w in caught])
+        if sys.argv[1] == "user":
+            import importlib
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                importlib.reload(sys.modules["megatron.core.packed_seq_params"])
+            print("user:", [str(w.message) for w in caught])
+    ''')
+    here = os.path.dirname(run.__file__)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(checkout), os.path.dirname(os.path.dirname(here)), os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run([sys.executable, "-c", code, "user"], capture_output=True, text=True,
+                          env=env, cwd=checkout)
+    assert done.returncode == 0, done.stderr
+    assert "class: megatron.core.packed_seq_params" in done.stdout
+    assert "warnings: []" in done.stdout
+    assert "user: ['Transformer Engine and Apex are not installed']" in done.stdout

@@ -46,8 +46,19 @@ def _megatron_core():
     the import is tried once."""
     global _MEGATRON_CORE
     if _MEGATRON_CORE is None:
+        import sys
+        import warnings
+
         try:
-            from megatron.core.packed_seq_params import PackedSeqParams as found
+            with warnings.catch_warnings():
+                # The import is thdc's, not the user's: the warnings
+                # megatron-core and the libraries it tries raise while it
+                # loads (no Apex, no TransformerEngine, deprecations) are
+                # theirs to show where the user imports them.
+                if "megatron.core" not in sys.modules:
+                    warnings.filterwarnings(
+                        "ignore", module=r"(megatron|transformer_engine|apex)(\.|$)")
+                from megatron.core.packed_seq_params import PackedSeqParams as found
 
             _MEGATRON_CORE = (found, True, None)
         except Exception as error:  # ImportError, or a megatron-core that fails to import
