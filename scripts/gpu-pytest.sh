@@ -97,8 +97,17 @@ summarise() { # NAME JUNIT LOG RC: one line of counts and reasons
 import collections, os, sys, xml.etree.ElementTree as ET
 name, junit, log, rc = sys.argv[1:5]
 if not os.path.exists(junit):
-    tail = open(log, errors="replace").read().strip().splitlines()[-1:] if os.path.exists(log) else []
-    print(f"{name}: did not run (exit {rc}): {' '.join(tail)[:300]}")
+    text = open(log, errors="replace").read() if os.path.exists(log) else ""
+    # pytest -q's progress before it was stopped: one character a test.
+    progress = "".join(line.split(" ")[0] for line in text.splitlines()
+                       if line and set(line.split(" ")[0]) <= set(".FEsxX"))
+    if rc == "124":
+        print(f"{name}: did not finish within the time limit; before it: "
+              f"{progress.count('.')} passed, {progress.count('F') + progress.count('E')} "
+              f"failed, {progress.count('s')} skipped")
+    else:
+        tail = text.strip().splitlines()[-1:]
+        print(f"{name}: did not run (exit {rc}): {' '.join(tail)[:300]}")
     sys.exit(0)
 counts, reasons = collections.Counter(), collections.Counter()
 for case in ET.parse(junit).getroot().iter("testcase"):
