@@ -208,10 +208,10 @@ def cudnn_args(source, heads: int, head_dim: int, kv_heads: Optional[int] = None
                 ragged_offset_kv=start * (kv_heads * head_dim))
 
 
-def _linear_chunks(source, consumer: str):
-    """The linear-attention chunks of the view that ran last, checked for
+def _linear_chunks(view, consumer: str):
+    """The linear-attention chunks of a view (_view's), checked for
     `consumer`."""
-    chunks = _view(source, consumer).linear_chunks
+    chunks = view.linear_chunks
     if chunks is None:
         raise ValueError(f"{consumer} reads the step's chunk metadata: make the step with "
                          f"GraphStep(..., linear_attention_chunk=BT), BT in "
@@ -243,8 +243,9 @@ def fla_gdn_args(source) -> dict:
     on the device, behind a cache keyed by the tensor's identity: run with
     FLA_DISABLE_TENSOR_CACHE=1 (or fla.utils.FLA_DISABLE_TENSOR_CACHE =
     True); RuntimeError while the cache is on."""
-    padded, _, _ = _metadata(source, "fla_gdn_args")
-    chunks = _linear_chunks(source, "fla_gdn")
+    view = _view(source, "fla_gdn_args")
+    padded = view.outputs.cu_seqlens_padded
+    chunks = _linear_chunks(view, "fla_gdn")
     if _fla_tensor_cache_on():
         raise RuntimeError(
             "flash-linear-attention caches chunk offsets by the identity of cu_seqlens, "
@@ -261,8 +262,9 @@ def fla_kda_args(source) -> dict:
     cu_seqlens of N+1 entries (fla/ops/kda/chunk.py:65-86, the same chunks as
     S15 with fla's sentinel (-1, 0)): cu_seqlens the padded offsets, N the
     step's, chunk_size the step's BT."""
-    padded, _, _ = _metadata(source, "fla_kda_args")
-    chunks = _linear_chunks(source, "fla_kda")
+    view = _view(source, "fla_kda_args")
+    padded = view.outputs.cu_seqlens_padded
+    chunks = _linear_chunks(view, "fla_kda")
     return dict(cu_seqlens=padded, use_graph=True, max_num_seqs=padded.numel() - 1,
                 chunk_size=chunks.chunk_size)
 

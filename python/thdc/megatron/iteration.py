@@ -433,7 +433,9 @@ def choose_shapes(rung_lists: Iterable[Sequence[int]], capacities: Sequence[int]
         (-1: none holds it)."""
         best = np.full(len(shapes), -1, np.int64)
         for shape in among:
-            r = rows_of[shape] if shape in rows_of else rows_of.setdefault(shape, row_of(shape))
+            r = rows_of.get(shape)
+            if r is None:  # a count's first shape, which the stream may not hold
+                r = rows_of[shape] = row_of(shape)
             best = np.where((r >= 0) & ((best < 0) | (r < best)), r, best)
         return best
 
