@@ -22,75 +22,12 @@
 # THDC_GPU_PYTEST_TIMEOUT: seconds per file (default 900).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-stack=$(cd "$1" && pwd) || exit 2
-out=$2
-shift 2
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
-work=${THDC_GPU_WORK:-/tmp/thdc-gpu}
-site=$work/site
-rm -rf "$work" && mkdir -p "$site"
-say() { echo "$*" | tee -a "$out/summary.txt"; }
-: > "$out/summary.txt"
-
 # -- the stack ---------------------------------------------------------------
-if ls "$stack"/thdc-*.whl > /dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" "$stack"/thdc-*.whl ||
-    { say "cannot install thdc's wheel"; exit 2; }
-elif [ -f "$stack/thdc-wheel.tar.xz" ]; then
-  tar -xJf "$stack/thdc-wheel.tar.xz" -C "$site" || { say "cannot unpack thdc-wheel.tar.xz"; exit 2; }
-else
-  say "no thdc wheel in $stack"; exit 2
-fi
-te=
-if [ -d "$stack/gpu-kit" ]; then
-  te=$work/te
-  bash "$stack/gpu-kit/install-te.sh" "$stack/gpu-kit" "$te" > "$out/install-te.txt" 2>&1 ||
-    { say "TransformerEngine did not install (install-te.txt)"; tail -n 5 "$out/install-te.txt"; }
-elif [ -n "${THDC_GPU_TE:-}" ] && [ -d "$THDC_GPU_TE" ]; then
-  te=$THDC_GPU_TE  # installed by an earlier install-te.sh (a stack too large to send at once)
-fi
-for archive in "$stack"/megatron-core-*.tar.xz; do
-  [ -f "$archive" ] || continue
-  mkdir -p "$work/megatron" && tar -xJf "$archive" -C "$work/megatron" &&
-    export THDC_MEGATRON_DEV=$work/megatron
-done
-for archive in "$stack"/wheels/*.tar.xz; do  # a wheel unpacked, packed with xz
-  [ -f "$archive" ] && { tar -xJf "$archive" -C "$site" || say "cannot unpack $archive"; }
-done
-if ls "$stack"/wheels/*.whl > /dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" "$stack"/wheels/*.whl \
-    > "$out/install-wheels.txt" 2>&1 || { say "some wheels did not install (install-wheels.txt)"; }
-fi
-path=$site
-[ -n "$te" ] && path=$path:$te
-[ -n "${THDC_MEGATRON_DEV:-}" ] && path=$path:$THDC_MEGATRON_DEV
-export PYTHONPATH=$path${PYTHONPATH:+:$PYTHONPATH} PATH=$site/bin:$PATH
-export THDC_CACHE_DIR=$work/cache PYTHONUNBUFFERED=1
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+source "$root/scripts/gpu-stack.sh" "$1" "$2" || exit 2
+shift 2
 
 # -- what runs ---------------------------------------------------------------
-{
-  echo "commit: $(cat "$stack/COMMIT" 2>/dev/null || echo unknown)"
-  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-  python3 - <<'PY' 2>&1 | grep -v -i warn
-import importlib
-def version(name, attr="__version__"):
-    try:
-        module = importlib.import_module(name)
-    except Exception as error:  # not installed, or fails to import
-        return f"none ({type(error).__name__})"
-    value = getattr(module, attr, "?")
-    return value() if callable(value) else value
-import torch
-print("torch", torch.__version__, "| cuDNN (torch)", torch.backends.cudnn.version(),
-      "| thdc", version("thdc"), "JIT", version("thdc", "has_jit"),
-      "| TE", version("transformer_engine"), "| megatron-core", version("megatron.core"),
-      "| cudnn frontend", version("cudnn"), "| fla", version("fla"),
-      "| flashinfer", version("flashinfer"), "| flash_attn.cute", version("flash_attn.cute"),
-      "| triton", version("triton"))
-PY
-} | tee -a "$out/summary.txt"
+describe_stack | tee -a "$out/summary.txt"
 
 summarise() { # NAME JUNIT LOG RC: one line of counts and reasons
   python3 - "$@" <<'PY'
