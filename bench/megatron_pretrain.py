@@ -1,0 +1,267 @@
+#!/usr/bin/env python3
+"""Megatron-LM's own pretrain_gpt.py, mode against mode, timed by Megatron's
+own log: the comparison a Megatron user believes.
+
+    python3 bench/megatron_pretrain.py --megatron DIR --out DIR
+        [--size 125m] [--C 8192] [--N 64] [--iters 300]
+        [--modes megatron-eager,megatron-graphs,thdc-eager,thdc-graphs]
+        [--repeats 2] [--steady-from ITERATION] [--dry-run]
+
+Every run is one process, `python -m thdc.megatron.run --thdc {step|off}
+pretrain_gpt.py FLAGS` (one GPU, world size 1), with the same flags for every
+mode except the ones that make the mode (MODES). Modes run in rounds, the
+order of one round reversed in the next (ABCD DCBA ...), so no mode always
+runs first or last. Each run's log is kept (OUT/LOG) and summarised by
+bench/megatron_log.py: the whole run (the mean over every iteration, the
+captures and first iterations included) beside the steady state (the median
+of the iterations from --steady-from on, default a fifth of the run), the
+losses, and the peak memory the process reached (printed at exit in
+Megatron's own memory-report format). OUT/summary.json holds every run;
+the table printed at the end gives, per mode, the median over its repeats
+and its ratio to megatron-graphs (Megatron's per-layer graph path).
+
+The data: Megatron's variable-length mock dataset (--use-varlen-dataset
+--mock-data) with the lognormal lengths of dev's own benchmark
+(examples/dynamic_context_parallel/benchmark_dcp.sh on d48bd6be0a: min 128,
+mean 1024, sigma 1.5), capped at C; packed by dp_balanced into microbatches of
+at most C rows and N - 1 real sequences (the modes that pad append one dummy
+sequence and count it in N; megatron-eager, which does not pad, is given
+N - 1 so that every mode packs the same sequences into the same
+microbatches). Gradient-accumulation fusion is off in every mode (it needs
+APEX or a TE build with its wgrad kernels), as dev's benchmark has it; no mode
+graphs its optimizer."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from typing import Dict, List, Sequence
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import megatron_log  # noqa: E402
+
+# hidden, layers, heads (GPT-3's table; examples/megatron/batches.py's presets).
+SIZES = {
+    "125m": (768, 12, 12),
+    "370m": (1024, 24, 16),
+    "1.3b": (2048, 24, 16),
+}
+LEARNING_RATES = {"125m": 3e-4, "370m": 3e-4, "1.3b": 2e-4}
+
+# mode: (launcher's --thdc, the flags that make the mode).
+MODES = {
+    "megatron-eager": ("off", ["--cuda-graph-impl", "none"]),
+    "megatron-graphs": ("off", ["--cuda-graph-impl", "transformer_engine",
+                                "--pad-packed-seq-alignment", "max"]),
+    "thdc-eager": ("step", ["--cuda-graph-impl", "none", "--pad-packed-seq-alignment", "max"]),
+    "thdc-graphs": ("step", ["--cuda-graph-impl", "transformer_engine",
+                             "--pad-packed-seq-alignment", "max"]),
+}
+BASELINE = "megatron-graphs"
+
+
+def mock_lengths(C: int) -> str:
+    return json.dumps({"mode": "distribution", "type": "lognormal", "format": "thd",
+                       "min_seq_len": 128, "max_seq_len": C, "mean_seq_len": 1024,
+                       "lognormal_sigma": 1.5}, separators=(",", ":"))
+
+
+def megatron_flags(size: str, C: int, N: int, iters: int, cache: str,
+                   global_batch: int = 32, seed: int = 1234) -> List[str]:
+    """The flags every mode shares (its own come from MODES)."""
+    hidden, layers, heads = SIZES[size]
+    return [
+        "--num-layers", str(layers), "--hidden-size", str(hidden),
+        "--ffn-hidden-size", str(4 * hidden), "--num-attention-heads", str(heads),
+        "--seq-length", str(C), "--max-position-embeddings", str(C),
+        "--attention-dropout", "0.0", "--hidden-dropout", "0.0",
+        "--transformer-impl", "transformer_engine",
+        "--micro-batch-size", "1", "--global-batch-size", str(global_batch),
+        "--train-iters", str(iters), "--lr-decay-iters", str(iters),
+        "--lr", str(LEARNING_RATES[size]), "--min-lr", str(LEARNING_RATES[size] / 10),
+        "--lr-decay-style", "cosine", "--lr-warmup-iters", str(max(1, iters // 100)),
+        "--weight-decay", "0.1", "--clip-grad", "1.0", "--bf16", "--seed", str(seed),
+        "--calculate-per-token-loss", "--no-gradient-accumulation-fusion",
+        "--use-varlen-dataset", "--mock-data",
+        "--varlen-mock-dataset-config-json", mock_lengths(C),
+        "--tokenizer-type", "NullTokenizer", "--vocab-size", "32768",
+        "--split", "99,1,0", "--data-cache-path", cache,
+        "--dataloader-type", "single", "--num-workers", "0",
+        "--sequence-packing-scheduler", "dp_balanced", "--max-seqlen-per-dp-cp-rank", str(C),
+        "--log-interval", "1", "--log-throughput", "--timing-log-level", "0",
+        "--eval-interval", "1000000", "--eval-iters", "1", "--save-interval", "1000000",
+        "--distributed-backend", "nccl",
+    ]
+
+
+def mode_command(mode: str, script: str, common: Sequence[str], N: int) -> List[str]:
+    thdc, flags = MODES[mode]
+    # The padding modes count the dummy sequence in N; megatron-eager packs
+    # the same N - 1 real sequences without one.
+    capacity = N - 1 if mode == "megatron-eager" else N
+    return [sys.executable, os.path.abspath(__file__), "--child", "--thdc", thdc, script,
+            *common, "--thd-max-packed-sequences", str(capacity), *flags]
+
+
+def order(modes: Sequence[str], repeats: int) -> List[str]:
+    """ABCD DCBA ABCD ...: every mode in every position as often."""
+    runs: List[str] = []
+    for r in range(repeats):
+        runs.extend(modes if r % 2 == 0 else list(reversed(modes)))
+    return runs
+
+
+def child(argv: Sequence[str]) -> int:
+    """The launcher, then the peak memory of the process in Megatron's
+    memory-report format (bench/megatron_log.py reads both)."""
+    import atexit
+
+    def report() -> None:
+        try:
+            import torch
+            if torch.cuda.is_available() and torch.cuda.is_initialized():
+                mb = 1024.0 * 1024.0
+                print(f"[Rank 0] (at exit) memory (MB) | max allocated: "
+                      f"{torch.cuda.max_memory_allocated() / mb:.1f} | max reserved: "
+                      f"{torch.cuda.max_memory_reserved() / mb:.1f}", flush=True)
+        except Exception as error:  # the run's own result stands
+            print(f"(peak memory not read: {error})", flush=True)
+
+    atexit.register(report)
+    from thdc.megatron import run
+    return run.main(list(argv))
+
+
+def environment() -> Dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("CUDA_DEVICE_MAX_CONNECTIONS", "1")
+    for key, value in (("RANK", "0"), ("LOCAL_RANK", "0"), ("WORLD_SIZE", "1"),
+                       ("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", "29511")):
+        env[key] = value
+    return env
+
+
+def _number(value, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _ratio(base, value) -> str:
+    """base / value: how many times faster than the baseline."""
+    return f"{base / value:.3f}x" if base and value else "-"
+
+
+def table(runs: List[dict]) -> List[str]:
+    """Per mode: the median over its runs, its ratio to BASELINE."""
+    by_mode: Dict[str, List[dict]] = {}
+    for run in runs:
+        if run.get("summary"):
+            by_mode.setdefault(run["mode"], []).append(run["summary"])
+
+    def median(mode: str, key: str):
+        values = [s[key] for s in by_mode.get(mode, []) if s.get(key) is not None]
+        return statistics.median(values) if values else None
+
+    base_whole, base_steady = median(BASELINE, "whole_run_ms_per_iteration"), median(
+        BASELINE, "steady_ms_per_iteration")
+    lines = ["| mode | runs | whole run ms/iter | vs graphs | steady ms/iter (min-max) | "
+             "vs graphs | last loss | peak allocated MB |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for mode in MODES:
+        if mode not in by_mode:
+            continue
+        whole, steady = median(mode, "whole_run_ms_per_iteration"), median(
+            mode, "steady_ms_per_iteration")
+        spread = [s["steady_ms_per_iteration"] for s in by_mode[mode]
+                  if s.get("steady_ms_per_iteration") is not None]
+        losses = [s["losses"].get("lm loss", [[0, float("nan")]])[-1][1] for s in by_mode[mode]]
+        peaks = [s.get("peak_max_allocated_mb") for s in by_mode[mode]
+                 if s.get("peak_max_allocated_mb") is not None]
+        lines.append(
+            f"| {mode} | {len(by_mode[mode])} | {_number(whole)} | {_ratio(base_whole, whole)} | "
+            f"{_number(steady)} ({_number(min(spread, default=None))}-"
+            f"{_number(max(spread, default=None))}) | {_ratio(base_steady, steady)} | "
+            f"{' / '.join(f'{x:.4f}' for x in losses)} | {_number(max(peaks, default=None), 0)} |")
+    return lines
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["--child"]:
+        return child(argv[1:])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--megatron", required=True,
+                        help="a Megatron-LM checkout (pretrain_gpt.py and megatron/)")
+    parser.add_argument("--out", required=True, help="logs and summary.json go here")
+    parser.add_argument("--size", choices=tuple(SIZES), default="125m")
+    parser.add_argument("--C", type=int, default=8192, help="--max-seqlen-per-dp-cp-rank")
+    parser.add_argument("--N", type=int, default=64, help="--thd-max-packed-sequences")
+    parser.add_argument("--iters", type=int, default=300, help="--train-iters")
+    parser.add_argument("--global-batch", type=int, default=32)
+    parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument("--repeats", type=int, default=2, help="rounds, alternating order")
+    parser.add_argument("--steady-from", type=int, help="default: a fifth of --iters")
+    parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per run")
+    parser.add_argument("--dry-run", action="store_true", help="print the commands only")
+    args = parser.parse_args(argv)
+    modes = [m for m in args.modes.split(",") if m]
+    unknown = [m for m in modes if m not in MODES]
+    if unknown:
+        parser.error(f"unknown mode(s) {', '.join(unknown)}; the modes are {', '.join(MODES)}")
+    if args.N < 2 or args.C < 1 or args.iters < 1 or args.repeats < 1:
+        parser.error("--N must be 2 or more, --C, --iters and --repeats 1 or more")
+    script = os.path.join(os.path.abspath(args.megatron), "pretrain_gpt.py")
+    if not os.path.isfile(script):
+        parser.error(f"no pretrain_gpt.py in {args.megatron}")
+    os.makedirs(args.out, exist_ok=True)
+    common = megatron_flags(args.size, args.C, args.N, args.iters,
+                            os.path.join(os.path.abspath(args.out), "data-cache"),
+                            args.global_batch)
+    steady_from = args.steady_from if args.steady_from is not None else args.iters // 5
+    runs = []
+    for index, mode in enumerate(order(modes, args.repeats)):
+        command = mode_command(mode, script, common, args.N)
+        name = f"{index:02d}-{mode}"
+        if args.dry_run:
+            print(name, " ".join(command))
+            continue
+        log = os.path.join(args.out, f"{name}.log")
+        start = time.perf_counter()
+        with open(log, "w") as out:
+            try:
+                code = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT,
+                                      cwd=os.path.dirname(script), env=environment(),
+                                      timeout=args.timeout).returncode
+            except subprocess.TimeoutExpired:
+                code = "timeout"
+        seconds = time.perf_counter() - start
+        with open(log, errors="replace") as f:
+            try:
+                summary = megatron_log.summarise(megatron_log.parse(f), steady_from)
+            except ValueError as error:
+                summary = None
+                print(f"{name}: {error}")
+        runs.append({"mode": mode, "log": os.path.basename(log), "exit": code,
+                     "process_seconds": round(seconds, 1), "summary": summary})
+        whole = summary and summary["whole_run_ms_per_iteration"]
+        print(f"{name}: exit {code}, {seconds:.0f} s"
+              + (f", whole run {whole:.1f} ms/iter, steady "
+                 f"{summary['steady_ms_per_iteration']:.1f}" if whole else ""), flush=True)
+        with open(os.path.join(args.out, "summary.json"), "w") as f:
+            json.dump({"size": args.size, "C": args.C, "N": args.N, "iters": args.iters,
+                       "global_batch": args.global_batch, "steady_from": steady_from,
+                       "flags": common, "modes": {m: MODES[m] for m in modes},
+                       "runs": runs}, f, indent=1)
+    if runs:
+        lines = table(runs)
+        with open(os.path.join(args.out, "table.md"), "w") as f:
+            f.write("\n".join(lines) + "\n")
+        print("\n".join(lines))
+    failed = [r for r in runs if r["exit"] != 0]
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

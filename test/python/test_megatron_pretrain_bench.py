@@ -1,0 +1,106 @@
+"""bench/megatron_pretrain.py, the comparison of modes in Megatron-LM's own
+pretrain_gpt.py: every mode's command passes the launcher's own checks, the
+modes differ only in the flags that make them, the order alternates, and the
+table reads the runs' summaries (a mode with no summary is left out)."""
+import importlib.util
+import os
+import sys
+
+import pytest
+
+from conftest import SOURCE_DIR
+
+sys.path.insert(0, os.path.join(SOURCE_DIR, "bench"))
+SCRIPT = os.path.join(SOURCE_DIR, "bench", "megatron_pretrain.py")
+spec = importlib.util.spec_from_file_location("megatron_pretrain", SCRIPT)
+bench = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(bench)
+
+from thdc.megatron import run  # noqa: E402
+
+
+def commands(N=64):
+    common = bench.megatron_flags("125m", 8192, N, 300, "/tmp/cache")
+    return {mode: bench.mode_command(mode, "pretrain_gpt.py", common, N) for mode in bench.MODES}
+
+
+def script_args(command):
+    """The launcher's arguments after --child: (--thdc value, the script's flags)."""
+    child = command.index("--child")
+    mode, script, args = run.split_argv(command[child + 1:])
+    assert script == "pretrain_gpt.py"
+    return mode, args
+
+
+def test_thdc_modes_pass_the_launchers_checks():
+    for mode, command in commands().items():
+        thdc, args = script_args(command)
+        assert thdc == bench.MODES[mode][0]
+        if thdc == "step":
+            flags = run.check_flags(args)
+            assert (flags.max_seqlen_per_dp_cp_rank, flags.thd_max_packed_sequences) == (8192, 64)
+
+
+def test_modes_differ_only_in_their_own_flags():
+    """Every mode's flags are the common ones plus its own; megatron-eager,
+    which appends no dummy sequence, packs the same N - 1 real sequences."""
+    every = commands(N=64)
+    for mode, command in every.items():
+        _, args = script_args(command)
+        own = bench.MODES[mode][1]
+        assert args[-len(own):] == own
+        capacity = args[args.index("--thd-max-packed-sequences") + 1]
+        assert capacity == ("63" if mode == "megatron-eager" else "64")
+        rest = args[:-len(own)]
+        assert rest[:-2] == bench.megatron_flags("125m", 8192, 64, 300, "/tmp/cache")
+    eager = run.read_flags(script_args(every["megatron-eager"])[1])
+    assert eager.pad_packed_seq_alignment is None and eager.cuda_graph_impl == "none"
+
+
+def test_a_thdc_mode_without_padding_would_be_refused():
+    """The launcher itself refuses thdc without --pad-packed-seq-alignment
+    max: the harness cannot time a thdc mode that does not pad to C."""
+    _, args = script_args(commands()["megatron-eager"])
+    with pytest.raises(run.Refusal, match="--pad-packed-seq-alignment"):
+        run.check_flags(args)
+
+
+def test_order_alternates():
+    assert bench.order(["a", "b", "c"], 3) == ["a", "b", "c", "c", "b", "a", "a", "b", "c"]
+    runs = bench.order(list(bench.MODES), 2)
+    for mode in bench.MODES:  # every mode as often early as late
+        positions = [i for i, m in enumerate(runs) if m == mode]
+        assert sum(positions) == len(runs) - 1
+
+
+def summary(whole, steady, loss, peak):
+    return {"whole_run_ms_per_iteration": whole, "steady_ms_per_iteration": steady,
+            "losses": {"lm loss": [[1, 10.0], [300, loss]]}, "peak_max_allocated_mb": peak}
+
+
+def test_table_gives_medians_and_ratios_to_megatron_graphs():
+    runs = [
+        {"mode": "megatron-graphs", "summary": summary(200.0, 160.0, 6.5, 30000.0)},
+        {"mode": "megatron-graphs", "summary": summary(220.0, 170.0, 6.5, 31000.0)},
+        {"mode": "thdc-graphs", "summary": summary(180.0, 140.0, 6.5, 29000.0)},
+        {"mode": "thdc-graphs", "summary": summary(190.0, 150.0, 6.5, 29500.0)},
+        {"mode": "thdc-eager", "summary": None},  # a run that logged nothing
+    ]
+    lines = bench.table(runs)
+    graphs = next(line for line in lines if line.startswith("| megatron-graphs"))
+    thdc = next(line for line in lines if line.startswith("| thdc-graphs"))
+    assert "| 210.0 | 1.000x | 165.0 (160.0-170.0) | 1.000x |" in graphs
+    assert f"| 185.0 | {210 / 185:.3f}x | 145.0 (140.0-150.0) | {165 / 145:.3f}x |" in thdc
+    assert thdc.endswith("| 29500 |")
+    assert not any(line.startswith("| thdc-eager") for line in lines)
+
+
+def test_bad_arguments_are_refused(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        bench.main(["--megatron", str(tmp_path), "--out", str(tmp_path / "o")])
+    assert "no pretrain_gpt.py" in capsys.readouterr().err
+    (tmp_path / "pretrain_gpt.py").write_text("")
+    with pytest.raises(SystemExit):
+        bench.main(["--megatron", str(tmp_path), "--out", str(tmp_path / "o"), "--modes",
+                    "thdc-ladders"])
+    assert "unknown mode(s) thdc-ladders" in capsys.readouterr().err
