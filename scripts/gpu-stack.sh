@@ -54,6 +54,20 @@ path=$site
 [ -n "${THDC_MEGATRON_DEV:-}" ] && path=$path:$THDC_MEGATRON_DEV
 export PYTHONPATH=$path${PYTHONPATH:+:$PYTHONPATH} PATH=$site/bin:$PATH
 export THDC_CACHE_DIR=$work/cache PYTHONUNBUFFERED=1
+# THDC_GPU_CUDNN=torch: every process runs the cuDNN PyTorch was built with.
+# TransformerEngine loads the system's libcudnn first (its
+# _load_cuda_library("cudnn")), and where the system's release differs from
+# PyTorch's wheel a process holds two: TE's import then fails once PyTorch has
+# loaded its own ("undefined symbol ... libcudnn_heuristic"), or cuDNN runs
+# the system's engines (docs/megatron.md, "cuDNN").
+if [ "${THDC_GPU_CUDNN:-}" = torch ]; then
+  cudnn_lib=$(python3 -c 'import os, nvidia.cudnn as m; print(os.path.join(list(m.__path__)[0], "lib"))' 2>/dev/null)
+  if [ -n "$cudnn_lib" ] && [ -d "$cudnn_lib" ]; then
+    export CUDNN_PATH=${cudnn_lib%/lib} LD_LIBRARY_PATH=$cudnn_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  else
+    say "THDC_GPU_CUDNN=torch: PyTorch has no cuDNN wheel here; the system's cuDNN stays"
+  fi
+fi
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 
 
@@ -66,7 +80,7 @@ def version(name, attr="__version__"):
     try:
         module = importlib.import_module(name)
     except Exception as error:  # not installed, or fails to import
-        return f"none ({type(error).__name__})"
+        return f"none ({type(error).__name__}: {str(error)[:120]})"
     value = getattr(module, attr, "?")
     return value() if callable(value) else value
 import torch
