@@ -19,7 +19,7 @@ since the line before), and its memory reports as
 
 (report_memory, megatron/training/utils/common_utils.py:296-317).
 
-  python3 bench/megatron_log.py LOG [--steady-from ITERATION] [--json OUT]
+  python3 bench/megatron_log.py LOG[.xz] [--steady-from ITERATION] [--json OUT]
 
 prints the whole run (every logged iteration: the mean time per iteration
 over them, captures and warm-up included) beside the steady state (the
@@ -118,6 +118,14 @@ def summarise(parsed: Dict[str, list], steady_from: Optional[int] = None) -> dic
     return result
 
 
+def _open(path: str):
+    """A log as text, xz-compressed (LOG.xz, as bench results keep them) or not."""
+    if path.endswith(".xz"):
+        import lzma
+        return lzma.open(path, "rt", errors="replace")
+    return open(path, errors="replace")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("log", help="Megatron-LM's training output (stdout of rank last)")
@@ -125,7 +133,7 @@ def main(argv=None) -> int:
                         help="the steady state's first iteration (default: half the run)")
     parser.add_argument("--json", metavar="OUT", help="write the figures here")
     args = parser.parse_args(argv)
-    with open(args.log, errors="replace") as f:
+    with _open(args.log) as f:
         try:
             result = summarise(parse(f), args.steady_from)
         except ValueError as error:

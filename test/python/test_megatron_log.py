@@ -108,3 +108,17 @@ def test_the_command(tmp_path):
     empty.write_text("building GPT model ...\n")
     done = subprocess.run([sys.executable, SCRIPT, str(empty)], capture_output=True, text=True)
     assert done.returncode == 2 and "has no 'iteration N/M |' line" in done.stderr
+
+
+def test_an_xz_log_reads_as_its_text(tmp_path):
+    """Bench results keep Megatron's logs xz-compressed: the same figures."""
+    import lzma
+
+    plain, packed = tmp_path / "train.log", tmp_path / "train.log.xz"
+    plain.write_text("\n".join(LOG) + "\n")
+    with lzma.open(packed, "wt") as f:
+        f.write("\n".join(LOG) + "\n")
+    outputs = [subprocess.run([sys.executable, SCRIPT, str(path), "--steady-from", "50"],
+                              capture_output=True, text=True) for path in (plain, packed)]
+    assert outputs[0].returncode == outputs[1].returncode == 0, outputs[1].stderr
+    assert outputs[0].stdout == outputs[1].stdout and "steady state 141.5" in outputs[1].stdout
