@@ -97,10 +97,11 @@ if [ "${THDC_WHEEL_PYTEST:-0}" = 1 ]; then
   env -u PYTHONPATH THDC_BIN_DIR="$work/no-build-tree" PATH="$venv:$PATH" THDC_DOCS_REQUIRE_TORCH=1 \
     "$venv/python" -m pytest -q -p no:cacheprovider -rs "$root/test/python/test_docs.py"
 
-  echo "test/python on the installed wheel: installing matplotlib and ${THDC_MEGATRON_CORE:-megatron-core==0.19.2}"
+  echo "test/python on the installed wheel: installing matplotlib, sentencepiece and ${THDC_MEGATRON_CORE:-megatron-core==0.19.2}"
   start=$(date +%s)
   # torch pinned to the version installed above: nothing downloads it again.
-  "$venv/python" -m pip install --quiet --disable-pip-version-check matplotlib \
+  # sentencepiece: bench/text_corpus.py's tokenizer (test_text_corpus.py).
+  "$venv/python" -m pip install --quiet --disable-pip-version-check matplotlib sentencepiece \
     "torch==$torch_version" "${THDC_MEGATRON_CORE:-megatron-core==0.19.2}"
   echo "installed in $(($(date +%s) - start)) s: $("$venv/python" -c 'import torch, megatron.core as m; print("torch", torch.__version__, "megatron-core", m.__version__)')"
   # No build tree: the tests that run the commands find the installed ones,
