@@ -6,6 +6,7 @@ own log: the comparison a Megatron user believes.
         [--size 125m] [--C 8192] [--N 64] [--iters 300]
         [--modes megatron-eager,megatron-graphs,thdc-eager,thdc-graphs]
         [--repeats 2] [--steady-from ITERATION] [--dry-run]
+    python3 bench/megatron_pretrain.py --report OUT
 
 Every run is one process, `python -m thdc.megatron.run --thdc {step|off}
 pretrain_gpt.py FLAGS` (one GPU, world size 1), with the same flags for every
@@ -17,8 +18,12 @@ captures and first iterations included) beside the steady state (the median
 of the iterations from --steady-from on, default a fifth of the run), the
 losses, and the peak memory the process reached (printed at exit in
 Megatron's own memory-report format). OUT/summary.json holds every run;
-the table printed at the end gives, per mode, the median over its repeats
-and its ratio to megatron-graphs (Megatron's per-layer graph path).
+the table printed at the end (OUT/table.md) gives, per mode, the median
+over its repeats and its ratio to megatron-graphs (Megatron's per-layer
+graph path), and the share of each run's loss curve (a moving mean of 10
+iterations) inside the band the megatron-graphs runs span, their bf16
+run-to-run noise; OUT/losses.png plots the curves over that band
+(matplotlib). --report OUT makes both again from OUT/summary.json.
 
 The data: Megatron's variable-length mock dataset (--use-varlen-dataset
 --mock-data) with the lognormal lengths of dev's own benchmark
@@ -187,10 +192,120 @@ def table(runs: List[dict]) -> List[str]:
     return lines
 
 
+def smoothed(points: Sequence[Sequence[float]], window: int) -> Dict[int, float]:
+    """{iteration: the mean loss over the `window` iterations ending there}
+    from [[iteration, loss], ...] (from the window-th point on)."""
+    out, values = {}, [p[1] for p in points]
+    for i in range(window - 1, len(points)):
+        out[int(points[i][0])] = sum(values[i - window + 1:i + 1]) / window
+    return out
+
+
+def loss_band(runs: List[dict], window: int = 10, baseline: str = BASELINE) -> Dict[str, dict]:
+    """The band the baseline's runs span (at each iteration the min and max
+    of their smoothed losses: its bf16 run-to-run noise) and, per mode, the
+    share of each run's smoothed losses inside it and the farthest one
+    outside, relative to the band's middle there. Empty without two
+    baseline runs."""
+    curves: Dict[str, List[Dict[int, float]]] = {}
+    for run in runs:
+        losses = (run.get("summary") or {}).get("losses", {}).get("lm loss")
+        if losses:
+            curves.setdefault(run["mode"], []).append(smoothed(losses, window))
+    base = curves.get(baseline, [])
+    if len(base) < 2:
+        return {}
+    iterations = sorted(set.intersection(*(set(c) for c in base)))
+    band = {i: (min(c[i] for c in base), max(c[i] for c in base)) for i in iterations}
+    result = {"band": {"iterations": iterations, "low": [band[i][0] for i in iterations],
+                       "high": [band[i][1] for i in iterations], "window": window}}
+    for mode, mode_curves in curves.items():
+        shares, outside = [], 0.0
+        for curve in mode_curves:
+            inside = 0
+            for i in iterations:
+                low, high = band[i]
+                value = curve.get(i)
+                if value is None:
+                    continue
+                if low <= value <= high:
+                    inside += 1
+                else:
+                    distance = low - value if value < low else value - high
+                    outside = max(outside, distance / max((low + high) / 2, 1e-12))
+            shares.append(inside / len(iterations))
+        result[mode] = {"inside": shares, "farthest_outside_relative": outside}
+    return result
+
+
+def plot_losses(runs: List[dict], path: str, window: int = 10) -> bool:
+    """Every run's smoothed loss, mode against mode, over the baseline's band;
+    False where matplotlib is missing."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    figure, axes = plt.subplots(figsize=(8, 4.5))
+    band = loss_band(runs, window).get("band")
+    if band:
+        axes.fill_between(band["iterations"], band["low"], band["high"], color="0.8",
+                          label=f"{BASELINE}: band of its runs")
+    for index, run in enumerate(runs):
+        losses = (run.get("summary") or {}).get("losses", {}).get("lm loss")
+        if not losses:
+            continue
+        curve = smoothed(losses, window)
+        first = run["mode"] not in [r["mode"] for r in runs[:index]]
+        axes.plot(list(curve), list(curve.values()), linewidth=1,
+                  color=f"C{list(MODES).index(run['mode']) % 10}",
+                  label=run["mode"] if first else None)
+    axes.set_xlabel("iteration")
+    axes.set_ylabel(f"lm loss (mean of {window} iterations)")
+    axes.set_yscale("log")
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return True
+
+
+def report(out: str) -> List[str]:
+    """The table, the loss band and the plot from OUT/summary.json."""
+    try:
+        with open(os.path.join(out, "summary.json")) as f:
+            runs = json.load(f)["runs"]
+    except (OSError, ValueError, KeyError) as error:
+        sys.exit(f"megatron_pretrain.py --report: {out}: no summary.json of a run ({error})")
+    lines = table(runs)
+    band = loss_band(runs)
+    if band:
+        lines.append("")
+        lines.append(f"Smoothed losses ({band['band']['window']} iterations) inside the band of "
+                     f"the {BASELINE} runs:")
+        for mode, figures in band.items():
+            if mode != "band":
+                lines.append(f"- {mode}: " + ", ".join(f"{100 * x:.0f}%" for x in
+                                                      figures["inside"])
+                             + f" of iterations; farthest outside by "
+                               f"{100 * figures['farthest_outside_relative']:.1f}% of the loss")
+    with open(os.path.join(out, "table.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    if plot_losses(runs, os.path.join(out, "losses.png")):
+        lines.append(f"(loss curves: {os.path.join(out, 'losses.png')})")
+    return lines
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["--child"]:
         return child(argv[1:])
+    if argv[:1] == ["--report"]:
+        if len(argv) != 2:
+            sys.exit("usage: megatron_pretrain.py --report OUT (a folder with summary.json)")
+        print("\n".join(report(argv[1])))
+        return 0
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--megatron", required=True,
                         help="a Megatron-LM checkout (pretrain_gpt.py and megatron/)")
@@ -255,10 +370,7 @@ def main(argv=None) -> int:
                        "flags": common, "modes": {m: MODES[m] for m in modes},
                        "runs": runs}, f, indent=1)
     if runs:
-        lines = table(runs)
-        with open(os.path.join(args.out, "table.md"), "w") as f:
-            f.write("\n".join(lines) + "\n")
-        print("\n".join(lines))
+        print("\n".join(report(args.out)))
     failed = [r for r in runs if r["exit"] != 0]
     return 1 if failed else 0
 

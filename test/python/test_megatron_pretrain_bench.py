@@ -104,3 +104,50 @@ def test_bad_arguments_are_refused(tmp_path, capsys):
         bench.main(["--megatron", str(tmp_path), "--out", str(tmp_path / "o"), "--modes",
                     "thdc-ladders"])
     assert "unknown mode(s) thdc-ladders" in capsys.readouterr().err
+
+
+def run_with_losses(mode, losses):
+    return {"mode": mode, "summary": dict(summary(100.0, 90.0, losses[-1], 1000.0),
+                                          losses={"lm loss": [[i + 1, x]
+                                                              for i, x in enumerate(losses)]})}
+
+
+def test_smoothed_is_a_trailing_mean():
+    assert bench.smoothed([[1, 4.0], [2, 2.0], [3, 6.0], [5, 0.0]], 2) == {2: 3.0, 3: 4.0,
+                                                                          5: 3.0}
+
+
+def test_the_loss_band_of_megatrons_own_runs():
+    """The band at each iteration spans the baseline's runs; a run inside it
+    scores 100%, one 10% above it scores 0% and 10% outside."""
+    low, high = [5.0] * 20, [5.2] * 20
+    runs = [run_with_losses("megatron-graphs", low), run_with_losses("megatron-graphs", high),
+            run_with_losses("thdc-graphs", [5.1] * 20),
+            run_with_losses("thdc-eager", [5.72] * 20)]
+    band = bench.loss_band(runs, window=5)
+    assert band["band"]["iterations"] == list(range(5, 21))
+    assert band["band"]["low"][0] == pytest.approx(5.0) and band["band"]["high"][0] == \
+        pytest.approx(5.2)
+    assert band["thdc-graphs"]["inside"] == [1.0]
+    assert band["thdc-eager"]["inside"] == [0.0]
+    assert band["thdc-eager"]["farthest_outside_relative"] == pytest.approx(0.52 / 5.1)
+    assert bench.loss_band(runs[1:]) == {}  # one baseline run makes no band
+
+
+def test_the_report_from_a_summary(tmp_path):
+    import json
+
+    runs = [run_with_losses("megatron-graphs", [5.0 - i / 100 for i in range(30)]),
+            run_with_losses("megatron-graphs", [5.1 - i / 100 for i in range(30)]),
+            run_with_losses("thdc-graphs", [5.05 - i / 100 for i in range(30)])]
+    (tmp_path / "summary.json").write_text(json.dumps({"runs": runs}))
+    lines = bench.report(str(tmp_path))
+    assert any(line.startswith("| thdc-graphs | 1 |") for line in lines)
+    assert "- thdc-graphs: 100% of iterations; farthest outside by 0.0% of the loss" in lines
+    with pytest.raises(SystemExit, match="no summary.json"):
+        bench.report(str(tmp_path / "none"))
+    plotted = lines[-1].startswith("(loss curves: ")
+    table = lines[:-1] if plotted else lines
+    assert (tmp_path / "table.md").read_text() == "\n".join(table) + "\n"
+    pytest.importorskip("matplotlib")
+    assert plotted and (tmp_path / "losses.png").stat().st_size > 1000
