@@ -132,3 +132,15 @@ def test_runnable_blocks_run(path, tmp_path):
         assert result.returncode == 0, (
             f"{where}: the block failed (exit status {result.returncode})\n{text}\n"
             f"stdout:\n{result.stdout[-3000:]}\nstderr:\n{result.stderr[-3000:]}")
+
+
+def test_the_readme_starts_with_pip():
+    """The README's first section and first command install with pip; the
+    source build and its two commands come after."""
+    with open(os.path.join(SOURCE_DIR, "README.md")) as f:
+        text = f.read()
+    sections = re.findall(r"^## (.+)$", text, flags=re.M)
+    assert sections[0] == "Installing with pip", sections[:3]
+    first_block = re.search(r"```sh\n(.*?)```", text, flags=re.S).group(1)
+    assert first_block.lstrip().startswith("pip install ."), first_block
+    assert text.index("./scripts/run-example.sh") > text.index("## Installing with pip")
