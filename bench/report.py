@@ -14,13 +14,12 @@ against the 1 GiB copy rate), >= 50x faster than eager at (32768, 2, 64),
 <= 5 us of host time per plain launch.
 
 The scaling run is thdc_bench and eager.py over bundles from 8K to 4M rows
-per rank; the plot (SVG, written here without a plotting library) shows
+per rank; the plot (matplotlib; SVG or PNG by the file's extension) shows
 device time and bandwidth against C for thdc, the hand-written kernel,
 eager and a copy of the same bytes.
 """
 import argparse
 import json
-import math
 
 
 def load_bench(path, rates=None):
@@ -64,84 +63,60 @@ def mean(row):
 
 
 def write_plot(scaling, eager, machine, path):
-    """Two log-log panels, device time and bandwidth against C, as SVG."""
-    series = [("thdc (graph replay)", "thdc_graph", "#1f77b4"),
-              ("hand-written kernel (graph)", "handwritten_graph", "#ff7f0e"),
-              ("cudaMemcpy of the same bytes", "copy", "#2ca02c"),
-              ("copy kernel, same bytes", "copy_kernel", "#9467bd"),
-              ("PyTorch eager", None, "#d62728")]
+    """Two log-log panels, device time and bandwidth against C, with
+    matplotlib (the format from the file's extension: .svg, .png, ...).
+    False where matplotlib is not installed or there is nothing to plot."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    series = [("thdc (graph replay)", "thdc_graph"),
+              ("hand-written kernel (graph)", "handwritten_graph"),
+              ("cudaMemcpy of the same bytes", "copy"),
+              ("copy kernel, same bytes", "copy_kernel"),
+              ("PyTorch eager", None)]
     mixes = sorted({k[3] for k in scaling})
-    dashes = {"long": "", "short": "6,4"}
-    width, height, pad = 520, 360, 60
-    panels = [("device time per microbatch (µs)", "time"), ("bandwidth (GB/s)", "bw")]
-    points = {}
-    for name, variant, color in series:
+    styles = {"long": "-", "short": "--"}
+    figure, panels = plt.subplots(1, 2, figsize=(11, 4.2))
+    plotted = False
+    for index, (name, variant) in enumerate(series):
         for mix in mixes:
-            pts = []
+            points = []
             for key in sorted(scaling):
                 if key[3] != mix:
                     continue
                 row = scaling[key].get(variant) if variant else None
-                if variant and not row:
-                    continue
-                us = row["device_us"] if row else eager.get(key)
+                us = row["device_us"] if row else (None if variant else eager.get(key))
                 if not us:
                     continue
-                ref = scaling[key].get("thdc_graph")
-                bytes_moved = ref["bytes"] if ref else None
-                pts.append((key[0], us, bytes_moved / (us * 1e-6) / 1e9 if bytes_moved else None))
-            points[(name, mix)] = pts
-    xs = [p[0] for pts in points.values() for p in pts]
-    if not xs:
-        return
-    svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{2 * width}" height="{height + 70}" '
-           f'font-family="sans-serif" font-size="11">',
-           f'<rect width="100%" height="100%" fill="white"/>',
-           f'<text x="10" y="16" font-size="13">thdc scaling, cp = 2, N = 1024 '
-           f'(solid: long mix, dashed: short mix); {machine[0] if machine else ""} '
-           f'{machine[1] if len(machine) > 1 else ""}</text>']
-    for p, (title, kind) in enumerate(panels):
-        x0 = p * width
-        idx = 1 if kind == "time" else 2
-        ys = [pt[idx] for pts in points.values() for pt in pts if pt[idx]]
-        lx = (math.log10(min(xs)), math.log10(max(xs)))
-        ly = (math.floor(math.log10(min(ys))), math.ceil(math.log10(max(ys))))
-
-        def sx(x):
-            return x0 + pad + (math.log10(x) - lx[0]) / (lx[1] - lx[0]) * (width - 2 * pad)
-
-        def sy(y):
-            return 30 + (ly[1] - math.log10(y)) / (ly[1] - ly[0]) * (height - pad - 30)
-        svg.append(f'<text x="{x0 + pad}" y="34" font-size="12">{title}</text>')
-        svg.append(f'<line x1="{x0 + pad}" y1="{height - pad}" x2="{x0 + width - pad}" '
-                   f'y2="{height - pad}" stroke="black"/>')
-        svg.append(f'<line x1="{x0 + pad}" y1="30" x2="{x0 + pad}" y2="{height - pad}" stroke="black"/>')
-        for e in range(ly[0], ly[1] + 1):
-            y = sy(10 ** e)
-            svg.append(f'<line x1="{x0 + pad}" y1="{y:.1f}" x2="{x0 + width - pad}" y2="{y:.1f}" '
-                       f'stroke="#ddd"/><text x="{x0 + pad - 6}" y="{y + 4:.1f}" '
-                       f'text-anchor="end">{10 ** e:g}</text>')
-        for x in sorted(set(xs)):
-            label = f"{x // 1024}K" if x < 1 << 20 else f"{x >> 20}M"
-            svg.append(f'<text x="{sx(x):.1f}" y="{height - pad + 14}" text-anchor="middle">{label}</text>')
-        svg.append(f'<text x="{x0 + width / 2}" y="{height - pad + 30}" text-anchor="middle">'
-                   f'C (rows per rank)</text>')
-        for name, variant, color in series:
-            for mix in mixes:
-                pts = [(pt[0], pt[idx]) for pt in points[(name, mix)] if pt[idx]]
-                if len(pts) < 2:
-                    continue
-                path_d = " ".join(f"{'M' if i == 0 else 'L'}{sx(x):.1f},{sy(y):.1f}"
-                                  for i, (x, y) in enumerate(pts))
-                svg.append(f'<path d="{path_d}" fill="none" stroke="{color}" stroke-width="1.8" '
-                           f'stroke-dasharray="{dashes.get(mix, "")}"/>')
-    for i, (name, _, color) in enumerate(series):
-        x = 20 + i * 230
-        svg.append(f'<line x1="{x}" y1="{height + 45}" x2="{x + 24}" y2="{height + 45}" '
-                   f'stroke="{color}" stroke-width="2"/><text x="{x + 30}" y="{height + 49}">{name}</text>')
-    svg.append("</svg>")
-    with open(path, "w") as f:
-        f.write("\n".join(svg) + "\n")
+                reference = scaling[key].get("thdc_graph")
+                gbs = reference["bytes"] / (us * 1e-6) / 1e9 if reference else None
+                points.append((key[0], us, gbs))
+            if len(points) < 2:
+                continue
+            plotted = True
+            for panel, column in zip(panels, (1, 2)):
+                xy = [(p[0], p[column]) for p in points if p[column]]
+                panel.plot([x for x, _ in xy], [y for _, y in xy], styles.get(mix, ":"),
+                           color=f"C{index}", label=name if mix == mixes[0] else None)
+    if not plotted:
+        plt.close(figure)
+        return False
+    for panel, title in zip(panels, ("device time per microbatch (µs)", "bandwidth (GB/s)")):
+        panel.set_xscale("log", base=2)
+        panel.set_yscale("log")
+        panel.set_xlabel("C (rows per rank)")
+        panel.set_title(title, fontsize=10)
+        panel.grid(True, which="major", color="0.9")
+    panels[0].legend(fontsize=8)
+    figure.suptitle("thdc scaling, cp = 2, N = 1024 (solid: long mix, dashed: short mix); "
+                    + " ".join(machine[:2]), fontsize=10)
+    figure.tight_layout()
+    figure.savefig(path)
+    plt.close(figure)
+    return True
 
 
 def main():
@@ -234,9 +209,11 @@ def main():
     if args.scaling:
         scaling, _ = load_bench(args.scaling[0])
         scaling_eager = load_eager(args.scaling[1])
-        write_plot(scaling, scaling_eager, machine, args.plot)
         out.append(f"\n## Scaling\n")
-        out.append(f"![device time and bandwidth against C]({args.plot.split('/')[-1]})\n")
+        if write_plot(scaling, scaling_eager, machine, args.plot):
+            out.append(f"![device time and bandwidth against C]({args.plot.split('/')[-1]})\n")
+        else:
+            out.append("(no plot: matplotlib is not installed here)\n")
         out.append("| C | cp | N | mix | thdc graph µs | hand-written graph µs "
                    "| cudaMemcpy same bytes µs | copy kernel µs | % of faster copy "
                    "| eager µs | thdc GB/s | faster copy GB/s (same bytes) |")
