@@ -1,16 +1,17 @@
 """thdc's runtime (and JIT, where built with MLIR) for Python"""
 # The native module's interface for type checkers and IDEs: written by
-# nanobind.stubgen, then Kernel.__call__'s parameters spelled out (the
-# binding takes them as *args/**kwargs) and the submodules typed as
-# modules. test/python/test_stubs.py fails when a name of the module is
-# missing here or a name here is not in the module.
+# nanobind.stubgen (`python -m nanobind.stubgen -m thdc._thdc -r`: this
+# folder, one stub per submodule), then Kernel.__call__'s parameters spelled
+# out (the binding takes them as *args/**kwargs). A folder of stubs beside
+# the module: type checkers read it, and Python imports the module (a
+# folder without __init__.py gives way to the module of the same name).
+# test/python/test_stubs.py fails when a name of a module is missing here
+# or a name here is not in its module.
 
-import types
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-planner: types.ModuleType
-reference: types.ModuleType
+from . import planner as planner, reference as reference
 
 
 class Kernel:
