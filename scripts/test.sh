@@ -9,16 +9,43 @@
 # and every file of test/python run on it (scripts/test-wheel.sh;
 # THDC_SKIP_WHEEL=1 leaves that out; THDC_WHEEL_PYTHON names another
 # interpreter).
-# Each phase ends with a line "test.sh: PHASE took N s", and the script with
-# the whole time.
+# Each phase writes its output to build/logs/test-PHASE.log (THDC_LOG_DIR
+# names another folder) and prints one line: its counts (ctest's and
+# pytest's summary lines) and how long it took; a phase that fails prints
+# its failures (ctest's failed tests and their output, pytest's FAILED
+# lines, the first error) and the end of its log, and stops the script.
+# THDC_TEST_VERBOSE=1 prints every phase's whole output as it runs.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 started=$SECONDS
-phase() { # NAME COMMAND...: runs a phase and says how long it took
-  local name=$1 start=$SECONDS
+logs=${THDC_LOG_DIR:-${THDC_BUILD_DIR:-$root/build}/logs}
+mkdir -p "$logs"
+counts() { # LOG: the summary lines of ctest and pytest in it, on one line
+  grep -E "^[0-9]+% tests passed|^=*\s*[0-9]+ (passed|failed)|^[0-9]+ (passed|failed)" "$1" |
+    sed -E 's/^=+ | =+$//g' | paste -sd ';' - | sed 's/;/; /g' || true
+}
+failures() { # LOG: what failed, then the end of the log
+  grep -n -E "\*\*\*Failed|\*\*\*Exception|\(Failed\)|^FAILED |^ERROR |error:|Error:" "$1" |
+    head -n 40 || true
+  echo "-- the last 60 lines of $1:"
+  tail -n 60 "$1"
+}
+phase() { # NAME COMMAND...: runs a phase into its log, prints its one line
+  local name=$1 start=$SECONDS log="$logs/test-$1.log" status=0
   shift
-  "$@"
-  echo "test.sh: $name took $((SECONDS - start)) s"
+  if [ "${THDC_TEST_VERBOSE:-0}" = 1 ]; then
+    "$@" 2>&1 | tee "$log" || status=${PIPESTATUS[0]}
+  else
+    "$@" > "$log" 2>&1 || status=$?
+  fi
+  if [ "$status" != 0 ]; then
+    echo "test.sh: $name FAILED (exit $status) after $((SECONDS - start)) s:"
+    failures "$log"
+    exit "$status"
+  fi
+  local line
+  line=$(counts "$log")
+  echo "test.sh: $name took $((SECONDS - start)) s${line:+: $line} (log: $log)"
 }
 phase setup "$root/scripts/setup.sh"
 phase build "$root/scripts/build.sh"
