@@ -19,6 +19,11 @@ import os
 import sys
 
 
+# A package's own file: its __init__.py, or the __init__.pyi of a package of
+# stubs (a compiled module's, with a stub per submodule).
+_PACKAGE_FILES = ("__init__.py", "__init__.pyi")
+
+
 def modules_of(folder: str) -> dict:
     """{dotted name: path} of every .py file under the package `folder`, and
     of every .pyi stub without one (a compiled module's: its imports are
@@ -42,7 +47,7 @@ def modules_of(folder: str) -> dict:
 def imports_of(module: str, path: str, known: dict) -> list:
     """(line, target module) of every import of `path` that names a module
     of the package."""
-    is_package = os.path.basename(path) == "__init__.py"
+    is_package = os.path.basename(path) in _PACKAGE_FILES
     package = module if is_package else module.rpartition(".")[0]
     with open(path, encoding="utf-8") as f:
         tree = ast.parse(f.read(), path)
@@ -97,7 +102,7 @@ def check(folder: str) -> list:
     rel = lambda m: os.path.relpath(known[m])
     problems = []
     for module, imports in sorted(edges.items()):
-        if os.path.basename(known[module]) == "__init__.py":
+        if os.path.basename(known[module]) in _PACKAGE_FILES:
             continue
         for line, target in imports:
             if module.startswith(target + "."):
