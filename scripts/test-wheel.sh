@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Installs thdc as a user does and checks what they get: builds the wheel
-# (`pip wheel .`, pyproject.toml: the compiler and the JIT with LLVM/MLIR
-# linked in, one cp312-abi3 module), checks it and gives it its manylinux
+# Installs thdc as a user does and checks what they get: builds the source
+# distribution (`python -m build --sdist`) and the wheel from it (`pip wheel
+# SDIST`, pyproject.toml: the compiler and the JIT with LLVM/MLIR linked in,
+# one cp312-abi3 module), so that the sdist is known to build; checks it and gives it its manylinux
 # tag with auditwheel, installs it into a fresh virtual environment, and runs
 # test/wheel/check_installed.py there, from outside the source tree, with no
 # PYTHONPATH: the quickstart's CPU path, a JIT compile and the commands thdc,
@@ -40,11 +41,23 @@ venv=$work/venv/bin
 "$venv/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
 
 start=$(date +%s)
-rm -f "$dist"/thdc-*.whl
+rm -f "$dist"/thdc-*.whl "$dist"/thdc-*.tar.gz
 log=$work/wheel-build.log
-echo "[2/4] building the wheel (the compiler, the JIT and LLVM/MLIR linked in; a few minutes; log: $log)"
+echo "[2/4] building the sdist, then the wheel from it (the compiler, the JIT and LLVM/MLIR linked in; a few minutes; log: $log)"
+"$venv/python" -m pip install --quiet --disable-pip-version-check build
+if ! "$venv/python" -m build --sdist --outdir "$dist" "$root" > "$log" 2>&1; then
+  tail -n 40 "$log"
+  echo "scripts/test-wheel.sh: the sdist did not build (the end of its log is above)" >&2
+  exit 1
+fi
+sdist=$(ls "$dist"/thdc-*.tar.gz)
+if tar -tzf "$sdist" | grep -q -E "^thdc-[^/]+/(bench/results|build|dist|\.carry)/"; then
+  echo "scripts/test-wheel.sh: $(basename "$sdist") holds results or build files" >&2
+  exit 1
+fi
+echo "      $(basename "$sdist"), $(tar -tzf "$sdist" | wc -l) files, $(du -k "$sdist" | cut -f1) KiB"
 if ! "$venv/python" -m pip wheel --disable-pip-version-check --no-deps \
-    --wheel-dir "$work/raw" "$root" > "$log" 2>&1; then
+    --wheel-dir "$work/raw" "$sdist" >> "$log" 2>&1; then
   tail -n 40 "$log"
   echo "scripts/test-wheel.sh: the wheel did not build (the end of its log is above)" >&2
   exit 1
