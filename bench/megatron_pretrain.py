@@ -44,7 +44,7 @@ import statistics
 import subprocess
 import sys
 import time
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import megatron_log  # noqa: E402
@@ -238,9 +238,10 @@ def loss_band(runs: List[dict], window: int = 10, baseline: str = BASELINE) -> D
     return result
 
 
-def plot_losses(runs: List[dict], path: str, window: int = 10) -> bool:
-    """Every run's smoothed loss, mode against mode, over the baseline's band;
-    False where matplotlib is missing."""
+def plot_losses(runs: List[dict], path: str, band: Optional[dict] = None,
+                window: int = 10) -> bool:
+    """Every run's smoothed loss, mode against mode, over the baseline's band
+    (loss_band's "band", or none); False where matplotlib is missing."""
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -248,19 +249,19 @@ def plot_losses(runs: List[dict], path: str, window: int = 10) -> bool:
     except ImportError:
         return False
     figure, axes = plt.subplots(figsize=(8, 4.5))
-    band = loss_band(runs, window).get("band")
     if band:
         axes.fill_between(band["iterations"], band["low"], band["high"], color="0.8",
                           label=f"{BASELINE}: band of its runs")
-    for index, run in enumerate(runs):
+    labelled = set()
+    for run in runs:
         losses = (run.get("summary") or {}).get("losses", {}).get("lm loss")
         if not losses:
             continue
         curve = smoothed(losses, window)
-        first = run["mode"] not in [r["mode"] for r in runs[:index]]
         axes.plot(list(curve), list(curve.values()), linewidth=1,
                   color=f"C{list(MODES).index(run['mode']) % 10}",
-                  label=run["mode"] if first else None)
+                  label=None if run["mode"] in labelled else run["mode"])
+        labelled.add(run["mode"])
     axes.set_xlabel("iteration")
     axes.set_ylabel(f"lm loss (mean of {window} iterations)")
     axes.set_yscale("log")
@@ -292,7 +293,7 @@ def report(out: str) -> List[str]:
                                f"{100 * figures['farthest_outside_relative']:.1f}% of the loss")
     with open(os.path.join(out, "table.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
-    if plot_losses(runs, os.path.join(out, "losses.png")):
+    if plot_losses(runs, os.path.join(out, "losses.png"), band.get("band")):
         lines.append(f"(loss curves: {os.path.join(out, 'losses.png')})")
     return lines
 
