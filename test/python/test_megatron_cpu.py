@@ -924,7 +924,7 @@ def test_get_batch_keeps_steps_by_value(cache_dir):
     assert batches.last.step.config.multiple == 16
     batches(iterator, pg_collection=pg, config=_config(max_seqlen_per_dp_cp_rank=2 * C))
     assert len(batches.steps) == 2 and batches.last.step.C == 2 * C
-    with pytest.raises(M.ConfigError, match="configure\\(capacities=...\\)"):
+    with pytest.raises(M.ConfigError, match="capacities and sequence_capacities go together"):
         batches.configure(capacities=(32, 64))
     with pytest.raises(M.ConfigError, match="configure\\(tp=...\\): it comes from the config"):
         batches.configure(tp=2)

@@ -91,6 +91,23 @@ _BATCH_KEYS = ("max_seqlen", "local_cp_size")
 _LOAD_NAMES = _LOAD_ARGUMENTS + ("num_seqs",) + _BATCH_KEYS
 
 
+# A packed microbatch's figures from the host's plan, in the batch dict of
+# megatron-core's scheduler when thdc.megatron.run has it leave them
+# (trainer.leave_plan_figures): its packed rows (all CP ranks), its sequences
+# and its longest padded sequence, host ints. With them the batch function
+# picks a rung of a capacity ladder, or cuts exact rows, without reading the
+# device; load_inputs leaves them alone.
+PLAN_KEYS = ("thdc_plan_rows", "thdc_plan_num_seqs", "thdc_plan_max_seqlen")
+
+
+def plan_figures(batch: dict):
+    """(rows, sequences, longest) from a batch dict, or None where it has no
+    plan figures (an iterator the scheduler did not make)."""
+    if not all(key in batch for key in PLAN_KEYS):
+        return None
+    return tuple(int(batch[key]) for key in PLAN_KEYS)
+
+
 def packing_batch_inputs(batch: dict) -> dict:
     """load_inputs' arguments from a batch dict of the reference framework's
     sequence-packing loader: the keys the load takes (others are left alone,

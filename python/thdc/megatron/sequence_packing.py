@@ -27,7 +27,7 @@ from typing import Optional
 
 from .. import planner
 from .._checks import _check_int, _import_torch
-from .loader import packing_batch_inputs
+from .loader import packing_batch_inputs, plan_figures
 from .packed_seq_params import _megatron_core, packed_seq_params_fields
 from .step import GraphStep
 
@@ -285,21 +285,44 @@ class SequencePackingBatches:
     def __init__(self, **step_kwargs):
         self.configure(**step_kwargs)
 
-    def configure(self, **step_kwargs) -> None:
+    def configure(self, *, capacities=None, sequence_capacities=None, exact: bool = False,
+                  **step_kwargs) -> None:
         """GraphStep's keyword arguments for the steps made from now on
         (device, cache_dir, convention, slots, seq_idx, rope_table_rows,
         cp_order_index, dummy_length, bundle; cp_groups, dynamic CP's
         sub-groups, default megatron-core's), those the config and the groups
-        give aside (ConfigError); drops the steps made so far."""
-        for name in ("capacities", "sequence_capacities", "stage", "cp_mode", "tp", "tp_rank",
-                     "sequence_parallel", "multiple", "cp_sizes"):
+        give aside (ConfigError); drops the steps made so far.
+
+        capacities, sequence_capacities: a capacity ladder, its top rung the
+        config's (C, N); each microbatch then runs at the smallest rung that
+        holds it, from the plan's figures its batch dict carries
+        (loader.PLAN_KEYS; without them, at the top rung), and the
+        callables in `rung_listeners` are called with that rung before the
+        batch is returned. exact: the microbatch cut to its own rows
+        (StepSlot.exact_rows, from the same figures, which it then needs),
+        for a model run without graphs. Both need one TP rank (the others
+        would have to learn the rung) and a fixed CP size."""
+        for name in ("stage", "cp_mode", "tp", "tp_rank", "sequence_parallel", "multiple",
+                     "cp_sizes"):
             if name in step_kwargs:
-                raise ConfigError(f"configure({name}=...): " + (
-                    "the function returns the step at C, so a capacity ladder's other "
-                    "rungs would go unused" if "capacities" in name else
-                    "it comes from the config and the process groups"))
+                raise ConfigError(f"configure({name}=...): it comes from the config and the "
+                                  f"process groups")
+        if (capacities is None) != (sequence_capacities is None):
+            raise ConfigError("configure: capacities and sequence_capacities go together (a "
+                              "rung is rows and sequences)")
+        if capacities is not None:
+            try:
+                planner.check_ladder(list(capacities), list(sequence_capacities))
+            except (TypeError, ValueError) as error:
+                raise ConfigError(f"configure(capacities=...): {error}") from None
+            step_kwargs.update(capacities=[int(b) for b in capacities],
+                               sequence_capacities=[int(n) for n in sequence_capacities])
+        self.exact = bool(exact)
         self.step_kwargs = step_kwargs
         self.steps, self.calls, self.last = {}, {}, None
+        # Called with the rung of each microbatch (thdc.megatron.trainer's
+        # graph helper puts that rung's graphs on the layers).
+        self.rung_listeners = getattr(self, "rung_listeners", [])
 
     def __call__(self, data_iterator, vpp_size: Optional[int] = None,
                  mtp_on_this_rank: bool = False, vp_stage: Optional[int] = None,
@@ -310,6 +333,12 @@ class SequencePackingBatches:
         tp, tp_rank = tp_group.size(), tp_group.rank()
         cp, cp_rank = cp_group.size(), cp_group.rank()
         pp, pp_rank = pp_group.size(), pp_group.rank()
+        if self._by_plan and (tp > 1 or dynamic_cp):
+            raise ConfigError(
+                f"configure({'exact=True' if self.exact else 'capacities=...'}) with "
+                + (f"tp = {tp}: the rung of a microbatch is known on TP rank 0 alone (the "
+                   f"others receive its rows by broadcast)" if tp > 1 else
+                   "dynamic_cp=True: the step's CP size varies per microbatch"))
         stage = stage_of(pp_rank, pp, vp_stage, vpp_size, mtp_on_this_rank)
         # By value: the training script makes a new config for every call
         # (pretrain_gpt.py's get_batch), and one changed in place must not
@@ -363,6 +392,11 @@ class SequencePackingBatches:
             if dynamic_cp:
                 slot = _variant(slot, given.pop("local_cp_size"), "the batch")
             slot.load_inputs(**given)
+            if self._by_plan:
+                view, out, params = self._run_by_plan(step, slot, batch)
+                self.last = slot
+                return (out.get("tokens"), out.get("labels"), out.get("loss_mask"), None,
+                        out.get("position_ids"), params, out["padding_mask"])
             slot.run()
         elif dynamic_cp:
             # The other TP ranks replay the variant TP rank 0 ran, so they
@@ -389,6 +423,36 @@ class SequencePackingBatches:
         out = slot.batch
         return (out.get("tokens"), out.get("labels"), out.get("loss_mask"), None,
                 out.get("position_ids"), slot.packed_seq_params, out["padding_mask"])
+
+    @property
+    def _by_plan(self) -> bool:
+        """Whether a microbatch's plan figures choose what it runs."""
+        return self.exact or "capacities" in self.step_kwargs
+
+    def _run_by_plan(self, step, slot, batch):
+        """The rung (or exact rows) the plan's figures choose, run; tells
+        rung_listeners. (view, batch, PackedSeqParams)."""
+        figures = plan_figures(batch)
+        if figures is None and self.exact:
+            raise ValueError(
+                "exact rows need the plan's figures of the microbatch (its rows, sequences "
+                "and longest sequence, loader.PLAN_KEYS), which the batch dict lacks: run "
+                "the training script through thdc.megatron.run, which has megatron-core's "
+                "scheduler leave them")
+        rung, fits = len(step.capacities) - 1, True
+        if figures is not None:
+            try:
+                rung = step.rung_index(figures[0], figures[1])
+            except ValueError:  # beyond the top rung: the step empties it there
+                fits = False
+        view = slot.rung(rung)
+        out, params = view.run()
+        if self.exact:
+            rows, sequences, longest = figures if fits else (0, 0, 1)
+            out, params = view.exact_rows(rows, sequences, max(longest, 1))
+        for listener in self.rung_listeners:
+            listener(rung)
+        return view, out, params
 
     def _make(self, options, stage, tp, tp_rank, cp, cp_rank, slots):
         kwargs = dict(self.step_kwargs, slots=slots)

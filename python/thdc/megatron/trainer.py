@@ -1,0 +1,164 @@
+"""Megatron-LM's trainer with thdc's ladder and exact rows, its files
+unedited: what the launcher (thdc.megatron.run) puts in place before the
+training script imports it.
+
+- `leave_plan_figures(data_schedule)`: megatron-core's dp_balanced scheduler plans
+  every global batch on the host (DpBalancedScheduler.get_groups_and_
+  subsamples, megatron/core/datasets/data_schedule.py:165-217 on dev
+  d48bd6be0a, from the lengths it gathered and read back once per global
+  batch, data_schedule_utils.py:176-229) and then builds the packed
+  microbatches on the device (build_packed_microbatches, :475-539). Each
+  microbatch dict it yields gets the plan's own figures as host ints
+  (PLAN_KEYS: its packed rows, its sequences, its longest padded sequence),
+  so thdc's batch function picks a rung, or cuts exact rows, without reading
+  the device.
+- `ladder_graph_helper(base, capacities, sequence_capacities)`: a subclass
+  of megatron-core's TECudaGraphHelper (the per-layer graphs training.py
+  makes for --cuda-graph-impl transformer_engine, training.py:4244-4252,
+  :4320-4331) that captures every layer once per rung of the ladder,
+  largest first, all rungs in one memory pool, and puts a rung's graphs on
+  the layers whenever thdc's batch function runs a microbatch at that rung
+  (GraphableMegatronModule replays layer.cuda_graphs, module.py:366-385).
+  The helper holds one shape per capture (transformer_layer.py:1256-1278
+  sizes the static inputs from the config's max_seqlen_per_dp_cp_rank and
+  thd_max_packed_sequences), hence one inner helper per rung, made with the
+  rung's sizes in the config while it captures.
+
+Both are for one GPU's ranks layout (tp = pp = cp = 1, no virtual stages);
+thdc.megatron.run refuses the others by name."""
+from __future__ import annotations
+
+import functools
+from typing import Callable, List, Optional, Sequence
+
+from .loader import PLAN_KEYS
+
+SCHEDULER = "dp_balanced"
+
+
+def leave_plan_figures(data_schedule) -> None:
+    """Makes megatron-core's dp_balanced scheduler (data_schedule.scheduler_map)
+    leave PLAN_KEYS in every microbatch dict it builds on this rank. Once
+    per module: a second call changes nothing. AttributeError where the
+    module lacks the scheduler or the build function (another megatron-core
+    release)."""
+    schedulers = data_schedule.scheduler_map
+    base = schedulers[SCHEDULER]
+    if getattr(base, "_thdc_plan_figures", False):
+        return
+    build = data_schedule.build_packed_microbatches
+    planned: dict = {}
+
+    class PlanFigures(base):
+        _thdc_plan_figures = True
+
+        def get_groups_and_subsamples(self, sample_id_seqlens):
+            groups = super().get_groups_and_subsamples(sample_id_seqlens)
+            # (global id, padded length) pairs, the id the list index
+            # (data_schedule_utils.py:220-221 on dev).
+            planned["lengths"] = {int(i): int(n) for i, n in sample_id_seqlens}
+            return groups
+
+    PlanFigures.__name__ = PlanFigures.__qualname__ = base.__name__
+
+    @functools.wraps(build)
+    def build_with_figures(samples_this_rank_with_id, sample_id_groups, dcp_rank, *args,
+                           **kwargs):
+        samples = build(samples_this_rank_with_id, sample_id_groups, dcp_rank, *args, **kwargs)
+        lengths = planned.pop("lengths", None)
+        if lengths is not None:  # the plan of this very global batch
+            for sample, group in zip(samples, sample_id_groups):
+                pack = [lengths[int(i)] for i in group[dcp_rank]]
+                # rows, sequences, longest: loader.PLAN_KEYS's order
+                for key, value in zip(PLAN_KEYS, (sum(pack), len(pack), max(pack, default=0))):
+                    sample[key] = value
+        return samples
+
+    schedulers[SCHEDULER] = PlanFigures
+    data_schedule.build_packed_microbatches = build_with_figures
+
+
+def ladder_graph_helper(base, capacities: Sequence[int], sequence_capacities: Sequence[int],
+                        listeners: List[Callable[[int], None]], graph_pool=None):
+    """A subclass of `base` (megatron-core's TECudaGraphHelper) that captures
+    every layer at each rung (capacities[r] rows, sequence_capacities[r]
+    sequences) and whose select(r) puts rung r's graphs on the layers;
+    every helper made registers its select in `listeners` (the batch
+    function calls them with the rung of each microbatch). graph_pool: a
+    callable giving the shared pool (default torch.cuda.graph_pool_handle)."""
+    capacities, sequence_capacities = list(capacities), list(sequence_capacities)
+
+    class LadderGraphHelper(base):
+        """megatron-core's per-layer graphs, one capture per rung of thdc's
+        capacity ladder ({capacities})."""
+
+        def __init__(self, model, config, seq_length, micro_batch_size, optimizers=[],
+                     pg_collection=None, thd_sequence_length_upper_bound=None):
+            super().__init__(model, config, seq_length, micro_batch_size, optimizers,
+                             pg_collection, thd_sequence_length_upper_bound)
+            self._thdc_args = dict(model=model, micro_batch_size=micro_batch_size,
+                                   optimizers=optimizers, pg_collection=pg_collection)
+            self._thdc_rungs: dict = {}  # rung: (inner helper, every layer's graphs)
+            self._thdc_selected: Optional[int] = None
+            listeners.append(self.select)
+
+        def create_cudagraphs(self):
+            """Every rung captured, the largest first, in one memory pool
+            (every graph of a microbatch replays before the next
+            microbatch's, so the rungs may share it); the config's sizes put
+            back after; the top rung's graphs on the layers."""
+            from megatron.core.transformer import cuda_graphs
+
+            config = self.config
+            saved = (config.max_seqlen_per_dp_cp_rank, config.thd_max_packed_sequences)
+            pool = (graph_pool or _default_pool)()
+            make = cuda_graphs.make_graphed_callables
+            cuda_graphs.make_graphed_callables = functools.partial(make, pool=pool)
+            try:
+                for rung in reversed(range(len(capacities))):
+                    B, N = capacities[rung], sequence_capacities[rung]
+                    config.max_seqlen_per_dp_cp_rank, config.thd_max_packed_sequences = B, N
+                    inner = base(config=config, seq_length=B, thd_sequence_length_upper_bound=B,
+                                 **self._thdc_args)
+                    inner.create_cudagraphs()
+                    layers = inner.flattened_callables
+                    self._thdc_rungs[rung] = (inner, [list(layer.cuda_graphs)
+                                                      for layer in layers])
+                    for layer in layers:  # the next capture must run them eagerly
+                        layer.cuda_graphs = []
+            finally:
+                cuda_graphs.make_graphed_callables = make
+                config.max_seqlen_per_dp_cp_rank, config.thd_max_packed_sequences = saved
+            self._capture_finished = True
+            self._graphs_created = any(inner.graphs_created()
+                                       for inner, _ in self._thdc_rungs.values())
+            self.select(len(capacities) - 1)
+
+        def select(self, rung: int) -> None:
+            """Rung `rung`'s graphs on the layers (nothing before the capture)."""
+            if rung == self._thdc_selected or rung not in self._thdc_rungs:
+                return
+            inner, graphs = self._thdc_rungs[rung]
+            for layer, layer_graphs in zip(inner.flattened_callables, graphs):
+                layer.cuda_graphs = layer_graphs
+            self._thdc_selected = rung
+
+        def delete_cuda_graphs(self):
+            for rung, (inner, graphs) in self._thdc_rungs.items():
+                if inner.graphs_created():
+                    self._thdc_selected = None
+                    self.select(rung)
+                    inner.delete_cuda_graphs()
+            self._thdc_rungs, self._thdc_selected = {}, None
+            self._graphs_created = False
+            if self.select in listeners:
+                listeners.remove(self.select)
+
+    LadderGraphHelper.__doc__ = LadderGraphHelper.__doc__.format(capacities=capacities)
+    return LadderGraphHelper
+
+
+def _default_pool():
+    import torch
+
+    return torch.cuda.graph_pool_handle()
