@@ -139,8 +139,12 @@ def test_a_megatron_core_without_the_function_is_refused(checkout):
 def test_usage_errors(checkout):
     done = launch(checkout)
     assert done.returncode == 2 and "the following arguments are required: script" in done.stderr
-    done = launch(checkout, "--thdc", "ladder", "pretrain_gpt.py")
-    assert done.returncode == 2 and "invalid choice: 'ladder'" in done.stderr
+    done = launch(checkout, "--thdc", "ladders", "pretrain_gpt.py")
+    assert done.returncode == 2 and "invalid choice: 'ladders'" in done.stderr
+    done = launch(checkout, "--thdc-capacities", "2048", "pretrain_gpt.py", *GOOD)
+    assert done.returncode == 2 and "are for --thdc ladder" in done.stderr
+    done = launch(checkout, "--thdc", "ladder", "--thdc-capacities", "2048,x", "pretrain_gpt.py")
+    assert done.returncode == 2 and "'2048,x' is not a comma-separated list" in done.stderr
     done = launch(checkout, "no_such_script.py", *GOOD)
     assert done.returncode == 2 and "no script no_such_script.py" in done.stderr
 
@@ -189,3 +193,130 @@ def test_the_megatron_import_thdc_makes_is_quiet(checkout):
     assert "class: megatron.core.packed_seq_params" in done.stdout
     assert "warnings: []" in done.stdout
     assert "user: ['Transformer Engine and Apex are not installed']" in done.stdout
+
+
+# -- the ladder and exact rows -------------------------------------------------
+
+PLAN_SCRIPT = '''
+import sys
+from megatron.core.datasets import data_schedule
+from megatron.core.datasets.data_schedule import get_batch_on_this_rank_for_sequence_packing
+from megatron.training import training
+import thdc.megatron
+from thdc.megatron import loader
+print("bound:", get_batch_on_this_rank_for_sequence_packing.__module__)
+scheduler = data_schedule.scheduler_map["dp_balanced"]()
+groups = scheduler.get_groups_and_subsamples([(0, 3000), (1, 4000), (2, 100)])
+built = data_schedule.build_packed_microbatches({}, groups, 0, "cpu")
+print("figures:", [loader.plan_figures(b) for b in built])
+print("helper:", training.TECudaGraphHelper.__name__, training.TECudaGraphHelper.__mro__[1].__module__)
+packing = thdc.megatron.SEQUENCE_PACKING
+print("ladder:", packing.step_kwargs.get("capacities"), packing.step_kwargs.get("sequence_capacities"))
+print("exact:", packing.exact)
+'''
+
+
+@pytest.fixture
+def plan_checkout(checkout):
+    """The stand-in with dp_balanced's scheduler and build function and
+    training.py's graph helper (their names and signatures on dev)."""
+    module = checkout / "megatron" / "core" / "datasets" / "data_schedule.py"
+    module.write_text(module.read_text() + textwrap.dedent('''
+        class DpBalancedScheduler:
+            def get_groups_and_subsamples(self, sample_id_seqlens):
+                return [[[0, 1]], [[2]]]
+        scheduler_map = {"dp_balanced": DpBalancedScheduler}
+        def build_packed_microbatches(samples_this_rank_with_id, sample_id_groups, dcp_rank,
+                                      dev, is_dynamic_cp=False):
+            return [{} for _ in sample_id_groups]
+    '''))
+    training = checkout / "megatron" / "training"
+    training.mkdir()
+    (training / "__init__.py").write_text("")
+    (training / "training.py").write_text(textwrap.dedent('''
+        class TECudaGraphHelper:
+            def __init__(self, model, config, seq_length, micro_batch_size, optimizers=[],
+                         pg_collection=None, thd_sequence_length_upper_bound=None):
+                pass
+    '''))
+    (checkout / "pretrain_gpt.py").write_text(PLAN_SCRIPT)
+    return checkout
+
+
+def test_ladder_reads_the_plan_and_captures_per_rung(plan_checkout):
+    done = launch(plan_checkout, "--thdc", "ladder", "pretrain_gpt.py", *GOOD,
+                  "--cuda-graph-impl", "transformer_engine")
+    assert done.returncode == 0, done.stderr
+    assert "bound: thdc.megatron.sequence_packing" in done.stdout
+    assert "figures: [(7000, 2, 4000), (100, 1, 100)]" in done.stdout
+    assert "helper: LadderGraphHelper megatron.training.training" in done.stdout
+    # The default ladder: four rungs evenly spaced up to C, N each.
+    assert "ladder: [2048, 4096, 6144, 8192] [64, 64, 64, 64]" in done.stdout
+    assert "exact: False" in done.stdout
+
+
+def test_ladder_without_graphs_leaves_the_helper(plan_checkout):
+    done = launch(plan_checkout, "--thdc", "ladder", "--thdc-capacities", "1024,4096",
+                  "--thdc-sequence-capacities", "16,32", "pretrain_gpt.py", *GOOD)
+    assert done.returncode == 0, done.stderr
+    assert "helper: TECudaGraphHelper" in done.stdout
+    assert "ladder: [1024, 4096, 8192] [16, 32, 64]" in done.stdout
+
+
+def test_exact_reads_the_plan(plan_checkout):
+    done = launch(plan_checkout, "--thdc", "exact", "pretrain_gpt.py", *GOOD)
+    assert done.returncode == 0, done.stderr
+    assert "figures: [(7000, 2, 4000), (100, 1, 100)]" in done.stdout
+    assert "ladder: None None" in done.stdout and "exact: True" in done.stdout
+
+
+@pytest.mark.parametrize("mode, launcher, flags, message", [
+    ("ladder", [], ["--tensor-model-parallel-size", "2"],
+     "--thdc ladder with --tensor-model-parallel-size 2: each microbatch's rung"),
+    ("exact", [], ["--pipeline-model-parallel-size=4"],
+     "--thdc exact with --pipeline-model-parallel-size 4"),
+    ("ladder", [], ["--context-parallel-size", "2"], "with --context-parallel-size 2"),
+    ("ladder", [], ["--num-virtual-stages-per-pipeline-rank", "2"], "virtual pipeline stages"),
+    ("ladder", [], ["--dynamic-context-parallel"], "--dynamic-context-parallel"),
+    ("ladder", [], ["--sequence-packing-scheduler", "default_dynamic_cp"],
+     "--sequence-packing-scheduler default_dynamic_cp: the rows of each microbatch"),
+    ("exact", [], ["--cuda-graph-impl", "transformer_engine"],
+     "--thdc exact with --cuda-graph-impl transformer_engine: exact rows"),
+    ("ladder", [], ["--cuda-graph-impl", "local"], "--thdc ladder with --cuda-graph-impl local"),
+    ("ladder", ["--thdc-capacities", "4096,2048"], [], "--thdc-capacities 4096,2048,8192"),
+    ("ladder", ["--thdc-capacities", "2048,16384"], [], "top rung must be"),
+    ("ladder", ["--thdc-capacities", "2048,4096", "--thdc-sequence-capacities", "16"], [],
+     "--thdc-sequence-capacities has 1 entries for 3 rungs"),
+    ("ladder", ["--thdc-sequence-capacities", "8,16,32,128"], [], "top rung must be"),
+])
+def test_plan_modes_refuse_what_they_cannot_honour(plan_checkout, mode, launcher, flags,
+                                                   message):
+    done = launch(plan_checkout, "--thdc", mode, *launcher, "pretrain_gpt.py", *GOOD, *flags)
+    assert done.returncode == 2, done.stdout
+    assert message in done.stderr
+    assert "bound:" not in done.stdout  # nothing of the script ran
+
+
+def test_a_megatron_core_without_the_scheduler_is_refused(checkout):
+    done = launch(checkout, "--thdc", "ladder", "pretrain_gpt.py", *GOOD)
+    assert done.returncode == 2
+    assert "--thdc ladder: megatron.core.datasets.data_schedule has no dp_balanced scheduler" \
+        in done.stderr
+
+
+def test_the_rungs_microbatches_ran_are_reported_at_exit():
+    code = ("from thdc.megatron import run\n"
+            "listeners = []\n"
+            "run.report_rungs([16, 32], listeners)\n"
+            "for rung in (0, 1, 1):\n"
+            "    listeners[0](rung)\n")
+    here = os.path.dirname(run.__file__)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [os.path.dirname(os.path.dirname(here)), os.environ.get("PYTHONPATH", "")]), RANK="0")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    assert ("microbatches by rung (rows: count): 16: 1, 32: 2; 83.3% of the rows at the top "
+            "rung alone") in done.stderr
+    env["RANK"] = "1"  # one report per run, from rank 0
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert done.returncode == 0 and "microbatches by rung" not in done.stderr
