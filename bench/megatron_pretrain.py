@@ -4,7 +4,7 @@ own log: the comparison a Megatron user believes.
 
     python3 bench/megatron_pretrain.py --megatron DIR --out DIR
         [--size 125m] [--C 8192] [--N 64] [--iters 300]
-        [--modes megatron-eager,megatron-graphs,thdc-eager,thdc-graphs]
+        [--modes megatron-eager,megatron-graphs,thdc-eager,thdc-graphs,thdc-ladder,thdc-exact]
         [--repeats 2] [--steady-from ITERATION] [--dry-run]
     python3 bench/megatron_pretrain.py --report OUT
 
@@ -51,11 +51,12 @@ import megatron_log  # noqa: E402
 
 # hidden, layers, heads (GPT-3's table; examples/megatron/batches.py's presets).
 SIZES = {
+    "tiny": (256, 2, 4),  # a smoke test of the modes (test_megatron_run_gpu.py)
     "125m": (768, 12, 12),
     "370m": (1024, 24, 16),
     "1.3b": (2048, 24, 16),
 }
-LEARNING_RATES = {"125m": 3e-4, "370m": 3e-4, "1.3b": 2e-4}
+LEARNING_RATES = {"tiny": 3e-4, "125m": 3e-4, "370m": 3e-4, "1.3b": 2e-4}
 
 # mode: (launcher's --thdc, the flags that make the mode).
 MODES = {
@@ -65,6 +66,10 @@ MODES = {
     "thdc-eager": ("step", ["--cuda-graph-impl", "none", "--pad-packed-seq-alignment", "max"]),
     "thdc-graphs": ("step", ["--cuda-graph-impl", "transformer_engine",
                              "--pad-packed-seq-alignment", "max"]),
+    # The launcher's default ladder: four rungs evenly spaced up to C.
+    "thdc-ladder": ("ladder", ["--cuda-graph-impl", "transformer_engine",
+                               "--pad-packed-seq-alignment", "max"]),
+    "thdc-exact": ("exact", ["--cuda-graph-impl", "none", "--pad-packed-seq-alignment", "max"]),
 }
 BASELINE = "megatron-graphs"
 

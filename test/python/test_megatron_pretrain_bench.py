@@ -27,18 +27,20 @@ def commands(N=64):
 def script_args(command):
     """The launcher's arguments after --child: (--thdc value, the script's flags)."""
     child = command.index("--child")
-    mode, script, args = run.split_argv(command[child + 1:])
-    assert script == "pretrain_gpt.py"
-    return mode, args
+    options = run.split_argv(command[child + 1:])
+    assert options.script == "pretrain_gpt.py"
+    return options.thdc, options.args
 
 
 def test_thdc_modes_pass_the_launchers_checks():
     for mode, command in commands().items():
         thdc, args = script_args(command)
         assert thdc == bench.MODES[mode][0]
-        if thdc == "step":
+        if thdc != "off":
             flags = run.check_flags(args)
             assert (flags.max_seqlen_per_dp_cp_rank, flags.thd_max_packed_sequences) == (8192, 64)
+            if thdc in run.PLAN_MODES:
+                run.check_plan_mode(thdc, flags)
 
 
 def test_modes_differ_only_in_their_own_flags():
