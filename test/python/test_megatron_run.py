@@ -320,3 +320,45 @@ def test_the_rungs_microbatches_ran_are_reported_at_exit():
     env["RANK"] = "1"  # one report per run, from rank 0
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert done.returncode == 0 and "microbatches by rung" not in done.stderr
+
+
+# -- against Megatron-LM's own parser --------------------------------------------
+
+def _golden():
+    import json
+
+    from conftest import SOURCE_DIR
+
+    with open(os.path.join(SOURCE_DIR, "test", "python", "data", "megatron_run_flags.json")) as f:
+        return json.load(f)
+
+
+def _as_megatron_reads(dest, value):
+    """The launcher reads --pad-packed-seq-alignment as text; Megatron's
+    validate_args makes a number of it (_parse_pad_packed_seq_alignment)."""
+    if dest == "pad_packed_seq_alignment" and isinstance(value, str) and value.isdigit():
+        return int(value)
+    return value
+
+
+def test_the_launcher_reads_every_flag_as_megatrons_parser_does():
+    """Megatron-LM's parse_args and validate_args (dev d48bd6be0a, recorded
+    by make_megatron_run_golden.py) and the launcher's read_flags give the
+    same value of every flag thdc reads, on the documented command lines and
+    their edges; a command line Megatron refuses, the launcher refuses too."""
+    import make_megatron_run_golden as golden_cases
+
+    golden = _golden()
+    assert golden["flags"] == sorted(k["dest"] for k in run.FLAGS.values()), \
+        "run.FLAGS changed: rerun make_megatron_run_golden.py"
+    cases = golden_cases.cases()
+    assert sorted(cases) == sorted(golden["cases"])
+    for name, argv in cases.items():
+        megatron = golden["cases"][name]
+        if "error" in megatron:
+            with pytest.raises(run.Refusal):
+                run.check_flags(argv)
+            continue
+        ours = vars(run.read_flags(argv))
+        for dest in golden["flags"]:
+            assert _as_megatron_reads(dest, ours[dest]) == megatron[dest], (name, dest)
