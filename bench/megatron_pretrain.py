@@ -74,16 +74,34 @@ MODES = {
 BASELINE = "megatron-graphs"
 
 
-def mock_lengths(C: int) -> str:
-    return json.dumps({"mode": "distribution", "type": "lognormal", "format": "thd",
-                       "min_seq_len": 128, "max_seq_len": C, "mean_seq_len": 1024,
-                       "lognormal_sigma": 1.5}, separators=(",", ":"))
+def mock_lengths(C: int, text: Optional[str] = None) -> str:
+    """Megatron's variable-length mock data: dev's benchmark's lognormal
+    lengths, of tokens counting up, or with `text` (the prefix of an indexed
+    dataset, bench/text_corpus.py's tokens) real tokens cut to those lengths
+    ("verification" mode, sft_dataset.py:225-321 on dev)."""
+    config = {"mode": "distribution", "type": "lognormal", "format": "thd",
+              "min_seq_len": 128, "max_seq_len": C, "mean_seq_len": 1024,
+              "lognormal_sigma": 1.5}
+    if text is not None:
+        config.update(mode="verification", data_path=text)
+        del config["type"]
+    return json.dumps(config, separators=(",", ":"))
+
+
+def text_vocabulary(text: str) -> int:
+    """Megatron's --vocab-size for bench/text_corpus.py's tokens: its
+    meta.json's, the end-of-document id the last (NullTokenizer's eod)."""
+    with open(os.path.join(os.path.dirname(text), "meta.json")) as f:
+        return int(json.load(f)["megatron_vocab_size"])
 
 
 def megatron_flags(size: str, C: int, N: int, iters: int, cache: str,
-                   global_batch: int = 32, seed: int = 1234) -> List[str]:
-    """The flags every mode shares (its own come from MODES)."""
+                   global_batch: int = 32, seed: int = 1234,
+                   text: Optional[str] = None) -> List[str]:
+    """The flags every mode shares (its own come from MODES); text: real
+    tokens (mock_lengths)."""
     hidden, layers, heads = SIZES[size]
+    vocabulary = 32768 if text is None else text_vocabulary(text)
     return [
         "--num-layers", str(layers), "--hidden-size", str(hidden),
         "--ffn-hidden-size", str(4 * hidden), "--num-attention-heads", str(heads),
@@ -97,8 +115,8 @@ def megatron_flags(size: str, C: int, N: int, iters: int, cache: str,
         "--weight-decay", "0.1", "--clip-grad", "1.0", "--bf16", "--seed", str(seed),
         "--calculate-per-token-loss", "--no-gradient-accumulation-fusion",
         "--use-varlen-dataset", "--mock-data",
-        "--varlen-mock-dataset-config-json", mock_lengths(C),
-        "--tokenizer-type", "NullTokenizer", "--vocab-size", "32768",
+        "--varlen-mock-dataset-config-json", mock_lengths(C, text),
+        "--tokenizer-type", "NullTokenizer", "--vocab-size", str(vocabulary),
         "--split", "99,1,0", "--data-cache-path", cache,
         "--dataloader-type", "single", "--num-workers", "0",
         "--sequence-packing-scheduler", "dp_balanced", "--max-seqlen-per-dp-cp-rank", str(C),
@@ -319,6 +337,9 @@ def main(argv=None) -> int:
     parser.add_argument("--size", choices=tuple(SIZES), default="125m")
     parser.add_argument("--C", type=int, default=8192, help="--max-seqlen-per-dp-cp-rank")
     parser.add_argument("--N", type=int, default=64, help="--thd-max-packed-sequences")
+    parser.add_argument("--text", metavar="PREFIX",
+                        help="real tokens: the indexed dataset bench/text_corpus.py wrote "
+                             "(OUT/tokens), cut to the mock data's lengths")
     parser.add_argument("--iters", type=int, default=300, help="--train-iters")
     parser.add_argument("--global-batch", type=int, default=32)
     parser.add_argument("--modes", default=",".join(MODES))
@@ -339,7 +360,8 @@ def main(argv=None) -> int:
     os.makedirs(args.out, exist_ok=True)
     common = megatron_flags(args.size, args.C, args.N, args.iters,
                             os.path.join(os.path.abspath(args.out), "data-cache"),
-                            args.global_batch)
+                            args.global_batch,
+                            text=os.path.abspath(args.text) if args.text else None)
     steady_from = args.steady_from if args.steady_from is not None else args.iters // 5
     runs = []
     for index, mode in enumerate(order(modes, args.repeats)):
@@ -373,6 +395,7 @@ def main(argv=None) -> int:
         with open(os.path.join(args.out, "summary.json"), "w") as f:
             json.dump({"size": args.size, "C": args.C, "N": args.N, "iters": args.iters,
                        "global_batch": args.global_batch, "steady_from": steady_from,
+                       "text": args.text,
                        "flags": common, "modes": {m: MODES[m] for m in modes},
                        "runs": runs}, f, indent=1)
     if runs:

@@ -153,3 +153,23 @@ def test_the_report_from_a_summary(tmp_path):
     assert (tmp_path / "table.md").read_text() == "\n".join(table) + "\n"
     pytest.importorskip("matplotlib")
     assert plotted and (tmp_path / "losses.png").stat().st_size > 1000
+
+
+def test_real_tokens_from_the_text_corpus(tmp_path):
+    """--text: Megatron's mock data in its verification mode, real tokens of
+    bench/text_corpus.py's indexed dataset cut to the same lognormal
+    lengths, the vocabulary its meta.json gives (the end-of-document id
+    NullTokenizer's eod)."""
+    import json
+
+    (tmp_path / "meta.json").write_text(json.dumps({"megatron_vocab_size": 32768}))
+    flags = bench.megatron_flags("125m", 8192, 64, 300, "/tmp/cache",
+                                 text=str(tmp_path / "tokens"))
+    config = json.loads(flags[flags.index("--varlen-mock-dataset-config-json") + 1])
+    assert config == {"mode": "verification", "data_path": str(tmp_path / "tokens"),
+                      "format": "thd", "min_seq_len": 128, "max_seq_len": 8192,
+                      "mean_seq_len": 1024, "lognormal_sigma": 1.5}
+    assert flags[flags.index("--vocab-size") + 1] == "32768"
+    mock = bench.megatron_flags("125m", 8192, 64, 300, "/tmp/cache")
+    assert [f for f in mock if not f.startswith("{")] == \
+        [f for f in flags if not f.startswith("{")]  # the rest the same
