@@ -110,11 +110,13 @@ if [ "${THDC_WHEEL_PYTEST:-0}" = 1 ]; then
   env -u PYTHONPATH THDC_BIN_DIR="$work/no-build-tree" PATH="$venv:$PATH" THDC_DOCS_REQUIRE_TORCH=1 \
     "$venv/python" -m pytest -q -p no:cacheprovider -rs "$root/test/python/test_docs.py"
 
-  echo "test/python on the installed wheel: installing matplotlib, sentencepiece and ${THDC_MEGATRON_CORE:-megatron-core==0.19.2}"
+  echo "test/python on the installed wheel: installing matplotlib, sentencepiece, mypy, pyright and ${THDC_MEGATRON_CORE:-megatron-core==0.19.2}"
   start=$(date +%s)
   # torch pinned to the version installed above: nothing downloads it again.
-  # sentencepiece: bench/text_corpus.py's tokenizer (test_text_corpus.py).
+  # sentencepiece: bench/text_corpus.py's tokenizer (test_text_corpus.py);
+  # mypy and pyright (with its Node.js): the type checks of test_typing.py.
   "$venv/python" -m pip install --quiet --disable-pip-version-check matplotlib sentencepiece \
+    mypy "pyright[nodejs]" \
     "torch==$torch_version" "${THDC_MEGATRON_CORE:-megatron-core==0.19.2}"
   echo "installed in $(($(date +%s) - start)) s: $("$venv/python" -c 'import torch, megatron.core as m; print("torch", torch.__version__, "megatron-core", m.__version__)')"
   # No build tree: the tests that run the commands find the installed ones,

@@ -5,7 +5,7 @@ batch and PackedSeqParams that view it)."""
 from __future__ import annotations
 
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, NamedTuple, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, NamedTuple, Optional, Tuple
 
 from .. import planner
 from .._checks import _capturing, _check_int, _import_torch
@@ -14,16 +14,18 @@ from .._thdc import Gather, describe_status
 from ._buffers import (_ALIGNMENT, _HEADER_FIELDS, _LAYOUT_MISMATCH, _RUNG_NOT_RUN,
                        _header_words, _output_layout, _step_differences, _step_words,
                        _tp_shard)
-from ._delegate import Delegated
+from ._delegate import Delegated, DelegatedValue
 from .loader import InputLoader, _refuse_unknown
 from .options import _holds
 from .packed_seq_params import make_packed_seq_params
 
 if TYPE_CHECKING:
+    import torch
+
     from .packed_seq_params import _FallbackPackedSeqParams as PackedSeqParams
     from .step import GraphStep
-
-torch = _import_torch("thdc.megatron")
+else:
+    torch = _import_torch("thdc.megatron")
 
 
 class LinearChunks(NamedTuple):
@@ -501,22 +503,27 @@ class StepSlot:
     are its top rung's (the step at C, N)."""
 
     # The slot's own outputs and methods are its top rung's (Delegated).
-    outputs = Delegated("_top", doc="The last run's outputs (a named tuple of views of the "
-                                    "slot's buffer), its top rung's.")
-    batch = Delegated("_top", doc="The batch dict the model takes ([1, C] views), its top "
-                                  "rung's.")
-    packed_seq_params = Delegated("_top", doc="The PackedSeqParams of the batch, its top "
-                                              "rung's.")
-    status = Delegated("_top", doc="The last run's status bits on the device (0: valid).")
-    seq_idx = Delegated("_top", doc="Each row's sequence index ([1, C*cp]), or None.")
-    rope_rows = Delegated("_top", doc="Each local row's RoPE table row ([C]), or None.")
-    cp_order_index = Delegated("_top", doc="The index that puts gathered rows back in "
-                                           "sequence order, or None.")
-    linear_chunks = Delegated("_top", doc="Linear attention's chunk metadata (LinearChunks), "
-                                          "or None.")
-    padding_mask_full = Delegated("_top", doc="The rank's whole padding mask, [1, C].")
-    padding_mask_shard = Delegated("_top", doc="The TP rank's piece of the padding mask, "
-                                               "[1, C/tp], under sequence parallelism.")
+    outputs = DelegatedValue[Any]("_top", doc="The last run's outputs (a named tuple of views "
+                                              "of the slot's buffer), its top rung's.")
+    batch = DelegatedValue[Dict[str, "torch.Tensor"]](
+        "_top", doc="The batch dict the model takes ([1, C] views), its top rung's.")
+    packed_seq_params = DelegatedValue["PackedSeqParams"](
+        "_top", doc="The PackedSeqParams of the batch, its top rung's.")
+    status = DelegatedValue["torch.Tensor"](
+        "_top", doc="The last run's status bits on the device (0: valid).")
+    seq_idx = DelegatedValue[Optional["torch.Tensor"]](
+        "_top", doc="Each row's sequence index ([1, C*cp]), or None.")
+    rope_rows = DelegatedValue[Optional["torch.Tensor"]](
+        "_top", doc="Each local row's RoPE table row ([C]), or None.")
+    cp_order_index = DelegatedValue[Optional["torch.Tensor"]](
+        "_top", doc="The index that puts gathered rows back in sequence order, or None.")
+    linear_chunks = DelegatedValue[Optional[LinearChunks]](
+        "_top", doc="Linear attention's chunk metadata (LinearChunks), or None.")
+    padding_mask_full = DelegatedValue["torch.Tensor"](
+        "_top", doc="The rank's whole padding mask, [1, C].")
+    padding_mask_shard = DelegatedValue[Optional["torch.Tensor"]](
+        "_top", doc="The TP rank's piece of the padding mask, [1, C/tp], under sequence "
+                    "parallelism.")
     run = Delegated("_top", SlotRung.run)
     exact_rows = Delegated("_top", SlotRung.exact_rows)
     accumulate_status = Delegated("_top", SlotRung.accumulate_status)

@@ -3,17 +3,20 @@ buffers: its kernels (one per rung of the capacity ladder and CP size) and
 its slots (StepSlot, one buffer set per microbatch in flight)."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from .. import _kernel, planner, stages
 from .._checks import _check_int, _import_torch
 from .._kernel import log
 from ._buffers import _check_memory, _step_bytes
-from ._delegate import Delegated
+from ._delegate import Delegated, DelegatedValue
 from .options import StepOptions
 from .slot import StepSlot
 
-torch = _import_torch("thdc.megatron")
+if TYPE_CHECKING:
+    import torch
+else:
+    torch = _import_torch("thdc.megatron")
 
 
 class GraphStep:
@@ -73,20 +76,20 @@ class GraphStep:
 
     # What the step gives of its first slot (Delegated): bound once, when
     # made, so nothing is looked up per call on the launch path.
-    inputs = Delegated("_first", doc="The first slot's static inputs (a namespace of "
-                                     "tensors).")
-    buffer = Delegated("_first", doc="The first slot's one output buffer (header, then "
-                                     "outputs).")
-    outputs = Delegated("_first", StepSlot.outputs)
-    batch = Delegated("_first", StepSlot.batch)
-    packed_seq_params = Delegated("_first", StepSlot.packed_seq_params)
-    status = Delegated("_first", StepSlot.status)
-    seq_idx = Delegated("_first", StepSlot.seq_idx)
-    rope_rows = Delegated("_first", StepSlot.rope_rows)
-    cp_order_index = Delegated("_first", StepSlot.cp_order_index)
-    linear_chunks = Delegated("_first", StepSlot.linear_chunks)
-    padding_mask_full = Delegated("_first", StepSlot.padding_mask_full)
-    padding_mask_shard = Delegated("_first", StepSlot.padding_mask_shard)
+    inputs = DelegatedValue[Any]("_first", doc="The first slot's static inputs (a namespace "
+                                               "of tensors).")
+    buffer = DelegatedValue["torch.Tensor"]("_first", doc="The first slot's one output buffer "
+                                                          "(header, then outputs).")
+    outputs = DelegatedValue("_first", StepSlot.outputs)
+    batch = DelegatedValue("_first", StepSlot.batch)
+    packed_seq_params = DelegatedValue("_first", StepSlot.packed_seq_params)
+    status = DelegatedValue("_first", StepSlot.status)
+    seq_idx = DelegatedValue("_first", StepSlot.seq_idx)
+    rope_rows = DelegatedValue("_first", StepSlot.rope_rows)
+    cp_order_index = DelegatedValue("_first", StepSlot.cp_order_index)
+    linear_chunks = DelegatedValue("_first", StepSlot.linear_chunks)
+    padding_mask_full = DelegatedValue("_first", StepSlot.padding_mask_full)
+    padding_mask_shard = DelegatedValue("_first", StepSlot.padding_mask_shard)
     run = Delegated("_first", StepSlot.run)
     load_inputs = Delegated("_first", StepSlot.load_inputs)
     accumulate_status = Delegated("_first", StepSlot.accumulate_status)
