@@ -62,3 +62,76 @@ def test_the_check_finds_a_loop_timed_by_hand():
         "time.sleep(1)",
     ])
     assert [number for number, _ in own_timing(text)] == [2, 4, 5, 6, 7]
+
+
+RESULTS = os.path.join(BENCH, "results")
+# What a result folder may hold: its RESULTS.md and a run's report (.md),
+# data (JSON, JSON lines, CSV) and figures.
+KEPT = (".md", ".json", ".jsonl", ".csv", ".svg", ".png")
+SCRIPT_NAMES = re.compile(r"(^|[-_.])(probe|site)([-_.]|$)")
+
+
+def misplaced(paths):
+    """The paths (relative to bench/results) that are no result: scripts,
+    patches, probes, logs, archives."""
+    return sorted(p for p in paths
+                  if not p.endswith(KEPT) or SCRIPT_NAMES.search(os.path.basename(p).lower()))
+
+
+def result_files():
+    found = []
+    for dirpath, _, files in os.walk(RESULTS):
+        found += [os.path.relpath(os.path.join(dirpath, f), RESULTS) for f in files]
+    return found
+
+
+def test_results_hold_data_only():
+    files = result_files()
+    assert files, "bench/results is empty"
+    assert misplaced(files) == [], "scripts, patches, probes and logs live in git history"
+
+
+def test_every_topic_has_its_results_and_runs():
+    for topic in sorted(os.listdir(RESULTS)):
+        folder = os.path.join(RESULTS, topic)
+        assert os.path.isdir(folder), f"bench/results/{topic}: a file outside a topic folder"
+        assert sorted(os.listdir(folder)) == ["RESULTS.md", "runs"], topic
+        with open(os.path.join(folder, "RESULTS.md")) as f:
+            text = f.read()
+        assert "## Newest figures" in text, topic
+        for run in os.listdir(os.path.join(folder, "runs")):
+            assert f"## {run}" in text, f"{topic}/RESULTS.md has no section for run {run}"
+
+
+def test_the_check_finds_what_does_not_belong():
+    assert misplaced(["t/RESULTS.md", "t/runs/r/bench.jsonl", "t/runs/r/machine.json",
+                      "t/runs/r/outcomes.csv", "t/runs/r/scaling.svg", "t/runs/r/losses.png",
+                      "t/runs/r/table.md"]) == []
+    assert misplaced(["t/runs/r/run.sh", "t/runs/r/site.sh", "t/runs/r/host_time.py",
+                      "t/runs/r/rows.patch", "t/runs/r/probe.cu", "t/runs/r/pytest.txt",
+                      "t/runs/r/train.log", "t/runs/r/x.log.xz", "t/runs/r/profiles.tar.gz",
+                      "t/runs/r/probe-l2.json"]) == sorted([
+                          "t/runs/r/run.sh", "t/runs/r/site.sh", "t/runs/r/host_time.py",
+                          "t/runs/r/rows.patch", "t/runs/r/probe.cu", "t/runs/r/pytest.txt",
+                          "t/runs/r/train.log", "t/runs/r/x.log.xz", "t/runs/r/profiles.tar.gz",
+                          "t/runs/r/probe-l2.json"])
+
+
+def test_docs_cite_the_topic_results():
+    """A figure's citation names a topic's RESULTS.md (or a kept file of a
+    run), never a dated folder that is gone."""
+    stale = []
+    cited = re.compile(r"bench/results/[A-Za-z0-9._/-]+")
+    for folder in ("", "docs", "examples", os.path.join("examples", "train"),
+                   os.path.join("examples", "megatron"), "bench"):
+        base = os.path.join(SOURCE_DIR, folder)
+        for name in sorted(os.listdir(base)):
+            if not name.endswith(".md"):
+                continue
+            with open(os.path.join(base, name)) as f:
+                for number, line in enumerate(f, 1):
+                    for path in cited.findall(line):
+                        path = path.rstrip(".,:;")
+                        if not os.path.exists(os.path.join(SOURCE_DIR, path)):
+                            stale.append(f"{os.path.join(folder, name)}:{number}: {path}")
+    assert stale == []
