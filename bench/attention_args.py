@@ -10,25 +10,23 @@ only (FlashInfer's plan input).
 """
 import argparse
 import json
-import time
+import os
+import sys
 
 import numpy as np
 import torch
 
-import thdc.attention as attention
-import thdc.megatron
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import timing  # noqa: E402
+
+import thdc.attention as attention  # noqa: E402
+import thdc.megatron  # noqa: E402
 
 REPS = 1000
 
 
 def host_us(fn):
-    fn()
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(REPS):
-        fn()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - start) / REPS * 1e6
+    return timing.host_time(fn, REPS, warmup=1)
 
 
 def device_us(fn):
@@ -40,14 +38,7 @@ def device_us(fn):
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         fn()
-    begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    graph.replay()
-    begin.record()
-    for _ in range(REPS):
-        graph.replay()
-    end.record()
-    torch.cuda.synchronize()
-    return begin.elapsed_time(end) / REPS * 1e3
+    return timing.replay_time(graph.replay, REPS)
 
 
 def main():

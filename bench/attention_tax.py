@@ -41,6 +41,9 @@ sys.path.insert(0, os.path.join(ROOT, "examples", "train"))
 import data  # noqa: E402
 import model as gpt  # noqa: E402
 
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+import timing  # noqa: E402
+
 import thdc.planner  # noqa: E402
 
 
@@ -130,13 +133,10 @@ def main(argv=None):
             run(case)
         best = None
         for _ in range(args.repeats):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            for case in todo:
-                run(case)
-            end.record()
-            end.synchronize()
-            ms = start.elapsed_time(end) / len(todo)
+            with timing.device_window() as window:
+                for case in todo:
+                    run(case)
+            ms = window.millis / len(todo)
             best = ms if best is None else min(best, ms)
         results[name] = best
     base = results["exact"]

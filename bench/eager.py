@@ -40,7 +40,6 @@ Usage (on a machine with PyTorch and a GPU):
 """
 
 import argparse
-import gc
 import importlib
 import json
 import math
@@ -50,6 +49,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import inputs as thd_inputs  # noqa: E402  (bench/inputs.py)
+import timing  # noqa: E402  (bench/timing.py)
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
@@ -363,20 +363,13 @@ def _time_samples(config, mix, iters, rank=0, seed=1, warmup=10, index_impl="aut
     for _ in range(warmup):
         eager_step(batch, C, cp, N, rank, index_impl)
     torch.cuda.synchronize()
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
-    collecting = gc.isenabled()
-    gc.disable()  # as timeit does: no collection pauses inside a sample
-    try:
-        for start, end in zip(starts, ends):
-            start.record()
-            eager_step(batch, C, cp, N, rank, index_impl)
-            end.record()
+    windows = timing.device_windows(iters)
+    with timing.gc_paused():
+        for window in windows:
+            with window:
+                eager_step(batch, C, cp, N, rank, index_impl)
         torch.cuda.synchronize()
-    finally:
-        if collecting:
-            gc.enable()
-    return [start.elapsed_time(end) for start, end in zip(starts, ends)]
+    return [window.millis for window in windows]
 
 
 def time_eager(config, mix, iters, rank=0, seed=1, warmup=10, index_impl="auto"):

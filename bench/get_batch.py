@@ -33,7 +33,6 @@ import json
 import statistics
 import os
 import sys
-import time
 import warnings
 from types import SimpleNamespace
 
@@ -42,6 +41,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import eager  # noqa: E402
 import inputs as thd_inputs  # noqa: E402
+import timing  # noqa: E402
 
 import thdc  # noqa: E402
 import thdc.megatron  # noqa: E402
@@ -99,14 +99,9 @@ def timed(call, calls):
 
 
 def host_time(call, calls):
-    """Host µs per call of `calls` calls queued back to back."""
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(calls):
-        call()
-    host = time.perf_counter() - start
-    torch.cuda.synchronize()
-    return 1e6 * host / calls
+    """Host µs per call of `calls` calls queued back to back (the window
+    closes when the last call returns; the synchronize follows it)."""
+    return timing.host_time(call, calls, sync_inside=False)
 
 
 def main(argv=None):
@@ -246,15 +241,7 @@ def dynamic_cp(args):
             with torch.cuda.graph(graph, stream=side):
                 variant.run()
         torch.cuda.current_stream().wait_stream(side)
-        graph.replay()
-        torch.cuda.synchronize()
-        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        begin.record()
-        for _ in range(args.calls):
-            graph.replay()
-        end.record()
-        torch.cuda.synchronize()
-        device_us[str(s)] = 1e3 * begin.elapsed_time(end) / args.calls
+        device_us[str(s)] = timing.replay_time(graph.replay, args.calls, settle=True)
     print(f"dynamic CP over W={W} ranks (rank {rank}, sizes {list(sizes)}), C={C} N={N}, "
           f"{args.calls} calls, {torch.cuda.get_device_name()}")
     base = results["get_batch_fixed"]["host_us_per_call"]

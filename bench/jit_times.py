@@ -31,9 +31,11 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 CHILD = r"""
-import ctypes, json, sys, time
+import ctypes, json, sys
 import thdc
 args = json.loads(sys.argv[1])
+sys.path.append(args["bench"])
+from timing import host_window
 text = open(args["pipeline"]).read()
 cuda = args["backend"] == "cuda"
 driver = ctypes.CDLL("libcuda.so.1") if cuda else None
@@ -56,23 +58,23 @@ def make_context_current():
 # context) and time it apart.
 context = None
 if cuda and args["warm_context"]:
-    start = time.perf_counter()
-    try:
-        import torch
-        torch.zeros(1, device="cuda")
-        torch.cuda.synchronize()
-    except ImportError:
-        make_context_current()
-    context = (time.perf_counter() - start) * 1e6
-start = time.perf_counter()
-kernel = thdc.compile(text, args["params"], backend=args["backend"],
-                      cache_dir=args["cache_dir"], chip=args["chip"])
-first = (time.perf_counter() - start) * 1e6
+    with host_window() as window:
+        try:
+            import torch
+            torch.zeros(1, device="cuda")
+            torch.cuda.synchronize()
+        except ImportError:
+            make_context_current()
+    context = window.micros
+with host_window() as window:
+    kernel = thdc.compile(text, args["params"], backend=args["backend"],
+                          cache_dir=args["cache_dir"], chip=args["chip"])
+first = window.micros
 info = dict(kernel.compile_info)
-start = time.perf_counter()
-again = thdc.compile(text, args["params"], backend=args["backend"],
-                     cache_dir=args["cache_dir"], chip=args["chip"])
-memory = (time.perf_counter() - start) * 1e6
+with host_window() as window:
+    again = thdc.compile(text, args["params"], backend=args["backend"],
+                         cache_dir=args["cache_dir"], chip=args["chip"])
+memory = window.micros
 
 # The first launch (+ synchronize) after the compile, against later ones: a
 # module load that left work for the first launch (lazy loading) shows up as
@@ -95,10 +97,10 @@ if cuda and args["launches"]:
     check(driver.cuCtxSynchronize(), "cuCtxSynchronize")
     launches = []
     for _ in range(args["launches"]):
-        start = time.perf_counter()
-        kernel.launch_pointers(pointers)
-        check(driver.cuCtxSynchronize(), "cuCtxSynchronize")
-        launches.append((time.perf_counter() - start) * 1e6)
+        with host_window() as window:
+            kernel.launch_pointers(pointers)
+            check(driver.cuCtxSynchronize(), "cuCtxSynchronize")
+        launches.append(window.micros)
     for pointer in pointers:
         driver.cuMemFree_v2(ctypes.c_uint64(pointer))
 print(json.dumps({"info": info, "call_micros": first, "context_micros": context,
@@ -118,6 +120,7 @@ def run_child(args, cache_dir, extra_env):
         "chip": args.chip,
         "warm_context": not args.cold_context,
         "launches": args.launches,
+        "bench": os.path.dirname(os.path.abspath(__file__)),
     })
     out = subprocess.run([sys.executable, "-c", CHILD, payload], env=env,
                          check=True, capture_output=True, text=True)

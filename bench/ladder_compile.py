@@ -13,7 +13,6 @@ import json
 import os
 import sys
 import tempfile
-import time
 
 import torch
 
@@ -21,17 +20,20 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.join(ROOT, "examples", "train"))
 import data  # noqa: E402
 
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+import timing  # noqa: E402
+
 import thdc.megatron  # noqa: E402
 import thdc.planner  # noqa: E402
 
 
 def build(C, N, R, ladder, cache):
     torch.cuda.synchronize()
-    start = time.perf_counter()
-    step = thdc.megatron.GraphStep(C, N, 1, 0, rope_table_rows=R, cache_dir=cache,
-                                   capacities=ladder[0], sequence_capacities=ladder[1])
-    torch.cuda.synchronize()
-    return step, time.perf_counter() - start
+    with timing.host_window() as window:
+        step = thdc.megatron.GraphStep(C, N, 1, 0, rope_table_rows=R, cache_dir=cache,
+                                       capacities=ladder[0], sequence_capacities=ladder[1])
+        torch.cuda.synchronize()
+    return step, window.seconds
 
 
 def step_bytes(step):
@@ -64,16 +66,16 @@ def main(argv=None):
     results["sources"] = [k.compile_info["source"] for k in cold.kernels]
     results["step_bytes_single"] = step_bytes(single)
     results["step_bytes_ladder"] = step_bytes(step)
-    start = time.perf_counter()
-    graphs = []
-    for r in reversed(range(len(step.kernels))):
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            step.rung(r).run()
-        graphs.append(graph)
-    torch.cuda.synchronize()
-    results["step_graphs"] = len(graphs)
-    results["step_capture_s"] = time.perf_counter() - start
+    with timing.host_window() as window:
+        graphs = []
+        for r in reversed(range(len(step.kernels))):
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                step.rung(r).run()
+            graphs.append(graph)
+        torch.cuda.synchronize()
+        results["step_graphs"] = len(graphs)
+    results["step_capture_s"] = window.seconds
     for name, value in results.items():
         print(f"{name}: {value}")
     if args.json:

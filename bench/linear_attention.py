@@ -44,7 +44,6 @@ import os
 import platform
 import statistics
 import sys
-import time
 
 os.environ.setdefault("FLA_DISABLE_TENSOR_CACHE", "1")
 os.environ.setdefault("FLA_TILELANG", "0")
@@ -57,6 +56,9 @@ import torch.nn.functional as F  # noqa: E402
 import thdc  # noqa: E402
 import thdc.attention  # noqa: E402
 import thdc.megatron  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import timing  # noqa: E402  (bench/timing.py)
 
 TOLERANCE = 1e-2
 
@@ -240,23 +242,11 @@ def check(kernel, C, N, BT, microbatches, seed):
 
 def host_us(fn, calls):
     """Median host time per call, in microseconds (no synchronisation)."""
-    times = []
-    for _ in range(calls):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1e6
+    return statistics.median(timing.host_samples(fn, calls))
 
 
 def device_us(graph, replays):
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    graph.replay()
-    start.record()
-    for _ in range(replays):
-        graph.replay()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) * 1e3 / replays
+    return timing.replay_time(graph.replay, replays)
 
 
 def cost(C, N, BT, seed, rounds):
@@ -320,16 +310,16 @@ def main(argv=None):
             from fla.ops.common import chunk_o
             chunk_o.TRITON_ABOVE_3_7_1 = True  # this process only
         kernel = Kernel(name, args.heads, args.head_dim, args.head_dim, backward)
-        t0 = time.time()
-        try:
-            figures = check(kernel, args.C, args.N, args.BT, args.microbatches, args.seed)
-        except Exception as error:  # recorded; the other kernel still runs
-            figures = dict(kernel=name, backward=backward,
-                           error=f"{type(error).__name__}: {error}")
-            print(figures["error"], file=sys.stderr, flush=True)
+        with timing.host_window() as window:
+            try:
+                figures = check(kernel, args.C, args.N, args.BT, args.microbatches, args.seed)
+            except Exception as error:  # recorded; the other kernel still runs
+                figures = dict(kernel=name, backward=backward,
+                               error=f"{type(error).__name__}: {error}")
+                print(figures["error"], file=sys.stderr, flush=True)
         figures["fla_guard_lifted"] = name == "gdn" and refused and \
             args.gdn_backward == "lift-guard"
-        figures["seconds"] = round(time.time() - t0, 1)
+        figures["seconds"] = round(window.seconds, 1)
         print(json.dumps(figures), flush=True)
         result["checks"].append(figures)
         write(args.json, result)

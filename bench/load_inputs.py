@@ -33,7 +33,9 @@ import os
 import statistics
 import subprocess
 import sys
-import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import timing  # noqa: E402  (bench/timing.py)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 CONFIGS = [(4096, 1, 64), (32768, 1, 64)]
@@ -86,15 +88,12 @@ def host_micros(torch, iteration, count, repeats):
     torch.cuda.synchronize()
     runs = []
     for _ in range(repeats):
-        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        begin.record()
-        start = time.perf_counter()
-        for i in range(count):
-            iteration(i)
-        host = (time.perf_counter() - start) / count * 1e6
-        end.record()
+        with timing.device_window() as device:
+            with timing.host_window() as host:
+                for i in range(count):
+                    iteration(i)
         torch.cuda.synchronize()
-        runs.append((host, begin.elapsed_time(end) * 1000 / count))
+        runs.append((host.micros / count, device.micros / count))
     runs.sort()
     return runs[len(runs) // 2]
 
@@ -104,14 +103,13 @@ def gather_device_micros(torch, load, count):
     times = []
     for first in range(0, count, 200):
         batch = min(200, count - first)
-        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        window = timing.device_window()
         torch.cuda._sleep(40_000_000)  # ~20 ms: longer than queueing a batch
-        begin.record()
-        for i in range(batch):
-            load(first + i)
-        end.record()
+        with window:
+            for i in range(batch):
+                load(first + i)
         torch.cuda.synchronize()
-        times.append(begin.elapsed_time(end) * 1000 / batch)
+        times.append(window.micros / batch)
     return statistics.median(times)
 
 

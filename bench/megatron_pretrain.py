@@ -43,11 +43,11 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 from typing import Dict, List, Optional, Sequence
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import megatron_log  # noqa: E402
+import timing  # noqa: E402
 
 # hidden, layers, heads (GPT-3's table; examples/megatron/batches.py's presets).
 SIZES = {
@@ -137,10 +137,7 @@ def mode_command(mode: str, script: str, common: Sequence[str], N: int) -> List[
 
 def order(modes: Sequence[str], repeats: int) -> List[str]:
     """ABCD DCBA ABCD ...: every mode in every position as often."""
-    runs: List[str] = []
-    for r in range(repeats):
-        runs.extend(modes if r % 2 == 0 else list(reversed(modes)))
-    return runs
+    return timing.alternating(modes, repeats)
 
 
 def child(argv: Sequence[str]) -> int:
@@ -371,15 +368,14 @@ def main(argv=None) -> int:
             print(name, " ".join(command))
             continue
         log = os.path.join(args.out, f"{name}.log")
-        start = time.perf_counter()
-        with open(log, "w") as out:
+        with timing.host_window() as process, open(log, "w") as out:
             try:
                 code = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT,
                                       cwd=os.path.dirname(script), env=environment(),
                                       timeout=args.timeout).returncode
             except subprocess.TimeoutExpired:
                 code = "timeout"
-        seconds = time.perf_counter() - start
+        seconds = process.seconds
         with open(log, errors="replace") as f:
             try:
                 summary = megatron_log.summarise(megatron_log.parse(f), steady_from)

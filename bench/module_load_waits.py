@@ -11,10 +11,13 @@ way, and once more inside a torch.cuda.graph capture.
 """
 import ctypes
 import glob
+import os
 import sys
-import time
 
 import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import timing  # noqa: E402  (bench/timing.py)
 
 
 def main():
@@ -29,9 +32,9 @@ def main():
         done = torch.cuda.Event()
         torch.cuda._sleep(1_000_000_000)
         done.record()
-        start = time.perf_counter()
-        rc = call()
-        ms = (time.perf_counter() - start) * 1e3
+        with timing.host_window() as window:
+            rc = call()
+        ms = window.millis
         print(f"{label} behind a queued sleep: rc {rc}, {ms:.2f} ms, sleep finished: {done.query()}")
         torch.cuda.synchronize()
 
@@ -66,9 +69,9 @@ def main():
         return
     behind_sleep("thdc.load", lambda: thdc.load(bundle, backend="cuda").backend)
     for _ in range(3):
-        start = time.perf_counter()
-        thdc.load(bundle, backend="cuda")
-        print(f"thdc.load on an idle GPU: {(time.perf_counter() - start) * 1e3:.2f} ms")
+        with timing.host_window() as window:
+            thdc.load(bundle, backend="cuda")
+        print(f"thdc.load on an idle GPU: {window.millis:.2f} ms")
     graph = torch.cuda.CUDAGraph()
     x = torch.zeros(16, device="cuda")
     try:

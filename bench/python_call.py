@@ -21,12 +21,12 @@ import json
 import os
 import statistics
 import sys
-import time
 
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
 import inputs as bench_inputs  # noqa: E402
+import timing  # noqa: E402
 import thdc  # noqa: E402
 
 NAMES = ("tokens", "labels", "position_ids", "loss_mask", "cu_seqlens",
@@ -39,10 +39,10 @@ def host_micros_per_call(call, bursts=50, burst=200):
     torch.cuda.synchronize()
     samples = []
     for _ in range(bursts):
-        start = time.perf_counter()
-        for _ in range(burst):
-            call()
-        samples.append((time.perf_counter() - start) / burst * 1e6)
+        with timing.host_window() as window:
+            for _ in range(burst):
+                call()
+        samples.append(window.micros / burst)
         torch.cuda.synchronize()
     return statistics.median(samples)
 
@@ -57,35 +57,28 @@ def replay_micros(replay, iterations=1000, batch=200):
         replay()
     torch.cuda.synchronize()
 
-    def pairs(count):
-        return [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-                for _ in range(count)]
-
-    events = pairs(iterations)
-    for begin, end in events:
-        begin.record()
-        replay()
-        end.record()
-        end.synchronize()
-    latency = statistics.median(b.elapsed_time(e) * 1000 for b, e in events)
+    windows = timing.device_windows(iterations)
+    for window in windows:
+        with window:
+            replay()
+        window.wait()
+    latency = statistics.median(window.micros for window in windows)
     device = []
     for _ in range(iterations // batch):
-        events = pairs(batch)
+        windows = timing.device_windows(batch)
         torch.cuda._sleep(20_000_000)  # ~10 ms at 2 GHz: longer than queueing a batch
-        for begin, end in events:
-            begin.record()
-            replay()
-            end.record()
+        for window in windows:
+            with window:
+                replay()
         torch.cuda.synchronize()
-        device += [b.elapsed_time(e) * 1000 for b, e in events]
-    first, last = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    first.record()
-    for _ in range(iterations):
-        replay()
-    last.record()
+        device += [window.micros for window in windows]
+    whole = timing.device_window()
+    with whole:
+        for _ in range(iterations):
+            replay()
     torch.cuda.synchronize()
     return {"latency": latency, "device": statistics.median(device),
-            "mean": first.elapsed_time(last) * 1000 / iterations}
+            "mean": whole.micros / iterations}
 
 
 def main():

@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """Turns one benchmark run into bench/RESULTS.md, and a scaling run into a plot.
 
-    report.py BENCH.jsonl EAGER.json MACHINE.txt [--output RESULTS.md]
+    report.py BENCH.jsonl EAGER.json MACHINE [--output RESULTS.md]
               [--scaling SCALING.jsonl EAGER_SCALING.json --plot PLOT.svg]
 
 BENCH.jsonl comes from bench/thdc_bench (one JSON object per variant and
 configuration), EAGER.json from `bench/eager.py --time --json`, MACHINE.txt
-from scripts/gpu-suite.sh (date, GPU, driver, CUDA). The targets checked:
+from scripts/gpu-suite.sh (date, GPU, driver, CUDA; or MACHINE.json, as a
+run kept under bench/results/TOPIC/runs/ holds it: those lines, by the name
+of the file they came from). The targets checked:
 graph replay at most 0.9x the hand-written kernel, >= 90% of the faster
 copy of the same bytes (cudaMemcpy or the copy kernel, bench/copy_kernel.h)
 at C = 1,048,576 (and at 4,194,304 in the scaling run; both also reported
@@ -119,6 +121,18 @@ def write_plot(scaling, eager, machine, path):
     return True
 
 
+def read_machine(path):
+    """The machine's lines: MACHINE.txt's, or from a kept run's
+    machine.json ({"machine.txt": [lines]}, or a list of lines)."""
+    if not path.endswith(".json"):
+        return open(path).read().strip().splitlines()
+    with open(path) as f:
+        kept = json.load(f)
+    if isinstance(kept, dict):
+        kept = kept.get("machine.txt") or next(iter(kept.values()), [])
+    return list(kept)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("bench")
@@ -132,7 +146,7 @@ def main():
     rates = {}
     by_key, floor = load_bench(args.bench, rates)
     eager = load_eager(args.eager)
-    machine = open(args.machine).read().strip().splitlines()
+    machine = read_machine(args.machine)
 
     out = []
     out.append("# Benchmark results\n")

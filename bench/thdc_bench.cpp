@@ -10,8 +10,8 @@
 // the step moves. Once per run: a 1 GiB copy (the bandwidth reference) and an
 // empty kernel replayed from a graph (the floor of any launch). Every
 // variant's outputs are first checked against the reference semantics. One
-// JSON object per line on stdout; bench/report.py turns them into
-// bench/RESULTS.md.
+// JSON object per line on stdout; bench/report.py turns them into a results
+// table (bench/results/step-kernel/RESULTS.md).
 //
 // Device times, two ways: the median of CUDA events around each launch (the
 // latency of one launch), and CUDA events around N back-to-back launches

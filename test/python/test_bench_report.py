@@ -1,5 +1,5 @@
-"""bench/report.py on a committed benchmark run (bench/results/
-2026-12-01-h200-one-wave: the step, the hand-written kernel, eager, the
+"""bench/report.py on a committed benchmark run (bench/results/step-kernel/
+runs/2026-12-01-h200-one-wave: the step, the hand-written kernel, eager, the
 copies, the scaling sweep): the results table and targets as they were
 committed, the scaling plot drawn with matplotlib, and without matplotlib
 the report still written, saying the plot is missing."""
@@ -12,13 +12,13 @@ import pytest
 from conftest import SOURCE_DIR
 
 SCRIPT = os.path.join(SOURCE_DIR, "bench", "report.py")
-RUN = os.path.join(SOURCE_DIR, "bench", "results", "2026-12-01-h200-one-wave")
+RUN = os.path.join(SOURCE_DIR, "bench", "results", "step-kernel", "runs", "2026-12-01-h200-one-wave")
 
 
 def report(tmp_path, plot, env=None):
     out = tmp_path / "RESULTS.md"
     done = subprocess.run(
-        [sys.executable, SCRIPT, f"{RUN}/bench.jsonl", f"{RUN}/eager.json", f"{RUN}/machine.txt",
+        [sys.executable, SCRIPT, f"{RUN}/bench.jsonl", f"{RUN}/eager.json", f"{RUN}/machine.json",
          "--output", str(out), "--scaling", f"{RUN}/scaling.jsonl", f"{RUN}/eager-scaling.json",
          "--plot", str(plot)], capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr

@@ -173,3 +173,17 @@ def test_real_tokens_from_the_text_corpus(tmp_path):
     mock = bench.megatron_flags("125m", 8192, 64, 300, "/tmp/cache")
     assert [f for f in mock if not f.startswith("{")] == \
         [f for f in flags if not f.startswith("{")]  # the rest the same
+
+
+def test_the_report_of_the_kept_run(tmp_path):
+    """The committed run (bench/results/megatron-pretrain/runs/...) keeps its
+    summary.json: --report on a copy of it writes the committed table.md
+    again, line for line."""
+    import shutil
+
+    kept = os.path.join(SOURCE_DIR, "bench", "results", "megatron-pretrain", "runs",
+                        "2026-12-07-h100-pretrain-gpt")
+    shutil.copy(os.path.join(kept, "summary.json"), tmp_path / "summary.json")
+    bench.report(str(tmp_path))
+    with open(os.path.join(kept, "table.md")) as f:
+        assert (tmp_path / "table.md").read_text() == f.read()
