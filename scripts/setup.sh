@@ -13,8 +13,10 @@ if [ "${1:-}" = --check ]; then
   check_only=1
 fi
 
+# zlib1g-dev, libzstd-dev: their static archives, which the wheel's module
+# links (cmake/thdcManylinux.cmake).
 packages=(cmake ninja-build g++ python3 llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools libfmt-dev libgtest-dev
-          clang-14 libclang-rt-14-dev)
+          clang-14 libclang-rt-14-dev zlib1g-dev libzstd-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
