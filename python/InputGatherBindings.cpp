@@ -360,7 +360,15 @@ PyType_Slot inputGatherSlots[] = {{Py_tp_traverse, (void *)inputGatherTraverse},
 } // namespace
 
 void thdc::python::populateInputGatherBindings(nb::module_ &m) {
-  nb::class_<InputGather>(m, "InputGather", nb::type_slots(inputGatherSlots))
+  // The load's arguments by name, in order (runtime/InputLoad.h), for the
+  // Python side to read rather than restate.
+  nb::list arguments;
+  for (const char *name : kLoadArgumentNames)
+    arguments.append(nb::str(name));
+  nb::class_<InputGather> inputGather(m, "InputGather",
+                                      nb::type_slots(inputGatherSlots));
+  inputGather.attr("ARGUMENTS") = nb::tuple(arguments);
+  inputGather
       .def(nb::init<nb::handle, nb::handle, nb::handle, nb::handle, nb::handle,
                     std::string, bool>(),
            nb::arg("gather"), nb::arg("targets"), nb::arg("num_seqs"),

@@ -49,7 +49,9 @@ batches (also a command, `thdc-advise`):
 The ladder's rules are the planner's own: `check_ladder` (rows
 non-decreasing, equal rows holding more sequences) and `rung_index` (the
 smallest rung that holds a microbatch's rows and sequences, the rung
-`assign_rungs` gives its pack).
+`assign_rungs` gives its pack). Whole-iteration graphs
+(thdc.megatron.IterationGraphs): `choose_shapes` picks the few iteration
+shapes (each microbatch's rung) worth capturing for the coming iterations.
 
 Dynamic CP (S3b): `dynamic_cp_plan` plans a global batch as the reference
 framework's dynamic-CP scheduler does and returns a `DynamicCpPlan` (the
@@ -63,6 +65,7 @@ import sys
 from typing import List, Optional, Sequence, Tuple
 
 from ._checks import _check_int
+from ._shapes import choose_shapes
 from ._thdc import planner as _planner
 
 Plan = _planner.Plan
@@ -550,6 +553,7 @@ __all__ = [
     "Plan",
     "advise",
     "assign_rungs",
+    "choose_shapes",
     "check_ladder",
     "dynamic_cp_plan",
     "dynamic_cp_sizes",

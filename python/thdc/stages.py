@@ -50,6 +50,7 @@ from __future__ import annotations
 import argparse
 import numbers
 import sys
+import dataclasses
 from typing import Dict, List, Optional, Tuple
 
 STAGES: Dict[str, Tuple[str, ...]] = {
@@ -59,9 +60,88 @@ STAGES: Dict[str, Tuple[str, ...]] = {
     "first_last": ("tokens", "labels", "position_ids", "loss_mask"),
 }
 CP_MODES = ("zigzag", "contiguous")
-# Data keys in the order of the pipeline's arguments and results.
-_DATA_ORDER = ("tokens", "labels", "position_ids", "loss_mask")
-_DATA_TYPES = {"tokens": "i64", "labels": "i64", "position_ids": "i64", "loss_mask": "f32"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Field:
+    """One input or output of the step's pipeline: the one place that says
+    what it is. The pipeline's signature (its text), the step's signature
+    check, the slot's buffers and views, and the model-facing members of
+    GraphStep and StepSlot are read from INPUTS and OUTPUTS; a new output
+    is one row here plus its op in pipeline().
+
+    name: the argument's or result's thd.name. element: its MLIR element
+    type. length: the capacity expression of its rows ("C*cp", "N+1", ...;
+    "1" for a single value). option: what adds it, None for always;
+    "stage" for a data key the stage reads; "data" for what any data key
+    brings; else the keyword of pipeline() that asks for it. view: where the
+    model gets an output (an attribute of the step and its slots; "batch"
+    the batch dict, "packed_seq_params" its PackedSeqParams), or "" for an
+    input. doc: what it holds."""
+
+    name: str
+    element: str
+    length: str
+    option: Optional[str]
+    view: str
+    doc: str
+
+    @property
+    def type(self) -> str:
+        """Its tensor type in the pipeline's text."""
+        return f"tensor<{'1' if self.length == '1' else '?'}x{self.element}>"
+
+
+# The data keys, in the order of the pipeline's arguments and results: a
+# stage reads some of them (STAGES) and gives back its rank's C rows.
+DATA: Tuple[Field, ...] = (
+    Field("tokens", "i64", "C*cp", "stage", "batch", "token ids"),
+    Field("labels", "i64", "C*cp", "stage", "batch", "the next token of each row"),
+    Field("position_ids", "i64", "C*cp", "stage", "batch", "each row's position in its sequence"),
+    Field("loss_mask", "f32", "C*cp", "stage", "batch", "1.0 where a row's loss counts"),
+)
+
+INPUTS: Tuple[Field, ...] = DATA + (
+    Field("cu_seqlens", "i32", "N+1", None, "", "valid offsets"),
+    Field("cu_seqlens_padded", "i32", "N+1", None, "", "padded offsets"),
+    Field("num_seqs", "i32", "1", None, "", "the sequences the offsets hold"),
+    Field("num_rows", "i32", "1", "data", "",
+          "the data rows the caller copied into the static buffers"),
+    Field("cp_rank", "i32", "1", None, "", "the rank's CP rank"),
+    Field("rows", "i32", "C*cp", "cp_order_index", "",
+          "the row numbers 0..C*cp-1 that thd.cp_unslice permutes"),
+)
+
+OUTPUTS: Tuple[Field, ...] = tuple(
+    dataclasses.replace(f, length="C") for f in DATA) + (
+    Field("padding_mask", "i1", "C", None, "batch", "true on padded rows, the rank's rows"),
+    Field("cu_seqlens_padded", "i32", "N+1", None, "packed_seq_params",
+          "padded offsets, a dummy sequence over the tail"),
+    Field("cu_seqlens", "i32", "N+1", None, "packed_seq_params", "valid offsets, the same"),
+    Field("max_seqlen", "i32", "1", None, "packed_seq_params", "the longest padded sequence"),
+    Field("seq_idx", "i32", "C*cp", "seq_idx", "seq_idx",
+          "the sequence of each row of the whole buffer (every rank)"),
+    Field("rope_rows", "i32", "C", "rope", "rope_rows", "each local row's RoPE table row"),
+    Field("cp_order_index", "i32", "C*cp", "cp_order_index", "cp_order_index",
+          "where each row of the sequence order sits in the rank-major gather"),
+    Field("linear_chunk_indices", "i32", "2*NT", "linear_chunk", "linear_chunks",
+          "(sequence, chunk) of each chunk of linear attention, sentinels after the count"),
+    Field("linear_chunk_offsets", "i32", "N+1", "linear_chunk", "linear_chunks",
+          "the chunks before each sequence"),
+    Field("linear_chunk_count", "i32", "1", "linear_chunk", "linear_chunks",
+          "the chunks of the microbatch"),
+    Field("status", "i32", "1", None, "status", "status bits, 0 for a valid microbatch"),
+    Field("dropped_seqs", "i32", "1", None, "",
+          "the sequences an invalid microbatch claimed (accumulate_dropped)"),
+    Field("dropped_tokens", "i32", "1", None, "",
+          "the valid tokens an invalid microbatch claimed (accumulate_dropped)"),
+)
+
+# The views of OUTPUTS that are attributes of the step and of its slots (the
+# others are in the batch dict and the PackedSeqParams), in table order.
+ATTRIBUTE_VIEWS = tuple(dict.fromkeys(
+    f.view for f in OUTPUTS if f.view not in ("", "batch", "packed_seq_params")))
+
 _FILL = {"i64": "", "f32": " fill 0.0"}
 ENTRY = "megatron_step"
 
@@ -145,20 +225,45 @@ def check_params(C: int, cp: int, N: int, cp_mode: str = "zigzag", R=None,
 def data_keys(stage: str) -> Tuple[str, ...]:
     """The data keys `stage` reads, in argument order."""
     check_options(stage, "zigzag", False)
-    return tuple(k for k in _DATA_ORDER if k in STAGES[stage])
+    return tuple(f.name for f in DATA if f.name in STAGES[stage])
 
 
-LINEAR_CHUNK_OUTPUTS = ("linear_chunk_indices", "linear_chunk_offsets", "linear_chunk_count")
+def _chosen(table: Tuple[Field, ...], stage: str, seq_idx: bool, rope: bool,
+            cp_order_index: bool, linear_chunk) -> List[Field]:
+    """The rows of `table` a pipeline of these options has, in order."""
+    keys = data_keys(stage)
+    on = {None: True, "data": bool(keys), "seq_idx": seq_idx, "rope": rope,
+          "cp_order_index": cp_order_index, "linear_chunk": linear_chunk is not None}
+    return [f for f in table if (f.name in keys if f.option == "stage" else on[f.option])]
 
 
-def outputs(stage: str, *, seq_idx: bool = True, rope: bool = False,
-            cp_order_index: bool = False, linear_chunk=None) -> List[str]:
+def input_fields(stage: str, *, seq_idx: bool = True, rope: bool = False,
+                 cp_order_index: bool = False, linear_chunk=None,
+                 cp_mode: str = "zigzag", dummy_length=None) -> List[Field]:
+    """The pipeline's arguments (INPUTS rows), in order: pipeline()'s
+    options, of which cp_mode and dummy_length change no field."""
+    return _chosen(INPUTS, stage, seq_idx, rope, cp_order_index, linear_chunk)
+
+
+def output_fields(stage: str, *, seq_idx: bool = True, rope: bool = False,
+                  cp_order_index: bool = False, linear_chunk=None,
+                  cp_mode: str = "zigzag", dummy_length=None) -> List[Field]:
+    """The pipeline's results (OUTPUTS rows), in order (options as
+    input_fields)."""
+    return _chosen(OUTPUTS, stage, seq_idx, rope, cp_order_index, linear_chunk)
+
+
+def inputs(stage: str, **options) -> List[str]:
+    """The argument names of the pipeline, in order."""
+    return [f.name for f in input_fields(stage, **options)]
+
+
+def outputs(stage: str, **options) -> List[str]:
     """The result names of the pipeline, in order."""
-    names = list(data_keys(stage)) + ["padding_mask", "cu_seqlens_padded", "cu_seqlens",
-                                      "max_seqlen"]
-    names += ["seq_idx"] * seq_idx + ["rope_rows"] * rope + ["cp_order_index"] * cp_order_index
-    names += list(LINEAR_CHUNK_OUTPUTS) * (linear_chunk is not None)
-    return names + ["status", "dropped_seqs", "dropped_tokens"]
+    return [f.name for f in output_fields(stage, **options)]
+
+
+LINEAR_CHUNK_OUTPUTS = tuple(f.name for f in OUTPUTS if f.option == "linear_chunk")
 
 
 def variant(stage: str = "first_last", *, cp_mode: str = "zigzag", seq_idx: bool = True,
@@ -211,27 +316,18 @@ def pipeline(stage: str = "first_last", *, cp_mode: str = "zigzag", seq_idx: boo
     out("// Generated by thdc/stages.py (python3 stages.py --help); thdc.megatron.GraphStep's pipeline.")
     out("")
     out(f"module attributes {{thd.params = {{{params}}}}} {{")
-    args = [f'%{k}: tensor<?x{_DATA_TYPES[k]}> {{thd.name = "{k}", '
-            f'thd.capacity = #thd.expr<"C*cp">}}' for k in keys]
-    args += ['%cu_seqlens: tensor<?xi32> {thd.name = "cu_seqlens", thd.capacity = #thd.expr<"N+1">}',
-             '%cu_seqlens_padded: tensor<?xi32> {thd.name = "cu_seqlens_padded", '
-             'thd.capacity = #thd.expr<"N+1">}',
-             '%num_seqs: tensor<1xi32> {thd.name = "num_seqs"}']
-    if keys:  # the data rows the caller copied into the static buffers
-        args.append('%num_rows: tensor<1xi32> {thd.name = "num_rows"}')
-    args.append('%cp_rank: tensor<1xi32> {thd.name = "cp_rank"}')
-    if cp_order_index:
-        args.append('%rows: tensor<?xi32> {thd.name = "rows", thd.capacity = #thd.expr<"C*cp">}')
-    result_types = {"padding_mask": "tensor<?xi1>", "cu_seqlens_padded": "tensor<?xi32>",
-                    "cu_seqlens": "tensor<?xi32>", "max_seqlen": "tensor<1xi32>",
-                    "seq_idx": "tensor<?xi32>", "rope_rows": "tensor<?xi32>",
-                    "cp_order_index": "tensor<?xi32>", "linear_chunk_indices": "tensor<?xi32>",
-                    "linear_chunk_offsets": "tensor<?xi32>",
-                    "linear_chunk_count": "tensor<1xi32>", "status": "tensor<1xi32>",
-                    "dropped_seqs": "tensor<1xi32>", "dropped_tokens": "tensor<1xi32>"}
-    result_types.update({k: f"tensor<?x{_DATA_TYPES[k]}>" for k in keys})
-    names = outputs(stage, seq_idx=seq_idx, rope=rope, cp_order_index=cp_order_index,
+    selected = dict(seq_idx=seq_idx, rope=rope, cp_order_index=cp_order_index,
                     linear_chunk=linear_chunk)
+
+    def argument(f: Field) -> str:
+        capacity = "" if f.length == "1" else f', thd.capacity = #thd.expr<"{f.length}">'
+        return f'%{f.name}: {f.type} {{thd.name = "{f.name}"{capacity}}}'
+
+    args = [argument(f) for f in input_fields(stage, **selected)]
+    results = output_fields(stage, **selected)
+    result_types = {f.name: f.type for f in results}
+    elements = {f.name: f.element for f in results}
+    names = [f.name for f in results]
     out(f"  func.func @{ENTRY}(")
     out(",\n".join("      " + a for a in args) + ")")
     out("      -> (" + ",\n          ".join(
@@ -271,8 +367,8 @@ def pipeline(stage: str = "first_last", *, cp_mode: str = "zigzag", seq_idx: boo
     mask = "%mask" if zigzag else "%mask_full"
     values = {}
     for k in keys:
-        t = f"tensor<?x{_DATA_TYPES[k]}>"
-        fill = _FILL[_DATA_TYPES[k]]
+        t = result_types[k]
+        fill = _FILL[elements[k]]
         out(f"    // {k}: S6 sanitised, S7 this rank's rows"
             + (", S10 padded to C rows." if zigzag else "."))
         out(f"    %{k}_s = thd.sanitize %{k}, {mask}{fill} : {t}, tensor<?xi1>")

@@ -322,7 +322,7 @@ def test_a_rung_that_did_not_run_is_refused(make_step):
     assert int(slot.rung(0).status[0]) == 0 and params.cu_seqlens_q.tolist() == [0, 5, 12]
     assert float(batch["loss_mask"].sum()) == 12.0
     # What a replayed graph leaves: the host does not know which rung ran.
-    slot._last_run = None
+    slot.last_run = None
     view = slot.rung(1)
     batch, params = view.exact_rows(12, 2, 7)
     not_run = thdc.STATUS_BITS["rung_not_run"]
@@ -473,7 +473,7 @@ def test_rung_index_refuses_negative_figures(make_step):
 
 def test_a_cuda_run_records_its_header_unless_the_host_knows_it_is_there(make_step,
                                                                           monkeypatch):
-    """SlotRung._wrote, the CUDA run's record of which rung wrote the slot's
+    """SlotRung.wrote, the CUDA run's record of which rung wrote the slot's
     buffer, on a CPU step's tensors with the capture state stood in for:
     the copy is left out only where the host knows this view wrote last and
     nothing is being captured; a capture records it and leaves the host not
@@ -485,19 +485,19 @@ def test_a_cuda_run_records_its_header_unless_the_host_knows_it_is_there(make_st
     low, top = slot.rung(0), slot.rung(len(CAPACITIES) - 1)
     capturing = [False]
     monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: capturing[0])
-    assert slot._last_run is top
-    slot._header.zero_()  # a stand-in for a header the host did not write
-    SlotRung._wrote(top)  # the host knows top wrote last: no copy
-    assert int(slot._header.abs().sum()) == 0 and slot._last_run is top
-    SlotRung._wrote(top, force=True)
-    assert torch.equal(slot._header, top._header)
-    SlotRung._wrote(low)  # another rung: its header, and the host knows it
-    assert torch.equal(slot._header, low._header) and slot._last_run is low
+    assert slot.last_run is top
+    slot.header.zero_()  # a stand-in for a header the host did not write
+    SlotRung.wrote(top)  # the host knows top wrote last: no copy
+    assert int(slot.header.abs().sum()) == 0 and slot.last_run is top
+    SlotRung.wrote(top, force=True)
+    assert torch.equal(slot.header, top.header)
+    SlotRung.wrote(low)  # another rung: its header, and the host knows it
+    assert torch.equal(slot.header, low.header) and slot.last_run is low
     capturing[0] = True
-    slot._header.zero_()
-    SlotRung._wrote(low)  # captured: the graph must record the copy
-    assert torch.equal(slot._header, low._header) and slot._last_run is None
+    slot.header.zero_()
+    SlotRung.wrote(low)  # captured: the graph must record the copy
+    assert torch.equal(slot.header, low.header) and slot.last_run is None
     capturing[0] = False
-    slot._header.zero_()
-    SlotRung._wrote(low)  # after a capture the host never knows: always copy
-    assert torch.equal(slot._header, low._header) and slot._last_run is None
+    slot.header.zero_()
+    SlotRung.wrote(low)  # after a capture the host never knows: always copy
+    assert torch.equal(slot.header, low.header) and slot.last_run is None

@@ -375,7 +375,7 @@ def test_dynamic_step_refusals(cache_dir):
     with pytest.raises(ValueError, match=r"local_cp_size=4: the step runs CP sizes \[1, 2\]"):
         step.slot(0).variant(4)
     with pytest.raises(ValueError, match="reading it would synchronise"):
-        step._check_size(torch.empty(1, device="meta"))
+        step.check_cp_size(torch.empty(1, device="meta"))
     assert step.slot(0).variant(1).packed_seq_params.cp_group is None
     fixed = make(cp=2)
     with pytest.raises(ValueError, match="GraphStep\\(cp_sizes=...\\)"):

@@ -67,9 +67,9 @@ def schedule(forward_step_func, data_iterator, model, num_microbatches, seq_leng
     return out
 
 
-def forward_step(data_iterator, model):
+def forward_step(data_iterator, model, get_batch=tm.IterationGraphs.get_batch):
     tokens, labels, loss_mask, mask, position_ids, params, padding_mask = \
-        tm.IterationGraphs.get_batch(data_iterator)
+        get_batch(data_iterator)
     assert mask is None
     result = {"tokens": tokens, "labels": labels, "loss_mask": loss_mask,
               "position_ids": position_ids, "padding_mask": padding_mask,
@@ -178,6 +178,32 @@ def test_handoff_order_and_policy():
     assert (stats["eager"], stats["captured"], stats["replayed"]) == (2, 4, 2)
     assert stats["shapes"][(False, (2, 0))] == 4
     assert stats["eager_over_budget"] == 0
+
+
+def users_forward_step(data_iterator, model):
+    """A forward_step as a Megatron user writes it: its get_batch is the
+    sequence-packing function of the reference framework (thdc's, which the
+    launcher puts in its place), nothing of IterationGraphs."""
+    return forward_step(data_iterator, model,
+                        get_batch=tm.get_batch_on_this_rank_for_sequence_packing)
+
+
+def test_the_users_forward_step_runs_unchanged():
+    """Inside IterationGraphs, get_batch_on_this_rank_for_sequence_packing
+    takes the iteration's views for an iterator and runs each: eagerly,
+    captured and replayed, every microbatch is what the step gives it
+    alone, and no batch is read from the ring of SEQUENCE_PACKING."""
+    rng = np.random.default_rng(11)
+    graphs = StandInGraphs(schedule, make_step(), warmup=1)
+    steps, last = dict(tm.SEQUENCE_PACKING.steps), tm.SEQUENCE_PACKING.last
+    kinds = []
+    for _ in range(3):
+        items = iteration(rng, [2, 0])
+        result = call(graphs, items, forward_step_func=users_forward_step)
+        kinds.append(graphs.last_kind)
+        check(result, expected(items, graphs.last_order))
+    assert kinds == ["eager", "capture", "replay"]
+    assert tm.SEQUENCE_PACKING.steps == steps and tm.SEQUENCE_PACKING.last is last
 
 
 def test_replay_returns_the_static_outputs():

@@ -625,7 +625,7 @@ def test_broadcast_header_names_the_senders_layout(make_step, monkeypatch, rung)
     sender.broadcast(src=0)
     fake.rank = 1
     view = got.slot(0).rung(-1 if rung is None else rung)
-    empty = view._empty.clone()
+    empty = view.empty.clone()
     view.outputs.status.fill_(0)
     view.broadcast(src=0)
     view.broadcast(src=0)
@@ -640,7 +640,7 @@ def test_broadcast_header_names_the_senders_layout(make_step, monkeypatch, rung)
     # The receiver's own empty microbatch, but for the status bit.
     status = view.outputs.status.clone()
     view.outputs.status.fill_(0)
-    assert torch.equal(view._output_bytes, empty)
+    assert torch.equal(view.output_bytes, empty)
     view.outputs.status.copy_(status)
     assert not view.padding_mask_full.logical_not().any()  # every row padding
     if "loss_mask" in view.batch:
@@ -696,14 +696,14 @@ def test_the_sender_sends_the_layout_of_the_rung_that_ran(make_step, monkeypatch
                        cu_seqlens_padded=torch.tensor([0, 24, 52], dtype=torch.int32))
     sender.rung(0).run()
     assert int(sender.rung(0).status[0]) == 0
-    ran = sender.rung(0)._output_bytes.clone()
+    ran = sender.rung(0).output_bytes.clone()
     view = sender.rung(1)
-    empty = view._empty.clone()
+    empty = view.empty.clone()
     view.broadcast(src=0)
     not_run = thdc.STATUS_BITS["rung_not_run"]
     assert int(view.status[0]) == not_run
     view.outputs.status.fill_(0)
-    assert torch.equal(view._output_bytes, empty)  # its own empty microbatch
+    assert torch.equal(view.output_bytes, empty)  # its own empty microbatch
     fake.rank = 1
     expecting = got.rung(1)
     expecting.broadcast(src=0)
@@ -711,7 +711,7 @@ def test_the_sender_sends_the_layout_of_the_rung_that_ran(make_step, monkeypatch
     assert expecting.batch["loss_mask"].sum() == 0
     reading = got.rung(0)
     reading.broadcast(src=0)
-    assert int(reading.status[0]) == 0 and torch.equal(reading._output_bytes, ran)
+    assert int(reading.status[0]) == 0 and torch.equal(reading.output_bytes, ran)
 
 
 def test_broadcast_needs_a_tp_step(make_step):

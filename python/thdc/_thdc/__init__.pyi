@@ -84,6 +84,9 @@ class Gather:
     def device(self) -> int: ...
 
 class InputGather:
+    ARGUMENTS: tuple[str, ...]
+    """The load's arguments by name, in order (runtime/InputLoad.h)."""
+
     def __init__(self, gather: object, targets: object, num_seqs: object, num_rows: object | None, unset: object, *, stage: str = '', per_tensor: bool = False) -> None:
         """
         The microbatch load contract over static buffers, and the load in one gather: targets is a tuple of (argument index, buffer, is_data) in the order the segments are laid out (argument indices: tokens, labels, loss_mask, position_ids, cu_seqlens, cu_seqlens_padded); num_seqs the count's buffer; num_rows the buffer that receives the data tensors' rows (None without data targets); unset a buffer of -1s (the cu arrays' dtype, at least their entries) copied after the given entries; stage names the stage in messages; per_tensor leaves every tensor to the caller's copy. Each buffer's own length bounds what is copied into it.

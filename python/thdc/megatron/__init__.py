@@ -48,8 +48,8 @@ Whole iterations in one graph. `IterationGraphs(forward_backward_func,
 step)` captures megatron-core's schedule (every microbatch's forward and
 backward) once per iteration shape, the microbatch count and rungs, with
 each microbatch loaded into its own slot before the replay; an iteration
-may run a larger shape that holds its own, and `choose_shapes` picks the
-shapes to capture from the coming iterations' plans (iteration.py).
+may run a larger shape that holds its own, and `thdc.planner.choose_shapes`
+picks the shapes to capture from the coming iterations' plans (iteration.py).
 
 Linear attention. `GraphStep(..., linear_attention_chunk=BT)` also computes
 the chunk metadata of flash-linear-attention's Gated DeltaNet and KDA
@@ -116,7 +116,8 @@ from __future__ import annotations
 # step.py (GraphStep), slot.py (StepSlot, SlotRung), loader.py (the copies
 # into a slot's inputs), packed_seq_params.py and sequence_packing.py (the
 # reference framework's function) hold the code; none imports this file.
-from .iteration import IterationGraphs, choose_shapes, shapes_of
+from ..planner import choose_shapes
+from .iteration import IterationGraphs, shapes_of
 from .linear_attention import restore_step_chunks, use_step_chunks
 from .loader import InputLoader
 from .options import CONVENTIONS, CP_MODES, STAGES, StepOptions

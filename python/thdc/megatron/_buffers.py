@@ -107,8 +107,8 @@ def _step_bytes(step: "GraphStep", slots: int) -> Tuple[int, int]:
     """The bytes one slot's buffers take (inputs, outputs with the header
     and, with tp > 1, the empty microbatch of every rung and CP size that a
     broadcast receiver keeps), and the whole step's."""
-    inputs = sum(a.shape[0] * _element_size(a) for a in step._spec if a.direction == "input")
-    layouts = [_output_layout(s)[1] for s in step._variant_specs.values()]
+    inputs = sum(a.shape[0] * _element_size(a) for a in step.spec if a.direction == "input")
+    layouts = [_output_layout(s)[1] for s in step.variant_specs.values()]
     per_slot = inputs + _ALIGNMENT + max(layouts) + (sum(layouts) if step.tp > 1 else 0)
     return per_slot, per_slot * slots
 

@@ -4,14 +4,16 @@ slot's static inputs. The contract it keeps is the runtime's
 leaves to PyTorch."""
 from __future__ import annotations
 
+from .. import stages
 from .._checks import _import_torch
 from .._thdc import InputGather
 
 torch = _import_torch("thdc.megatron")
 
-# InputLoader.load's tensor arguments, in order.
-_LOAD_ARGUMENTS = ("tokens", "labels", "loss_mask", "position_ids", "cu_seqlens",
-                   "cu_seqlens_padded")
+# The load's arguments as the runtime names them (runtime/InputLoad.h): the
+# tensors, then num_seqs; the cu arrays are the tensors that are not data keys.
+_LOAD_ARGUMENTS = InputGather.ARGUMENTS[:-1]
+_CU_ARGUMENTS = tuple(n for n in _LOAD_ARGUMENTS if n not in {f.name for f in stages.DATA})
 
 
 class InputLoader:
@@ -43,7 +45,7 @@ class InputLoader:
 
     def __init__(self, inputs, data_keys, stage: str, gather, per_tensor: bool = False):
         self.inputs, self.data_keys, self.stage = inputs, tuple(data_keys), stage
-        cu = ("cu_seqlens", "cu_seqlens_padded")
+        cu = _CU_ARGUMENTS
         num_rows = getattr(inputs, "num_rows", None) if self.data_keys else None
         if self.data_keys and num_rows is None:
             raise ValueError("a stage that reads data keys needs a num_rows input: the "
@@ -64,11 +66,11 @@ class InputLoader:
             _refuse_unknown("load_inputs", unknown)
         if local_cp_size is not None:
             _refuse_local_cp_size(local_cp_size)
-        rest = self.fast(tokens, labels, loss_mask, position_ids, cu_seqlens,
-                         cu_seqlens_padded, num_seqs)
+        given = (tokens, labels, loss_mask, position_ids, cu_seqlens, cu_seqlens_padded,
+                 num_seqs)  # InputGather.ARGUMENTS' order (test_step_schema checks it)
+        rest = self.fast(*given)
         if rest is not None:
-            self.convert(rest, (tokens, labels, loss_mask, position_ids, cu_seqlens,
-                                cu_seqlens_padded, num_seqs))
+            self.convert(rest, given)
 
     def convert(self, rest, given) -> None:
         """Copies the arguments `rest` (indices into `given`, checked by the
@@ -88,7 +90,7 @@ class InputLoader:
 # (dynamic CP) is refused here: a step of several CP sizes picks its
 # variant from it before loading (SlotRung.__call__).
 _BATCH_KEYS = ("max_seqlen", "local_cp_size")
-_LOAD_NAMES = _LOAD_ARGUMENTS + ("num_seqs",) + _BATCH_KEYS
+_LOAD_NAMES = InputGather.ARGUMENTS + _BATCH_KEYS
 
 
 # A packed microbatch's figures from the host's plan, in the batch dict of

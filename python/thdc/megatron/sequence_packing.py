@@ -19,6 +19,11 @@ the reference framework reads (docs/megatron.md has the table); a field it
 cannot honour is refused by name. Each call takes the next slot of a ring,
 so the outputs of the microbatches still in flight under pipeline
 parallelism stay intact (`slots_in_flight`).
+
+Inside whole-iteration graphs (IterationGraphs) the data iterator is the
+iteration's views (IterationViews), each microbatch loaded into its slot at
+its rung already: a call runs the next one. So the user's forward_step,
+which calls this function, is the same in every mode.
 """
 from __future__ import annotations
 
@@ -27,7 +32,8 @@ from typing import Optional
 
 from .. import planner
 from .._checks import _check_int, _import_torch
-from .loader import packing_batch_inputs, plan_figures
+from ._views import IterationViews, megatron_batch
+from .loader import _CU_ARGUMENTS, packing_batch_inputs, plan_figures
 from .packed_seq_params import _megatron_core, packed_seq_params_fields
 from .step import GraphStep
 
@@ -327,6 +333,10 @@ class SequencePackingBatches:
     def __call__(self, data_iterator, vpp_size: Optional[int] = None,
                  mtp_on_this_rank: bool = False, vp_stage: Optional[int] = None,
                  dynamic_cp: bool = False, pg_collection=None, config=None):
+        if isinstance(data_iterator, IterationViews):
+            # Inside IterationGraphs: the microbatch is loaded into its slot
+            # at its rung already; run that view (the module's docstring).
+            return data_iterator.run_next()
         import torch.distributed as dist
 
         tp_group, pp_group, cp_group = _groups(pg_collection)
@@ -381,7 +391,7 @@ class SequencePackingBatches:
                 raise ValueError("TP rank 0 reads the microbatch: its data_iterator must not "
                                  "be None")
             batch = next(data_iterator)
-            needed = ("cu_seqlens", "cu_seqlens_padded", "max_seqlen") + step.data_keys
+            needed = _CU_ARGUMENTS + ("max_seqlen",) + step.data_keys
             if dynamic_cp:
                 needed += ("local_cp_size",)
             missing = [k for k in needed if k not in batch]
@@ -395,8 +405,7 @@ class SequencePackingBatches:
             if self._by_plan:
                 view, out, params = self._run_by_plan(step, slot, batch)
                 self.last = slot
-                return (out.get("tokens"), out.get("labels"), out.get("loss_mask"), None,
-                        out.get("position_ids"), params, out["padding_mask"])
+                return megatron_batch(out, params)
             slot.run()
         elif dynamic_cp:
             # The other TP ranks replay the variant TP rank 0 ran, so they
@@ -420,9 +429,7 @@ class SequencePackingBatches:
         if tp > 1:
             slot.broadcast(tp_group, src=src)
         self.last = slot
-        out = slot.batch
-        return (out.get("tokens"), out.get("labels"), out.get("loss_mask"), None,
-                out.get("position_ids"), slot.packed_seq_params, out["padding_mask"])
+        return megatron_batch(slot.batch, slot.packed_seq_params)
 
     @property
     def _by_plan(self) -> bool:

@@ -5,19 +5,16 @@ batch and PackedSeqParams that view it)."""
 from __future__ import annotations
 
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any, Dict, NamedTuple, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
 
 from .. import planner
-from .._checks import _capturing, _check_int, _import_torch
-from .._kernel import STATUS_BITS
+from .._checks import _check_int, _import_torch
 from .._thdc import Gather, describe_status
-from ._buffers import (_ALIGNMENT, _HEADER_FIELDS, _LAYOUT_MISMATCH, _RUNG_NOT_RUN,
-                       _header_words, _output_layout, _step_differences, _step_words,
-                       _tp_shard)
+from . import _broadcast, _exact, _views
+from ._buffers import _ALIGNMENT, _HEADER_FIELDS, _header_words, _output_layout
 from ._delegate import Delegated, DelegatedValue
+from ._views import LinearChunks
 from .loader import InputLoader, _refuse_unknown
-from .options import _holds
-from .packed_seq_params import make_packed_seq_params
 
 if TYPE_CHECKING:
     import torch
@@ -26,18 +23,6 @@ if TYPE_CHECKING:
     from .step import GraphStep
 else:
     torch = _import_torch("thdc.megatron")
-
-
-class LinearChunks(NamedTuple):
-    """Linear attention's chunk metadata of a run (docs/semantics.md S15),
-    views of the slot's buffer: `indices` int32 [NT, 2] (sequence, chunk
-    within it; sentinels after `count`), `offsets` int32 [N+1] (the chunks
-    before each sequence), `count` int32 [1], and `chunk_size` BT, the
-    chunk size they are for (an int)."""
-    indices: "torch.Tensor"
-    offsets: "torch.Tensor"
-    count: "torch.Tensor"
-    chunk_size: int
 
 
 def slot_count(global_batch_size: int, max_seqlen: int, C: int, cp: int = 1, *, dp: int = 1,
@@ -89,9 +74,9 @@ class SlotRung:
         # The header and this rung's outputs (the header's _ALIGNMENT bytes
         # first).
         self.buffer = slot.buffer[:_ALIGNMENT + nbytes]
-        self._output_bytes = slot.buffer[_ALIGNMENT:_ALIGNMENT + nbytes]
+        self.output_bytes = slot.buffer[_ALIGNMENT:_ALIGNMENT + nbytes]
         self._output_list = [
-            self._output_bytes[o:o + a.shape[0] * size].view(getattr(torch, a.dtype))
+            self.output_bytes[o:o + a.shape[0] * size].view(getattr(torch, a.dtype))
             for a, o, size in layout]
         self.load_inputs = slot._loader.load
         self.outputs = kernel(*self._input_list, out=self._output_list, device=device.index)
@@ -100,64 +85,34 @@ class SlotRung:
         # TP ranks may send, this rung's outputs for an empty microbatch (the
         # run above, on the zeroed inputs): what a receiver keeps when the
         # header disagrees.
-        self._header_words = _header_words(step, C, N, cp, index, layout)
-        self._header = torch.tensor(self._header_words, dtype=torch.int32, device=device)
-        slot._header.copy_(self._header)
-        slot._last_run = self
-        self._empty = self._output_bytes.clone() if step.tp > 1 else None
+        self.header = torch.tensor(_header_words(step, C, N, cp, index, layout),
+                                   dtype=torch.int32, device=device)
+        slot.header.copy_(self.header)
+        slot.last_run = self
+        self.empty = self.output_bytes.clone() if step.tp > 1 else None
         if step.on_host:
             self.run = self._run_on_host
-            self._wrote = self._wrote_on_host
+            self.wrote = self._wrote_on_host
             self.check_async = self._check_on_host
 
-        out, cp = self.outputs, self.cp
-        self.status = out.status  # the last run's status bits, on the device (0: valid)
-        self.batch = {k: getattr(out, k).view(1, C) for k in step.data_keys}
-        # The model takes the rank's whole mask, [1, C] like the data keys,
-        # sequence parallelism or not: megatron-core's GPTModel asserts that
-        # shape and scatters the mask to the sequence-parallel region itself
-        # (docs/megatron.md). The shard it makes is padding_mask_shard.
-        self.padding_mask_full = out.padding_mask.view(1, C)
-        self.batch["padding_mask"] = self.padding_mask_full
-        self.padding_mask_shard = (_tp_shard(self.padding_mask_full, step.tp, step.tp_rank)
-                                   if step.sequence_parallel else None)
-        self.seq_idx = out.seq_idx.view(1, C * cp) if step.options["seq_idx"] else None
-        self.rope_rows = out.rope_rows if step.options["rope"] else None
-        self.cp_order_index = out.cp_order_index if step.options["cp_order_index"] else None
-        BT = step.config.linear_attention_chunk
-        self.linear_chunks = None if BT is None else LinearChunks(
-            out.linear_chunk_indices.view(-1, 2), out.linear_chunk_offsets,
-            out.linear_chunk_count, BT)
-        # Dynamic CP's fields, the process group looked up once.
-        self._dynamic = self._dynamic_fields()
-        padded, valid = out.cu_seqlens_padded, out.cu_seqlens
-        cu = padded if step.convention == "graph" else valid
-        self.packed_seq_params = make_packed_seq_params(
-            qkv_format="thd",
-            cu_seqlens_q=cu,
-            cu_seqlens_kv=cu,
-            cu_seqlens_q_padded=padded,
-            cu_seqlens_kv_padded=padded,
-            max_seqlen_q=C * cp,
-            max_seqlen_kv=C * cp,
-            seq_idx=self.seq_idx,
-            pad_between_seqs=step.convention == "compact",
-            cp_partition_mode=step.cp_mode,
-            **self._dynamic,
-        )
+        # What the model gets (_views): the batch, each attribute view of
+        # thdc.stages.ATTRIBUTE_VIEWS (None where the options leave it out),
+        # and the PackedSeqParams, with dynamic CP's fields (the process
+        # group looked up once).
+        out = self.outputs
+        self.batch = _views.batch_views(self, out)
+        self.padding_mask_full = self.batch["padding_mask"]
+        self.padding_mask_shard = _views.padding_mask_shard(self)
+        for name, view in _views.attribute_views(self, out).items():
+            setattr(self, name, view)
+        self.dynamic = _views.dynamic_fields(self)
+        self.packed_seq_params = _views.packed_seq_params(self, out, self.seq_idx, self.dynamic)
         # exact_rows's entry numbers 0..N (int64: times max_seqlen).
-        self._entries = torch.arange(N + 1, dtype=torch.int64, device=device)
+        self.entries = torch.arange(N + 1, dtype=torch.int64, device=device)
 
     def _variant_for(self, cp_size) -> "SlotRung":
         """The slot at this rung and CP size cp_size."""
         return self.slot.variant(cp_size, self.index)
-
-    def _dynamic_fields(self) -> dict:
-        """PackedSeqParams's fields of dynamic CP: the sub-group's size and
-        process group (none for a step of one fixed CP size)."""
-        if not self.step.dynamic_cp:
-            return {}
-        return dict(local_cp_size=self.cp, cp_group=self.step.config.cp_group(self.cp))
 
     def _name(self) -> str:
         """This view in messages: the rung, its sizes and, with dynamic CP,
@@ -165,11 +120,11 @@ class SlotRung:
         name = f"rung {self.index} (C = {self.C}, N = {self.N})"
         return name + f" at CP size {self.cp}" if self.step.dynamic_cp else name
 
-    def _wrote(self, stream=None, force: bool = False) -> None:
+    def wrote(self, stream=None, force: bool = False) -> None:
         """Records that this rung (at its CP size) wrote the slot's buffer
         last: its header into the buffer's, on the device after its outputs
         (on `stream` when given), so that a captured run records it too; and
-        on the host, slot._last_run, which stays None once a write has been
+        on the host, slot.last_run, which stays None once a write has been
         captured (the graph's replays write the buffer unseen by the
         host). force: write the header even where the host knows the view
         wrote it last (a broadcast has since put the sender's there)."""
@@ -179,23 +134,23 @@ class SlotRung:
             # The host knows the buffer holds this view's header already (it
             # wrote it last, and nothing was captured): no copy, which is
             # most of the call's host time for a step run eagerly.
-            if slot._last_run is self and not capturing and not force:
+            if slot.last_run is self and not capturing and not force:
                 return
-            slot._header.copy_(self._header)
+            slot.header.copy_(self.header)
         else:
             with torch.cuda.stream(_torch_stream(stream, self.step.device)):
                 capturing = torch.cuda.is_current_stream_capturing()
-                if slot._last_run is self and not capturing and not force:
+                if slot.last_run is self and not capturing and not force:
                     return
-                slot._header.copy_(self._header)
-        if slot._last_run is not None:
-            slot._last_run = None if capturing else self
+                slot.header.copy_(self.header)
+        if slot.last_run is not None:
+            slot.last_run = None if capturing else self
 
     def _wrote_on_host(self, stream=None, force: bool = False) -> None:
         """_wrote for a step on the CPU, which has no graphs: the host always
         knows."""
-        self.slot._header.copy_(self._header)
-        self.slot._last_run = self
+        self.slot.header.copy_(self.header)
+        self.slot.last_run = self
 
     def run(self, stream=None) -> Tuple[dict, "PackedSeqParams"]:
         """Launches the step on the static inputs (capturable: no allocation,
@@ -205,7 +160,7 @@ class SlotRung:
         and its header says so, until another rung of the slot runs."""
         self.kernel(*self._input_list, out=self._output_list, stream=stream,
                     device=self.step.device.index)
-        self._wrote(stream)
+        self.wrote(stream)
         return self.batch, self.packed_seq_params
 
     def _run_on_host(self, stream=None) -> Tuple[dict, "PackedSeqParams"]:
@@ -244,7 +199,7 @@ class SlotRung:
         a run of the slot has been captured in a CUDA graph the host cannot
         know, and the caller's word is taken. `what` names the caller in the
         message."""
-        last = self.slot._last_run
+        last = self.slot.last_run
         if last is not None and last is not self:
             raise ValueError(
                 f"{what}: {self._name()} of slot {self.slot.index} did not run last; "
@@ -287,207 +242,11 @@ class SlotRung:
                 raise RuntimeError(f"thdc: invalid THD microbatch metadata: status {status} "
                                f"({describe_status(status)})")
 
-    def restore_cp_order(self, gathered: torch.Tensor) -> torch.Tensor:
-        """Rows of every CP rank, gathered rank-major ([cp*C, ...]: rank r's C
-        rows at r*C, as all_gather_into_tensor leaves them), in sequence order
-        ([C*cp, ...]); capturable (one index_select on the device). Needs
-        cp_order_index=True."""
-        if self.cp_order_index is None:
-            raise ValueError("restore_cp_order needs GraphStep(..., cp_order_index=True)")
-        if not isinstance(gathered, torch.Tensor):
-            raise TypeError(f"gathered must be a torch.Tensor; got {type(gathered).__name__}")
-        rows = self.C * self.cp
-        if gathered.dim() < 1 or gathered.shape[0] != rows or gathered.device != self.step.device:
-            raise ValueError(f"gathered must have C*cp = {rows} rows on {self.step.device}; got "
-                             f"shape {tuple(gathered.shape)} on {gathered.device}")
-        return gathered.index_select(0, self.cp_order_index)
-
-    def exact_rows(self, num_rows: int, num_seqs: int, max_seqlen: Optional[int] = None):
-        """The last run's outputs cut to the microbatch's own rows, for a
-        model run eagerly on exactly what it holds: (batch, PackedSeqParams)
-        as run() returns them, with the data keys and the padding mask
-        [1, T/cp] (this rank's rows, the whole mask with sequence
-        parallelism too), cu arrays of num_seqs + 1 entries and max_seqlen the
-        given bound. num_rows T: the packed rows of all CP ranks, the rows
-        given to load_inputs (cu_seqlens_padded[num_seqs]); num_seqs: the
-        real sequences; max_seqlen: a bound on their padded lengths (the
-        plan's longest, thdc.planner's pack_max_lengths; default T). All
-        three are host figures from the plan: nothing is read back.
-
-        Views of the step's buffers (valid until the slot runs again), but
-        the offsets, which are computed on the device in a few launches: the
-        step's, clamped to T, the last set to T, so attention never reads
-        past the T rows. A microbatch the step emptied (status != 0) gets
-        offsets of at most max_seqlen rows each over the T rows, all
-        masked out of the loss. The figures are checked against the step's
-        offsets on the device, and a view they disagree with is emptied the
-        same way (its loss mask zeroed in the slot's buffer) and flagged in
-        the status: offsets that end past T (rows the view would leave out)
-        set rows_not_given; ending before T (fewer sequences than the rows
-        hold: they would merge into one) or a sequence longer than
-        max_seqlen set figures_disagree. An empty microbatch (T = 0) gets
-        one padding row (two per rank with zigzag CP, cp > 1). Zigzag CP
-        only (contiguous CP puts a rank's real rows after others' tails).
-
-        The view must be the rung (and CP size) that wrote the slot's buffer
-        last: the rungs share it, each laying it out for its own sizes.
-        Where the host knows another one ran (no run of the slot captured in
-        a CUDA graph) it raises ValueError naming both; else the device
-        compares the buffer's header with the view's, and a view of another
-        rung is emptied the same way and flagged rung_not_run, the buffer
-        then no rung's until one runs (the emptying wrote into the outputs
-        of the rung that ran)."""
-        step = self.step
-        cp, C, N = self.cp, self.C, self.N
-        slot = self.ran_last("exact_rows").slot
-        num_rows = _check_int(num_rows, "num_rows")
-        num_seqs = _check_int(num_seqs, "num_seqs")
-        if cp > 1 and step.cp_mode != "zigzag":
-            raise ValueError("exact_rows needs zigzag CP: with contiguous CP a rank's real rows "
-                             "do not lie at the start of its C rows")
-        if not 0 <= num_rows <= C * cp:
-            raise ValueError(f"num_rows must be in [0, C*cp = {C * cp}]; got {num_rows}")
-        if not (num_seqs >= 0 and _holds(num_rows, num_seqs, C * cp, N)):
-            raise ValueError(f"num_seqs must be in [0, N-1 = {N - 1}], or N when num_rows = C*cp "
-                             f"(no tail, no dummy); got {num_seqs}")
-        granule = 2 * cp if cp > 1 else 1
-        if num_rows % granule:
-            raise ValueError(f"num_rows = {num_rows} is not a multiple of {granule}: each rank "
-                             f"holds an equal share of every sequence")
-        total = num_rows if num_rows else granule
-        local = total // cp
-        if max_seqlen is None:
-            max_seqlen = total
-        max_seqlen = _check_int(max_seqlen, "max_seqlen")
-        if not 1 <= max_seqlen <= C * cp:
-            raise ValueError(f"max_seqlen must be in [1, C*cp = {C * cp}]; got {max_seqlen}")
-        if step.sequence_parallel and local % step.tp:
-            raise ValueError(f"sequence parallelism shards the rank's {local} rows over tp = "
-                             f"{step.tp} ranks: num_rows/cp must be a multiple of tp")
-        out = self.outputs
-        entries = max(num_seqs, 1) + 1
-        # Another rung's (or CP size's) header: the outputs are laid out for
-        # other sizes (rung_not_run), nothing of them is read as this view's.
-        stale = (slot._header != self._header).any()
-        ok = (out.status == 0) & ~stale
-        # The host figures against the step's offsets, on the device: offsets
-        # past T are rows the view leaves out (rows_not_given); ending before
-        # T, the rest would merge into the last sequence, and a sequence
-        # longer than max_seqlen would be cut by attention (figures_disagree).
-        # Either empties the view: never a merge, never a row left out.
-        step_offsets = out.cu_seqlens_padded[:num_seqs + 1]
-        end = step_offsets[num_seqs:num_seqs + 1]
-        lost = ok & (end > num_rows)
-        longest = (step_offsets[1:] - step_offsets[:-1]).max() if num_seqs else end * 0
-        disagree = ok & ((end < num_rows) | (longest > max_seqlen))
-        flags = (lost.to(torch.int32) * STATUS_BITS["rows_not_given"]
-                 + disagree.to(torch.int32) * STATUS_BITS["figures_disagree"])
-        out.status.copy_(torch.where(stale, _RUNG_NOT_RUN, out.status | flags))
-        ok = ok & ~lost & ~disagree
-        spread = (self._entries[:entries] * max_seqlen).clamp_(max=total).to(torch.int32)
-        padded = torch.where(ok, out.cu_seqlens_padded[:entries].clamp(max=total), spread)
-        padded[entries - 1:].fill_(total)
-        if step.convention == "graph":
-            cu = padded
-        else:
-            cu = torch.where(ok, torch.minimum(out.cu_seqlens[:entries], padded), padded)
-        batch = {k: v[:, :local] for k, v in self.batch.items()}
-        if "loss_mask" in batch:  # an emptied view trains nothing
-            batch["loss_mask"].mul_(ok)
-        # A stale view wrote its status and loss mask over the outputs of the
-        # rung that ran: the buffer is no rung's (a header of zeros) until one
-        # runs.
-        slot._header.mul_(~stale)
-        params = make_packed_seq_params(
-            qkv_format="thd", cu_seqlens_q=cu, cu_seqlens_kv=cu, cu_seqlens_q_padded=padded,
-            cu_seqlens_kv_padded=padded, max_seqlen_q=max_seqlen, max_seqlen_kv=max_seqlen,
-            seq_idx=None if self.seq_idx is None else self.seq_idx[:, :total],
-            pad_between_seqs=step.convention == "compact", cp_partition_mode=step.cp_mode,
-            **self._dynamic)
-        return batch, params
-
-    def broadcast(self, group=None, src: int = 0) -> None:
-        """Sends the outputs of `src` (a global rank, which ran the step) to
-        every rank of `group`: one collective over the slot's whole buffer,
-        the tensor-parallel recipe where one rank prepares the microbatch.
-        With NCCL it can be captured in the same graph; a step on the CPU
-        needs a group of a CPU backend (gloo).
-
-        The buffer starts with a header naming the layout of the rung (and
-        CP size) that wrote it last, on the sender the rung that ran (C, N,
-        CP size and rank, stage, rung, a fingerprint of the output layout).
-        Each receiver compares it with its own on the device: on a mismatch
-        it keeps an empty microbatch (its own layout, no rows to train, loss
-        mask 0) and sets the status bit `layout_mismatch`, rather than read
-        rows laid out for another step. A sender whose view is not the rung
-        that ran sends that rung's header all the same (receivers expecting
-        the view refuse the bytes) and keeps an empty microbatch of the
-        view's flagged `rung_not_run`. The whole buffer is sent whichever
-        rung or CP size ran, so the counts agree between TP ranks of the
-        same step that picked different ones.
-
-        What no microbatch changes is agreed once: the step's first
-        broadcast on a group from src gathers every rank's step (C, N, cp,
-        cp_rank, stage, rungs, options, the buffer's size) in one
-        small collective and raises ValueError on every rank, naming what
-        differs, when a rank built another step than the sender: a buffer
-        of another size would make the broadcast itself fail (gloo aborts
-        the receiver; with NCCL it is undefined). That first call reads the
-        result back, so it cannot be captured: run one before capturing
-        (the warm-up does); later calls, captured or not, skip it."""
-        import torch.distributed as dist
-
-        src = _check_int(src, "src")
-        if self._empty is None:
-            raise ValueError("broadcast: the step was made for one TP rank (tp=1); the "
-                             "broadcast recipe needs GraphStep(..., tp=, tp_rank=)")
-        if (group, src) not in self.step._agreed:
-            self._agree(dist, group, src)
-        slot = self.slot
-        sending = dist.get_rank() == src
-        dist.broadcast(slot.buffer, src=src, group=group)
-        # The header of the rung that wrote the buffer, the sender's: not the
-        # view's, its outputs are another layout. The view keeps an empty
-        # microbatch of its own, which the header then names.
-        bad = (slot._header != self._header).any()
-        self._output_bytes.copy_(torch.where(bad, self._empty, self._output_bytes))
-        self.outputs.status.bitwise_or_(
-            bad.to(torch.int32) * (_RUNG_NOT_RUN if sending else _LAYOUT_MISMATCH))
-        self._wrote(force=True)  # the buffer now holds the sender's header
-
-    def _agree(self, dist, group, src: int) -> None:
-        """The step's first broadcast on `group` from `src`: every rank's
-        _STEP_FIELDS gathered (one all_gather of a few int64, read back on
-        the host), ValueError on every rank when one differs from src's,
-        else recorded in step._agreed. Every rank calls it at the same
-        broadcast, its first of the step on that group, so the collectives
-        stay in step whichever rung or CP size each picks."""
-        step = self.step
-        if not step.on_host and _capturing():
-            raise RuntimeError(
-                "broadcast: the step's first broadcast on a group checks that every rank built "
-                "the same step, a collective read back on the host, which a CUDA graph cannot "
-                "capture: broadcast once before capturing (a warm-up)")
-        ranks = (list(range(dist.get_world_size())) if group is None
-                 else list(dist.get_process_group_ranks(group)))
-        if src not in ranks:
-            raise ValueError(f"broadcast: src = {src} is not a rank of the group (ranks {ranks})")
-        words = _step_words(step, self.slot.buffer.numel())
-        mine = torch.tensor(words, dtype=torch.int64, device=step.device)
-        everyone = [torch.empty_like(mine) for _ in ranks]
-        dist.all_gather(everyone, mine, group=group)
-        rows = [t.tolist() for t in everyone]
-        sender = rows[ranks.index(src)]
-        said = [f"rank {rank} built another step than the sender, rank {src}: "
-                + ", ".join(_step_differences(row, sender, src))
-                for rank, row in zip(ranks, rows) if row != sender]
-        if said:
-            raise ValueError(
-                f"broadcast: {'; '.join(said)}. The slot's buffer is broadcast whole, so every "
-                f"rank of the group must build the same GraphStep (C, N, cp, cp_rank, stage, "
-                f"capacities, sequence_capacities, cp_sizes, options): a buffer of another "
-                f"size would make the collective fail (gloo aborts the receiver)")
-        step._agreed.add((group, src))
+    # What the model gets, and the recipes that read a run (their modules
+    # say how): functions of the rung, its methods.
+    restore_cp_order = _views.restore_cp_order
+    exact_rows = _exact.exact_rows
+    broadcast = _broadcast.broadcast
 
 
 class StepSlot:
@@ -538,7 +297,7 @@ class StepSlot:
 
     def __init__(self, step: GraphStep, index: int):
         self.step, self.index = step, index
-        device, spec = step.device, step._spec
+        device, spec = step.device, step.spec
         make = lambda a: torch.zeros(a.shape, dtype=getattr(torch, a.dtype), device=device)
         self.inputs = SimpleNamespace(**{a.name: make(a) for a in spec if a.direction == "input"})
         self.inputs.cp_rank.fill_(step.cp_rank)
@@ -557,14 +316,14 @@ class StepSlot:
         # Every output in one buffer, so one collective can send them all:
         # the broadcast header (_HEADER_FIELDS), then the outputs, sized for
         # the largest layout of every CP size and rung.
-        layouts = {key: _output_layout(s) for key, s in step._variant_specs.items()}
+        layouts = {key: _output_layout(s) for key, s in step.variant_specs.items()}
         largest = max(size for _, size in layouts.values())
         self.buffer = torch.zeros(_ALIGNMENT + largest, dtype=torch.uint8, device=device)
-        self._header = self.buffer[:4 * len(_HEADER_FIELDS)].view(torch.int32)
+        self.header = self.buffer[:4 * len(_HEADER_FIELDS)].view(torch.int32)
         # The view (SlotRung) whose outputs the buffer holds, as the host
-        # knows it: set by each run (SlotRung._wrote), None for good once a
+        # knows it: set by each run (SlotRung.wrote), None for good once a
         # run has been captured in a CUDA graph.
-        self._last_run = None
+        self.last_run = None
         # Each CP size's kernels read the rank's CP rank in its sub-group of
         # that size.
         self._cp_ranks = {}
@@ -580,9 +339,9 @@ class StepSlot:
                 continue
             for r in range(len(step.kernels)):
                 self.variants[size, r] = SlotRung(self, r, step.variant_kernels[size, r],
-                                                  step._variant_specs[size, r],
+                                                  step.variant_specs[size, r],
                                                   *layouts[size, r], cp=size)
-        self.rungs = tuple(SlotRung(self, i, step.kernels[i], step._specs[i],
+        self.rungs = tuple(SlotRung(self, i, step.kernels[i], step.specs[i],
                                     *layouts[step.cp, i], cp=step.cp)
                            for i in range(len(step.kernels)))
         for i, rung in enumerate(self.rungs):
@@ -604,7 +363,7 @@ class StepSlot:
         caller in the message."""
         if len(self.variants) == 1:
             return self._top
-        if self._last_run is None:
+        if self.last_run is None:
             views = ("slot.rung(r)" if not self.step.dynamic_cp
                      else "slot.variant(cp_size, r)")
             raise ValueError(
@@ -612,7 +371,7 @@ class StepSlot:
                 f"{' and CP sizes' if self.step.dynamic_cp else ''}) sharing its buffer, and a run "
                 f"captured in a CUDA graph hides which one wrote it last: pass the view that "
                 f"ran, {views}")
-        return self._last_run
+        return self.last_run
 
     def rung(self, index: int) -> "SlotRung":
         """The slot's view at rung `index` of the ladder (0: the smallest;
@@ -633,7 +392,7 @@ class StepSlot:
             found = self._variant_index.get((cp_size, rung))
             if found is not None:
                 return found
-        size = self.step._check_size(cp_size)
+        size = self.step.check_cp_size(cp_size)
         index = self.rung(rung).index
         return self.variants[size, index]
 

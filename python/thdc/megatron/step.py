@@ -162,15 +162,15 @@ class GraphStep:
         # says why) and each size of dynamic CP (docs/megatron.md, "Dynamic
         # context parallelism").
         self.cp_sizes, self.dynamic_cp = config.sizes, config.dynamic_cp
-        self.variant_kernels, self._variant_specs = {}, {}
+        self.variant_kernels, self.variant_specs = {}, {}
         for size in self.cp_sizes:
             for r, ((B, N_rung), rung_bundle) in enumerate(zip(rungs, bundles)):
                 kernel, spec = self._load_rung(B, N_rung, rung_bundle, size)
                 self.variant_kernels[size, r] = kernel
-                self._variant_specs[size, r] = spec
+                self.variant_specs[size, r] = spec
         self.kernels = tuple(self.variant_kernels[cp, r] for r in range(len(rungs)))
-        self._specs = [self._variant_specs[cp, r] for r in range(len(rungs))]
-        self.kernel, self._spec = self.kernels[-1], self._specs[-1]
+        self.specs = [self.variant_specs[cp, r] for r in range(len(rungs))]
+        self.kernel, self.spec = self.kernels[-1], self.specs[-1]
         _check_memory(self, slots)
         self.slots = [StepSlot(self, i) for i in range(slots)]
         log.info("GraphStep(C=%d, N=%d, cp=%d, stage=%r): %d kernel(s) (%d rung(s) x %d "
@@ -180,9 +180,6 @@ class GraphStep:
         # The step itself is its first slot: with one slot GraphStep is the
         # whole API, and step.slot(0) holds the same buffers.
         self._first = self.slots[0]
-        # The (group, src) pairs of broadcasts whose ranks agreed on the
-        # step (SlotRung.broadcast).
-        self._agreed = set()
         Delegated.bind(self)
         if not self.on_host:
             torch.cuda.synchronize(self.device)
@@ -224,15 +221,8 @@ class GraphStep:
         if compiled != params:
             raise ValueError(f"the bundle was compiled for {compiled}, not {params}")
         spec = _kernel.signature(kernel)
-        expected_inputs = list(self.data_keys) + ["cu_seqlens", "cu_seqlens_padded",
-                                                  "num_seqs"]
-        expected_inputs += ["num_rows"] if self.data_keys else []
-        expected_inputs += ["cp_rank"]
-        expected_inputs += ["rows"] if self.config.cp_order_index else []
-        expected_outputs = stages.outputs(stage, seq_idx=self.config.seq_idx,
-                                          rope=self.options["rope"],
-                                          cp_order_index=self.config.cp_order_index,
-                                          linear_chunk=self.config.linear_attention_chunk)
+        expected_inputs = stages.inputs(stage, **self.options)
+        expected_outputs = stages.outputs(stage, **self.options)
         got_inputs = [a.name for a in spec if a.direction == "input"]
         got_outputs = [a.name for a in spec if a.direction == "output"]
         if got_inputs != expected_inputs or got_outputs != expected_outputs:
@@ -255,11 +245,11 @@ class GraphStep:
         num_seqs = _check_int(num_seqs, "num_seqs")
         if num_rows < 0 or num_seqs < 0:
             raise ValueError(f"num_rows and num_seqs must be >= 0; got {num_rows}, {num_seqs}")
-        cp = self._check_size(cp_size)
+        cp = self.check_cp_size(cp_size)
         return planner.rung_index(self.capacities, self.sequence_capacities, num_rows,
                                   num_seqs, cp)
 
-    def _check_size(self, cp_size) -> int:
+    def check_cp_size(self, cp_size) -> int:
         """A CP size of the step (default: cp), checked."""
         if cp_size is None:
             return self.cp
