@@ -70,6 +70,12 @@ MODES = {
     "thdc-ladder": ("ladder", ["--cuda-graph-impl", "transformer_engine",
                                "--pad-packed-seq-alignment", "max"]),
     "thdc-exact": ("exact", ["--cuda-graph-impl", "none", "--pad-packed-seq-alignment", "max"]),
+    # thdc's whole-iteration graphs over the default ladder. Megatron's parser
+    # asserts --no-check-for-nan-in-loss-and-grad with full_iteration
+    # (arguments.py:1328-1331 on dev): the one flag this mode drops.
+    "thdc-full-iteration": ("ladder", ["--cuda-graph-impl", "full_iteration",
+                                       "--pad-packed-seq-alignment", "max",
+                                       "--no-check-for-nan-in-loss-and-grad"]),
 }
 BASELINE = "megatron-graphs"
 

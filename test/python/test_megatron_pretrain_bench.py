@@ -37,7 +37,7 @@ def test_thdc_modes_pass_the_launchers_checks():
         thdc, args = script_args(command)
         assert thdc == bench.MODES[mode][0]
         if thdc != "off":
-            flags = run.check_flags(args)
+            flags = run.check_flags(args, thdc)
             assert (flags.max_seqlen_per_dp_cp_rank, flags.thd_max_packed_sequences) == (8192, 64)
             if thdc in run.PLAN_MODES:
                 run.check_plan_mode(thdc, flags)

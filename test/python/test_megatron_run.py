@@ -98,7 +98,8 @@ def without(flag):
     (GOOD + ["--thd-tail-padding-policy", "extend_last"],
      "--thd-tail-padding-policy extend_last"),
     (GOOD + ["--cuda-graph-impl", "full_iteration"],
-     "--cuda-graph-impl full_iteration: .*thdc.megatron.IterationGraphs"),
+     "--thdc step with --cuda-graph-impl full_iteration: megatron-core's whole-iteration "
+     "graph is one graph for every iteration .*--thdc ladder puts thdc's"),
     (GOOD + ["--micro-batch-size", "2"], "--micro-batch-size 2"),
     (GOOD + ["--max-seqlen-per-dp-cp-rank", "many"],
      "the script's flags do not parse: argument --max-seqlen-per-dp-cp-rank: invalid int"),
@@ -210,6 +211,7 @@ groups = scheduler.get_groups_and_subsamples([(0, 3000), (1, 4000), (2, 100)])
 built = data_schedule.build_packed_microbatches({}, groups, 0, "cpu")
 print("figures:", [loader.plan_figures(b) for b in built])
 print("helper:", training.TECudaGraphHelper.__name__, training.TECudaGraphHelper.__mro__[1].__module__)
+print("wrapper:", training.FullCudaGraphWrapper.__module__, training.FullCudaGraphWrapper.__name__)
 packing = thdc.megatron.SEQUENCE_PACKING
 print("ladder:", packing.step_kwargs.get("capacities"), packing.step_kwargs.get("sequence_capacities"))
 print("exact:", packing.exact)
@@ -238,6 +240,11 @@ def plan_checkout(checkout):
             def __init__(self, model, config, seq_length, micro_batch_size, optimizers=[],
                          pg_collection=None, thd_sequence_length_upper_bound=None):
                 pass
+        class FullCudaGraphWrapper:
+            cuda_graph = {"training": None, "validation": None}
+            def __init__(self, forward_backward_func, cuda_graph_warmup_steps=1,
+                         use_single_mempool=False):
+                pass
     '''))
     (checkout / "pretrain_gpt.py").write_text(PLAN_SCRIPT)
     return checkout
@@ -255,11 +262,21 @@ def test_ladder_reads_the_plan_and_captures_per_rung(plan_checkout):
     assert "exact: False" in done.stdout
 
 
+def test_ladder_with_whole_iteration_graphs_puts_thdcs_in_megatrons_place(plan_checkout):
+    done = launch(plan_checkout, "--thdc", "ladder", "pretrain_gpt.py", *GOOD,
+                  "--cuda-graph-impl", "full_iteration")
+    assert done.returncode == 0, done.stderr
+    assert "wrapper: thdc.megatron.trainer FullIterationGraphs" in done.stdout
+    assert "helper: TECudaGraphHelper" in done.stdout  # the per-layer helper stays
+    assert "ladder: [2048, 4096, 6144, 8192] [64, 64, 64, 64]" in done.stdout
+
+
 def test_ladder_without_graphs_leaves_the_helper(plan_checkout):
     done = launch(plan_checkout, "--thdc", "ladder", "--thdc-capacities", "1024,4096",
                   "--thdc-sequence-capacities", "16,32", "pretrain_gpt.py", *GOOD)
     assert done.returncode == 0, done.stderr
     assert "helper: TECudaGraphHelper" in done.stdout
+    assert "wrapper: megatron.training.training FullCudaGraphWrapper" in done.stdout
     assert "ladder: [1024, 4096, 8192] [16, 32, 64]" in done.stdout
 
 
@@ -283,6 +300,8 @@ def test_exact_reads_the_plan(plan_checkout):
     ("exact", [], ["--cuda-graph-impl", "transformer_engine"],
      "--thdc exact with --cuda-graph-impl transformer_engine: exact rows"),
     ("ladder", [], ["--cuda-graph-impl", "local"], "--thdc ladder with --cuda-graph-impl local"),
+    ("exact", [], ["--cuda-graph-impl", "full_iteration"],
+     "--thdc exact with --cuda-graph-impl full_iteration"),
     ("ladder", ["--thdc-capacities", "4096,2048"], [], "--thdc-capacities 4096,2048,8192"),
     ("ladder", ["--thdc-capacities", "2048,16384"], [], "top rung must be"),
     ("ladder", ["--thdc-capacities", "2048,4096", "--thdc-sequence-capacities", "16"], [],

@@ -40,7 +40,7 @@ import megatron_log  # noqa: E402
 C, N, ITERATIONS = 1024, 16, 8
 # Megatron's own graph path, and the launcher's modes that read the plan
 # (--thdc step runs in bench/megatron_pretrain.py's comparisons).
-MODES = ("megatron-graphs", "thdc-ladder", "thdc-exact")
+MODES = ("megatron-graphs", "thdc-ladder", "thdc-exact", "thdc-full-iteration")
 
 
 @pytest.fixture(scope="module")
@@ -87,6 +87,19 @@ def test_the_ladder_captured_every_rung_and_used_them(runs):
     counts = {int(b): int(c) for b, c in re.findall(r"(\d+): (\d+)", found.group(1))}
     assert sorted(counts) == rungs
     assert sum(c for b, c in counts.items() if b < C) > 0, counts
+
+
+def test_whole_iteration_graphs_were_captured(runs):
+    """--cuda-graph-impl full_iteration with --thdc ladder: thdc's graphs in
+    megatron-core's wrapper's place, warm-up iterations eager, then shapes
+    captured (the exit report's counts)."""
+    done, _ = runs["thdc-full-iteration"]
+    text = done.stdout + done.stderr
+    found = re.search(r"whole-iteration graphs \(training\): (\d+) eager, (\d+) captured, "
+                      r"(\d+) replayed", text)
+    assert found, text[-2000:]
+    eager, captured, replayed = map(int, found.groups())
+    assert eager >= 1 and captured >= 1 and eager + captured + replayed == ITERATIONS
 
 
 def bench_rungs():

@@ -319,3 +319,73 @@ def test_a_ladder_whose_top_is_not_the_config_is_refused(cache_dir):
     batch = with_figures(microbatches(4, 1)[0])
     with pytest.raises(thdc.megatron.ConfigError, match="top rung"):
         batches(iter([batch]), pg_collection=_groups(), config=_config())
+
+
+# -- whole-iteration graphs in megatron-core's wrapper's place ------------------
+
+def _schedule(forward_step_func, data_iterator, model, num_microbatches, seq_length,
+              micro_batch_size, forward_only=False, **rest):
+    """megatron-core's forward_backward_func, stood in: every microbatch
+    through forward_step_func."""
+    return [forward_step_func(data_iterator, model) for _ in range(num_microbatches)]
+
+
+def _users_forward_step(data_iterator, model):
+    """pretrain_gpt.py's forward_step as far as the batch goes: its get_batch
+    calls the sequence-packing function (thdc's, the launcher's)."""
+    tokens, labels, loss_mask, _, position_ids, params, mask = \
+        thdc.megatron.get_batch_on_this_rank_for_sequence_packing(data_iterator)
+    return {"tokens": tokens.clone(), "loss_mask": loss_mask.clone(), "mask": mask.clone(),
+            "padded": params.cu_seqlens_q_padded.clone(), "rows": int(tokens.shape[1])}
+
+
+def test_whole_iteration_graphs_take_megatrons_wrappers_place(cache_dir, monkeypatch):
+    """iteration_graphs_wrapper's class, called as training.py calls
+    FullCudaGraphWrapper's: each microbatch at the rung its plan figures
+    give (the top one without figures), the listeners told, and the user's
+    forward_step's get_batch given that rung's outputs. Eager here (a step on
+    the CPU cannot be captured: the warm-up outlasts the run)."""
+    packing = thdc.megatron.SequencePackingBatches(device="cpu", cache_dir=cache_dir,
+                                                   capacities=LADDER,
+                                                   sequence_capacities=SEQUENCES)
+    monkeypatch.setattr(trainer, "_megatron_context", lambda model: (_config(), 1, 6))
+    told = []
+    wrapper = trainer.iteration_graphs_wrapper(packing, [told.append])(
+        _schedule, cuda_graph_warmup_steps=1000, use_single_mempool=False)
+    check = thdc.megatron.GraphStep(C, N, 1, 0, device="cpu", cache_dir=cache_dir,
+                                    capacities=LADDER, sequence_capacities=SEQUENCES)
+    rungs_seen = set()
+    sample = [with_figures(mb) for mb in microbatches(1, 24)]  # every rung among them
+    for iteration, count in enumerate((3, 4, 5, 6, 6)):
+        batches, sample = sample[:count], sample[count:]
+        if iteration == 3:  # one without figures: the top rung
+            batches[0] = {k: v for k, v in batches[0].items() if k not in loader.PLAN_KEYS}
+        rungs = [thdc.planner.rung_index(LADDER, SEQUENCES, *loader.plan_figures(b)[:2], 1)
+                 if loader.plan_figures(b) else len(LADDER) - 1 for b in batches]
+        del told[:]
+        result = wrapper(forward_step_func=_users_forward_step, data_iterator=[iter(batches)],
+                         model=[None], num_microbatches=len(batches), seq_length=C,
+                         micro_batch_size=1, forward_only=False)
+        assert told == rungs
+        order = wrapper.graphs.last_order
+        assert [rungs[m] for m in order] == wrapper.graphs.last_rungs
+        for got, m in zip(result, order):
+            rung = rungs[m]
+            rungs_seen.add(rung)
+            slot = check.slot(0)
+            slot.load_inputs(**{k: v for k, v in batches[m].items() if k not in loader.PLAN_KEYS})
+            out, params = slot.rung(rung).run()
+            assert got["rows"] == LADDER[rung]
+            assert torch.equal(got["tokens"], out["tokens"])
+            assert torch.equal(got["loss_mask"], out["loss_mask"])
+            assert torch.equal(got["mask"], out["padding_mask"])
+            assert torch.equal(got["padded"], params.cu_seqlens_q_padded)
+    assert wrapper.graphs.stats["eager"] == 5 and len(wrapper.graphs.step.slots) == 6
+    assert rungs_seen == {0, 1, 2}
+    assert type(wrapper).cuda_graph == {"training": None, "validation": None}
+    with pytest.raises(TypeError, match="keyword arguments only"):
+        wrapper(None)
+    with pytest.raises(ValueError, match="one model chunk's iterator; got 2"):
+        wrapper(forward_step_func=_users_forward_step, data_iterator=[iter([]), iter([])],
+                model=[None], num_microbatches=1, seq_length=C, micro_batch_size=1,
+                forward_only=False)

@@ -16,7 +16,10 @@ microbatch to the smallest rung of a capacity ladder that holds it
 (--thdc-capacities, --thdc-sequence-capacities; default four rungs evenly
 spaced up to C), the rung chosen from the figures of the host's own plan
 (thdc.megatron.trainer), and with --cuda-graph-impl transformer_engine
-Megatron's per-layer graphs are captured once per rung. MODE "exact" cuts
+Megatron's per-layer graphs are captured once per rung; with
+--cuda-graph-impl full_iteration thdc's whole-iteration graphs take the
+place of megatron-core's one graph, one per iteration shape (the
+microbatch count and each microbatch's rung). MODE "exact" cuts
 each microbatch to its own rows, for a model run without graphs. MODE
 "off" runs the script as it is: the same command with thdc switched off.
 
@@ -75,6 +78,10 @@ FLAGS = {
 # Megatron's CUDA graph modes in which the batch function runs eagerly,
 # before captured layers (docs/megatron.md, "CUDA graphs").
 GRAPH_MODES = ("none", "local", "transformer_engine")
+# Megatron's whole-iteration graphs, which --thdc ladder replaces with its
+# own (trainer.iteration_graphs_wrapper), one per iteration shape.
+FULL_ITERATION = "full_iteration"
+FULL_ITERATION_WRAPPER = "FullCudaGraphWrapper"  # training.py:57, made at :4148, :4760
 
 
 class Refusal(Exception):
@@ -139,9 +146,9 @@ def read_flags(args: Sequence[str]) -> argparse.Namespace:
     return known
 
 
-def check_flags(args: Sequence[str]) -> argparse.Namespace:
-    """The flags thdc reads, checked: Refusal naming the flag and the reason
-    where thdc cannot honour them."""
+def check_flags(args: Sequence[str], mode: str = "step") -> argparse.Namespace:
+    """The flags thdc reads, checked for --thdc `mode`: Refusal naming the
+    flag and the reason where thdc cannot honour them."""
     flags = read_flags(args)
     if flags.sequence_packing_scheduler is None:
         raise Refusal("--sequence-packing-scheduler is not set: pretrain_gpt.py calls the "
@@ -175,14 +182,16 @@ def check_flags(args: Sequence[str]) -> argparse.Namespace:
     if policy not in (None, "append_dummy_seq"):
         raise Refusal(f"--thd-tail-padding-policy {policy}: thdc covers the tail with a "
                       f"dummy sequence (append_dummy_seq, the default)")
-    if flags.cuda_graph_impl not in GRAPH_MODES:
+    if flags.cuda_graph_impl == FULL_ITERATION and mode != "ladder":
         raise Refusal(
-            f"--cuda-graph-impl {flags.cuda_graph_impl}: megatron-core's whole-iteration "
-            f"graph is one graph for every iteration (full_cuda_graph.py:134-241 on dev), "
-            f"and packed iterations differ in microbatch count and rungs; thdc's batch "
-            f"function runs without graphs or before per-layer ones (--cuda-graph-impl "
-            f"{', '.join(GRAPH_MODES)}), and thdc's whole-iteration graphs are "
-            f"thdc.megatron.IterationGraphs")
+            f"--thdc {mode} with --cuda-graph-impl {FULL_ITERATION}: megatron-core's "
+            f"whole-iteration graph is one graph for every iteration (full_cuda_graph.py:"
+            f"145-257 on dev), and packed iterations differ in microbatch count and sizes; "
+            f"--thdc ladder puts thdc's whole-iteration graphs in its place, one per "
+            f"iteration shape")
+    if flags.cuda_graph_impl not in GRAPH_MODES + (FULL_ITERATION,):
+        raise Refusal(f"--cuda-graph-impl {flags.cuda_graph_impl}: thdc knows the modes "
+                      f"{', '.join(GRAPH_MODES + (FULL_ITERATION,))}")
     if flags.micro_batch_size not in (None, 1):
         raise Refusal(f"--micro-batch-size {flags.micro_batch_size}: sequence packing takes "
                       f"one packed microbatch at a time (--micro-batch-size 1)")
@@ -297,13 +306,15 @@ def report_rungs(capacities: Sequence[int], listeners: list) -> None:
 
 
 def install_plan_mode(mode: str, rungs: Optional[Tuple[List[int], List[int]]],
-                      graphs: bool) -> None:
+                      graph_impl: str) -> None:
     """For PLAN_MODES, after install(): megatron-core's scheduler leaves the
     plan's figures in each microbatch (trainer.leave_plan_figures), thdc's
-    batch function runs the rung (or exact rows) they choose, and with
-    graphs training.py's per-layer graph helper captures every rung
-    (trainer.ladder_graph_helper). Refusal where this megatron-core lacks a
-    piece."""
+    batch function runs the rung (or exact rows) they choose; with
+    per-layer graphs (graph_impl, --cuda-graph-impl) training.py's graph
+    helper captures every rung (trainer.ladder_graph_helper), with
+    whole-iteration graphs thdc's take the place of megatron-core's
+    (trainer.iteration_graphs_wrapper). Refusal where this megatron-core
+    lacks a piece."""
     import importlib
 
     from . import trainer
@@ -320,15 +331,25 @@ def install_plan_mode(mode: str, rungs: Optional[Tuple[List[int], List[int]]],
                                exact=mode == "exact")
     if capacities is not None:
         report_rungs(capacities, SEQUENCE_PACKING.rung_listeners)
-    if graphs and rungs is not None:
-        try:
-            training = importlib.import_module(TRAINING_MODULE)
-            base = getattr(training, GRAPH_HELPER)
-        except Exception as error:
-            raise Refusal(f"--thdc ladder: {TRAINING_MODULE}.{GRAPH_HELPER}, the per-layer graph "
-                          f"helper, cannot be read ({type(error).__name__}: {error})") from None
-        setattr(training, GRAPH_HELPER, trainer.ladder_graph_helper(
-            base, capacities, sequences, SEQUENCE_PACKING.rung_listeners))
+    if graph_impl == "none" or rungs is None:
+        return
+    name = FULL_ITERATION_WRAPPER if graph_impl == FULL_ITERATION else GRAPH_HELPER
+    try:
+        training = importlib.import_module(TRAINING_MODULE)
+        base = getattr(training, name)
+    except Exception as error:
+        raise Refusal(f"--thdc ladder: {TRAINING_MODULE}.{name}, megatron-core's "
+                      f"{'whole-iteration' if name == FULL_ITERATION_WRAPPER else 'per-layer'} "
+                      f"graph {'wrapper' if name == FULL_ITERATION_WRAPPER else 'helper'}, "
+                      f"cannot be read ({type(error).__name__}: {error})") from None
+    if graph_impl == FULL_ITERATION:
+        replacement = trainer.iteration_graphs_wrapper(SEQUENCE_PACKING,
+                                                       SEQUENCE_PACKING.rung_listeners,
+                                                       report=True)
+    else:
+        replacement = trainer.ladder_graph_helper(base, capacities, sequences,
+                                                  SEQUENCE_PACKING.rung_listeners)
+    setattr(training, name, replacement)
 
 
 def run_script(script: str, args: Sequence[str]) -> None:
@@ -349,7 +370,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if not os.path.isfile(script):
             raise Refusal(f"no script {script}")
         if mode != "off":
-            flags = check_flags(args)
+            flags = check_flags(args, mode)
             rungs = None
             if mode in PLAN_MODES:
                 check_plan_mode(mode, flags)
@@ -359,7 +380,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
             install()
             if mode in PLAN_MODES:
-                install_plan_mode(mode, rungs, graphs=flags.cuda_graph_impl != "none")
+                install_plan_mode(mode, rungs, flags.cuda_graph_impl)
     except Refusal as refusal:
         _fail(str(refusal))
     run_script(script, args)

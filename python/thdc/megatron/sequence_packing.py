@@ -378,7 +378,7 @@ class SequencePackingBatches:
         if made is None:
             # The step and the global rank of the TP group's first rank (the
             # broadcast's source), looked up once.
-            made = (self._make(options, stage, tp, tp_rank, cp, cp_rank, slots),
+            made = (self.make_step(options, stage, tp, tp_rank, cp, cp_rank, slots),
                     dist.get_process_group_ranks(tp_group)[0] if tp > 1 else None)
             self._evict_for_one_more()
             self.steps[key] = made
@@ -461,7 +461,10 @@ class SequencePackingBatches:
             listener(rung)
         return view, out, params
 
-    def _make(self, options, stage, tp, tp_rank, cp, cp_rank, slots):
+    def make_step(self, options, stage, tp, tp_rank, cp, cp_rank, slots):
+        """The GraphStep of these options (step_options'), stage, ranks and
+        slots, with what configure() gave (the ladder, the convention, ...);
+        ConfigError where the config's values cannot make one."""
         kwargs = dict(self.step_kwargs, slots=slots)
         if kwargs.get("convention") is None:
             # The installed release's own: "compact" (valid offsets in

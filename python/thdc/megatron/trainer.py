@@ -162,3 +162,124 @@ def _default_pool():
     import torch
 
     return torch.cuda.graph_pool_handle()
+
+
+def iteration_graphs_wrapper(packing, listeners: List[Callable[[int], None]],
+                             report: bool = False):
+    """A class that takes the place of megatron-core's FullCudaGraphWrapper
+    (training.py makes one around the schedule's forward_backward_func for
+    --cuda-graph-impl full_iteration, :4148-4153 for training and :4760-4765
+    for evaluation, on dev d48bd6be0a) and captures thdc's whole-iteration
+    graphs instead: one per iteration shape (IterationGraphs), each
+    microbatch at the rung of the ladder its plan figures give, where dev's
+    one graph for every iteration cannot hold packed iterations of
+    different microbatch counts and sizes.
+
+    Each call takes the iteration's num_microbatches batch dicts from the
+    data iterator (megatron-core's packed iterator, the plan's figures in
+    each: leave_plan_figures), picks each one's rung on the host (the top
+    rung without figures; a microbatch beyond the top rung runs there and is
+    emptied and counted by the step), tells `listeners`, and runs
+    IterationGraphs, whose data iterator the user's forward_step hands to
+    get_batch_on_this_rank_for_sequence_packing unchanged. The step is made
+    at the first call, from the model's config as `packing`
+    (SEQUENCE_PACKING, configured with the ladder) makes its steps, with a
+    slot for every sample of the rank's share of the global batch (a
+    microbatch holds one at least). Eager iterations come first
+    (cuda_graph_warmup_steps per rung, as dev's warm-up), then each shape is
+    captured when first met; the result of a replay is the graph's static
+    output, overwritten by its next replay, as with dev's wrapper. With
+    `report`, each instance says at exit how its iterations ran. For one
+    GPU's layout (thdc.megatron.run refuses the others)."""
+    from .iteration import IterationGraphs
+    from .loader import plan_figures
+
+    class FullIterationGraphs:
+        """thdc's whole-iteration graphs in megatron-core's FullCudaGraphWrapper's
+        place (thdc.megatron.trainer.iteration_graphs_wrapper)."""
+
+        # What training.py reads of the class (training.py:2872 on dev, for
+        # MXFP8 parameter buffers only): dev's one graph of each kind. Ours
+        # are the instances' own (`graphs`), so it stays None.
+        cuda_graph = {"training": None, "validation": None}
+
+        def __init__(self, forward_backward_func, cuda_graph_warmup_steps=1,
+                     use_single_mempool=False):
+            self.forward_backward_func = forward_backward_func
+            self.warmup = max(int(cuda_graph_warmup_steps), 1)
+            self.graphs: Optional[IterationGraphs] = None
+
+        def _make_graphs(self, model) -> IterationGraphs:
+            from .sequence_packing import step_options
+
+            config, dp, global_batch_size = _megatron_context(model)
+            slots = -(-global_batch_size // dp)
+            step = packing.make_step(step_options(config, tp=1, cp=1), "first_last", 1, 0, 1,
+                                     0, slots)
+            return IterationGraphs(self.forward_backward_func, step, warmup=self.warmup)
+
+        def __call__(self, *args, **kwargs):
+            if args:
+                raise TypeError("forward_backward_func takes keyword arguments only")
+            if self.graphs is None:
+                self.graphs = self._make_graphs(kwargs["model"])
+                if report:
+                    _report_at_exit(self.graphs,
+                                    "validation" if kwargs.get("forward_only") else "training")
+            step = self.graphs.step
+            iterator = kwargs["data_iterator"]
+            if isinstance(iterator, list):
+                if len(iterator) != 1:
+                    raise ValueError(f"thdc's whole-iteration graphs take one model chunk's "
+                                     f"iterator; got {len(iterator)}")
+                iterator = iterator[0]
+            top = len(step.capacities) - 1
+            items = []
+            for _ in range(kwargs["num_microbatches"]):
+                batch = next(iterator)
+                figures = plan_figures(batch)
+                rung = top
+                if figures is not None:
+                    try:
+                        rung = step.rung_index(figures[0], figures[1])
+                    except ValueError:  # beyond the top rung: emptied there
+                        pass
+                for listener in listeners:
+                    listener(rung)
+                items.append((batch, rung))
+            return self.graphs(**{**kwargs, "data_iterator": items})
+
+    return FullIterationGraphs
+
+
+def _megatron_context(model):
+    """(the model's config, the data-parallel size, the global batch size)
+    of the running Megatron job."""
+    from megatron.core import parallel_state
+    from megatron.core.utils import get_model_config
+    from megatron.training import get_args
+
+    config = get_model_config(model[0] if isinstance(model, list) else model)
+    return config, parallel_state.get_data_parallel_world_size(), get_args().global_batch_size
+
+
+def _report_at_exit(graphs, kind: str) -> None:
+    """Says on stderr, when the process exits (rank 0 of a run with
+    several), how the `kind` iterations (training, validation) ran: eager,
+    captured, replayed, and those run at a larger shape, with the rows that
+    added."""
+    import atexit
+    import os
+    import sys
+
+    def report() -> None:
+        stats = graphs.stats
+        if os.environ.get("RANK", "0") == "0" and stats["shapes"]:
+            sys.stderr.write(
+                f"thdc.megatron.run: whole-iteration graphs ({kind}): {stats['eager']} eager, "
+                f"{stats['captured']} captured, {stats['replayed']} replayed iterations "
+                f"({len(stats['shapes'])} shapes met; {stats['promoted']} run at a larger "
+                f"shape, {stats['promoted_rows']} rows added; capture "
+                f"{stats['capture_s']:.1f} s)\n")
+
+    atexit.register(report)
