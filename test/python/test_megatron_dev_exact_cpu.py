@@ -60,11 +60,11 @@ each checked as stated:
   zigzag CP 2 (a 2cp granule), offsets [0, 2cp or 1], max_seqlen 1, status 0
   (nothing to train either way; exact_rows' docstring).
 
-One difference is a suspected thdc bug, kept as a strict xfail
-(test_a_full_microbatch_keeps_its_rows): N sequences that fill the C*cp rows
-exactly, which the step holds (status 0, its offsets right), come out of
-exact rows as one padding row with status 0: the microbatch is dropped
-without a flag.
+test_a_full_microbatch_keeps_its_rows: N sequences that fill the C*cp rows
+exactly, which the step holds, keep their rows in exact rows (the batch
+function once judged them by the planner's N-1 rule and cut them to an
+empty microbatch with status 0; exact_rows now also flags figures whose
+sequence count is not the one loaded).
 """
 import json
 import warnings
@@ -267,12 +267,6 @@ def test_exact_rows_equal_megatron_dev_eager(batches, cp):
     assert not failures, f"{len(failures)} of {checked} cases differ:\n" + "\n".join(failures[:8])
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "suspected thdc bug: SequencePackingBatches._run_by_plan asks the planner's rung_index, "
-    "which caps a rung at N-1 sequences, whether the microbatch fits; the step's own limit "
-    "(options._holds) also takes N sequences filling C*cp rows, so the step trains it "
-    "(status 0) but exact_rows is then called with (0, 0, 1) and returns one padding row, "
-    "status still 0"))
 def test_a_full_microbatch_keeps_its_rows(batches):
     """N sequences filling the C*cp rows exactly, no tail: dev's eager path
     trains them, and so does thdc's step (status 0); exact rows must give
