@@ -279,6 +279,13 @@ def test_exact_rows_never_reach_past_the_rows(make_step):
         assert thdc.describe_status(int(view.status[0])) == "figures_disagree"
         assert float(batch["loss_mask"].sum()) == 0.0
         assert params.cu_seqlens_q.tolist()[-1] == 12
+    # Told no row and no sequence of a microbatch that has both: the offsets
+    # agree at entry 0, so only the count loaded tells; flagged, never a
+    # microbatch dropped with status 0.
+    view.run()
+    batch, params = view.exact_rows(0, 0)
+    assert int(view.status[0]) == figures
+    assert float(batch["loss_mask"].sum()) == 0.0
     view.run()
     batch, params = view.exact_rows(12, 2, 7)  # the right figures
     assert int(view.status[0]) == 0 and params.cu_seqlens_q.tolist() == [0, 5, 12]

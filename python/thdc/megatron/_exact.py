@@ -40,8 +40,8 @@ def exact_rows(rung: "SlotRung", num_rows: int, num_seqs: int, max_seqlen: Optio
     same way (its loss mask zeroed in the slot's buffer) and flagged in
     the status: offsets that end past T (rows the view would leave out)
     set rows_not_given; ending before T (fewer sequences than the rows
-    hold: they would merge into one) or a sequence longer than
-    max_seqlen set figures_disagree. An empty microbatch (T = 0) gets
+    hold: they would merge into one), a sequence longer than max_seqlen or
+    a count of sequences other than the one loaded set figures_disagree. An empty microbatch (T = 0) gets
     one padding row (two per rank with zigzag CP, cp > 1). Zigzag CP
     only (contiguous CP puts a rank's real rows after others' tails).
 
@@ -95,7 +95,11 @@ def exact_rows(rung: "SlotRung", num_rows: int, num_seqs: int, max_seqlen: Optio
     end = step_offsets[num_seqs:num_seqs + 1]
     lost = ok & (end > num_rows)
     longest = (step_offsets[1:] - step_offsets[:-1]).max() if num_seqs else end * 0
-    disagree = ok & ((end < num_rows) | (longest > max_seqlen))
+    # The sequences the figures name against the ones loaded: fewer, where
+    # the rows still agree (no sequence and no row of a microbatch that has
+    # some), would leave the rest out unseen.
+    loaded = slot.inputs.num_seqs[:1]
+    disagree = ok & ((end < num_rows) | (longest > max_seqlen) | (loaded != num_seqs))
     flags = (lost.to(torch.int32) * STATUS_BITS["rows_not_given"]
              + disagree.to(torch.int32) * STATUS_BITS["figures_disagree"])
     out.status.copy_(torch.where(stale, _RUNG_NOT_RUN, out.status | flags))

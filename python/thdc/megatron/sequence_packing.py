@@ -34,6 +34,7 @@ from .. import planner
 from .._checks import _check_int, _import_torch
 from ._views import IterationViews, megatron_batch
 from .loader import _CU_ARGUMENTS, packing_batch_inputs, plan_figures
+from .options import _holds
 from .packed_seq_params import _megatron_core, packed_seq_params_fields
 from .step import GraphStep
 
@@ -450,8 +451,13 @@ class SequencePackingBatches:
         if figures is not None:
             try:
                 rung = step.rung_index(figures[0], figures[1])
-            except ValueError:  # beyond the top rung: the step empties it there
-                fits = False
+            except ValueError:
+                # Past every rung by the planner's rule (N-1 sequences and
+                # the dummy): at the top rung the step still holds N
+                # sequences that fill every row (its own limit); beyond
+                # that it empties the microbatch there.
+                top = step.config.rungs[-1]
+                fits = _holds(figures[0], figures[1], top[0] * step.cp, top[1])
         view = slot.rung(rung)
         out, params = view.run()
         if self.exact:
