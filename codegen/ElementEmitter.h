@@ -1,5 +1,4 @@
-//===- ElementEmitter.h - a pipeline's outputs, element by element -*- C++
-//-*-===//
+//===- ElementEmitter.h - pipeline outputs, element by element --*- C++ -*-===//
 //
 // The fused lowering of a pipeline function: every output element is pulled
 // through the chain of steps that defines it, with no intermediate buffer

@@ -13,6 +13,7 @@
 
 #include "codegen/CodegenPasses.h"
 #include "codegen/ElementEmitter.h"
+#include "dialect/THDDialect.h"
 
 namespace mlir::thd {
 #define GEN_PASS_DEF_THDLOWERTOGPU
@@ -241,8 +242,10 @@ public:
     OpBuilder &b = e.b;
     if (staged.empty())
       stagingBarrier->erase();
-    kernel->setAttr("thd.block", b.getDenseI64ArrayAttr({blockSize, 1, 1}));
-    kernel->setAttr("thd.grid", b.getDenseI64ArrayAttr({grid, 1, 1}));
+    kernel->setAttr(THDDialect::kBlockAttrName,
+                    b.getDenseI64ArrayAttr({blockSize, 1, 1}));
+    kernel->setAttr(THDDialect::kGridAttrName,
+                    b.getDenseI64ArrayAttr({grid, 1, 1}));
     kernel.setKnownBlockSizeAttr(
         b.getDenseI32ArrayAttr({int32_t(blockSize), 1, 1}));
     return success();

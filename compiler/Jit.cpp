@@ -321,6 +321,245 @@ Jit::cached(const std::string &pipelineText,
   return it->second;
 }
 
+namespace {
+
+/// The bundle a cache entry holds when it is whole and ours; else null,
+/// with why in `unusable` where there is an entry, and `foreign` when the
+/// entry is not ours (not to be deleted).
+std::unique_ptr<Executable> loadCacheEntry(const std::string &entry,
+                                           const LoadOptions &load,
+                                           std::string &unusable,
+                                           bool &foreign) {
+  if (!llvm::sys::fs::exists(joinPath(entry, kManifestFile)))
+    return nullptr;
+  Status owned = checkPrivate(entry);
+  Result<std::unique_ptr<Executable>> cached =
+      owned ? Executable::load(entry, load)
+            : Result<std::unique_ptr<Executable>>(owned);
+  if (!cached) {
+    unusable = "compiled again: " + cached.status().message();
+    foreign = !owned;
+    return nullptr;
+  }
+  return std::move(*cached);
+}
+
+/// A folder that a compile writes its bundle into before it is published.
+struct Staging {
+  llvm::SmallString<256> path;
+  /// Beside the cache entry, so that publishing is one rename; else in the
+  /// temporary folder.
+  bool inCache = false;
+  /// Held while this process uses a temporary staging folder, so that a
+  /// process that cannot see ours (another PID namespace sharing the
+  /// temporary folder) never takes it for a dead one's.
+  std::optional<FileLock> lock;
+};
+
+/// A fresh staging folder for cache entry `entry`: beside it when
+/// `inCache`, else in the temporary folder.
+std::error_code makeStaging(const std::string &entry, bool inCache,
+                            Staging &staging) {
+  staging.inCache = inCache;
+  if (inCache)
+    return llvm::sys::fs::createUniqueDirectory(entry + ".staging",
+                                                staging.path);
+  std::error_code ec = llvm::sys::fs::createUniqueDirectory(
+      temporaryStagingPrefix() + "staging", staging.path);
+  if (!ec)
+    if (Result<FileLock> held = FileLock::acquire(
+            joinPath(std::string(staging.path), kStagingLockFile), 0))
+      staging.lock.emplace(std::move(*held));
+  return ec;
+}
+
+Status cannotCreateStaging(std::error_code ec) {
+  return Status::error("cannot create a folder for the JIT: " + ec.message());
+}
+
+/// Phase 1, stage: a staging folder for cache entry `entry` of cache folder
+/// `dir`, beside the entry when `useDisk`; where the cache cannot be
+/// written, in the temporary folder with why in `cacheNote`.
+Result<Staging> stage(const std::string &dir, const std::string &entry,
+                      bool useDisk, std::string &cacheNote) {
+  Staging staging;
+  std::error_code ec = makeStaging(entry, useDisk, staging);
+  if (ec && useDisk) {
+    cacheNote = "cannot write into the cache " + dir + ": " + ec.message();
+    ec = makeStaging(entry, false, staging);
+  }
+  if (ec)
+    return cannotCreateStaging(ec);
+  return std::move(staging);
+}
+
+/// What one compile turns into a bundle.
+struct CompileRequest {
+  const std::string &pipelineText;
+  const std::map<std::string, int64_t> &params;
+  const std::string &sourceName;
+  const std::string &key;
+  GpuOptions gpu;
+  Backend target;
+  std::string targetName;
+  /// THDC_DUMP_IR: where each stage's IR is written, or "".
+  std::string dumpIr;
+};
+
+/// `request` compiled into a bundle in `folder`, its manifest in `written`;
+/// false with the compiler's diagnostics (and a fatal error's message) in
+/// `diagnostics` on failure.
+bool compileBundle(const CompileRequest &request, const std::string &folder,
+                   runtime::Manifest &written, std::string &diagnostics) {
+  diagnostics.clear();
+  std::string fatal;
+  bool ok = runWithFatalErrorsAsFailures(
+      [&] {
+        std::unique_ptr<mlir::MLIRContext> contextOwner =
+            createCompilerContext(mlir::MLIRContext::Threading::DISABLED);
+        mlir::MLIRContext &context = *contextOwner;
+        llvm::SourceMgr sourceMgr;
+        llvm::raw_string_ostream diagnosticStream(diagnostics);
+        mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context,
+                                                 diagnosticStream);
+        sourceMgr.AddNewSourceBuffer(
+            llvm::MemoryBuffer::getMemBufferCopy(request.pipelineText,
+                                                 request.sourceName),
+            llvm::SMLoc());
+        llvm::StringMap<int64_t> overrides;
+        for (const auto &[name, value] : request.params)
+          overrides[name] = value;
+        const std::string &dump = request.dumpIr;
+        const std::string &key = request.key;
+        if (!dump.empty())
+          dumpStage(dump, key, 0, "input", "mlir", request.pipelineText);
+        mlir::OwningOpRef<mlir::ModuleOp> module =
+            loadPipeline(context, sourceMgr, overrides);
+        if (!module)
+          return false;
+        if (!dump.empty())
+          dumpStage(dump, key, 1, "bound-fused", "mlir", printed(*module));
+        GpuOptions gpu = request.gpu;
+        if (gpu.chip.empty())
+          gpu.chip =
+              request.target == Backend::Cuda ? request.targetName : "sm_90";
+        // With nvJitLink chosen, the GPU target's bundle carries its
+        // cubin, made in-process: a load then compiles nothing.
+        gpu.cubinInProcess =
+            request.target == Backend::Cuda &&
+            ptxCompilerChoice() == PtxCompilerChoice::NvJitLink;
+        gpu.ptxOptLevel = ptxOptLevel();
+        bool withHost = request.target == Backend::Host;
+        if (mlir::failed(writeBundle(*module, gpu, withHost, folder, &written)))
+          return false;
+        if (!dump.empty()) {
+          if (withHost)
+            dumpStage(dump, key, 2, "host-llvm", "mlir", printed(*module));
+          if (Result<std::string> ptx =
+                  readWholeFile(joinPath(folder, written.ptxFile)))
+            dumpStage(dump, key, 3, "kernel", "ptx", *ptx);
+        }
+        return true;
+      },
+      fatal);
+  if (!fatal.empty())
+    diagnostics += (diagnostics.empty() ? "" : "\n") +
+                   std::string("the compiler stopped with a fatal error: ") +
+                   fatal;
+  return ok;
+}
+
+/// Phase 2, compile: `request` compiled into `staging` (a folder for cache
+/// entry `entry` of cache folder `dir`), its manifest in `written`. When
+/// that fails beside the entry, once more in a fresh temporary folder
+/// (perhaps the cache could not be written: a full disk), with why in
+/// `cacheNote` if that one succeeds; a compile error fails there too. On
+/// failure the staging folder is gone.
+Status compileStaged(const CompileRequest &request, const std::string &dir,
+                     const std::string &entry, Staging &staging,
+                     runtime::Manifest &written, std::string &cacheNote) {
+  std::string diagnostics;
+  bool compiled =
+      compileBundle(request, std::string(staging.path), written, diagnostics);
+  if (!compiled && staging.inCache) {
+    llvm::sys::fs::remove_directories(staging.path);
+    std::string firstAttempt = diagnostics;
+    if (std::error_code ec = makeStaging(entry, false, staging))
+      return cannotCreateStaging(ec);
+    compiled =
+        compileBundle(request, std::string(staging.path), written, diagnostics);
+    if (compiled)
+      cacheNote = "cannot write into the cache " + dir + ": " + firstAttempt;
+  }
+  if (!compiled) {
+    llvm::sys::fs::remove_directories(staging.path);
+    return Status::error("compiling " + request.sourceName + " failed" +
+                         (diagnostics.empty() ? "" : ":\n" + diagnostics));
+  }
+  return Status();
+}
+
+/// Phase 3, publish: the bundle compiled into `staging` (manifest
+/// `written`) loaded with `load` and, when it was staged in the cache,
+/// renamed into place as `entry` of cache folder `dir` (replacing an entry
+/// there when `replace`); `published` says whether it was. A bundle staged
+/// outside the cache, or one that could not be published (why in
+/// `cacheNote`), is removed once loaded.
+Result<std::unique_ptr<Executable>>
+publish(Staging &staging, const runtime::Manifest &written,
+        const std::string &dir, const std::string &entry,
+        const LoadOptions &load, bool replace, bool &published,
+        std::string &cacheNote) {
+  std::string bundle(staging.path);
+  bool inCache = staging.inCache;
+  std::optional<Result<std::unique_ptr<Executable>>> loaded;
+  if (inCache && load.backend == Backend::Cuda && written.cubinFile.empty()) {
+    // Loaded before it is published: the cubin the driver compiles from the
+    // PTX joins the entry, so that a hit loads it without reading or
+    // compiling the PTX. No reader sees the staging folder until the rename.
+    // (The PTX the load read stays in memory for other devices' loads.)
+    LoadOptions first = load;
+    first.keepDriverCubin = true;
+    loaded = Executable::load(bundle, first);
+    if (!*loaded) {
+      llvm::sys::fs::remove_directories(staging.path);
+      return loaded->status();
+    }
+    const Executable &executable = ***loaded;
+    // A cubin for the chip the entry was compiled for (JitOptions::gpu.chip
+    // may name another than the device's).
+    if (!executable.driverCubin().empty() &&
+        executable.manifest().cubinFile.empty() &&
+        executable.loadInfo().chip == executable.manifest().chip)
+      if (Status added = addCubinToBundle(bundle, executable.manifest(),
+                                          executable.driverCubin());
+          !added) {
+        cacheNote =
+            "cannot write into the cache " + dir + ": " + added.message();
+        inCache = false;
+      }
+  }
+  if (inCache) {
+    if (replace && llvm::sys::fs::exists(entry) && checkPrivate(entry))
+      discardEntry(entry);
+    if (std::error_code ec = llvm::sys::fs::rename(staging.path, entry)) {
+      cacheNote = "cannot publish " + entry + ": " + ec.message();
+      inCache = false;
+    } else {
+      bundle = entry;
+    }
+  }
+  if (!loaded)
+    loaded = Executable::load(bundle, load);
+  if (!inCache)
+    // Loaded (the host code is mapped): the private copy can go.
+    llvm::sys::fs::remove_directories(bundle);
+  published = inCache;
+  return std::move(*loaded);
+}
+
+} // namespace
+
 Result<std::shared_ptr<Executable>>
 Jit::compileLocked(const std::string &pipelineText,
                    const std::map<std::string, int64_t> &params,
@@ -352,22 +591,15 @@ Jit::compileLocked(const std::string &pipelineText,
   // or foreign entry is dealt with under the key's lock below.
   std::string unusable;
   bool foreign = false;
-  auto loadEntry = [&]() -> std::shared_ptr<Executable> {
+  auto diskHit = [&]() -> std::shared_ptr<Executable> {
     unusable.clear();
     foreign = false;
-    if (!useDisk || switches.alwaysCompile ||
-        !llvm::sys::fs::exists(joinPath(entry, kManifestFile)))
+    if (!useDisk || switches.alwaysCompile)
       return nullptr;
-    Status owned = checkPrivate(entry);
-    Result<std::unique_ptr<Executable>> cached =
-        owned ? Executable::load(entry, load)
-              : Result<std::unique_ptr<Executable>>(owned);
-    if (!cached) {
-      unusable = "compiled again: " + cached.status().message();
-      foreign = !owned;
+    std::shared_ptr<Executable> executable =
+        loadCacheEntry(entry, load, unusable, foreign);
+    if (!executable)
       return nullptr;
-    }
-    std::shared_ptr<Executable> executable(std::move(*cached));
     memory[out.key] = executable;
     out.source = CompileInfo::Source::DiskCache;
     out.bundleDir = entry;
@@ -375,7 +607,7 @@ Jit::compileLocked(const std::string &pipelineText,
     out.micros = microsSince(start);
     return executable;
   };
-  if (std::shared_ptr<Executable> hit = loadEntry())
+  if (std::shared_ptr<Executable> hit = diskHit())
     return hit;
 
   // A miss: the PTX compiler loads while the compiler runs.
@@ -398,7 +630,7 @@ Jit::compileLocked(const std::string &pipelineText,
       keyLock.emplace(std::move(*acquired));
       removeLeftovers(dir, out.key);
       // Another process may have published the entry while we waited.
-      if (std::shared_ptr<Executable> hit = loadEntry())
+      if (std::shared_ptr<Executable> hit = diskHit())
         return hit;
     } else if (timedOut) {
       // Another process holds the key past the bound: compiling beside it
@@ -417,172 +649,28 @@ Jit::compileLocked(const std::string &pipelineText,
       discardEntry(entry);
   }
 
-  // Compile into a staging folder: beside the entry when caching, so that
-  // publishing is one rename; else (or when the cache cannot be written) in
-  // the temporary folder.
-  std::string diagnostics;
+  Result<Staging> staging = stage(dir, entry, useDisk, out.cacheNote);
+  if (!staging)
+    return staging.status();
+  CompileRequest request{pipelineText, params, sourceName, out.key,
+                         options.gpu,  target, targetName, switches.dumpIr};
   runtime::Manifest written;
-  auto compileInto = [&](const std::string &staging) {
-    diagnostics.clear();
-    std::string fatal;
-    bool ok = runWithFatalErrorsAsFailures(
-        [&] {
-          std::unique_ptr<mlir::MLIRContext> contextOwner =
-              createCompilerContext(mlir::MLIRContext::Threading::DISABLED);
-          mlir::MLIRContext &context = *contextOwner;
-          llvm::SourceMgr sourceMgr;
-          llvm::raw_string_ostream diagnosticStream(diagnostics);
-          mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context,
-                                                   diagnosticStream);
-          sourceMgr.AddNewSourceBuffer(
-              llvm::MemoryBuffer::getMemBufferCopy(pipelineText, sourceName),
-              llvm::SMLoc());
-          llvm::StringMap<int64_t> overrides;
-          for (const auto &[name, value] : params)
-            overrides[name] = value;
-          const std::string &dump = switches.dumpIr;
-          if (!dump.empty())
-            dumpStage(dump, out.key, 0, "input", "mlir", pipelineText);
-          mlir::OwningOpRef<mlir::ModuleOp> module =
-              loadPipeline(context, sourceMgr, overrides);
-          if (!module)
-            return false;
-          if (!dump.empty())
-            dumpStage(dump, out.key, 1, "bound-fused", "mlir",
-                      printed(*module));
-          GpuOptions gpu = options.gpu;
-          if (gpu.chip.empty())
-            gpu.chip = target == Backend::Cuda ? targetName : "sm_90";
-          // With nvJitLink chosen, the GPU target's bundle carries its
-          // cubin, made in-process: a load then compiles nothing.
-          gpu.cubinInProcess =
-              target == Backend::Cuda &&
-              ptxCompilerChoice() == PtxCompilerChoice::NvJitLink;
-          gpu.ptxOptLevel = ptxOptLevel();
-          bool withHost = target == Backend::Host;
-          if (mlir::failed(
-                  writeBundle(*module, gpu, withHost, staging, &written)))
-            return false;
-          if (!dump.empty()) {
-            if (withHost)
-              dumpStage(dump, out.key, 2, "host-llvm", "mlir",
-                        printed(*module));
-            if (Result<std::string> ptx =
-                    readWholeFile(joinPath(staging, written.ptxFile)))
-              dumpStage(dump, out.key, 3, "kernel", "ptx", *ptx);
-          }
-          return true;
-        },
-        fatal);
-    if (!fatal.empty())
-      diagnostics += (diagnostics.empty() ? "" : "\n") +
-                     std::string("the compiler stopped with a fatal error: ") +
-                     fatal;
-    return ok;
-  };
-  auto failure = [&](const std::string &what) {
-    return Status::error(what +
-                         (diagnostics.empty() ? "" : ":\n" + diagnostics));
-  };
-  // A temporary staging folder holds a lock while this process uses it, so
-  // that a process that cannot see ours (another PID namespace sharing the
-  // temporary folder) never takes it for a dead one's.
-  std::optional<FileLock> stagingLock;
-  auto makeStaging = [&](bool inCache, llvm::SmallString<256> &staging) {
-    if (inCache)
-      return llvm::sys::fs::createUniqueDirectory(entry + ".staging", staging);
-    std::error_code ec = llvm::sys::fs::createUniqueDirectory(
-        temporaryStagingPrefix() + "staging", staging);
-    if (!ec)
-      if (Result<FileLock> held = FileLock::acquire(
-              joinPath(std::string(staging), kStagingLockFile), 0))
-        stagingLock.emplace(std::move(*held));
-    return ec;
-  };
-
-  llvm::SmallString<256> staging;
-  bool inCache = useDisk;
-  if (std::error_code ec = makeStaging(inCache, staging)) {
-    if (!inCache)
-      return Status::error("cannot create a folder for the JIT: " +
-                           ec.message());
-    out.cacheNote = "cannot write into the cache " + dir + ": " + ec.message();
-    inCache = false;
-    if ((ec = makeStaging(false, staging)))
-      return Status::error("cannot create a folder for the JIT: " +
-                           ec.message());
-  }
-  bool compiled = compileInto(std::string(staging));
-  if (!compiled && inCache) {
-    // Perhaps the cache could not be written (a full disk): once more in
-    // the temporary folder; a compile error fails there too.
-    llvm::sys::fs::remove_directories(staging);
-    std::string firstAttempt = diagnostics;
-    inCache = false;
-    if (std::error_code ec = makeStaging(false, staging))
-      return Status::error("cannot create a folder for the JIT: " +
-                           ec.message());
-    compiled = compileInto(std::string(staging));
-    if (compiled)
-      out.cacheNote =
-          "cannot write into the cache " + dir + ": " + firstAttempt;
-  }
-  if (!compiled) {
-    llvm::sys::fs::remove_directories(staging);
-    return failure("compiling " + sourceName + " failed");
-  }
+  if (Status compiled =
+          compileStaged(request, dir, entry, *staging, written, out.cacheNote);
+      !compiled)
+    return compiled;
   out.compileMicros = microsSince(start);
 
-  std::string bundle(staging);
-  std::optional<Result<std::unique_ptr<Executable>>> loaded;
-  if (inCache && target == Backend::Cuda && written.cubinFile.empty()) {
-    // Loaded before it is published: the cubin the driver compiles from the
-    // PTX joins the entry, so that a hit loads it without reading or
-    // compiling the PTX. No reader sees the staging folder until the rename.
-    // (The PTX the load read stays in memory for other devices' loads.)
-    LoadOptions first = load;
-    first.keepDriverCubin = true;
-    loaded = Executable::load(bundle, first);
-    if (!*loaded) {
-      llvm::sys::fs::remove_directories(staging);
-      return loaded->status();
-    }
-    const Executable &executable = ***loaded;
-    // A cubin for the chip the entry was compiled for (JitOptions::gpu.chip
-    // may name another than the device's).
-    if (!executable.driverCubin().empty() &&
-        executable.manifest().cubinFile.empty() &&
-        executable.loadInfo().chip == executable.manifest().chip)
-      if (Status added = addCubinToBundle(bundle, executable.manifest(),
-                                          executable.driverCubin());
-          !added) {
-        out.cacheNote =
-            "cannot write into the cache " + dir + ": " + added.message();
-        inCache = false;
-      }
-  }
-  if (inCache) {
-    // THDC_ALWAYS_COMPILE: the new result replaces the cached one.
-    if (switches.alwaysCompile && llvm::sys::fs::exists(entry) &&
-        checkPrivate(entry))
-      discardEntry(entry);
-    if (std::error_code ec = llvm::sys::fs::rename(staging, entry)) {
-      out.cacheNote = "cannot publish " + entry + ": " + ec.message();
-      inCache = false;
-    } else {
-      bundle = entry;
-    }
-  }
+  // THDC_ALWAYS_COMPILE: the new result replaces the cached one.
+  bool published = false;
+  Result<std::unique_ptr<Executable>> loaded =
+      publish(*staging, written, dir, entry, load, switches.alwaysCompile,
+              published, out.cacheNote);
   if (!loaded)
-    loaded = Executable::load(bundle, load);
-  if (!inCache)
-    // Loaded (the host code is mapped): the private copy can go.
-    llvm::sys::fs::remove_directories(bundle);
-  if (!*loaded)
-    return loaded->status();
-  out.loadMicros = (**loaded)->loadInfo().loadMicros;
-  out.bundleDir = inCache ? entry : std::string();
-  std::shared_ptr<Executable> executable(std::move(**loaded));
+    return loaded.status();
+  out.loadMicros = (*loaded)->loadInfo().loadMicros;
+  out.bundleDir = published ? entry : std::string();
+  std::shared_ptr<Executable> executable(std::move(*loaded));
   memory[out.key] = executable;
   out.source = CompileInfo::Source::Compiled;
   out.micros = microsSince(start);

@@ -1,4 +1,4 @@
-//===- Targets.h - PTX, cubin and host code from a fused pipeline -*- C++ -*-===//
+//===- Targets.h - PTX, cubin and host code of a pipeline -------*- C++ -*-===//
 //
 // What the compiler makes of a fused static pipeline (after loadPipeline):
 // the PTX of its one kernel, the kernel assembled by CUDA's ptxas, and its

@@ -51,54 +51,60 @@ private:
     return false;
   }
 
-  std::optional<int64_t> parseExpr() {
-    std::optional<int64_t> lhs = parseTerm();
+  /// A left-associative chain `operand (op operand)*` over the operators
+  /// `first` and `second`, each step combined by `apply(op, lhs, rhs)`
+  /// (nullopt after a failure).
+  template <typename ParseOperand, typename Apply>
+  std::optional<int64_t> parseChain(char first, char second,
+                                    ParseOperand parseOperand, Apply apply) {
+    std::optional<int64_t> lhs = parseOperand();
     while (lhs) {
-      bool isAdd = consume('+');
-      if (!isAdd && !consume('-'))
+      char op = consume(first) ? first : consume(second) ? second : 0;
+      if (!op)
         break;
-      std::optional<int64_t> rhs = parseTerm();
+      std::optional<int64_t> rhs = parseOperand();
       if (!rhs)
         return std::nullopt;
-      int64_t result;
-      bool overflow = isAdd ? llvm::AddOverflow(*lhs, *rhs, result)
-                            : llvm::SubOverflow(*lhs, *rhs, result);
-      if (overflow)
-        return fail("integer overflow");
-      lhs = result;
+      lhs = apply(op, *lhs, *rhs);
     }
     return lhs;
   }
 
+  std::optional<int64_t> parseExpr() {
+    return parseChain(
+        '+', '-', [&] { return parseTerm(); },
+        [&](char op, int64_t lhs, int64_t rhs) -> std::optional<int64_t> {
+          int64_t result;
+          bool overflow = op == '+' ? llvm::AddOverflow(lhs, rhs, result)
+                                    : llvm::SubOverflow(lhs, rhs, result);
+          if (overflow)
+            return fail("integer overflow");
+          return result;
+        });
+  }
+
   std::optional<int64_t> parseTerm() {
-    std::optional<int64_t> lhs = parseFactor();
-    while (lhs) {
-      bool isMul = consume('*');
-      if (!isMul && !consume('/'))
-        break;
-      std::optional<int64_t> rhs = parseFactor();
-      if (!rhs)
-        return std::nullopt;
-      int64_t result;
-      if (isMul) {
-        if (llvm::MulOverflow(*lhs, *rhs, result))
-          return fail("integer overflow");
-      } else if (!lookup) {
-        result = *lhs; // syntax check only: placeholder values
-      } else {
-        if (*rhs == 0)
-          return fail("division by zero");
-        // INT64_MIN / -1 does not fit (and traps on x86).
-        if (*lhs == std::numeric_limits<int64_t>::min() && *rhs == -1)
-          return fail("integer overflow");
-        if (*lhs % *rhs != 0)
-          return fail(std::to_string(*lhs) + " is not divisible by " +
-                      std::to_string(*rhs));
-        result = *lhs / *rhs;
-      }
-      lhs = result;
-    }
-    return lhs;
+    return parseChain(
+        '*', '/', [&] { return parseFactor(); },
+        [&](char op, int64_t lhs, int64_t rhs) -> std::optional<int64_t> {
+          int64_t result;
+          if (op == '*') {
+            if (llvm::MulOverflow(lhs, rhs, result))
+              return fail("integer overflow");
+            return result;
+          }
+          if (!lookup)
+            return lhs; // syntax check only: placeholder values
+          if (rhs == 0)
+            return fail("division by zero");
+          // INT64_MIN / -1 does not fit (and traps on x86).
+          if (lhs == std::numeric_limits<int64_t>::min() && rhs == -1)
+            return fail("integer overflow");
+          if (lhs % rhs != 0)
+            return fail(std::to_string(lhs) + " is not divisible by " +
+                        std::to_string(rhs));
+          return lhs / rhs;
+        });
   }
 
   /// Parentheses and unary minus nest at most this deep, so that the

@@ -1,5 +1,4 @@
-//===- ParamExpr.h - integer expressions over pipeline parameters -*- C++
-//-*-===//
+//===- ParamExpr.h - integer expressions over parameters --------*- C++ -*-===//
 //
 // A pipeline declares parameters (for example C, cp, N) with defaults; its
 // configuration attributes may be expressions over them, such as "C*cp" or

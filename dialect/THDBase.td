@@ -1,4 +1,4 @@
-//===- THDBase.td - thd dialect, attributes and type constraints -*- tablegen -*-===//
+//===- THDBase.td - thd dialect, attributes, constraints ---*- tablegen -*-===//
 //
 // The `thd` dialect states the packed-sequence (THD) data-preparation steps of
 // LLM training as ops over builtin tensors.

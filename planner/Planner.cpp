@@ -145,11 +145,13 @@ std::optional<std::string> findViolation(const MicrobatchPlan &plan,
   return std::nullopt;
 }
 
-/// Builds a plan (token totals, recorded limits) from finished packs.
-MicrobatchPlan makePlan(std::vector<Pack> packs, MicrobatchGroups groups,
-                        const std::vector<int32_t> &lengths,
-                        const PackingLimits &limits, PlanAlgorithm algorithm,
-                        const PlannerConfig &config) {
+/// Builds a plan (token totals, recorded limits) from finished packs, and
+/// checks it: an error naming the algorithm where it breaks a rule
+/// (findViolation).
+Result<MicrobatchPlan>
+makePlan(std::vector<Pack> packs, MicrobatchGroups groups,
+         const std::vector<int32_t> &lengths, const PackingLimits &limits,
+         PlanAlgorithm algorithm, const PlannerConfig &config) {
   MicrobatchPlan plan;
   for (const Pack &pack : packs) {
     int64_t tokens = 0;
@@ -164,6 +166,12 @@ MicrobatchPlan makePlan(std::vector<Pack> packs, MicrobatchGroups groups,
   plan.algorithm = algorithm;
   plan.dp = config.dp;
   plan.cp = config.cp;
+  if (std::optional<std::string> violation =
+          findViolation(plan, lengths, limits, config))
+    return Status::error(std::string(algorithm == PlanAlgorithm::NextFit
+                                         ? "next-fit"
+                                         : "first-fit-decreasing") +
+                         " plan is invalid: " + *violation);
   return plan;
 }
 
@@ -238,13 +246,8 @@ thdc::planner::nextFitPlan(const std::vector<int32_t> &paddedLengths,
                                   config.vppGroup);
   if (!packing)
     return Status::error(packing.error());
-  MicrobatchPlan plan =
-      makePlan(std::move(packing->packs), std::move(packing->groups),
-               paddedLengths, *limits, PlanAlgorithm::NextFit, config);
-  if (std::optional<std::string> violation =
-          findViolation(plan, paddedLengths, *limits, config))
-    return Status::error("next-fit plan is invalid: " + *violation);
-  return plan;
+  return makePlan(std::move(packing->packs), std::move(packing->groups),
+                  paddedLengths, *limits, PlanAlgorithm::NextFit, config);
 }
 
 Result<MicrobatchPlan>
@@ -309,13 +312,8 @@ thdc::planner::firstFitDecreasingPlan(const std::vector<int32_t> &paddedLengths,
             [](const Pack &a, const Pack &b) { return a.front() < b.front(); });
 
   MicrobatchGroups groups = microbatchGroups(packs, config.dp, config.cp);
-  MicrobatchPlan plan =
-      makePlan(std::move(packs), std::move(groups), paddedLengths, *limits,
-               PlanAlgorithm::FirstFitDecreasing, config);
-  if (std::optional<std::string> violation =
-          findViolation(plan, paddedLengths, *limits, config))
-    return Status::error("first-fit-decreasing plan is invalid: " + *violation);
-  return plan;
+  return makePlan(std::move(packs), std::move(groups), paddedLengths, *limits,
+                  PlanAlgorithm::FirstFitDecreasing, config);
 }
 
 Result<MicrobatchPlan>

@@ -1,5 +1,4 @@
-//===- CompilerBindings.cpp - the JIT and the tools
-//-------------------------===//
+//===- CompilerBindings.cpp - the JIT and the tools -----------------------===//
 //
 // thdc._thdc.compile and compile_cached (the JIT, compiler/Jit.h), the
 // pipeline file reader, and the tools' mains for the installed package's

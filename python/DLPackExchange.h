@@ -1,5 +1,4 @@
-//===- DLPackExchange.h - the DLPack ABI thdc's Python module reads -*- C++
-//-*-===//
+//===- DLPackExchange.h - the DLPack ABI the module reads -------*- C++ -*-===//
 //
 // The parts of the DLPack ABI (dlpack.h, version 1.2+) that the module reads
 // directly: the DLTensor a producer fills in, and the C exchange table that

@@ -1,5 +1,4 @@
-//===- GatherBindings.cpp - the gather and the microbatch loader
-//------------===//
+//===- GatherBindings.cpp - the gather and the microbatch loader ----------===//
 //
 // thdc._thdc.Gather, the runtime's one-launch gather (runtime/Gather.h).
 //

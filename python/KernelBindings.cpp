@@ -1,5 +1,4 @@
-//===- KernelBindings.cpp - the Kernel: a loaded pipeline, callable
-//---------===//
+//===- KernelBindings.cpp - the Kernel: a loaded pipeline, callable -------===//
 //
 // thdc._thdc.Kernel: a loaded pipeline (a bundle, or the JIT's), called with
 // any DLPack arrays. Every argument is checked against the bundle's

@@ -1,4 +1,4 @@
-//===- LadderBindings.cpp - capacity ladders -------------------------------===//
+//===- LadderBindings.cpp - capacity ladders ------------------------------===//
 //
 // thdc._thdc.planner's capacity ladders (planner/Planner.h,
 // docs/capacity-ladder.md): LadderPlan, ladder_plan and assign_rungs, and

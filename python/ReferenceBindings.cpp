@@ -1,5 +1,4 @@
-//===- ReferenceBindings.cpp - the reference semantics, for tests
-//-----------===//
+//===- ReferenceBindings.cpp - the reference semantics, for tests ---------===//
 //
 // thdc._thdc.reference: the reference steps (reference/Reference.h) on NumPy
 // arrays, which the tests compare the kernels against; and describe_status.

@@ -1,4 +1,4 @@
-//===- Cache.h - thdc's on-disk cache: where, who, and how to write -*- C++ -*-===//
+//===- Cache.h - the on-disk cache: where, who, how to write ----*- C++ -*-===//
 //
 // One definition of the cache folder (the JIT's bundles and the runtime's
 // driver-compiled cubins) and of the rules that make it safe to share

@@ -59,13 +59,8 @@ Result<CudaDriver> loadDriver() {
 }
 
 /// Primary contexts, retained once per device for the life of the process.
-struct PrimaryContexts {
-  std::mutex mutex;
-  std::array<std::atomic<CUcontext>, CudaDriver::kMaxDevices> contexts{};
-};
-
-PrimaryContexts &primaryContexts() {
-  static PrimaryContexts *table = new PrimaryContexts();
+PerDevice<CUcontext> &primaryContexts() {
+  static PerDevice<CUcontext> *table = new PerDevice<CUcontext>();
   return *table;
 }
 } // namespace
@@ -101,23 +96,18 @@ Result<int> CudaDriver::resolveDevice(int requested) const {
 }
 
 Result<CUcontext> CudaDriver::primaryContext(int device) const {
-  PrimaryContexts &table = primaryContexts();
   if (device < 0 || device >= deviceCount)
     return Status::error(fmt::format("CUDA device {} does not exist", device));
-  if (CUcontext context = table.contexts[device].load(std::memory_order_acquire))
+  return primaryContexts().get(device, [&]() -> Result<CUcontext> {
+    CUdevice handle = 0;
+    CUresult result = cuDeviceGet(&handle, device);
+    CUcontext context = nullptr;
+    if (result == CUDA_SUCCESS)
+      result = cuDevicePrimaryCtxRetain(&context, handle);
+    if (result != CUDA_SUCCESS)
+      return Status::error(describe("cuDevicePrimaryCtxRetain", result));
     return context;
-  std::lock_guard<std::mutex> lock(table.mutex);
-  if (CUcontext context = table.contexts[device].load(std::memory_order_relaxed))
-    return context;
-  CUdevice handle = 0;
-  CUresult result = cuDeviceGet(&handle, device);
-  CUcontext context = nullptr;
-  if (result == CUDA_SUCCESS)
-    result = cuDevicePrimaryCtxRetain(&context, handle);
-  if (result != CUDA_SUCCESS)
-    return Status::error(describe("cuDevicePrimaryCtxRetain", result));
-  table.contexts[device].store(context, std::memory_order_release);
-  return context;
+  });
 }
 
 ScopedDevice::~ScopedDevice() {

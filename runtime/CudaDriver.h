@@ -13,6 +13,10 @@
 
 #include <cuda.h>
 
+#include <array>
+#include <atomic>
+#include <mutex>
+
 #include <string>
 
 namespace thdc::runtime {
@@ -127,6 +131,30 @@ private:
   const CudaDriver *driver_ = nullptr;
   int device_ = -1;
   bool pushed_ = false;
+};
+
+/// A value per device (a context, a loaded kernel), made by the first call
+/// that needs it and kept for the life of the process: later calls read it
+/// without taking the lock.
+template <typename T> class PerDevice {
+public:
+  /// The value of `device` (0 .. CudaDriver::kMaxDevices-1), or the
+  /// Result<T> of `make()` when there is none yet; a failure is not kept.
+  template <typename Make> Result<T> get(int device, Make make) {
+    if (T value = values[device].load(std::memory_order_acquire))
+      return value;
+    std::lock_guard<std::mutex> lock(mutex);
+    if (T value = values[device].load(std::memory_order_relaxed))
+      return value;
+    Result<T> made = make();
+    if (made)
+      values[device].store(*made, std::memory_order_release);
+    return made;
+  }
+
+private:
+  std::mutex mutex;
+  std::array<std::atomic<T>, CudaDriver::kMaxDevices> values{};
 };
 
 } // namespace thdc::runtime

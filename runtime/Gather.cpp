@@ -82,38 +82,26 @@ struct GatherParams {
 
 /// The gather kernel per device, loaded on first use and kept for the
 /// life of the process (as the primary contexts are).
-struct GatherFunctions {
-  std::mutex mutex;
-  std::array<std::atomic<CUfunction>, CudaDriver::kMaxDevices> functions{};
-};
-
-GatherFunctions &gatherFunctions() {
-  static GatherFunctions *table = new GatherFunctions();
+PerDevice<CUfunction> &gatherFunctions() {
+  static PerDevice<CUfunction> *table = new PerDevice<CUfunction>();
   return *table;
 }
 
 /// The kernel on the device `scope` entered (its primary context is
 /// current).
 Result<CUfunction> gatherFunction(const CudaDriver &cu, int device) {
-  GatherFunctions &table = gatherFunctions();
-  if (CUfunction function =
-          table.functions[device].load(std::memory_order_acquire))
+  return gatherFunctions().get(device, [&]() -> Result<CUfunction> {
+    CUmodule module = nullptr;
+    CUresult r = cu.cuModuleLoadData(&module, kernelPtx().c_str());
+    CUfunction function = nullptr;
+    if (r == CUDA_SUCCESS)
+      r = cu.cuModuleGetFunction(&function, module, kGatherEntry);
+    if (r != CUDA_SUCCESS)
+      return Status::error(fmt::format(
+          "loading the runtime's gather kernel on device {} ({}): {}", device,
+          cu.architecture(device), cu.describe("cuModuleLoadData", r)));
     return function;
-  std::lock_guard<std::mutex> lock(table.mutex);
-  if (CUfunction function =
-          table.functions[device].load(std::memory_order_relaxed))
-    return function;
-  CUmodule module = nullptr;
-  CUresult r = cu.cuModuleLoadData(&module, kernelPtx().c_str());
-  CUfunction function = nullptr;
-  if (r == CUDA_SUCCESS)
-    r = cu.cuModuleGetFunction(&function, module, kGatherEntry);
-  if (r != CUDA_SUCCESS)
-    return Status::error(fmt::format(
-        "loading the runtime's gather kernel on device {} ({}): {}", device,
-        cu.architecture(device), cu.describe("cuModuleLoadData", r)));
-  table.functions[device].store(function, std::memory_order_release);
-  return function;
+  });
 }
 
 /// Enters `device` (ScopedDevice::enter's meaning) in `scope` and returns

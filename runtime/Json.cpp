@@ -146,6 +146,27 @@ private:
     return true;
   }
 
+  /// The elements of an object or an array after its opening bracket, each
+  /// read by `parseElement`, separated by ',' up to `close`.
+  template <typename ParseElement>
+  bool parseList(char close, ParseElement parseElement) {
+    skipSpace();
+    if (pos < text.size() && text[pos] == close)
+      return ++pos, true;
+    while (true) {
+      if (!parseElement())
+        return false;
+      skipSpace();
+      if (pos < text.size() && text[pos] == ',') {
+        ++pos;
+        continue;
+      }
+      if (pos < text.size() && text[pos] == close)
+        return ++pos, true;
+      return fail(fmt::format("expected ',' or '{}'", close));
+    }
+  }
+
   bool parseValue(Value &value, int depth) {
     if (depth > 64)
       return fail("nesting too deep");
@@ -156,10 +177,7 @@ private:
     if (c == '{') {
       ++pos;
       value.kind = Value::Kind::Object;
-      skipSpace();
-      if (pos < text.size() && text[pos] == '}')
-        return ++pos, true;
-      while (true) {
+      return parseList('}', [&] {
         skipSpace();
         std::string key;
         if (pos >= text.size() || !parseString(key))
@@ -172,37 +190,16 @@ private:
         if (value.object.count(key))
           return fail("the member \"" + key + "\" is given twice");
         ++pos;
-        if (!parseValue(value.object[key], depth + 1))
-          return false;
-        skipSpace();
-        if (pos < text.size() && text[pos] == ',') {
-          ++pos;
-          continue;
-        }
-        if (pos < text.size() && text[pos] == '}')
-          return ++pos, true;
-        return fail("expected ',' or '}'");
-      }
+        return parseValue(value.object[key], depth + 1);
+      });
     }
     if (c == '[') {
       ++pos;
       value.kind = Value::Kind::Array;
-      skipSpace();
-      if (pos < text.size() && text[pos] == ']')
-        return ++pos, true;
-      while (true) {
+      return parseList(']', [&] {
         value.array.emplace_back();
-        if (!parseValue(value.array.back(), depth + 1))
-          return false;
-        skipSpace();
-        if (pos < text.size() && text[pos] == ',') {
-          ++pos;
-          continue;
-        }
-        if (pos < text.size() && text[pos] == ']')
-          return ++pos, true;
-        return fail("expected ',' or ']'");
-      }
+        return parseValue(value.array.back(), depth + 1);
+      });
     }
     if (c == '"') {
       value.kind = Value::Kind::String;

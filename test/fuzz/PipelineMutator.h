@@ -1,4 +1,4 @@
-//===- PipelineMutator.h - the mutator of the pipeline-text fuzzers -*- C++ -*-===//
+//===- PipelineMutator.h - the pipeline-text fuzzers' mutator ---*- C++ -*-===//
 //
 // libFuzzer's byte mutation plus, on the same text, the structural ones:
 // one time in three rewireSsaUse (SsaRewire.h), one time in sixteen

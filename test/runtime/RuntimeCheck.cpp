@@ -1,5 +1,4 @@
-//===- RuntimeCheck.cpp - a bundle through the runtime, against the reference
-//===//
+//===- RuntimeCheck.cpp - a bundle through the runtime vs the reference ---===//
 //
 //   thdc-runtime-check [--replays N] [--microbatches N] BUNDLE...
 //

@@ -555,6 +555,24 @@ TEST(BundleTrust, TemporaryStagingOfDeadProcessesIsRemoved) {
     llvm::sys::fs::remove_directories(dir);
 }
 
+namespace {
+
+/// `jit` compiling alignPipeline(2) with THDC_LOCK_TIMEOUT set to
+/// `timeout`, and in `seconds` how long that took.
+Result<std::shared_ptr<Executable>>
+compileWithLockTimeout(Jit &jit, const char *timeout, double &seconds) {
+  setenv("THDC_LOCK_TIMEOUT", timeout, 1);
+  auto start = std::chrono::steady_clock::now();
+  auto compiled = jit.compile(alignPipeline(2), {});
+  seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                          start)
+                .count();
+  unsetenv("THDC_LOCK_TIMEOUT");
+  return compiled;
+}
+
+} // namespace
+
 TEST(BundleTrust, ALockNeverReleasedIsAnErrorAfterTheTimeout) {
   std::string cache = freshFolder();
   Jit jit(hostOptions(cache));
@@ -562,13 +580,8 @@ TEST(BundleTrust, ALockNeverReleasedIsAnErrorAfterTheTimeout) {
   // Another process compiling the same key that never finishes.
   Result<FileLock> held = FileLock::acquire(cache + "/jit-" + key + ".lock");
   ASSERT_TRUE(held);
-  setenv("THDC_LOCK_TIMEOUT", "0.3", 1);
-  auto start = std::chrono::steady_clock::now();
-  auto compiled = jit.compile(alignPipeline(2), {});
-  double seconds = std::chrono::duration<double>(
-                       std::chrono::steady_clock::now() - start)
-                       .count();
-  unsetenv("THDC_LOCK_TIMEOUT");
+  double seconds = 0;
+  auto compiled = compileWithLockTimeout(jit, "0.3", seconds);
   EXPECT_ERROR_HAS(compiled, "which another process holds");
   EXPECT_LT(seconds, 10);
 }
@@ -587,13 +600,8 @@ TEST(BundleTrust, ALockTimeoutOfZeroWaitsWithoutABound) {
       std::this_thread::sleep_for(std::chrono::milliseconds(400));
       held.reset();
     });
-    setenv("THDC_LOCK_TIMEOUT", value, 1);
-    auto start = std::chrono::steady_clock::now();
-    auto compiled = jit.compile(alignPipeline(2), {});
-    double seconds = std::chrono::duration<double>(
-                         std::chrono::steady_clock::now() - start)
-                         .count();
-    unsetenv("THDC_LOCK_TIMEOUT");
+    double seconds = 0;
+    auto compiled = compileWithLockTimeout(jit, value, seconds);
     release.join();
     EXPECT_TRUE(compiled) << value << ": " << compiled.status().message();
     EXPECT_GE(seconds, 0.3) << value;

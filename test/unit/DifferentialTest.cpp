@@ -13,23 +13,13 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/Targets.h"
 #include "reference/Reference.h"
 #include "test/unit/DifferentialHarness.h"
-
-#include "mlir/IR/Diagnostics.h"
-#include "mlir/IR/DialectRegistry.h"
-#include "mlir/IR/MLIRContext.h"
-#include "llvm/Support/MemoryBuffer.h"
-#include "llvm/Support/raw_ostream.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
-#include <cstring>
-#include <fstream>
 #include <iterator>
 #include <limits>
 #include <memory>
@@ -41,11 +31,13 @@
 using namespace thdc::reference;
 
 namespace {
-using thdc::testing::findMismatch;
+using thdc::testing::CompiledStep;
+using thdc::testing::emptyMicrobatchOutput;
+using thdc::testing::firstMismatch;
 using thdc::testing::join;
-
-constexpr int32_t kInt32Min = std::numeric_limits<int32_t>::min();
-constexpr int32_t kInt32Max = std::numeric_limits<int32_t>::max();
+using thdc::testing::kInt32Max;
+using thdc::testing::kInt32Min;
+using thdc::testing::uniform;
 
 /// The `policy` keyword of thd.pad_tail_metadata.
 const char *policyKeyword(TailPolicy policy) {
@@ -103,8 +95,7 @@ std::string pipelineText(TailPolicy policy, std::optional<int64_t> dummyLength,
   return text;
 }
 
-/// The example pipeline compiled for the host CPU for one configuration,
-/// with its buffers allocated once and reused for every microbatch.
+/// The example pipeline compiled for the host CPU for one configuration.
 class CompiledGraphStep {
 public:
   /// Compiles `config`; null with `error` set on failure.
@@ -143,78 +134,8 @@ public:
       error = "compiling for " + config.str() + ": " + error;
       return nullptr;
     }
-    std::unique_ptr<CompiledGraphStep> step(new CompiledGraphStep(config));
-    step->pipeline = std::move(pipeline);
-    if (!step->bindBuffers(error))
-      return nullptr;
-    return step;
-  }
-
-  const StepConfig &config() const { return cfg; }
-
-  /// Runs one microbatch; every output element is poisoned first so that an
-  /// element the kernel does not write shows up as a mismatch.
-  bool run(const GraphStepInput &input, GraphStepOutput &output,
-           std::string &error) {
-    tokens = input.tokens;
-    labels = input.labels;
-    positionIds = input.positionIds;
-    lossMask = input.lossMask;
-    cuSeqlens = input.cuSeqlens;
-    cuSeqlensPadded = input.cuSeqlensPadded;
-    numSeqs = input.numSeqs;
-    cpRank = input.cpRank;
-
-    output.tokens.assign(cfg.C, kPoison64);
-    output.labels.assign(cfg.C, kPoison64);
-    output.positionIds.assign(cfg.C, kPoison64);
-    output.lossMask.assign(cfg.C, kPoisonF32);
-    output.paddingMask.assign(cfg.C, kPoison8);
-    output.cuSeqlensPadded.assign(cfg.N + 1, kPoison32);
-    output.cuSeqlens.assign(cfg.N + 1, kPoison32);
-    output.maxSeqlen = kPoison32;
-    output.status = kPoison32;
-
-    std::vector<void *> pointers;
-    for (Slot slot : slots)
-      pointers.push_back(addressOf(slot, output));
-    return pipeline->run(pointers, error);
-  }
-
-  static constexpr int64_t kPoison64 = 0x5a5a5a5a5a5a5a5a;
-  static constexpr int32_t kPoison32 = 0x5a5a5a5a;
-  static constexpr uint8_t kPoison8 = 0x5a;
-  static constexpr float kPoisonF32 = -12345.5f;
-
-private:
-  /// Which vector backs each signature buffer.
-  enum class Slot {
-    Tokens,
-    Labels,
-    PositionIds,
-    LossMask,
-    CuSeqlens,
-    CuSeqlensPadded,
-    NumSeqs,
-    CpRank,
-    OutTokens,
-    OutLabels,
-    OutPositionIds,
-    OutLossMask,
-    OutPaddingMask,
-    OutCuSeqlensPadded,
-    OutCuSeqlens,
-    OutMaxSeqlen,
-    OutStatus,
-  };
-
-  explicit CompiledGraphStep(const StepConfig &config) : cfg(config) {}
-
-  /// Maps the signature's buffers onto slots, checking names, element
-  /// types and static lengths against the example's interface.
-  bool bindBuffers(std::string &error) {
-    const int64_t rows = cfg.C * cfg.cp, entries = cfg.N + 1;
-    const thdc::testing::ExpectedBuffer expected[] = {
+    const int64_t rows = config.C * config.cp, entries = config.N + 1;
+    const thdc::testing::ExpectedBuffer inputs[] = {
         {"tokens", false, "i64", rows},
         {"labels", false, "i64", rows},
         {"position_ids", false, "i64", rows},
@@ -223,84 +144,38 @@ private:
         {"cu_seqlens_padded", false, "i32", entries},
         {"num_seqs", false, "i32", 1},
         {"cp_rank", false, "i32", 1},
-        {"tokens", true, "i64", cfg.C},
-        {"labels", true, "i64", cfg.C},
-        {"position_ids", true, "i64", cfg.C},
-        {"loss_mask", true, "f32", cfg.C},
-        {"padding_mask", true, "i1", cfg.C},
-        {"cu_seqlens_padded", true, "i32", entries},
-        {"cu_seqlens", true, "i32", entries},
-        {"max_seqlen", true, "i32", 1},
-        {"status", true, "i32", 1},
     };
-    const Slot slotOf[] = {Slot::Tokens,         Slot::Labels,
-                           Slot::PositionIds,    Slot::LossMask,
-                           Slot::CuSeqlens,      Slot::CuSeqlensPadded,
-                           Slot::NumSeqs,        Slot::CpRank,
-                           Slot::OutTokens,      Slot::OutLabels,
-                           Slot::OutPositionIds, Slot::OutLossMask,
-                           Slot::OutPaddingMask, Slot::OutCuSeqlensPadded,
-                           Slot::OutCuSeqlens,   Slot::OutMaxSeqlen,
-                           Slot::OutStatus};
-    std::vector<size_t> order;
-    if (!thdc::testing::matchSignature(pipeline->signature(), expected, order,
-                                       error)) {
-      error += " for " + cfg.str();
-      return false;
+    std::unique_ptr<CompiledStep> step = CompiledStep::create(
+        std::move(pipeline), inputs, config.C, config.N, error);
+    if (!step) {
+      error += " for " + config.str();
+      return nullptr;
     }
-    for (size_t index : order)
-      slots.push_back(slotOf[index]);
-    return true;
+    return std::unique_ptr<CompiledGraphStep>(
+        new CompiledGraphStep(config, std::move(step)));
   }
 
-  void *addressOf(Slot slot, GraphStepOutput &output) {
-    switch (slot) {
-    case Slot::Tokens:
-      return tokens.data();
-    case Slot::Labels:
-      return labels.data();
-    case Slot::PositionIds:
-      return positionIds.data();
-    case Slot::LossMask:
-      return lossMask.data();
-    case Slot::CuSeqlens:
-      return cuSeqlens.data();
-    case Slot::CuSeqlensPadded:
-      return cuSeqlensPadded.data();
-    case Slot::NumSeqs:
-      return &numSeqs;
-    case Slot::CpRank:
-      return &cpRank;
-    case Slot::OutTokens:
-      return output.tokens.data();
-    case Slot::OutLabels:
-      return output.labels.data();
-    case Slot::OutPositionIds:
-      return output.positionIds.data();
-    case Slot::OutLossMask:
-      return output.lossMask.data();
-    case Slot::OutPaddingMask:
-      return output.paddingMask.data();
-    case Slot::OutCuSeqlensPadded:
-      return output.cuSeqlensPadded.data();
-    case Slot::OutCuSeqlens:
-      return output.cuSeqlens.data();
-    case Slot::OutMaxSeqlen:
-      return &output.maxSeqlen;
-    case Slot::OutStatus:
-      return &output.status;
-    }
-    return nullptr;
+  const StepConfig &config() const { return cfg; }
+
+  /// Runs one microbatch (CompiledStep::run).
+  bool run(const GraphStepInput &input, GraphStepOutput &output,
+           std::string &error) {
+    in = input;
+    return step->run({in.tokens.data(), in.labels.data(), in.positionIds.data(),
+                      in.lossMask.data(), in.cuSeqlens.data(),
+                      in.cuSeqlensPadded.data(), &in.numSeqs, &in.cpRank},
+                     output, error);
   }
+
+private:
+  CompiledGraphStep(const StepConfig &config,
+                    std::unique_ptr<CompiledStep> step)
+      : cfg(config), step(std::move(step)) {}
 
   StepConfig cfg;
-  std::unique_ptr<thdc::HostPipeline> pipeline;
-  std::vector<Slot> slots;
-  // Input copies: the kernel only reads them.
-  std::vector<int64_t> tokens, labels, positionIds;
-  std::vector<float> lossMask;
-  std::vector<int32_t> cuSeqlens, cuSeqlensPadded;
-  int32_t numSeqs = 0, cpRank = 0;
+  std::unique_ptr<CompiledStep> step;
+  /// A copy of the inputs (the code only reads them).
+  GraphStepInput in;
 };
 
 /// The reference of the example pipeline with tail policy `policy`,
@@ -396,50 +271,6 @@ Expected<GraphStepOutput> referenceGraphStep(const GraphStepInput &input,
   return output;
 }
 
-/// The outputs of an empty microbatch under append_dummy_sequence, as
-/// megatronGraphStep documents them: data 0, padding mask all 1, both cu
-/// arrays [0, C*cp, ..., C*cp], max_seqlen C*cp.
-GraphStepOutput emptyMicrobatchOutput(int64_t C, int64_t cp, int64_t N,
-                                      int32_t status) {
-  GraphStepOutput output;
-  output.tokens.assign(C, 0);
-  output.labels.assign(C, 0);
-  output.positionIds.assign(C, 0);
-  output.lossMask.assign(C, 0.0f);
-  output.paddingMask.assign(C, 1);
-  output.cuSeqlensPadded.assign(N + 1, int32_t(C * cp));
-  output.cuSeqlensPadded[0] = 0;
-  output.cuSeqlens = output.cuSeqlensPadded;
-  output.maxSeqlen = int32_t(C * cp);
-  output.status = status;
-  return output;
-}
-
-/// The first output element where `actual` and `expected` differ, or "".
-/// With `checkMetadata` false only the per-row outputs are compared.
-std::string firstMismatch(const GraphStepOutput &actual,
-                          const GraphStepOutput &expected,
-                          bool checkMetadata = true) {
-  std::string mismatch;
-  findMismatch("status", std::vector<int32_t>{actual.status},
-               std::vector<int32_t>{expected.status}, mismatch);
-  findMismatch("tokens", actual.tokens, expected.tokens, mismatch);
-  findMismatch("labels", actual.labels, expected.labels, mismatch);
-  findMismatch("position_ids", actual.positionIds, expected.positionIds,
-               mismatch);
-  findMismatch("loss_mask", actual.lossMask, expected.lossMask, mismatch);
-  findMismatch("padding_mask", actual.paddingMask, expected.paddingMask,
-               mismatch);
-  if (checkMetadata) {
-    findMismatch("cu_seqlens_padded", actual.cuSeqlensPadded,
-                 expected.cuSeqlensPadded, mismatch);
-    findMismatch("cu_seqlens", actual.cuSeqlens, expected.cuSeqlens, mismatch);
-    findMismatch("max_seqlen", std::vector<int32_t>{actual.maxSeqlen},
-                 std::vector<int32_t>{expected.maxSeqlen}, mismatch);
-  }
-  return mismatch;
-}
-
 /// The metadata of a microbatch, for failure messages.
 std::string describe(const StepConfig &config, const GraphStepInput &input) {
   std::ostringstream os;
@@ -454,21 +285,10 @@ std::string describe(const StepConfig &config, const GraphStepInput &input) {
 //===----------------------------------------------------------------------===//
 
 /// Which edge cases the generated microbatches covered.
-struct Coverage {
-  int microbatches = 0;
-  int rankRuns = 0;
-  int empty = 0;             ///< num_seqs == 0 or total length 0
-  int zeroLength = 0;        ///< some real sequence of valid length 0
-  int fullCapacity = 0;      ///< cu_seqlens_padded[n] == C*cp
-  int atMaxSeqs = 0;         ///< num_seqs == N-1
-  int fullAndMaxSeqs = 0;    ///< both at once
+struct Coverage : thdc::testing::MicrobatchCoverage {
   int allSlots = 0;          ///< num_seqs == N, no tail (no dummy needed)
   int validEqualsPadded = 0; ///< some v_i == p_i > 0
 };
-
-int64_t uniform(std::mt19937 &rng, int64_t lo, int64_t hi) {
-  return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
-}
 
 /// A valid random microbatch for `config` with cp_rank 0: n real sequences
 /// whose padded lengths are multiples of 2*cp (cp > 1) summing to at most
@@ -620,17 +440,9 @@ GraphStepInput randomMicrobatch(std::mt19937 &rng, const StepConfig &config,
                               : float(uniform(rng, -1000, 1000)) * 0.5f;
   }
 
-  ++coverage.microbatches;
-  if (n == 0 || total == 0)
-    ++coverage.empty;
-  if (std::any_of(valid.begin(), valid.end(), [](int64_t v) { return !v; }))
-    ++coverage.zeroLength;
-  if (total == rows)
-    ++coverage.fullCapacity;
-  if (n == N - 1)
-    ++coverage.atMaxSeqs;
-  if (total == rows && n == N - 1)
-    ++coverage.fullAndMaxSeqs;
+  coverage.count(
+      n, N, total, rows,
+      std::any_of(valid.begin(), valid.end(), [](int64_t v) { return !v; }));
   if (total == rows && n == N)
     ++coverage.allSlots;
   for (int64_t i = 0; i < n; ++i)
@@ -647,59 +459,33 @@ GraphStepInput randomMicrobatch(std::mt19937 &rng, const StepConfig &config,
 bool differential(CompiledGraphStep &step, int count, uint32_t seed,
                   Coverage &coverage) {
   const StepConfig &config = step.config();
-  std::string error;
-  std::mt19937 rng(seed);
   const bool allowNoSequence = config.policy != TailPolicy::ExtendLast;
-  for (int m = 0; m < count; ++m) {
-    GraphStepInput input =
-        randomMicrobatch(rng, config, allowNoSequence, coverage);
-    for (int32_t rank = 0; rank < config.cp; ++rank) {
-      input.cpRank = rank;
-      ++coverage.rankRuns;
-      Expected<GraphStepOutput> expected = referenceGraphStep(input, config);
-      if (!expected) {
-        ADD_FAILURE() << "the reference rejects a valid microbatch ("
-                      << expected.error() << "): seed " << seed
-                      << ", microbatch " << m << ", "
-                      << describe(config, input);
-        return false;
-      }
-      if (expected->status != 0) {
-        ADD_FAILURE() << "generated an invalid microbatch (status "
-                      << expected->status << "): seed " << seed
-                      << ", microbatch " << m << ", "
-                      << describe(config, input);
-        return false;
-      }
-      if (config.policy == TailPolicy::AppendDummySequence ||
-          config.policy == TailPolicy::SplitDummySequences) {
-        // The composition must be the reference's own graph step.
-        GraphStepOutput graphStep = megatronGraphStep(
-            input, config.C, config.cp, config.N, config.dummyLength);
-        std::string mismatch = firstMismatch(*expected, graphStep);
-        if (!mismatch.empty()) {
-          ADD_FAILURE() << "referenceGraphStep and megatronGraphStep differ: "
-                        << mismatch << "; seed " << seed << ", microbatch " << m
-                        << ", " << describe(config, input);
-          return false;
-        }
-      }
-      GraphStepOutput actual;
-      if (!step.run(input, actual, error)) {
-        ADD_FAILURE() << "run failed: " << error << "; "
-                      << describe(config, input);
-        return false;
-      }
-      std::string mismatch = firstMismatch(actual, *expected);
-      if (!mismatch.empty()) {
-        ADD_FAILURE() << "compiled pipeline differs from the reference: "
-                      << mismatch << "; seed " << seed << ", microbatch " << m
-                      << ", " << describe(config, input);
-        return false;
-      }
-    }
-  }
-  return true;
+  thdc::testing::StepDifferential<GraphStepInput> suite;
+  suite.generate = [&](std::mt19937 &rng) {
+    return randomMicrobatch(rng, config, allowNoSequence, coverage);
+  };
+  suite.reference = [&](const GraphStepInput &input) {
+    return referenceGraphStep(input, config);
+  };
+  suite.checkReference = [&](const GraphStepInput &input,
+                             const GraphStepOutput &expected) {
+    if (config.policy != TailPolicy::AppendDummySequence &&
+        config.policy != TailPolicy::SplitDummySequences)
+      return std::string();
+    // The composition must be the reference's own graph step.
+    return firstMismatch(expected,
+                         megatronGraphStep(input, config.C, config.cp, config.N,
+                                           config.dummyLength));
+  };
+  suite.run = [&](const GraphStepInput &input, GraphStepOutput &output,
+                  std::string &error) {
+    return step.run(input, output, error);
+  };
+  suite.describe = [&](const GraphStepInput &input) {
+    return describe(config, input);
+  };
+  return thdc::testing::compareRandomMicrobatches(suite, count, seed, config.cp,
+                                                  coverage.rankRuns);
 }
 
 /// The same, after compiling `config`.
@@ -742,19 +528,11 @@ void runDifferentialSuite(int64_t cp, TailPolicy policy) {
     if (!differential(config, shape.count, seed++, coverage))
       return;
   }
-  std::printf("[differential] cp=%lld policy=%s: %d microbatches, %d rank "
-              "runs, 0 mismatches (empty %d, zero-length %d, full %d, "
-              "num_seqs=N-1 %d, full and N-1 %d, full and N %d, v==p %d)\n",
-              (long long)cp, policyKeyword(policy), coverage.microbatches,
-              coverage.rankRuns, coverage.empty, coverage.zeroLength,
-              coverage.fullCapacity, coverage.atMaxSeqs,
-              coverage.fullAndMaxSeqs, coverage.allSlots,
-              coverage.validEqualsPadded);
-  EXPECT_GT(coverage.empty, 0);
-  EXPECT_GT(coverage.zeroLength, 0);
-  EXPECT_GT(coverage.fullCapacity, 0);
-  EXPECT_GT(coverage.atMaxSeqs, 0);
-  EXPECT_GT(coverage.fullAndMaxSeqs, 0);
+  std::printf("[differential] cp=%lld policy=%s: %s, full and N %d, v==p "
+              "%d)\n",
+              (long long)cp, policyKeyword(policy), coverage.summary().c_str(),
+              coverage.allSlots, coverage.validEqualsPadded);
+  coverage.expectEachCase();
   EXPECT_GT(coverage.allSlots, 0);
   EXPECT_GT(coverage.validEqualsPadded, 0);
 }
@@ -855,26 +633,15 @@ TEST(Differential, ExtendLastRejectsEmptyMicrobatchInReference) {
 //===----------------------------------------------------------------------===//
 
 /// C = 16, cp = 2, N = 6 with the example's policy (append_dummy_sequence).
-class BadData : public ::testing::Test {
+class BadData : public thdc::testing::SharedPipelineTest<CompiledGraphStep> {
 protected:
   static constexpr int64_t C = 16, cp = 2, N = 6;
 
   static void SetUpTestSuite() {
-    std::string error;
-    step = CompiledGraphStep::compile(
-               StepConfig{C, cp, N, TailPolicy::AppendDummySequence}, error)
-               .release();
-    if (!step)
-      compileError = new std::string(error);
-  }
-  static void TearDownTestSuite() {
-    delete step;
-    step = nullptr;
-  }
-
-  void SetUp() override {
-    if (!step)
-      GTEST_SKIP() << "cannot compile: " << *compileError;
+    compileShared([](std::string &error) {
+      return CompiledGraphStep::compile(
+          StepConfig{C, cp, N, TailPolicy::AppendDummySequence}, error);
+    });
   }
 
   /// The running example of docs/semantics.md (v = [3, 2, 4], p = [4, 4, 4]) with the cu
@@ -903,7 +670,7 @@ protected:
     const StepConfig config{C, cp, N, TailPolicy::AppendDummySequence};
     GraphStepOutput actual;
     std::string error;
-    ASSERT_TRUE(step->run(input, actual, error)) << error;
+    ASSERT_TRUE(compiled->run(input, actual, error)) << error;
     EXPECT_EQ(actual.status, expectedStatus) << describe(config, input);
     GraphStepOutput reference = megatronGraphStep(input, C, cp, N);
     EXPECT_EQ(reference.status, expectedStatus)
@@ -919,19 +686,13 @@ protected:
         << "differs from megatronGraphStep: " << mismatch << "; "
         << describe(config, input);
   }
-
-  static CompiledGraphStep *step;
-  static std::string *compileError;
 };
-
-CompiledGraphStep *BadData::step = nullptr;
-std::string *BadData::compileError = nullptr;
 
 TEST_F(BadData, BaselineIsValid) {
   GraphStepInput input = validInput();
   GraphStepOutput actual;
   std::string error;
-  ASSERT_TRUE(step->run(input, actual, error)) << error;
+  ASSERT_TRUE(compiled->run(input, actual, error)) << error;
   EXPECT_EQ(actual.status, 0);
   std::string mismatch =
       firstMismatch(actual, megatronGraphStep(input, C, cp, N));
@@ -963,7 +724,7 @@ TEST_F(BadData, AllSlotsWithoutTailIsValid) {
   input.numSeqs = N;
   GraphStepOutput actual;
   std::string error;
-  ASSERT_TRUE(step->run(input, actual, error)) << error;
+  ASSERT_TRUE(compiled->run(input, actual, error)) << error;
   EXPECT_EQ(actual.status, 0);
   EXPECT_EQ(megatronGraphStep(input, C, cp, N).status, 0);
   std::string mismatch =

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "planner/DynamicCp.h"
+#include "test/unit/PlannerTestSupport.h"
 
 #include <gtest/gtest.h>
 
@@ -27,15 +28,6 @@ using I32 = std::vector<int32_t>;
 using Rows = std::vector<I32>;
 using Groups = MicrobatchGroups;
 
-/// Asserts that `expr` failed with a message containing `substring`.
-#define EXPECT_ERROR(expr, substring)                                          \
-  do {                                                                         \
-    auto result_ = (expr);                                                     \
-    ASSERT_FALSE(result_) << "expected an error containing: " << (substring);  \
-    EXPECT_NE(result_.status().message().find(substring), std::string::npos)   \
-        << "error was: " << result_.status().message();                        \
-  } while (0)
-
 /// Asserts that the Status `expr` failed with a message containing
 /// `substring`.
 #define EXPECT_VIOLATION(expr, substring)                                      \
@@ -51,15 +43,8 @@ using Groups = MicrobatchGroups;
 PlannerConfig dcpConfig(int64_t C, int64_t cp, int64_t dp = 1,
                         std::optional<int64_t> N = std::nullopt,
                         std::optional<int64_t> vppGroup = std::nullopt) {
-  PlannerConfig config;
-  config.maxSeqlenPerRank = C;
-  config.cp = cp;
-  config.dp = dp;
-  config.maxPackedSequences = N;
-  config.alignmentSet = true;
-  config.dummyTail = true;
-  config.vppGroup = vppGroup;
-  return config;
+  return thdc::testing::makeConfig(C, cp, dp, N, /*alignmentSet=*/true,
+                                   /*dummyTail=*/true, vppGroup);
 }
 
 /// Plans, asserts success and a valid plan, and returns the plan.

@@ -1,5 +1,4 @@
-//===- GatherTest.cpp - the runtime's one-launch gather
-//--------------------===//
+//===- GatherTest.cpp - the runtime's one-launch gather -------------------===//
 //
 // The gather kernel's PTX assembles with ptxas (skipped where there is none),
 // the host form copies and stores what the segments say, bad segments are

@@ -34,13 +34,8 @@
 
 namespace {
 using thdc::interpreter::Buffer;
-
-int64_t uniform(std::mt19937 &rng, int64_t lo, int64_t hi) {
-  return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
-}
-bool chance(std::mt19937 &rng, int percent) {
-  return uniform(rng, 0, 99) < percent;
-}
+using thdc::testing::chance;
+using thdc::testing::uniform;
 
 /// Values of one case, by buffer name (floats as doubles, masks as 0/1).
 using Values = std::map<std::string, std::vector<double>>;
@@ -51,7 +46,6 @@ struct Compiled {
   mlir::OwningOpRef<mlir::ModuleOp> module;
   std::unique_ptr<thdc::HostPipeline> host;
   mlir::func::FuncOp function;
-  std::string diagnostics;
 };
 
 std::unique_ptr<Compiled> compile(const std::string &text,
@@ -59,23 +53,12 @@ std::unique_ptr<Compiled> compile(const std::string &text,
                                   const llvm::StringMap<int64_t> &params,
                                   std::string &error) {
   auto compiled = std::make_unique<Compiled>();
-  mlir::MLIRContext &context = thdc::testing::compilerContext();
-  llvm::SourceMgr sourceMgr;
-  llvm::raw_string_ostream stream(compiled->diagnostics);
-  mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context, stream);
-  sourceMgr.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(text, name),
-                               llvm::SMLoc());
-  compiled->module = thdc::loadPipeline(context, sourceMgr, params);
-  if (!compiled->module) {
-    error = "loadPipeline failed:\n" + compiled->diagnostics;
+  compiled->module = thdc::testing::loadForHost(text, name, params, error);
+  if (!compiled->module)
     return nullptr;
-  }
-  auto host = thdc::HostPipeline::compile(*compiled->module);
-  if (mlir::failed(host)) {
-    error = "HostPipeline::compile failed:\n" + compiled->diagnostics;
+  compiled->host = thdc::testing::compileLoaded(*compiled->module, error);
+  if (!compiled->host)
     return nullptr;
-  }
-  compiled->host = std::move(*host);
   compiled->function = *compiled->module->getOps<mlir::func::FuncOp>().begin();
   return compiled;
 }
@@ -166,12 +149,14 @@ std::string runBothWays(Compiled &compiled, const Values &values,
     inputText += "  " + inputNames[i] + " = " + showAll(inputs[i]) + "\n";
   if (!compiled.host->run(pointers, error))
     return "the compiled pipeline failed: " + error;
-  compiled.diagnostics.clear();
-  mlir::FailureOr<std::vector<Buffer>> expected =
-      thdc::interpreter::run(compiled.function, inputs);
+  std::string diagnostics;
+  mlir::FailureOr<std::vector<Buffer>> expected = [&] {
+    thdc::testing::DiagnosticCapture capture(compiled.function.getContext(),
+                                             diagnostics);
+    return thdc::interpreter::run(compiled.function, inputs);
+  }();
   if (mlir::failed(expected))
-    return "the interpreter failed:\n" + compiled.diagnostics + "inputs:\n" +
-           inputText;
+    return "the interpreter failed:\n" + diagnostics + "inputs:\n" + inputText;
   for (size_t k = 0; k < outputs.size(); ++k) {
     const Buffer &actual = outputs[k], &want = (*expected)[k];
     if (actual.byteSize() != want.byteSize())

@@ -14,39 +14,31 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/Targets.h"
 #include "reference/Reference.h"
 #include "test/unit/DifferentialHarness.h"
-
-#include "mlir/IR/Diagnostics.h"
-#include "mlir/IR/DialectRegistry.h"
-#include "mlir/IR/MLIRContext.h"
-#include "llvm/Support/MemoryBuffer.h"
-#include "llvm/Support/raw_ostream.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <fstream>
 #include <limits>
 #include <memory>
 #include <numeric>
 #include <random>
 #include <sstream>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 using namespace thdc::reference;
 
 namespace {
-using thdc::testing::findMismatch;
+using thdc::testing::CompiledStep;
+using thdc::testing::firstMismatch;
 using thdc::testing::join;
-
-constexpr int32_t kInt32Min = std::numeric_limits<int32_t>::min();
-constexpr int32_t kInt32Max = std::numeric_limits<int32_t>::max();
+using thdc::testing::kInt32Max;
+using thdc::testing::kInt32Min;
+using thdc::testing::uniform;
 
 /// The parameters of examples/pack_microbatch.mlir.
 struct PackConfig {
@@ -63,18 +55,14 @@ struct PackConfig {
   }
 };
 
-/// The example pipeline's text.
-std::string pipelineText(std::string &error) {
-  return thdc::testing::readSourceFile("examples/pack_microbatch.mlir", error);
-}
-
 /// The example pipeline compiled for the host CPU for one configuration.
 class CompiledPack {
 public:
   /// Compiles `config`; null with `error` set on failure.
   static std::unique_ptr<CompiledPack> compile(const PackConfig &config,
                                                std::string &error) {
-    std::string text = pipelineText(error);
+    std::string text =
+        thdc::testing::readSourceFile("examples/pack_microbatch.mlir", error);
     if (text.empty())
       return nullptr;
     llvm::StringMap<int64_t> params{{"C", config.C},
@@ -89,146 +77,42 @@ public:
       error = "compiling for " + config.str() + ": " + error;
       return nullptr;
     }
-    std::unique_ptr<CompiledPack> compiled(new CompiledPack(config));
-    compiled->pipeline = std::move(pipeline);
-    if (!compiled->bindBuffers(error))
+    const thdc::testing::ExpectedBuffer inputs[] = {
+        {"token_pool", false, "i64", config.P},
+        {"label_pool", false, "i64", config.P},
+        {"loss_mask_pool", false, "f32", config.P},
+        {"sample_offsets", false, "i32", config.S},
+        {"sample_lengths", false, "i32", config.S},
+        {"sample_ids", false, "i32", config.N - 1},
+        {"num_seqs", false, "i32", 1},
+        {"cp_rank", false, "i32", 1},
+    };
+    std::unique_ptr<CompiledStep> step = CompiledStep::create(
+        std::move(pipeline), inputs, config.C, config.N, error);
+    if (!step) {
+      error += " for " + config.str();
       return nullptr;
-    return compiled;
+    }
+    return std::unique_ptr<CompiledPack>(new CompiledPack(std::move(step)));
   }
 
-  /// Runs one microbatch; every output element is first set to a marker so
-  /// that an element the kernel does not write shows up as a mismatch.
+  /// Runs one microbatch (CompiledStep::run).
   bool run(const PackStepInput &input, PackStepOutput &output,
            std::string &error) {
     in = input;
-    output.tokens.assign(cfg.C, kMarker64);
-    output.labels.assign(cfg.C, kMarker64);
-    output.positionIds.assign(cfg.C, kMarker64);
-    output.lossMask.assign(cfg.C, kMarkerFloat);
-    output.paddingMask.assign(cfg.C, kMarker8);
-    output.cuSeqlensPadded.assign(cfg.N + 1, kMarker32);
-    output.cuSeqlens.assign(cfg.N + 1, kMarker32);
-    output.maxSeqlen = kMarker32;
-    output.status = kMarker32;
-    std::vector<void *> pointers;
-    for (Slot slot : slots)
-      pointers.push_back(addressOf(slot, output));
-    return pipeline->run(pointers, error);
+    return step->run({in.tokenPool.data(), in.labelPool.data(),
+                      in.lossMaskPool.data(), in.sampleOffsets.data(),
+                      in.sampleLengths.data(), in.sampleIds.data(), &in.numSeqs,
+                      &in.cpRank},
+                     output, error);
   }
-
-  static constexpr int64_t kMarker64 = 0x5a5a5a5a5a5a5a5a;
-  static constexpr int32_t kMarker32 = 0x5a5a5a5a;
-  static constexpr uint8_t kMarker8 = 0x5a;
-  static constexpr float kMarkerFloat = 1.0e30f;
 
 private:
-  /// Which vector backs each signature buffer.
-  enum class Slot {
-    TokenPool,
-    LabelPool,
-    LossMaskPool,
-    SampleOffsets,
-    SampleLengths,
-    SampleIds,
-    NumSeqs,
-    CpRank,
-    Tokens,
-    Labels,
-    PositionIds,
-    LossMask,
-    PaddingMask,
-    CuSeqlensPadded,
-    CuSeqlens,
-    MaxSeqlen,
-    Status,
-  };
+  explicit CompiledPack(std::unique_ptr<CompiledStep> step)
+      : step(std::move(step)) {}
 
-  explicit CompiledPack(const PackConfig &config) : cfg(config) {}
-
-  /// Maps the signature's buffers onto slots, checking names, element types
-  /// and static lengths against the example's interface.
-  bool bindBuffers(std::string &error) {
-    const thdc::testing::ExpectedBuffer expected[] = {
-        {"token_pool", false, "i64", cfg.P},
-        {"label_pool", false, "i64", cfg.P},
-        {"loss_mask_pool", false, "f32", cfg.P},
-        {"sample_offsets", false, "i32", cfg.S},
-        {"sample_lengths", false, "i32", cfg.S},
-        {"sample_ids", false, "i32", cfg.N - 1},
-        {"num_seqs", false, "i32", 1},
-        {"cp_rank", false, "i32", 1},
-        {"tokens", true, "i64", cfg.C},
-        {"labels", true, "i64", cfg.C},
-        {"position_ids", true, "i64", cfg.C},
-        {"loss_mask", true, "f32", cfg.C},
-        {"padding_mask", true, "i1", cfg.C},
-        {"cu_seqlens_padded", true, "i32", cfg.N + 1},
-        {"cu_seqlens", true, "i32", cfg.N + 1},
-        {"max_seqlen", true, "i32", 1},
-        {"status", true, "i32", 1},
-    };
-    const Slot slotOf[] = {
-        Slot::TokenPool,     Slot::LabelPool,       Slot::LossMaskPool,
-        Slot::SampleOffsets, Slot::SampleLengths,   Slot::SampleIds,
-        Slot::NumSeqs,       Slot::CpRank,          Slot::Tokens,
-        Slot::Labels,        Slot::PositionIds,     Slot::LossMask,
-        Slot::PaddingMask,   Slot::CuSeqlensPadded, Slot::CuSeqlens,
-        Slot::MaxSeqlen,     Slot::Status};
-    std::vector<size_t> order;
-    if (!thdc::testing::matchSignature(pipeline->signature(), expected, order,
-                                       error)) {
-      error += " for " + cfg.str();
-      return false;
-    }
-    for (size_t index : order)
-      slots.push_back(slotOf[index]);
-    return true;
-  }
-
-  void *addressOf(Slot slot, PackStepOutput &output) {
-    switch (slot) {
-    case Slot::TokenPool:
-      return in.tokenPool.data();
-    case Slot::LabelPool:
-      return in.labelPool.data();
-    case Slot::LossMaskPool:
-      return in.lossMaskPool.data();
-    case Slot::SampleOffsets:
-      return in.sampleOffsets.data();
-    case Slot::SampleLengths:
-      return in.sampleLengths.data();
-    case Slot::SampleIds:
-      return in.sampleIds.data();
-    case Slot::NumSeqs:
-      return &in.numSeqs;
-    case Slot::CpRank:
-      return &in.cpRank;
-    case Slot::Tokens:
-      return output.tokens.data();
-    case Slot::Labels:
-      return output.labels.data();
-    case Slot::PositionIds:
-      return output.positionIds.data();
-    case Slot::LossMask:
-      return output.lossMask.data();
-    case Slot::PaddingMask:
-      return output.paddingMask.data();
-    case Slot::CuSeqlensPadded:
-      return output.cuSeqlensPadded.data();
-    case Slot::CuSeqlens:
-      return output.cuSeqlens.data();
-    case Slot::MaxSeqlen:
-      return &output.maxSeqlen;
-    case Slot::Status:
-      return &output.status;
-    }
-    return nullptr;
-  }
-
-  PackConfig cfg;
-  std::unique_ptr<thdc::HostPipeline> pipeline;
-  std::vector<Slot> slots;
-  /// A copy of the inputs (the kernel only reads them).
+  std::unique_ptr<CompiledStep> step;
+  /// A copy of the inputs (the code only reads them).
   PackStepInput in;
 };
 
@@ -240,42 +124,10 @@ Expected<PackStepOutput> referencePack(const PackStepInput &input,
   return packMicrobatchStep(input, config.C, config.cp, config.N);
 }
 
-/// The outputs of an empty microbatch: data 0, padding mask all 1, both cu
-/// arrays [0, C*cp, ..., C*cp], max_seqlen C*cp.
+/// The outputs of an empty microbatch of `config`.
 PackStepOutput emptyMicrobatchOutput(const PackConfig &config, int32_t status) {
-  PackStepOutput output;
-  output.tokens.assign(config.C, 0);
-  output.labels.assign(config.C, 0);
-  output.positionIds.assign(config.C, 0);
-  output.lossMask.assign(config.C, 0.0f);
-  output.paddingMask.assign(config.C, 1);
-  output.cuSeqlensPadded.assign(config.N + 1, int32_t(config.C * config.cp));
-  output.cuSeqlensPadded[0] = 0;
-  output.cuSeqlens = output.cuSeqlensPadded;
-  output.maxSeqlen = int32_t(config.C * config.cp);
-  output.status = status;
-  return output;
-}
-
-/// The first output element where `actual` and `expected` differ, or "".
-std::string firstMismatch(const PackStepOutput &actual,
-                          const PackStepOutput &expected) {
-  std::string mismatch;
-  findMismatch("status", std::vector<int32_t>{actual.status},
-               std::vector<int32_t>{expected.status}, mismatch);
-  findMismatch("tokens", actual.tokens, expected.tokens, mismatch);
-  findMismatch("labels", actual.labels, expected.labels, mismatch);
-  findMismatch("position_ids", actual.positionIds, expected.positionIds,
-               mismatch);
-  findMismatch("loss_mask", actual.lossMask, expected.lossMask, mismatch);
-  findMismatch("padding_mask", actual.paddingMask, expected.paddingMask,
-               mismatch);
-  findMismatch("cu_seqlens_padded", actual.cuSeqlensPadded,
-               expected.cuSeqlensPadded, mismatch);
-  findMismatch("cu_seqlens", actual.cuSeqlens, expected.cuSeqlens, mismatch);
-  findMismatch("max_seqlen", std::vector<int32_t>{actual.maxSeqlen},
-               std::vector<int32_t>{expected.maxSeqlen}, mismatch);
-  return mismatch;
+  return thdc::testing::emptyMicrobatchOutput(config.C, config.cp, config.N,
+                                              status);
 }
 
 /// The metadata of a microbatch, for failure messages.
@@ -322,42 +174,21 @@ std::string graphStepMismatch(const PackStepInput &input,
     step.cuSeqlens[i] = -1; // never read
     step.cuSeqlensPadded[i] = -1;
   }
-  GraphStepOutput graph = megatronGraphStep(step, C, cp, N);
-  PackStepOutput converted;
-  converted.tokens = graph.tokens;
-  converted.labels = graph.labels;
-  converted.positionIds = graph.positionIds;
-  converted.lossMask = graph.lossMask;
-  converted.paddingMask = graph.paddingMask;
-  converted.cuSeqlensPadded = graph.cuSeqlensPadded;
-  converted.cuSeqlens = graph.cuSeqlens;
-  converted.maxSeqlen = graph.maxSeqlen;
-  converted.status = graph.status;
-  return firstMismatch(expected, converted);
+  return firstMismatch(expected, megatronGraphStep(step, C, cp, N));
 }
 
 //===----------------------------------------------------------------------===//
 // Random microbatches
 //===----------------------------------------------------------------------===//
 
-/// Which edge cases the generated microbatches covered.
-struct Coverage {
-  int microbatches = 0;
-  int rankRuns = 0;
-  int empty = 0;          ///< num_seqs == 0 or total length 0
-  int zeroLength = 0;     ///< some chosen sample of length 0
-  int fullCapacity = 0;   ///< cu_seqlens_padded[n] == C*cp
-  int atMaxSeqs = 0;      ///< num_seqs == N-1
-  int fullAndMaxSeqs = 0; ///< both at once
+/// Which edge cases the generated microbatches covered (zero-length: some
+/// chosen sample of length 0).
+struct Coverage : thdc::testing::MicrobatchCoverage {
   int repeatedIds = 0;    ///< some sample chosen twice
   int gaps = 0;           ///< samples laid out with gaps
   int badTrailingIds = 0; ///< an id past num_seqs outside [0, S)
   int maskFractions = 0;  ///< a chosen sample with a loss mask in (0, 1)
 };
-
-int64_t uniform(std::mt19937 &rng, int64_t lo, int64_t hi) {
-  return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
-}
 
 /// A valid random microbatch for `config` with cp_rank 0: a pool of S
 /// samples (zero-length ones included, laid out contiguously or with gaps,
@@ -543,12 +374,7 @@ PackStepInput randomPackInput(std::mt19937 &rng, const PackConfig &config,
     zeroLength |= slotUnits[slotOf[i]] == 0;
     maskFraction |= fraction[sampleOf[slotOf[i]]];
   }
-  ++coverage.microbatches;
-  coverage.empty += n == 0 || total == 0;
-  coverage.zeroLength += zeroLength;
-  coverage.fullCapacity += total == C * cp;
-  coverage.atMaxSeqs += n == N - 1;
-  coverage.fullAndMaxSeqs += total == C * cp && n == N - 1;
+  coverage.count(n, N, total, C * cp, zeroLength);
   coverage.repeatedIds += slots < n;
   coverage.gaps += withGaps;
   coverage.badTrailingIds += badTrailingId;
@@ -567,50 +393,26 @@ bool differential(const PackConfig &config, int count, uint32_t seed,
     ADD_FAILURE() << error;
     return false;
   }
-  std::mt19937 rng(seed);
-  for (int m = 0; m < count; ++m) {
-    PackStepInput input = randomPackInput(rng, config, coverage);
-    for (int32_t rank = 0; rank < config.cp; ++rank) {
-      input.cpRank = rank;
-      ++coverage.rankRuns;
-      Expected<PackStepOutput> expected = referencePack(input, config);
-      if (!expected) {
-        ADD_FAILURE() << "the reference rejects a valid microbatch ("
-                      << expected.error() << "): seed " << seed
-                      << ", microbatch " << m << ", "
-                      << describe(config, input);
-        return false;
-      }
-      if (expected->status != 0) {
-        ADD_FAILURE() << "generated an invalid microbatch (status "
-                      << expected->status << "): seed " << seed
-                      << ", microbatch " << m << ", "
-                      << describe(config, input);
-        return false;
-      }
-      std::string mismatch = graphStepMismatch(input, config, *expected);
-      if (!mismatch.empty()) {
-        ADD_FAILURE() << "the composition differs from megatronGraphStep: "
-                      << mismatch << "; seed " << seed << ", microbatch " << m
-                      << ", " << describe(config, input);
-        return false;
-      }
-      PackStepOutput actual;
-      if (!compiled->run(input, actual, error)) {
-        ADD_FAILURE() << "run failed: " << error << "; "
-                      << describe(config, input);
-        return false;
-      }
-      mismatch = firstMismatch(actual, *expected);
-      if (!mismatch.empty()) {
-        ADD_FAILURE() << "compiled pipeline differs from the reference: "
-                      << mismatch << "; seed " << seed << ", microbatch " << m
-                      << ", " << describe(config, input);
-        return false;
-      }
-    }
-  }
-  return true;
+  thdc::testing::StepDifferential<PackStepInput> suite;
+  suite.generate = [&](std::mt19937 &rng) {
+    return randomPackInput(rng, config, coverage);
+  };
+  suite.reference = [&](const PackStepInput &input) {
+    return referencePack(input, config);
+  };
+  suite.checkReference = [&](const PackStepInput &input,
+                             const PackStepOutput &expected) {
+    return graphStepMismatch(input, config, expected);
+  };
+  suite.run = [&](const PackStepInput &input, PackStepOutput &output,
+                  std::string &error) {
+    return compiled->run(input, output, error);
+  };
+  suite.describe = [&](const PackStepInput &input) {
+    return describe(config, input);
+  };
+  return thdc::testing::compareRandomMicrobatches(suite, count, seed, config.cp,
+                                                  coverage.rankRuns);
 }
 
 /// Runs the differential comparison for one CP size over several pool and
@@ -636,19 +438,11 @@ void runDifferentialSuite(int64_t cp) {
     if (!differential(config, shape.count, seed++, coverage))
       return;
   }
-  std::printf("[pack differential] cp=%lld: %d microbatches, %d rank runs, 0 "
-              "mismatches (empty %d, zero-length %d, full %d, num_seqs=N-1 "
-              "%d, full and N-1 %d, repeated ids %d, gaps %d, bad trailing "
-              "ids %d, loss-mask fractions %d)\n",
-              (long long)cp, coverage.microbatches, coverage.rankRuns,
-              coverage.empty, coverage.zeroLength, coverage.fullCapacity,
-              coverage.atMaxSeqs, coverage.fullAndMaxSeqs, coverage.repeatedIds,
+  std::printf("[pack differential] cp=%lld: %s, repeated ids %d, gaps %d, "
+              "bad trailing ids %d, loss-mask fractions %d)\n",
+              (long long)cp, coverage.summary().c_str(), coverage.repeatedIds,
               coverage.gaps, coverage.badTrailingIds, coverage.maskFractions);
-  EXPECT_GT(coverage.empty, 0);
-  EXPECT_GT(coverage.zeroLength, 0);
-  EXPECT_GT(coverage.fullCapacity, 0);
-  EXPECT_GT(coverage.atMaxSeqs, 0);
-  EXPECT_GT(coverage.fullAndMaxSeqs, 0);
+  coverage.expectEachCase();
   EXPECT_GT(coverage.repeatedIds, 0);
   EXPECT_GT(coverage.gaps, 0);
   EXPECT_GT(coverage.badTrailingIds, 0);
@@ -665,24 +459,14 @@ TEST(PackDifferential, Zigzag_cp8) { runDifferentialSuite(8); }
 //===----------------------------------------------------------------------===//
 
 /// The example's default parameters: C = 8, cp = 2, N = 6, P = 64, S = 8.
-class PackBadData : public ::testing::Test {
+class PackBadData : public thdc::testing::SharedPipelineTest<CompiledPack> {
 protected:
   static constexpr PackConfig config{8, 2, 6, 64, 8};
 
   static void SetUpTestSuite() {
-    std::string error;
-    compiled = CompiledPack::compile(config, error).release();
-    if (!compiled)
-      compileError = new std::string(error);
-  }
-  static void TearDownTestSuite() {
-    delete compiled;
-    compiled = nullptr;
-  }
-
-  void SetUp() override {
-    if (!compiled)
-      GTEST_SKIP() << "cannot compile: " << *compileError;
+    compileShared([](std::string &error) {
+      return CompiledPack::compile(config, error);
+    });
   }
 
   /// The running example of docs/semantics.md A = [11,12,13], B = [21,22], C =
@@ -734,12 +518,15 @@ protected:
     }
   }
 
-  static CompiledPack *compiled;
-  static std::string *compileError;
+  /// Checks `actual`, the outputs of `input`, against the reference.
+  static void expectReference(const PackStepOutput &actual,
+                              const PackStepInput &input) {
+    Expected<PackStepOutput> reference = referencePack(input, config);
+    ASSERT_TRUE(reference) << reference.error();
+    std::string mismatch = firstMismatch(actual, *reference);
+    EXPECT_TRUE(mismatch.empty()) << mismatch;
+  }
 };
-
-CompiledPack *PackBadData::compiled = nullptr;
-std::string *PackBadData::compileError = nullptr;
 
 // Golden: S10 "graph: cp=2, target 8, N=6" from a pool.
 TEST_F(PackBadData, SpecExampleBothRanks) {
@@ -769,10 +556,7 @@ TEST_F(PackBadData, SpecExampleBothRanks) {
 
   for (int32_t rank : {0, 1}) {
     input.cpRank = rank;
-    Expected<PackStepOutput> reference = referencePack(input, config);
-    ASSERT_TRUE(reference) << reference.error();
-    std::string mismatch = firstMismatch(rank == 0 ? rank0 : rank1, *reference);
-    EXPECT_TRUE(mismatch.empty()) << mismatch;
+    expectReference(rank == 0 ? rank0 : rank1, input);
   }
 }
 
@@ -793,10 +577,7 @@ TEST_F(PackBadData, LossMaskFromThePool) {
     const PackStepOutput actual = run(input);
     EXPECT_EQ(actual.status, 0);
     EXPECT_EQ(actual.lossMask, expected[rank]) << "rank " << rank;
-    Expected<PackStepOutput> reference = referencePack(input, config);
-    ASSERT_TRUE(reference) << reference.error();
-    std::string mismatch = firstMismatch(actual, *reference);
-    EXPECT_TRUE(mismatch.empty()) << mismatch;
+    expectReference(actual, input);
   }
 }
 
@@ -813,10 +594,7 @@ TEST_F(PackBadData, TotalAtCapacityIsValid) {
               (std::vector<int32_t>{0, 4, 8, 12, 16, 16, 16}));
     EXPECT_EQ(actual.cuSeqlens,
               (std::vector<int32_t>{0, 3, 7, 11, 14, 14, 14}));
-    Expected<PackStepOutput> reference = referencePack(input, config);
-    ASSERT_TRUE(reference) << reference.error();
-    std::string mismatch = firstMismatch(actual, *reference);
-    EXPECT_TRUE(mismatch.empty()) << mismatch;
+    expectReference(actual, input);
   }
 }
 
@@ -895,7 +673,7 @@ TEST_F(PackBadData, OverflowingSampleLengthsAreRejected) {
       input.numSeqs = numSeqs;
       const PackStepOutput actual = run(input);
       EXPECT_NE(actual.status, 0) << describe(config, input);
-      EXPECT_NE(actual.status, CompiledPack::kMarker32);
+      EXPECT_NE(actual.status, CompiledStep::kPoison32);
       std::string mismatch =
           firstMismatch(actual, emptyMicrobatchOutput(config, actual.status));
       EXPECT_TRUE(mismatch.empty())
@@ -924,10 +702,7 @@ TEST_F(PackBadData, ChosenIdOutOfRangeIsAStatusBit) {
       std::string mismatch =
           firstMismatch(actual, emptyMicrobatchOutput(config, actual.status));
       EXPECT_TRUE(mismatch.empty()) << mismatch;
-      Expected<PackStepOutput> expected = referencePack(input, config);
-      ASSERT_TRUE(expected) << expected.error();
-      mismatch = firstMismatch(actual, *expected);
-      EXPECT_TRUE(mismatch.empty()) << mismatch;
+      expectReference(actual, input);
     }
   }
 }

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "planner/Planner.h"
+#include "test/unit/PlannerTestSupport.h"
 
 #include <gtest/gtest.h>
 
@@ -31,30 +32,7 @@ using I32 = std::vector<int32_t>;
 using I64 = std::vector<int64_t>;
 using Packs = std::vector<Pack>;
 
-/// Asserts that `expr` failed with a message containing `substring`.
-#define EXPECT_ERROR(expr, substring)                                          \
-  do {                                                                         \
-    auto result_ = (expr);                                                     \
-    ASSERT_FALSE(result_) << "expected an error containing: " << (substring);  \
-    EXPECT_NE(result_.status().message().find(substring), std::string::npos)   \
-        << "error was: " << result_.status().message();                        \
-  } while (0)
-
-/// A config with budget C, sizes cp and dp, and the S2 inputs.
-PlannerConfig makeConfig(int64_t maxSeqlenPerRank, int64_t cp, int64_t dp,
-                         std::optional<int64_t> maxPackedSequences,
-                         bool alignmentSet = false, bool dummyTail = false,
-                         std::optional<int64_t> vppGroup = std::nullopt) {
-  PlannerConfig config;
-  config.maxSeqlenPerRank = maxSeqlenPerRank;
-  config.cp = cp;
-  config.dp = dp;
-  config.maxPackedSequences = maxPackedSequences;
-  config.alignmentSet = alignmentSet;
-  config.dummyTail = dummyTail;
-  config.vppGroup = vppGroup;
-  return config;
-}
+using thdc::testing::makeConfig;
 
 /// A config whose S2 cap is exactly K (N = K without the dummy policy).
 PlannerConfig capConfig(int64_t maxSeqlenPerRank, int64_t cp, int64_t dp,
