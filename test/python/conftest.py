@@ -28,6 +28,21 @@ def thdc_command():
     pytest.skip("no thdc command: neither built nor installed with the package")
 
 
+def megatron_or_skip():
+    """thdc.megatron, imported; else the calling test module is skipped, with
+    the reason: no PyTorch, a PyTorch below thdc.TORCH_MIN_VERSION (the
+    package's ImportError says which), or a build of thdc without the JIT
+    (GraphStep's host code needs it). Call it at a module's top."""
+    pytest.importorskip("torch")
+    try:
+        import thdc.megatron
+    except ImportError as error:
+        pytest.skip(str(error), allow_module_level=True)
+    if not thdc.has_jit:
+        pytest.skip("this build of thdc has no JIT", allow_module_level=True)
+    return thdc.megatron
+
+
 @pytest.fixture(scope="session")
 def cache_dir(tmp_path_factory):
     return str(tmp_path_factory.mktemp("thdc-cache"))

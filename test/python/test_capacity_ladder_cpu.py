@@ -17,13 +17,10 @@ import thdc.stages  # noqa: E402
 from microbatches import (given_rows, invalidate, random_microbatch, reference, rope_rows,  # noqa: E402
                           step_inputs, step_mismatches, widen, with_step_counts)
 
-try:
-    import thdc.megatron  # noqa: E402
-except ImportError as error:  # a torch older than thdc.TORCH_MIN_VERSION
-    pytest.skip(str(error), allow_module_level=True)
+from conftest import megatron_or_skip  # noqa: E402
 
-if not thdc.has_jit:
-    pytest.skip("this build of thdc has no JIT", allow_module_level=True)
+megatron_or_skip()
+import thdc.megatron  # noqa: E402
 
 CAPACITIES = (16, 32, 48)
 SEQUENCES = (4, 6, 9)

@@ -26,13 +26,10 @@ from microbatches import (LocalGroup, check_packed_seq_params, given_rows,  # no
                           invalidate, megatron_cp_order_index, random_microbatch, reference, rope_rows, step_inputs,
                           step_mismatches, with_step_counts)
 
-try:
-    import thdc.megatron  # noqa: E402
-except ImportError as error:  # a torch older than thdc.TORCH_MIN_VERSION
-    pytest.skip(str(error), allow_module_level=True)
+from conftest import megatron_or_skip  # noqa: E402
 
-if not thdc.has_jit:
-    pytest.skip("this build of thdc has no JIT", allow_module_level=True)
+megatron_or_skip()
+import thdc.megatron  # noqa: E402
 
 DATA = ("tokens", "labels", "position_ids", "loss_mask")
 

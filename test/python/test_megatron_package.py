@@ -11,14 +11,11 @@ torch = pytest.importorskip("torch")
 
 import thdc  # noqa: E402
 
-try:
-    import thdc.megatron  # noqa: E402
-    from thdc.megatron._delegate import Delegated  # noqa: E402
-except ImportError as error:  # a torch older than thdc.TORCH_MIN_VERSION
-    pytest.skip(str(error), allow_module_level=True)
+from conftest import megatron_or_skip  # noqa: E402
 
-if not thdc.has_jit:
-    pytest.skip("this build of thdc has no JIT", allow_module_level=True)
+megatron_or_skip()
+import thdc.megatron  # noqa: E402
+from thdc.megatron._delegate import Delegated  # noqa: E402
 
 
 def delegated(cls):
