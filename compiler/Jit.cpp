@@ -5,6 +5,7 @@
 #include "compiler/Bundle.h"
 #include "compiler/Context.h"
 #include "compiler/FatalErrorGuard.h"
+#include "compiler/JitCache.h"
 #include "runtime/Cache.h"
 #include "runtime/CudaDriver.h"
 #include "runtime/PtxCompiler.h"
@@ -16,23 +17,17 @@
 #include "llvm/Support/ErrorHandling.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
-#include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/TargetParser/Host.h"
 
-#include <cerrno>
 #include <chrono>
 #include <cmath>
-#include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <fcntl.h>
 #include <optional>
-#include <sys/file.h>
-#include <unistd.h>
-#include <vector>
 
 using namespace thdc;
+using namespace thdc::detail;
 using namespace thdc::runtime;
 
 namespace {
@@ -127,84 +122,6 @@ void logCall(const CompileInfo &info, const std::string &sourceName,
   llvm::errs() << "\n";
 }
 
-/// Removes what processes that died while compiling `key` left in the
-/// cache folder `dir` (staging folders, entries set aside for deletion).
-/// Called with the key's lock held: nobody alive is writing them.
-void removeLeftovers(const std::string &dir, const std::string &key) {
-  std::error_code ec;
-  std::vector<std::string> leftovers;
-  std::string staging = "jit-" + key + ".staging",
-              discarded = "jit-" + key + ".discarded";
-  for (llvm::sys::fs::directory_iterator it(dir, ec), end; !ec && it != end;
-       it.increment(ec)) {
-    llvm::StringRef name = llvm::sys::path::filename(it->path());
-    if ((name.starts_with(staging) || name.starts_with(discarded)) &&
-        checkPrivate(it->path()))
-      leftovers.push_back(it->path());
-  }
-  for (const std::string &path : leftovers)
-    llvm::sys::fs::remove_directories(path);
-}
-
-/// The prefix of this process's temporary staging folders (outside the
-/// cache): the process id lets a later process tell a dead one's.
-std::string temporaryStagingPrefix() {
-  return "thdc-jit-" + std::to_string(getpid()) + "-";
-}
-
-/// The lock file of a temporary staging folder, held by the process that
-/// compiles in it.
-constexpr char kStagingLockFile[] = ".compiling";
-
-/// Whether nobody holds the lock of the staging folder `dir` (a folder
-/// without one is not judged).
-bool stagingAbandoned(const std::string &dir) {
-  int fd = open(joinPath(dir, kStagingLockFile).c_str(),
-                O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0)
-    return false;
-  bool free = flock(fd, LOCK_EX | LOCK_NB) == 0;
-  close(fd);
-  return free;
-}
-
-/// Removes temporary staging folders that processes which have since died
-/// left in the system's temporary folder (a process killed mid-compile):
-/// their process is gone and their lock is free.
-void removeDeadProcessesStaging() {
-  llvm::SmallString<256> temporary;
-  llvm::sys::path::system_temp_directory(/*ErasedOnReboot=*/true, temporary);
-  std::error_code ec;
-  std::vector<std::string> dead;
-  for (llvm::sys::fs::directory_iterator it(temporary, ec), end;
-       !ec && it != end; it.increment(ec)) {
-    llvm::StringRef name = llvm::sys::path::filename(it->path());
-    if (!name.consume_front("thdc-jit-"))
-      continue;
-    unsigned long long pid = 0;
-    if (name.consumeInteger(10, pid) || !name.starts_with("-") || pid == 0 ||
-        pid > 0x7fffffff)
-      continue;
-    if (kill(pid_t(pid), 0) != 0 && errno == ESRCH &&
-        checkPrivate(it->path()) && stagingAbandoned(it->path()))
-      dead.push_back(it->path());
-  }
-  for (const std::string &path : dead)
-    llvm::sys::fs::remove_directories(path);
-}
-
-/// Moves a damaged cache entry out of the way and deletes it.
-void discardEntry(const std::string &entry) {
-  llvm::SmallString<256> aside;
-  if (!llvm::sys::fs::createUniqueDirectory(entry + ".discarded", aside)) {
-    llvm::sys::fs::remove(aside);
-    if (!llvm::sys::fs::rename(entry, aside)) {
-      llvm::sys::fs::remove_directories(aside);
-      return;
-    }
-  }
-  llvm::sys::fs::remove_directories(entry);
-}
 } // namespace
 
 Jit::Jit(JitOptions opts) : options(std::move(opts)) {
@@ -323,76 +240,6 @@ Jit::cached(const std::string &pipelineText,
 
 namespace {
 
-/// The bundle a cache entry holds when it is whole and ours; else null,
-/// with why in `unusable` where there is an entry, and `foreign` when the
-/// entry is not ours (not to be deleted).
-std::unique_ptr<Executable> loadCacheEntry(const std::string &entry,
-                                           const LoadOptions &load,
-                                           std::string &unusable,
-                                           bool &foreign) {
-  if (!llvm::sys::fs::exists(joinPath(entry, kManifestFile)))
-    return nullptr;
-  Status owned = checkPrivate(entry);
-  Result<std::unique_ptr<Executable>> cached =
-      owned ? Executable::load(entry, load)
-            : Result<std::unique_ptr<Executable>>(owned);
-  if (!cached) {
-    unusable = "compiled again: " + cached.status().message();
-    foreign = !owned;
-    return nullptr;
-  }
-  return std::move(*cached);
-}
-
-/// A folder that a compile writes its bundle into before it is published.
-struct Staging {
-  llvm::SmallString<256> path;
-  /// Beside the cache entry, so that publishing is one rename; else in the
-  /// temporary folder.
-  bool inCache = false;
-  /// Held while this process uses a temporary staging folder, so that a
-  /// process that cannot see ours (another PID namespace sharing the
-  /// temporary folder) never takes it for a dead one's.
-  std::optional<FileLock> lock;
-};
-
-/// A fresh staging folder for cache entry `entry`: beside it when
-/// `inCache`, else in the temporary folder.
-std::error_code makeStaging(const std::string &entry, bool inCache,
-                            Staging &staging) {
-  staging.inCache = inCache;
-  if (inCache)
-    return llvm::sys::fs::createUniqueDirectory(entry + ".staging",
-                                                staging.path);
-  std::error_code ec = llvm::sys::fs::createUniqueDirectory(
-      temporaryStagingPrefix() + "staging", staging.path);
-  if (!ec)
-    if (Result<FileLock> held = FileLock::acquire(
-            joinPath(std::string(staging.path), kStagingLockFile), 0))
-      staging.lock.emplace(std::move(*held));
-  return ec;
-}
-
-Status cannotCreateStaging(std::error_code ec) {
-  return Status::error("cannot create a folder for the JIT: " + ec.message());
-}
-
-/// Phase 1, stage: a staging folder for cache entry `entry` of cache folder
-/// `dir`, beside the entry when `useDisk`; where the cache cannot be
-/// written, in the temporary folder with why in `cacheNote`.
-Result<Staging> stage(const std::string &dir, const std::string &entry,
-                      bool useDisk, std::string &cacheNote) {
-  Staging staging;
-  std::error_code ec = makeStaging(entry, useDisk, staging);
-  if (ec && useDisk) {
-    cacheNote = "cannot write into the cache " + dir + ": " + ec.message();
-    ec = makeStaging(entry, false, staging);
-  }
-  if (ec)
-    return cannotCreateStaging(ec);
-  return std::move(staging);
-}
-
 /// What one compile turns into a bundle.
 struct CompileRequest {
   const std::string &pipelineText;
@@ -484,8 +331,8 @@ Status compileStaged(const CompileRequest &request, const std::string &dir,
   if (!compiled && staging.inCache) {
     llvm::sys::fs::remove_directories(staging.path);
     std::string firstAttempt = diagnostics;
-    if (std::error_code ec = makeStaging(entry, false, staging))
-      return cannotCreateStaging(ec);
+    if (Status restaged = stageOutsideCache(entry, staging); !restaged)
+      return restaged;
     compiled =
         compileBundle(request, std::string(staging.path), written, diagnostics);
     if (compiled)
@@ -497,65 +344,6 @@ Status compileStaged(const CompileRequest &request, const std::string &dir,
                          (diagnostics.empty() ? "" : ":\n" + diagnostics));
   }
   return Status();
-}
-
-/// Phase 3, publish: the bundle compiled into `staging` (manifest
-/// `written`) loaded with `load` and, when it was staged in the cache,
-/// renamed into place as `entry` of cache folder `dir` (replacing an entry
-/// there when `replace`); `published` says whether it was. A bundle staged
-/// outside the cache, or one that could not be published (why in
-/// `cacheNote`), is removed once loaded.
-Result<std::unique_ptr<Executable>>
-publish(Staging &staging, const runtime::Manifest &written,
-        const std::string &dir, const std::string &entry,
-        const LoadOptions &load, bool replace, bool &published,
-        std::string &cacheNote) {
-  std::string bundle(staging.path);
-  bool inCache = staging.inCache;
-  std::optional<Result<std::unique_ptr<Executable>>> loaded;
-  if (inCache && load.backend == Backend::Cuda && written.cubinFile.empty()) {
-    // Loaded before it is published: the cubin the driver compiles from the
-    // PTX joins the entry, so that a hit loads it without reading or
-    // compiling the PTX. No reader sees the staging folder until the rename.
-    // (The PTX the load read stays in memory for other devices' loads.)
-    LoadOptions first = load;
-    first.keepDriverCubin = true;
-    loaded = Executable::load(bundle, first);
-    if (!*loaded) {
-      llvm::sys::fs::remove_directories(staging.path);
-      return loaded->status();
-    }
-    const Executable &executable = ***loaded;
-    // A cubin for the chip the entry was compiled for (JitOptions::gpu.chip
-    // may name another than the device's).
-    if (!executable.driverCubin().empty() &&
-        executable.manifest().cubinFile.empty() &&
-        executable.loadInfo().chip == executable.manifest().chip)
-      if (Status added = addCubinToBundle(bundle, executable.manifest(),
-                                          executable.driverCubin());
-          !added) {
-        cacheNote =
-            "cannot write into the cache " + dir + ": " + added.message();
-        inCache = false;
-      }
-  }
-  if (inCache) {
-    if (replace && llvm::sys::fs::exists(entry) && checkPrivate(entry))
-      discardEntry(entry);
-    if (std::error_code ec = llvm::sys::fs::rename(staging.path, entry)) {
-      cacheNote = "cannot publish " + entry + ": " + ec.message();
-      inCache = false;
-    } else {
-      bundle = entry;
-    }
-  }
-  if (!loaded)
-    loaded = Executable::load(bundle, load);
-  if (!inCache)
-    // Loaded (the host code is mapped): the private copy can go.
-    llvm::sys::fs::remove_directories(bundle);
-  published = inCache;
-  return std::move(*loaded);
 }
 
 } // namespace

@@ -2,7 +2,7 @@
 offsets that the reference accepts, entries up to int32 max included, its
 outputs are S15's (thdc.reference.linear_chunks); on offsets that
 thd.validate refuses, which the reference refuses too, they are what the
-op documents (dialect/THDOps.td): a decreasing entry gives its sequence no
+op documents (dialect/THDAttentionOps.td): a decreasing entry gives its sequence no
 chunk, only the first NT chunks are listed, chunk_offsets and chunk_count
 count the listed chunks (the running sums capped at NT), and every entry
 stays in bounds (entry 0 is read as 0, as in every cumulative-offset
