@@ -20,7 +20,6 @@ The microbatches are made by `cases()` (make_megatron_dev_golden's
 `microbatch`, another seed), which the test shares: the file holds dev's
 outputs and the seed, not the inputs twice.
 """
-import json
 import os
 import sys
 import warnings
@@ -88,14 +87,9 @@ def main():
     results = [dict(case=case, layout=layout, dev=megatron_dev.flatten(run_dev(module, layout,
                                                                                batch)))
                for case, layout, batch in cases()]
-    errors = sum("error" in r["dev"] for r in results)
-    with open(OUT, "w") as f:
-        json.dump(dict(source=f"megatron-core dev {megatron_dev.DEV_COMMIT}, "
-                              "get_batch_on_this_rank_for_sequence_packing, eager and unpadded "
-                              "(no pad_packed_seq_alignment), run by "
-                              "test/python/make_megatron_dev_exact_golden.py",
-                       seed=SEED, C=C, N=N, cases=results), f, separators=(",", ":"))
-    print(f"{len(results)} cases, {errors} refused by dev -> {OUT}")
+    megatron_dev.write_golden(OUT, "eager and unpadded (no pad_packed_seq_alignment)",
+                              "test/python/make_megatron_dev_exact_golden.py", SEED, C, N,
+                              results)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ itself where it is.
 The microbatches are made by `cases()`, which the test shares: the file
 holds dev's outputs and the seed, not the inputs twice.
 """
-import json
 import os
 import sys
 import warnings
@@ -107,13 +106,8 @@ def main():
                                    cp_rank=layout["cp_rank"], pp=layout["pp"],
                                    pp_rank=layout["pp_rank"], form=layout["form"])
         results.append(dict(case=case, layout=layout, dev=megatron_dev.flatten(result)))
-    errors = sum("error" in r["dev"] for r in results)
-    with open(OUT, "w") as f:
-        json.dump(dict(source=f"megatron-core dev {megatron_dev.DEV_COMMIT}, "
-                              "get_batch_on_this_rank_for_sequence_packing, graph mode, "
-                              "run by test/python/make_megatron_dev_golden.py",
-                       seed=SEED, C=C, N=N, cases=results), f, separators=(",", ":"))
-    print(f"{len(results)} cases, {errors} refused by dev -> {OUT}")
+    megatron_dev.write_golden(OUT, "graph mode", "test/python/make_megatron_dev_golden.py",
+                              SEED, C, N, results)
 
 
 if __name__ == "__main__":

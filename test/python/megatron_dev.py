@@ -217,3 +217,39 @@ def flatten(result):
     params = result[TUPLE.index("packed_seq_params")]
     out["packed_seq_params"] = {f: value(getattr(params, f, None)) for f in PARAMS}
     return out
+
+
+# The data keys of the 7-tuple, in its order.
+DATA = ("tokens", "labels", "loss_mask", "position_ids")
+
+
+def differences(got: dict, dev: dict, *, layout_field: bool = True) -> list:
+    """What of a flattened 7-tuple `got` (thdc's) differs from dev's, in
+    words: each data key, attention_mask, padding_mask, and each
+    PackedSeqParams field dev gives (cp_partition_mode only where the
+    installed class has it: layout_field)."""
+    bad = [f"{name}: thdc {got[name]} != dev {dev[name]}"
+           for name in DATA + ("attention_mask", "padding_mask") if got[name] != dev[name]]
+    for field, value in dev["packed_seq_params"].items():
+        if field == "cp_partition_mode" and not layout_field:
+            continue
+        mine = got["packed_seq_params"][field]
+        if mine != value:
+            bad.append(f"packed_seq_params.{field}: thdc {mine} != dev {value}")
+    return bad
+
+
+def write_golden(path: str, what: str, generator: str, seed: int, C: int, N: int,
+                 results: list) -> None:
+    """A golden file of dev's outputs (`results`, each with its case, layout
+    and dev's flattened outputs or error) for `what` (the path dev took),
+    written by `generator`; says how many cases dev refused."""
+    import json
+
+    with open(path, "w") as f:
+        json.dump(dict(source=f"megatron-core dev {DEV_COMMIT}, "
+                              f"get_batch_on_this_rank_for_sequence_packing, {what}, "
+                              f"run by {generator}",
+                       seed=seed, C=C, N=N, cases=results), f, separators=(",", ":"))
+    errors = sum("error" in r["dev"] for r in results)
+    print(f"{len(results)} cases, {errors} refused by dev -> {path}")

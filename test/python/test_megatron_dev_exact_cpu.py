@@ -84,7 +84,6 @@ GOLDEN = json.load(open(golden.OUT))
 CLASS_HAS_LAYOUT = "cp_partition_mode" in thdc.megatron.packed_seq_params_fields()
 CASES = golden.cases()
 C, N = golden.C, golden.N
-DATA = ("tokens", "labels", "loss_mask", "position_ids")
 T_INDEX = {name: i for i, name in enumerate(megatron_dev.TUPLE)}
 
 
@@ -140,15 +139,8 @@ def same_as_dev(dev, result, status):
     if status is None:
         return [f"dev trains it but thdc raises {result}"]
     bad = [] if status == 0 else [f"status {status} ({thdc.describe_status(status)})"]
-    got = megatron_dev.flatten(result)
-    bad += [f"{name}: thdc {got[name]} != dev {dev[name]}"
-            for name in DATA + ("attention_mask", "padding_mask") if got[name] != dev[name]]
-    for field, value in dev["packed_seq_params"].items():
-        if field == "cp_partition_mode" and not CLASS_HAS_LAYOUT:
-            continue
-        mine = got["packed_seq_params"][field]
-        if mine != value:
-            bad.append(f"packed_seq_params.{field}: thdc {mine} != dev {value}")
+    bad += megatron_dev.differences(megatron_dev.flatten(result), dev,
+                                    layout_field=CLASS_HAS_LAYOUT)
     bad += seq_idx_problems(result)
     return bad
 
@@ -185,7 +177,7 @@ def all_padding(layout, result, status, *, emptied):
     got = megatron_dev.flatten(result)
     if got["padding_mask"] != [True] * (total // cp):
         bad.append(f"padding_mask {got['padding_mask']}: not {total // cp} padding rows")
-    for name in DATA:
+    for name in megatron_dev.DATA:
         if got[name] is not None and len(got[name]) != total // cp:
             bad.append(f"{name} has {len(got[name])} rows, not {total // cp}")
     if got["loss_mask"] is not None and any(got["loss_mask"]):
