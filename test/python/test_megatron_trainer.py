@@ -382,6 +382,16 @@ def test_whole_iteration_graphs_take_megatrons_wrappers_place(cache_dir, monkeyp
             assert torch.equal(got["padded"], params.cu_seqlens_q_padded)
     assert wrapper.graphs.stats["eager"] == 5 and len(wrapper.graphs.step.slots) == 6
     assert rungs_seen == {0, 1, 2}
+    # Another instance (training.py makes one for every evaluation) keeps the
+    # graphs of each kind: training's are these; evaluation gets its own.
+    again = type(wrapper)(_schedule, cuda_graph_warmup_steps=1000)
+    batches = [with_figures(mb) for mb in microbatches(2, 2)]
+    again(forward_step_func=_users_forward_step, data_iterator=iter(batches), model=[None],
+          num_microbatches=2, seq_length=C, micro_batch_size=1, forward_only=False)
+    assert again.graphs is wrapper.graphs and wrapper.graphs.stats["eager"] == 6
+    again(forward_step_func=_users_forward_step, data_iterator=iter(batches), model=[None],
+          num_microbatches=2, seq_length=C, micro_batch_size=1, forward_only=True)
+    assert again.graphs is not wrapper.graphs and again.graphs.stats["eager"] == 1
     assert type(wrapper).cuda_graph == {"training": None, "validation": None}
     with pytest.raises(TypeError, match="keyword arguments only"):
         wrapper(None)

@@ -185,7 +185,9 @@ def iteration_graphs_wrapper(packing, listeners: List[Callable[[int], None]],
     at the first call, from the model's config as `packing`
     (SEQUENCE_PACKING, configured with the ladder) makes its steps, with a
     slot for every sample of the rank's share of the global batch (a
-    microbatch holds one at least). Eager iterations come first
+    microbatch holds one at least), one step and one set of graphs for
+    training and one for evaluation, shared by every instance. Eager
+    iterations come first
     (cuda_graph_warmup_steps per rung, as dev's warm-up), then each shape is
     captured when first met; the result of a replay is the graph's static
     output, overwritten by its next replay, as with dev's wrapper. With
@@ -203,11 +205,16 @@ def iteration_graphs_wrapper(packing, listeners: List[Callable[[int], None]],
         # are the instances' own (`graphs`), so it stays None.
         cuda_graph = {"training": None, "validation": None}
 
+        # The graphs of each kind, kept by the class as dev keeps its one
+        # graph of each (full_cuda_graph.py:148-150): training.py makes a
+        # wrapper for every evaluation (:4760), which must not capture anew.
+        graphs_by_kind: dict = {}
+
         def __init__(self, forward_backward_func, cuda_graph_warmup_steps=1,
                      use_single_mempool=False):
             self.forward_backward_func = forward_backward_func
             self.warmup = max(int(cuda_graph_warmup_steps), 1)
-            self.graphs: Optional[IterationGraphs] = None
+            self.graphs: Optional[IterationGraphs] = None  # the last call's
 
         def _make_graphs(self, model) -> IterationGraphs:
             from .sequence_packing import step_options
@@ -221,12 +228,14 @@ def iteration_graphs_wrapper(packing, listeners: List[Callable[[int], None]],
         def __call__(self, *args, **kwargs):
             if args:
                 raise TypeError("forward_backward_func takes keyword arguments only")
-            if self.graphs is None:
-                self.graphs = self._make_graphs(kwargs["model"])
+            kind = "validation" if kwargs.get("forward_only") else "training"
+            graphs = self.graphs_by_kind.get(kind)
+            if graphs is None:
+                graphs = self.graphs_by_kind[kind] = self._make_graphs(kwargs["model"])
                 if report:
-                    _report_at_exit(self.graphs,
-                                    "validation" if kwargs.get("forward_only") else "training")
-            step = self.graphs.step
+                    _report_at_exit(graphs, kind)
+            self.graphs = graphs
+            step = graphs.step
             iterator = kwargs["data_iterator"]
             if isinstance(iterator, list):
                 if len(iterator) != 1:
@@ -247,7 +256,7 @@ def iteration_graphs_wrapper(packing, listeners: List[Callable[[int], None]],
                 for listener in listeners:
                     listener(rung)
                 items.append((batch, rung))
-            return self.graphs(**{**kwargs, "data_iterator": items})
+            return graphs(**{**kwargs, "data_iterator": items})
 
     return FullIterationGraphs
 
