@@ -262,6 +262,22 @@ def _variant(slot, size, where: str):
         raise type(error)(f"{where}: {error}") from None
 
 
+def plan_rung(step: GraphStep, figures) -> tuple:
+    """(rung, fits) of a microbatch from its plan figures (rows, sequences,
+    longest; loader.plan_figures), on the host: the smallest rung that holds
+    it by the planner's rule (thdc.planner.rung_index), else the top one,
+    where `fits` says whether the step still holds it (N sequences that fill
+    every row, its own limit) or empties it. No figures: the top rung."""
+    top = len(step.capacities) - 1
+    if figures is None:
+        return top, True
+    try:
+        return step.rung_index(figures[0], figures[1]), True
+    except ValueError:
+        B, N = step.config.rungs[-1]
+        return top, _holds(figures[0], figures[1], B * step.cp, N)
+
+
 class SequencePackingBatches:
     """The state behind get_batch_on_this_rank_for_sequence_packing: one
     GraphStep per (stage, virtual stage, groups, options), each with a ring
@@ -404,7 +420,7 @@ class SequencePackingBatches:
                 slot = _variant(slot, given.pop("local_cp_size"), "the batch")
             slot.load_inputs(**given)
             if self._by_plan:
-                view, out, params = self._run_by_plan(step, slot, batch)
+                out, params = self._run_by_plan(step, slot, batch)
                 self.last = slot
                 return megatron_batch(out, params)
             slot.run()
@@ -439,7 +455,7 @@ class SequencePackingBatches:
 
     def _run_by_plan(self, step, slot, batch):
         """The rung (or exact rows) the plan's figures choose, run; tells
-        rung_listeners. (view, batch, PackedSeqParams)."""
+        rung_listeners. (batch, PackedSeqParams)."""
         figures = plan_figures(batch)
         if figures is None and self.exact:
             raise ValueError(
@@ -447,17 +463,7 @@ class SequencePackingBatches:
                 "and longest sequence, loader.PLAN_KEYS), which the batch dict lacks: run "
                 "the training script through thdc.megatron.run, which has megatron-core's "
                 "scheduler leave them")
-        rung, fits = len(step.capacities) - 1, True
-        if figures is not None:
-            try:
-                rung = step.rung_index(figures[0], figures[1])
-            except ValueError:
-                # Past every rung by the planner's rule (N-1 sequences and
-                # the dummy): at the top rung the step still holds N
-                # sequences that fill every row (its own limit); beyond
-                # that it empties the microbatch there.
-                top = step.config.rungs[-1]
-                fits = _holds(figures[0], figures[1], top[0] * step.cp, top[1])
+        rung, fits = plan_rung(step, figures)
         view = slot.rung(rung)
         out, params = view.run()
         if self.exact:
@@ -465,7 +471,7 @@ class SequencePackingBatches:
             out, params = view.exact_rows(rows, sequences, max(longest, 1))
         for listener in self.rung_listeners:
             listener(rung)
-        return view, out, params
+        return out, params
 
     def make_step(self, options, stage, tp, tp_rank, cp, cp_rank, slots):
         """The GraphStep of these options (step_options'), stage, ranks and

@@ -195,6 +195,7 @@ def iteration_graphs_wrapper(packing, listeners: List[Callable[[int], None]],
     GPU's layout (thdc.megatron.run refuses the others)."""
     from .iteration import IterationGraphs
     from .loader import plan_figures
+    from .sequence_packing import plan_rung
 
     class FullIterationGraphs:
         """thdc's whole-iteration graphs in megatron-core's FullCudaGraphWrapper's
@@ -242,17 +243,10 @@ def iteration_graphs_wrapper(packing, listeners: List[Callable[[int], None]],
                     raise ValueError(f"thdc's whole-iteration graphs take one model chunk's "
                                      f"iterator; got {len(iterator)}")
                 iterator = iterator[0]
-            top = len(step.capacities) - 1
             items = []
             for _ in range(kwargs["num_microbatches"]):
                 batch = next(iterator)
-                figures = plan_figures(batch)
-                rung = top
-                if figures is not None:
-                    try:
-                        rung = step.rung_index(figures[0], figures[1])
-                    except ValueError:  # beyond the top rung: emptied there
-                        pass
+                rung, _ = plan_rung(step, plan_figures(batch))  # emptied there if it won't fit
                 for listener in listeners:
                     listener(rung)
                 items.append((batch, rung))
