@@ -150,18 +150,23 @@ if [ "${THDC_WHEEL_PYTEST:-0}" = 1 ]; then
   start=$(date +%s)
   # torch pinned to the version installed above: nothing downloads it again.
   # sentencepiece: bench/text_corpus.py's tokenizer (test_text_corpus.py);
-  # mypy and pyright (with its Node.js): the type checks of test_typing.py.
+  # mypy and pyright (with its Node.js): the type checks of test_typing.py;
+  # pytest-xdist: the files run in parallel, a file to a process (as
+  # ctest runs them).
   "$venv/python" -m pip install --quiet --disable-pip-version-check matplotlib sentencepiece \
-    mypy "pyright[nodejs]" \
+    mypy "pyright[nodejs]" pytest-xdist \
     "torch==$torch_version" "${THDC_MEGATRON_CORE:-megatron-core==0.19.2}"
   echo "installed in $(($(date +%s) - start)) s: $("$venv/python" -c 'import torch, megatron.core as m; print("torch", torch.__version__, "megatron-core", m.__version__)')"
   # No build tree: the tests that run the commands find the installed ones,
-  # on the environment's PATH. The training example's tests run once, on
-  # the build tree (scripts/test.sh's ctest): they test the example, whose
-  # minute of CPU training the package does not change. The documentation's
+  # on the environment's PATH. A file that says "# thdc-test:
+  # build-tree-only" (the training example's) runs once, on the build tree
+  # (scripts/test.sh's ctest). The documentation's
   # blocks ran just above, in the environment they document.
+  ignore=(--ignore="$root/test/python/test_docs.py")
+  for file in $(grep -l -E "^# thdc-test: build-tree-only" "$root"/test/python/test_*.py); do
+    ignore+=(--ignore="$file")
+  done
   env -u PYTHONPATH THDC_BIN_DIR="$work/no-build-tree" PATH="$venv:$PATH" \
-    "$venv/python" -m pytest -q -p no:cacheprovider -rs "$root/test/python" \
-    --ignore="$root/test/python/test_train_example.py" \
-    --ignore="$root/test/python/test_docs.py"
+    "$venv/python" -m pytest -q -p no:cacheprovider -rs -n "$(nproc)" --dist loadfile \
+    "$root/test/python" "${ignore[@]}"
 fi

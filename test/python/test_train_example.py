@@ -3,6 +3,8 @@ mode and, where thdc has its JIT, with thdc's step (the pipeline's host code
 behind GraphStep's methods); both must learn and agree. The per-layer graph
 mode's plumbing runs too, with make_graphed_callables replaced by a CPU
 stand-in that checks what the real one needs of its arguments."""
+# thdc-test: build-tree-only (the example's minute of CPU training, which the
+# installed package does not change: scripts/test-wheel.sh leaves it out)
 import importlib.util
 import json
 import math
