@@ -1,11 +1,11 @@
-"""examples/megatron on the CPU: what runs without TransformerEngine or a GPU.
+"""bench/megatron_gpt.py, the six-mode comparison of megatron-core's GPTModel,
+on the CPU: what runs without TransformerEngine or a GPU.
 The batch dicts megatron-core's packing loader yields (shapes, dtypes, every
 real token once), the mode registry, the command line, the end table, and,
 where thdc has its JIT, the dicts through GraphStep's host code (compact
 convention, exact rows, a ladder's rungs). The training itself needs
 megatron-core, TransformerEngine and a GPU: those tests skip naming what is
 missing."""
-import importlib.util
 import os
 import sys
 
@@ -15,23 +15,17 @@ import pytest
 import thdc
 from conftest import SOURCE_DIR
 
-EXAMPLE_DIR = os.path.join(SOURCE_DIR, "examples", "megatron")
-
-
-def load(name):
-    if EXAMPLE_DIR not in sys.path:
-        sys.path.insert(0, EXAMPLE_DIR)
-    spec = importlib.util.spec_from_file_location(f"megatron_example_{name}",
-                                                  os.path.join(EXAMPLE_DIR, f"{name}.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+BENCH_DIR = os.path.join(SOURCE_DIR, "bench")
+if BENCH_DIR not in sys.path:  # the scripts import their neighbours by name
+    sys.path.insert(0, BENCH_DIR)
+import megatron_gpt  # noqa: E402  (nothing of megatron-core at module level)
+import megatron_gpt_batches  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def batches():
     pytest.importorskip("torch", minversion="2.10")  # thdc.megatron needs it
-    return load("batches")
+    return megatron_gpt_batches
 
 
 def tiny_args(batches, *extra):
@@ -58,29 +52,27 @@ def test_presets_sizes(batches):
 
 
 def test_mode_registry(batches):
-    train = load("train")  # imports nothing of megatron-core at module level
     assert list(batches.MODES) == ["megatron-eager", "megatron-graphs", "thdc-graphs",
                                    "thdc-ladder", "thdc-exact", "thdc-full-iteration"]
-    assert set(train.RUNNERS) == set(batches.MODES)
+    assert set(megatron_gpt.RUNNERS) == set(batches.MODES)
     for name, mode in batches.MODES.items():
         assert mode.name == name and mode.padded in ("T", "C", "rung")
         assert mode.thdc == name.startswith("thdc")
-        assert bool(train.RUNNERS[name].graphs) == (mode.graphs != "none")
-    runner = train.RUNNERS["thdc-full-iteration"]
+        assert bool(megatron_gpt.RUNNERS[name].graphs) == (mode.graphs != "none")
+    runner = megatron_gpt.RUNNERS["thdc-full-iteration"]
     assert runner.graphs == "full_iteration" and runner.device == "pinned"
     figures = {"ms_per_iter": 10.0, "tokens_per_s": 1e6, "syncs_per_iter": 0.0,
                "max_memory_bytes": 2**30, "padded_rows_per_iter": 12, "capture_s": None,
                "tokens_trained_once": True, "first_losses": [10.4, 10.3]}
-    text = train.table({"thdc-exact": figures})
+    text = megatron_gpt.table({"thdc-exact": figures})
     assert "thdc-exact" in text and "10.4000" in text
 
 
 def test_device_timeline():
     """Busy is the union of overlapping kernels, the span first start to
     last end, each wait named by the kernels around it."""
-    train = load("train")
-    assert train.device_timeline([]) == (0.0, 0.0, [])
-    busy, span, gaps = train.device_timeline(
+    assert megatron_gpt.device_timeline([]) == (0.0, 0.0, [])
+    busy, span, gaps = megatron_gpt.device_timeline(
         [(10, 20, "b"), (0, 5, "a"), (12, 25, "c"), (25, 26, "d"), (30, 31, "e")])
     assert (busy, span) == (5 + 15 + 1 + 1, 31)
     assert gaps == [(5, "a", "b"), (4, "d", "e")]
@@ -92,13 +84,12 @@ def test_count_syncs_names_each_site(monkeypatch):
     import contextlib
     import warnings
 
-    train = load("train")
-    monkeypatch.setattr(train, "sync_debug", lambda mode: contextlib.nullcontext())
+    monkeypatch.setattr(megatron_gpt, "sync_debug", lambda mode: contextlib.nullcontext())
 
     def synchronising_call():
         warnings.warn("called a synchronizing CUDA operation\nmore", UserWarning)
 
-    with train.count_syncs(True) as counted:
+    with megatron_gpt.count_syncs(True) as counted:
         synchronising_call()
         warnings.warn("something else", UserWarning)
         synchronising_call()
@@ -106,7 +97,7 @@ def test_count_syncs_names_each_site(monkeypatch):
     line = synchronising_call.__code__.co_firstlineno + 1
     assert counted[1][0] == f"{__file__}:{line}: called a synchronizing CUDA operation"
     with pytest.warns(UserWarning, match="synchronizing"):  # left to the caller
-        with train.count_syncs(False) as counted:
+        with megatron_gpt.count_syncs(False) as counted:
             synchronising_call()
     assert counted == [None, []]
 
@@ -248,8 +239,8 @@ def test_iteration_shapes_hold_every_iteration_of_the_run(batches, thdc_megatron
 
 
 def test_print_bundles(batches, capsys):
-    train = load("train")
-    assert train.main(["--preset", "tiny", "--C", "256", "--N", "16", "--print-bundles"]) is None
+    assert megatron_gpt.main(["--preset", "tiny", "--C", "256", "--N", "16",
+                              "--print-bundles"]) is None
     lines = capsys.readouterr().out.splitlines()
     assert "256,1,16" in lines
 
@@ -300,16 +291,16 @@ def test_batch_dicts_load_into_graph_step(batches, thdc_megatron):
 
 
 def test_megatron_core_setup_imports(batches):
-    """Where megatron-core is importable: the symbols the example calls exist
+    """Where megatron-core is importable: the symbols the benchmark calls exist
     (nothing runs: the model needs TransformerEngine and a GPU)."""
     pytest.importorskip("megatron.core", reason="megatron-core is not installed")
     schedule = pytest.importorskip(
         "megatron.core.datasets.data_schedule",
         reason="the installed megatron-core has no datasets.data_schedule (a release before "
-               "the packing path; the example needs dev)")
+               "the packing path; the benchmark needs dev)")
     if not hasattr(schedule, "get_batch_on_this_rank_for_sequence_packing"):
         pytest.skip("the installed megatron-core has no "
-                    "get_batch_on_this_rank_for_sequence_packing (the example needs dev)")
+                    "get_batch_on_this_rank_for_sequence_packing (the benchmark needs dev)")
     from megatron.core.pipeline_parallel import get_forward_backward_func  # noqa: F401
     from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer  # noqa: F401
     from megatron.core.distributed import DistributedDataParallelConfig  # noqa: F401
