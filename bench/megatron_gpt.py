@@ -22,7 +22,8 @@ batches:
                    optimizer step in megatron-core's optimizer graph
 
 megatron_gpt.md says how to run it and what each figure is; the figures are
-in results/megatron-gpt/RESULTS.md.
+in results/megatron-gpt/RESULTS.md. examples/megatron is the short path:
+one mode, in the shape of Megatron-LM's examples/run_simple_mcore_train_loop.py.
 """
 import collections
 import contextlib

@@ -123,7 +123,8 @@ def test_docs_cite_the_topic_results():
     run), never a dated folder that is gone."""
     stale = []
     cited = re.compile(r"bench/results/[A-Za-z0-9._/-]+")
-    for folder in ("", "docs", "examples", os.path.join("examples", "train"), "bench"):
+    for folder in ("", "docs", "examples", os.path.join("examples", "train"),
+                   os.path.join("examples", "megatron"), "bench"):
         base = os.path.join(SOURCE_DIR, folder)
         for name in sorted(os.listdir(base)):
             if not name.endswith(".md"):
