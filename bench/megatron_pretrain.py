@@ -49,7 +49,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import megatron_log  # noqa: E402
 import timing  # noqa: E402
 
-# hidden, layers, heads (GPT-3's table; examples/megatron/batches.py's presets).
+# hidden, layers, heads (GPT-3's table; megatron_gpt_batches.py's presets).
 SIZES = {
     "tiny": (256, 2, 4),  # a smoke test of the modes (test_megatron_run_gpu.py)
     "125m": (768, 12, 12),

@@ -28,10 +28,11 @@ The rules of the benchmark notes that this module carries:
   `append_record` write them into every JSON line.
 
 Host time is Python's `time.perf_counter` (monotonic, the highest
-resolution the host has); device time is a pair of CUDA events recorded on a
-stream. PyTorch is imported only when device time, a synchronisation or the
-device's name is asked for, so host timing works without it (and is tested on
-a machine without a GPU)."""
+resolution the host has), CPU time the process's `time.process_time`;
+device time is a pair of CUDA events recorded on a stream. PyTorch is
+imported only when device time, a synchronisation or the device's name is
+asked for, so host timing works without it (and is tested on a machine
+without a GPU)."""
 from __future__ import annotations
 
 import contextlib
@@ -65,21 +66,27 @@ def synchronize() -> None:
 
 class HostWindow:
     """The wall time of the code inside `with`, on the host's performance
-    counter. `seconds` is set when the block ends (or by `stop()`, which ends
-    the window early: code after it is not counted)."""
+    counter, and the process's CPU time over the same span (every thread's:
+    a wall time well above it is time spent waiting). `seconds` and
+    `cpu_seconds` are set when the block ends (or by `stop()`, which ends the
+    window early: code after it is not counted)."""
 
     def __init__(self) -> None:
         self.seconds: Optional[float] = None
+        self.cpu_seconds: Optional[float] = None
         self._start = 0.0
+        self._cpu_start = 0.0
 
     def __enter__(self) -> "HostWindow":
-        self.seconds = None
+        self.seconds = self.cpu_seconds = None
+        self._cpu_start = time.process_time()
         self._start = time.perf_counter()
         return self
 
     def stop(self) -> float:
         if self.seconds is None:
             self.seconds = time.perf_counter() - self._start
+            self.cpu_seconds = time.process_time() - self._cpu_start
         return self.seconds
 
     def __exit__(self, *exc) -> None:

@@ -54,6 +54,20 @@ def test_stop_closes_the_window_early(clock):
     assert window.seconds == 0.5
 
 
+def test_a_host_window_keeps_the_cpu_time_beside_the_wall_time(clock, monkeypatch):
+    """The process's CPU time over the same span: a wait counts in the wall
+    time only; stop() closes both."""
+    cpu = Clock()
+    monkeypatch.setattr(timing.time, "process_time", cpu)
+    with timing.host_window() as window:
+        clock.tick(1.0)
+        cpu.tick(0.25)  # a quarter of the second computing, the rest waiting
+        window.stop()
+        clock.tick(2.0)
+        cpu.tick(2.0)
+    assert (window.seconds, window.cpu_seconds) == (1.0, 0.25)
+
+
 def test_host_time_leaves_warm_up_out_and_places_the_sync(clock):
     calls, syncs = [], []
 

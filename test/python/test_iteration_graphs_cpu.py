@@ -4,7 +4,7 @@ each iteration's microbatches into the step's slots, the shape policy
 refused call. The CUDA graph is a stand-in here (a capture runs the
 schedule once, a replay runs it again on the same static slots and copies
 its results into the captured ones: what a graph's replay does to its
-static outputs); the real capture runs on the GPU (examples/megatron's
+static outputs); the real capture runs on the GPU (bench/megatron_gpt.py's
 thdc-full-iteration)."""
 import numpy as np
 import pytest

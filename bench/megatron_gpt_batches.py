@@ -1,7 +1,7 @@
-"""What runs without TransformerEngine or a GPU: the presets, the mode
-registry, the command line and the batch dicts megatron-core's packing loader
-yields, built from examples/train's synthetic stream and planner (imported
-from there, not copied).
+"""bench/megatron_gpt.py's part that runs without TransformerEngine or a GPU:
+the presets, the mode registry, the command line and the batch dicts
+megatron-core's packing loader yields, built from examples/train's synthetic
+stream and planner (imported from there, not copied).
 
 A batch dict is what `get_batch_on_this_rank_for_sequence_packing`
 (megatron/core/datasets/data_schedule.py:564 on dev d48bd6be0a) reads from
@@ -23,7 +23,7 @@ from typing import Optional, Tuple
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TRAIN_DIR = os.path.join(HERE, "..", "train")
+TRAIN_DIR = os.path.join(HERE, "..", "examples", "train")
 if TRAIN_DIR not in sys.path:
     sys.path.insert(0, TRAIN_DIR)
 import data  # noqa: E402  examples/train/data.py: the stream and the planner
@@ -66,7 +66,7 @@ class Mode:
     per rung), "iteration" (the whole forward and backward of an iteration,
     one graph per iteration shape). `padded`: rows the model runs over: "T"
     (the microbatch's own), "C", "rung". A new mode is one more entry here
-    and one more runner in train.py's RUNNERS."""
+    and one more runner in megatron_gpt.py's RUNNERS."""
 
     name: str
     batches: str

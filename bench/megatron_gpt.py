@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Trains megatron-core's own GPTModel (TransformerEngine layers, bf16) on
-packed variable-length documents five ways, side by side in one process,
-from the same initial weights on the same global batches:
+"""How fast does megatron-core's own GPTModel (TransformerEngine layers,
+bf16) train on packed variable-length documents in each of six modes, side by
+side in one process, from the same initial weights on the same global
+batches:
 
   megatron-eager   dev's get_batch_on_this_rank_for_sequence_packing
                    (data_schedule.py:564) without graph padding, no graphs
@@ -20,7 +21,9 @@ from the same initial weights on the same global batches:
                    into its own slot of a GraphStep with a ladder; the
                    optimizer step in megatron-core's optimizer graph
 
-README.md says how to run it and what each figure is.
+megatron_gpt.md says how to run it and what each figure is; the figures are
+in results/megatron-gpt/RESULTS.md. examples/megatron is the short path:
+one mode, in the shape of Megatron-LM's examples/run_simple_mcore_train_loop.py.
 """
 import collections
 import contextlib
@@ -31,13 +34,13 @@ import math
 import os
 import statistics
 import sys
-import time
 import warnings
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
-import batches  # noqa: E402
+import megatron_gpt_batches as batches  # noqa: E402
+import timing  # noqa: E402
 
 
 # ---------------------------------------------------------------- the loss
@@ -47,7 +50,7 @@ def loss_func(loss_mask, output_tensor):
     GPTModel returns ([1, T] under THD packing: one packed row), the
     microbatch's loss tokens, and the report [loss, tokens]. With
     calculate_per_token_loss the schedule keeps the sum and the gradients are
-    divided by the global batch's tokens (gpt.py)."""
+    divided by the global batch's tokens (megatron_gpt_model.py)."""
     import torch
 
     losses = output_tensor.view(-1).float()
@@ -109,7 +112,7 @@ class Runner:
         optimizer.step()
 
     def config(self):
-        from gpt import transformer_config
+        from megatron_gpt_model import transformer_config
         return transformer_config(self.ctx.preset, self.ctx.args.C, self.ctx.args.N, self.graphs)
 
     def get_batch(self, data_iterator, config):
@@ -166,9 +169,9 @@ class MegatronGraphsRunner(MegatronRunner, LayerGraphs):
     graphs = True
 
     def capture(self, ddp, optimizer, config):
-        start = time.perf_counter()
-        self.helper = LayerGraphs.capture(self, ddp, optimizer, config)
-        self.capture_s = time.perf_counter() - start
+        with timing.host_window() as window:
+            self.helper = LayerGraphs.capture(self, ddp, optimizer, config)
+        self.capture_s = window.seconds
         self.graph_count = 2 * len(self.helper.flattened_callables)
 
     def release(self):
@@ -253,23 +256,23 @@ class ThdcLadderRunner(_StepRunner, LayerGraphs):
     def capture(self, ddp, optimizer, config):
         import torch
 
-        start = time.perf_counter()
         pool = torch.cuda.graph_pool_handle()
         layers = None
         C, N = config.max_seqlen_per_dp_cp_rank, config.thd_max_packed_sequences
-        try:
-            for r in reversed(range(len(self.ladder[0]))):
-                config.max_seqlen_per_dp_cp_rank = int(self.ladder[0][r])
-                config.thd_max_packed_sequences = int(self.ladder[1][r])
-                helper = LayerGraphs.capture(self, ddp, optimizer, config, pool=pool)
-                layers = helper.flattened_callables
-                self.rung_graphs[r] = [layer.cuda_graphs for layer in layers]
-                for layer in layers:  # empty: the next capture must not replay
-                    layer.cuda_graphs = []
-        finally:
-            config.max_seqlen_per_dp_cp_rank, config.thd_max_packed_sequences = C, N
+        with timing.host_window() as window:
+            try:
+                for r in reversed(range(len(self.ladder[0]))):
+                    config.max_seqlen_per_dp_cp_rank = int(self.ladder[0][r])
+                    config.thd_max_packed_sequences = int(self.ladder[1][r])
+                    helper = LayerGraphs.capture(self, ddp, optimizer, config, pool=pool)
+                    layers = helper.flattened_callables
+                    self.rung_graphs[r] = [layer.cuda_graphs for layer in layers]
+                    for layer in layers:  # empty: the next capture must not replay
+                        layer.cuda_graphs = []
+            finally:
+                config.max_seqlen_per_dp_cp_rank, config.thd_max_packed_sequences = C, N
         self.layers = layers
-        self.capture_s = time.perf_counter() - start
+        self.capture_s = window.seconds
         self.graph_count = 2 * len(layers) * len(self.rung_graphs)
 
     def get_batch(self, data_iterator, config):
@@ -367,10 +370,10 @@ class ThdcFullIterationRunner(_StepRunner):
 
     def optimizer_step(self, optimizer):
         before = self._optimizer_captured()
-        start = time.perf_counter()
-        optimizer.step()
+        with timing.host_window() as window:
+            optimizer.step()
         if not before and self._optimizer_captured():
-            self.optimizer_capture_s = time.perf_counter() - start
+            self.optimizer_capture_s = window.seconds
         stats = self.iteration.stats
         self.capture_s = stats["capture_s"] + self.optimizer_capture_s
         self.graph_count = stats["captured"] + (self.optimizer_wrapper is not None
@@ -441,11 +444,11 @@ def profile_iteration(enabled, args, mode):
     from torch.profiler import ProfilerActivity, profile
 
     torch.cuda.synchronize()
-    start = time.perf_counter()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        yield prof
-        torch.cuda.synchronize()
-    wall_us = 1e6 * (time.perf_counter() - start)
+    with timing.host_window() as window:
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            yield prof
+            torch.cuda.synchronize()
+    wall_us = window.micros
     kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
     families, names = {}, {}
     intervals = []
@@ -553,7 +556,7 @@ def train_mode(name, ctx, state):
     import torch
     from megatron.core.pipeline_parallel import get_forward_backward_func
 
-    import gpt as mmodel
+    import megatron_gpt_model as mmodel
 
     args, preset = ctx.args, ctx.preset
     mode = batches.MODES[name]
@@ -561,15 +564,14 @@ def train_mode(name, ctx, state):
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats()
     retries = torch.cuda.memory_stats().get("num_alloc_retries", 0)
-    setup_start = time.perf_counter()
     ctx.mode = mode
-    runner = RUNNERS[name](ctx)
-    config = runner.config()
-    ddp, optimizer = mmodel.build_training(config, preset, args.C, state, args.seed,
-                                           optimizer_graph=runner.optimizer_graph)
-    runner.capture(ddp, optimizer, config)
-    torch.cuda.synchronize()
-    setup_s = time.perf_counter() - setup_start
+    with timing.host_window() as setup:
+        runner = RUNNERS[name](ctx)
+        config = runner.config()
+        ddp, optimizer = mmodel.build_training(config, preset, args.C, state, args.seed,
+                                               optimizer_graph=runner.optimizer_graph)
+        runner.capture(ddp, optimizer, config)
+        torch.cuda.synchronize()
 
     def forward_step(data_iterator, model):
         out = runner.get_batch(data_iterator, config)
@@ -608,48 +610,50 @@ def train_mode(name, ctx, state):
         """Global batch `it`, planned and packed into page-locked host memory:
         the loader's work, done for the next iteration while the device runs
         this one (as torch's DataLoader with pin_memory does), in every mode."""
-        began = time.perf_counter()
-        gb, plan = batches.global_batch(args, preset, it, ladder if ladder else ctx.ladder)
-        result = batches.make_microbatches(gb, plan, align, device="pinned")
-        loader.append(time.perf_counter() - began)
+        with timing.host_window() as window:
+            gb, plan = batches.global_batch(args, preset, it, ladder if ladder else ctx.ladder)
+            result = batches.make_microbatches(gb, plan, align, device="pinned")
+        loader.append(window.seconds)
         return result
 
     ddp.train()
     pending = prepare(0)
     for it in range(args.steps):
         torch.cuda.synchronize()
-        start, cpu_start = time.perf_counter(), time.process_time()
         counting = 0 < it < max(args.warmup, 2)
         profiling = args.profile_dir is not None and it == args.steps - 1
-        with count_syncs(counting) as counted, profile_iteration(profiling, args, name):
-            microbatches = batches.send(pending, runner.device)
-            # Graph modes that replay the whole iteration: every replayed
-            # iteration under "error" (nothing may wait for the device).
-            checked = not isinstance(strict, str) and not counting and \
-                runner.strict(microbatches)
-            try:
-                with sync_debug("error" if checked else None):
+        # wall: the whole iteration, until the device is done; issue: until
+        # the host has queued it (its CPU time beside), the loader's work after
+        with timing.host_window() as wall, timing.host_window() as issue:
+            with count_syncs(counting) as counted, profile_iteration(profiling, args, name):
+                microbatches = batches.send(pending, runner.device)
+                # Graph modes that replay the whole iteration: every replayed
+                # iteration under "error" (nothing may wait for the device).
+                checked = not isinstance(strict, str) and not counting and \
+                    runner.strict(microbatches)
+                try:
+                    with sync_debug("error" if checked else None):
+                        losses = train_iteration(microbatches)
+                except RuntimeError as error:
+                    if not checked:
+                        raise
+                    # Recorded; the iteration is done again without the check
+                    # (the gradients zeroed first: nothing is trained twice
+                    # unless the optimizer had stepped, which the error names).
+                    strict = str(error).splitlines()[0][:300]
+                    print(f"{name}: iteration {it} synchronised: {strict}", file=sys.stderr)
                     losses = train_iteration(microbatches)
-            except RuntimeError as error:
-                if not checked:
-                    raise
-                # Recorded; the iteration is done again without the check
-                # (the gradients zeroed first: nothing is trained twice
-                # unless the optimizer had stepped, which the error names).
-                strict = str(error).splitlines()[0][:300]
-                print(f"{name}: iteration {it} synchronised: {strict}", file=sys.stderr)
-                losses = train_iteration(microbatches)
-            reports.append(torch.stack([r["lm loss"] for r in losses]))
-            strict_iterations += checked
-        enqueued, cpu_end = time.perf_counter(), time.process_time()
-        if it + 1 < args.steps:
-            pending = prepare(it + 1)
-        torch.cuda.synchronize()
+                reports.append(torch.stack([r["lm loss"] for r in losses]))
+                strict_iterations += checked
+            issue.stop()
+            if it + 1 < args.steps:
+                pending = prepare(it + 1)
+            torch.cuda.synchronize()
         kinds.append(runner.kind())
         if not profiling:  # the profiled iteration is not timed
-            times.append(time.perf_counter() - start)
-            host.append(enqueued - start)
-            cpu.append(cpu_end - cpu_start)
+            times.append(wall.seconds)
+            host.append(issue.seconds)
+            cpu.append(issue.cpu_seconds)
         if counted[0] is not None:
             syncs.append(counted[0])
             sync_sites.update(counted[1])
@@ -703,7 +707,7 @@ def train_mode(name, ctx, state):
         "losses": step_losses,
         "first_losses": step_losses[:6],
         "capture_s": runner.capture_s,
-        "setup_s": setup_s,
+        "setup_s": setup.seconds,
         "graphs": runner.graph_count,
         "tokens_trained_once": once,
         "strict_iterations": strict_iterations,
@@ -791,7 +795,7 @@ def main(argv=None):
         return None
 
     import torch
-    import gpt as mmodel
+    import megatron_gpt_model as mmodel
 
     if not torch.cuda.is_available():
         raise SystemExit("this example needs a GPU (and TransformerEngine)")
