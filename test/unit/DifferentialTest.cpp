@@ -26,6 +26,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 using namespace thdc::reference;
@@ -537,31 +538,38 @@ void runDifferentialSuite(int64_t cp, TailPolicy policy) {
   EXPECT_GT(coverage.validEqualsPadded, 0);
 }
 
-#define DIFFERENTIAL_TEST(NAME, POLICY, CP)                                    \
-  TEST(Differential, GraphStepZigzag##NAME##_cp##CP) {                         \
-    runDifferentialSuite(CP, TailPolicy::POLICY);                              \
-  }
+/// runDifferentialSuite for a tail policy and CP size.
+class DifferentialSuite
+    : public ::testing::TestWithParam<std::tuple<TailPolicy, int64_t>> {};
 
-DIFFERENTIAL_TEST(AppendDummy, AppendDummySequence, 1)
-DIFFERENTIAL_TEST(AppendDummy, AppendDummySequence, 2)
-DIFFERENTIAL_TEST(AppendDummy, AppendDummySequence, 4)
-DIFFERENTIAL_TEST(AppendDummy, AppendDummySequence, 8)
+TEST_P(DifferentialSuite, GraphStepZigzag) {
+  const auto [policy, cp] = GetParam();
+  runDifferentialSuite(cp, policy);
+}
+
+std::string suiteCaseName(
+    const ::testing::TestParamInfo<DifferentialSuite::ParamType> &info) {
+  const auto [policy, cp] = info.param;
+  return std::string(policyKeyword(policy)) + "_cp" + std::to_string(cp);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Differential, DifferentialSuite,
+    ::testing::Combine(::testing::Values(TailPolicy::AppendDummySequence,
+                                         TailPolicy::None,
+                                         TailPolicy::SplitDummySequences),
+                       ::testing::Values(1, 2, 4, 8)),
+    suiteCaseName);
 // extend_last only without CP here: under CP the example's order (slice,
 // then pad each rank) gives the last sequence's chunks at its old length,
 // which thd.pad_tail rejects. examples/graph_step_extend_last.mlir pads
 // first and slices with the extended offsets; the differential harness
 // (InterpreterDifferential.GraphStepExamples) and the GPU suite check it.
-DIFFERENTIAL_TEST(ExtendLast, ExtendLast, 1)
-DIFFERENTIAL_TEST(NoTailPolicy, None, 1)
-DIFFERENTIAL_TEST(NoTailPolicy, None, 2)
-DIFFERENTIAL_TEST(NoTailPolicy, None, 4)
-DIFFERENTIAL_TEST(NoTailPolicy, None, 8)
-DIFFERENTIAL_TEST(SplitDummies, SplitDummySequences, 1)
-DIFFERENTIAL_TEST(SplitDummies, SplitDummySequences, 2)
-DIFFERENTIAL_TEST(SplitDummies, SplitDummySequences, 4)
-DIFFERENTIAL_TEST(SplitDummies, SplitDummySequences, 8)
-
-#undef DIFFERENTIAL_TEST
+INSTANTIATE_TEST_SUITE_P(
+    DifferentialExtendLast, DifferentialSuite,
+    ::testing::Combine(::testing::Values(TailPolicy::ExtendLast),
+                       ::testing::Values(1)),
+    suiteCaseName);
 
 // The parameters are part of the IR: a process (a JIT in a training job)
 // loads and compiles several shapes in one MLIR context, and each compile
