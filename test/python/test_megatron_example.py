@@ -5,27 +5,16 @@ where thdc has its JIT, the dicts through GraphStep's host code (compact
 convention, exact rows, a ladder's rungs). The training itself needs
 megatron-core, TransformerEngine and a GPU: those tests skip naming what is
 missing."""
-import importlib.util
-import os
-import sys
 
 import numpy as np
 import pytest
 
 import thdc
-from conftest import SOURCE_DIR
-
-EXAMPLE_DIR = os.path.join(SOURCE_DIR, "examples", "megatron")
+from conftest import load_example
 
 
 def load(name):
-    if EXAMPLE_DIR not in sys.path:
-        sys.path.insert(0, EXAMPLE_DIR)
-    spec = importlib.util.spec_from_file_location(f"megatron_example_{name}",
-                                                  os.path.join(EXAMPLE_DIR, f"{name}.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_example("megatron", name)
 
 
 @pytest.fixture(scope="module")
