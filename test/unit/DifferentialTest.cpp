@@ -33,6 +33,7 @@ using namespace thdc::reference;
 
 namespace {
 using thdc::testing::CompiledStep;
+using thdc::testing::drawTotalUnits;
 using thdc::testing::emptyMicrobatchOutput;
 using thdc::testing::firstMismatch;
 using thdc::testing::join;
@@ -325,22 +326,10 @@ GraphStepInput randomMicrobatch(std::mt19937 &rng, const StepConfig &config,
     n = std::max<int64_t>(n, 1);
 
   int64_t totalUnits = 0;
-  if (allSlots) {
+  if (allSlots)
     totalUnits = units;
-  } else if (n > 0) {
-    switch (uniform(rng, 0, 9)) {
-    case 0:
-    case 1:
-    case 2:
-      totalUnits = units;
-      break;
-    case 3:
-      totalUnits = 0;
-      break;
-    default:
-      totalUnits = uniform(rng, 0, units);
-    }
-  }
+  else if (n > 0)
+    totalUnits = drawTotalUnits(rng, units);
 
   // Padded lengths: some sequences are empty, the others share the units.
   std::vector<int64_t> padded(n, 0), valid(n, 0);

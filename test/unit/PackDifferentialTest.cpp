@@ -34,6 +34,7 @@ using namespace thdc::reference;
 
 namespace {
 using thdc::testing::CompiledStep;
+using thdc::testing::drawTotalUnits;
 using thdc::testing::firstMismatch;
 using thdc::testing::join;
 using thdc::testing::kInt32Max;
@@ -233,21 +234,7 @@ PackStepInput randomPackInput(std::mt19937 &rng, const PackConfig &config,
   }
   const int64_t slots = int64_t(multiplicity.size());
 
-  int64_t targetUnits = 0;
-  if (n > 0) {
-    switch (uniform(rng, 0, 9)) {
-    case 0:
-    case 1:
-    case 2:
-      targetUnits = units;
-      break;
-    case 3:
-      targetUnits = 0;
-      break;
-    default:
-      targetUnits = uniform(rng, 0, units);
-    }
-  }
+  const int64_t targetUnits = n > 0 ? drawTotalUnits(rng, units) : 0;
 
   // Aligned lengths (in units of G) of the slots: the units are shared out
   // among the slots that may be non-empty, each taking multiplicity * units.
