@@ -700,14 +700,13 @@ TEST_F(BadData, BaselineIsValid) {
   EXPECT_EQ(actual.cuSeqlens, (std::vector<int32_t>{0, 3, 5, 9, 29, 29, 29}));
 }
 
+// N leaves no room for the dummy.
 TEST_F(BadData, NumSeqsAboveCapacity) {
   GraphStepInput input = validInput();
-  input.numSeqs = N; // no room for the dummy
-  expectEmptyMicrobatch(input, StatusNumSeqsOutOfRange);
-  input.numSeqs = N + 1;
-  expectEmptyMicrobatch(input, StatusNumSeqsOutOfRange);
-  input.numSeqs = kInt32Max;
-  expectEmptyMicrobatch(input, StatusNumSeqsOutOfRange);
+  for (int32_t numSeqs : {int32_t(N), int32_t(N + 1), kInt32Max}) {
+    input.numSeqs = numSeqs;
+    expectEmptyMicrobatch(input, StatusNumSeqsOutOfRange);
+  }
 }
 
 // N real sequences fill every slot: valid exactly when they fill all C*cp
@@ -738,10 +737,10 @@ TEST_F(BadData, AllSlotsWithoutTailIsValid) {
 
 TEST_F(BadData, NumSeqsNegative) {
   GraphStepInput input = validInput();
-  input.numSeqs = -1;
-  expectEmptyMicrobatch(input, StatusNumSeqsOutOfRange);
-  input.numSeqs = kInt32Min;
-  expectEmptyMicrobatch(input, StatusNumSeqsOutOfRange);
+  for (int32_t numSeqs : {-1, kInt32Min}) {
+    input.numSeqs = numSeqs;
+    expectEmptyMicrobatch(input, StatusNumSeqsOutOfRange);
+  }
 }
 
 TEST_F(BadData, TotalAboveCapacity) {

@@ -588,20 +588,20 @@ TEST_F(PackBadData, TotalAtCapacityIsValid) {
 TEST_F(PackBadData, NumSeqsAboveCapacity) {
   PackStepInput input = spec();
   input.sampleIds = {0, 1, 3, 4, 7}; // aligned 4 + 4 + 0 + 4 + 4 = 16 fits
-  input.numSeqs = config.N;          // no room for the dummy
-  expectEmptyMicrobatch(input, StatusNumSeqsOutOfRange);
-  input.numSeqs = config.N + 1;
-  expectEmptyMicrobatch(input, StatusNumSeqsOutOfRange);
-  input.numSeqs = kInt32Max;
-  expectEmptyMicrobatch(input, StatusNumSeqsOutOfRange);
+  // N leaves no room for the dummy.
+  for (int32_t numSeqs :
+       {int32_t(config.N), int32_t(config.N + 1), kInt32Max}) {
+    input.numSeqs = numSeqs;
+    expectEmptyMicrobatch(input, StatusNumSeqsOutOfRange);
+  }
 }
 
 TEST_F(PackBadData, NumSeqsNegative) {
   PackStepInput input = spec();
-  input.numSeqs = -1;
-  expectEmptyMicrobatch(input, StatusNumSeqsOutOfRange);
-  input.numSeqs = kInt32Min;
-  expectEmptyMicrobatch(input, StatusNumSeqsOutOfRange);
+  for (int32_t numSeqs : {-1, kInt32Min}) {
+    input.numSeqs = numSeqs;
+    expectEmptyMicrobatch(input, StatusNumSeqsOutOfRange);
+  }
 }
 
 TEST_F(PackBadData, TooManyTokens) {
@@ -621,12 +621,10 @@ TEST_F(PackBadData, TooManyTokens) {
 
 TEST_F(PackBadData, CpRankOutOfRange) {
   PackStepInput input = spec();
-  input.cpRank = int32_t(config.cp);
-  expectEmptyMicrobatch(input, StatusCpRankOutOfRange);
-  input.cpRank = -1;
-  expectEmptyMicrobatch(input, StatusCpRankOutOfRange);
-  input.cpRank = kInt32Max;
-  expectEmptyMicrobatch(input, StatusCpRankOutOfRange);
+  for (int32_t cpRank : {int32_t(config.cp), -1, kInt32Max}) {
+    input.cpRank = cpRank;
+    expectEmptyMicrobatch(input, StatusCpRankOutOfRange);
+  }
 }
 
 TEST_F(PackBadData, SeveralFaults) {
