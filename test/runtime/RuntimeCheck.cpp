@@ -203,18 +203,14 @@ bool allocated(const std::string &name, const Result<Buffers> &buffers,
   return false;
 }
 
-/// The recorded cases of `dir`/cases.bin through the bundle in `dir`.
-void checkCases(const std::string &dir) {
+/// The recorded cases of `dir`/cases.bin through `p`, the bundle in `dir`.
+void checkCases(const std::string &dir, const Executable &p) {
   std::string error;
   thdc::testing::CaseFile cases;
   if (!thdc::testing::readCaseFile(dir + "/cases.bin", cases, error)) {
     report(false, error);
     return;
   }
-  std::unique_ptr<Executable> loaded = loadBundle(dir);
-  if (!loaded)
-    return;
-  const Executable &p = *loaded;
   const Manifest &m = p.manifest();
   std::string name = m.entry;
   for (const auto &[key, value] : m.params)
@@ -351,14 +347,14 @@ void checkShiftedOutputs(const Executable &p, const Buffers &buffers,
 }
 
 void checkBundle(const std::string &dir, int microbatches, int replays) {
-  if (std::ifstream(dir + "/cases.bin")) {
-    checkCases(dir);
-    return;
-  }
   std::unique_ptr<Executable> loaded = loadBundle(dir);
   if (!loaded)
     return;
   const Executable &p = *loaded;
+  if (std::ifstream(dir + "/cases.bin")) {
+    checkCases(dir, p);
+    return;
+  }
   const Manifest &m = p.manifest();
   // Random microbatches need the graph step's parameters and inputs; any
   // other bundle is a failure to report, not an exception.
