@@ -203,6 +203,15 @@ bool allocated(const std::string &name, const Result<Buffers> &buffers,
   return false;
 }
 
+/// `data` uploaded into `buffers`, then one launch of `p` on them captured
+/// on `stream`.
+Result<CapturedLaunch> uploadAndCapture(const Executable &p, Buffers &buffers,
+                                        void *stream, const HostData &data) {
+  for (size_t i = 0; i < p.manifest().buffers.size(); ++i)
+    (void)buffers.upload(i, data.bytes[i].data(), stream);
+  return CapturedLaunch::capture(p, buffers.pointers(), stream);
+}
+
 /// The recorded cases of `dir`/cases.bin through `p`, the bundle in `dir`.
 void checkCases(const std::string &dir, const Executable &p) {
   std::string error;
@@ -250,11 +259,8 @@ void checkCases(const std::string &dir, const Executable &p) {
     bool graphs = std::string(how) == "graph replay";
     std::optional<CapturedLaunch> graph;
     if (graphs) {
-      HostData first = poisoned(0);
-      for (size_t i = 0; i < m.buffers.size(); ++i)
-        (void)buffers->upload(i, first.bytes[i].data(), *stream);
       Result<CapturedLaunch> captured =
-          CapturedLaunch::capture(p, buffers->pointers(), *stream);
+          uploadAndCapture(p, *buffers, *stream, poisoned(0));
       if (!captured) {
         report(false, name + ": capture: " + captured.status().message());
         continue;
@@ -464,12 +470,8 @@ void checkBundle(const std::string &dir, int microbatches, int replays) {
 
   // One capture, many replays, new data (num_seqs, lengths, rank) each time.
   {
-    GraphStepInput in = randomInput(rng, s);
-    HostData data = pack(m, in);
-    for (size_t i = 0; i < m.buffers.size(); ++i)
-      (void)buffers->upload(i, data.bytes[i].data(), *stream);
     Result<CapturedLaunch> graph =
-        CapturedLaunch::capture(p, buffers->pointers(), *stream);
+        uploadAndCapture(p, *buffers, *stream, pack(m, randomInput(rng, s)));
     if (!graph) {
       report(false, name + ": capture: " + graph.status().message());
     } else {
