@@ -43,6 +43,15 @@ def thdc_command():
     pytest.skip("no thdc command: neither built nor installed with the package")
 
 
+def needs_megatron_dev(test):
+    """`test`, skipped unless THDC_MEGATRON_DEV names a megatron-core dev
+    checkout (megatron_dev.dev_path)."""
+    import megatron_dev
+    return pytest.mark.skipif(megatron_dev.dev_path() is None,
+                              reason="THDC_MEGATRON_DEV names no megatron-core dev "
+                                     "checkout")(test)
+
+
 def megatron_or_skip():
     """thdc.megatron, imported; else the calling test module is skipped, with
     the reason: no PyTorch, a PyTorch below thdc.TORCH_MIN_VERSION (the
