@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <utility>
 
 using namespace thdc;
 using namespace thdc::python;
@@ -86,13 +87,8 @@ public:
 
   /// Checks the load, gathers what needs no conversion, and returns the
   /// indices of the arguments left to copy (None: none).
-  nb::object call(nb::handle tokens, nb::handle labels, nb::handle lossMask,
-                  nb::handle positionIds, nb::handle cuSeqlens,
-                  nb::handle cuSeqlensPadded, nb::handle numSeqs) const {
-    LoadPlan plan =
-        this->plan({tokens.ptr(), labels.ptr(), lossMask.ptr(),
-                    positionIds.ptr(), cuSeqlens.ptr(), cuSeqlensPadded.ptr(),
-                    numSeqs.ptr()});
+  nb::object call(const Arguments &arguments) const {
+    LoadPlan plan = this->plan(arguments);
     if (plan.count) {
       Status done;
       if (device_ < 0) {
@@ -112,13 +108,8 @@ public:
   /// What call() would do, launching nothing: the flat segments of its
   /// gather (four ints each, as Gather takes them) and the indices it
   /// would leave to copy (None: none).
-  nb::tuple segments(nb::handle tokens, nb::handle labels, nb::handle lossMask,
-                     nb::handle positionIds, nb::handle cuSeqlens,
-                     nb::handle cuSeqlensPadded, nb::handle numSeqs) const {
-    LoadPlan plan =
-        this->plan({tokens.ptr(), labels.ptr(), lossMask.ptr(),
-                    positionIds.ptr(), cuSeqlens.ptr(), cuSeqlensPadded.ptr(),
-                    numSeqs.ptr()});
+  nb::tuple segments(const Arguments &arguments) const {
+    LoadPlan plan = this->plan(arguments);
     nb::list flat;
     for (size_t i = 0; i < plan.count; ++i) {
       const GatherSegment &s = plan.segments[i];
@@ -357,6 +348,23 @@ int inputGatherClear(PyObject *self) {
 PyType_Slot inputGatherSlots[] = {{Py_tp_traverse, (void *)inputGatherTraverse},
                                   {Py_tp_clear, (void *)inputGatherClear},
                                   {0, nullptr}};
+
+/// nb::handle, once per index of a pack.
+template <size_t> using Handle = nb::handle;
+
+/// Binds `Method` as `name`, taking the load's arguments in order, by the
+/// names kLoadArgumentNames gives them, each of which may be None.
+template <auto Method, size_t... I>
+void defLoadMethod(nb::class_<InputGather> &inputGather, const char *name,
+                   const char *doc, std::index_sequence<I...>) {
+  inputGather.def(
+      name,
+      [](const InputGather &self, Handle<I>... arguments) {
+        return (self.*Method)(InputGather::Arguments{arguments.ptr()...});
+      },
+      nb::arg(kLoadArgumentNames[I]).none()..., doc);
+}
+
 } // namespace
 
 void thdc::python::populateInputGatherBindings(nb::module_ &m) {
@@ -368,35 +376,33 @@ void thdc::python::populateInputGatherBindings(nb::module_ &m) {
   nb::class_<InputGather> inputGather(m, "InputGather",
                                       nb::type_slots(inputGatherSlots));
   inputGather.attr("ARGUMENTS") = nb::tuple(arguments);
-  inputGather
-      .def(nb::init<nb::handle, nb::handle, nb::handle, nb::handle, nb::handle,
-                    std::string, bool>(),
-           nb::arg("gather"), nb::arg("targets"), nb::arg("num_seqs"),
-           nb::arg("num_rows").none(), nb::arg("unset"), nb::kw_only(),
-           nb::arg("stage") = "",
-           nb::arg("per_tensor") = false,
-           "The microbatch load contract over static buffers, and the load "
-           "in one gather: targets is a tuple of (argument index, buffer, "
-           "is_data) in the order the segments are laid out (argument "
-           "indices: tokens, labels, loss_mask, position_ids, cu_seqlens, "
-           "cu_seqlens_padded); num_seqs the count's buffer; num_rows the "
-           "buffer that receives the data tensors' rows (None without data "
-           "targets); unset a buffer of -1s (the cu arrays' dtype, at least "
-           "their entries) copied after the given entries; stage names the stage in messages; per_tensor leaves "
-           "every tensor to the caller's copy. Each buffer's own length "
-           "bounds what is copied into it.")
-      .def("__call__", &InputGather::call, nb::arg("tokens").none(),
-           nb::arg("labels").none(), nb::arg("loss_mask").none(),
-           nb::arg("position_ids").none(), nb::arg("cu_seqlens").none(),
-           nb::arg("cu_seqlens_padded").none(), nb::arg("num_seqs").none(),
-           "Checks the microbatch (TypeError or ValueError, before anything "
-           "is copied), gathers every tensor that needs no conversion and "
-           "the stores on the framework's current stream, and returns the "
-           "argument indices left to a converting copy, or None.")
-      .def("segments", &InputGather::segments, nb::arg("tokens").none(),
-           nb::arg("labels").none(), nb::arg("loss_mask").none(),
-           nb::arg("position_ids").none(), nb::arg("cu_seqlens").none(),
-           nb::arg("cu_seqlens_padded").none(), nb::arg("num_seqs").none(),
-           "(flat segments, indices left to copy) of a call, checked as a "
-           "call is; launches nothing.");
+  inputGather.def(
+      nb::init<nb::handle, nb::handle, nb::handle, nb::handle, nb::handle,
+               std::string, bool>(),
+      nb::arg("gather"), nb::arg("targets"), nb::arg("num_seqs"),
+      nb::arg("num_rows").none(), nb::arg("unset"), nb::kw_only(),
+      nb::arg("stage") = "", nb::arg("per_tensor") = false,
+      "The microbatch load contract over static buffers, and the load "
+      "in one gather: targets is a tuple of (argument index, buffer, "
+      "is_data) in the order the segments are laid out (argument "
+      "indices: tokens, labels, loss_mask, position_ids, cu_seqlens, "
+      "cu_seqlens_padded); num_seqs the count's buffer; num_rows the "
+      "buffer that receives the data tensors' rows (None without data "
+      "targets); unset a buffer of -1s (the cu arrays' dtype, at least "
+      "their entries) copied after the given entries; stage names the "
+      "stage in messages; per_tensor leaves every tensor to the caller's "
+      "copy. Each buffer's own length bounds what is copied into it.");
+  const auto loadArguments = std::make_index_sequence<kLoadTensors + 1>();
+  defLoadMethod<&InputGather::call>(
+      inputGather, "__call__",
+      "Checks the microbatch (TypeError or ValueError, before anything "
+      "is copied), gathers every tensor that needs no conversion and "
+      "the stores on the framework's current stream, and returns the "
+      "argument indices left to a converting copy, or None.",
+      loadArguments);
+  defLoadMethod<&InputGather::segments>(
+      inputGather, "segments",
+      "(flat segments, indices left to copy) of a call, checked as a "
+      "call is; launches nothing.",
+      loadArguments);
 }

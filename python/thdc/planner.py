@@ -67,24 +67,13 @@ from typing import List, Optional, Sequence, Tuple
 from ._checks import _check_int
 from ._shapes import choose_shapes
 from ._thdc import planner as _planner
+# The native planner, re-exported (__all__).
+from ._thdc.planner import (
+    DynamicCpPlan, LadderPlan, Plan, align_lengths, assign_rungs, capacity_multiple,
+    check_capacity, check_ladder, dynamic_cp_plan, graph_capture_count, ladder_plan,
+    max_microbatches, microbatch_inputs, pad_granularity, plan, rung_index)
 
-Plan = _planner.Plan
-plan = _planner.plan
-microbatch_inputs = _planner.microbatch_inputs
-align_lengths = _planner.align_lengths
-pad_granularity = _planner.pad_granularity
-check_capacity = _planner.check_capacity
-capacity_multiple = _planner.capacity_multiple
 LOW_PRECISION_MULTIPLES = dict(_planner.LOW_PRECISION_MULTIPLES)
-max_microbatches = _planner.max_microbatches
-graph_capture_count = _planner.graph_capture_count
-LadderPlan = _planner.LadderPlan
-ladder_plan = _planner.ladder_plan
-assign_rungs = _planner.assign_rungs
-check_ladder = _planner.check_ladder
-rung_index = _planner.rung_index
-DynamicCpPlan = _planner.DynamicCpPlan
-dynamic_cp_plan = _planner.dynamic_cp_plan
 
 
 def dynamic_cp_sizes(ranks: int, min_cp_size: int = 1, *,

@@ -25,16 +25,15 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "FuzzContext.h"
 #include "PipelineMutator.h"
 
 #include "codegen/CodegenPasses.h"
-#include "compiler/Context.h"
 #include "compiler/InputFile.h"
 #include "compiler/Pipelines.h"
 #include "compiler/SourceScreen.h"
 #include "passes/Passes.h"
 
-#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
@@ -94,11 +93,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     llvm::consumeError(buffer.takeError());
     return 0;
   }
-  std::unique_ptr<mlir::MLIRContext> contextOwner =
-      thdc::createCompilerContext(mlir::MLIRContext::Threading::DISABLED);
-  mlir::MLIRContext &context = *contextOwner;
-  mlir::ScopedDiagnosticHandler ignore(
-      &context, [](mlir::Diagnostic &) { return mlir::success(); });
+  thdc::fuzz::FuzzContext fuzzContext;
+  mlir::MLIRContext &context = fuzzContext.context();
   llvm::SourceMgr sourceMgr;
   sourceMgr.AddNewSourceBuffer(std::move(*buffer), llvm::SMLoc());
   if (mlir::failed(thdc::screenUpstreamCrashes(context, sourceMgr)))

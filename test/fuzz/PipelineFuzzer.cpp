@@ -21,12 +21,11 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "FuzzContext.h"
 #include "PipelineMutator.h"
 
 #include "compiler/Compiler.h"
-#include "compiler/Context.h"
 
-#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -42,11 +41,8 @@ extern "C" size_t LLVMFuzzerCustomMutator(uint8_t *data, size_t size,
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  std::unique_ptr<mlir::MLIRContext> contextOwner =
-      thdc::createCompilerContext(mlir::MLIRContext::Threading::DISABLED);
-  mlir::MLIRContext &context = *contextOwner;
-  mlir::ScopedDiagnosticHandler ignore(
-      &context, [](mlir::Diagnostic &) { return mlir::success(); });
+  thdc::fuzz::FuzzContext fuzzContext;
+  mlir::MLIRContext &context = fuzzContext.context();
   llvm::SourceMgr sourceMgr;
   sourceMgr.AddNewSourceBuffer(
       llvm::MemoryBuffer::getMemBufferCopy(

@@ -1,3 +1,4 @@
+import importlib.util
 import os
 import shutil
 import sys
@@ -10,6 +11,20 @@ import thdc  # noqa: E402
 
 SOURCE_DIR = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 EXAMPLE = os.path.join(SOURCE_DIR, "examples", "megatron_graph_step.mlir")
+
+
+def load_example(folder, name):
+    """examples/<folder>/<name>.py imported as the module
+    <folder>_example_<name>, with the folder on sys.path for the example's
+    own imports."""
+    example_dir = os.path.join(SOURCE_DIR, "examples", folder)
+    if example_dir not in sys.path:
+        sys.path.insert(0, example_dir)
+    spec = importlib.util.spec_from_file_location(f"{folder}_example_{name}",
+                                                  os.path.join(example_dir, f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def build_bin_dir():
@@ -26,6 +41,15 @@ def thdc_command():
     if installed and thdc.has_jit:
         return installed
     pytest.skip("no thdc command: neither built nor installed with the package")
+
+
+def needs_megatron_dev(test):
+    """`test`, skipped unless THDC_MEGATRON_DEV names a megatron-core dev
+    checkout (megatron_dev.dev_path)."""
+    import megatron_dev
+    return pytest.mark.skipif(megatron_dev.dev_path() is None,
+                              reason="THDC_MEGATRON_DEV names no megatron-core dev "
+                                     "checkout")(test)
 
 
 def megatron_or_skip():

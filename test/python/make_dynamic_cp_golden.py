@@ -66,53 +66,44 @@ def schedule(scheduler, lengths, ranks):
     return dict(groups=groups)
 
 
-def rank_counts(source: str) -> int:
-    """The scheduler at W = 1..32 ranks (dp = W / cp), random batches."""
+def _rank_cases(rng, per_ranks, vpp):
+    """`per_ranks` random batches at each W = 1..32 ranks (dp = W / cp) and
+    the scheduler's outcome for each, with a random
+    microbatch_group_size_per_vp_stage when `vpp`; and the outcomes' counts
+    by kind."""
     from megatron.core.datasets.data_schedule import DefaultDynamicCPScheduler
 
-    rng = random.Random(20261204)
     cases, outcomes = [], {}
     for ranks in range(1, 33):
         cps = [c for c in (1, 2, 4) if ranks % c == 0]
-        for _ in range(6):
+        for _ in range(per_ranks):
             cp = rng.choice(cps)
             dp = ranks // cp
             C = rng.choice([64, 128, 256])
             min_cp = rng.choice([m for m in (1, 2) if m <= ranks])
+            group = rng.choice([2, 3, 4]) if vpp else None
             top = C * (1 << (ranks.bit_length() - 1))
             lengths = [min(top, rng.randint(1, C * rng.choice([1, 1, 2, 4])))
                        for _ in range(rng.randint(1, 24))]
             case = dict(C=C, dp=dp, cp=cp, min_cp_size=min_cp, lengths=lengths)
-            scheduler = DefaultDynamicCPScheduler(C, cp, dp, None, max_num_seqs=None,
+            if vpp:
+                case["microbatch_group_size_per_vp_stage"] = group
+            scheduler = DefaultDynamicCPScheduler(C, cp, dp, group, max_num_seqs=None,
                                                   min_cp_size=min_cp)
             case.update(schedule(scheduler, lengths, ranks))
             kind = case.get("kind", "groups")
             outcomes[kind] = outcomes.get(kind, 0) + 1
             cases.append(case)
+    return cases, outcomes
+
+
+def rank_counts(source: str) -> int:
+    """The scheduler at W = 1..32 ranks (dp = W / cp), random batches."""
+    cases, outcomes = _rank_cases(random.Random(20261204), 6, vpp=False)
     # With virtual pipeline stages (microbatch_group_size_per_vp_stage):
     # align_sample_id_groups widens split microbatches back onto the W ranks,
     # which a power-of-two sub-group cannot always do when W is not one.
-    vpp_rng = random.Random(20261206)
-    vpp_cases, vpp_outcomes = [], {}
-    for ranks in range(1, 33):
-        cps = [c for c in (1, 2, 4) if ranks % c == 0]
-        for _ in range(4):
-            cp = vpp_rng.choice(cps)
-            dp = ranks // cp
-            C = vpp_rng.choice([64, 128, 256])
-            min_cp = vpp_rng.choice([m for m in (1, 2) if m <= ranks])
-            group = vpp_rng.choice([2, 3, 4])
-            top = C * (1 << (ranks.bit_length() - 1))
-            lengths = [min(top, vpp_rng.randint(1, C * vpp_rng.choice([1, 1, 2, 4])))
-                       for _ in range(vpp_rng.randint(1, 24))]
-            case = dict(C=C, dp=dp, cp=cp, min_cp_size=min_cp, lengths=lengths,
-                        microbatch_group_size_per_vp_stage=group)
-            scheduler = DefaultDynamicCPScheduler(C, cp, dp, group, max_num_seqs=None,
-                                                  min_cp_size=min_cp)
-            case.update(schedule(scheduler, lengths, ranks))
-            kind = case.get("kind", "groups")
-            vpp_outcomes[kind] = vpp_outcomes.get(kind, 0) + 1
-            vpp_cases.append(case)
+    vpp_cases, vpp_outcomes = _rank_cases(random.Random(20261206), 4, vpp=True)
     out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data",
                        "dynamic_cp_ranks_golden.json")
     with open(out, "w") as f:

@@ -2,6 +2,8 @@
 of samples for pack_microbatch-shaped ones, and the comparison with the
 reference semantics (thdc.reference, the C++ reference bound into the
 module). Shared by the CPU and the GPU tests."""
+import argparse
+
 import numpy as np
 
 import thdc
@@ -299,6 +301,18 @@ def megatron_cp_order_index(cu_seqlens_padded, C, cp):
         index[rows] = rank * C + np.arange(C)
     assert (index >= 0).all()
     return index
+
+
+def step_argument_parser(microbatches):
+    """The command line of a torchrun script that checks GraphStep on random
+    microbatches: --bundle (else the JIT), --C, --N and --microbatches
+    (default `microbatches`); the script adds its own options."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bundle", default=None, help="megatron_step bundle (else the JIT)")
+    parser.add_argument("--C", type=int, default=1024)
+    parser.add_argument("--N", type=int, default=33)
+    parser.add_argument("--microbatches", type=int, default=microbatches)
+    return parser
 
 
 def end_worker(code: int) -> None:

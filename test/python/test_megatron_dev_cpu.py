@@ -35,6 +35,7 @@ import thdc.megatron  # noqa: E402
 
 import make_megatron_dev_golden as golden  # noqa: E402
 import megatron_dev  # noqa: E402
+from conftest import needs_megatron_dev  # noqa: E402
 
 GOLDEN = json.load(open(golden.OUT))
 # A megatron-core release whose PackedSeqParams has no cp_partition_mode
@@ -138,8 +139,7 @@ def test_packed_seq_params_say_the_cp_layout(batches):
         assert params.cp_partition_mode == mode
 
 
-@pytest.mark.skipif(megatron_dev.dev_path() is None,
-                    reason="THDC_MEGATRON_DEV names no megatron-core dev checkout")
+@needs_megatron_dev
 def test_dev_itself_still_gives_the_golden_outputs():
     warnings.simplefilter("ignore")
     module = megatron_dev.load()

@@ -79,6 +79,7 @@ from thdc.megatron import loader  # noqa: E402
 
 import make_megatron_dev_exact_golden as golden  # noqa: E402
 import megatron_dev  # noqa: E402
+from conftest import needs_megatron_dev  # noqa: E402
 
 GOLDEN = json.load(open(golden.OUT))
 CLASS_HAS_LAYOUT = "cp_partition_mode" in thdc.megatron.packed_seq_params_fields()
@@ -292,8 +293,7 @@ def test_contiguous_cp_is_refused(batches):
         batches(iter([given]), pg_collection=pg, config=thdc_config(2, "contiguous"))
 
 
-@pytest.mark.skipif(megatron_dev.dev_path() is None,
-                    reason="THDC_MEGATRON_DEV names no megatron-core dev checkout")
+@needs_megatron_dev
 def test_dev_itself_still_gives_the_golden_outputs():
     warnings.simplefilter("ignore")
     module = megatron_dev.load()
@@ -302,8 +302,7 @@ def test_dev_itself_still_gives_the_golden_outputs():
         assert megatron_dev.flatten(result) == stored["dev"], (case, layout)
 
 
-@pytest.mark.skipif(megatron_dev.dev_path() is None,
-                    reason="THDC_MEGATRON_DEV names no megatron-core dev checkout")
+@needs_megatron_dev
 def test_dev_eager_config_pads_nothing():
     """The config the golden was made with is dev's unpadded path: with
     pad_packed_seq_alignment "max" and no graphs dev pads to C rows instead

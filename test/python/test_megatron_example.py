@@ -5,24 +5,19 @@ forward_step on GraphStep's host code with a stand-in model: the model gets
 thdc's 7-tuple in megatron-core's argument order at the static shapes, and
 the loss is the microbatch's own. The model itself needs megatron-core,
 TransformerEngine and a GPU."""
-import importlib.util
-import os
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-from conftest import SOURCE_DIR, megatron_or_skip
+from conftest import load_example, megatron_or_skip
 
 thdc_megatron = megatron_or_skip()
 import torch  # noqa: E402  (megatron_or_skip has skipped the module without it)
 
 from microbatches import LocalGroup  # noqa: E402
 
-spec = importlib.util.spec_from_file_location(
-    "simple_train_loop", os.path.join(SOURCE_DIR, "examples", "megatron", "simple_train_loop.py"))
-example = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(example)
+example = load_example("megatron", "simple_train_loop")
 
 
 def test_arguments():

@@ -538,6 +538,15 @@ def test_advise_pads_less_than_one_capacity_and_names_what_it_chose():
         planner.advise([])
 
 
+def _advise_refuses(capsys, path, *options):
+    """thdc-advise's standard error for `path` (and options), which it must
+    refuse with status 2."""
+    with pytest.raises(SystemExit) as raised:
+        planner.main([str(path), *options])
+    assert raised.value.code == 2
+    return capsys.readouterr().err
+
+
 def test_advise_command(tmp_path, capsys):
     path = tmp_path / "lengths.txt"
     path.write_text("# one global batch per line\n100 200 300 4000\n50, 60, 70\n")
@@ -557,10 +566,7 @@ def test_advise_command(tmp_path, capsys):
     assert "C = 4100 is not a multiple of m = 16" in capsys.readouterr().err
     bad = tmp_path / "bad.txt"
     bad.write_text("1 2 x\n")
-    with pytest.raises(SystemExit) as raised:
-        planner.main([str(bad)])
-    assert raised.value.code == 2
-    assert "bad.txt:1: not a list of integer lengths" in capsys.readouterr().err
+    assert "bad.txt:1: not a list of integer lengths" in _advise_refuses(capsys, bad)
     with pytest.raises(SystemExit) as raised:
         planner.main(["--version"])
     assert raised.value.code == 0
@@ -626,10 +632,7 @@ def test_advise_command_names_the_bad_option(tmp_path, capsys, options, message)
     option."""
     path = tmp_path / "lengths.txt"
     path.write_text("100 200 300\n50 60\n")
-    with pytest.raises(SystemExit) as raised:
-        planner.main([str(path)] + options)
-    assert raised.value.code == 2
-    assert message in capsys.readouterr().err
+    assert message in _advise_refuses(capsys, path, *options)
 
 
 def test_advise_refuses_bad_arguments_by_name():
@@ -649,10 +652,7 @@ def test_advise_reads_a_bounded_sample(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(planner, "_MAX_INPUT", 1000)
     long_line = tmp_path / "long.txt"
     long_line.write_text("1 " * 100)
-    with pytest.raises(SystemExit) as raised:
-        planner.main([str(long_line)])
-    assert raised.value.code == 2
-    assert "long.txt:1: a line longer than 64 characters" in capsys.readouterr().err
+    assert "long.txt:1: a line longer than 64 characters" in _advise_refuses(capsys, long_line)
     many = tmp_path / "many.txt"
     many.write_text("100 200\n" * 200)
     with pytest.raises(SystemExit):
@@ -686,18 +686,12 @@ def test_advise_reads_a_bounded_count_of_lengths(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(planner, "_MAX_LENGTHS", 10)
     lengths = tmp_path / "lengths.txt"
     lengths.write_text("100 200 300 400\n" * 3)
-    with pytest.raises(SystemExit) as raised:
-        planner.main([str(lengths)])
-    assert raised.value.code == 2
-    assert "lengths.txt:3: more than 10 lengths" in capsys.readouterr().err
+    assert "lengths.txt:3: more than 10 lengths" in _advise_refuses(capsys, lengths)
     monkeypatch.setattr(planner, "_MAX_LENGTHS", 10 ** 6)
     monkeypatch.setattr(planner, "_MAX_BATCHES", 5)
     batches = tmp_path / "batches.txt"
     batches.write_text("# a comment\n\n" + "100\n" * 6)
-    with pytest.raises(SystemExit) as raised:
-        planner.main([str(batches)])
-    assert raised.value.code == 2
-    assert "batches.txt:8: more than 5 global batches" in capsys.readouterr().err
+    assert "batches.txt:8: more than 5 global batches" in _advise_refuses(capsys, batches)
     batches.write_text("# a comment\n\n" + "100\n" * 5)
     assert planner.main([str(batches)]) == 0
     capsys.readouterr()
@@ -715,10 +709,7 @@ def test_advise_command_reports_running_out_of_memory(tmp_path, monkeypatch, cap
     monkeypatch.setattr(planner, "advise", advise)
     path = tmp_path / "lengths.txt"
     path.write_text("100 200 300\n")
-    with pytest.raises(SystemExit) as raised:
-        planner.main([str(path)])
-    assert raised.value.code == 2
-    err = capsys.readouterr().err
+    err = _advise_refuses(capsys, path)
     assert "thdc-advise: out of memory" in err and "Traceback" not in err
 
 

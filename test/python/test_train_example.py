@@ -5,7 +5,6 @@ mode's plumbing runs too, with make_graphed_callables replaced by a CPU
 stand-in that checks what the real one needs of its arguments."""
 # thdc-test: build-tree-only (the example's minute of CPU training, which the
 # installed package does not change: scripts/test-wheel.sh leaves it out)
-import importlib.util
 import json
 import math
 import os
@@ -17,7 +16,7 @@ import numpy as np
 import pytest
 
 import thdc
-from conftest import SOURCE_DIR
+from conftest import SOURCE_DIR, load_example
 
 EXAMPLE_DIR = os.path.join(SOURCE_DIR, "examples", "train")
 STEPS = 16
@@ -29,13 +28,7 @@ LOSS_TOLERANCE = 1e-3
 
 
 def load(name):
-    if EXAMPLE_DIR not in sys.path:
-        sys.path.insert(0, EXAMPLE_DIR)
-    spec = importlib.util.spec_from_file_location(f"train_example_{name}",
-                                                  os.path.join(EXAMPLE_DIR, f"{name}.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_example("train", name)
 
 
 def train_tiny(mode, path):

@@ -7,7 +7,6 @@ a replayed CUDA graph; each rank's outputs are compared with the reference
 for that rank, and the failures are summed over the ranks with an
 all-reduce. Rank 0 prints 'N passed, N failed'; the exit code is 1 on any
 failure."""
-import argparse
 import os
 import sys
 
@@ -18,16 +17,12 @@ import torch.distributed as dist
 sys.path.insert(0, os.path.dirname(__file__))
 import thdc  # noqa: E402
 import thdc.megatron  # noqa: E402
-from microbatches import mismatches, random_microbatch, reference  # noqa: E402
+from microbatches import (mismatches, random_microbatch, reference,  # noqa: E402
+                          step_argument_parser)
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--bundle", default=None, help="megatron_step bundle (else the JIT)")
-    parser.add_argument("--C", type=int, default=1024)
-    parser.add_argument("--N", type=int, default=33)
-    parser.add_argument("--microbatches", type=int, default=200)
-    args = parser.parse_args()
+    args = step_argument_parser(microbatches=200).parse_args()
 
     local_rank = int(os.environ["LOCAL_RANK"])
     torch.cuda.set_device(local_rank)

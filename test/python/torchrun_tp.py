@@ -12,7 +12,6 @@ Every output is compared across the ranks (gathered over gloo) and with
 the reference, and the sequence-parallel shard of the padding mask with the
 rank's part of the full mask. Rank 0 prints 'tp ranks agree: N microbatches';
 the exit code is 1 on any failure."""
-import argparse
 import os
 import sys
 
@@ -24,7 +23,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import thdc  # noqa: E402
 import thdc.megatron  # noqa: E402
 from microbatches import (end_worker, mismatches, random_microbatch, reference,  # noqa: E402
-                          step_inputs)
+                          step_argument_parser, step_inputs)
 
 
 def gathered_outputs(step):
@@ -36,12 +35,8 @@ def gathered_outputs(step):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--bundle", default=None, help="megatron_step bundle (else the JIT)")
-    parser.add_argument("--C", type=int, default=1024)
+    parser = step_argument_parser(microbatches=50)
     parser.add_argument("--cp", type=int, default=2)
-    parser.add_argument("--N", type=int, default=33)
-    parser.add_argument("--microbatches", type=int, default=50)
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
                         help="the steps' device (cpu: the host code)")
     args = parser.parse_args()

@@ -203,18 +203,23 @@ bool allocated(const std::string &name, const Result<Buffers> &buffers,
   return false;
 }
 
-/// The recorded cases of `dir`/cases.bin through the bundle in `dir`.
-void checkCases(const std::string &dir) {
+/// `data` uploaded into `buffers`, then one launch of `p` on them captured
+/// on `stream`.
+Result<CapturedLaunch> uploadAndCapture(const Executable &p, Buffers &buffers,
+                                        void *stream, const HostData &data) {
+  for (size_t i = 0; i < p.manifest().buffers.size(); ++i)
+    (void)buffers.upload(i, data.bytes[i].data(), stream);
+  return CapturedLaunch::capture(p, buffers.pointers(), stream);
+}
+
+/// The recorded cases of `dir`/cases.bin through `p`, the bundle in `dir`.
+void checkCases(const std::string &dir, const Executable &p) {
   std::string error;
   thdc::testing::CaseFile cases;
   if (!thdc::testing::readCaseFile(dir + "/cases.bin", cases, error)) {
     report(false, error);
     return;
   }
-  std::unique_ptr<Executable> loaded = loadBundle(dir);
-  if (!loaded)
-    return;
-  const Executable &p = *loaded;
   const Manifest &m = p.manifest();
   std::string name = m.entry;
   for (const auto &[key, value] : m.params)
@@ -254,11 +259,8 @@ void checkCases(const std::string &dir) {
     bool graphs = std::string(how) == "graph replay";
     std::optional<CapturedLaunch> graph;
     if (graphs) {
-      HostData first = poisoned(0);
-      for (size_t i = 0; i < m.buffers.size(); ++i)
-        (void)buffers->upload(i, first.bytes[i].data(), *stream);
       Result<CapturedLaunch> captured =
-          CapturedLaunch::capture(p, buffers->pointers(), *stream);
+          uploadAndCapture(p, *buffers, *stream, poisoned(0));
       if (!captured) {
         report(false, name + ": capture: " + captured.status().message());
         continue;
@@ -351,14 +353,14 @@ void checkShiftedOutputs(const Executable &p, const Buffers &buffers,
 }
 
 void checkBundle(const std::string &dir, int microbatches, int replays) {
-  if (std::ifstream(dir + "/cases.bin")) {
-    checkCases(dir);
-    return;
-  }
   std::unique_ptr<Executable> loaded = loadBundle(dir);
   if (!loaded)
     return;
   const Executable &p = *loaded;
+  if (std::ifstream(dir + "/cases.bin")) {
+    checkCases(dir, p);
+    return;
+  }
   const Manifest &m = p.manifest();
   // Random microbatches need the graph step's parameters and inputs; any
   // other bundle is a failure to report, not an exception.
@@ -468,12 +470,8 @@ void checkBundle(const std::string &dir, int microbatches, int replays) {
 
   // One capture, many replays, new data (num_seqs, lengths, rank) each time.
   {
-    GraphStepInput in = randomInput(rng, s);
-    HostData data = pack(m, in);
-    for (size_t i = 0; i < m.buffers.size(); ++i)
-      (void)buffers->upload(i, data.bytes[i].data(), *stream);
     Result<CapturedLaunch> graph =
-        CapturedLaunch::capture(p, buffers->pointers(), *stream);
+        uploadAndCapture(p, *buffers, *stream, pack(m, randomInput(rng, s)));
     if (!graph) {
       report(false, name + ": capture: " + graph.status().message());
     } else {

@@ -10,7 +10,6 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/FatalErrorGuard.h"
 #include "compiler/Jit.h"
 #include "runtime/Cache.h"
 #include "runtime/Sha256.h"
@@ -636,14 +635,7 @@ TEST(BundleTrust, UpstreamParserCrashesAreScreened) {
 }
 
 TEST(BundleTrust, AllocationFailuresInsideTheGuardAreFailures) {
-  std::string message;
-  bool ok = thdc::runWithFatalErrorsAsFailures(
-      [] {
-        llvm::report_bad_alloc_error("Allocation failed");
-        return true;
-      },
-      message);
-  EXPECT_FALSE(ok);
-  EXPECT_EQ(message, "out of memory: Allocation failed");
-  EXPECT_TRUE(thdc::runWithFatalErrorsAsFailures([] { return true; }, message));
+  thdc::testing::expectGuardedFailure(
+      [] { llvm::report_bad_alloc_error("Allocation failed"); },
+      "out of memory: Allocation failed");
 }

@@ -108,6 +108,21 @@ inline bool chance(std::mt19937 &rng, int percent) {
   return uniform(rng, 0, 99) < percent;
 }
 
+/// A random microbatch's total, in units of its alignment, out of `units`:
+/// all of them (a full buffer) in 3 draws of 10, none in 1, else uniform.
+inline int64_t drawTotalUnits(std::mt19937 &rng, int64_t units) {
+  switch (uniform(rng, 0, 9)) {
+  case 0:
+  case 1:
+  case 2:
+    return units;
+  case 3:
+    return 0;
+  default:
+    return uniform(rng, 0, units);
+  }
+}
+
 /// "[1, 2, 3]"; bytes print as numbers.
 template <typename T> std::string join(const std::vector<T> &values) {
   std::ostringstream os;

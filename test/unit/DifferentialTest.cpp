@@ -26,12 +26,14 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 using namespace thdc::reference;
 
 namespace {
 using thdc::testing::CompiledStep;
+using thdc::testing::drawTotalUnits;
 using thdc::testing::emptyMicrobatchOutput;
 using thdc::testing::firstMismatch;
 using thdc::testing::join;
@@ -324,22 +326,10 @@ GraphStepInput randomMicrobatch(std::mt19937 &rng, const StepConfig &config,
     n = std::max<int64_t>(n, 1);
 
   int64_t totalUnits = 0;
-  if (allSlots) {
+  if (allSlots)
     totalUnits = units;
-  } else if (n > 0) {
-    switch (uniform(rng, 0, 9)) {
-    case 0:
-    case 1:
-    case 2:
-      totalUnits = units;
-      break;
-    case 3:
-      totalUnits = 0;
-      break;
-    default:
-      totalUnits = uniform(rng, 0, units);
-    }
-  }
+  else if (n > 0)
+    totalUnits = drawTotalUnits(rng, units);
 
   // Padded lengths: some sequences are empty, the others share the units.
   std::vector<int64_t> padded(n, 0), valid(n, 0);
@@ -537,31 +527,38 @@ void runDifferentialSuite(int64_t cp, TailPolicy policy) {
   EXPECT_GT(coverage.validEqualsPadded, 0);
 }
 
-#define DIFFERENTIAL_TEST(NAME, POLICY, CP)                                    \
-  TEST(Differential, GraphStepZigzag##NAME##_cp##CP) {                         \
-    runDifferentialSuite(CP, TailPolicy::POLICY);                              \
-  }
+/// runDifferentialSuite for a tail policy and CP size.
+class DifferentialSuite
+    : public ::testing::TestWithParam<std::tuple<TailPolicy, int64_t>> {};
 
-DIFFERENTIAL_TEST(AppendDummy, AppendDummySequence, 1)
-DIFFERENTIAL_TEST(AppendDummy, AppendDummySequence, 2)
-DIFFERENTIAL_TEST(AppendDummy, AppendDummySequence, 4)
-DIFFERENTIAL_TEST(AppendDummy, AppendDummySequence, 8)
+TEST_P(DifferentialSuite, GraphStepZigzag) {
+  const auto [policy, cp] = GetParam();
+  runDifferentialSuite(cp, policy);
+}
+
+std::string suiteCaseName(
+    const ::testing::TestParamInfo<DifferentialSuite::ParamType> &info) {
+  const auto [policy, cp] = info.param;
+  return std::string(policyKeyword(policy)) + "_cp" + std::to_string(cp);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Differential, DifferentialSuite,
+    ::testing::Combine(::testing::Values(TailPolicy::AppendDummySequence,
+                                         TailPolicy::None,
+                                         TailPolicy::SplitDummySequences),
+                       ::testing::Values(1, 2, 4, 8)),
+    suiteCaseName);
 // extend_last only without CP here: under CP the example's order (slice,
 // then pad each rank) gives the last sequence's chunks at its old length,
 // which thd.pad_tail rejects. examples/graph_step_extend_last.mlir pads
 // first and slices with the extended offsets; the differential harness
 // (InterpreterDifferential.GraphStepExamples) and the GPU suite check it.
-DIFFERENTIAL_TEST(ExtendLast, ExtendLast, 1)
-DIFFERENTIAL_TEST(NoTailPolicy, None, 1)
-DIFFERENTIAL_TEST(NoTailPolicy, None, 2)
-DIFFERENTIAL_TEST(NoTailPolicy, None, 4)
-DIFFERENTIAL_TEST(NoTailPolicy, None, 8)
-DIFFERENTIAL_TEST(SplitDummies, SplitDummySequences, 1)
-DIFFERENTIAL_TEST(SplitDummies, SplitDummySequences, 2)
-DIFFERENTIAL_TEST(SplitDummies, SplitDummySequences, 4)
-DIFFERENTIAL_TEST(SplitDummies, SplitDummySequences, 8)
-
-#undef DIFFERENTIAL_TEST
+INSTANTIATE_TEST_SUITE_P(
+    DifferentialExtendLast, DifferentialSuite,
+    ::testing::Combine(::testing::Values(TailPolicy::ExtendLast),
+                       ::testing::Values(1)),
+    suiteCaseName);
 
 // The parameters are part of the IR: a process (a JIT in a training job)
 // loads and compiles several shapes in one MLIR context, and each compile
@@ -703,14 +700,13 @@ TEST_F(BadData, BaselineIsValid) {
   EXPECT_EQ(actual.cuSeqlens, (std::vector<int32_t>{0, 3, 5, 9, 29, 29, 29}));
 }
 
+// N leaves no room for the dummy.
 TEST_F(BadData, NumSeqsAboveCapacity) {
   GraphStepInput input = validInput();
-  input.numSeqs = N; // no room for the dummy
-  expectEmptyMicrobatch(input, StatusNumSeqsOutOfRange);
-  input.numSeqs = N + 1;
-  expectEmptyMicrobatch(input, StatusNumSeqsOutOfRange);
-  input.numSeqs = kInt32Max;
-  expectEmptyMicrobatch(input, StatusNumSeqsOutOfRange);
+  for (int32_t numSeqs : {int32_t(N), int32_t(N + 1), kInt32Max}) {
+    input.numSeqs = numSeqs;
+    expectEmptyMicrobatch(input, StatusNumSeqsOutOfRange);
+  }
 }
 
 // N real sequences fill every slot: valid exactly when they fill all C*cp
@@ -741,10 +737,10 @@ TEST_F(BadData, AllSlotsWithoutTailIsValid) {
 
 TEST_F(BadData, NumSeqsNegative) {
   GraphStepInput input = validInput();
-  input.numSeqs = -1;
-  expectEmptyMicrobatch(input, StatusNumSeqsOutOfRange);
-  input.numSeqs = kInt32Min;
-  expectEmptyMicrobatch(input, StatusNumSeqsOutOfRange);
+  for (int32_t numSeqs : {-1, kInt32Min}) {
+    input.numSeqs = numSeqs;
+    expectEmptyMicrobatch(input, StatusNumSeqsOutOfRange);
+  }
 }
 
 TEST_F(BadData, TotalAboveCapacity) {

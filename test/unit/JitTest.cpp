@@ -2,7 +2,6 @@
 
 #include "compiler/Jit.h"
 #include "compiler/Bundle.h"
-#include "compiler/FatalErrorGuard.h"
 #include "runtime/Cache.h"
 #include "runtime/Sha256.h"
 #include "test/unit/JitTestSupport.h"
@@ -268,18 +267,9 @@ TEST(JitErrors, UnsupportedChipIsAnErrorNotAnExit) {
 }
 
 TEST(JitErrors, FatalErrorsInsideTheGuardAreFailures) {
-  std::string message;
-  bool ok = thdc::runWithFatalErrorsAsFailures(
-      [] {
-        llvm::report_fatal_error("IO failure on output stream");
-        return true;
-      },
-      message);
-  EXPECT_FALSE(ok);
-  EXPECT_EQ(message, "IO failure on output stream");
-  // The process goes on, and so does a later guarded call.
-  EXPECT_TRUE(thdc::runWithFatalErrorsAsFailures([] { return true; }, message));
-  EXPECT_TRUE(message.empty());
+  thdc::testing::expectGuardedFailure(
+      [] { llvm::report_fatal_error("IO failure on output stream"); },
+      "IO failure on output stream");
 }
 
 namespace {

@@ -34,6 +34,7 @@ using namespace thdc::reference;
 
 namespace {
 using thdc::testing::CompiledStep;
+using thdc::testing::drawTotalUnits;
 using thdc::testing::firstMismatch;
 using thdc::testing::join;
 using thdc::testing::kInt32Max;
@@ -233,21 +234,7 @@ PackStepInput randomPackInput(std::mt19937 &rng, const PackConfig &config,
   }
   const int64_t slots = int64_t(multiplicity.size());
 
-  int64_t targetUnits = 0;
-  if (n > 0) {
-    switch (uniform(rng, 0, 9)) {
-    case 0:
-    case 1:
-    case 2:
-      targetUnits = units;
-      break;
-    case 3:
-      targetUnits = 0;
-      break;
-    default:
-      targetUnits = uniform(rng, 0, units);
-    }
-  }
+  const int64_t targetUnits = n > 0 ? drawTotalUnits(rng, units) : 0;
 
   // Aligned lengths (in units of G) of the slots: the units are shared out
   // among the slots that may be non-empty, each taking multiplicity * units.
@@ -601,20 +588,20 @@ TEST_F(PackBadData, TotalAtCapacityIsValid) {
 TEST_F(PackBadData, NumSeqsAboveCapacity) {
   PackStepInput input = spec();
   input.sampleIds = {0, 1, 3, 4, 7}; // aligned 4 + 4 + 0 + 4 + 4 = 16 fits
-  input.numSeqs = config.N;          // no room for the dummy
-  expectEmptyMicrobatch(input, StatusNumSeqsOutOfRange);
-  input.numSeqs = config.N + 1;
-  expectEmptyMicrobatch(input, StatusNumSeqsOutOfRange);
-  input.numSeqs = kInt32Max;
-  expectEmptyMicrobatch(input, StatusNumSeqsOutOfRange);
+  // N leaves no room for the dummy.
+  for (int32_t numSeqs :
+       {int32_t(config.N), int32_t(config.N + 1), kInt32Max}) {
+    input.numSeqs = numSeqs;
+    expectEmptyMicrobatch(input, StatusNumSeqsOutOfRange);
+  }
 }
 
 TEST_F(PackBadData, NumSeqsNegative) {
   PackStepInput input = spec();
-  input.numSeqs = -1;
-  expectEmptyMicrobatch(input, StatusNumSeqsOutOfRange);
-  input.numSeqs = kInt32Min;
-  expectEmptyMicrobatch(input, StatusNumSeqsOutOfRange);
+  for (int32_t numSeqs : {-1, kInt32Min}) {
+    input.numSeqs = numSeqs;
+    expectEmptyMicrobatch(input, StatusNumSeqsOutOfRange);
+  }
 }
 
 TEST_F(PackBadData, TooManyTokens) {
@@ -634,12 +621,10 @@ TEST_F(PackBadData, TooManyTokens) {
 
 TEST_F(PackBadData, CpRankOutOfRange) {
   PackStepInput input = spec();
-  input.cpRank = int32_t(config.cp);
-  expectEmptyMicrobatch(input, StatusCpRankOutOfRange);
-  input.cpRank = -1;
-  expectEmptyMicrobatch(input, StatusCpRankOutOfRange);
-  input.cpRank = kInt32Max;
-  expectEmptyMicrobatch(input, StatusCpRankOutOfRange);
+  for (int32_t cpRank : {int32_t(config.cp), -1, kInt32Max}) {
+    input.cpRank = cpRank;
+    expectEmptyMicrobatch(input, StatusCpRankOutOfRange);
+  }
 }
 
 TEST_F(PackBadData, SeveralFaults) {
