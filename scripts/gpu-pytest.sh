@@ -20,6 +20,7 @@
 # OUT: one log and one JUnit file per test file, summary.txt.
 # FILE: test files to run (default: every test/python/test_*_gpu.py).
 # THDC_GPU_PYTEST_TIMEOUT: seconds per file (default 900).
+# THDC_GPU_PYTEST_JOBS: how many files run at once (default 1).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 # -- the stack ---------------------------------------------------------------
@@ -79,9 +80,18 @@ run_file() { # NAME FILE [pytest args]: runs one file, prints its line
     --junitxml "$out/$name.xml" "$file" "$@" > "$out/$name.txt" 2>&1)
   summarise "$name" "$out/$name.xml" "$out/$name.txt" $? | tee -a "$out/summary.txt"
 }
+# THDC_GPU_PYTEST_JOBS files at a time (default 1): the files share the GPU
+# and the stack; each takes the next file as one ends, so the longest should
+# come first (test_linear_attention_gpu, whose first Triton compile of
+# flash-linear-attention's kernels takes minutes).
+jobs=${THDC_GPU_PYTEST_JOBS:-1}
 for file in "${files[@]}"; do
-  run_file "$(basename "$file" .py)" "$(basename "$file")"
+  while [ "$(jobs -r -p | wc -l)" -ge "$jobs" ]; do
+    wait -n
+  done
+  run_file "$(basename "$file" .py)" "$(basename "$file")" &
 done
+wait
 python3 - "$out" <<'PY' | tee -a "$out/summary.txt"
 import glob, sys, xml.etree.ElementTree as ET
 total = dict(passed=0, failed=0, skipped=0)
