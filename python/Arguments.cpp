@@ -80,7 +80,8 @@ const dl::ExchangeApi *exchangeApiOf(PyTypeObject *type) {
       auto *candidate = static_cast<const dl::ExchangeApi *>(
           PyCapsule_GetPointer(capsule, dl::kExchangeApiCapsule));
       if (candidate && candidate->header.version.major == 1 &&
-          candidate->dltensorFromPyObjectNoSync && candidate->currentWorkStream)
+          candidate->dltensor_from_py_object_no_sync &&
+          candidate->current_work_stream)
         api = candidate;
     }
     Py_DECREF(capsule);
@@ -281,7 +282,7 @@ void readArray(nb::handle object, const BufferDesc &desc, ArrayView &view,
   bool writable = desc.isOutput;
   if (const dl::ExchangeApi *api = exchangeApiOf(Py_TYPE(object.ptr()))) {
     dl::Tensor tensor;
-    if (api->dltensorFromPyObjectNoSync(object.ptr(), &tensor) != 0) {
+    if (api->dltensor_from_py_object_no_sync(object.ptr(), &tensor) != 0) {
       nb::python_error error;
       raiseArgument(PyExc_TypeError, roleOf(desc) +
                                          " cannot be read through DLPack: " +
@@ -291,7 +292,7 @@ void readArray(nb::handle object, const BufferDesc &desc, ArrayView &view,
       raiseArgument(PyExc_ValueError, roleOf(desc) + " has " +
                                           std::to_string(tensor.ndim) +
                                           " dimensions; thdc takes 1-D arrays");
-    view.data = static_cast<char *>(tensor.data) + tensor.byteOffset;
+    view.data = static_cast<char *>(tensor.data) + tensor.byte_offset;
     view.device = tensor.device;
     view.dtype = tensor.dtype;
     view.ndim = tensor.ndim;
@@ -310,7 +311,7 @@ void readArray(nb::handle object, const BufferDesc &desc, ArrayView &view,
                                           std::to_string(nd.ndim()) +
                                           " dimensions; thdc takes 1-D arrays");
     view.data = const_cast<void *>(static_cast<const void *>(nd.data()));
-    view.device = {nd.device_type(), nd.device_id()};
+    view.device = {static_cast<DLDeviceType>(nd.device_type()), nd.device_id()};
     nb::dlpack::dtype t = nd.dtype();
     view.dtype = {t.code, t.bits, t.lanes};
     view.ndim = int32_t(nd.ndim());

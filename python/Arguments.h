@@ -53,7 +53,7 @@ bool sameType(dl::DataType a, dl::DataType b);
 /// import alive for the duration of the call.
 struct ArrayView {
   void *data = nullptr;
-  dl::Device device{0, 0};
+  dl::Device device{dl::kCPU, 0};
   dl::DataType dtype{0, 0, 0};
   int32_t ndim = 0;
   std::array<int64_t, 8> shape{};

@@ -88,7 +88,8 @@ public:
         raiseArgument(PyExc_ValueError,
                       "this Gather has no framework to take the current "
                       "stream from: pass stream=");
-      else if (api_->currentWorkStream(dl::kCUDA, device_, &launchStream) != 0)
+      else if (api_->current_work_stream(dl::kCUDA, device_, &launchStream) !=
+               0)
         throw nb::python_error();
       done = launchGather(parsed, count, launchStream, device_);
     }

@@ -95,7 +95,7 @@ public:
         done = gatherOnHost(plan.segments.data(), plan.count);
       } else {
         void *stream = nullptr;
-        if (api_->currentWorkStream(dl::kCUDA, device_, &stream) != 0)
+        if (api_->current_work_stream(dl::kCUDA, device_, &stream) != 0)
           throw nb::python_error();
         done = launchGather(plan.segments.data(), plan.count, stream, device_);
       }
@@ -138,17 +138,18 @@ private:
                                          nb::type_name(tensorType_).c_str() +
                                          "; got " + typeName(object));
     dl::Tensor tensor;
-    if (api_->dltensorFromPyObjectNoSync(object.ptr(), &tensor) != 0)
+    if (api_->dltensor_from_py_object_no_sync(object.ptr(), &tensor) != 0)
       throw nb::python_error();
     if (!onDevice(tensor))
       raiseArgument(PyExc_ValueError,
                     what + " is on " +
-                        describeDevice(tensor.device.type, tensor.device.id) +
+                        describeDevice(tensor.device.device_type,
+                                       tensor.device.device_id) +
                         ", not the gather's device");
     if (!contiguous(tensor))
       raiseArgument(PyExc_ValueError, what + " must be contiguous");
     return {uint64_t(reinterpret_cast<uintptr_t>(tensor.data)) +
-                tensor.byteOffset,
+                tensor.byte_offset,
             elementType(tensor.dtype), elementCount(tensor)};
   }
 
@@ -174,9 +175,9 @@ private:
   }
 
   bool onDevice(const dl::Tensor &tensor) const {
-    return device_ < 0
-               ? tensor.device.type == dl::kCPU
-               : tensor.device.type == dl::kCUDA && tensor.device.id == device_;
+    return device_ < 0 ? tensor.device.device_type == dl::kCPU
+                       : tensor.device.device_type == dl::kCUDA &&
+                             tensor.device.device_id == device_;
   }
 
   /// `object` as the contract sees it; TypeError naming `name` for an
@@ -187,7 +188,7 @@ private:
     dl::Tensor tensor;
     if (Py_TYPE(object) ==
             reinterpret_cast<PyTypeObject *>(tensorType_.ptr()) &&
-        api_->dltensorFromPyObjectNoSync(object, &tensor) == 0) {
+        api_->dltensor_from_py_object_no_sync(object, &tensor) == 0) {
       given.direct = true;
       given.ndim = tensor.ndim;
       given.elements = elementCount(tensor);
@@ -196,7 +197,7 @@ private:
                       tensor.dtype.code != dl::kUInt &&
                       tensor.dtype.code != dl::kBool;
       given.data = uint64_t(reinterpret_cast<uintptr_t>(tensor.data)) +
-                   tensor.byteOffset;
+                   tensor.byte_offset;
       given.onDevice = onDevice(tensor);
       given.contiguous = contiguous(tensor);
       given.shape0 = tensor.ndim ? tensor.shape[0] : 0;

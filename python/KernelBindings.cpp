@@ -136,30 +136,33 @@ public:
       checkArray(views[index], desc);
       const ArrayView &view = views[index];
       if (onGpu) {
-        if (view.device.type != dl::kCUDA &&
-            view.device.type != dl::kCUDAManaged)
+        if (view.device.device_type != dl::kCUDA &&
+            view.device.device_type != dl::kCUDAManaged)
           raiseArgument(PyExc_ValueError,
                         roleOf(desc) + " is in " +
-                            describeDevice(view.device.type, view.device.id) +
+                            describeDevice(view.device.device_type,
+                                           view.device.device_id) +
                             ", but the kernel runs on cuda:" +
                             std::to_string(device) + "; move it to the GPU");
-        if (view.device.id != device)
+        if (view.device.device_id != device)
           raiseArgument(
               PyExc_ValueError,
               roleOf(desc) + " is on " +
-                  describeDevice(view.device.type, view.device.id) +
+                  describeDevice(view.device.device_type,
+                                 view.device.device_id) +
                   ", but the launch is on cuda:" + std::to_string(device) +
                   (deviceArg.is_none()
                        ? " (the current device; select it with "
                          "torch.cuda.set_device or pass device=)"
                        : " (device=)"));
-      } else if (view.device.type != dl::kCPU &&
-                 view.device.type != dl::kCUDAHost) {
-        raiseArgument(PyExc_ValueError,
-                      roleOf(desc) + " is on " +
-                          describeDevice(view.device.type, view.device.id) +
-                          ", but this kernel runs on the host CPU (no GPU "
-                          "was found when it was loaded)");
+      } else if (view.device.device_type != dl::kCPU &&
+                 view.device.device_type != dl::kCUDAHost) {
+        raiseArgument(
+            PyExc_ValueError,
+            roleOf(desc) + " is on " +
+                describeDevice(view.device.device_type, view.device.device_id) +
+                ", but this kernel runs on the host CPU (no GPU "
+                "was found when it was loaded)");
       }
       pointers[index] = view.data;
     };
@@ -193,7 +196,7 @@ public:
       } else if (inputs_.empty()) {
         // No array to take a framework's stream from: the default stream.
       } else if (const dl::ExchangeApi *api = views[inputs_[0]].api) {
-        if (api->currentWorkStream(dl::kCUDA, device, &launchStream) != 0)
+        if (api->current_work_stream(dl::kCUDA, device, &launchStream) != 0)
           throw nb::python_error();
       } else if (isCupyArray(objects[inputs_[0]].ptr())) {
         // CuPy's current stream, as the CUDA array interface intends.
