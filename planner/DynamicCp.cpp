@@ -146,11 +146,11 @@ Result<std::optional<int64_t>> checkSettings(const PlannerConfig &config,
   Result<std::optional<int64_t>> cap = plannerSequenceCap(config);
   if (!cap)
     return cap.status();
-  reference::Expected<reference::DynamicCpGroups> parameters =
-      reference::dynamicCpGroups({}, config.maxSeqlenPerRank, *ranks,
-                                 minCpSize, *cap, config.vppGroup.value_or(1));
+  Result<reference::DynamicCpGroups> parameters =
+      reference::dynamicCpGroups({}, config.maxSeqlenPerRank, *ranks, minCpSize,
+                                 *cap, config.vppGroup.value_or(1));
   if (!parameters)
-    return Status::error(parameters.error());
+    return parameters.status();
   // A sub-group's budget C*size is then defined for every size.
   if (!reference::checkedMul(config.maxSeqlenPerRank, *ranks))
     return Status::error(concat("C*dp*cp = ", config.maxSeqlenPerRank, "*",
@@ -201,12 +201,11 @@ thdc::planner::dynamicCpPlan(const std::vector<int32_t> &paddedLengths,
   Result<std::optional<int64_t>> cap = checkSettings(config, minCpSize);
   if (!cap)
     return cap.status();
-  reference::Expected<reference::DynamicCpGroups> scheduled =
-      reference::dynamicCpGroups(paddedLengths, config.maxSeqlenPerRank,
-                                 config.dp * config.cp, minCpSize, *cap,
-                                 config.vppGroup.value_or(1));
+  Result<reference::DynamicCpGroups> scheduled = reference::dynamicCpGroups(
+      paddedLengths, config.maxSeqlenPerRank, config.dp * config.cp, minCpSize,
+      *cap, config.vppGroup.value_or(1));
   if (!scheduled)
-    return Status::error(scheduled.error());
+    return scheduled.status();
   DynamicCpPlan plan;
   plan.groups = std::move(scheduled->groups);
   plan.cpSizes = std::move(scheduled->cpSizes);

@@ -43,11 +43,10 @@ Result<PackingLimits> resolveLimits(const std::vector<int32_t> &lengths,
     return cap.status();
   // The reference owns the parameter checks (C, cp, dp, K, vppGroup >= 1):
   // running it on an empty batch applies exactly those.
-  reference::Expected<reference::PackingResult> parameters =
-      reference::dpBalancedGroups({}, config.maxSeqlenPerRank, config.cp,
-                                  config.dp, *cap, config.vppGroup);
+  Result<reference::PackingResult> parameters = reference::dpBalancedGroups(
+      {}, config.maxSeqlenPerRank, config.cp, config.dp, *cap, config.vppGroup);
   if (!parameters)
-    return Status::error(parameters.error());
+    return parameters.status();
 
   // The reference has refused products that overflow; these are defined.
   const std::optional<int64_t> capacity =
@@ -213,11 +212,10 @@ private:
 
 Result<std::optional<int64_t>>
 thdc::planner::plannerSequenceCap(const PlannerConfig &config) {
-  reference::Expected<std::optional<int64_t>> cap =
-      reference::schedulerMaxRealNumSeqs(config.maxPackedSequences,
-                                         config.alignmentSet, config.dummyTail);
+  Result<std::optional<int64_t>> cap = reference::schedulerMaxRealNumSeqs(
+      config.maxPackedSequences, config.alignmentSet, config.dummyTail);
   if (!cap)
-    return Status::error(cap.error());
+    return cap.status();
   return *cap;
 }
 
@@ -240,12 +238,11 @@ thdc::planner::nextFitPlan(const std::vector<int32_t> &paddedLengths,
   Result<PackingLimits> limits = resolveLimits(paddedLengths, config);
   if (!limits)
     return limits.status();
-  reference::Expected<reference::PackingResult> packing =
-      reference::dpBalancedGroups(paddedLengths, config.maxSeqlenPerRank,
-                                  config.cp, config.dp, limits->maxRealSeqs,
-                                  config.vppGroup);
+  Result<reference::PackingResult> packing = reference::dpBalancedGroups(
+      paddedLengths, config.maxSeqlenPerRank, config.cp, config.dp,
+      limits->maxRealSeqs, config.vppGroup);
   if (!packing)
-    return Status::error(packing.error());
+    return packing.status();
   return makePlan(std::move(packing->packs), std::move(packing->groups),
                   paddedLengths, *limits, PlanAlgorithm::NextFit, config);
 }
@@ -372,11 +369,11 @@ Result<int64_t> thdc::planner::microbatchUpperBound(const PlannerConfig &config,
   Result<std::optional<int64_t>> cap = plannerSequenceCap(config);
   if (!cap)
     return cap.status();
-  reference::Expected<int64_t> bound = reference::maxMicrobatchesUpperBound(
+  Result<int64_t> bound = reference::maxMicrobatchesUpperBound(
       globalBatchSize, config.dp, config.cp, config.maxSeqlenPerRank, maxSeqLen,
       config.vppGroup, *cap);
   if (!bound)
-    return Status::error(bound.error());
+    return bound.status();
   return *bound;
 }
 

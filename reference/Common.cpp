@@ -6,7 +6,6 @@
 //===----------------------------------------------------------------------===//
 
 #include "reference/Common.h"
-#include "reference/Expected.h"
 #include "reference/Internal.h"
 
 #include <algorithm>

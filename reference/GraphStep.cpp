@@ -209,11 +209,11 @@ int32_t numSeqsStatus(const std::vector<int32_t> &cuSeqlensPadded,
   return total < maxTokens ? StatusNumSeqsOutOfRange : 0;
 }
 
-Expected<DroppedCounts> droppedCounts(int32_t status,
-                                      const std::vector<int32_t> &cuSeqlens,
-                                      int64_t numSeqs) {
+Result<DroppedCounts> droppedCounts(int32_t status,
+                                    const std::vector<int32_t> &cuSeqlens,
+                                    int64_t numSeqs) {
   if (cuSeqlens.empty())
-    return makeError<DroppedCounts>(
+    return Status::error(
         "droppedCounts: cu_seqlens has no entry; a cumulative-offset array "
         "has at least one");
   DroppedCounts dropped;

@@ -8,7 +8,7 @@
 #ifndef THDC_REFERENCE_GRAPHSTEP_H
 #define THDC_REFERENCE_GRAPHSTEP_H
 
-#include "reference/Expected.h"
+#include "reference/Status.h"
 #include "reference/StatusBits.h"
 
 #include <cstdint>
@@ -78,9 +78,9 @@ struct DroppedCounts {
 /// out of bounds or reports negative counts. Error: an empty cuSeqlens.
 /// Golden: status 8, cu [0,3,5,9], numSeqs 2 -> (2, 5); numSeqs 7 -> (3, 9);
 /// status 0 -> (0, 0).
-Expected<DroppedCounts> droppedCounts(int32_t status,
-                                      const std::vector<int32_t> &cuSeqlens,
-                                      int64_t numSeqs);
+Result<DroppedCounts> droppedCounts(int32_t status,
+                                    const std::vector<int32_t> &cuSeqlens,
+                                    int64_t numSeqs);
 
 /// Input of one microbatch of megatronGraphStep, in the static shapes of the
 /// graph: the global (pre-CP) buffer has C*cp rows of which the first

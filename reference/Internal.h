@@ -11,7 +11,7 @@
 #define THDC_REFERENCE_INTERNAL_H
 
 #include "reference/CheckedArithmetic.h"
-#include "reference/Expected.h"
+#include "reference/Status.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -84,9 +84,9 @@ inline bool holds(const std::vector<int32_t> &ids, int32_t id) {
 
 /// The value of `result`, or fatal() with its error: for steps whose inputs
 /// were already validated, so an error is an internal inconsistency.
-template <typename T> T unwrap(Expected<T> result, const char *where) {
+template <typename T> T unwrap(Result<T> result, const char *where) {
   if (!result)
-    fatal(where, "internal error: " + result.error());
+    fatal(where, "internal error: " + result.status().message());
   return std::move(*result);
 }
 

@@ -27,18 +27,20 @@ public:
   static Status error(std::string message) {
     Status status;
     status.message_ = std::move(message);
+    status.failed_ = true;
     return status;
   }
-  bool ok() const { return !message_.has_value(); }
+  bool ok() const { return !failed_; }
   explicit operator bool() const { return ok(); }
   /// The error message; empty when ok().
-  const std::string &message() const {
-    static const std::string empty;
-    return message_ ? *message_ : empty;
-  }
+  const std::string &message() const { return message_; }
 
 private:
-  std::optional<std::string> message_;
+  // A string and a flag rather than an optional string: GCC 12 warns
+  // (-Wmaybe-uninitialized) on destroying the optional inside a Result that
+  // holds a value.
+  std::string message_;
+  bool failed_ = false;
 };
 
 /// A value, or the Status that explains why there is none.
