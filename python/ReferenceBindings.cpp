@@ -107,9 +107,9 @@ nb::dict referenceGraphStep(ArrayArg tokens, ArrayArg labels,
   metadataInput(input, cuSeqlens, cuSeqlensPadded, numSeqs, cpRank, rowsGiven);
   // megatronGraphStep aborts on broken preconditions: the reference states
   // them once, and they become a ValueError here.
-  if (std::optional<std::string> problem =
-          reference::graphStepPreconditionError(input, C, cp, N))
-    throw nb::value_error(("graph_step: " + *problem).c_str());
+  if (Status problem = reference::checkGraphStepPreconditions(input, C, cp, N);
+      !problem)
+    throw nb::value_error(("graph_step: " + problem.message()).c_str());
   const std::optional<int64_t> dummyLength =
       dummyLengthArgument("graph_step", dummyLengthArg, cp);
   reference::GraphStepOutput out;
@@ -142,9 +142,10 @@ nb::dict referenceGraphStepOffsets(ArrayArg cuSeqlens, ArrayArg cuSeqlensPadded,
     C *= cp;
     cp = 1;
   }
-  if (std::optional<std::string> problem =
-          reference::graphStepMetadataPreconditionError(input, C, cp, N))
-    throw nb::value_error(("graph_step_offsets: " + *problem).c_str());
+  if (Status problem =
+          reference::checkGraphStepMetadataPreconditions(input, C, cp, N);
+      !problem)
+    throw nb::value_error(("graph_step_offsets: " + problem.message()).c_str());
   const std::optional<int64_t> dummyLength =
       dummyLengthArgument("graph_step_offsets", dummyLengthArg, cp);
   const reference::GraphStepMetadata out =

@@ -112,9 +112,8 @@ cpUnsliceIndices(const std::vector<int32_t> &cuSeqlensPadded, int64_t cp,
   if (rowsPerRank > kInt32Max / cp)
     return Status::error(concat("cp * rows_per_rank = ", cp, " * ", rowsPerRank,
                                 " is above int32 max"));
-  if (std::optional<std::string> problem =
-          checkCuArray("cu_seqlens_padded", cup))
-    return Status::error(*problem);
+  if (Status problem = checkCuArray("cu_seqlens_padded", cup); !problem)
+    return problem;
   const int64_t rows = cp * rowsPerRank;
   Output indices;
   indices.reserve(static_cast<std::size_t>(rows));

@@ -32,8 +32,8 @@ Result<LinearChunks> linearChunks(const std::vector<int32_t> &cu,
   if (cu.size() < 2)
     return Status::error(concat("linearChunks: cu has ", cu.size(),
                                 " entries; it needs N+1 >= 2"));
-  if (std::optional<std::string> problem = checkCuArray("cu", cu))
-    return Status::error("linearChunks: " + *problem);
+  if (Status problem = checkCuArray("cu", cu); !problem)
+    return Status::error("linearChunks: " + problem.message());
   if (capacity < 0 || capacity > kInt32Max / 2)
     return Status::error(concat("linearChunks: the capacity ", capacity,
                                 " rows is outside [0, int32 max / 2]"));

@@ -25,29 +25,28 @@ using namespace internal;
 
 namespace {
 
-/// The configuration and buffer sizes the pipeline cannot have, as a
-/// message; nullopt when they are those of a pipeline with these
-/// parameters.
-std::optional<std::string> checkPackStepShapes(const PackStepInput &input,
-                                               int64_t c, int64_t cp,
-                                               int64_t n) {
-  if (std::optional<std::string> problem = checkStepConfiguration(c, cp, n))
+/// The configuration and buffer sizes the pipeline cannot have, as an
+/// error; success when they are those of a pipeline with these parameters.
+Status checkPackStepShapes(const PackStepInput &input, int64_t c, int64_t cp,
+                           int64_t n) {
+  if (Status problem = checkStepConfiguration(c, cp, n); !problem)
     return problem;
   if (input.labelPool.size() != input.tokenPool.size() ||
       input.lossMaskPool.size() != input.tokenPool.size())
-    return concat("token_pool/label_pool/loss_mask_pool have ",
-                  input.tokenPool.size(), "/", input.labelPool.size(), "/",
-                  input.lossMaskPool.size(),
-                  " rows; all must have the pool's P rows");
+    return Status::error(concat(
+        "token_pool/label_pool/loss_mask_pool have ", input.tokenPool.size(),
+        "/", input.labelPool.size(), "/", input.lossMaskPool.size(),
+        " rows; all must have the pool's P rows"));
   if (input.sampleOffsets.size() != input.sampleLengths.size() ||
       input.sampleLengths.empty())
-    return concat("sample_offsets/sample_lengths have ",
-                  input.sampleOffsets.size(), "/", input.sampleLengths.size(),
-                  " entries; both must have the pool's S >= 1 entries");
+    return Status::error(
+        concat("sample_offsets/sample_lengths have ",
+               input.sampleOffsets.size(), "/", input.sampleLengths.size(),
+               " entries; both must have the pool's S >= 1 entries"));
   if (int64_t(input.sampleIds.size()) != n - 1)
-    return concat("sample_ids has ", input.sampleIds.size(),
-                  " entries; it must have N-1 = ", n - 1);
-  return std::nullopt;
+    return Status::error(concat("sample_ids has ", input.sampleIds.size(),
+                                " entries; it must have N-1 = ", n - 1));
+  return Status();
 }
 
 } // namespace
@@ -56,8 +55,8 @@ Result<PackStepOutput> packMicrobatchStep(const PackStepInput &input,
                                           int64_t maxSeqlenPerRank, int64_t cp,
                                           int64_t maxPackedSequences) {
   const int64_t C = maxSeqlenPerRank, N = maxPackedSequences;
-  if (std::optional<std::string> problem = checkPackStepShapes(input, C, cp, N))
-    return Status::error("packMicrobatchStep: " + *problem);
+  if (Status problem = checkPackStepShapes(input, C, cp, N); !problem)
+    return Status::error("packMicrobatchStep: " + problem.message());
   Result<int64_t> granularity = padGranularity(cp, 1, false);
   if (!granularity)
     return Status::error("S1: " + granularity.status().message());

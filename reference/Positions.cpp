@@ -22,9 +22,9 @@ Result<std::vector<int64_t>>
 positionIds(const std::vector<int32_t> &cuSeqlens,
             const std::vector<int32_t> &cuSeqlensPadded) {
   using Output = std::vector<int64_t>;
-  if (std::optional<std::string> problem =
-          checkCuArray("cu_seqlens_padded", cuSeqlensPadded))
-    return Status::error("positionIds: " + *problem);
+  if (Status problem = checkCuArray("cu_seqlens_padded", cuSeqlensPadded);
+      !problem)
+    return Status::error("positionIds: " + problem.message());
   Result<std::vector<uint8_t>> mask = paddingMask(cuSeqlens, cuSeqlensPadded);
   if (!mask)
     return mask.status();

@@ -177,21 +177,22 @@ padTailOffsets(const std::vector<int32_t> &cuSeqlens,
   int64_t newMaxSeqlen = maxSeqlen;
   // The dummy sequences over the tail [gA, gT) are partitioned like any
   // sequence: under zigzag CP the tail is a multiple of 2*cp.
-  auto tailNotDivisible = [&]() -> std::optional<std::string> {
+  auto tailDivisible = [&]() -> Status {
     const int64_t tail = globalTarget - globalActual;
     if (!zigzagCp || tail % (2 * cp) == 0)
-      return std::nullopt;
-    return concat("dummy sequence length ", tail, " (gT ", globalTarget,
-                  " - cu_seqlens_padded[", n, "] ", globalActual,
-                  ") is not divisible by 2*cp = ", 2 * cp,
-                  "; zigzag CP partitioning requires it");
+      return Status();
+    return Status::error(concat("dummy sequence length ", tail, " (gT ",
+                                globalTarget, " - cu_seqlens_padded[", n, "] ",
+                                globalActual,
+                                ") is not divisible by 2*cp = ", 2 * cp,
+                                "; zigzag CP partitioning requires it"));
   };
   switch (config.policy) {
   case TailPolicy::AppendDummySequence:
     if (globalTarget > globalActual) {
       const int64_t dummy = globalTarget - globalActual;
-      if (std::optional<std::string> error = tailNotDivisible())
-        return Status::error(*error);
+      if (Status divisible = tailDivisible(); !divisible)
+        return divisible;
       const int64_t validEnd = int64_t(cu.back()) + dummy;
       if (!fitsInt32(validEnd))
         return Status::error(concat("dummy end cu_seqlens[", n, "] + ", dummy,
@@ -237,8 +238,8 @@ padTailOffsets(const std::vector<int32_t> &cuSeqlens,
     if (globalTarget <= globalActual)
       break;
     const int64_t tail = globalTarget - globalActual;
-    if (std::optional<std::string> error = tailNotDivisible())
-      return Status::error(*error);
+    if (Status divisible = tailDivisible(); !divisible)
+      return divisible;
     const int64_t spare = *config.maxNumSeqs - int64_t(n);
     if (spare < 1)
       return Status::error(concat(n, " sequences leave no spare entry of N = ",

@@ -1646,25 +1646,28 @@ TEST(GraphStepDeathTest, CapacityOverflowIsAPreconditionNotAWrap) {
 }
 
 TEST(GraphStep, PreconditionErrorReportsWithoutAborting) {
-  std::optional<std::string> problem =
-      graphStepPreconditionError(wrappedCapacityInput(), kWrapsTo32, 8, 6);
-  ASSERT_TRUE(problem);
-  EXPECT_EQ(*problem, "C * cp = 2305843009213693956 * 8 overflows int64, "
-                      "outside the int32 range of the cu arrays");
-  problem = graphStepPreconditionError(runningExampleInput(0), 1 << 30, 4, 6);
-  ASSERT_TRUE(problem);
-  EXPECT_EQ(*problem, "C * cp = 1073741824 * 4 = 4294967296, outside the "
-                      "int32 range of the cu arrays");
-  problem = graphStepPreconditionError(runningExampleInput(0), 8, 2, kInt64Max);
-  ASSERT_TRUE(problem);
-  EXPECT_NE(problem->find("N = 9223372036854775807 is outside the int32"),
+  Status problem =
+      checkGraphStepPreconditions(wrappedCapacityInput(), kWrapsTo32, 8, 6);
+  ASSERT_FALSE(problem);
+  EXPECT_EQ(problem.message(), "C * cp = 2305843009213693956 * 8 overflows "
+                               "int64, outside the int32 range of the cu "
+                               "arrays");
+  problem = checkGraphStepPreconditions(runningExampleInput(0), 1 << 30, 4, 6);
+  ASSERT_FALSE(problem);
+  EXPECT_EQ(problem.message(), "C * cp = 1073741824 * 4 = 4294967296, outside "
+                               "the int32 range of the cu arrays");
+  problem =
+      checkGraphStepPreconditions(runningExampleInput(0), 8, 2, kInt64Max);
+  ASSERT_FALSE(problem);
+  EXPECT_NE(problem.message().find("N = 9223372036854775807 is outside the "
+                                   "int32"),
             std::string::npos)
-      << *problem;
-  EXPECT_FALSE(
-      graphStepPreconditionError(runningExampleInput(0), 8, 2, 6).has_value());
-  problem = graphStepPreconditionError(runningExampleInput(0), 7, 2, 6);
-  ASSERT_TRUE(problem);
-  EXPECT_NE(problem->find("must be even"), std::string::npos) << *problem;
+      << problem.message();
+  EXPECT_TRUE(checkGraphStepPreconditions(runningExampleInput(0), 8, 2, 6));
+  problem = checkGraphStepPreconditions(runningExampleInput(0), 7, 2, 6);
+  ASSERT_FALSE(problem);
+  EXPECT_NE(problem.message().find("must be even"), std::string::npos)
+      << problem.message();
 }
 
 /// A random graph-step input in the static shapes of (C, cp, N): valid
@@ -1797,8 +1800,8 @@ TEST(GraphStep, MetadataMakesNoRows) {
 TEST(GraphStepDeathTest, MetadataPreconditionsAreTheStepsButTheData) {
   GraphStepInput input = runningExampleInput(0);
   input.tokens.clear();
-  EXPECT_FALSE(graphStepMetadataPreconditionError(input, 8, 2, 6));
-  EXPECT_TRUE(graphStepPreconditionError(input, 8, 2, 6));
+  EXPECT_TRUE(checkGraphStepMetadataPreconditions(input, 8, 2, 6));
+  EXPECT_FALSE(checkGraphStepPreconditions(input, 8, 2, 6));
   input.cuSeqlens.push_back(0);
   EXPECT_DEATH(graphStepMetadata(input, 8, 2, 6), "N\\+1 = 7");
   EXPECT_DEATH(graphStepMetadata(runningExampleInput(0), 7, 2, 6),
