@@ -88,10 +88,10 @@ LogicalResult evaluate(PadTailMetadataOp op, Environment &env) {
   if (config.policy == ref::TailPolicy::ExtendLast && n == 0)
     config.policy = ref::TailPolicy::None;
   int64_t globalLength = std::max<int64_t>(cup.back(), 0);
-  ref::Expected<ref::TailPaddingResult> tail = ref::padTailMetadata(
+  Result<ref::TailPaddingResult> tail = ref::padTailMetadata(
       cu, cup, scalarOf(env[op.getMaxSeqlen()]), globalLength / *cp, config);
   if (!tail)
-    return referenceError(op, tail.error());
+    return referenceError(op, tail.status().message());
   if (int64_t(tail->cuSeqlens.size()) > cuOut->size() ||
       int64_t(tail->cuSeqlensPadded.size()) > cupOut->size())
     return referenceError(op, "the result has " +
@@ -178,11 +178,11 @@ LogicalResult evaluate(DroppedOp op, Environment &env) {
   FailureOr<Buffer> tokens = resultBuffer(op, op.getDroppedTokens());
   if (failed(seqs) || failed(tokens))
     return failure();
-  ref::Expected<ref::DroppedCounts> dropped = ref::droppedCounts(
+  Result<ref::DroppedCounts> dropped = ref::droppedCounts(
       scalarOf(env[op.getStatus()]), int32Values(env[op.getCuSeqlens()]),
       scalarOf(env[op.getNumSeqs()]));
   if (!dropped)
-    return referenceError(op, dropped.error());
+    return referenceError(op, dropped.status().message());
   seqs->set<int32_t>(0, dropped->sequences);
   tokens->set<int32_t>(0, dropped->tokens);
   env.bind(op.getDroppedSeqs(), std::move(*seqs));
@@ -200,10 +200,10 @@ LogicalResult evaluate(LinearChunksOp op, Environment &env) {
   // Every entry is meaningful; the reference refuses offsets that decrease
   // or hold more chunks than chunk_indices' rows.
   const Buffer &cu = env[op.getCuSeqlensPadded()];
-  ref::Expected<ref::LinearChunks> chunks = ref::linearChunks(
+  Result<ref::LinearChunks> chunks = ref::linearChunks(
       meaningful(cu, cu.size() - 1), *chunkSize, indices->size() / 2);
   if (!chunks)
-    return referenceError(op, chunks.error());
+    return referenceError(op, chunks.status().message());
   indices->assign(chunks->chunkIndices, 0);
   offsets->assign(chunks->chunkOffsets, 0);
   count->set<int32_t>(0, chunks->chunkCount);

@@ -31,20 +31,20 @@ LogicalResult evaluate(AlignLengthsOp op, Environment &env) {
   if (failed(cp) || failed(tp) || failed(dp) || failed(multiple) ||
       failed(result))
     return failure();
-  ref::Expected<int64_t> granularity = ref::padGranularity(
+  Result<int64_t> granularity = ref::padGranularity(
       *cp, *tp, op.getSequenceParallel(), *dp, bool(op.getDpAttr()), *multiple);
   if (!granularity)
-    return referenceError(op, granularity.error());
+    return referenceError(op, granularity.status().message());
   std::vector<int32_t> valid = int32Values(env[op.getValidLens()]);
   // p = ceil(v / G) * G for every v, negative ones included (the reference's
   // S1 step refuses those; bad lengths are reported by thd.validate).
   std::vector<int32_t> padded(valid.size());
   if (std::all_of(valid.begin(), valid.end(),
                   [](int32_t v) { return v >= 0; })) {
-    ref::Expected<std::vector<int32_t>> aligned =
+    Result<std::vector<int32_t>> aligned =
         ref::alignLengths(valid, *granularity);
     if (!aligned)
-      return referenceError(op, aligned.error());
+      return referenceError(op, aligned.status().message());
     padded = *aligned;
   } else {
     for (size_t i = 0; i < valid.size(); ++i) {
@@ -75,10 +75,10 @@ LogicalResult evaluate(GatherOp op, Environment &env) {
   ids.resize(size_t(n));
   for (int32_t &id : ids)
     id = std::clamp<int32_t>(id, 0, int32_t(values.size() - 1));
-  ref::Expected<std::vector<int32_t>> gathered =
+  Result<std::vector<int32_t>> gathered =
       ref::cpSlice(int32Values(values), ids);
   if (!gathered)
-    return referenceError(op, gathered.error());
+    return referenceError(op, gathered.status().message());
   result->assign(*gathered, 0);
   env.bind(op.getResult(), std::move(*result));
   return success();
@@ -94,10 +94,9 @@ LogicalResult evaluate(CuSeqlensOp op, Environment &env) {
   std::vector<int32_t> offsets;
   if (std::all_of(lengths.begin(), lengths.end(),
                   [](int32_t v) { return v >= 0; })) {
-    ref::Expected<std::vector<int32_t>> cumulative =
-        ref::cumulativeLengths(lengths);
+    Result<std::vector<int32_t>> cumulative = ref::cumulativeLengths(lengths);
     if (!cumulative)
-      return referenceError(op, cumulative.error());
+      return referenceError(op, cumulative.status().message());
     offsets = *cumulative;
   } else {
     // Negative lengths (bad data, reported by thd.validate) still sum.
@@ -123,10 +122,10 @@ LogicalResult evaluate(PadCuSeqlensOp op, Environment &env) {
     return failure();
   const Buffer &offsets = env[op.getOffsets()];
   int64_t n = countOf(env, op.getNumSeqs(), offsets.size());
-  ref::Expected<std::vector<int32_t>> padded =
+  Result<std::vector<int32_t>> padded =
       ref::padCuSeqlens(meaningful(offsets, n), *entries);
   if (!padded)
-    return referenceError(op, padded.error());
+    return referenceError(op, padded.status().message());
   if (int64_t(padded->size()) != result->size())
     return referenceError(op, "'entries' is " + std::to_string(*entries) +
                                   " but the result has " +

@@ -41,10 +41,9 @@ FailureOr<RowLayout> rowLayout(Operation *op, Environment &env, Value cuValue,
   layout.cup = meaningful(cupBuffer, layout.n);
   if (failed(checkNonDecreasing(op, layout.cup, "cu_seqlens_padded")))
     return failure();
-  ref::Expected<std::vector<uint8_t>> mask =
-      ref::paddingMask(layout.cu, layout.cup);
+  Result<std::vector<uint8_t>> mask = ref::paddingMask(layout.cu, layout.cup);
   if (!mask)
-    return referenceError(op, mask.error());
+    return referenceError(op, mask.status().message());
   layout.mask = std::move(*mask);
   return layout;
 }
@@ -69,10 +68,10 @@ LogicalResult evaluate(PositionIdsOp op, Environment &env) {
       op, env, op.getCuSeqlens(), op.getCuSeqlensPadded(), op.getNumSeqs());
   if (failed(result) || failed(layout))
     return failure();
-  ref::Expected<std::vector<int64_t>> positions =
+  Result<std::vector<int64_t>> positions =
       ref::positionIds(layout->cu, layout->cup);
   if (!positions)
-    return referenceError(op, positions.error());
+    return referenceError(op, positions.status().message());
   result->setRows(boundedRows(layout->cup.back(), result->size()));
   withElementWidth(result->width(), [&](auto t) {
     using T = decltype(t);
@@ -102,10 +101,9 @@ LogicalResult evaluate(PackOp op, Environment &env) {
   // The sequence of every row, then the pool row of every valid row; the
   // reads are clamped into the ids, the offsets and the pool (a chosen
   // sample outside the pool is reported by thd.validate).
-  ref::Expected<std::vector<int32_t>> sequenceOf =
-      ref::seqIdx(layout->cup, total);
+  Result<std::vector<int32_t>> sequenceOf = ref::seqIdx(layout->cup, total);
   if (!sequenceOf)
-    return referenceError(op, sequenceOf.error());
+    return referenceError(op, sequenceOf.status().message());
   int64_t rows = boundedRows(total, result->size());
   std::vector<int32_t> sourceRows;
   std::vector<uint8_t> isPadding(static_cast<size_t>(rows));
@@ -122,16 +120,16 @@ LogicalResult evaluate(PackOp op, Environment &env) {
   uint64_t pad = fillBits(op.getPad(), result->getElementType());
   LogicalResult status = withElementWidth(result->width(), [&](auto t) {
     using T = decltype(t);
-    ref::Expected<std::vector<T>> gathered =
+    Result<std::vector<T>> gathered =
         ref::cpSlice(pool.values<T>(), sourceRows);
     if (!gathered)
-      return referenceError(op, gathered.error());
+      return referenceError(op, gathered.status().message());
     T padValue;
     std::memcpy(&padValue, &pad, sizeof(T));
-    ref::Expected<std::vector<T>> packed =
+    Result<std::vector<T>> packed =
         ref::sanitize(*gathered, isPadding, padValue);
     if (!packed)
-      return referenceError(op, packed.error());
+      return referenceError(op, packed.status().message());
     result->assign(*packed, pad);
     return success();
   });
@@ -160,10 +158,10 @@ LogicalResult evaluate(SanitizeOp op, Environment &env) {
     using T = decltype(t);
     T fillValue;
     std::memcpy(&fillValue, &fill, sizeof(T));
-    ref::Expected<std::vector<T>> sanitized =
+    Result<std::vector<T>> sanitized =
         ref::sanitize(input.values<T>(), isPadding, fillValue);
     if (!sanitized)
-      return referenceError(op, sanitized.error());
+      return referenceError(op, sanitized.status().message());
     result->assign(*sanitized, fill);
     return success();
   });
@@ -189,20 +187,19 @@ LogicalResult evaluate(CpSliceOp op, Environment &env) {
   std::vector<int32_t> indices;
   // An empty microbatch has an empty slice (TE would reject T == 0).
   if (total != 0) {
-    ref::Expected<std::vector<int32_t>> partition = ref::cpPartitionIndices(
+    Result<std::vector<int32_t>> partition = ref::cpPartitionIndices(
         cup, total, *cp, rank, referenceMode(op.getMode()));
     if (!partition)
-      return referenceError(op, partition.error());
+      return referenceError(op, partition.status().message());
     indices = std::move(*partition);
   }
   int64_t rows = boundedRows(int64_t(indices.size()), result->size());
   indices.resize(size_t(rows));
   LogicalResult status = withElementWidth(result->width(), [&](auto t) {
     using T = decltype(t);
-    ref::Expected<std::vector<T>> slice =
-        ref::cpSlice(input.values<T>(), indices);
+    Result<std::vector<T>> slice = ref::cpSlice(input.values<T>(), indices);
     if (!slice)
-      return referenceError(op, slice.error());
+      return referenceError(op, slice.status().message());
     result->assign(*slice, 0);
     return success();
   });
@@ -223,11 +220,11 @@ LogicalResult evaluate(CpUnsliceOp op, Environment &env) {
   if (passedThroughAtOneRank(*cp, op.getInput(), op.getResult(), env))
     return success();
   const Buffer &input = env[op.getInput()];
-  ref::Expected<std::vector<int32_t>> indices = ref::cpUnsliceIndices(
+  Result<std::vector<int32_t>> indices = ref::cpUnsliceIndices(
       meaningful(env, op.getCuSeqlensPadded(), op.getNumSeqs()), *cp,
       *rowsPerRank, referenceMode(op.getMode()));
   if (!indices)
-    return referenceError(op, indices.error());
+    return referenceError(op, indices.status().message());
   if (int64_t(indices->size()) != result->size())
     return referenceError(op, "the result has " +
                                   std::to_string(result->size()) +
@@ -235,10 +232,9 @@ LogicalResult evaluate(CpUnsliceOp op, Environment &env) {
                                   std::to_string(indices->size()));
   LogicalResult status = withElementWidth(result->width(), [&](auto t) {
     using T = decltype(t);
-    ref::Expected<std::vector<T>> rows =
-        ref::cpSlice(input.values<T>(), *indices);
+    Result<std::vector<T>> rows = ref::cpSlice(input.values<T>(), *indices);
     if (!rows)
-      return referenceError(op, rows.error());
+      return referenceError(op, rows.status().message());
     result->assign(*rows, 0);
     return success();
   });
@@ -260,11 +256,11 @@ LogicalResult evaluate(RopePositionsOp op, Environment &env) {
   if (cup.size() == 1)
     return referenceError(op, "rope positions need at least one sequence "
                               "(num_seqs is 0)");
-  ref::Expected<std::vector<int64_t>> rows = ref::ropeTableRows(
-      cup, *cp, clampedRank(env[op.getCpRank()], *cp),
-      result->size(), scalarOf(env[op.getMaxSeqlen()]), *tableRows);
+  Result<std::vector<int64_t>> rows = ref::ropeTableRows(
+      cup, *cp, clampedRank(env[op.getCpRank()], *cp), result->size(),
+      scalarOf(env[op.getMaxSeqlen()]), *tableRows);
   if (!rows)
-    return referenceError(op, rows.error());
+    return referenceError(op, rows.status().message());
   std::vector<int32_t> narrowed(rows->begin(), rows->end());
   result->assign(narrowed, 0);
   env.bind(op.getPositions(), std::move(*result));
@@ -281,9 +277,9 @@ LogicalResult evaluate(SeqIdxOp op, Environment &env) {
     return failure();
   // The tail [cup[n], length) is sequence n; a total past the length is cut.
   int64_t total = std::max<int64_t>(cup.back(), result->size());
-  ref::Expected<std::vector<int32_t>> indices = ref::seqIdx(cup, total);
+  Result<std::vector<int32_t>> indices = ref::seqIdx(cup, total);
   if (!indices)
-    return referenceError(op, indices.error());
+    return referenceError(op, indices.status().message());
   result->assign(*indices, 0);
   env.bind(op.getSeqIdx(), std::move(*result));
   return success();
@@ -315,10 +311,10 @@ LogicalResult evaluate(PadTailOp op, Environment &env) {
     using T = decltype(t);
     T fillValue;
     std::memcpy(&fillValue, &fill, sizeof(T));
-    ref::Expected<std::vector<T>> padded =
+    Result<std::vector<T>> padded =
         ref::padTail(firstRows<T>(input), target, fillValue);
     if (!padded)
-      return referenceError(op, padded.error());
+      return referenceError(op, padded.status().message());
     if (int64_t(padded->size()) > result->size())
       return referenceError(op, "the padded length " +
                                     std::to_string(padded->size()) +

@@ -10,7 +10,7 @@
 #ifndef THDC_PLANNER_DETAIL_H
 #define THDC_PLANNER_DETAIL_H
 
-#include "runtime/Status.h"
+#include "reference/Status.h"
 
 #include <cstdint>
 #include <sstream>
@@ -36,16 +36,15 @@ template <typename... Args> std::string concat(const Args &...args) {
 /// and sizes inputs.sampleIds to microbatches * (N-1) zeros, checked before
 /// it is sized (wrapped, N = 2^61 + 1 with 8 microbatches would size it 0).
 /// Returns dp*cp.
-runtime::Result<int64_t> startInputs(MicrobatchInputs &inputs, int64_t dp,
-                                     int64_t cp, int64_t rank,
-                                     int64_t maxPackedSequences,
-                                     int64_t microbatches);
+Result<int64_t> startInputs(MicrobatchInputs &inputs, int64_t dp, int64_t cp,
+                            int64_t rank, int64_t maxPackedSequences,
+                            int64_t microbatches);
 
 /// Puts `pack`, microbatch m's sequences for `rank`, into its N-1 entries of
 /// inputs.sampleIds and its size into numSeqs; an error when it has more
 /// than N-1 sequences (one of the N slots is the dummy sequence's).
-runtime::Status appendPack(MicrobatchInputs &inputs, std::size_t m,
-                           const std::vector<int32_t> &pack, int64_t rank);
+Status appendPack(MicrobatchInputs &inputs, std::size_t m,
+                  const std::vector<int32_t> &pack, int64_t rank);
 
 } // namespace detail
 } // namespace planner

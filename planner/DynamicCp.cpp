@@ -29,104 +29,116 @@ std::string capText(const std::optional<int64_t> &cap) {
   return cap ? std::to_string(*cap) : std::string("none");
 }
 
-/// The first violated promise of microbatch m of `plan`, or nullopt; `packOf`
-/// records the microbatch of every id seen so far.
-std::optional<std::string>
-findMicrobatchViolation(const DynamicCpPlan &plan, std::size_t m,
-                        const std::vector<int32_t> &lengths,
-                        std::vector<int64_t> &packOf) {
+/// An error naming the first violated promise of microbatch m of `plan`;
+/// `packOf` records the microbatch of every id seen so far.
+Status checkMicrobatchInvariants(const DynamicCpPlan &plan, std::size_t m,
+                                 const std::vector<int32_t> &lengths,
+                                 std::vector<int64_t> &packOf) {
   const int64_t ranks = plan.ranks();
   const std::vector<Pack> &group = plan.groups[m];
   const std::vector<int32_t> &sizes = plan.cpSizes[m];
   if (int64_t(group.size()) != ranks || int64_t(sizes.size()) != ranks)
-    return concat("microbatch ", m, " has ", group.size(), " groups and ",
-                  sizes.size(), " CP sizes, not dp*cp = ", ranks);
+    return Status::error(concat("microbatch ", m, " has ", group.size(),
+                                " groups and ", sizes.size(),
+                                " CP sizes, not dp*cp = ", ranks));
   for (int64_t j = 0; j < ranks;) {
     const int64_t size = sizes[std::size_t(j)];
     const bool powerOfTwo = size >= 1 && (size & (size - 1)) == 0;
     if (size < plan.minCpSize || size > ranks || (!powerOfTwo && size != ranks))
-      return concat("microbatch ", m, " gives rank ", j, " CP size ", size,
-                    ", not a power of two in [min_cp_size = ", plan.minCpSize,
-                    ", ", ranks, "] nor all ", ranks, " ranks");
+      return Status::error(
+          concat("microbatch ", m, " gives rank ", j, " CP size ", size,
+                 ", not a power of two in [min_cp_size = ", plan.minCpSize,
+                 ", ", ranks, "] nor all ", ranks, " ranks"));
     if (j % size)
-      return concat("microbatch ", m, ": the sub-group of rank ", j,
-                    " (CP size ", size, ") does not start at a multiple of ",
-                    size);
+      return Status::error(concat("microbatch ", m, ": the sub-group of rank ",
+                                  j, " (CP size ", size,
+                                  ") does not start at a multiple of ", size));
     if (j + size > ranks)
-      return concat("microbatch ", m, ": the sub-group of rank ", j,
-                    " (CP size ", size, ") passes the last rank ", ranks - 1);
+      return Status::error(concat("microbatch ", m, ": the sub-group of rank ",
+                                  j, " (CP size ", size,
+                                  ") passes the last rank ", ranks - 1));
     const Pack &ids = group[std::size_t(j)];
     for (int64_t k = j + 1; k < j + size; ++k)
       if (group[std::size_t(k)] != ids || sizes[std::size_t(k)] != size)
-        return concat("microbatch ", m, ": rank ", k, " is in the sub-group "
-                      "of rank ", j, " but has other ids or another CP size");
+        return Status::error(concat("microbatch ", m, ": rank ", k,
+                                    " is in the sub-group "
+                                    "of rank ",
+                                    j,
+                                    " but has other ids or another CP size"));
     if (ids.empty())
-      return concat("microbatch ", m, " leaves rank ", j, " empty");
+      return Status::error(
+          concat("microbatch ", m, " leaves rank ", j, " empty"));
     if (plan.maxRealSeqs && int64_t(ids.size()) > *plan.maxRealSeqs)
-      return concat("microbatch ", m, " gives the sub-group of rank ", j, " ",
-                    ids.size(), " sequences, more than the cap K = ",
-                    *plan.maxRealSeqs);
+      return Status::error(concat(
+          "microbatch ", m, " gives the sub-group of rank ", j, " ", ids.size(),
+          " sequences, more than the cap K = ", *plan.maxRealSeqs));
     int64_t tokens = 0;
     for (int32_t id : ids) {
       if (id < 0 || std::size_t(id) >= lengths.size())
-        return concat("microbatch ", m, " gives rank ", j, " sequence id ", id,
-                      ", outside [0, ", lengths.size(), ")");
+        return Status::error(concat("microbatch ", m, " gives rank ", j,
+                                    " sequence id ", id, ", outside [0, ",
+                                    lengths.size(), ")"));
       if (packOf[std::size_t(id)] >= 0)
-        return concat("sequence ", id, " is in microbatch ",
-                      packOf[std::size_t(id)], " and again in microbatch ", m);
+        return Status::error(concat("sequence ", id, " is in microbatch ",
+                                    packOf[std::size_t(id)],
+                                    " and again in microbatch ", m));
       packOf[std::size_t(id)] = int64_t(m);
       tokens += lengths[std::size_t(id)];
       const int64_t needed = reference::dynamicCpSizeNeeded(
           lengths[std::size_t(id)], plan.C, plan.minCpSize);
       if (needed > size)
-        return concat("microbatch ", m, " puts sequence ", id, " (",
-                      lengths[std::size_t(id)], " tokens) on ", size,
-                      " ranks; it needs ", needed);
+        return Status::error(concat("microbatch ", m, " puts sequence ", id,
+                                    " (", lengths[std::size_t(id)],
+                                    " tokens) on ", size, " ranks; it needs ",
+                                    needed));
     }
     if (tokens > plan.C * size)
-      return concat("microbatch ", m, " gives the sub-group of rank ", j, " ",
-                    tokens, " tokens, more than C*", size, " = ",
-                    plan.C * size);
+      return Status::error(
+          concat("microbatch ", m, " gives the sub-group of rank ", j, " ",
+                 tokens, " tokens, more than C*", size, " = ", plan.C * size));
     j += size;
   }
-  return std::nullopt;
+  return Status();
 }
 
-/// The first violated promise of `plan` for these lengths, cap and
-/// settings, or nullopt.
-std::optional<std::string>
-findViolation(const DynamicCpPlan &plan, const std::vector<int32_t> &lengths,
-              const std::optional<int64_t> &cap, const PlannerConfig &config,
-              int64_t minCpSize) {
+/// An error naming the first violated promise of `plan` for these lengths,
+/// cap and settings.
+Status checkInvariants(const DynamicCpPlan &plan,
+                       const std::vector<int32_t> &lengths,
+                       const std::optional<int64_t> &cap,
+                       const PlannerConfig &config, int64_t minCpSize) {
   if (plan.C != config.maxSeqlenPerRank || plan.dp != config.dp ||
       plan.cp != config.cp || plan.minCpSize != minCpSize)
-    return concat("plan records C = ", plan.C, ", dp = ", plan.dp,
-                  ", cp = ", plan.cp, ", min_cp_size = ", plan.minCpSize,
-                  " but the settings have ", config.maxSeqlenPerRank, ", ",
-                  config.dp, ", ", config.cp, ", ", minCpSize);
+    return Status::error(
+        concat("plan records C = ", plan.C, ", dp = ", plan.dp,
+               ", cp = ", plan.cp, ", min_cp_size = ", plan.minCpSize,
+               " but the settings have ", config.maxSeqlenPerRank, ", ",
+               config.dp, ", ", config.cp, ", ", minCpSize));
   if (plan.maxRealSeqs != cap)
-    return concat("plan records sequence cap ", capText(plan.maxRealSeqs),
-                  " but S2 gives ", capText(cap));
+    return Status::error(concat("plan records sequence cap ",
+                                capText(plan.maxRealSeqs), " but S2 gives ",
+                                capText(cap)));
   if (plan.lengths != lengths)
-    return std::string("plan records other lengths than it is checked with");
+    return Status::error("plan records other lengths than it is checked with");
   if (plan.cpSizes.size() != plan.groups.size())
-    return concat("plan has ", plan.groups.size(), " microbatches but ",
-                  plan.cpSizes.size(), " rows of CP sizes");
+    return Status::error(concat("plan has ", plan.groups.size(),
+                                " microbatches but ", plan.cpSizes.size(),
+                                " rows of CP sizes"));
   const int64_t multiple = config.vppGroup.value_or(1);
   if (multiple > 1 && plan.numMicrobatches() % multiple)
-    return concat("plan has ", plan.numMicrobatches(),
-                  " microbatches, not a multiple of "
-                  "microbatch_group_size_per_vp_stage = ",
-                  multiple);
+    return Status::error(concat("plan has ", plan.numMicrobatches(),
+                                " microbatches, not a multiple of "
+                                "microbatch_group_size_per_vp_stage = ",
+                                multiple));
   std::vector<int64_t> packOf(lengths.size(), -1);
   for (std::size_t m = 0; m < plan.groups.size(); ++m)
-    if (std::optional<std::string> violation =
-            findMicrobatchViolation(plan, m, lengths, packOf))
-      return violation;
+    if (Status valid = checkMicrobatchInvariants(plan, m, lengths, packOf);
+        !valid)
+      return valid;
   for (std::size_t id = 0; id < lengths.size(); ++id)
     if (packOf[id] < 0)
-      return concat("sequence ", id, " is in no microbatch");
-  return std::nullopt;
+      return Status::error(concat("sequence ", id, " is in no microbatch"));
+  return Status();
 }
 
 /// Checks the settings a plan is made or checked with and returns the S2
@@ -146,11 +158,11 @@ Result<std::optional<int64_t>> checkSettings(const PlannerConfig &config,
   Result<std::optional<int64_t>> cap = plannerSequenceCap(config);
   if (!cap)
     return cap.status();
-  reference::Expected<reference::DynamicCpGroups> parameters =
-      reference::dynamicCpGroups({}, config.maxSeqlenPerRank, *ranks,
-                                 minCpSize, *cap, config.vppGroup.value_or(1));
+  Result<reference::DynamicCpGroups> parameters =
+      reference::dynamicCpGroups({}, config.maxSeqlenPerRank, *ranks, minCpSize,
+                                 *cap, config.vppGroup.value_or(1));
   if (!parameters)
-    return Status::error(parameters.error());
+    return parameters.status();
   // A sub-group's budget C*size is then defined for every size.
   if (!reference::checkedMul(config.maxSeqlenPerRank, *ranks))
     return Status::error(concat("C*dp*cp = ", config.maxSeqlenPerRank, "*",
@@ -201,12 +213,11 @@ thdc::planner::dynamicCpPlan(const std::vector<int32_t> &paddedLengths,
   Result<std::optional<int64_t>> cap = checkSettings(config, minCpSize);
   if (!cap)
     return cap.status();
-  reference::Expected<reference::DynamicCpGroups> scheduled =
-      reference::dynamicCpGroups(paddedLengths, config.maxSeqlenPerRank,
-                                 config.dp * config.cp, minCpSize, *cap,
-                                 config.vppGroup.value_or(1));
+  Result<reference::DynamicCpGroups> scheduled = reference::dynamicCpGroups(
+      paddedLengths, config.maxSeqlenPerRank, config.dp * config.cp, minCpSize,
+      *cap, config.vppGroup.value_or(1));
   if (!scheduled)
-    return Status::error(scheduled.error());
+    return scheduled.status();
   DynamicCpPlan plan;
   plan.groups = std::move(scheduled->groups);
   plan.cpSizes = std::move(scheduled->cpSizes);
@@ -230,10 +241,7 @@ Status thdc::planner::checkDynamicCpPlan(const DynamicCpPlan &plan,
   if (!cap)
     return Status::error("the settings admit no plan: " +
                          cap.status().message());
-  if (std::optional<std::string> violation =
-          findViolation(plan, paddedLengths, *cap, config, minCpSize))
-    return Status::error(*violation);
-  return Status();
+  return checkInvariants(plan, paddedLengths, *cap, config, minCpSize);
 }
 
 Result<DynamicCpInputs>

@@ -43,11 +43,10 @@ Result<PackingLimits> resolveLimits(const std::vector<int32_t> &lengths,
     return cap.status();
   // The reference owns the parameter checks (C, cp, dp, K, vppGroup >= 1):
   // running it on an empty batch applies exactly those.
-  reference::Expected<reference::PackingResult> parameters =
-      reference::dpBalancedGroups({}, config.maxSeqlenPerRank, config.cp,
-                                  config.dp, *cap, config.vppGroup);
+  Result<reference::PackingResult> parameters = reference::dpBalancedGroups(
+      {}, config.maxSeqlenPerRank, config.cp, config.dp, *cap, config.vppGroup);
   if (!parameters)
-    return Status::error(parameters.error());
+    return parameters.status();
 
   // The reference has refused products that overflow; these are defined.
   const std::optional<int64_t> capacity =
@@ -82,72 +81,79 @@ Result<PackingLimits> resolveLimits(const std::vector<int32_t> &lengths,
   return limits;
 }
 
-/// The first violated invariant of `plan` under `limits`, or nullopt.
-std::optional<std::string> findViolation(const MicrobatchPlan &plan,
-                                         const std::vector<int32_t> &lengths,
-                                         const PackingLimits &limits,
-                                         const PlannerConfig &config) {
+/// An error naming the first violated invariant of `plan` under `limits`.
+Status checkInvariants(const MicrobatchPlan &plan,
+                       const std::vector<int32_t> &lengths,
+                       const PackingLimits &limits,
+                       const PlannerConfig &config) {
   if (plan.capacity != limits.capacity)
-    return concat("plan records capacity ", plan.capacity,
-                  " but C*cp = ", limits.capacity);
+    return Status::error(concat("plan records capacity ", plan.capacity,
+                                " but C*cp = ", limits.capacity));
   if (plan.maxRealSeqs != limits.maxRealSeqs)
-    return concat("plan records sequence cap ",
-                  plan.maxRealSeqs ? std::to_string(*plan.maxRealSeqs)
-                                   : std::string("none"),
-                  " but S2 gives ",
-                  limits.maxRealSeqs ? std::to_string(*limits.maxRealSeqs)
-                                     : std::string("none"));
+    return Status::error(
+        concat("plan records sequence cap ",
+               plan.maxRealSeqs ? std::to_string(*plan.maxRealSeqs)
+                                : std::string("none"),
+               " but S2 gives ",
+               limits.maxRealSeqs ? std::to_string(*limits.maxRealSeqs)
+                                  : std::string("none")));
   if (plan.dp != config.dp || plan.cp != config.cp)
-    return concat("plan records dp x cp = ", plan.dp, " x ", plan.cp,
-                  " but the config has ", config.dp, " x ", config.cp);
+    return Status::error(concat("plan records dp x cp = ", plan.dp, " x ",
+                                plan.cp, " but the config has ", config.dp,
+                                " x ", config.cp));
   if (plan.packTokens.size() != plan.packs.size())
-    return concat("plan has ", plan.packs.size(), " packs but ",
-                  plan.packTokens.size(), " token totals");
+    return Status::error(concat("plan has ", plan.packs.size(), " packs but ",
+                                plan.packTokens.size(), " token totals"));
   if (int64_t(plan.packs.size()) % limits.packMultiple)
-    return concat("plan has ", plan.packs.size(),
-                  " packs, not a multiple of dp * (vppGroup or 1) = ",
-                  limits.packMultiple);
+    return Status::error(
+        concat("plan has ", plan.packs.size(),
+               " packs, not a multiple of dp * (vppGroup or 1) = ",
+               limits.packMultiple));
 
   std::vector<int64_t> packOf(lengths.size(), -1);
   for (std::size_t k = 0; k < plan.packs.size(); ++k) {
     const Pack &pack = plan.packs[k];
     if (pack.empty())
-      return concat("pack ", k, " is empty");
+      return Status::error(concat("pack ", k, " is empty"));
     if (limits.maxRealSeqs && int64_t(pack.size()) > *limits.maxRealSeqs)
-      return concat("pack ", k, " has ", pack.size(),
-                    " sequences, more than the cap K = ", *limits.maxRealSeqs);
+      return Status::error(
+          concat("pack ", k, " has ", pack.size(),
+                 " sequences, more than the cap K = ", *limits.maxRealSeqs));
     int64_t tokens = 0;
     for (std::size_t e = 0; e < pack.size(); ++e) {
       int32_t id = pack[e];
       if (id < 0 || std::size_t(id) >= lengths.size())
-        return concat("pack ", k, " holds sequence id ", id, ", outside [0, ",
-                      lengths.size(), ")");
+        return Status::error(concat("pack ", k, " holds sequence id ", id,
+                                    ", outside [0, ", lengths.size(), ")"));
       if (packOf[id] >= 0)
-        return concat("sequence ", id, " is in both pack ", packOf[id],
-                      " and pack ", k);
+        return Status::error(concat("sequence ", id, " is in both pack ",
+                                    packOf[id], " and pack ", k));
       packOf[id] = int64_t(k);
       if (e > 0 && pack[e - 1] >= id)
-        return concat("pack ", k, " is not in increasing id order at ", id);
+        return Status::error(
+            concat("pack ", k, " is not in increasing id order at ", id));
       tokens += lengths[id];
     }
     if (tokens != plan.packTokens[k])
-      return concat("pack ", k, " holds ", tokens, " tokens but records ",
-                    plan.packTokens[k]);
+      return Status::error(concat("pack ", k, " holds ", tokens,
+                                  " tokens but records ", plan.packTokens[k]));
     if (tokens > limits.capacity)
-      return concat("pack ", k, " holds ", tokens,
-                    " tokens, more than the budget C*cp = ", limits.capacity);
+      return Status::error(
+          concat("pack ", k, " holds ", tokens,
+                 " tokens, more than the budget C*cp = ", limits.capacity));
   }
   for (std::size_t id = 0; id < lengths.size(); ++id)
     if (packOf[id] < 0)
-      return concat("sequence ", id, " is in no pack");
+      return Status::error(concat("sequence ", id, " is in no pack"));
   if (plan.groups != microbatchGroups(plan.packs, config.dp, config.cp))
-    return std::string("groups differ from the S3 mapping packs[m*dp + j/cp]");
-  return std::nullopt;
+    return Status::error(
+        "groups differ from the S3 mapping packs[m*dp + j/cp]");
+  return Status();
 }
 
 /// Builds a plan (token totals, recorded limits) from finished packs, and
 /// checks it: an error naming the algorithm where it breaks a rule
-/// (findViolation).
+/// (checkInvariants).
 Result<MicrobatchPlan>
 makePlan(std::vector<Pack> packs, MicrobatchGroups groups,
          const std::vector<int32_t> &lengths, const PackingLimits &limits,
@@ -166,12 +172,11 @@ makePlan(std::vector<Pack> packs, MicrobatchGroups groups,
   plan.algorithm = algorithm;
   plan.dp = config.dp;
   plan.cp = config.cp;
-  if (std::optional<std::string> violation =
-          findViolation(plan, lengths, limits, config))
+  if (Status valid = checkInvariants(plan, lengths, limits, config); !valid)
     return Status::error(std::string(algorithm == PlanAlgorithm::NextFit
                                          ? "next-fit"
                                          : "first-fit-decreasing") +
-                         " plan is invalid: " + *violation);
+                         " plan is invalid: " + valid.message());
   return plan;
 }
 
@@ -213,11 +218,10 @@ private:
 
 Result<std::optional<int64_t>>
 thdc::planner::plannerSequenceCap(const PlannerConfig &config) {
-  reference::Expected<std::optional<int64_t>> cap =
-      reference::schedulerMaxRealNumSeqs(config.maxPackedSequences,
-                                         config.alignmentSet, config.dummyTail);
+  Result<std::optional<int64_t>> cap = reference::schedulerMaxRealNumSeqs(
+      config.maxPackedSequences, config.alignmentSet, config.dummyTail);
   if (!cap)
-    return Status::error(cap.error());
+    return cap.status();
   return *cap;
 }
 
@@ -240,12 +244,11 @@ thdc::planner::nextFitPlan(const std::vector<int32_t> &paddedLengths,
   Result<PackingLimits> limits = resolveLimits(paddedLengths, config);
   if (!limits)
     return limits.status();
-  reference::Expected<reference::PackingResult> packing =
-      reference::dpBalancedGroups(paddedLengths, config.maxSeqlenPerRank,
-                                  config.cp, config.dp, limits->maxRealSeqs,
-                                  config.vppGroup);
+  Result<reference::PackingResult> packing = reference::dpBalancedGroups(
+      paddedLengths, config.maxSeqlenPerRank, config.cp, config.dp,
+      limits->maxRealSeqs, config.vppGroup);
   if (!packing)
-    return Status::error(packing.error());
+    return packing.status();
   return makePlan(std::move(packing->packs), std::move(packing->groups),
                   paddedLengths, *limits, PlanAlgorithm::NextFit, config);
 }
@@ -338,10 +341,7 @@ Status thdc::planner::checkPlan(const MicrobatchPlan &plan,
   if (!limits)
     return Status::error("the config or lengths admit no plan: " +
                          limits.status().message());
-  if (std::optional<std::string> violation =
-          findViolation(plan, paddedLengths, *limits, config))
-    return Status::error(*violation);
-  return Status();
+  return checkInvariants(plan, paddedLengths, *limits, config);
 }
 
 Result<MicrobatchInputs>
@@ -372,11 +372,11 @@ Result<int64_t> thdc::planner::microbatchUpperBound(const PlannerConfig &config,
   Result<std::optional<int64_t>> cap = plannerSequenceCap(config);
   if (!cap)
     return cap.status();
-  reference::Expected<int64_t> bound = reference::maxMicrobatchesUpperBound(
+  Result<int64_t> bound = reference::maxMicrobatchesUpperBound(
       globalBatchSize, config.dp, config.cp, config.maxSeqlenPerRank, maxSeqLen,
       config.vppGroup, *cap);
   if (!bound)
-    return Status::error(bound.error());
+    return bound.status();
   return *bound;
 }
 

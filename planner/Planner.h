@@ -30,7 +30,7 @@
 #define THDC_PLANNER_PLANNER_H
 
 #include "reference/Reference.h"
-#include "runtime/Status.h"
+#include "reference/Status.h"
 
 #include <cstdint>
 #include <optional>
@@ -39,9 +39,6 @@
 
 namespace thdc {
 namespace planner {
-
-using runtime::Result;
-using runtime::Status;
 
 /// Sequence ids (indices into the padded lengths) of one pack.
 using Pack = std::vector<int32_t>;

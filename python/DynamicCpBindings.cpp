@@ -65,7 +65,7 @@ std::pair<int64_t, int64_t> indexArguments(const planner::DynamicCpPlan &plan,
   const int64_t m = integerArgument(microbatch.object, "microbatch",
                                     kInt64Range);
   const int64_t j = integerArgument(rank.object, "rank", kInt64Range);
-  if (planner::Status valid = plan.checkIndex(m, j); !valid)
+  if (Status valid = plan.checkIndex(m, j); !valid)
     raiseArgument(PyExc_IndexError, valid.message());
   return {m, j};
 }

@@ -54,7 +54,7 @@ std::vector<planner::Rung> ladderArgument(nb::handle capacities,
       ladder[i].sequences = integerArgument(
           sequences[i], "sequence_capacities[" + std::to_string(i) + "]");
   }
-  if (planner::Status valid = planner::checkLadder(ladder); !valid)
+  if (Status valid = planner::checkLadder(ladder); !valid)
     raiseArgument(PyExc_ValueError, valid.message());
   return ladder;
 }

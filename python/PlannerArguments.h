@@ -21,7 +21,7 @@
 namespace thdc::python {
 
 /// The planner's value, or a ValueError with its message.
-template <typename T> T valueOrRaise(planner::Result<T> result) {
+template <typename T> T valueOrRaise(Result<T> result) {
   if (!result)
     throw nb::value_error(result.status().message().c_str());
   return std::move(*result);

@@ -106,11 +106,11 @@ nb::tuple plannerMicrobatchInputs(const planner::MicrobatchPlan &plan,
 int64_t multipleArgument(const char *function, MultipleArg multipleArg) {
   nb::handle object = multipleArg.object;
   if (nb::isinstance<nb::str>(object)) {
-    reference::Expected<int64_t> multiple =
+    Result<int64_t> multiple =
         reference::lowPrecisionMultiple(nb::borrow<nb::str>(object).c_str());
     if (!multiple)
       raiseArgument(PyExc_ValueError,
-                    std::string(function) + ": " + multiple.error());
+                    std::string(function) + ": " + multiple.status().message());
     return *multiple;
   }
   if (PyBool_Check(object.ptr()) || !PyIndex_Check(object.ptr()))
@@ -132,11 +132,11 @@ int64_t padGranularityArgument(const char *function, IntArg cpArg, IntArg tpArg,
   const int64_t tp = integerArgument(tpArg.object, "tp");
   const int64_t dp = integerArgument(dpArg.object, "dp");
   const int64_t multiple = multipleArgument(function, multipleArg);
-  reference::Expected<int64_t> granularity = reference::padGranularity(
+  Result<int64_t> granularity = reference::padGranularity(
       cp, tp, sequenceParallel, dp, dynamicCp, multiple);
   if (!granularity)
-    raiseArgument(PyExc_ValueError,
-                  std::string(function) + ": " + granularity.error());
+    raiseArgument(PyExc_ValueError, std::string(function) + ": " +
+                                        granularity.status().message());
   if (*granularity > kInt32Range.max)
     raiseArgument(
         PyExc_ValueError,
@@ -153,10 +153,10 @@ nb::object plannerAlignLengths(LengthsArg validLengths, IntArg cp, IntArg tp,
                                MultipleArg multiple) {
   const int64_t granularity = padGranularityArgument(
       "align_lengths", cp, tp, sequenceParallel, dp, dynamicCp, multiple);
-  reference::Expected<std::vector<int32_t>> padded = reference::alignLengths(
+  Result<std::vector<int32_t>> padded = reference::alignLengths(
       lengthsArgument(validLengths, "valid_lengths"), granularity);
   if (!padded)
-    throw nb::value_error(padded.error().c_str());
+    throw nb::value_error(padded.status().message().c_str());
   return toNumpy(*padded);
 }
 
@@ -252,11 +252,12 @@ void thdc::python::populatePlannerBindings(nb::module_ &m) {
   planning.def(
       "capacity_multiple",
       [](IntArg tp, bool sequenceParallel, MultipleArg multiple) {
-        reference::Expected<int64_t> rows = reference::capacityRowMultiple(
+        Result<int64_t> rows = reference::capacityRowMultiple(
             integerArgument(tp.object, "tp"), sequenceParallel,
             multipleArgument("capacity_multiple", multiple));
         if (!rows)
-          raiseArgument(PyExc_ValueError, "capacity_multiple: " + rows.error());
+          raiseArgument(PyExc_ValueError,
+                        "capacity_multiple: " + rows.status().message());
         return *rows;
       },
       nb::arg("tp") = 1, nb::arg("sequence_parallel") = false,
@@ -269,13 +270,12 @@ void thdc::python::populatePlannerBindings(nb::module_ &m) {
       [](IntArg C, IntArg tp, bool sequenceParallel, MultipleArg multiple) {
         const int64_t rows = integerArgument(C.object, "C");
         const int64_t tpSize = integerArgument(tp.object, "tp");
-        reference::Expected<int64_t> rowMultiple =
-            reference::checkCapacityAlignment(
-                rows, tpSize, sequenceParallel,
-                multipleArgument("check_capacity", multiple));
+        Result<int64_t> rowMultiple = reference::checkCapacityAlignment(
+            rows, tpSize, sequenceParallel,
+            multipleArgument("check_capacity", multiple));
         if (!rowMultiple)
           raiseArgument(PyExc_ValueError,
-                        "check_capacity: " + rowMultiple.error());
+                        "check_capacity: " + rowMultiple.status().message());
         return *rowMultiple;
       },
       nb::arg("C"), nb::arg("tp") = 1, nb::arg("sequence_parallel") = false,

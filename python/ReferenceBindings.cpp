@@ -107,9 +107,9 @@ nb::dict referenceGraphStep(ArrayArg tokens, ArrayArg labels,
   metadataInput(input, cuSeqlens, cuSeqlensPadded, numSeqs, cpRank, rowsGiven);
   // megatronGraphStep aborts on broken preconditions: the reference states
   // them once, and they become a ValueError here.
-  if (std::optional<std::string> problem =
-          reference::graphStepPreconditionError(input, C, cp, N))
-    throw nb::value_error(("graph_step: " + *problem).c_str());
+  if (Status problem = reference::checkGraphStepPreconditions(input, C, cp, N);
+      !problem)
+    throw nb::value_error(("graph_step: " + problem.message()).c_str());
   const std::optional<int64_t> dummyLength =
       dummyLengthArgument("graph_step", dummyLengthArg, cp);
   reference::GraphStepOutput out;
@@ -142,9 +142,10 @@ nb::dict referenceGraphStepOffsets(ArrayArg cuSeqlens, ArrayArg cuSeqlensPadded,
     C *= cp;
     cp = 1;
   }
-  if (std::optional<std::string> problem =
-          reference::graphStepMetadataPreconditionError(input, C, cp, N))
-    throw nb::value_error(("graph_step_offsets: " + *problem).c_str());
+  if (Status problem =
+          reference::checkGraphStepMetadataPreconditions(input, C, cp, N);
+      !problem)
+    throw nb::value_error(("graph_step_offsets: " + problem.message()).c_str());
   const std::optional<int64_t> dummyLength =
       dummyLengthArgument("graph_step_offsets", dummyLengthArg, cp);
   const reference::GraphStepMetadata out =
@@ -174,10 +175,10 @@ nb::object referenceSeqIdx(ArrayArg cuSeqlensArg, IntArg totalTokensArg) {
                            std::to_string(covered) + " rows instead of " +
                            std::to_string(totalTokens))
                               .c_str());
-  reference::Expected<std::vector<int32_t>> result =
+  Result<std::vector<int32_t>> result =
       reference::seqIdx(cuSeqlens, totalTokens);
   if (!result)
-    throw nb::value_error(result.error().c_str());
+    throw nb::value_error(result.status().message().c_str());
   return toNumpy(*result);
 }
 
@@ -186,10 +187,10 @@ nb::dict referenceLinearChunks(ArrayArg cuArg, IntArg chunkSizeArg,
   std::vector<int32_t> cu = hostVector<int32_t>(cuArg, "cu_seqlens");
   const int64_t chunkSize = integerArgument(chunkSizeArg.object, "chunk_size");
   const int64_t capacity = integerArgument(capacityArg.object, "capacity");
-  reference::Expected<reference::LinearChunks> out =
+  Result<reference::LinearChunks> out =
       reference::linearChunks(cu, chunkSize, capacity);
   if (!out)
-    throw nb::value_error(out.error().c_str());
+    throw nb::value_error(out.status().message().c_str());
   nb::dict result;
   nb::object indices = toNumpy(out->chunkIndices);
   result["chunk_indices"] = indices.attr("reshape")(capacity, 2);
@@ -231,13 +232,13 @@ nb::dict referencePackMicrobatch(ArrayArg tokenPool, ArrayArg labelPool,
   input.cpRank = int32_t(integerArgument(cpRank.object, "cp_rank"));
   // Structured bindings are captured by copy, by name (C++17 does not
   // capture them implicitly).
-  reference::Expected<reference::PackStepOutput> out = [&input, C = C, cp = cp,
-                                                         N = N] {
+  Result<reference::PackStepOutput> out = [&input, C = C, cp = cp, N = N] {
     nb::gil_scoped_release release;
     return reference::packMicrobatchStep(input, C, cp, N);
   }();
   if (!out)
-    throw nb::value_error(("pack_microbatch: " + out.error()).c_str());
+    throw nb::value_error(
+        ("pack_microbatch: " + out.status().message()).c_str());
   return stepOutputs(*out);
 }
 

@@ -33,34 +33,34 @@ const std::vector<LowPrecisionMultiple> &lowPrecisionMultiples() {
   return table;
 }
 
-Expected<int64_t> lowPrecisionMultiple(const std::string &recipe) {
+Result<int64_t> lowPrecisionMultiple(const std::string &recipe) {
   std::string names;
   for (const LowPrecisionMultiple &entry : lowPrecisionMultiples()) {
     if (recipe == entry.recipe)
       return entry.multiple;
     names += (names.empty() ? "'" : ", '") + std::string(entry.recipe) + "'";
   }
-  return makeError<int64_t>(concat("unknown low-precision recipe '", recipe,
-                                   "'; the recipes are ", names));
+  return Status::error(concat("unknown low-precision recipe '", recipe,
+                              "'; the recipes are ", names));
 }
 
-Expected<int64_t> capacityRowMultiple(int64_t tp, bool sequenceParallel,
-                                      int64_t multiple) {
+Result<int64_t> capacityRowMultiple(int64_t tp, bool sequenceParallel,
+                                    int64_t multiple) {
   if (tp < 1 || multiple < 1)
-    return makeError<int64_t>(concat(
-        "the capacity's row multiple needs tp and the multiple >= 1 (tp = ",
-        tp, ", multiple = ", multiple, ")"));
+    return Status::error(concat(
+        "the capacity's row multiple needs tp and the multiple >= 1 (tp = ", tp,
+        ", multiple = ", multiple, ")"));
   std::optional<int64_t> rows = checkedMul(sequenceParallel ? tp : 1, multiple);
   if (!rows || !fitsInt32(*rows))
-    return makeError<int64_t>(concat("the capacity's row multiple ", multiple,
-                                     " * tp ", tp, " is outside the int32 range"));
+    return Status::error(concat("the capacity's row multiple ", multiple,
+                                " * tp ", tp, " is outside the int32 range"));
   return *rows;
 }
 
-Expected<int64_t> checkCapacityAlignment(int64_t rowsPerRank, int64_t tp,
-                                         bool sequenceParallel,
-                                         int64_t multiple) {
-  Expected<int64_t> rows = capacityRowMultiple(tp, sequenceParallel, multiple);
+Result<int64_t> checkCapacityAlignment(int64_t rowsPerRank, int64_t tp,
+                                       bool sequenceParallel,
+                                       int64_t multiple) {
+  Result<int64_t> rows = capacityRowMultiple(tp, sequenceParallel, multiple);
   if (!rows || rowsPerRank % *rows == 0)
     return rows;
   std::string why =
@@ -71,28 +71,28 @@ Expected<int64_t> checkCapacityAlignment(int64_t rowsPerRank, int64_t tp,
                    multiple, ")")
           : concat("m = ", multiple);
   const int64_t below = rowsPerRank / *rows * *rows, above = below + *rows;
-  return makeError<int64_t>(concat(
+  return Status::error(concat(
       "C = ", rowsPerRank, " is not a multiple of ", why,
       ": every rank feeds its GEMMs exactly C rows in graph mode; the nearest "
       "C that is: ",
       below > 0 ? concat(below, " or ", above) : concat(above)));
 }
 
-Expected<int64_t> padGranularity(int64_t cp, int64_t tp, bool sequenceParallel,
-                                 int64_t dp, bool dynamicCp, int64_t multiple) {
+Result<int64_t> padGranularity(int64_t cp, int64_t tp, bool sequenceParallel,
+                               int64_t dp, bool dynamicCp, int64_t multiple) {
   if (cp < 1 || tp < 1 || dp < 1 || multiple < 1)
-    return makeError<int64_t>(concat(
+    return Status::error(concat(
         "the alignment granularity needs cp, tp, dp and the multiple "
         ">= 1 (cp = ",
         cp, ", tp = ", tp, ", dp = ", dp, ", multiple = ", multiple, ")"));
   // Checked, not wrapped or saturated: a wrapped G can be small and valid
   // looking.
   auto overflow = [&] {
-    return makeError<int64_t>(
-        concat("the alignment granularity for cp = ", cp, ", tp = ", tp,
-               sequenceParallel ? " (sequence parallel)" : "", ", dp = ", dp,
-               dynamicCp ? " (dynamic CP)" : "", ", multiple = ", multiple,
-               " overflows int64"));
+    return Status::error(concat("the alignment granularity for cp = ", cp,
+                                ", tp = ", tp,
+                                sequenceParallel ? " (sequence parallel)" : "",
+                                ", dp = ", dp, dynamicCp ? " (dynamic CP)" : "",
+                                ", multiple = ", multiple, " overflows int64"));
   };
   std::optional<int64_t> twoCp = checkedMul(2, cp);
   if (!twoCp)
@@ -118,48 +118,48 @@ Expected<int64_t> padGranularity(int64_t cp, int64_t tp, bool sequenceParallel,
   return *granularity;
 }
 
-Expected<std::vector<int32_t>>
+Result<std::vector<int32_t>>
 alignLengths(const std::vector<int32_t> &validLengths, int64_t granularity) {
-  using Result = std::vector<int32_t>;
+  using Output = std::vector<int32_t>;
   if (granularity <= 0)
-    return makeError<Result>(
+    return Status::error(
         concat("alignment granularity G = ", granularity, " must be > 0"));
-  Result padded;
+  Output padded;
   padded.reserve(validLengths.size());
   for (std::size_t i = 0; i < validLengths.size(); ++i) {
     if (validLengths[i] < 0)
-      return makeError<Result>(concat("valid length v[", i,
-                                      "] = ", validLengths[i], " is negative"));
+      return Status::error(concat("valid length v[", i, "] = ", validLengths[i],
+                                  " is negative"));
     int64_t p = roundUp(validLengths[i], granularity);
     if (!fitsInt32(p))
-      return makeError<Result>(concat("padded length of v[", i,
-                                      "] = ", validLengths[i],
-                                      " rounded up to G = ", granularity,
-                                      " is ", p, ", outside the int32 range"));
+      return Status::error(concat("padded length of v[", i,
+                                  "] = ", validLengths[i],
+                                  " rounded up to G = ", granularity, " is ", p,
+                                  ", outside the int32 range"));
     padded.push_back(static_cast<int32_t>(p));
   }
   return padded;
 }
 
-Expected<VarlenSample> alignVarlenSample(const std::vector<int64_t> &ids,
-                                         const std::vector<int64_t> &targets,
-                                         int64_t granularity, int64_t padId,
-                                         int64_t ignoreIndex) {
+Result<VarlenSample> alignVarlenSample(const std::vector<int64_t> &ids,
+                                       const std::vector<int64_t> &targets,
+                                       int64_t granularity, int64_t padId,
+                                       int64_t ignoreIndex) {
   if (granularity <= 0)
-    return makeError<VarlenSample>(
+    return Status::error(
         concat("alignment granularity G = ", granularity, " must be > 0"));
   if (ids.size() < 2)
-    return makeError<VarlenSample>(
+    return Status::error(
         concat("a varlen sample needs at least 2 ids (conversation + EOD; an "
                "empty tokenisation is [eod, eod]), got ",
                ids.size()));
   if (targets.size() != ids.size())
-    return makeError<VarlenSample>(detail::sizeMismatch(
+    return Status::error(detail::sizeMismatch(
         "alignVarlenSample", "ids", ids.size(), "targets", targets.size()));
   int64_t valid = static_cast<int64_t>(ids.size()) - 1;
   int64_t padded = roundUp(valid, granularity);
   if (padded + 1 > kInt32Max)
-    return makeError<VarlenSample>(
+    return Status::error(
         concat("padded length ", padded, " is outside the int32 range"));
   std::vector<int64_t> paddedIds(ids), paddedTargets(targets);
   paddedIds.resize(static_cast<std::size_t>(padded + 1), padId);

@@ -9,7 +9,7 @@
 #ifndef THDC_REFERENCE_ALIGNMENT_H
 #define THDC_REFERENCE_ALIGNMENT_H
 
-#include "reference/Expected.h"
+#include "reference/Status.h"
 
 #include <cstdint>
 #include <string>
@@ -38,14 +38,14 @@ const std::vector<LowPrecisionMultiple> &lowPrecisionMultiples();
 
 /// S1: the multiple m of the recipe named `recipe`; an error naming the
 /// known recipes otherwise.
-Expected<int64_t> lowPrecisionMultiple(const std::string &recipe);
+Result<int64_t> lowPrecisionMultiple(const std::string &recipe);
 
 /// S1, graph mode: the rows per CP rank a static capacity must be a
 /// multiple of for a recipe of multiple m: m * tp under sequence
 /// parallelism (each TP rank feeds C/tp of the C rows to its GEMMs), else
 /// m. Errors: tp or m below 1, a product outside int32.
-Expected<int64_t> capacityRowMultiple(int64_t tp, bool sequenceParallel,
-                                      int64_t multiple);
+Result<int64_t> capacityRowMultiple(int64_t tp, bool sequenceParallel,
+                                    int64_t multiple);
 
 /// S1, graph mode: the condition a low-precision recipe puts on C, the
 /// static rows of every CP rank (every rank feeds its GEMMs exactly C rows,
@@ -53,9 +53,8 @@ Expected<int64_t> capacityRowMultiple(int64_t tp, bool sequenceParallel,
 /// Returns that row multiple, or an error naming C, m, tp and the nearest
 /// capacities that hold. Per-sequence rounding (padGranularity with a
 /// multiple) is only for consumers of a variable packed length.
-Expected<int64_t> checkCapacityAlignment(int64_t rowsPerRank, int64_t tp,
-                                         bool sequenceParallel,
-                                         int64_t multiple);
+Result<int64_t> checkCapacityAlignment(int64_t rowsPerRank, int64_t tp,
+                                       bool sequenceParallel, int64_t multiple);
 
 /// S1: alignment granularity G = tpPad * lcm(cpPad, share * m), with
 /// cpPad = 2*cp if cp > 1 else 1 (dynamic CP: 2*cp*dp always), share =
@@ -66,14 +65,14 @@ Expected<int64_t> checkCapacityAlignment(int64_t rowsPerRank, int64_t tp,
 /// outside int64 (checked, never wrapped). Golden: cp=2, tp=2, sp -> 8;
 /// cp=2, tp=1 -> 4; cp=1, m=16 -> 16; cp=2, m=16 -> 32; cp=2, tp=2, sp,
 /// m=16 -> 64; cp=1, tp=4, sp, m=128 -> 512.
-Expected<int64_t> padGranularity(int64_t cp, int64_t tp, bool sequenceParallel,
-                                 int64_t dp = 1, bool dynamicCp = false,
-                                 int64_t multiple = 1);
+Result<int64_t> padGranularity(int64_t cp, int64_t tp, bool sequenceParallel,
+                               int64_t dp = 1, bool dynamicCp = false,
+                               int64_t multiple = 1);
 
 /// S1: padded (physical) lengths p[i] = ceil(v[i] / G) * G of the valid
 /// lengths v. Errors: granularity <= 0, a negative length, a result outside
 /// int32. Golden: G=4, v=[3,2,4] -> [4,4,4].
-Expected<std::vector<int32_t>>
+Result<std::vector<int32_t>>
 alignLengths(const std::vector<int32_t> &validLengths, int64_t granularity);
 
 /// S1: one aligned varlen-dataset sample (tensors of length p).
@@ -97,10 +96,10 @@ struct VarlenSample {
 /// replaced by ignoreIndex, same length) into an aligned sample with
 /// v = len(ids) - 1 and p = round_up(v, granularity); ids and targets are
 /// right-padded with padId before the next-token shift.
-Expected<VarlenSample> alignVarlenSample(const std::vector<int64_t> &ids,
-                                         const std::vector<int64_t> &targets,
-                                         int64_t granularity, int64_t padId,
-                                         int64_t ignoreIndex);
+Result<VarlenSample> alignVarlenSample(const std::vector<int64_t> &ids,
+                                       const std::vector<int64_t> &targets,
+                                       int64_t granularity, int64_t padId,
+                                       int64_t ignoreIndex);
 
 } // namespace reference
 } // namespace thdc

@@ -9,8 +9,8 @@
 #ifndef THDC_REFERENCE_ATTENTION_H
 #define THDC_REFERENCE_ATTENTION_H
 
-#include "reference/Expected.h"
 #include "reference/CpSlice.h"
+#include "reference/Status.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -27,16 +27,15 @@ namespace reference {
 /// cs = cuLocal/2, output row j < cs[n] reads row j + cs[s+half], s the
 /// sequence of j in cs. Errors: fewer than 2 entries, odd or decreasing
 /// entries, half not 0/1, a row past `rows`.
-Expected<std::vector<int32_t>> readHalfRows(const std::vector<int32_t> &cuLocal,
-                                            int half, std::size_t rows);
+Result<std::vector<int32_t>> readHalfRows(const std::vector<int32_t> &cuLocal,
+                                          int half, std::size_t rows);
 
 /// S14: concatenation of every sequence's first (half 0) or second (half 1)
 /// half of the local buffer x. Golden: cu [0,4,8] -> half 0 = rows
 /// [0,1,4,5], half 1 = rows [2,3,6,7].
 template <typename T>
-Expected<std::vector<T>> readHalf(const std::vector<T> &x,
-                                  const std::vector<int32_t> &cuLocal,
-                                  int half);
+Result<std::vector<T>> readHalf(const std::vector<T> &x,
+                                const std::vector<int32_t> &cuLocal, int half);
 
 /// S14: LSE merge max(a,b) + log1p(exp(min(a,b) - max(a,b))); -inf when both
 /// are -inf. Golden: lseMerge(0, 0) = ln 2.
@@ -53,12 +52,11 @@ double correctOutput(double out, double outStep, double lseStep,
 //===----------------------------------------------------------------------===//
 
 template <typename T>
-Expected<std::vector<T>> readHalf(const std::vector<T> &x,
-                                  const std::vector<int32_t> &cuLocal,
-                                  int half) {
-  Expected<std::vector<int32_t>> rows = readHalfRows(cuLocal, half, x.size());
+Result<std::vector<T>> readHalf(const std::vector<T> &x,
+                                const std::vector<int32_t> &cuLocal, int half) {
+  Result<std::vector<int32_t>> rows = readHalfRows(cuLocal, half, x.size());
   if (!rows)
-    return makeError<std::vector<T>>(rows.error());
+    return rows.status();
   return cpSlice(x, *rows);
 }
 

@@ -5,7 +5,7 @@
 // C*cp or (microbatches)*(N-1) must be checked before they size a buffer or
 // enter a comparison, or an absurd configuration wraps into a small, valid
 // looking one. These helpers return nullopt on overflow; callers turn that
-// into their own error (an Expected, a Status, or a precondition message).
+// into their own error (a Result, a Status, or a precondition message).
 // Header only, no dependency, shared by reference/ and planner/.
 //
 //===----------------------------------------------------------------------===//

@@ -6,7 +6,6 @@
 //===----------------------------------------------------------------------===//
 
 #include "reference/Common.h"
-#include "reference/Expected.h"
 #include "reference/Internal.h"
 
 #include <algorithm>
@@ -24,18 +23,19 @@ void internal::fatal(const char *where, const std::string &message) {
   std::abort();
 }
 
-std::optional<std::string>
-internal::checkCuArray(const char *name, const std::vector<int32_t> &cu) {
+Status internal::checkCuArray(const char *name,
+                              const std::vector<int32_t> &cu) {
   if (cu.empty())
-    return concat(name, " must have at least one entry");
+    return Status::error(concat(name, " must have at least one entry"));
   if (cu[0] != 0)
-    return concat(name, "[0] = ", cu[0], " must be 0 (", name, " = ", list(cu),
-                  ")");
+    return Status::error(concat(name, "[0] = ", cu[0], " must be 0 (", name,
+                                " = ", list(cu), ")"));
   for (std::size_t i = 1; i < cu.size(); ++i)
     if (cu[i] < cu[i - 1])
-      return concat(name, " decreases: ", name, "[", i, "] = ", cu[i], " < ",
-                    name, "[", i - 1, "] = ", cu[i - 1]);
-  return std::nullopt;
+      return Status::error(concat(name, " decreases: ", name, "[", i,
+                                  "] = ", cu[i], " < ", name, "[", i - 1,
+                                  "] = ", cu[i - 1]));
+  return Status();
 }
 
 //===----------------------------------------------------------------------===//

@@ -20,20 +20,20 @@ namespace reference {
 
 using namespace internal;
 
-Expected<std::vector<int32_t>>
+Result<std::vector<int32_t>>
 cpPartitionIndices(const std::vector<int32_t> &cuSeqlensPadded,
                    int64_t totalTokens, int64_t cp, int64_t rank, CpMode mode) {
-  using Result = std::vector<int32_t>;
+  using Output = std::vector<int32_t>;
   const std::vector<int32_t> &cup = cuSeqlensPadded;
   if (cp < 1)
-    return makeError<Result>(concat("cp = ", cp, " must be >= 1"));
+    return Status::error(concat("cp = ", cp, " must be >= 1"));
   if (rank < 0 || rank >= cp)
-    return makeError<Result>(
+    return Status::error(
         concat("CP rank ", rank, " is outside [0, cp = ", cp, ")"));
   if (totalTokens < 0 || totalTokens > kInt32Max)
-    return makeError<Result>(
+    return Status::error(
         concat("total_tokens = ", totalTokens, " is outside [0, int32 max]"));
-  Result indices;
+  Output indices;
   if (cp == 1) {
     for (int64_t t = 0; t < cpLocalRows(totalTokens, cp); ++t)
       indices.push_back(static_cast<int32_t>(t));
@@ -41,9 +41,9 @@ cpPartitionIndices(const std::vector<int32_t> &cuSeqlensPadded,
   }
   if (mode == CpMode::Contiguous) {
     if (totalTokens % cp)
-      return makeError<Result>(concat("total_tokens = ", totalTokens,
-                                      " is not divisible by cp = ", cp,
-                                      " (contiguous CP partitioning)"));
+      return Status::error(concat("total_tokens = ", totalTokens,
+                                  " is not divisible by cp = ", cp,
+                                  " (contiguous CP partitioning)"));
     const int64_t local = cpLocalRows(totalTokens, cp);
     for (int64_t t = 0; t < local; ++t)
       indices.push_back(static_cast<int32_t>(rank * local + t));
@@ -51,29 +51,29 @@ cpPartitionIndices(const std::vector<int32_t> &cuSeqlensPadded,
   }
 
   if (cup.size() < 2)
-    return makeError<Result>(
+    return Status::error(
         concat("cu_seqlens_padded needs at least 2 entries for zigzag CP "
                "partitioning, got ",
                cup.size(), " (", list(cup), ")"));
   if (totalTokens <= 0)
-    return makeError<Result>(concat("total_tokens = ", totalTokens,
-                                    " must be > 0 for zigzag CP partitioning "
-                                    "with cp = ",
-                                    cp));
+    return Status::error(concat("total_tokens = ", totalTokens,
+                                " must be > 0 for zigzag CP partitioning "
+                                "with cp = ",
+                                cp));
   // 0 < T <= int32 max: a cp above T/2 cannot divide T in 2*cp chunks, and
   // below it 2*cp cannot overflow.
   if (cp > totalTokens / 2)
-    return makeError<Result>(concat("total_tokens = ", totalTokens,
-                                    " is not divisible by 2*cp (cp = ", cp,
-                                    "): it is smaller"));
+    return Status::error(concat("total_tokens = ", totalTokens,
+                                " is not divisible by 2*cp (cp = ", cp,
+                                "): it is smaller"));
   const int64_t twoCp = 2 * cp;
   if (totalTokens % twoCp)
-    return makeError<Result>(concat("total_tokens = ", totalTokens,
-                                    " is not divisible by 2*cp = ", twoCp));
+    return Status::error(concat("total_tokens = ", totalTokens,
+                                " is not divisible by 2*cp = ", twoCp));
   for (std::size_t i = 0; i < cup.size(); ++i)
     if (cup[i] % twoCp)
-      return makeError<Result>(concat("cu_seqlens_padded[", i, "] = ", cup[i],
-                                      " is not divisible by 2*cp = ", twoCp));
+      return Status::error(concat("cu_seqlens_padded[", i, "] = ", cup[i],
+                                  " is not divisible by 2*cp = ", twoCp));
 
   std::vector<int64_t> cs;
   for (int32_t c : cup)
@@ -99,24 +99,23 @@ cpPartitionIndices(const std::vector<int32_t> &cuSeqlensPadded,
   return indices;
 }
 
-Expected<std::vector<int32_t>>
+Result<std::vector<int32_t>>
 cpUnsliceIndices(const std::vector<int32_t> &cuSeqlensPadded, int64_t cp,
                  int64_t rowsPerRank, CpMode mode) {
-  using Result = std::vector<int32_t>;
+  using Output = std::vector<int32_t>;
   const std::vector<int32_t> &cup = cuSeqlensPadded;
   if (cp < 1)
-    return makeError<Result>(concat("cp = ", cp, " must be >= 1"));
+    return Status::error(concat("cp = ", cp, " must be >= 1"));
   if (rowsPerRank < 1)
-    return makeError<Result>(
+    return Status::error(
         concat("rows_per_rank = ", rowsPerRank, " must be >= 1"));
   if (rowsPerRank > kInt32Max / cp)
-    return makeError<Result>(concat("cp * rows_per_rank = ", cp, " * ",
-                                    rowsPerRank, " is above int32 max"));
-  if (std::optional<std::string> problem =
-          checkCuArray("cu_seqlens_padded", cup))
-    return makeError<Result>(*problem);
+    return Status::error(concat("cp * rows_per_rank = ", cp, " * ", rowsPerRank,
+                                " is above int32 max"));
+  if (Status problem = checkCuArray("cu_seqlens_padded", cup); !problem)
+    return problem;
   const int64_t rows = cp * rowsPerRank;
-  Result indices;
+  Output indices;
   indices.reserve(static_cast<std::size_t>(rows));
   if (cp == 1) {
     for (int64_t g = 0; g < rows; ++g)
@@ -158,17 +157,17 @@ cpUnsliceIndices(const std::vector<int32_t> &cuSeqlensPadded, int64_t cp,
   return indices;
 }
 
-Expected<std::vector<int32_t>>
+Result<std::vector<int32_t>>
 sequenceOrderToCpRankOrder(const std::vector<int32_t> &cuSeqlensPadded,
                            int64_t cp) {
-  using Result = std::vector<int32_t>;
+  using Output = std::vector<int32_t>;
   if (cuSeqlensPadded.empty())
-    return makeError<Result>("cu_seqlens_padded must have at least one entry");
+    return Status::error("cu_seqlens_padded must have at least one entry");
   if (cp < 1)
-    return makeError<Result>(concat("cp = ", cp, " must be >= 1"));
-  Result order;
+    return Status::error(concat("cp = ", cp, " must be >= 1"));
+  Output order;
   for (int64_t rank = 0; rank < cp; ++rank) {
-    Expected<Result> indices = cpPartitionIndices(
+    Result<Output> indices = cpPartitionIndices(
         cuSeqlensPadded, cuSeqlensPadded.back(), cp, rank, CpMode::Zigzag);
     if (!indices)
       return indices;

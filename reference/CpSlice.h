@@ -9,7 +9,8 @@
 #ifndef THDC_REFERENCE_CPSLICE_H
 #define THDC_REFERENCE_CPSLICE_H
 
-#include "reference/Expected.h"
+#include "reference/Common.h"
+#include "reference/Status.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -47,7 +48,7 @@ inline int64_t cpLocalRows(int64_t totalTokens, int64_t cp) {
 /// entries, T <= 0, T % (2*cp) != 0, an entry of cup not divisible by 2*cp.
 /// Contiguous requires T % cp == 0. Always: cp >= 1, 0 <= rank < cp, T >= 0.
 /// Golden: cup [0,8,16], T=16, cp=2 -> r0 [0,1,6,7,8,9,14,15].
-Expected<std::vector<int32_t>>
+Result<std::vector<int32_t>>
 cpPartitionIndices(const std::vector<int32_t> &cuSeqlensPadded,
                    int64_t totalTokens, int64_t cp, int64_t rank,
                    CpMode mode = CpMode::Zigzag);
@@ -55,8 +56,8 @@ cpPartitionIndices(const std::vector<int32_t> &cuSeqlensPadded,
 /// S7: gathers values[indices[i]] (the CP slice x[idx]). Error: an index
 /// outside [0, values.size()).
 template <typename T>
-Expected<std::vector<T>> cpSlice(const std::vector<T> &values,
-                                 const std::vector<int32_t> &indices);
+Result<std::vector<T>> cpSlice(const std::vector<T> &values,
+                               const std::vector<int32_t> &indices);
 
 /// S7, the inverse of cpSlice over all ranks: `values` holds the local rows
 /// of the `cp` ranks gathered rank after rank, `rowsPerRank` (R) each; the
@@ -75,14 +76,14 @@ Expected<std::vector<T>> cpSlice(const std::vector<T> &values,
 /// Errors: cp < 1, R < 1, cp*R above int32 max, cup empty, not starting at 0
 /// or decreasing. Golden: cup [0,4,8,12], cp 2, R 6 ->
 /// [0,6,7,1,2,8,9,3,4,10,11,5].
-Expected<std::vector<int32_t>>
+Result<std::vector<int32_t>>
 cpUnsliceIndices(const std::vector<int32_t> &cuSeqlensPadded, int64_t cp,
                  int64_t rowsPerRank, CpMode mode = CpMode::Zigzag);
 
 /// S14 (TE `thd_sequence_order_to_cp_rank_order`): the concatenation over
 /// ranks r = 0..cp-1 of cpPartitionIndices(cup, cup[-1], cp, r, Zigzag), i.e.
 /// the global rows in CP-rank order. Same errors as cpPartitionIndices.
-Expected<std::vector<int32_t>>
+Result<std::vector<int32_t>>
 sequenceOrderToCpRankOrder(const std::vector<int32_t> &cuSeqlensPadded,
                            int64_t cp);
 
@@ -91,13 +92,13 @@ sequenceOrderToCpRankOrder(const std::vector<int32_t> &cuSeqlensPadded,
 //===----------------------------------------------------------------------===//
 
 template <typename T>
-Expected<std::vector<T>> cpSlice(const std::vector<T> &values,
-                                 const std::vector<int32_t> &indices) {
+Result<std::vector<T>> cpSlice(const std::vector<T> &values,
+                               const std::vector<int32_t> &indices) {
   std::vector<T> result;
   result.reserve(indices.size());
   for (std::size_t i = 0; i < indices.size(); ++i) {
     if (indices[i] < 0 || static_cast<std::size_t>(indices[i]) >= values.size())
-      return makeError<std::vector<T>>(
+      return Status::error(
           detail::indexOutOfRange(i, indices[i], values.size()));
     result.push_back(values[static_cast<std::size_t>(indices[i])]);
   }

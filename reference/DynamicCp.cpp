@@ -61,17 +61,17 @@ public:
         minCp(minCp), maxNumSeqs(maxNumSeqs), lengths(ranks), ids(ranks),
         work(ranks, 0.0), rankGroup(ranks, -1) {}
 
-  Expected<Microbatch> form() {
+  Result<Microbatch> form() {
     const auto [firstId, firstLength] = sequences.front();
     const int64_t tallest = firstLength;
     cap = static_cast<double>(tallest) * static_cast<double>(maxPerRank) *
           (1.0 + kWorkloadCapDelta);
     const int64_t size = dynamicCpSizeNeeded(firstLength, maxPerRank, minCp);
     if (size > ranks)
-      return makeError<Microbatch>(concat(
-          "sequence ", firstId, " of ", firstLength, " padded tokens needs ",
-          size, " CP ranks of C = ", maxPerRank, " rows; there are ", ranks,
-          " DP x CP ranks"));
+      return Status::error(
+          concat("sequence ", firstId, " of ", firstLength,
+                 " padded tokens needs ", size, " CP ranks of C = ", maxPerRank,
+                 " rows; there are ", ranks, " DP x CP ranks"));
     std::vector<int64_t> members(size);
     std::iota(members.begin(), members.end(), int64_t(0));
     newGroup(firstId, firstLength, size, members);
@@ -81,12 +81,12 @@ public:
 
     while (std::any_of(lengths.begin(), lengths.end(),
                        [](const auto &l) { return l.empty(); })) {
-      Expected<bool> filled = fillEmptyRanksOnce();
+      Result<bool> filled = fillEmptyRanksOnce();
       if (!filled)
-        return makeError<Microbatch>(filled.error());
+        return filled.status();
       if (!*filled) {
-        if (Expected<bool> whole = fillWithWholeGroup(); !whole)
-          return makeError<Microbatch>(whole.error());
+        if (Result<bool> whole = fillWithWholeGroup(); !whole)
+          return whole.status();
         break;
       }
     }
@@ -186,7 +186,7 @@ private:
   /// Empty ranks (a tail of the ranks) are taken by doubling a smallest
   /// sub-group that can grow into them, the sub-groups after it moving up;
   /// false when none can.
-  Expected<bool> fillEmptyRanksOnce() {
+  Result<bool> fillEmptyRanksOnce() {
     int64_t firstEmpty = -1;
     for (int64_t r = 0; r < ranks; ++r)
       if (lengths[r].empty()) {
@@ -197,9 +197,9 @@ private:
       return false;
     for (int64_t r = firstEmpty; r < ranks; ++r)
       if (!lengths[r].empty())
-        return makeError<bool>(concat(
-            "internal error: dynamic-CP rank ", r,
-            " holds sequences after the empty rank ", firstEmpty));
+        return Status::error(concat("internal error: dynamic-CP rank ", r,
+                                    " holds sequences after the empty rank ",
+                                    firstEmpty));
     if (groupSize.empty())
       return false;
     const int64_t smallest =
@@ -218,7 +218,7 @@ private:
       // only the doubled group too, and fails here with an IndexError
       // (fill_empty_gpus_once, data_schedule_utils.py:771-775 on dev).
       if (firstEmpty > end + 1 && firstEmpty + needed > ranks)
-        return makeError<bool>(concat(
+        return Status::error(concat(
             "dynamic CP over ", ranks, " ranks cannot fill the empty ranks ",
             firstEmpty, "..", ranks - 1, ": doubling the sub-group of ranks ",
             start, "..", end, " to ", grown,
@@ -268,7 +268,7 @@ private:
 
   /// The fallback: the whole DP x CP group takes the longest sequences that
   /// fit its C rows per rank; the rest are left for the next microbatch.
-  Expected<bool> fillWithWholeGroup() {
+  Result<bool> fillWithWholeGroup() {
     std::vector<int64_t> selectedLengths;
     std::vector<int32_t> selectedIds;
     std::vector<Sequence> rest;
@@ -288,8 +288,9 @@ private:
       }
     }
     if (selectedIds.empty())
-      return makeError<bool>(concat("no sequence fits the whole DP x CP group of ",
-                              ranks, " ranks of C = ", maxPerRank, " rows"));
+      return Status::error(
+          concat("no sequence fits the whole DP x CP group of ", ranks,
+                 " ranks of C = ", maxPerRank, " rows"));
     lengths.assign(ranks, selectedLengths);
     ids.assign(ranks, selectedIds);
     leftovers = std::move(rest);
@@ -313,27 +314,26 @@ private:
 
 } // namespace
 
-Expected<DynamicCpGroups>
+Result<DynamicCpGroups>
 dynamicCpGroups(const std::vector<int32_t> &paddedLengths, int64_t maxPerRank,
-                int64_t ranks, int64_t minCp,
-                std::optional<int64_t> maxNumSeqs, int64_t microbatchGroupSize) {
+                int64_t ranks, int64_t minCp, std::optional<int64_t> maxNumSeqs,
+                int64_t microbatchGroupSize) {
   if (maxPerRank < 1 || ranks < 1)
-    return makeError<DynamicCpGroups>(
-        concat("max_seqlen_per_dp_cp_rank C = ", maxPerRank,
-               " and the DP x CP rank count ", ranks, " must be >= 1"));
+    return Status::error(concat("max_seqlen_per_dp_cp_rank C = ", maxPerRank,
+                                " and the DP x CP rank count ", ranks,
+                                " must be >= 1"));
   if (minCp < 1 || (minCp & (minCp - 1)) || minCp > ranks)
-    return makeError<DynamicCpGroups>(
-        concat("min_dynamic_context_parallel_size = ", minCp,
-               " must be a power of two in [1, ", ranks,
-               "] (the DP x CP rank count)"));
+    return Status::error(concat("min_dynamic_context_parallel_size = ", minCp,
+                                " must be a power of two in [1, ", ranks,
+                                "] (the DP x CP rank count)"));
   if (maxNumSeqs && *maxNumSeqs < 1)
-    return makeError<DynamicCpGroups>(
+    return Status::error(
         concat("sequence cap K = ", *maxNumSeqs, " must be >= 1"));
   std::vector<Sequence> sequences;
   for (std::size_t i = 0; i < paddedLengths.size(); ++i) {
     if (paddedLengths[i] < 0)
-      return makeError<DynamicCpGroups>(concat(
-          "padded length p[", i, "] = ", paddedLengths[i], " is negative"));
+      return Status::error(concat("padded length p[", i,
+                                  "] = ", paddedLengths[i], " is negative"));
     sequences.emplace_back(static_cast<int32_t>(i), paddedLengths[i]);
   }
   std::stable_sort(sequences.begin(), sequences.end(),
@@ -344,19 +344,19 @@ dynamicCpGroups(const std::vector<int32_t> &paddedLengths, int64_t maxPerRank,
   std::vector<RankIds> formed;
   while (!sequences.empty()) {
     MicrobatchFormer former(sequences, ranks, maxPerRank, minCp, maxNumSeqs);
-    Expected<Microbatch> microbatch = former.form();
+    Result<Microbatch> microbatch = former.form();
     if (!microbatch)
-      return makeError<DynamicCpGroups>(microbatch.error());
+      return microbatch.status();
     formed.push_back(std::move(microbatch->ids));
     sequences = std::move(microbatch->leftovers);
   }
   // With virtual pipeline stages the count is made a multiple of the
   // microbatch group, as the framework does when the group is above one.
   if (microbatchGroupSize != 1) {
-    Expected<std::vector<RankIds>> aligned =
+    Result<std::vector<RankIds>> aligned =
         alignDynamicCpMicrobatches(std::move(formed), microbatchGroupSize);
     if (!aligned)
-      return makeError<DynamicCpGroups>(aligned.error());
+      return aligned.status();
     formed = std::move(*aligned);
   }
 
@@ -365,9 +365,9 @@ dynamicCpGroups(const std::vector<int32_t> &paddedLengths, int64_t maxPerRank,
     if (static_cast<int64_t>(ids.size()) != ranks ||
         std::any_of(ids.begin(), ids.end(),
                     [](const auto &v) { return v.empty(); }))
-      return makeError<DynamicCpGroups>(concat(
-          "internal error: dynamic-CP microbatch ", result.groups.size(),
-          " does not give each of the ", ranks, " ranks sequences"));
+      return Status::error(
+          concat("internal error: dynamic-CP microbatch ", result.groups.size(),
+                 " does not give each of the ", ranks, " ranks sequences"));
     // A rank's CP size: the ranks that share its ids; its sub-group is
     // the block of that many ranks holding it, as the framework's dynamic
     // process groups are (blocks of each power of two over the DP x CP
@@ -385,10 +385,10 @@ dynamicCpGroups(const std::vector<int32_t> &paddedLengths, int64_t maxPerRank,
       const int64_t start = r - r % sizes[r];
       for (int64_t k = start; k < start + sizes[r]; ++k)
         if (k >= ranks || ids[k] != ids[r])
-          return makeError<DynamicCpGroups>(concat(
-              "internal error: dynamic-CP rank ", r, " of microbatch ",
-              result.groups.size(), " has CP size ", sizes[r],
-              " but its block of ranks does not share its sequences"));
+          return Status::error(
+              concat("internal error: dynamic-CP rank ", r, " of microbatch ",
+                     result.groups.size(), " has CP size ", sizes[r],
+                     " but its block of ranks does not share its sequences"));
     }
     result.groups.push_back(std::move(ids));
     result.cpSizes.push_back(std::move(sizes));

@@ -9,7 +9,7 @@
 #ifndef THDC_REFERENCE_DYNAMICCP_H
 #define THDC_REFERENCE_DYNAMICCP_H
 
-#include "reference/Expected.h"
+#include "reference/Status.h"
 
 #include <cstdint>
 #include <optional>
@@ -51,7 +51,7 @@ struct DynamicCpGroups {
 /// microbatchGroupSize (the framework's microbatch_group_size_per_vp_stage,
 /// virtual pipeline stages): above 1, the microbatches are then made a
 /// multiple of it by alignDynamicCpMicrobatches.
-Expected<DynamicCpGroups>
+Result<DynamicCpGroups>
 dynamicCpGroups(const std::vector<int32_t> &paddedLengths, int64_t maxPerRank,
                 int64_t ranks, int64_t minCp = 1,
                 std::optional<int64_t> maxNumSeqs = std::nullopt,
@@ -67,9 +67,9 @@ dynamicCpGroups(const std::vector<int32_t> &paddedLengths, int64_t maxPerRank,
 /// microbatch whose sub-group sizes increase; a half whose empty ranks no
 /// sub-group can be widened onto (the framework loops forever there; with
 /// non-power-of-two rank counts, e.g. sub-groups of 3 and 1).
-Expected<std::vector<std::vector<std::vector<int32_t>>>>
-alignDynamicCpMicrobatches(std::vector<std::vector<std::vector<int32_t>>> groups,
-                           int64_t multiple);
+Result<std::vector<std::vector<std::vector<int32_t>>>>
+alignDynamicCpMicrobatches(
+    std::vector<std::vector<std::vector<int32_t>>> groups, int64_t multiple);
 
 } // namespace reference
 } // namespace thdc

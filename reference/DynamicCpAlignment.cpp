@@ -64,7 +64,7 @@ std::optional<int64_t> endBefore(int64_t empty, int64_t size) {
 /// it moving right; when all have one size, the first is. The framework's
 /// fill_empty (data_schedule_utils.py:876-902 on dev), with its slice
 /// arithmetic. Returns whether it changed anything.
-Expected<bool> fillEmptyStep(RankIds &ranks) {
+Result<bool> fillEmptyStep(RankIds &ranks) {
   const int64_t count = static_cast<int64_t>(ranks.size());
   const int64_t empty = std::count_if(
       ranks.begin(), ranks.end(), [](const auto &ids) { return ids.empty(); });
@@ -72,8 +72,8 @@ Expected<bool> fillEmptyStep(RankIds &ranks) {
   int64_t previous = 0;
   while (i >= 0) {
     if (ranks[i].empty())
-      return makeError<bool>(concat("an empty rank ", i,
-                                    " before the last non-empty one"));
+      return Status::error(
+          concat("an empty rank ", i, " before the last non-empty one"));
     const int32_t first = ranks[i].front();
     int64_t size = 0;
     while (i >= 0 && holds(ranks[i], first)) {
@@ -104,24 +104,23 @@ Expected<bool> fillEmptyStep(RankIds &ranks) {
 /// length (a sub-group doubled past the last rank, when the rank count is
 /// not a power of two) is refused: the framework returns such a microbatch,
 /// of more or fewer ranks than there are.
-Expected<RankIds> fillByExpandingCp(RankIds ranks) {
+Result<RankIds> fillByExpandingCp(RankIds ranks) {
   const int64_t count = static_cast<int64_t>(ranks.size());
   while (!ranks.empty() && ranks.back().empty()) {
-    Expected<bool> changed = fillEmptyStep(ranks);
+    Result<bool> changed = fillEmptyStep(ranks);
     if (!changed)
-      return makeError<RankIds>(changed.error());
+      return changed.status();
     if (!*changed)
-      return makeError<RankIds>(
-          "no sub-group can be widened onto the empty ranks");
+      return Status::error("no sub-group can be widened onto the empty ranks");
     if (static_cast<int64_t>(ranks.size()) != count)
-      return makeError<RankIds>(concat(
+      return Status::error(concat(
           "widening a sub-group onto the empty ranks makes a microbatch of ",
           ranks.size(), " ranks, not the ", count,
           " DP x CP ranks (megatron-core's align_sample_id_groups returns "
           "such a microbatch for this batch)"));
   }
   if (ranks.empty())
-    return makeError<RankIds>("a microbatch with no ranks");
+    return Status::error("a microbatch with no ranks");
   return ranks;
 }
 
@@ -129,29 +128,29 @@ Expected<RankIds> fillByExpandingCp(RankIds ranks) {
 /// sub-groups (non-increasing sizes) cut where the ranks reach half, each
 /// half widened onto the whole DP x CP group; (second half, first half), or
 /// none for a microbatch of one sub-group.
-Expected<std::optional<std::pair<RankIds, RankIds>>>
+Result<std::optional<std::pair<RankIds, RankIds>>>
 splitMicrobatch(const RankIds &ranks) {
-  using Result = std::optional<std::pair<RankIds, RankIds>>;
+  using Output = std::optional<std::pair<RankIds, RankIds>>;
   const int64_t total = static_cast<int64_t>(ranks.size());
   std::vector<int64_t> bounds{0};
   int64_t previous = 0;
   while (bounds.back() != total) {
     const int64_t start = bounds.back();
     if (ranks[start].empty())
-      return makeError<Result>(concat("rank ", start, " holds no sequence"));
+      return Status::error(concat("rank ", start, " holds no sequence"));
     const int32_t first = ranks[start].front();
     int64_t size = 0;
     for (int64_t r = start; r < total && holds(ranks[r], first); ++r)
       ++size;
     if (previous != 0 && size > previous)
-      return makeError<Result>(concat(
-          "its sub-group sizes are not non-increasing (", previous, " then ",
-          size, ")"));
+      return Status::error(
+          concat("its sub-group sizes are not non-increasing (", previous,
+                 " then ", size, ")"));
     bounds.push_back(start + size);
     previous = size;
   }
   if (bounds.size() == 2)
-    return Result();
+    return Output();
   std::size_t k = 0;
   while (bounds[k] < total / 2)
     ++k;
@@ -159,25 +158,24 @@ splitMicrobatch(const RankIds &ranks) {
   RankIds first = sliceOf(ranks, 0, cut), second = sliceOf(ranks, cut, total);
   first.resize(total);
   second.resize(total);
-  Expected<RankIds> widenedFirst = fillByExpandingCp(std::move(first));
+  Result<RankIds> widenedFirst = fillByExpandingCp(std::move(first));
   if (!widenedFirst)
-    return makeError<Result>(widenedFirst.error());
-  Expected<RankIds> widenedSecond = fillByExpandingCp(std::move(second));
+    return widenedFirst.status();
+  Result<RankIds> widenedSecond = fillByExpandingCp(std::move(second));
   if (!widenedSecond)
-    return makeError<Result>(widenedSecond.error());
-  return Result(std::make_pair(std::move(*widenedSecond),
-                               std::move(*widenedFirst)));
+    return widenedSecond.status();
+  return Output(
+      std::make_pair(std::move(*widenedSecond), std::move(*widenedFirst)));
 }
 
 } // namespace
 
-Expected<std::vector<std::vector<std::vector<int32_t>>>>
-alignDynamicCpMicrobatches(std::vector<std::vector<std::vector<int32_t>>> groups,
-                           int64_t multiple) {
-  using Result = std::vector<std::vector<std::vector<int32_t>>>;
+Result<std::vector<std::vector<std::vector<int32_t>>>>
+alignDynamicCpMicrobatches(
+    std::vector<std::vector<std::vector<int32_t>>> groups, int64_t multiple) {
   if (multiple < 1)
-    return makeError<Result>(concat("microbatch_group_size_per_vp_stage = ",
-                                    multiple, " must be >= 1"));
+    return Status::error(concat(
+        "microbatch_group_size_per_vp_stage = ", multiple, " must be >= 1"));
   const int64_t count = static_cast<int64_t>(groups.size());
   int64_t remainder = (multiple - count % multiple) % multiple;
   int64_t i = count - 1;
@@ -185,7 +183,7 @@ alignDynamicCpMicrobatches(std::vector<std::vector<std::vector<int32_t>>> groups
   while (remainder > 0) {
     if (i < 0) {
       if (attempts >= static_cast<int64_t>(groups.size()))
-        return makeError<Result>(concat(
+        return Status::error(concat(
             "cannot make the ", count,
             " microbatches a multiple of microbatch_group_size_per_vp_stage = ",
             multiple, " (", groups.size(),
@@ -193,11 +191,11 @@ alignDynamicCpMicrobatches(std::vector<std::vector<std::vector<int32_t>>> groups
             "split"));
       i = static_cast<int64_t>(groups.size()) - 1;
     }
-    Expected<std::optional<std::pair<RankIds, RankIds>>> halves =
+    Result<std::optional<std::pair<RankIds, RankIds>>> halves =
         splitMicrobatch(groups[i]);
     if (!halves)
-      return makeError<Result>(
-          concat("splitting microbatch ", i, ": ", halves.error()));
+      return Status::error(
+          concat("splitting microbatch ", i, ": ", halves.status().message()));
     if (*halves) {
       groups[i] = std::move((*halves)->first);
       groups.push_back(std::move((*halves)->second));

@@ -9,7 +9,7 @@
 #ifndef THDC_REFERENCE_GRAPHCAPTURE_H
 #define THDC_REFERENCE_GRAPHCAPTURE_H
 
-#include "reference/Expected.h"
+#include "reference/Status.h"
 
 #include <cstdint>
 #include <optional>
@@ -39,7 +39,7 @@ std::vector<int32_t> graphCaptureCuSeed(int64_t maxSeqlenPerRank, int64_t cp,
 /// Errors: non-positive inputs, C*cp, dp*vppGroup or the rounded pack
 /// count outside int64. Golden: GBS 64, dp 2, cp 2, C 4096,
 /// Lmax 2048, K 31 -> 8.
-Expected<int64_t>
+Result<int64_t>
 maxMicrobatchesUpperBound(int64_t globalBatchSize, int64_t dp, int64_t cp,
                           int64_t maxPerRank, int64_t maxSeqLen,
                           std::optional<int64_t> vppGroup = std::nullopt,
@@ -55,7 +55,7 @@ int64_t graphCaptureCount(int64_t runtimeNumMicrobatches, int64_t upperBound,
 /// max over chunks of the peak number of outstanding forwards (forwards
 /// minus backwards so far). Error: a chunk id 0 (or int64 min, which has no
 /// positive counterpart).
-Expected<int64_t> graphSlotsNeeded(const std::vector<int64_t> &order);
+Result<int64_t> graphSlotsNeeded(const std::vector<int64_t> &order);
 
 } // namespace reference
 } // namespace thdc

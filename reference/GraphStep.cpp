@@ -24,37 +24,40 @@ namespace reference {
 
 using namespace internal;
 
-std::optional<std::string>
-internal::checkStepConfiguration(int64_t c, int64_t cp, int64_t n) {
+Status internal::checkStepConfiguration(int64_t c, int64_t cp, int64_t n) {
   if (c < 1 || cp < 1 || n < 1)
-    return concat("needs C >= 1, cp >= 1 and N >= 1 (C = ", c, ", cp = ", cp,
-                  ", N = ", n, ")");
+    return Status::error(concat("needs C >= 1, cp >= 1 and N >= 1 (C = ", c,
+                                ", cp = ", cp, ", N = ", n, ")"));
   if (cp > 1 && c % 2)
-    return concat("C = ", c, " must be even when cp = ", cp,
-                  " > 1 (the dummy length C*cp - T must be divisible by "
-                  "2*cp)");
+    return Status::error(
+        concat("C = ", c, " must be even when cp = ", cp,
+               " > 1 (the dummy length C*cp - T must be divisible by "
+               "2*cp)"));
   std::optional<int64_t> rows = checkedMul(c, cp);
   if (!rows || *rows > kInt32Max)
-    return concat("C * cp = ", c, " * ", cp,
-                  rows ? concat(" = ", *rows) : std::string(" overflows int64"),
-                  ", outside the int32 range of the cu arrays");
+    return Status::error(
+        concat("C * cp = ", c, " * ", cp,
+               rows ? concat(" = ", *rows) : std::string(" overflows int64"),
+               ", outside the int32 range of the cu arrays"));
   if (n > kInt32Max)
-    return concat("N = ", n,
-                  " is outside the int32 range (the cu arrays have N+1 "
-                  "entries)");
-  return std::nullopt;
+    return Status::error(
+        concat("N = ", n,
+               " is outside the int32 range (the cu arrays have N+1 "
+               "entries)"));
+  return Status();
 }
 
 namespace {
 
 /// The preconditions of megatronGraphStep (withData) or graphStepMetadata,
-/// as a message: the configuration, the data sizes C*cp (withData) and the
-/// cu sizes N+1.
-std::optional<std::string>
-preconditionError(const GraphStepInput &input, int64_t maxSeqlenPerRank,
-                  int64_t cp, int64_t maxPackedSequences, bool withData) {
-  if (std::optional<std::string> problem =
-          checkStepConfiguration(maxSeqlenPerRank, cp, maxPackedSequences))
+/// an error naming the first that fails: the configuration, the data sizes C*cp
+/// (withData) and the cu sizes N+1.
+Status checkPreconditions(const GraphStepInput &input, int64_t maxSeqlenPerRank,
+                          int64_t cp, int64_t maxPackedSequences,
+                          bool withData) {
+  if (Status problem =
+          checkStepConfiguration(maxSeqlenPerRank, cp, maxPackedSequences);
+      !problem)
     return problem;
   // Both products fit: checkStepConfiguration bounds C*cp and N by int32.
   const std::size_t rows = static_cast<std::size_t>(maxSeqlenPerRank * cp);
@@ -62,34 +65,34 @@ preconditionError(const GraphStepInput &input, int64_t maxSeqlenPerRank,
   if (withData &&
       (input.tokens.size() != rows || input.labels.size() != rows ||
        input.positionIds.size() != rows || input.lossMask.size() != rows))
-    return concat("tokens/labels/position_ids/loss_mask have ",
-                  input.tokens.size(), "/", input.labels.size(), "/",
-                  input.positionIds.size(), "/", input.lossMask.size(),
-                  " rows, not C*cp rows; all must have C*cp = ", rows);
+    return Status::error(
+        concat("tokens/labels/position_ids/loss_mask have ",
+               input.tokens.size(), "/", input.labels.size(), "/",
+               input.positionIds.size(), "/", input.lossMask.size(),
+               " rows, not C*cp rows; all must have C*cp = ", rows));
   if (input.cuSeqlens.size() != entries ||
       input.cuSeqlensPadded.size() != entries)
-    return concat("cu_seqlens/cu_seqlens_padded have ", input.cuSeqlens.size(),
-                  "/", input.cuSeqlensPadded.size(),
-                  " entries, not N+1; both must have N+1 = ", entries);
-  return std::nullopt;
+    return Status::error(
+        concat("cu_seqlens/cu_seqlens_padded have ", input.cuSeqlens.size(),
+               "/", input.cuSeqlensPadded.size(),
+               " entries, not N+1; both must have N+1 = ", entries));
+  return Status();
 }
 
 } // namespace
 
-std::optional<std::string>
-graphStepPreconditionError(const GraphStepInput &input,
-                           int64_t maxSeqlenPerRank, int64_t cp,
-                           int64_t maxPackedSequences) {
-  return preconditionError(input, maxSeqlenPerRank, cp, maxPackedSequences,
-                           /*withData=*/true);
-}
-
-std::optional<std::string>
-graphStepMetadataPreconditionError(const GraphStepInput &input,
+Status checkGraphStepPreconditions(const GraphStepInput &input,
                                    int64_t maxSeqlenPerRank, int64_t cp,
                                    int64_t maxPackedSequences) {
-  return preconditionError(input, maxSeqlenPerRank, cp, maxPackedSequences,
-                           /*withData=*/false);
+  return checkPreconditions(input, maxSeqlenPerRank, cp, maxPackedSequences,
+                            /*withData=*/true);
+}
+
+Status checkGraphStepMetadataPreconditions(const GraphStepInput &input,
+                                           int64_t maxSeqlenPerRank, int64_t cp,
+                                           int64_t maxPackedSequences) {
+  return checkPreconditions(input, maxSeqlenPerRank, cp, maxPackedSequences,
+                            /*withData=*/false);
 }
 
 namespace {
@@ -209,11 +212,11 @@ int32_t numSeqsStatus(const std::vector<int32_t> &cuSeqlensPadded,
   return total < maxTokens ? StatusNumSeqsOutOfRange : 0;
 }
 
-Expected<DroppedCounts> droppedCounts(int32_t status,
-                                      const std::vector<int32_t> &cuSeqlens,
-                                      int64_t numSeqs) {
+Result<DroppedCounts> droppedCounts(int32_t status,
+                                    const std::vector<int32_t> &cuSeqlens,
+                                    int64_t numSeqs) {
   if (cuSeqlens.empty())
-    return makeError<DroppedCounts>(
+    return Status::error(
         "droppedCounts: cu_seqlens has no entry; a cumulative-offset array "
         "has at least one");
   DroppedCounts dropped;
@@ -281,9 +284,10 @@ StepPrefix stepPrefix(const GraphStepInput &input, int32_t status) {
 
 int32_t graphStepStatus(const GraphStepInput &input, int64_t maxSeqlenPerRank,
                         int64_t cp, int64_t maxPackedSequences) {
-  if (std::optional<std::string> problem = graphStepPreconditionError(
-          input, maxSeqlenPerRank, cp, maxPackedSequences))
-    fatal("megatronGraphStep", *problem);
+  if (Status problem = checkGraphStepPreconditions(input, maxSeqlenPerRank, cp,
+                                                   maxPackedSequences);
+      !problem)
+    fatal("megatronGraphStep", problem.message());
   return statusOf(input, maxSeqlenPerRank, cp, maxPackedSequences);
 }
 
@@ -305,9 +309,10 @@ GraphStepMetadata graphStepMetadata(const GraphStepInput &input,
                                     int64_t maxSeqlenPerRank, int64_t cp,
                                     int64_t maxPackedSequences,
                                     std::optional<int64_t> dummyLength) {
-  if (std::optional<std::string> problem = graphStepMetadataPreconditionError(
-          input, maxSeqlenPerRank, cp, maxPackedSequences))
-    fatal("graphStepMetadata", *problem);
+  if (Status problem = checkGraphStepMetadataPreconditions(
+          input, maxSeqlenPerRank, cp, maxPackedSequences);
+      !problem)
+    fatal("graphStepMetadata", problem.message());
   const int32_t status =
       statusOf(input, maxSeqlenPerRank, cp, maxPackedSequences);
   const StepPrefix prefix = stepPrefix(input, status);

@@ -8,7 +8,7 @@
 #ifndef THDC_REFERENCE_GRAPHSTEP_H
 #define THDC_REFERENCE_GRAPHSTEP_H
 
-#include "reference/Expected.h"
+#include "reference/Status.h"
 #include "reference/StatusBits.h"
 
 #include <cstdint>
@@ -78,9 +78,9 @@ struct DroppedCounts {
 /// out of bounds or reports negative counts. Error: an empty cuSeqlens.
 /// Golden: status 8, cu [0,3,5,9], numSeqs 2 -> (2, 5); numSeqs 7 -> (3, 9);
 /// status 0 -> (0, 0).
-Expected<DroppedCounts> droppedCounts(int32_t status,
-                                      const std::vector<int32_t> &cuSeqlens,
-                                      int64_t numSeqs);
+Result<DroppedCounts> droppedCounts(int32_t status,
+                                    const std::vector<int32_t> &cuSeqlens,
+                                    int64_t numSeqs);
 
 /// Input of one microbatch of megatronGraphStep, in the static shapes of the
 /// graph: the global (pre-CP) buffer has C*cp rows of which the first
@@ -133,23 +133,21 @@ struct GraphStepOutput {
 };
 
 /// The first broken precondition of graphStepStatus and megatronGraphStep
-/// for this input and configuration, as a message naming the values, or
-/// nullopt when they all hold: C >= 1, cp >= 1, N >= 1, C even when cp > 1,
+/// for this input and configuration, as an error naming the values, or
+/// success when they all hold: C >= 1, cp >= 1, N >= 1, C even when cp > 1,
 /// C*cp within int32 (checked without overflow: C = 2^61 + 4 with cp = 8 is
 /// refused, not wrapped to 32), N within int32, data sizes C*cp and cu sizes
 /// N+1. Callers that take C, cp, N or the buffers from users check here
 /// first: the two functions abort with this message.
-std::optional<std::string>
-graphStepPreconditionError(const GraphStepInput &input,
-                           int64_t maxSeqlenPerRank, int64_t cp,
-                           int64_t maxPackedSequences);
-
-/// graphStepPreconditionError without the data keys' sizes, which
-/// graphStepMetadata does not read: C, cp, N as there, cu sizes N+1.
-std::optional<std::string>
-graphStepMetadataPreconditionError(const GraphStepInput &input,
+Status checkGraphStepPreconditions(const GraphStepInput &input,
                                    int64_t maxSeqlenPerRank, int64_t cp,
                                    int64_t maxPackedSequences);
+
+/// checkGraphStepPreconditions without the data keys' sizes, which
+/// graphStepMetadata does not read: C, cp, N as there, cu sizes N+1.
+Status checkGraphStepMetadataPreconditions(const GraphStepInput &input,
+                                           int64_t maxSeqlenPerRank, int64_t cp,
+                                           int64_t maxPackedSequences);
 
 /// Validation of a GraphStepInput: the OR of every StatusBit that applies
 /// (0 = valid). numSeqs may be N only when cuSeqlensPadded[N] is C*cp (no
@@ -176,7 +174,7 @@ int32_t graphStepStatus(const GraphStepInput &input, int64_t maxSeqlenPerRank,
 /// then repeats; max_seqlen = C*cp. When graphStepStatus is nonzero the
 /// outputs are those of an empty microbatch: data 0, mask all 1, both cu
 /// arrays [0, C*cp, ..., C*cp], max_seqlen C*cp, and `status` holds the bits.
-/// Preconditions (checked, abort with a message; graphStepPreconditionError
+/// Preconditions (checked, abort with a message; checkGraphStepPreconditions
 /// reports them without aborting): C >= 1, cp >= 1, N >= 1, C even when
 /// cp > 1, C*cp and N fit int32, data sizes C*cp, cu sizes N+1.
 /// Golden (S10 "graph: cp=2, target 8, N=6"): r0 tokens
@@ -205,7 +203,7 @@ struct GraphStepMetadata {
 /// validation and S10 tail metadata, with the CP slice's row count in place
 /// of its rows, in work linear in N whatever C*cp (a host that plans
 /// attention from the offsets alone). Preconditions (checked, abort; see
-/// graphStepMetadataPreconditionError): those of megatronGraphStep but the
+/// checkGraphStepMetadataPreconditions): those of megatronGraphStep but the
 /// data sizes.
 GraphStepMetadata
 graphStepMetadata(const GraphStepInput &input, int64_t maxSeqlenPerRank,

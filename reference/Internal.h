@@ -11,7 +11,7 @@
 #define THDC_REFERENCE_INTERNAL_H
 
 #include "reference/CheckedArithmetic.h"
-#include "reference/Expected.h"
+#include "reference/Status.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -84,22 +84,20 @@ inline bool holds(const std::vector<int32_t> &ids, int32_t id) {
 
 /// The value of `result`, or fatal() with its error: for steps whose inputs
 /// were already validated, so an error is an internal inconsistency.
-template <typename T> T unwrap(Expected<T> result, const char *where) {
+template <typename T> T unwrap(Result<T> result, const char *where) {
   if (!result)
-    fatal(where, "internal error: " + result.error());
+    fatal(where, "internal error: " + result.status().message());
   return std::move(*result);
 }
 
-/// Checks that a cu array starts at 0 and never decreases; the problem as a
-/// message otherwise.
-std::optional<std::string> checkCuArray(const char *name,
-                                        const std::vector<int32_t> &cu);
+/// Checks that a cu array starts at 0 and never decreases; an error naming
+/// the offending entry otherwise.
+Status checkCuArray(const char *name, const std::vector<int32_t> &cu);
 
-/// The configuration checks shared by the graph step and the pack step, as
-/// a message; nullopt when they hold: C, cp, N >= 1, C even when cp > 1,
+/// The configuration checks shared by the graph step and the pack step: an
+/// error naming the first that fails of C, cp, N >= 1, C even when cp > 1,
 /// C*cp within int32 (computed without overflow) and N within int32.
-std::optional<std::string> checkStepConfiguration(int64_t c, int64_t cp,
-                                                  int64_t n);
+Status checkStepConfiguration(int64_t c, int64_t cp, int64_t n);
 
 /// S5 -> S6 -> S7 -> S10 of one graph-mode step (megatronGraphStep) on the
 /// meaningful prefix cu/cup of valid metadata, for CP rank `rank`: the

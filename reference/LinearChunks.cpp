@@ -23,21 +23,20 @@ int64_t linearChunkCapacity(int64_t rows, int64_t n, int64_t chunkSize) {
   return (rows + chunkSize - 1) / chunkSize + n;
 }
 
-Expected<LinearChunks> linearChunks(const std::vector<int32_t> &cu,
-                                    int64_t chunkSize, int64_t capacity) {
-  using Result = LinearChunks;
+Result<LinearChunks> linearChunks(const std::vector<int32_t> &cu,
+                                  int64_t chunkSize, int64_t capacity) {
   constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
   if (chunkSize < 1 || (chunkSize & (chunkSize - 1)))
-    return makeError<Result>(concat("linearChunks: the chunk size BT = ",
-                                    chunkSize, " is not a power of two"));
+    return Status::error(concat("linearChunks: the chunk size BT = ", chunkSize,
+                                " is not a power of two"));
   if (cu.size() < 2)
-    return makeError<Result>(concat("linearChunks: cu has ", cu.size(),
-                                    " entries; it needs N+1 >= 2"));
-  if (std::optional<std::string> problem = checkCuArray("cu", cu))
-    return makeError<Result>("linearChunks: " + *problem);
+    return Status::error(concat("linearChunks: cu has ", cu.size(),
+                                " entries; it needs N+1 >= 2"));
+  if (Status problem = checkCuArray("cu", cu); !problem)
+    return Status::error("linearChunks: " + problem.message());
   if (capacity < 0 || capacity > kInt32Max / 2)
-    return makeError<Result>(concat("linearChunks: the capacity ", capacity,
-                                    " rows is outside [0, int32 max / 2]"));
+    return Status::error(concat("linearChunks: the capacity ", capacity,
+                                " rows is outside [0, int32 max / 2]"));
   const std::size_t n = cu.size() - 1;
   LinearChunks out;
   out.chunkOffsets.assign(n + 1, 0);
@@ -46,7 +45,7 @@ Expected<LinearChunks> linearChunks(const std::vector<int32_t> &cu,
     const int64_t length = int64_t(cu[i + 1]) - cu[i];
     total += (length + chunkSize - 1) / chunkSize;
     if (total > capacity)
-      return makeError<Result>(
+      return Status::error(
           concat("linearChunks: the sequences of cu = ", list(cu), " have ",
                  total, "+ chunks of ", chunkSize, " rows, more than the ",
                  capacity, " rows of the chunk capacity"));

@@ -10,7 +10,7 @@
 #ifndef THDC_REFERENCE_LINEARCHUNKS_H
 #define THDC_REFERENCE_LINEARCHUNKS_H
 
-#include "reference/Expected.h"
+#include "reference/Status.h"
 
 #include <cstdint>
 #include <vector>
@@ -50,8 +50,8 @@ int64_t linearChunkCapacity(int64_t rows, int64_t n, int64_t chunkSize);
 /// capacity or the sentinel's chunk past int32. Golden: cu [0,5,64,200,
 /// 200,200], BT 64, capacity 8 -> rows (0,0) (1,0) (2,0) (2,1) (2,2), then
 /// (4,0) x 3; offsets [0,1,2,5,5,5]; 5 chunks.
-Expected<LinearChunks> linearChunks(const std::vector<int32_t> &cu,
-                                    int64_t chunkSize, int64_t capacity);
+Result<LinearChunks> linearChunks(const std::vector<int32_t> &cu,
+                                  int64_t chunkSize, int64_t capacity);
 
 } // namespace reference
 } // namespace thdc

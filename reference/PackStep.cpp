@@ -25,44 +25,41 @@ using namespace internal;
 
 namespace {
 
-/// The configuration and buffer sizes the pipeline cannot have, as a
-/// message; nullopt when they are those of a pipeline with these
-/// parameters.
-std::optional<std::string> checkPackStepShapes(const PackStepInput &input,
-                                               int64_t c, int64_t cp,
-                                               int64_t n) {
-  if (std::optional<std::string> problem = checkStepConfiguration(c, cp, n))
+/// The configuration and buffer sizes the pipeline cannot have, as an
+/// error; success when they are those of a pipeline with these parameters.
+Status checkPackStepShapes(const PackStepInput &input, int64_t c, int64_t cp,
+                           int64_t n) {
+  if (Status problem = checkStepConfiguration(c, cp, n); !problem)
     return problem;
   if (input.labelPool.size() != input.tokenPool.size() ||
       input.lossMaskPool.size() != input.tokenPool.size())
-    return concat("token_pool/label_pool/loss_mask_pool have ",
-                  input.tokenPool.size(), "/", input.labelPool.size(), "/",
-                  input.lossMaskPool.size(),
-                  " rows; all must have the pool's P rows");
+    return Status::error(concat(
+        "token_pool/label_pool/loss_mask_pool have ", input.tokenPool.size(),
+        "/", input.labelPool.size(), "/", input.lossMaskPool.size(),
+        " rows; all must have the pool's P rows"));
   if (input.sampleOffsets.size() != input.sampleLengths.size() ||
       input.sampleLengths.empty())
-    return concat("sample_offsets/sample_lengths have ",
-                  input.sampleOffsets.size(), "/", input.sampleLengths.size(),
-                  " entries; both must have the pool's S >= 1 entries");
+    return Status::error(
+        concat("sample_offsets/sample_lengths have ",
+               input.sampleOffsets.size(), "/", input.sampleLengths.size(),
+               " entries; both must have the pool's S >= 1 entries"));
   if (int64_t(input.sampleIds.size()) != n - 1)
-    return concat("sample_ids has ", input.sampleIds.size(),
-                  " entries; it must have N-1 = ", n - 1);
-  return std::nullopt;
+    return Status::error(concat("sample_ids has ", input.sampleIds.size(),
+                                " entries; it must have N-1 = ", n - 1));
+  return Status();
 }
 
 } // namespace
 
-Expected<PackStepOutput> packMicrobatchStep(const PackStepInput &input,
-                                            int64_t maxSeqlenPerRank,
-                                            int64_t cp,
-                                            int64_t maxPackedSequences) {
-  using Result = PackStepOutput;
+Result<PackStepOutput> packMicrobatchStep(const PackStepInput &input,
+                                          int64_t maxSeqlenPerRank, int64_t cp,
+                                          int64_t maxPackedSequences) {
   const int64_t C = maxSeqlenPerRank, N = maxPackedSequences;
-  if (std::optional<std::string> problem = checkPackStepShapes(input, C, cp, N))
-    return makeError<Result>("packMicrobatchStep: " + *problem);
-  Expected<int64_t> granularity = padGranularity(cp, 1, false);
+  if (Status problem = checkPackStepShapes(input, C, cp, N); !problem)
+    return Status::error("packMicrobatchStep: " + problem.message());
+  Result<int64_t> granularity = padGranularity(cp, 1, false);
   if (!granularity)
-    return makeError<Result>("S1: " + granularity.error());
+    return Status::error("S1: " + granularity.status().message());
 
   // thd.gather: the lengths of the first num_seqs chosen samples (at most
   // the N-1 ids there are), each id clamped into the pool's samples.
@@ -76,13 +73,14 @@ Expected<PackStepOutput> packMicrobatchStep(const PackStepInput &input,
     valid.push_back(input.sampleLengths[std::size_t(id)]);
   }
   // thd.align_lengths, thd.cu_seqlens.
-  Expected<std::vector<int32_t>> padded = alignLengths(valid, *granularity);
+  Result<std::vector<int32_t>> padded = alignLengths(valid, *granularity);
   if (!padded)
-    return makeError<Result>("S1: " + padded.error());
-  Expected<std::vector<int32_t>> cu = cumulativeLengths(valid);
-  Expected<std::vector<int32_t>> cup = cumulativeLengths(*padded);
+    return Status::error("S1: " + padded.status().message());
+  Result<std::vector<int32_t>> cu = cumulativeLengths(valid);
+  Result<std::vector<int32_t>> cup = cumulativeLengths(*padded);
   if (!cu || !cup)
-    return makeError<Result>("S4: " + (!cu ? cu.error() : cup.error()));
+    return Status::error(
+        "S4: " + (!cu ? cu.status().message() : cup.status().message()));
 
   // thd.validate: the graph step's checks on the cu arrays (padded to N+1
   // entries by repeats) with the raw num_seqs and cp_rank, and the chosen
@@ -122,19 +120,19 @@ Expected<PackStepOutput> packMicrobatchStep(const PackStepInput &input,
   // the packed buffer.
   const std::vector<int64_t> offsets(input.sampleOffsets.begin(),
                                      input.sampleOffsets.end());
-  Expected<PackedBuffer<int64_t>> tokens =
+  Result<PackedBuffer<int64_t>> tokens =
       pack(input.tokenPool, offsets, ids, valid, *padded, 0);
-  Expected<PackedBuffer<int64_t>> labels =
+  Result<PackedBuffer<int64_t>> labels =
       pack(input.labelPool, offsets, ids, valid, *padded, 0);
-  Expected<PackedBuffer<float>> lossMask =
+  Result<PackedBuffer<float>> lossMask =
       pack(input.lossMaskPool, offsets, ids, valid, *padded, 0.0f);
   if (!tokens || !labels || !lossMask)
-    return makeError<Result>("S4: " + (!tokens   ? tokens.error()
-                                       : !labels ? labels.error()
-                                                 : lossMask.error()));
-  Expected<std::vector<int64_t>> positions = positionIds(*cu, *cup);
+    return Status::error("S4: " + (!tokens   ? tokens.status().message()
+                                   : !labels ? labels.status().message()
+                                             : lossMask.status().message()));
+  Result<std::vector<int64_t>> positions = positionIds(*cu, *cup);
   if (!positions)
-    return makeError<Result>("S8: " + positions.error());
+    return Status::error("S8: " + positions.status().message());
   GraphStepInput packed;
   packed.tokens = std::move(tokens->values);
   packed.labels = std::move(labels->values);

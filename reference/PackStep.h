@@ -8,8 +8,8 @@
 #ifndef THDC_REFERENCE_PACKSTEP_H
 #define THDC_REFERENCE_PACKSTEP_H
 
-#include "reference/Expected.h"
 #include "reference/GraphStep.h"
+#include "reference/Status.h"
 
 #include <cstdint>
 #include <vector>
@@ -78,10 +78,9 @@ using PackStepOutput = GraphStepOutput;
 /// lengths). Golden (C = 8, cp = 2, N = 6, the running example, all-ones loss
 /// masks): r0 tokens [11,0,21,0,31,34,0,0], loss_mask [1,0,1,0,1,1,0,0]; r1
 /// loss_mask [1,1,1,0,1,1,0,0].
-Expected<PackStepOutput> packMicrobatchStep(const PackStepInput &input,
-                                            int64_t maxSeqlenPerRank,
-                                            int64_t cp,
-                                            int64_t maxPackedSequences);
+Result<PackStepOutput> packMicrobatchStep(const PackStepInput &input,
+                                          int64_t maxSeqlenPerRank, int64_t cp,
+                                          int64_t maxPackedSequences);
 
 } // namespace reference
 } // namespace thdc

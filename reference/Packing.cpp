@@ -18,42 +18,42 @@ namespace reference {
 
 using namespace internal;
 
-Expected<std::vector<int32_t>>
+Result<std::vector<int32_t>>
 cumulativeLengths(const std::vector<int32_t> &lengths) {
-  using Result = std::vector<int32_t>;
-  Result cu = {0};
+  using Output = std::vector<int32_t>;
+  Output cu = {0};
   int64_t sum = 0;
   for (std::size_t i = 0; i < lengths.size(); ++i) {
     if (lengths[i] < 0)
-      return makeError<Result>(
+      return Status::error(
           concat("length lens[", i, "] = ", lengths[i], " is negative"));
     sum += lengths[i];
     if (sum > kInt32Max)
-      return makeError<Result>(concat("cumulative length after lens[", i,
-                                      "] = ", lengths[i], " is ", sum,
-                                      ", outside the int32 range"));
+      return Status::error(concat("cumulative length after lens[", i,
+                                  "] = ", lengths[i], " is ", sum,
+                                  ", outside the int32 range"));
     cu.push_back(static_cast<int32_t>(sum));
   }
   return cu;
 }
 
-Expected<PackMetadata> packMetadata(const std::vector<int32_t> &validLengths,
-                                    const std::vector<int32_t> &paddedLengths) {
+Result<PackMetadata> packMetadata(const std::vector<int32_t> &validLengths,
+                                  const std::vector<int32_t> &paddedLengths) {
   if (validLengths.size() != paddedLengths.size())
-    return makeError<PackMetadata>(detail::sizeMismatch(
+    return Status::error(detail::sizeMismatch(
         "packMetadata", "valid lengths", validLengths.size(), "padded lengths",
         paddedLengths.size()));
   for (std::size_t i = 0; i < validLengths.size(); ++i)
     if (validLengths[i] > paddedLengths[i])
-      return makeError<PackMetadata>(
-          concat("valid length v[", i, "] = ", validLengths[i],
-                 " exceeds padded length p[", i, "] = ", paddedLengths[i]));
-  Expected<std::vector<int32_t>> cu = cumulativeLengths(validLengths);
+      return Status::error(concat("valid length v[", i, "] = ", validLengths[i],
+                                  " exceeds padded length p[", i,
+                                  "] = ", paddedLengths[i]));
+  Result<std::vector<int32_t>> cu = cumulativeLengths(validLengths);
   if (!cu)
-    return makeError<PackMetadata>("valid lengths: " + cu.error());
-  Expected<std::vector<int32_t>> cup = cumulativeLengths(paddedLengths);
+    return Status::error("valid lengths: " + cu.status().message());
+  Result<std::vector<int32_t>> cup = cumulativeLengths(paddedLengths);
   if (!cup)
-    return makeError<PackMetadata>("padded lengths: " + cup.error());
+    return Status::error("padded lengths: " + cup.status().message());
   PackMetadata metadata;
   metadata.cuSeqlens = std::move(*cu);
   metadata.cuSeqlensPadded = std::move(*cup);
@@ -63,32 +63,32 @@ Expected<PackMetadata> packMetadata(const std::vector<int32_t> &validLengths,
   return metadata;
 }
 
-Expected<PackLayout> packLayout(std::size_t poolSize,
-                                const std::vector<int64_t> &sampleOffsets,
-                                const std::vector<int32_t> &sampleIds,
-                                const std::vector<int32_t> &validLengths,
-                                const std::vector<int32_t> &paddedLengths) {
+Result<PackLayout> packLayout(std::size_t poolSize,
+                              const std::vector<int64_t> &sampleOffsets,
+                              const std::vector<int32_t> &sampleIds,
+                              const std::vector<int32_t> &validLengths,
+                              const std::vector<int32_t> &paddedLengths) {
   if (sampleIds.size() != validLengths.size())
-    return makeError<PackLayout>(
-        detail::sizeMismatch("packLayout", "sample ids", sampleIds.size(),
-                             "valid lengths", validLengths.size()));
-  Expected<PackMetadata> metadata = packMetadata(validLengths, paddedLengths);
+    return Status::error(detail::sizeMismatch("packLayout", "sample ids",
+                                              sampleIds.size(), "valid lengths",
+                                              validLengths.size()));
+  Result<PackMetadata> metadata = packMetadata(validLengths, paddedLengths);
   if (!metadata)
-    return makeError<PackLayout>(metadata.error());
+    return metadata.status();
 
   PackLayout layout;
   for (std::size_t i = 0; i < sampleIds.size(); ++i) {
     int64_t id = sampleIds[i];
     if (id < 0 || id >= static_cast<int64_t>(sampleOffsets.size()))
-      return makeError<PackLayout>(concat("sample id sampleIds[", i, "] = ", id,
-                                          " is out of range for ",
-                                          sampleOffsets.size(), " samples"));
+      return Status::error(concat("sample id sampleIds[", i, "] = ", id,
+                                  " is out of range for ", sampleOffsets.size(),
+                                  " samples"));
     int64_t offset = sampleOffsets[id];
     int64_t end = offset + validLengths[i];
     if (offset < 0 || end > static_cast<int64_t>(poolSize))
-      return makeError<PackLayout>(
-          concat("sequence ", i, " (sample ", id, ") reads pool rows [", offset,
-                 ", ", end, ") outside the pool of ", poolSize, " rows"));
+      return Status::error(concat("sequence ", i, " (sample ", id,
+                                  ") reads pool rows [", offset, ", ", end,
+                                  ") outside the pool of ", poolSize, " rows"));
     for (int64_t k = 0; k < paddedLengths[i]; ++k)
       layout.sourceRows.push_back(k < validLengths[i] ? offset + k : -1);
   }

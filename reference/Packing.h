@@ -8,7 +8,8 @@
 #ifndef THDC_REFERENCE_PACKING_H
 #define THDC_REFERENCE_PACKING_H
 
-#include "reference/Expected.h"
+#include "reference/Common.h"
+#include "reference/Status.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -25,7 +26,7 @@ namespace reference {
 
 /// S4: [0, l0, l0+l1, ...] (n+1 entries). Errors: a negative length, a sum
 /// outside int32.
-Expected<std::vector<int32_t>>
+Result<std::vector<int32_t>>
 cumulativeLengths(const std::vector<int32_t> &lengths);
 
 /// S4: metadata of a packed microbatch.
@@ -42,8 +43,8 @@ struct PackMetadata {
 /// lengths v and padded lengths p. Errors: size mismatch, negative lengths,
 /// v[i] > p[i], int32 overflow. An empty pack gives [0], [0], 0 (the PR
 /// crashes there instead; see the edge-case matrix of docs/semantics.md).
-Expected<PackMetadata> packMetadata(const std::vector<int32_t> &validLengths,
-                                    const std::vector<int32_t> &paddedLengths);
+Result<PackMetadata> packMetadata(const std::vector<int32_t> &validLengths,
+                                  const std::vector<int32_t> &paddedLengths);
 
 /// S4: how a pack is gathered from a pool of samples.
 struct PackLayout {
@@ -60,11 +61,11 @@ struct PackLayout {
 /// sampleOffsets[sampleIds[i]] + k for k < v[i] and is padding for
 /// v[i] <= k < p[i]. Errors: size mismatch, v > p, negative values, sample id
 /// out of range, a read past the end of the pool.
-Expected<PackLayout> packLayout(std::size_t poolSize,
-                                const std::vector<int64_t> &sampleOffsets,
-                                const std::vector<int32_t> &sampleIds,
-                                const std::vector<int32_t> &validLengths,
-                                const std::vector<int32_t> &paddedLengths);
+Result<PackLayout> packLayout(std::size_t poolSize,
+                              const std::vector<int64_t> &sampleOffsets,
+                              const std::vector<int32_t> &sampleIds,
+                              const std::vector<int32_t> &validLengths,
+                              const std::vector<int32_t> &paddedLengths);
 
 /// S4: one packed token-like buffer plus its metadata.
 template <typename T> struct PackedBuffer {
@@ -79,7 +80,7 @@ template <typename T> struct PackedBuffer {
 /// p=[4,4,4] -> [11,12,13,P,21,22,P,P,31,32,33,34], cu [0,3,5,9],
 /// cup [0,4,8,12], max_seqlen 4.
 template <typename T>
-Expected<PackedBuffer<T>>
+Result<PackedBuffer<T>>
 pack(const std::vector<T> &pool, const std::vector<int64_t> &sampleOffsets,
      const std::vector<int32_t> &sampleIds,
      const std::vector<int32_t> &validLengths,
@@ -90,7 +91,7 @@ pack(const std::vector<T> &pool, const std::vector<int64_t> &sampleOffsets,
 /// (sample i has exactly p[i] rows) in pack order, keeping their contents.
 /// Errors: a sample whose size differs from p[i], plus packMetadata's.
 template <typename T>
-Expected<PackedBuffer<T>>
+Result<PackedBuffer<T>>
 concatSamples(const std::vector<std::vector<T>> &samples,
               const std::vector<int32_t> &validLengths,
               const std::vector<int32_t> &paddedLengths);
@@ -100,16 +101,16 @@ concatSamples(const std::vector<std::vector<T>> &samples,
 //===----------------------------------------------------------------------===//
 
 template <typename T>
-Expected<PackedBuffer<T>>
+Result<PackedBuffer<T>>
 pack(const std::vector<T> &pool, const std::vector<int64_t> &sampleOffsets,
      const std::vector<int32_t> &sampleIds,
      const std::vector<int32_t> &validLengths,
      const std::vector<int32_t> &paddedLengths,
      const typename detail::Identity<T>::type &padValue) {
-  Expected<PackLayout> layout = packLayout(
-      pool.size(), sampleOffsets, sampleIds, validLengths, paddedLengths);
+  Result<PackLayout> layout = packLayout(pool.size(), sampleOffsets, sampleIds,
+                                         validLengths, paddedLengths);
   if (!layout)
-    return makeError<PackedBuffer<T>>(layout.error());
+    return layout.status();
   PackedBuffer<T> result;
   result.values.reserve(layout->sourceRows.size());
   for (int64_t row : layout->sourceRows)
@@ -120,24 +121,24 @@ pack(const std::vector<T> &pool, const std::vector<int64_t> &sampleOffsets,
 }
 
 template <typename T>
-Expected<PackedBuffer<T>>
+Result<PackedBuffer<T>>
 concatSamples(const std::vector<std::vector<T>> &samples,
               const std::vector<int32_t> &validLengths,
               const std::vector<int32_t> &paddedLengths) {
   if (samples.size() != paddedLengths.size())
-    return makeError<PackedBuffer<T>>(
-        detail::sizeMismatch("concatSamples", "samples", samples.size(),
-                             "padded lengths", paddedLengths.size()));
+    return Status::error(detail::sizeMismatch("concatSamples", "samples",
+                                              samples.size(), "padded lengths",
+                                              paddedLengths.size()));
   for (std::size_t i = 0; i < samples.size(); ++i)
     if (paddedLengths[i] < 0 ||
         samples[i].size() != static_cast<std::size_t>(paddedLengths[i]))
-      return makeError<PackedBuffer<T>>(
+      return Status::error(
           "sample " + std::to_string(i) + " has " +
           std::to_string(samples[i].size()) + " rows but its padded length p[" +
           std::to_string(i) + "] = " + std::to_string(paddedLengths[i]));
-  Expected<PackMetadata> metadata = packMetadata(validLengths, paddedLengths);
+  Result<PackMetadata> metadata = packMetadata(validLengths, paddedLengths);
   if (!metadata)
-    return makeError<PackedBuffer<T>>(metadata.error());
+    return metadata.status();
   PackedBuffer<T> result;
   for (const std::vector<T> &sample : samples)
     result.values.insert(result.values.end(), sample.begin(), sample.end());

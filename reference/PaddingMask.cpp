@@ -17,35 +17,35 @@ namespace reference {
 
 using namespace internal;
 
-Expected<std::vector<uint8_t>>
+Result<std::vector<uint8_t>>
 paddingMask(const std::vector<int32_t> &cuSeqlens,
             const std::vector<int32_t> &cuSeqlensPadded) {
-  using Result = std::vector<uint8_t>;
+  using Output = std::vector<uint8_t>;
   const std::vector<int32_t> &cu = cuSeqlens;
   const std::vector<int32_t> &cup = cuSeqlensPadded;
   if (cu.size() != cup.size())
-    return makeError<Result>(
-        detail::sizeMismatch("paddingMask", "cu_seqlens", cu.size(),
-                             "cu_seqlens_padded", cup.size()));
+    return Status::error(detail::sizeMismatch("paddingMask", "cu_seqlens",
+                                              cu.size(), "cu_seqlens_padded",
+                                              cup.size()));
   if (cu.empty())
-    return makeError<Result>("paddingMask: cu_seqlens and cu_seqlens_padded "
-                             "must have at least one entry");
+    return Status::error("paddingMask: cu_seqlens and cu_seqlens_padded "
+                         "must have at least one entry");
   const int64_t total = cup.back();
   if (total < 0)
-    return makeError<Result>(concat("paddingMask: cu_seqlens_padded[",
-                                    cup.size() - 1, "] = ", total,
-                                    " is negative; the mask length must be "
-                                    ">= 0"));
+    return Status::error(concat("paddingMask: cu_seqlens_padded[",
+                                cup.size() - 1, "] = ", total,
+                                " is negative; the mask length must be "
+                                ">= 0"));
   if (total == 0)
-    return Result();
+    return Output();
   const std::size_t n = cu.size() - 1;
   if (n == 0)
-    return Result(static_cast<std::size_t>(total), 1);
+    return Output(static_cast<std::size_t>(total), 1);
 
   // s = #{entries of cup[1:] <= pos}; a binary search gives the same count on
   // the (normal) non-decreasing arrays. Since cup[n] = total > pos, s < n.
   const bool sorted = std::is_sorted(cup.begin() + 1, cup.end());
-  Result mask(static_cast<std::size_t>(total));
+  Output mask(static_cast<std::size_t>(total));
   for (int64_t pos = 0; pos < total; ++pos) {
     std::size_t s;
     if (sorted)

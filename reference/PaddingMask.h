@@ -9,7 +9,8 @@
 #ifndef THDC_REFERENCE_PADDINGMASK_H
 #define THDC_REFERENCE_PADDINGMASK_H
 
-#include "reference/Expected.h"
+#include "reference/Common.h"
+#include "reference/Status.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -29,7 +30,7 @@ namespace reference {
 /// gives no padding in that slot. Errors: size mismatch, empty arrays,
 /// negative cup[-1]. Golden: cu [0,3,5,9], cup [0,4,8,12] ->
 /// [0,0,0,1,0,0,1,1,0,0,0,0].
-Expected<std::vector<uint8_t>>
+Result<std::vector<uint8_t>>
 paddingMask(const std::vector<int32_t> &cuSeqlens,
             const std::vector<int32_t> &cuSeqlensPadded);
 
@@ -41,20 +42,20 @@ paddingMask(const std::vector<int32_t> &cuSeqlens,
 /// mask entry is 1 replaced by `fill` (0 for tokens, labels, position_ids;
 /// 0.0 for loss_mask). Error: size mismatch.
 template <typename T>
-Expected<std::vector<T>>
-sanitize(const std::vector<T> &values, const std::vector<uint8_t> &mask,
-         const typename detail::Identity<T>::type &fill);
+Result<std::vector<T>> sanitize(const std::vector<T> &values,
+                                const std::vector<uint8_t> &mask,
+                                const typename detail::Identity<T>::type &fill);
 
 //===----------------------------------------------------------------------===//
 // Template definitions
 //===----------------------------------------------------------------------===//
 
 template <typename T>
-Expected<std::vector<T>>
+Result<std::vector<T>>
 sanitize(const std::vector<T> &values, const std::vector<uint8_t> &mask,
          const typename detail::Identity<T>::type &fill) {
   if (values.size() != mask.size())
-    return makeError<std::vector<T>>(detail::sizeMismatch(
+    return Status::error(detail::sizeMismatch(
         "sanitize", "values", values.size(), "padding mask", mask.size()));
   std::vector<T> result(values);
   for (std::size_t i = 0; i < result.size(); ++i)

@@ -18,17 +18,17 @@ namespace reference {
 
 using namespace internal;
 
-Expected<std::vector<int64_t>>
+Result<std::vector<int64_t>>
 positionIds(const std::vector<int32_t> &cuSeqlens,
             const std::vector<int32_t> &cuSeqlensPadded) {
-  using Result = std::vector<int64_t>;
-  if (std::optional<std::string> problem =
-          checkCuArray("cu_seqlens_padded", cuSeqlensPadded))
-    return makeError<Result>("positionIds: " + *problem);
-  Expected<std::vector<uint8_t>> mask = paddingMask(cuSeqlens, cuSeqlensPadded);
+  using Output = std::vector<int64_t>;
+  if (Status problem = checkCuArray("cu_seqlens_padded", cuSeqlensPadded);
+      !problem)
+    return Status::error("positionIds: " + problem.message());
+  Result<std::vector<uint8_t>> mask = paddingMask(cuSeqlens, cuSeqlensPadded);
   if (!mask)
-    return makeError<Result>(mask.error());
-  Result positions;
+    return mask.status();
+  Output positions;
   for (std::size_t i = 0; i + 1 < cuSeqlensPadded.size(); ++i)
     for (int64_t k = 0; k < cuSeqlensPadded[i + 1] - cuSeqlensPadded[i]; ++k)
       positions.push_back(k);
@@ -42,22 +42,21 @@ struct RopeRows {
   std::vector<int64_t> sequences;
 };
 
-Expected<RopeRows> computeRopeRows(const std::vector<int32_t> &cuPadded,
-                                   int64_t cp, int64_t rank,
-                                   int64_t localLength) {
+Result<RopeRows> computeRopeRows(const std::vector<int32_t> &cuPadded,
+                                 int64_t cp, int64_t rank,
+                                 int64_t localLength) {
   if (cuPadded.size() < 2)
-    return makeError<RopeRows>(
+    return Status::error(
         concat("RoPE positions need a cu array with at least 2 entries, got ",
                list(cuPadded)));
   if (cp < 1 || rank < 0 || rank >= cp)
-    return makeError<RopeRows>(
+    return Status::error(
         concat("CP rank ", rank, " is outside [0, cp = ", cp, ")"));
   if (localLength < 0)
-    return makeError<RopeRows>(
-        concat("local length ", localLength, " is negative"));
+    return Status::error(concat("local length ", localLength, " is negative"));
   for (std::size_t i = 1; i < cuPadded.size(); ++i)
     if (cuPadded[i] < cuPadded[i - 1])
-      return makeError<RopeRows>(
+      return Status::error(
           concat("cu_seqlens_padded decreases: cu_seqlens_padded[", i,
                  "] = ", cuPadded[i], " < cu_seqlens_padded[", i - 1,
                  "] = ", cuPadded[i - 1]));
@@ -92,30 +91,30 @@ Expected<RopeRows> computeRopeRows(const std::vector<int32_t> &cuPadded,
 }
 } // namespace
 
-Expected<std::vector<int64_t>>
+Result<std::vector<int64_t>>
 ropePositions(const std::vector<int32_t> &cuSeqlensPadded, int64_t cp,
               int64_t rank, int64_t localLength) {
-  Expected<RopeRows> rows =
+  Result<RopeRows> rows =
       computeRopeRows(cuSeqlensPadded, cp, rank, localLength);
   if (!rows)
-    return makeError<std::vector<int64_t>>(rows.error());
+    return rows.status();
   return std::move(rows->positions);
 }
 
-Expected<std::vector<int64_t>>
+Result<std::vector<int64_t>>
 ropeTableRows(const std::vector<int32_t> &cuSeqlensPadded, int64_t cp,
               int64_t rank, int64_t localLength, int64_t maxSeqlen,
               int64_t freqRows) {
-  using Result = std::vector<int64_t>;
+  using Output = std::vector<int64_t>;
   if (freqRows < 1)
-    return makeError<Result>(
+    return Status::error(
         concat("the RoPE table has ", freqRows, " rows; it needs at least 1"));
-  Expected<RopeRows> rows =
+  Result<RopeRows> rows =
       computeRopeRows(cuSeqlensPadded, cp, rank, localLength);
   if (!rows)
-    return makeError<Result>(rows.error());
+    return rows.status();
   const bool absoluteTable = freqRows > maxSeqlen;
-  Result table;
+  Output table;
   for (std::size_t t = 0; t < rows->positions.size(); ++t) {
     int64_t position = rows->positions[t];
     if (absoluteTable)
@@ -125,27 +124,27 @@ ropeTableRows(const std::vector<int32_t> &cuSeqlensPadded, int64_t cp,
   return table;
 }
 
-Expected<std::vector<int32_t>> seqIdx(const std::vector<int32_t> &cuSeqlens,
-                                      int64_t totalTokens) {
-  using Result = std::vector<int32_t>;
+Result<std::vector<int32_t>> seqIdx(const std::vector<int32_t> &cuSeqlens,
+                                    int64_t totalTokens) {
+  using Output = std::vector<int32_t>;
   if (cuSeqlens.empty())
-    return makeError<Result>("seqIdx: cu_seqlens must have at least one entry");
+    return Status::error("seqIdx: cu_seqlens must have at least one entry");
   // Rows are counted in int64 from int32 offsets: a total inside int32 keeps
   // every difference (and the result's size) in range.
   if (totalTokens < 0 || totalTokens > kInt32Max)
-    return makeError<Result>(concat("seqIdx: total_tokens = ", totalTokens,
-                                    " is outside [0, int32 max]"));
+    return Status::error(concat("seqIdx: total_tokens = ", totalTokens,
+                                " is outside [0, int32 max]"));
   std::vector<int64_t> bounds(cuSeqlens.begin(), cuSeqlens.end());
   bounds.push_back(totalTokens);
-  Result index;
+  Output index;
   for (std::size_t i = 0; i + 1 < bounds.size(); ++i)
     for (int64_t k = 0; k < bounds[i + 1] - bounds[i]; ++k)
       index.push_back(static_cast<int32_t>(i));
   if (static_cast<int64_t>(index.size()) != totalTokens)
-    return makeError<Result>(concat("seqIdx: cu_seqlens = ", list(cuSeqlens),
-                                    " with total_tokens = ", totalTokens,
-                                    " covers ", index.size(),
-                                    " rows instead of ", totalTokens));
+    return Status::error(concat("seqIdx: cu_seqlens = ", list(cuSeqlens),
+                                " with total_tokens = ", totalTokens,
+                                " covers ", index.size(), " rows instead of ",
+                                totalTokens));
   return index;
 }
 

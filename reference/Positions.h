@@ -8,7 +8,7 @@
 #ifndef THDC_REFERENCE_POSITIONS_H
 #define THDC_REFERENCE_POSITIONS_H
 
-#include "reference/Expected.h"
+#include "reference/Status.h"
 
 #include <cstdint>
 #include <vector>
@@ -25,7 +25,7 @@ namespace reference {
 /// padding rows are 0. Errors: paddingMask's, cup not starting at 0 or
 /// decreasing. Golden: cu [0,3,5,9], cup [0,4,8,12] ->
 /// [0,1,2,0,0,1,0,0,0,1,2,3].
-Expected<std::vector<int64_t>>
+Result<std::vector<int64_t>>
 positionIds(const std::vector<int32_t> &cuSeqlens,
             const std::vector<int32_t> &cuSeqlensPadded);
 
@@ -38,14 +38,14 @@ positionIds(const std::vector<int32_t> &cuSeqlens,
 /// Errors: fewer than 2 entries, decreasing cu, cp < 1, rank outside
 /// [0, cp), negative localLength. Golden: cu [0,4,8,12,16,16,16], cp=2,
 /// 8 rows -> r0 [0,3,0,3,0,3,0,3], r1 [1,2,1,2,1,2,1,2].
-Expected<std::vector<int64_t>>
+Result<std::vector<int64_t>>
 ropePositions(const std::vector<int32_t> &cuSeqlensPadded, int64_t cp,
               int64_t rank, int64_t localLength);
 
 /// S8: the RoPE table row actually read: ropePositions plus cu[s] when
 /// freqRows > maxSeqlen (the "absolute" table heuristic), clamped to
 /// [0, freqRows-1]. Errors: ropePositions', freqRows < 1.
-Expected<std::vector<int64_t>>
+Result<std::vector<int64_t>>
 ropeTableRows(const std::vector<int32_t> &cuSeqlensPadded, int64_t cp,
               int64_t rank, int64_t localLength, int64_t maxSeqlen,
               int64_t freqRows);
@@ -54,8 +54,8 @@ ropeTableRows(const std::vector<int32_t> &cuSeqlensPadded, int64_t cp,
 /// repeat(i, max(c[i+1]-c[i], 0)). Errors: empty cu, totalTokens outside
 /// [0, int32 max], a result whose length differs from totalTokens. Golden: cu
 /// [0,5,7,11], total 16 -> [0]*5 + [1]*2 + [2]*4 + [3]*5.
-Expected<std::vector<int32_t>> seqIdx(const std::vector<int32_t> &cuSeqlens,
-                                      int64_t totalTokens);
+Result<std::vector<int32_t>> seqIdx(const std::vector<int32_t> &cuSeqlens,
+                                    int64_t totalTokens);
 
 } // namespace reference
 } // namespace thdc

@@ -3,7 +3,7 @@
 // Plain C++17 reference implementation of every step of the THD
 // data-preparation pipeline defined in docs/semantics.md (Megatron-LM PR
 // #4359 semantics, sections S1..S14). It has no MLIR/LLVM dependency and
-// uses no exceptions: fallible steps return `Expected<T>`.
+// uses no exceptions: fallible steps return `Result<T>`.
 //
 // Vocabulary (docs/semantics.md, Overview and Glossary):
 //   cu_seqlens         `cu`  = [0, v0, v0+v1, ...]  cumulative valid lengths
@@ -15,14 +15,15 @@
 //
 // The declarations are split by section, one header each, all included
 // here (a user may include only the one it needs):
-//   Expected.h (error handling), Common.h (shared helpers), Alignment.h S1,
+//   Status.h (errors: every fallible step returns a Result), Common.h
+//   (shared helpers), Alignment.h S1,
 //   Scheduling.h S2-S3, DynamicCp.h S3b, Packing.h S4, PaddingMask.h S5-S6,
 //   CpSlice.h S7, Positions.h S8, TailPadding.h S9-S10, GraphCapture.h
 //   S11-S12, Attention.h S14, LinearChunks.h S15, GraphStep.h (the
 //   graph-mode composite), PackStep.h (the same from a pool of samples),
-//   StatusBits.h (the composites' status bits); the templates (S4 pack, S6 sanitize, S7
-//   cpSlice, S10 padTail, S14 readHalf) are defined at the end of their
-//   section's header. The definitions follow the same sections
+//   StatusBits.h (the composites' status bits); the templates (S4 pack, S6
+//   sanitize, S7 cpSlice, S10 padTail, S14 readHalf) are defined at the end of
+//   their section's header. The definitions follow the same sections
 //   (reference/Sources.cmake).
 //
 // This library is the single definition of the semantics: the compiler's
@@ -38,7 +39,6 @@
 #include "reference/Common.h"
 #include "reference/CpSlice.h"
 #include "reference/DynamicCp.h"
-#include "reference/Expected.h"
 #include "reference/GraphCapture.h"
 #include "reference/GraphStep.h"
 #include "reference/LinearChunks.h"
@@ -47,6 +47,7 @@
 #include "reference/PaddingMask.h"
 #include "reference/Positions.h"
 #include "reference/Scheduling.h"
+#include "reference/Status.h"
 #include "reference/StatusBits.h"
 #include "reference/TailPadding.h"
 

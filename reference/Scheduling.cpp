@@ -23,44 +23,44 @@ using namespace internal;
 // S2. Scheduler cap on real sequences
 //===----------------------------------------------------------------------===//
 
-Expected<std::optional<int64_t>>
+Result<std::optional<int64_t>>
 schedulerMaxRealNumSeqs(std::optional<int64_t> maxPackedSequences,
                         bool alignmentSet, bool dummyTail) {
-  using Result = std::optional<int64_t>;
+  using Output = std::optional<int64_t>;
   if (!maxPackedSequences)
-    return Result();
+    return Output();
   int64_t n = *maxPackedSequences;
   if (n < 1)
-    return makeError<Result>(
+    return Status::error(
         concat("thd_max_packed_sequences = ", n, " must be >= 1"));
   if (alignmentSet && dummyTail) {
     if (n < 2)
-      return makeError<Result>(
+      return Status::error(
           concat("thd_max_packed_sequences = ", n,
                  " must be >= 2 when THD padding appends a dummy sequence "
                  "(one slot is reserved for it)"));
-    return Result(n - 1);
+    return Output(n - 1);
   }
-  return Result(n);
+  return Output(n);
 }
 
 //===----------------------------------------------------------------------===//
 // S3. Packing sequences into microbatches
 //===----------------------------------------------------------------------===//
 
-Expected<PackingResult>
+Result<PackingResult>
 dpBalancedGroups(const std::vector<int32_t> &paddedLengths, int64_t maxPerRank,
                  int64_t cp, int64_t dp, std::optional<int64_t> maxNumSeqs,
                  std::optional<int64_t> vppGroup) {
   if (maxPerRank < 1 || cp < 1 || dp < 1)
-    return makeError<PackingResult>(
-        concat("max_seqlen_per_dp_cp_rank C = ", maxPerRank, ", cp = ", cp,
-               " and dp = ", dp, " must all be >= 1"));
+    return Status::error(concat("max_seqlen_per_dp_cp_rank C = ", maxPerRank,
+                                ", cp = ", cp, " and dp = ", dp,
+                                " must all be >= 1"));
   if (maxNumSeqs && *maxNumSeqs < 1)
-    return makeError<PackingResult>(
+    return Status::error(
         concat("sequence cap K = ", *maxNumSeqs, " must be >= 1"));
   if (vppGroup && *vppGroup < 1)
-    return makeError<PackingResult>(concat(
+    return Status::error(concat(
         "microbatch_group_size_per_vp_stage = ", *vppGroup, " must be >= 1"));
   // Every product below is checked: wrapped, an absurd C*cp or dp*vppGroup
   // would become a small budget (or a zero divisor) without a word.
@@ -68,15 +68,13 @@ dpBalancedGroups(const std::vector<int32_t> &paddedLengths, int64_t maxPerRank,
   const std::optional<int64_t> multiple = checkedMul(dp, vppGroup.value_or(1));
   const std::optional<int64_t> ranks = checkedMul(dp, cp);
   if (!capacity)
-    return makeError<PackingResult>(
-        concat("the pack budget C * cp = ", maxPerRank, " * ", cp,
-               " overflows int64"));
+    return Status::error(concat("the pack budget C * cp = ", maxPerRank, " * ",
+                                cp, " overflows int64"));
   if (!multiple)
-    return makeError<PackingResult>(
-        concat("the pack multiple dp * vppGroup = ", dp, " * ", *vppGroup,
-               " overflows int64"));
+    return Status::error(concat("the pack multiple dp * vppGroup = ", dp, " * ",
+                                *vppGroup, " overflows int64"));
   if (!ranks)
-    return makeError<PackingResult>(
+    return Status::error(
         concat("the rank count dp * cp = ", dp, " * ", cp, " overflows int64"));
 
   std::vector<std::vector<int32_t>> packs;
@@ -85,7 +83,7 @@ dpBalancedGroups(const std::vector<int32_t> &paddedLengths, int64_t maxPerRank,
   for (std::size_t i = 0; i < paddedLengths.size(); ++i) {
     int64_t length = paddedLengths[i];
     if (length < 0)
-      return makeError<PackingResult>(
+      return Status::error(
           concat("padded length p[", i, "] = ", length, " is negative"));
     bool fits = currentTokens + length <= *capacity &&
                 (!maxNumSeqs || int64_t(current.size()) < *maxNumSeqs);
@@ -108,7 +106,7 @@ dpBalancedGroups(const std::vector<int32_t> &paddedLengths, int64_t maxPerRank,
     int64_t k = initialPacks - 1;
     while (need > 0) {
       if (k < 0)
-        return makeError<PackingResult>(concat(
+        return Status::error(concat(
             "Not enough samples to move: ", initialPacks,
             " packs must be split into a multiple of dp * vppGroup = ",
             *multiple, " but ", need,

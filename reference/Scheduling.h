@@ -9,7 +9,7 @@
 #ifndef THDC_REFERENCE_SCHEDULING_H
 #define THDC_REFERENCE_SCHEDULING_H
 
-#include "reference/Expected.h"
+#include "reference/Status.h"
 
 #include <cstdint>
 #include <optional>
@@ -27,7 +27,7 @@ namespace reference {
 /// enabled (one slot is reserved for the dummy, requires N >= 2); otherwise N
 /// (requires N >= 1). Golden: (32, align, dummy) -> 31; (32, align, no dummy)
 /// -> 32; (32, no align) -> 32; (1, align, dummy) -> error.
-Expected<std::optional<int64_t>>
+Result<std::optional<int64_t>>
 schedulerMaxRealNumSeqs(std::optional<int64_t> maxPackedSequences,
                         bool alignmentSet, bool dummyTail);
 
@@ -53,7 +53,7 @@ struct PackingResult {
 /// C/cp/dp/maxNumSeqs/vppGroup, C*cp, dp*vppGroup or dp*cp outside int64,
 /// negative lengths, "Not enough samples to move". Golden: p=[5,3,4,2,2,1,6],
 /// C=4, cp=2, K=3 -> [[0,1],[2,3,4],[5,6]].
-Expected<PackingResult>
+Result<PackingResult>
 dpBalancedGroups(const std::vector<int32_t> &paddedLengths, int64_t maxPerRank,
                  int64_t cp, int64_t dp,
                  std::optional<int64_t> maxNumSeqs = std::nullopt,

@@ -23,30 +23,29 @@ using namespace internal;
 // S9. Padding-mode resolution
 //===----------------------------------------------------------------------===//
 
-Expected<ThdPaddingKwargs>
+Result<ThdPaddingKwargs>
 thdPaddingKwargs(PadAlignment alignment, int64_t maxSeqlenPerRank,
                  std::optional<int64_t> maxPackedSequences, bool cudaGraph,
                  bool schedulerOrDynamicCp, SemanticsVersion version) {
   const int64_t c = maxSeqlenPerRank;
   if (c < 1)
-    return makeError<ThdPaddingKwargs>(
+    return Status::error(
         concat("max_seqlen_per_dp_cp_rank = ", c, " must be set and >= 1"));
   if (!alignment.isMax && (alignment.value < 1 || alignment.value > c))
-    return makeError<ThdPaddingKwargs>(
-        concat("pad_packed_seq_alignment = ", alignment.value,
-               " must be \"max\" or a positive integer <= "
-               "max_seqlen_per_dp_cp_rank = ",
-               c));
+    return Status::error(concat("pad_packed_seq_alignment = ", alignment.value,
+                                " must be \"max\" or a positive integer <= "
+                                "max_seqlen_per_dp_cp_rank = ",
+                                c));
   if (cudaGraph && schedulerOrDynamicCp && !alignment.isMax &&
       alignment.value != c)
-    return makeError<ThdPaddingKwargs>(
+    return Status::error(
         concat("with CUDA graphs and the sequence-packing scheduler "
                "pad_packed_seq_alignment must be \"max\" or exactly "
                "max_seqlen_per_dp_cp_rank = ",
                c, ", got ", alignment.value));
   const bool dev = version == SemanticsVersion::DevLater;
   if (cudaGraph && dev && !maxPackedSequences)
-    return makeError<ThdPaddingKwargs>(
+    return Status::error(
         "CUDA-graph THD padding requires --thd-max-packed-sequences");
 
   ThdPaddingKwargs kwargs;
@@ -69,28 +68,28 @@ thdPaddingKwargs(PadAlignment alignment, int64_t maxSeqlenPerRank,
 // S10. Tail padding
 //===----------------------------------------------------------------------===//
 
-Expected<std::vector<int32_t>> padCuSeqlens(const std::vector<int32_t> &cu,
-                                            int64_t entries) {
-  using Result = std::vector<int32_t>;
+Result<std::vector<int32_t>> padCuSeqlens(const std::vector<int32_t> &cu,
+                                          int64_t entries) {
+  using Output = std::vector<int32_t>;
   if (cu.empty())
-    return makeError<Result>("padCuSeqlens: the cu array is empty");
+    return Status::error("padCuSeqlens: the cu array is empty");
   if (entries < 1)
-    return makeError<Result>(
+    return Status::error(
         concat("padCuSeqlens: entries = ", entries, " must be >= 1"));
   if (static_cast<int64_t>(cu.size()) > entries)
-    return makeError<Result>(concat("Actual num_seqs (", cu.size() - 1,
-                                    ") exceeds thd_max_packed_sequences (",
-                                    entries - 1, ")"));
-  Result padded(cu);
+    return Status::error(concat("Actual num_seqs (", cu.size() - 1,
+                                ") exceeds thd_max_packed_sequences (",
+                                entries - 1, ")"));
+  Output padded(cu);
   padded.resize(static_cast<std::size_t>(entries), cu.back());
   return padded;
 }
 
-Expected<TailPaddingResult>
+Result<TailPaddingResult>
 padTailMetadata(const std::vector<int32_t> &cuSeqlens,
                 const std::vector<int32_t> &cuSeqlensPadded, int32_t maxSeqlen,
                 int64_t localLength, const TailPaddingConfig &config) {
-  Expected<TailPaddingResult> result = padTailOffsets(
+  Result<TailPaddingResult> result = padTailOffsets(
       cuSeqlens, cuSeqlensPadded, maxSeqlen, localLength, config);
   if (!result)
     return result;
@@ -99,61 +98,57 @@ padTailMetadata(const std::vector<int32_t> &cuSeqlens,
   return result;
 }
 
-Expected<TailPaddingResult>
+Result<TailPaddingResult>
 padTailOffsets(const std::vector<int32_t> &cuSeqlens,
                const std::vector<int32_t> &cuSeqlensPadded, int32_t maxSeqlen,
                int64_t localLength, const TailPaddingConfig &config) {
-  using Result = TailPaddingResult;
+  using Output = TailPaddingResult;
   const std::vector<int32_t> &cu = cuSeqlens;
   const std::vector<int32_t> &cup = cuSeqlensPadded;
   const int64_t cp = config.cp;
   if (config.alignment.has_value() == config.target.has_value())
-    return makeError<Result>(
+    return Status::error(
         concat("exactly one of alignment and target must be set (got "
                "alignment = ",
                optionalToString(config.alignment),
                ", target = ", optionalToString(config.target), ")"));
   if (config.alignment && *config.alignment <= 0)
-    return makeError<Result>(
+    return Status::error(
         concat("alignment = ", *config.alignment, " must be > 0"));
   if (config.target && *config.target <= 0)
-    return makeError<Result>(
-        concat("target = ", *config.target, " must be > 0"));
+    return Status::error(concat("target = ", *config.target, " must be > 0"));
   if (cp < 1)
-    return makeError<Result>(concat("cp = ", cp, " must be >= 1"));
+    return Status::error(concat("cp = ", cp, " must be >= 1"));
   if (config.maxNumSeqs && *config.maxNumSeqs < 1)
-    return makeError<Result>(concat(
+    return Status::error(concat(
         "thd_max_packed_sequences = ", *config.maxNumSeqs, " must be >= 1"));
   if (cu.size() != cup.size())
-    return makeError<Result>(
-        detail::sizeMismatch("padTailMetadata", "cu_seqlens", cu.size(),
-                             "cu_seqlens_padded", cup.size()));
+    return Status::error(detail::sizeMismatch("padTailMetadata", "cu_seqlens",
+                                              cu.size(), "cu_seqlens_padded",
+                                              cup.size()));
   if (cup.empty())
-    return makeError<Result>(
+    return Status::error(
         "padTailMetadata: the cu arrays must have at least one entry");
   if (localLength < 0)
-    return makeError<Result>(
-        concat("local length ", localLength, " is negative"));
+    return Status::error(concat("local length ", localLength, " is negative"));
 
   if (cp > kInt32Max)
-    return makeError<Result>(
-        concat("cp = ", cp, " is outside the int32 range"));
+    return Status::error(concat("cp = ", cp, " is outside the int32 range"));
   if (config.maxNumSeqs && *config.maxNumSeqs > kInt32Max)
-    return makeError<Result>(
+    return Status::error(
         concat("thd_max_packed_sequences = ", *config.maxNumSeqs,
                " is outside the int32 range (the cu arrays get N+1 entries)"));
   const std::optional<int64_t> target =
       config.target ? config.target
                     : checkedRoundUp(localLength, *config.alignment);
   if (!target)
-    return makeError<Result>(concat("local length ", localLength,
-                                    " rounded up to the alignment ",
-                                    *config.alignment, " overflows int64"));
+    return Status::error(concat("local length ", localLength,
+                                " rounded up to the alignment ",
+                                *config.alignment, " overflows int64"));
   const int64_t localTarget = *target;
   if (localTarget > kInt32Max / cp)
-    return makeError<Result>(
-        concat("global target length Lt * cp = ", localTarget, " * ", cp,
-               " is outside the int32 range"));
+    return Status::error(concat("global target length Lt * cp = ", localTarget,
+                                " * ", cp, " is outside the int32 range"));
   const int64_t globalTarget = localTarget * cp;
   const int64_t globalActual = cup.back();
   const std::size_t n = cup.size() - 1;
@@ -161,18 +156,18 @@ padTailOffsets(const std::vector<int32_t> &cuSeqlens,
   for (std::size_t i = 0; i < n; ++i) {
     int64_t length = int64_t(cup[i + 1]) - cup[i];
     if (length > globalTarget)
-      return makeError<Result>(
+      return Status::error(
           concat("Individual request length ", length, " (sequence ", i,
                  ") exceeds the global target length gT = ", globalTarget,
                  " (Lt ", localTarget, " * cp ", cp, ")"));
   }
   if (localLength > localTarget)
-    return makeError<Result>(
+    return Status::error(
         concat("local length ", localLength,
                " exceeds the local target length Lt = ", localTarget,
                "; refusing to silently truncate"));
   if (globalActual > globalTarget)
-    return makeError<Result>(concat(
+    return Status::error(concat(
         "total padded length cu_seqlens_padded[", n, "] = ", globalActual,
         " exceeds the global target length gT = ", globalTarget,
         "; refusing to silently truncate"));
@@ -182,26 +177,27 @@ padTailOffsets(const std::vector<int32_t> &cuSeqlens,
   int64_t newMaxSeqlen = maxSeqlen;
   // The dummy sequences over the tail [gA, gT) are partitioned like any
   // sequence: under zigzag CP the tail is a multiple of 2*cp.
-  auto tailNotDivisible = [&]() -> std::optional<std::string> {
+  auto tailDivisible = [&]() -> Status {
     const int64_t tail = globalTarget - globalActual;
     if (!zigzagCp || tail % (2 * cp) == 0)
-      return std::nullopt;
-    return concat("dummy sequence length ", tail, " (gT ", globalTarget,
-                  " - cu_seqlens_padded[", n, "] ", globalActual,
-                  ") is not divisible by 2*cp = ", 2 * cp,
-                  "; zigzag CP partitioning requires it");
+      return Status();
+    return Status::error(concat("dummy sequence length ", tail, " (gT ",
+                                globalTarget, " - cu_seqlens_padded[", n, "] ",
+                                globalActual,
+                                ") is not divisible by 2*cp = ", 2 * cp,
+                                "; zigzag CP partitioning requires it"));
   };
   switch (config.policy) {
   case TailPolicy::AppendDummySequence:
     if (globalTarget > globalActual) {
       const int64_t dummy = globalTarget - globalActual;
-      if (std::optional<std::string> error = tailNotDivisible())
-        return makeError<Result>(*error);
+      if (Status divisible = tailDivisible(); !divisible)
+        return divisible;
       const int64_t validEnd = int64_t(cu.back()) + dummy;
       if (!fitsInt32(validEnd))
-        return makeError<Result>(concat("dummy end cu_seqlens[", n, "] + ",
-                                        dummy, " = ", validEnd,
-                                        " is outside the int32 range"));
+        return Status::error(concat("dummy end cu_seqlens[", n, "] + ", dummy,
+                                    " = ", validEnd,
+                                    " is outside the int32 range"));
       outCup.push_back(static_cast<int32_t>(globalTarget));
       outCu.push_back(static_cast<int32_t>(validEnd));
       newMaxSeqlen = std::max(newMaxSeqlen, dummy);
@@ -209,13 +205,12 @@ padTailOffsets(const std::vector<int32_t> &cuSeqlens,
     break;
   case TailPolicy::ExtendLast:
     if (zigzagCp && globalTarget % (2 * cp))
-      return makeError<Result>(
-          concat("global target length gT = ", globalTarget,
-                 " is not divisible by 2*cp = ", 2 * cp,
-                 "; extend_last under zigzag CP requires it"));
+      return Status::error(concat("global target length gT = ", globalTarget,
+                                  " is not divisible by 2*cp = ", 2 * cp,
+                                  "; extend_last under zigzag CP requires it"));
     if (globalTarget > globalActual) {
       if (n == 0)
-        return makeError<Result>(
+        return Status::error(
             concat("extend_last needs at least one real sequence to extend "
                    "(cu_seqlens_padded = ",
                    list(cup), ")"));
@@ -228,34 +223,33 @@ padTailOffsets(const std::vector<int32_t> &cuSeqlens,
     break;
   case TailPolicy::SplitDummySequences: {
     if (!config.maxNumSeqs)
-      return makeError<Result>("split dummy sequences go in the spare entries "
-                               "of the N+1: thd_max_packed_sequences must be "
-                               "set");
+      return Status::error("split dummy sequences go in the spare entries "
+                           "of the N+1: thd_max_packed_sequences must be "
+                           "set");
     if (!config.dummyLength || *config.dummyLength < 1)
-      return makeError<Result>(concat("dummy length ",
-                                      optionalToString(config.dummyLength),
-                                      " must be set and >= 1"));
+      return Status::error(concat("dummy length ",
+                                  optionalToString(config.dummyLength),
+                                  " must be set and >= 1"));
     const int64_t length = *config.dummyLength;
     if (zigzagCp && length % (2 * cp))
-      return makeError<Result>(concat(
+      return Status::error(concat(
           "dummy length ", length, " is not divisible by 2*cp = ", 2 * cp,
           "; zigzag CP partitioning requires it of every sequence"));
     if (globalTarget <= globalActual)
       break;
     const int64_t tail = globalTarget - globalActual;
-    if (std::optional<std::string> error = tailNotDivisible())
-      return makeError<Result>(*error);
+    if (Status divisible = tailDivisible(); !divisible)
+      return divisible;
     const int64_t spare = *config.maxNumSeqs - int64_t(n);
     if (spare < 1)
-      return makeError<Result>(
-          concat(n, " sequences leave no spare entry of N = ",
-                 *config.maxNumSeqs, " for a dummy sequence"));
+      return Status::error(concat(n, " sequences leave no spare entry of N = ",
+                                  *config.maxNumSeqs, " for a dummy sequence"));
     const int64_t count = std::min((tail - 1) / length + 1, spare);
     const int64_t validStart = cu.back();
     if (!fitsInt32(validStart + tail))
-      return makeError<Result>(concat("dummy end cu_seqlens[", n, "] + ",
-                                      tail, " = ", validStart + tail,
-                                      " is outside the int32 range"));
+      return Status::error(concat("dummy end cu_seqlens[", n, "] + ", tail,
+                                  " = ", validStart + tail,
+                                  " is outside the int32 range"));
     for (int64_t t = 1; t <= count; ++t) {
       const int64_t end = t < count ? globalActual + t * length : globalTarget;
       outCup.push_back(static_cast<int32_t>(end));
@@ -268,19 +262,19 @@ padTailOffsets(const std::vector<int32_t> &cuSeqlens,
   }
   }
 
-  Result result;
+  Output result;
   result.localTarget = localTarget;
   result.globalTarget = globalTarget;
   result.numSeqs = int64_t(outCup.size()) - 1;
   if (config.maxNumSeqs) {
-    Expected<std::vector<int32_t>> paddedCu =
+    Result<std::vector<int32_t>> paddedCu =
         padCuSeqlens(outCu, *config.maxNumSeqs + 1);
     if (!paddedCu)
-      return makeError<Result>(paddedCu.error());
-    Expected<std::vector<int32_t>> paddedCup =
+      return paddedCu.status();
+    Result<std::vector<int32_t>> paddedCup =
         padCuSeqlens(outCup, *config.maxNumSeqs + 1);
     if (!paddedCup)
-      return makeError<Result>(paddedCup.error());
+      return paddedCup.status();
     result.cuSeqlens = std::move(*paddedCu);
     result.cuSeqlensPadded = std::move(*paddedCup);
     result.maxSeqlen = static_cast<int32_t>(globalTarget);
@@ -293,16 +287,16 @@ padTailOffsets(const std::vector<int32_t> &cuSeqlens,
   return result;
 }
 
-Expected<std::vector<uint8_t>>
-mergeTailMask(const std::vector<uint8_t> &oldMask, int64_t localLength,
-              int64_t localTarget) {
-  using Result = std::vector<uint8_t>;
+Result<std::vector<uint8_t>> mergeTailMask(const std::vector<uint8_t> &oldMask,
+                                           int64_t localLength,
+                                           int64_t localTarget) {
+  using Output = std::vector<uint8_t>;
   if (localLength > localTarget)
-    return makeError<Result>(
+    return Status::error(
         concat("local length ", localLength,
                " exceeds the local target length Lt = ", localTarget,
                "; refusing to silently truncate"));
-  Expected<Result> merged = padTail(oldMask, localTarget, 1);
+  Result<Output> merged = padTail(oldMask, localTarget, 1);
   if (!merged)
     return merged;
   for (int64_t row = std::max<int64_t>(localLength, 0); row < localTarget;
@@ -311,33 +305,32 @@ mergeTailMask(const std::vector<uint8_t> &oldMask, int64_t localLength,
   return merged;
 }
 
-Expected<int64_t> metadataOnlyGlobalTarget(int64_t totalPadded, int64_t cp,
-                                           std::optional<int64_t> alignment,
-                                           std::optional<int64_t> target) {
+Result<int64_t> metadataOnlyGlobalTarget(int64_t totalPadded, int64_t cp,
+                                         std::optional<int64_t> alignment,
+                                         std::optional<int64_t> target) {
   if (alignment.has_value() == target.has_value())
-    return makeError<int64_t>(
+    return Status::error(
         concat("exactly one of alignment and target must be set (got "
                "alignment = ",
                optionalToString(alignment),
                ", target = ", optionalToString(target), ")"));
   if (cp < 1)
-    return makeError<int64_t>(concat("cp = ", cp, " must be >= 1"));
+    return Status::error(concat("cp = ", cp, " must be >= 1"));
   if (target) {
     if (*target <= 0)
-      return makeError<int64_t>(concat("target = ", *target, " must be > 0"));
+      return Status::error(concat("target = ", *target, " must be > 0"));
     if (std::optional<int64_t> global = checkedMul(*target, cp))
       return *global;
-    return makeError<int64_t>(concat("global target length target * cp = ",
-                                     *target, " * ", cp, " overflows int64"));
+    return Status::error(concat("global target length target * cp = ", *target,
+                                " * ", cp, " overflows int64"));
   }
   if (*alignment <= 0)
-    return makeError<int64_t>(
-        concat("alignment = ", *alignment, " must be > 0"));
+    return Status::error(concat("alignment = ", *alignment, " must be > 0"));
   if (std::optional<int64_t> global = checkedRoundUp(totalPadded, *alignment))
     return *global;
-  return makeError<int64_t>(concat("total padded length ", totalPadded,
-                                   " rounded up to the alignment ", *alignment,
-                                   " overflows int64"));
+  return Status::error(concat("total padded length ", totalPadded,
+                              " rounded up to the alignment ", *alignment,
+                              " overflows int64"));
 }
 
 } // namespace reference

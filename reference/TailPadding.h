@@ -9,8 +9,9 @@
 #ifndef THDC_REFERENCE_TAILPADDING_H
 #define THDC_REFERENCE_TAILPADDING_H
 
-#include "reference/Expected.h"
+#include "reference/Common.h"
 #include "reference/CpSlice.h"
+#include "reference/Status.h"
 
 #include <cstdint>
 #include <optional>
@@ -58,7 +59,7 @@ struct ThdPaddingKwargs {
 /// -> (a, None, None) [PR] / (a, None, N) [dev]. Errors: C < 1; an integer
 /// alignment outside [1, C]; with graphs and (scheduler or dynamic CP) an
 /// alignment other than "max" or C; [dev] graph mode without N.
-Expected<ThdPaddingKwargs>
+Result<ThdPaddingKwargs>
 thdPaddingKwargs(PadAlignment alignment, int64_t maxSeqlenPerRank,
                  std::optional<int64_t> maxPackedSequences, bool cudaGraph,
                  bool schedulerOrDynamicCp, SemanticsVersion version);
@@ -140,7 +141,7 @@ struct TailPaddingResult {
 /// max(old, dummy length) / max(old, last padded length if extended) / old
 /// and totalTokens = Lt. Golden: cp=1, alignment 8, cup [0,4,8,12] ->
 /// Lt 16, cu* [0,4,8,12,16].
-Expected<TailPaddingResult>
+Result<TailPaddingResult>
 padTailMetadata(const std::vector<int32_t> &cuSeqlens,
                 const std::vector<int32_t> &cuSeqlensPadded, int32_t maxSeqlen,
                 int64_t localLength, const TailPaddingConfig &config);
@@ -148,7 +149,7 @@ padTailMetadata(const std::vector<int32_t> &cuSeqlens,
 /// padTailMetadata without the tail mask (tailMask left empty): the same
 /// checks, targets and cu arrays in work linear in the cu arrays' entries
 /// whatever Lt, for callers that need only the metadata.
-Expected<TailPaddingResult>
+Result<TailPaddingResult>
 padTailOffsets(const std::vector<int32_t> &cuSeqlens,
                const std::vector<int32_t> &cuSeqlensPadded, int32_t maxSeqlen,
                int64_t localLength, const TailPaddingConfig &config);
@@ -157,43 +158,43 @@ padTailOffsets(const std::vector<int32_t> &cuSeqlens,
 /// repeating its last value. Errors: empty array, entries < 1, "Actual
 /// num_seqs (k) exceeds thd_max_packed_sequences (N)" when it has more than
 /// `entries` = N+1 entries.
-Expected<std::vector<int32_t>> padCuSeqlens(const std::vector<int32_t> &cu,
-                                            int64_t entries);
+Result<std::vector<int32_t>> padCuSeqlens(const std::vector<int32_t> &cu,
+                                          int64_t entries);
 
 /// S10: right-pads a token-like tensor with `fill` to `targetLength` rows.
 /// Error: values longer than targetLength ("refusing to silently truncate").
 template <typename T>
-Expected<std::vector<T>>
-padTail(const std::vector<T> &values, int64_t targetLength,
-        const typename detail::Identity<T>::type &fill);
+Result<std::vector<T>> padTail(const std::vector<T> &values,
+                               int64_t targetLength,
+                               const typename detail::Identity<T>::type &fill);
 
 /// S10: the merged local padding mask of localTarget rows:
 /// pad(oldMask, Lt, fill = 1) OR (row >= localLength). Errors: oldMask or
 /// localLength longer than localTarget. Golden: [0,0,0,1,0,0,1,1], target
 /// 10 -> [0,0,0,1,0,0,1,1,1,1].
-Expected<std::vector<uint8_t>>
-mergeTailMask(const std::vector<uint8_t> &oldMask, int64_t localLength,
-              int64_t localTarget);
+Result<std::vector<uint8_t>> mergeTailMask(const std::vector<uint8_t> &oldMask,
+                                           int64_t localLength,
+                                           int64_t localTarget);
 
 /// S10 (PR metadata-only path, middle PP stages): gT = target*cp, or
 /// round_up(gA, alignment) on the *global* length (the tensor path rounds the
 /// local length: the two disagree under CP, e.g. gA=3200, cp=2, a=128 ->
 /// 3200 here vs 3328). Errors: not exactly one of alignment/target,
 /// non-positive values, a result outside int64.
-Expected<int64_t> metadataOnlyGlobalTarget(int64_t totalPadded, int64_t cp,
-                                           std::optional<int64_t> alignment,
-                                           std::optional<int64_t> target);
+Result<int64_t> metadataOnlyGlobalTarget(int64_t totalPadded, int64_t cp,
+                                         std::optional<int64_t> alignment,
+                                         std::optional<int64_t> target);
 
 //===----------------------------------------------------------------------===//
 // Template definitions
 //===----------------------------------------------------------------------===//
 
 template <typename T>
-Expected<std::vector<T>>
-padTail(const std::vector<T> &values, int64_t targetLength,
-        const typename detail::Identity<T>::type &fill) {
+Result<std::vector<T>> padTail(const std::vector<T> &values,
+                               int64_t targetLength,
+                               const typename detail::Identity<T>::type &fill) {
   if (targetLength < 0 || static_cast<int64_t>(values.size()) > targetLength)
-    return makeError<std::vector<T>>(
+    return Status::error(
         detail::truncationRefused(values.size(), targetLength));
   std::vector<T> result(values);
   result.resize(static_cast<std::size_t>(targetLength), fill);

@@ -75,3 +75,20 @@ Status thdc::runtime::findFunction(const CudaDriver &cu,
                                      cu.describe("cuModuleGetFunction", r)));
   return Status();
 }
+
+Result<LoadedCode> thdc::runtime::loadPtx(const CudaDriver &cu,
+                                          const std::string &ptx,
+                                          const std::string &name,
+                                          const std::string &arch) {
+  LoadedCode code;
+  std::string cubin;
+  Status loaded = compilePtx(cu, ptx, name, arch, /*cubinPath=*/std::string(),
+                             &code.module, &cubin);
+  if (loaded)
+    loaded = findFunction(cu, name, &code);
+  if (!loaded) {
+    code.unload(cu);
+    return loaded;
+  }
+  return code;
+}

@@ -1,9 +1,11 @@
 //===- DeviceModule.h - a kernel's module on one device ---------*- C++ -*-===//
 //
-// Internal to the runtime (not installed): how Executable loads a bundle's
-// kernel on a device. The bundle's cubin where it was assembled for that
-// chip, else the cubin thdc's cache holds for the bundle's PTX, else the
-// driver's compile of the PTX, kept in the cache for later processes.
+// Internal to the runtime (not installed): how the runtime loads a kernel on
+// a device. Executable loads a bundle's: the bundle's cubin where it was
+// assembled for that chip, else the cubin thdc's cache holds for the
+// bundle's PTX, else the driver's compile of the PTX, kept in the cache for
+// later processes. The runtime's own kernels (the gather) are PTX compiled
+// in: the driver's compile of it, through the same compilePtx.
 //
 //===----------------------------------------------------------------------===//
 
@@ -57,6 +59,12 @@ bool loadCubin(const CudaDriver &cu, const std::string &cubin,
 /// The function `name` of `code` for the current context.
 Status findFunction(const CudaDriver &cu, const std::string &name,
                     LoadedCode *code);
+
+/// Compiles `ptx` (compilePtx, no cache entry) on the current context, of
+/// a device of `arch`, and finds its function `name`: nothing stays loaded
+/// on an error.
+Result<LoadedCode> loadPtx(const CudaDriver &cu, const std::string &ptx,
+                           const std::string &name, const std::string &arch);
 
 } // namespace thdc::runtime
 

@@ -173,10 +173,8 @@ Status Executable::checkKernelBuffers(std::string_view cubin) const {
     return read;
   std::vector<int64_t> entries(table.size() / sizeof(int64_t));
   std::memcpy(entries.data(), table.data(), entries.size() * sizeof(int64_t));
-  std::string mismatch =
-      bufferTableMismatch(manifest_, entries.data(), entries.size(), names,
+  return checkBufferTable(manifest_, entries.data(), entries.size(), names,
                           "kernel", /*checkGeometry=*/true);
-  return mismatch.empty() ? Status() : Status::error(mismatch);
 }
 
 Result<std::unique_ptr<Executable>>
@@ -261,12 +259,12 @@ Executable::load(const std::string &bundleDir, const LoadOptions &options) {
           "{}: the host code has no '{}' (it was written by an older thdc or "
           "is not thdc's); compile it again",
           m.hostLibrary, !table ? kBufferTableSymbol : kNameTableSymbol));
-    std::string mismatch = bufferTableMismatch(
-        m, table, symbolSize(table) / sizeof(int64_t),
-        std::string_view(names, symbolSize(names)), "host code",
-        /*checkGeometry=*/false);
-    if (!mismatch.empty())
-      return refuse(mismatch);
+    if (Status matches = checkBufferTable(
+            m, table, symbolSize(table) / sizeof(int64_t),
+            std::string_view(names, symbolSize(names)), "host code",
+            /*checkGeometry=*/false);
+        !matches)
+      return refuse(matches.message());
     void *symbol = dlsym(handle, m.hostSymbol.c_str());
     if (!symbol)
       return refuse(fmt::format("{}: the host code has no symbol '{}'",

@@ -2,6 +2,7 @@
 
 #include "runtime/Gather.h"
 #include "runtime/CudaDriver.h"
+#include "runtime/DeviceModule.h"
 
 #include <fmt/format.h>
 
@@ -91,16 +92,13 @@ PerDevice<CUfunction> &gatherFunctions() {
 /// current).
 Result<CUfunction> gatherFunction(const CudaDriver &cu, int device) {
   return gatherFunctions().get(device, [&]() -> Result<CUfunction> {
-    CUmodule module = nullptr;
-    CUresult r = cu.cuModuleLoadData(&module, kernelPtx().c_str());
-    CUfunction function = nullptr;
-    if (r == CUDA_SUCCESS)
-      r = cu.cuModuleGetFunction(&function, module, kGatherEntry);
-    if (r != CUDA_SUCCESS)
+    std::string arch = cu.architecture(device);
+    Result<LoadedCode> code = loadPtx(cu, kernelPtx(), kGatherEntry, arch);
+    if (!code)
       return Status::error(fmt::format(
           "loading the runtime's gather kernel on device {} ({}): {}", device,
-          cu.architecture(device), cu.describe("cuModuleLoadData", r)));
-    return function;
+          arch, code.status().message()));
+    return code->function;
   });
 }
 

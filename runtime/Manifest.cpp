@@ -192,77 +192,83 @@ Result<NameTable> thdc::runtime::decodeNameTable(std::string_view bytes) {
   return table;
 }
 
-std::string thdc::runtime::bufferTableMismatch(const Manifest &m,
-                                               const int64_t *table,
-                                               size_t entries,
-                                               std::string_view names,
-                                               const char *what,
-                                               bool checkGeometry) {
+Status thdc::runtime::checkBufferTable(const Manifest &m, const int64_t *table,
+                                       size_t entries, std::string_view names,
+                                       const char *what, bool checkGeometry) {
   const std::vector<BufferDesc> &buffers = m.buffers;
   if (entries < kBufferTableFirstBuffer ||
       table[kBufferTableMagicIndex] != kBufferTableMagic)
-    return fmt::format("the {} has no buffer table of this runtime's format "
-                       "(written by another thdc, or damaged); compile it "
-                       "again",
-                       what);
+    return Status::error(
+        fmt::format("the {} has no buffer table of this runtime's format "
+                    "(written by another thdc, or damaged); compile it "
+                    "again",
+                    what));
   int64_t count = table[kBufferTableCountIndex];
   if (count != int64_t(buffers.size()) ||
       entries != bufferTableEntries(buffers.size()))
-    return fmt::format("{} lists {} buffers, but the {} takes {}",
-                       kManifestFile, buffers.size(), what, count);
+    return Status::error(fmt::format("{} lists {} buffers, but the {} takes {}",
+                                     kManifestFile, buffers.size(), what,
+                                     count));
   Result<NameTable> stated = decodeNameTable(names);
   if (!stated)
-    return fmt::format("the {}: {}; compile it again", what,
-                       stated.status().message());
+    return Status::error(fmt::format("the {}: {}; compile it again", what,
+                                     stated.status().message()));
   const std::string &entry = stated->entry;
   if (stated->buffers.size() != buffers.size())
-    return fmt::format("the {} names {} buffers but takes {} (damaged); "
-                       "compile it again",
-                       what, stated->buffers.size(), buffers.size());
+    return Status::error(
+        fmt::format("the {} names {} buffers but takes {} (damaged); "
+                    "compile it again",
+                    what, stated->buffers.size(), buffers.size()));
   if (entry != m.entry)
-    return fmt::format("{} names the entry '{}', but the {} is '{}'",
-                       kManifestFile, m.entry, what, entry);
+    return Status::error(
+        fmt::format("{} names the entry '{}', but the {} is '{}'",
+                    kManifestFile, m.entry, what, entry));
   if (m.kernelName != entry)
-    return fmt::format("{} names the kernel '{}', but the {} is '{}'",
-                       kManifestFile, m.kernelName, what, entry);
+    return Status::error(
+        fmt::format("{} names the kernel '{}', but the {} is '{}'",
+                    kManifestFile, m.kernelName, what, entry));
   if (!m.hostLibrary.empty() && m.hostSymbol != entry + kPackedSuffix)
-    return fmt::format("{} names the host symbol '{}', but the {} enters at "
-                       "'{}{}'",
-                       kManifestFile, m.hostSymbol, what, entry, kPackedSuffix);
+    return Status::error(
+        fmt::format("{} names the host symbol '{}', but the {} enters at "
+                    "'{}{}'",
+                    kManifestFile, m.hostSymbol, what, entry, kPackedSuffix));
   if (checkGeometry)
     for (int d = 0; d < 3; ++d)
       if (table[kBufferTableGridIndex + d] != m.grid[d] ||
           table[kBufferTableBlockIndex + d] != m.block[d])
-        return fmt::format(
+        return Status::error(fmt::format(
             "{} launches grid [{}, {}, {}] x block [{}, {}, {}], but the {} "
             "was compiled for grid [{}, {}, {}] x block [{}, {}, {}]",
             kManifestFile, m.grid[0], m.grid[1], m.grid[2], m.block[0],
             m.block[1], m.block[2], what, table[kBufferTableGridIndex],
             table[kBufferTableGridIndex + 1], table[kBufferTableGridIndex + 2],
             table[kBufferTableBlockIndex], table[kBufferTableBlockIndex + 1],
-            table[kBufferTableBlockIndex + 2]);
+            table[kBufferTableBlockIndex + 2]));
   for (const auto &[name, value] : stated->params) {
     auto given = m.params.find(name);
     if (given == m.params.end())
-      return fmt::format("{} gives no value for the parameter '{}', but the "
-                         "{} was compiled with {} = {}",
-                         kManifestFile, name, what, name, value);
+      return Status::error(
+          fmt::format("{} gives no value for the parameter '{}', but the "
+                      "{} was compiled with {} = {}",
+                      kManifestFile, name, what, name, value));
     if (given->second != value)
-      return fmt::format("{}: params.{} is {}, but the {} was compiled with "
-                         "{} = {}",
-                         kManifestFile, name, given->second, what, name, value);
+      return Status::error(
+          fmt::format("{}: params.{} is {}, but the {} was compiled with "
+                      "{} = {}",
+                      kManifestFile, name, given->second, what, name, value));
   }
   for (const auto &[name, value] : m.params)
     if (!stated->params.count(name))
-      return fmt::format("{}: params.{} = {} is not a parameter the {} was "
-                         "compiled with",
-                         kManifestFile, name, value, what);
+      return Status::error(
+          fmt::format("{}: params.{} = {} is not a parameter the {} was "
+                      "compiled with",
+                      kManifestFile, name, value, what));
   for (size_t i = 0; i < buffers.size(); ++i)
     if (buffers[i].name != stated->buffers[i])
-      return fmt::format("{}: buffer {} is named '{}', but the {}'s buffer {} "
-                         "is '{}'",
-                         kManifestFile, i, buffers[i].name, what, i,
-                         stated->buffers[i]);
+      return Status::error(fmt::format(
+          "{}: buffer {} is named '{}', but the {}'s buffer {} "
+          "is '{}'",
+          kManifestFile, i, buffers[i].name, what, i, stated->buffers[i]));
   for (size_t i = 0; i < buffers.size(); ++i) {
     const BufferDesc &buffer = buffers[i];
     int64_t elements = table[kBufferTableFirstBuffer + 2 * i];
@@ -270,22 +276,23 @@ std::string thdc::runtime::bufferTableMismatch(const Manifest &m,
     const ElementTypeInfo *type = findElementType(buffer.type);
     bool output = descriptor & kBufferTableOutputBit;
     if (elements != buffer.elements)
-      return fmt::format(
+      return Status::error(fmt::format(
           "{}: buffer '{}' has {} elements, but the {} was compiled for {}",
-          kManifestFile, buffer.name, buffer.elements, what, elements);
+          kManifestFile, buffer.name, buffer.elements, what, elements));
     if (!type || type->code != (descriptor & ~kBufferTableOutputBit))
-      return fmt::format("{}: buffer '{}' has the type '{}', but the {} was "
-                         "compiled for another (type code {})",
-                         kManifestFile, buffer.name, buffer.type, what,
-                         descriptor & ~kBufferTableOutputBit);
+      return Status::error(
+          fmt::format("{}: buffer '{}' has the type '{}', but the {} was "
+                      "compiled for another (type code {})",
+                      kManifestFile, buffer.name, buffer.type, what,
+                      descriptor & ~kBufferTableOutputBit));
     if (output != buffer.isOutput)
-      return fmt::format("{}: buffer '{}' is an {}, but the {} was compiled "
-                         "with it as an {}",
-                         kManifestFile, buffer.name,
-                         buffer.isOutput ? "output" : "input", what,
-                         output ? "output" : "input");
+      return Status::error(fmt::format(
+          "{}: buffer '{}' is an {}, but the {} was compiled "
+          "with it as an {}",
+          kManifestFile, buffer.name, buffer.isOutput ? "output" : "input",
+          what, output ? "output" : "input"));
   }
-  return "";
+  return Status();
 }
 
 int Manifest::find(const std::string &name) const {

@@ -21,7 +21,7 @@
 // compiled code (kernel module and host library), kBufferTableSymbol and
 // kNameTableSymbol state what the code touches and what it was compiled
 // for, and the runtime refuses a manifest that disagrees with them
-// (bufferTableMismatch).
+// (checkBufferTable).
 //
 // The reader is the runtime's own (runtime/Json.h, no exceptions): a damaged
 // manifest is an error that names the field, never a thrown exception or an
@@ -189,11 +189,11 @@ struct Manifest {
 /// states (`table` of `entries` int64 values; `names`, the bytes of the
 /// name table's symbol) with `manifest`; `what` names the code ("kernel",
 /// "host code"), and `checkGeometry` compares the launch geometry too (the
-/// kernel's table). A message naming the first difference, or empty when
+/// kernel's table). An error naming the first difference, or success when
 /// the manifest describes the code.
-std::string bufferTableMismatch(const Manifest &manifest, const int64_t *table,
-                                size_t entries, std::string_view names,
-                                const char *what, bool checkGeometry);
+Status checkBufferTable(const Manifest &manifest, const int64_t *table,
+                        size_t entries, std::string_view names,
+                        const char *what, bool checkGeometry);
 
 /// The manifest as JSON text (two-space indent, one member per line, a
 /// final newline); parseManifest reads it back equal.

@@ -127,11 +127,9 @@ int thdc::runtime::ptxOptLevel() {
   return 3;
 }
 
-bool thdc::runtime::compilePtxAvailable(std::string *why) {
+Status thdc::runtime::compilePtxAvailable() {
   const NvJitLink &lib = library();
-  if (why)
-    *why = lib.error;
-  return lib.error.empty();
+  return lib.error.empty() ? Status() : Status::error(lib.error);
 }
 
 std::string thdc::runtime::ptxCompilerVersion() {

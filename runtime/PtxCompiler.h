@@ -42,9 +42,9 @@ int ptxOptLevel();
 Result<std::string> compilePtxInProcess(std::string_view ptx,
                                         const std::string &chip, int optLevel);
 
-/// Whether nvJitLink could be loaded (loads it on the first call); the
-/// reason when not is in `why`.
-bool compilePtxAvailable(std::string *why = nullptr);
+/// Whether nvJitLink could be loaded (loads it on the first call): an error
+/// saying why not.
+Status compilePtxAvailable();
 
 /// nvJitLink's version as "13.0", or empty when it is not loaded.
 std::string ptxCompilerVersion();

@@ -1,61 +1,19 @@
 //===- Status.h - errors of the runtime ------------------------*- C++ -*-===//
 //
-// The runtime has no MLIR and no LLVM dependency (it is linked into training
-// processes), and is built without exceptions: errors are values.
+// The runtime's errors are thdc::Status and thdc::Result, the one error type
+// of the plain-C++ libraries (reference/Status.h); runtime::Status names the
+// same type for the runtime's code and its users.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef THDC_RUNTIME_STATUS_H
 #define THDC_RUNTIME_STATUS_H
 
-#include <cassert>
-#include <optional>
-#include <string>
-#include <utility>
+#include "reference/Status.h"
 
 namespace thdc::runtime {
-
-/// Success, or an error message that names what failed and why.
-class [[nodiscard]] Status {
-public:
-  Status() = default;
-  static Status error(std::string message) {
-    Status status;
-    status.message_ = std::move(message);
-    return status;
-  }
-  bool ok() const { return !message_.has_value(); }
-  explicit operator bool() const { return ok(); }
-  /// The error message; empty when ok().
-  const std::string &message() const {
-    static const std::string empty;
-    return message_ ? *message_ : empty;
-  }
-
-private:
-  std::optional<std::string> message_;
-};
-
-/// A value, or the Status that explains why there is none.
-template <typename T> class [[nodiscard]] Result {
-public:
-  Result(T value) : value_(std::move(value)) {}
-  Result(Status status) : status_(std::move(status)) {
-    assert(!status_.ok() && "a Result without a value needs an error");
-  }
-  bool ok() const { return value_.has_value(); }
-  explicit operator bool() const { return ok(); }
-  const Status &status() const { return status_; }
-  T &operator*() { return *value_; }
-  const T &operator*() const { return *value_; }
-  T *operator->() { return &*value_; }
-  const T *operator->() const { return &*value_; }
-
-private:
-  std::optional<T> value_;
-  Status status_;
-};
-
+using thdc::Result;
+using thdc::Status;
 } // namespace thdc::runtime
 
 #endif // THDC_RUNTIME_STATUS_H

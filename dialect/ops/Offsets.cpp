@@ -20,7 +20,7 @@ using namespace mlir::thd;
 
 /// S1's granularity of `op` through the reference (reference::padGranularity,
 /// the one definition): its parameters must resolve.
-static thdc::reference::Expected<int64_t> granularityOf(AlignLengthsOp op) {
+static thdc::Result<int64_t> granularityOf(AlignLengthsOp op) {
   auto value = [&](Attribute attr, StringRef name) -> int64_t {
     return attr ? *resolveIntOrParam(op, attr, name) : 1;
   };
@@ -39,9 +39,9 @@ LogicalResult AlignLengthsOp::verify() {
       resolveAtLeast(*this, getMultipleAttr(), "multiple", 1);
   if (failed(cp) || failed(tp) || failed(dp) || failed(multiple))
     return failure();
-  thdc::reference::Expected<int64_t> granularity = granularityOf(*this);
+  thdc::Result<int64_t> granularity = granularityOf(*this);
   if (!granularity)
-    return emitOpError() << granularity.error();
+    return emitOpError() << granularity.status().message();
   // Padded lengths and their offsets are 32-bit.
   if (*granularity > INT32_MAX)
     return emitOpError() << "alignment granularity " << *granularity

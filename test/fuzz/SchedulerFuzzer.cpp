@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+using namespace thdc;
 using namespace thdc::reference;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -37,12 +38,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   if (lengths.empty())
     return 0;
-  Expected<DynamicCpGroups> plan = dynamicCpGroups(
-      lengths, maxPerRank, ranks, minCp > ranks ? 1 : minCp, maxNumSeqs,
-      groupSize);
+  Result<DynamicCpGroups> plan =
+      dynamicCpGroups(lengths, maxPerRank, ranks, minCp > ranks ? 1 : minCp,
+                      maxNumSeqs, groupSize);
   if (!plan) {
-    if (plan.error().find("internal error") != std::string::npos) {
-      std::fprintf(stderr, "%s\n", plan.error().c_str());
+    if (plan.status().message().find("internal error") != std::string::npos) {
+      std::fprintf(stderr, "%s\n", plan.status().message().c_str());
       std::abort();
     }
     return 0;

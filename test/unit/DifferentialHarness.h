@@ -244,8 +244,7 @@ template <typename Input> struct StepDifferential {
   /// A valid random microbatch (drawn from `rng` only, in order).
   std::function<Input(std::mt19937 &)> generate;
   /// The reference outputs; an error where the reference refuses the data.
-  std::function<reference::Expected<reference::GraphStepOutput>(const Input &)>
-      reference;
+  std::function<Result<reference::GraphStepOutput>(const Input &)> reference;
   /// Where the test's reference differs from reference::megatronGraphStep
   /// (a check of the test, not of the compiler), or "".
   std::function<std::string(const Input &, const reference::GraphStepOutput &)>
@@ -276,11 +275,10 @@ bool compareRandomMicrobatches(const StepDifferential<Input> &suite, int count,
         return "seed " + std::to_string(seed) + ", microbatch " +
                std::to_string(m) + ", " + suite.describe(input);
       };
-      reference::Expected<reference::GraphStepOutput> expected =
-          suite.reference(input);
+      Result<reference::GraphStepOutput> expected = suite.reference(input);
       if (!expected) {
         ADD_FAILURE() << "the reference rejects a valid microbatch ("
-                      << expected.error() << "): " << where();
+                      << expected.status().message() << "): " << where();
         return false;
       }
       if (expected->status != 0) {

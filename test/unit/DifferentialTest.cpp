@@ -29,6 +29,7 @@
 #include <tuple>
 #include <vector>
 
+using namespace thdc;
 using namespace thdc::reference;
 
 namespace {
@@ -187,9 +188,8 @@ private:
 /// zigzag CP slice, S10 pad_tail to C (data 0, mask 1), thd.max_seqlen, and
 /// padTailMetadata{cp, zigzag, target C, max_seqs N, policy}. For the
 /// example's own policy it must agree with megatronGraphStep.
-Expected<GraphStepOutput> referenceGraphStep(const GraphStepInput &input,
-                                             const StepConfig &config) {
-  using Result = GraphStepOutput;
+Result<GraphStepOutput> referenceGraphStep(const GraphStepInput &input,
+                                           const StepConfig &config) {
   GraphStepOutput output;
   output.status = graphStepStatus(input, config.C, config.cp, config.N);
   const bool valid = output.status == 0;
@@ -203,17 +203,17 @@ Expected<GraphStepOutput> referenceGraphStep(const GraphStepInput &input,
   }
   const int64_t rank = valid ? input.cpRank : 0;
 
-  Expected<std::vector<uint8_t>> mask = paddingMask(cu, cup);
+  Result<std::vector<uint8_t>> mask = paddingMask(cu, cup);
   if (!mask)
-    return makeError<Result>("S5: " + mask.error());
+    return Status::error("S5: " + mask.status().message());
   const std::size_t total = mask->size();
   // An empty microbatch has an empty slice (TE would reject T == 0 under CP).
   std::vector<int32_t> indices;
   if (config.cp == 1 || total > 0) {
-    Expected<std::vector<int32_t>> partition = cpPartitionIndices(
+    Result<std::vector<int32_t>> partition = cpPartitionIndices(
         cup, int64_t(total), config.cp, rank, CpMode::Zigzag);
     if (!partition)
-      return makeError<Result>("S7: " + partition.error());
+      return Status::error("S7: " + partition.status().message());
     indices = std::move(*partition);
   }
 
@@ -223,19 +223,19 @@ Expected<GraphStepOutput> referenceGraphStep(const GraphStepInput &input,
     if (!error.empty())
       return;
     const std::vector<T> prefix(values.begin(), values.begin() + total);
-    Expected<std::vector<T>> clean = sanitize(prefix, *mask, T(0));
+    Result<std::vector<T>> clean = sanitize(prefix, *mask, T(0));
     if (!clean) {
-      error = "S6: " + clean.error();
+      error = "S6: " + clean.status().message();
       return;
     }
-    Expected<std::vector<T>> local = cpSlice(*clean, indices);
+    Result<std::vector<T>> local = cpSlice(*clean, indices);
     if (!local) {
-      error = "S7: " + local.error();
+      error = "S7: " + local.status().message();
       return;
     }
-    Expected<std::vector<T>> padded = padTail(*local, config.C, T(0));
+    Result<std::vector<T>> padded = padTail(*local, config.C, T(0));
     if (!padded) {
-      error = "S10: " + padded.error();
+      error = "S10: " + padded.status().message();
       return;
     }
     out = std::move(*padded);
@@ -245,14 +245,14 @@ Expected<GraphStepOutput> referenceGraphStep(const GraphStepInput &input,
   prepare(input.positionIds, output.positionIds);
   prepare(input.lossMask, output.lossMask);
   if (!error.empty())
-    return makeError<Result>(error);
-  Expected<std::vector<uint8_t>> localMask = cpSlice(*mask, indices);
+    return Status::error(error);
+  Result<std::vector<uint8_t>> localMask = cpSlice(*mask, indices);
   if (!localMask)
-    return makeError<Result>("S7: " + localMask.error());
-  Expected<std::vector<uint8_t>> paddedMask =
+    return Status::error("S7: " + localMask.status().message());
+  Result<std::vector<uint8_t>> paddedMask =
       padTail(*localMask, config.C, uint8_t(1));
   if (!paddedMask)
-    return makeError<Result>("S10: " + paddedMask.error());
+    return Status::error("S10: " + paddedMask.status().message());
   output.paddingMask = std::move(*paddedMask);
 
   TailPaddingConfig tailConfig;
@@ -263,10 +263,10 @@ Expected<GraphStepOutput> referenceGraphStep(const GraphStepInput &input,
   tailConfig.maxNumSeqs = config.N;
   tailConfig.policy = config.policy;
   tailConfig.dummyLength = config.dummyLength;
-  Expected<TailPaddingResult> tail = padTailMetadata(
+  Result<TailPaddingResult> tail = padTailMetadata(
       cu, cup, maxSeqlenFromCu(cup), int64_t(indices.size()), tailConfig);
   if (!tail)
-    return makeError<Result>("S10: " + tail.error());
+    return Status::error("S10: " + tail.status().message());
   output.cuSeqlensPadded = std::move(tail->cuSeqlensPadded);
   output.cuSeqlens = std::move(tail->cuSeqlens);
   output.maxSeqlen = tail->maxSeqlen;
@@ -618,11 +618,11 @@ TEST(Differential, ExtendLastRejectsEmptyMicrobatchInReference) {
   input.cuSeqlensPadded.assign(7, -1);
   input.cuSeqlens[0] = input.cuSeqlensPadded[0] = 0;
   input.numSeqs = 0;
-  Expected<GraphStepOutput> expected = referenceGraphStep(input, config);
+  Result<GraphStepOutput> expected = referenceGraphStep(input, config);
   ASSERT_FALSE(expected);
-  EXPECT_NE(expected.error().find("extend_last needs at least one"),
+  EXPECT_NE(expected.status().message().find("extend_last needs at least one"),
             std::string::npos)
-      << expected.error();
+      << expected.status().message();
 }
 
 //===----------------------------------------------------------------------===//
@@ -932,16 +932,17 @@ TEST_F(BadData, RandomGarbageNeverCrashes) {
           << "compiled status " << actual.status << ", reference "
           << referenceStatus << "; " << describe(config, input);
       GraphStepOutput comparable = actual;
-      Expected<GraphStepOutput> expected = referenceGraphStep(input, config);
+      Result<GraphStepOutput> expected = referenceGraphStep(input, config);
       std::string mismatch;
       if (expected) {
         mismatch = firstMismatch(comparable, *expected);
       } else {
         // Only extend_last without a sequence has no reference (nothing to
         // extend); its data and mask are still those of an empty microbatch.
-        ASSERT_EQ(config.policy, TailPolicy::ExtendLast) << expected.error();
+        ASSERT_EQ(config.policy, TailPolicy::ExtendLast)
+            << expected.status().message();
         ASSERT_TRUE(referenceStatus != 0 || input.numSeqs == 0)
-            << expected.error();
+            << expected.status().message();
         mismatch =
             firstMismatch(comparable,
                           emptyMicrobatchOutput(config.C, config.cp, config.N,

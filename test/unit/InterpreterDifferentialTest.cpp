@@ -810,9 +810,9 @@ TEST(InterpreterDifferential, LinearChunksGolden) {
     int64_t entries = int64_t(golden.cu.size());
     int64_t capacity = thdc::reference::linearChunkCapacity(
         golden.rows, entries - 1, golden.chunkSize);
-    thdc::reference::Expected<thdc::reference::LinearChunks> want =
+    thdc::Result<thdc::reference::LinearChunks> want =
         thdc::reference::linearChunks(golden.cu, golden.chunkSize, capacity);
-    ASSERT_TRUE(want) << want.error();
+    ASSERT_TRUE(want) << want.status().message();
     std::string cu = "tensor<" + std::to_string(entries) + "xi32>";
     std::string indices = "tensor<" + std::to_string(2 * capacity) + "xi32>";
     std::string text = "func.func @golden(%cup: " + cu +

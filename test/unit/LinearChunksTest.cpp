@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+using namespace thdc;
 using namespace thdc::reference;
 
 namespace {
@@ -32,18 +33,18 @@ I32 pairs(std::initializer_list<std::pair<int32_t, int32_t>> rows) {
   return flat;
 }
 
-void expectError(const Expected<LinearChunks> &result,
+void expectError(const Result<LinearChunks> &result,
                  const std::string &substring) {
   ASSERT_FALSE(result) << "expected an error naming: " << substring;
-  EXPECT_NE(result.error().find(substring), std::string::npos)
-      << "error was: " << result.error();
+  EXPECT_NE(result.status().message().find(substring), std::string::npos)
+      << "error was: " << result.status().message();
 }
 
 } // namespace
 
 TEST(S15, GoldenMixedLengthsWithZeroLengthTail) {
   auto out = linearChunks({0, 5, 64, 200, 200, 200}, 64, 8);
-  ASSERT_TRUE(out) << out.error();
+  ASSERT_TRUE(out) << out.status().message();
   EXPECT_EQ(out->chunkIndices, pairs({{0, 0}, {1, 0}, {2, 0}, {2, 1}, {2, 2},
                                       {4, 0}, {4, 0}, {4, 0}}));
   EXPECT_EQ(out->chunkOffsets, (I32{0, 1, 2, 5, 5, 5}));
@@ -56,7 +57,7 @@ TEST(S15, GoldenStepWithDummyTail) {
   // capacity ceil(16/4) + 4 = 8.
   EXPECT_EQ(linearChunkCapacity(16, 4, 4), 8);
   auto out = linearChunks({0, 6, 10, 16, 16}, 4, 8);
-  ASSERT_TRUE(out) << out.error();
+  ASSERT_TRUE(out) << out.status().message();
   EXPECT_EQ(out->chunkIndices, pairs({{0, 0}, {0, 1}, {1, 0}, {2, 0}, {2, 1},
                                       {3, 0}, {3, 0}, {3, 0}}));
   EXPECT_EQ(out->chunkOffsets, (I32{0, 2, 3, 5, 5}));
@@ -67,7 +68,7 @@ TEST(S15, GoldenLastSequenceFullGivesAChunkPastItsEnd) {
   // No zero-length entry: the sentinel is the chunk after the last one of
   // the last sequence, which holds no row.
   auto out = linearChunks({0, 3, 8}, 4, linearChunkCapacity(8, 2, 4));
-  ASSERT_TRUE(out) << out.error();
+  ASSERT_TRUE(out) << out.status().message();
   EXPECT_EQ(out->chunkIndices,
             pairs({{0, 0}, {1, 0}, {1, 1}, {1, 2}}));
   EXPECT_EQ(out->chunkOffsets, (I32{0, 1, 3}));
@@ -77,7 +78,7 @@ TEST(S15, GoldenLastSequenceFullGivesAChunkPastItsEnd) {
 TEST(S15, GoldenEmptiedMicrobatchIsTheDummyAlone) {
   // The step empties an invalid microbatch to one dummy over every row.
   auto out = linearChunks({0, 8, 8, 8}, 4, linearChunkCapacity(8, 3, 4));
-  ASSERT_TRUE(out) << out.error();
+  ASSERT_TRUE(out) << out.status().message();
   EXPECT_EQ(out->chunkIndices,
             pairs({{0, 0}, {0, 1}, {2, 0}, {2, 0}, {2, 0}}));
   EXPECT_EQ(out->chunkOffsets, (I32{0, 2, 2, 2}));
@@ -111,7 +112,7 @@ TEST(S15, RandomizedRowsNameTheirChunksAndTheCapacityHolds) {
       cu.push_back(int32_t(cut));
     const int64_t capacity = linearChunkCapacity(rows, n, chunkSize);
     auto out = linearChunks(cu, chunkSize, capacity);
-    ASSERT_TRUE(out) << out.error();
+    ASSERT_TRUE(out) << out.status().message();
     ASSERT_EQ(int64_t(out->chunkIndices.size()), 2 * capacity);
     // fla's own bound (ceil(T/BT) + N - 1) holds: one sentinel row at least.
     EXPECT_LT(out->chunkCount, capacity);

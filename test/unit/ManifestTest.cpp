@@ -433,8 +433,9 @@ TEST(NameTable, AManifestThatDisagreesIsRefusedByName) {
         encodeNameTable("step", {{"C", 8}, {"N", 6}},
                         namedBuffers({"cu_seqlens", "cu_seqlens_padded"})) +
         '\0';
-    return bufferTableMismatch(manifest, table.data(), table.size(), names,
-                               "host code", /*checkGeometry=*/false);
+    return checkBufferTable(manifest, table.data(), table.size(), names,
+                            "host code", /*checkGeometry=*/false)
+        .message();
   };
   EXPECT_EQ(mismatch(m), "");
   Manifest lying = m;
@@ -454,8 +455,9 @@ TEST(NameTable, AManifestThatDisagreesIsRefusedByName) {
   EXPECT_EQ(mismatch(swapped), "manifest.json: buffer 0 is named "
                                "'cu_seqlens_padded', but the host code's buffer "
                                "0 is 'cu_seqlens'");
-  EXPECT_NE(bufferTableMismatch(m, table.data(), table.size(), "step",
-                                "host code", false)
+  EXPECT_NE(checkBufferTable(m, table.data(), table.size(), "step", "host code",
+                             false)
+                .message()
                 .find("name table does not end"),
             std::string::npos);
 }

@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+using namespace thdc;
 using namespace thdc::reference;
 
 namespace {
@@ -120,8 +121,8 @@ private:
 /// The reference of examples/pack_microbatch.mlir for `config`
 /// (reference::packMicrobatchStep): fails where the reference steps refuse
 /// the data (a negative length, int32 overflow).
-Expected<PackStepOutput> referencePack(const PackStepInput &input,
-                                       const PackConfig &config) {
+Result<PackStepOutput> referencePack(const PackStepInput &input,
+                                     const PackConfig &config) {
   return packMicrobatchStep(input, config.C, config.cp, config.N);
 }
 
@@ -496,7 +497,7 @@ protected:
     EXPECT_TRUE(mismatch.empty())
         << "not the empty-microbatch outputs: " << mismatch << "; "
         << describe(config, input);
-    Expected<PackStepOutput> reference = referencePack(input, config);
+    Result<PackStepOutput> reference = referencePack(input, config);
     if (reference) {
       mismatch = firstMismatch(actual, *reference);
       EXPECT_TRUE(mismatch.empty())
@@ -508,8 +509,8 @@ protected:
   /// Checks `actual`, the outputs of `input`, against the reference.
   static void expectReference(const PackStepOutput &actual,
                               const PackStepInput &input) {
-    Expected<PackStepOutput> reference = referencePack(input, config);
-    ASSERT_TRUE(reference) << reference.error();
+    Result<PackStepOutput> reference = referencePack(input, config);
+    ASSERT_TRUE(reference) << reference.status().message();
     std::string mismatch = firstMismatch(actual, *reference);
     EXPECT_TRUE(mismatch.empty()) << mismatch;
   }
@@ -726,10 +727,10 @@ TEST(PackReference, RefusesShapesThePipelineCannotHave) {
   ASSERT_TRUE(packMicrobatchStep(input, 8, 2, 6));
   auto refused = [](const PackStepInput &in, int64_t c, int64_t cp, int64_t n,
                     const char *expected) {
-    Expected<PackStepOutput> result = packMicrobatchStep(in, c, cp, n);
+    Result<PackStepOutput> result = packMicrobatchStep(in, c, cp, n);
     ASSERT_FALSE(result) << "accepted; expected: " << expected;
-    EXPECT_NE(result.error().find(expected), std::string::npos)
-        << result.error();
+    EXPECT_NE(result.status().message().find(expected), std::string::npos)
+        << result.status().message();
   };
   refused(input, 0, 2, 6, "needs C >= 1, cp >= 1 and N >= 1");
   refused(input, 7, 2, 6, "C = 7 must be even");

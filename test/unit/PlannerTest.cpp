@@ -24,7 +24,6 @@
 
 using namespace thdc;
 using namespace thdc::planner;
-using reference::Expected;
 
 namespace {
 
@@ -167,11 +166,11 @@ TEST(PlannerS3, OversizedLaterSequenceIsAnErrorNotAnOversizePack) {
 /// The S1 padded lengths of `valid` for cp (tp 1) and a low-precision
 /// multiple m.
 I32 alignedFor(const I32 &valid, int64_t cp, int64_t multiple) {
-  Expected<int64_t> granularity =
+  Result<int64_t> granularity =
       reference::padGranularity(cp, 1, false, 1, false, multiple);
-  EXPECT_TRUE(granularity) << granularity.error();
-  Expected<I32> padded = reference::alignLengths(valid, *granularity);
-  EXPECT_TRUE(padded) << padded.error();
+  EXPECT_TRUE(granularity) << granularity.status().message();
+  Result<I32> padded = reference::alignLengths(valid, *granularity);
+  EXPECT_TRUE(padded) << padded.status().message();
   return padded ? *padded : I32();
 }
 
@@ -315,9 +314,9 @@ TEST(PlannerS12, GoldenUpperBoundIsReached) {
   // s = 4 sequences per pack, 16 packs, U = 8 microbatches.
   const I32 lengths(64, 2048);
   const PlannerConfig config = makeConfig(4096, 2, 2, 32, true, true);
-  Expected<int64_t> bound = reference::maxMicrobatchesUpperBound(
+  Result<int64_t> bound = reference::maxMicrobatchesUpperBound(
       64, 2, 2, 4096, 2048, std::nullopt, 31);
-  ASSERT_TRUE(bound) << bound.error();
+  ASSERT_TRUE(bound) << bound.status().message();
   EXPECT_EQ(*bound, 8);
   EXPECT_EQ(nextFit(lengths, config).numMicrobatches(), 8);
   EXPECT_EQ(balanced(lengths, config).numMicrobatches(), 8);
@@ -575,9 +574,9 @@ TEST(PlannerValidation, FindsEveryKindOfViolation) {
 TEST(PlannerValidation, GroupMappingMatchesTheReference) {
   // The reference builds next-fit's groups itself; they must equal the
   // planner's mapping used for FFD.
-  Expected<reference::PackingResult> reference =
+  Result<reference::PackingResult> reference =
       reference::dpBalancedGroups(kExample, 4, 2, 2, 3);
-  ASSERT_TRUE(reference) << reference.error();
+  ASSERT_TRUE(reference) << reference.status().message();
   EXPECT_EQ(microbatchGroups(reference->packs, 2, 2), reference->groups);
   EXPECT_EQ(microbatchGroups({{0}, {1}, {2}}, 3, 1),
             (MicrobatchGroups{{{0}, {1}, {2}}}));
@@ -738,17 +737,17 @@ void compareWithNextFit(uint64_t seed, int trialsPerFamily, const I64 &dps,
     const int64_t capacity = maxPerRank * cp;
     const I32 valid =
         drawValidLengths(draw, family, draw.integer(1, 400), capacity);
-    Expected<int64_t> granularity = reference::padGranularity(cp, 1, false);
-    ASSERT_TRUE(granularity) << granularity.error();
-    Expected<I32> lengths = reference::alignLengths(valid, *granularity);
-    ASSERT_TRUE(lengths) << lengths.error();
+    Result<int64_t> granularity = reference::padGranularity(cp, 1, false);
+    ASSERT_TRUE(granularity) << granularity.status().message();
+    Result<I32> lengths = reference::alignLengths(valid, *granularity);
+    ASSERT_TRUE(lengths) << lengths.status().message();
     ++trials;
     SCOPED_TRACE("trial " + std::to_string(trial) + " (" +
                  kFamilyNames[family] + ")");
 
     Result<std::optional<int64_t>> cap = plannerSequenceCap(config);
     ASSERT_TRUE(cap) << cap.status().message();
-    Expected<reference::PackingResult> reference = reference::dpBalancedGroups(
+    Result<reference::PackingResult> reference = reference::dpBalancedGroups(
         *lengths, maxPerRank, cp, dp, *cap, vppGroup);
     Result<MicrobatchPlan> nextFit = nextFitPlan(*lengths, config);
     Result<MicrobatchPlan> firstFit = firstFitDecreasingPlan(*lengths, config);
@@ -782,9 +781,9 @@ void compareWithNextFit(uint64_t seed, int trialsPerFamily, const I64 &dps,
 
     // S12: both stay within the capture bound of the dp_balanced scheduler.
     const int32_t longest = *std::max_element(lengths->begin(), lengths->end());
-    Expected<int64_t> bound = reference::maxMicrobatchesUpperBound(
+    Result<int64_t> bound = reference::maxMicrobatchesUpperBound(
         int64_t(lengths->size()), dp, cp, maxPerRank, longest, vppGroup, *cap);
-    ASSERT_TRUE(bound) << bound.error();
+    ASSERT_TRUE(bound) << bound.status().message();
     EXPECT_LE(nextFit->numMicrobatches(), *bound);
 
     const double reduction =
@@ -1019,7 +1018,7 @@ void checkRandomLadderPlans(uint64_t seed, int trials, const I64 &dps,
     const PlannerConfig config = makeConfig(C, cp, dp, N, true, true);
     const I32 valid = drawValidLengths(draw, Family(trial % kNumFamilies),
                                        draw.integer(1, 200), C * cp);
-    Expected<I32> lengths = reference::alignLengths(
+    Result<I32> lengths = reference::alignLengths(
         valid, *reference::padGranularity(cp, 1, false));
     ASSERT_TRUE(lengths);
     Result<MicrobatchPlan> nextFitOnly = nextFitPlan(*lengths, config);

@@ -62,9 +62,8 @@ Manifest writeExampleGpuBundle(const std::string &dir) {
 } // namespace
 
 TEST(PtxCompiler, CompilesPtxToACubinInProcess) {
-  std::string why;
-  if (!compilePtxAvailable(&why))
-    GTEST_SKIP() << why;
+  if (Status available = compilePtxAvailable(); !available)
+    GTEST_SKIP() << available.message();
   Result<std::string> cubin = compilePtxInProcess(kTinyPtx, "sm_90", 3);
   ASSERT_TRUE(cubin) << cubin.status().message();
   EXPECT_EQ(cubin->substr(0, 4), "\x7f"

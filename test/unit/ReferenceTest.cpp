@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+using namespace thdc;
 using namespace thdc::reference;
 
 namespace {
@@ -48,15 +49,15 @@ std::vector<T> withTail(std::vector<T> prefix, std::size_t count, T value) {
   do {                                                                         \
     auto result_ = (expr);                                                     \
     ASSERT_FALSE(result_) << "expected an error containing: " << (substring);  \
-    EXPECT_NE(result_.error().find(substring), std::string::npos)              \
-        << "error was: " << result_.error();                                   \
+    EXPECT_NE(result_.status().message().find(substring), std::string::npos)   \
+        << "error was: " << result_.status().message();                        \
   } while (0)
 
 /// Asserts that `expr` succeeded and yields `expected`.
 #define EXPECT_VALUE(expr, expected)                                           \
   do {                                                                         \
     auto result_ = (expr);                                                     \
-    ASSERT_TRUE(result_) << result_.error();                                   \
+    ASSERT_TRUE(result_) << result_.status().message();                        \
     EXPECT_EQ(*result_, expected);                                             \
   } while (0)
 
@@ -68,20 +69,20 @@ const I64 kSanitizedTokens = {11, 12, 13, 0, 21, 22, 0, 0, 31, 32, 33, 34};
 const Mask kRunningMask = mask({0, 0, 0, 1, 0, 0, 1, 1, 0, 0, 0, 0});
 
 //===----------------------------------------------------------------------===//
-// Expected
+// Result
 //===----------------------------------------------------------------------===//
 
-TEST(Expected, HoldsValueOrError) {
-  Expected<I32> value = I32{1, 2};
+TEST(Result, HoldsValueOrError) {
+  Result<I32> value = I32{1, 2};
   ASSERT_TRUE(value);
   EXPECT_EQ(value->size(), 2u);
   EXPECT_EQ((*value)[1], 2);
-  EXPECT_TRUE(value.error().empty());
+  EXPECT_TRUE(value.status().message().empty());
 
-  Expected<I32> failure = makeError<I32>("bad value 3");
+  Result<I32> failure = Status::error("bad value 3");
   EXPECT_FALSE(failure);
-  EXPECT_EQ(failure.error(), "bad value 3");
-  EXPECT_FALSE(Expected<int>::failure("x"));
+  EXPECT_EQ(failure.status().message(), "bad value 3");
+  EXPECT_FALSE(Result<int>(Status::error("")));
 }
 
 //===----------------------------------------------------------------------===//
@@ -129,8 +130,8 @@ TEST(S1, VarlenSampleAlignment) {
   // ids = prompt (5, 6), answer (7, 8), EOD (2); prompt targets ignored.
   const I64 ids = {5, 6, 7, 8, 2};
   const I64 targets = {-100, -100, 7, 8, 2};
-  Expected<VarlenSample> exact = alignVarlenSample(ids, targets, 4, 0, -100);
-  ASSERT_TRUE(exact) << exact.error();
+  Result<VarlenSample> exact = alignVarlenSample(ids, targets, 4, 0, -100);
+  ASSERT_TRUE(exact) << exact.status().message();
   EXPECT_EQ(exact->validLength, 4);
   EXPECT_EQ(exact->paddedLength, 4);
   EXPECT_EQ(exact->tokens, (I64{5, 6, 7, 8}));
@@ -138,8 +139,8 @@ TEST(S1, VarlenSampleAlignment) {
   EXPECT_EQ(exact->positionIds, (I64{0, 1, 2, 3}));
   EXPECT_EQ(exact->lossMask, (F32{0, 1, 1, 1}));
 
-  Expected<VarlenSample> padded = alignVarlenSample(ids, targets, 8, 0, -100);
-  ASSERT_TRUE(padded) << padded.error();
+  Result<VarlenSample> padded = alignVarlenSample(ids, targets, 8, 0, -100);
+  ASSERT_TRUE(padded) << padded.status().message();
   EXPECT_EQ(padded->paddedLength, 8);
   EXPECT_EQ(padded->tokens, (I64{5, 6, 7, 8, 2, 0, 0, 0}));
   EXPECT_EQ(padded->labels, (I64{-100, 7, 8, 2, 0, 0, 0, 0}));
@@ -148,8 +149,8 @@ TEST(S1, VarlenSampleAlignment) {
 }
 
 TEST(S1, VarlenSampleEmptyTokenisationAndErrors) {
-  Expected<VarlenSample> empty = alignVarlenSample({2, 2}, {2, 2}, 4, 0, -100);
-  ASSERT_TRUE(empty) << empty.error();
+  Result<VarlenSample> empty = alignVarlenSample({2, 2}, {2, 2}, 4, 0, -100);
+  ASSERT_TRUE(empty) << empty.status().message();
   EXPECT_EQ(empty->validLength, 1);
   EXPECT_EQ(empty->tokens, (I64{2, 2, 0, 0}));
   EXPECT_EQ(empty->labels, (I64{2, 0, 0, 0}));
@@ -199,9 +200,9 @@ TEST(S2, NoneAndNonPositive) {
 using Packs = std::vector<I32>;
 
 TEST(S3, GoldenNextFitDp1) {
-  Expected<PackingResult> result =
+  Result<PackingResult> result =
       dpBalancedGroups({5, 3, 4, 2, 2, 1, 6}, 4, 2, 1, 3);
-  ASSERT_TRUE(result) << result.error();
+  ASSERT_TRUE(result) << result.status().message();
   EXPECT_EQ(result->packs, (Packs{{0, 1}, {2, 3, 4}, {5, 6}}));
   ASSERT_EQ(result->groups.size(), 3u);
   for (std::size_t m = 0; m < 3; ++m)
@@ -209,9 +210,9 @@ TEST(S3, GoldenNextFitDp1) {
 }
 
 TEST(S3, GoldenDp2MovesLastSequence) {
-  Expected<PackingResult> result =
+  Result<PackingResult> result =
       dpBalancedGroups({5, 3, 4, 2, 2, 1, 6}, 4, 2, 2, 3);
-  ASSERT_TRUE(result) << result.error();
+  ASSERT_TRUE(result) << result.status().message();
   EXPECT_EQ(result->packs, (Packs{{0, 1}, {2, 3, 4}, {5}, {6}}));
   ASSERT_EQ(result->groups.size(), 2u);
   EXPECT_EQ(result->groups[0], (Packs{{0, 1}, {0, 1}, {2, 3, 4}, {2, 3, 4}}));
@@ -219,16 +220,15 @@ TEST(S3, GoldenDp2MovesLastSequence) {
 }
 
 TEST(S3, GoldenCapTriggers) {
-  Expected<PackingResult> result =
-      dpBalancedGroups({1, 1, 1, 1, 1}, 4, 2, 1, 3);
-  ASSERT_TRUE(result) << result.error();
+  Result<PackingResult> result = dpBalancedGroups({1, 1, 1, 1, 1}, 4, 2, 1, 3);
+  ASSERT_TRUE(result) << result.status().message();
   EXPECT_EQ(result->packs, (Packs{{0, 1, 2}, {3, 4}}));
 }
 
 TEST(S3, GoldenEqualLengthsDp2) {
-  Expected<PackingResult> result =
+  Result<PackingResult> result =
       dpBalancedGroups({3, 3, 3, 3, 3, 3, 3}, 4, 2, 2, 2);
-  ASSERT_TRUE(result) << result.error();
+  ASSERT_TRUE(result) << result.status().message();
   EXPECT_EQ(result->packs, (Packs{{0, 1}, {2, 3}, {4, 5}, {6}}));
   ASSERT_EQ(result->groups.size(), 2u);
   EXPECT_EQ(result->groups[0], (Packs{{0, 1}, {0, 1}, {2, 3}, {2, 3}}));
@@ -236,15 +236,15 @@ TEST(S3, GoldenEqualLengthsDp2) {
 }
 
 TEST(S3, GoldenOversizedFirstSequenceEmitsEmptyPack) {
-  Expected<PackingResult> result = dpBalancedGroups({9, 3}, 4, 2, 1);
-  ASSERT_TRUE(result) << result.error();
+  Result<PackingResult> result = dpBalancedGroups({9, 3}, 4, 2, 1);
+  ASSERT_TRUE(result) << result.status().message();
   EXPECT_EQ(result->packs, (Packs{{}, {0}, {1}}));
 }
 
 TEST(S3, VirtualPipelineGroupMultiple) {
-  Expected<PackingResult> result =
+  Result<PackingResult> result =
       dpBalancedGroups({2, 2, 2, 2}, 8, 1, 1, std::nullopt, 2);
-  ASSERT_TRUE(result) << result.error();
+  ASSERT_TRUE(result) << result.status().message();
   EXPECT_EQ(result->packs, (Packs{{0, 1, 2}, {3}}));
   EXPECT_EQ(result->groups.size(), 2u);
 }
@@ -254,7 +254,7 @@ TEST(S3, Errors) {
   EXPECT_ERROR(dpBalancedGroups({3, -1}, 4, 2, 1), "p[1] = -1 is negative");
   EXPECT_ERROR(dpBalancedGroups({3}, 4, 2, 1, 0), "K = 0 must be >= 1");
   EXPECT_ERROR(dpBalancedGroups({3}, 0, 2, 1), "C = 0");
-  Expected<PackingResult> empty = dpBalancedGroups({}, 4, 2, 2);
+  Result<PackingResult> empty = dpBalancedGroups({}, 4, 2, 2);
   ASSERT_TRUE(empty);
   EXPECT_TRUE(empty->packs.empty());
   EXPECT_TRUE(empty->groups.empty());
@@ -277,25 +277,25 @@ TEST(S3b, SizeNeeded) {
 // (DefaultDynamicCPScheduler.get_groups_and_subsamples) on the same input.
 TEST(S3b, GoldenGroups) {
   using Groups = std::vector<std::vector<I32>>;
-  Expected<DynamicCpGroups> a =
+  Result<DynamicCpGroups> a =
       dynamicCpGroups({3000, 1000, 500, 200, 100}, 1024, 4);
-  ASSERT_TRUE(a) << a.error();
+  ASSERT_TRUE(a) << a.status().message();
   EXPECT_EQ(a->groups, (Groups{{{0, 1}, {0, 1}, {0, 1}, {0, 1}},
                                {{2}, {2}, {3, 4}, {3, 4}}}));
   EXPECT_EQ(a->cpSizes, (std::vector<I32>{{4, 4, 4, 4}, {2, 2, 2, 2}}));
   // The empty rank 3 is filled by doubling the smallest sub-group ({1} at 2).
-  Expected<DynamicCpGroups> b = dynamicCpGroups({1500, 100}, 1024, 4);
-  ASSERT_TRUE(b) << b.error();
+  Result<DynamicCpGroups> b = dynamicCpGroups({1500, 100}, 1024, 4);
+  ASSERT_TRUE(b) << b.status().message();
   EXPECT_EQ(b->groups, (Groups{{{0}, {0}, {1}, {1}}}));
   EXPECT_EQ(b->cpSizes, (std::vector<I32>{{2, 2, 2, 2}}));
   // Doubling the first sub-group moves the others up.
-  Expected<DynamicCpGroups> c = dynamicCpGroups({100, 100, 100}, 100, 4);
-  ASSERT_TRUE(c) << c.error();
+  Result<DynamicCpGroups> c = dynamicCpGroups({100, 100, 100}, 100, 4);
+  ASSERT_TRUE(c) << c.status().message();
   EXPECT_EQ(c->groups, (Groups{{{0}, {0}, {1}, {2}}}));
   EXPECT_EQ(c->cpSizes, (std::vector<I32>{{2, 2, 1, 1}}));
   // min_cp 2 puts short sequences on two ranks.
-  Expected<DynamicCpGroups> d = dynamicCpGroups({10, 10}, 1024, 4, 2);
-  ASSERT_TRUE(d) << d.error();
+  Result<DynamicCpGroups> d = dynamicCpGroups({10, 10}, 1024, 4, 2);
+  ASSERT_TRUE(d) << d.status().message();
   EXPECT_EQ(d->cpSizes, (std::vector<I32>{{2, 2, 2, 2}}));
 }
 
@@ -304,11 +304,12 @@ TEST(S3b, FillingEmptyRanksNeverWritesPastTheLastRank) {
   // two, rank 4 stays empty, and doubling the first sub-group would push the
   // second to ranks 4..5. megatron-core's scheduler raises an IndexError
   // there; this was a heap overflow. It is refused by name.
-  Expected<DynamicCpGroups> groups = dynamicCpGroups({200, 200}, 128, 5);
+  Result<DynamicCpGroups> groups = dynamicCpGroups({200, 200}, 128, 5);
   ASSERT_FALSE(groups);
-  EXPECT_NE(groups.error().find("pushes the sub-groups after it past rank 4"),
+  EXPECT_NE(groups.status().message().find(
+                "pushes the sub-groups after it past rank 4"),
             std::string::npos)
-      << groups.error();
+      << groups.status().message();
   // Every rank count from 1 to 32 and a few shapes: a plan or an error.
   for (int64_t ranks = 1; ranks <= 32; ++ranks)
     for (std::vector<int32_t> lengths :
@@ -319,8 +320,8 @@ TEST(S3b, FillingEmptyRanksNeverWritesPastTheLastRank) {
 TEST(S3b, SequenceCap) {
   // Without a cap all five short sequences share one rank's sub-group;
   // with K = 2 no sub-group holds more than two.
-  Expected<DynamicCpGroups> free = dynamicCpGroups({8, 8, 8, 8, 8}, 64, 2);
-  Expected<DynamicCpGroups> capped =
+  Result<DynamicCpGroups> free = dynamicCpGroups({8, 8, 8, 8, 8}, 64, 2);
+  Result<DynamicCpGroups> capped =
       dynamicCpGroups({8, 8, 8, 8, 8}, 64, 2, 1, 2);
   ASSERT_TRUE(free && capped);
   std::size_t longest = 0;
@@ -338,7 +339,7 @@ TEST(S3b, Errors) {
   EXPECT_ERROR(dynamicCpGroups({5}, 1024, 4, 8), "must be a power of two");
   EXPECT_ERROR(dynamicCpGroups({5}, 0, 4), "C = 0");
   EXPECT_ERROR(dynamicCpGroups({5}, 1024, 4, 1, 0), "K = 0");
-  Expected<DynamicCpGroups> empty = dynamicCpGroups({}, 1024, 4);
+  Result<DynamicCpGroups> empty = dynamicCpGroups({}, 1024, 4);
   ASSERT_TRUE(empty);
   EXPECT_TRUE(empty->groups.empty());
 }
@@ -351,20 +352,20 @@ TEST(S3b, VirtualPipelineAlignment) {
   // (its first sub-group doubled, the others after it), the first onto all.
   auto a = alignDynamicCpMicrobatches(
       {{{10}, {10}, {10}, {10}, {11}, {11}, {12}, {13}}}, 2);
-  ASSERT_TRUE(a) << a.error();
+  ASSERT_TRUE(a) << a.status().message();
   EXPECT_EQ(*a, (Microbatches{{{11}, {11}, {11}, {11}, {12}, {12}, {13}, {13}},
                               {{10}, {10}, {10}, {10}, {10}, {10}, {10}, {10}}}));
   // Two splits for a multiple of 3, the second of the first half.
   auto b = alignDynamicCpMicrobatches(
       {{{10}, {10}, {11}, {11}, {12}, {12}, {13}, {14}}}, 3);
-  ASSERT_TRUE(b) << b.error();
+  ASSERT_TRUE(b) << b.status().message();
   EXPECT_EQ(*b, (Microbatches{{{12}, {12}, {12}, {12}, {13}, {13}, {14}, {14}},
                               {{11}, {11}, {11}, {11}, {11}, {11}, {11}, {11}},
                               {{10}, {10}, {10}, {10}, {10}, {10}, {10}, {10}}}));
   // A microbatch of one sub-group is passed over for the one before it.
   auto c = alignDynamicCpMicrobatches(
       {{{0, 1}, {0, 1}, {0, 1}, {0, 1}}, {{2}, {2}, {3, 4}, {3, 4}}}, 3);
-  ASSERT_TRUE(c) << c.error();
+  ASSERT_TRUE(c) << c.status().message();
   EXPECT_EQ(*c, (Microbatches{{{0, 1}, {0, 1}, {0, 1}, {0, 1}},
                               {{3, 4}, {3, 4}, {3, 4}, {3, 4}},
                               {{2}, {2}, {2}, {2}}}));
@@ -388,9 +389,9 @@ TEST(S3b, VirtualPipelineAlignment) {
   EXPECT_ERROR(alignDynamicCpMicrobatches({{{10}, {11}, {11}, {12}}}, 2),
                "not non-increasing (1 then 2)");
   // Through the scheduler: its sizes recomputed, a multiple of the group.
-  Expected<DynamicCpGroups> d =
+  Result<DynamicCpGroups> d =
       dynamicCpGroups({3000, 1000, 500, 200, 100}, 1024, 4, 1, std::nullopt, 3);
-  ASSERT_TRUE(d) << d.error();
+  ASSERT_TRUE(d) << d.status().message();
   EXPECT_EQ(d->groups, *c);
   EXPECT_EQ(d->cpSizes,
             (std::vector<I32>{{4, 4, 4, 4}, {4, 4, 4, 4}, {4, 4, 4, 4}}));
@@ -407,9 +408,9 @@ TEST(S4, GoldenPackFromPool) {
   // Pool holds the three padded samples A, B, C back to back (P = 99).
   const I64 pool = kRawTokens;
   for (int64_t pad : {int64_t(99), int64_t(0)}) {
-    Expected<PackedBuffer<int64_t>> packed =
+    Result<PackedBuffer<int64_t>> packed =
         pack(pool, {0, 4, 8}, {0, 1, 2}, {3, 2, 4}, {4, 4, 4}, pad);
-    ASSERT_TRUE(packed) << packed.error();
+    ASSERT_TRUE(packed) << packed.status().message();
     EXPECT_EQ(packed->values,
               (I64{11, 12, 13, pad, 21, 22, pad, pad, 31, 32, 33, 34}));
     EXPECT_EQ(packed->metadata.cuSeqlens, kCu);
@@ -419,10 +420,10 @@ TEST(S4, GoldenPackFromPool) {
 }
 
 TEST(S4, GoldenConcatSamples) {
-  Expected<PackedBuffer<int64_t>> packed = concatSamples<int64_t>(
+  Result<PackedBuffer<int64_t>> packed = concatSamples<int64_t>(
       {{11, 12, 13, 99}, {21, 22, 99, 99}, {31, 32, 33, 34}}, {3, 2, 4},
       {4, 4, 4});
-  ASSERT_TRUE(packed) << packed.error();
+  ASSERT_TRUE(packed) << packed.status().message();
   EXPECT_EQ(packed->values, kRawTokens);
   EXPECT_EQ(packed->metadata.cuSeqlens, kCu);
   EXPECT_EQ(packed->metadata.cuSeqlensPadded, kCup);
@@ -431,9 +432,9 @@ TEST(S4, GoldenConcatSamples) {
 
 TEST(S4, PackReordersUnpaddedPoolAndFloats) {
   const I64 pool = {11, 12, 13, 21, 22, 31, 32, 33, 34};
-  Expected<PackedBuffer<int64_t>> packed =
+  Result<PackedBuffer<int64_t>> packed =
       pack(pool, {0, 3, 5}, {2, 0}, {4, 3}, {4, 8}, -1);
-  ASSERT_TRUE(packed) << packed.error();
+  ASSERT_TRUE(packed) << packed.status().message();
   EXPECT_EQ(packed->values,
             (I64{31, 32, 33, 34, 11, 12, 13, -1, -1, -1, -1, -1}));
   EXPECT_EQ(packed->metadata.cuSeqlens, (I32{0, 4, 7}));
@@ -441,9 +442,9 @@ TEST(S4, PackReordersUnpaddedPoolAndFloats) {
   EXPECT_EQ(packed->metadata.maxSeqlen, 8);
 
   const F32 lossPool = {1, 1, 0.5f, 1, 1};
-  Expected<PackedBuffer<float>> loss =
+  Result<PackedBuffer<float>> loss =
       pack(lossPool, {0, 3}, {1, 0}, {2, 3}, {4, 4}, 0.0f);
-  ASSERT_TRUE(loss) << loss.error();
+  ASSERT_TRUE(loss) << loss.status().message();
   EXPECT_EQ(loss->values, (F32{1, 1, 0, 0, 1, 1, 0.5f, 0}));
 }
 
@@ -610,8 +611,8 @@ TEST(S7, GoldenUnsliceRunningExample) {
   EXPECT_VALUE(cpUnsliceIndices(kCup, 2, 6),
                (I32{0, 6, 7, 1, 2, 8, 9, 3, 4, 10, 11, 5}));
   const I64 gathered = {0, 3, 4, 7, 8, 11, 1, 2, 5, 6, 9, 10};
-  Expected<I32> indices = cpUnsliceIndices(kCup, 2, 6);
-  ASSERT_TRUE(indices) << indices.error();
+  Result<I32> indices = cpUnsliceIndices(kCup, 2, 6);
+  ASSERT_TRUE(indices) << indices.status().message();
   EXPECT_VALUE(cpSlice(gathered, *indices),
                (I64{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}));
 }
@@ -621,8 +622,8 @@ TEST(S7, GoldenUnsliceWithTail) {
   // 200, 201); they follow the 12 rows of the sequences, rank 0's first.
   const I64 gathered = {0, 3, 4, 7, 8, 11, 100, 101,
                         1, 2, 5, 6, 9, 10, 200, 201};
-  Expected<I32> indices = cpUnsliceIndices(kCup, 2, 8);
-  ASSERT_TRUE(indices) << indices.error();
+  Result<I32> indices = cpUnsliceIndices(kCup, 2, 8);
+  ASSERT_TRUE(indices) << indices.status().message();
   EXPECT_EQ(*indices,
             (I32{0, 8, 9, 1, 2, 10, 11, 3, 4, 12, 13, 5, 6, 7, 14, 15}));
   EXPECT_VALUE(cpSlice(gathered, *indices),
@@ -645,8 +646,8 @@ TEST(S7, UnsliceInconsistentOffsetsStayInBounds) {
   // input, never one outside it.
   for (CpMode mode : {CpMode::Zigzag, CpMode::Contiguous})
     for (const I32 &cup : {I32{0, 4, 8, 40}, I32{0, 3, 5, 7}, I32{0, 1}}) {
-      Expected<I32> indices = cpUnsliceIndices(cup, 4, 3, mode);
-      ASSERT_TRUE(indices) << indices.error();
+      Result<I32> indices = cpUnsliceIndices(cup, 4, 3, mode);
+      ASSERT_TRUE(indices) << indices.status().message();
       ASSERT_EQ(indices->size(), 12u);
       for (int32_t index : *indices)
         EXPECT_TRUE(index >= 0 && index < 12) << index;
@@ -691,15 +692,15 @@ TEST(S7, UnsliceUndoesSliceAndPadOnEveryRank) {
     for (int64_t rank = 0; rank < cp; ++rank) {
       I64 slice;
       if (total > 0) {
-        Expected<I32> indices = cpPartitionIndices(cup, total, cp, rank, mode);
-        ASSERT_TRUE(indices) << indices.error();
-        Expected<I64> sliced = cpSlice(packed, *indices);
-        ASSERT_TRUE(sliced) << sliced.error();
+        Result<I32> indices = cpPartitionIndices(cup, total, cp, rank, mode);
+        ASSERT_TRUE(indices) << indices.status().message();
+        Result<I64> sliced = cpSlice(packed, *indices);
+        ASSERT_TRUE(sliced) << sliced.status().message();
         slice = *sliced;
       }
       ASSERT_EQ(int64_t(slice.size()), local);
-      Expected<I64> filled = padTail(slice, perRank, int64_t(-1));
-      ASSERT_TRUE(filled) << filled.error();
+      Result<I64> filled = padTail(slice, perRank, int64_t(-1));
+      ASSERT_TRUE(filled) << filled.status().message();
       gatheredFilled.insert(gatheredFilled.end(), filled->begin(),
                             filled->end());
       // The same slice with this rank's own rows of the tail.
@@ -707,8 +708,8 @@ TEST(S7, UnsliceUndoesSliceAndPadOnEveryRank) {
       slice.insert(slice.end(), tail, tail + (perRank - local));
       gathered.insert(gathered.end(), slice.begin(), slice.end());
     }
-    Expected<I32> indices = cpUnsliceIndices(cup, cp, perRank, mode);
-    ASSERT_TRUE(indices) << indices.error();
+    Result<I32> indices = cpUnsliceIndices(cup, cp, perRank, mode);
+    ASSERT_TRUE(indices) << indices.status().message();
     I32 sorted = *indices;
     std::sort(sorted.begin(), sorted.end());
     I32 identity(static_cast<size_t>(rows));
@@ -730,11 +731,11 @@ TEST(S8, GoldenPositionIdsCp1) {
 }
 
 TEST(S8, GoldenPositionIdsCp2AfterSlicing) {
-  Expected<I64> positions = positionIds(kCu, kCup);
-  ASSERT_TRUE(positions) << positions.error();
+  Result<I64> positions = positionIds(kCu, kCup);
+  ASSERT_TRUE(positions) << positions.status().message();
   for (int rank = 0; rank < 2; ++rank) {
-    Expected<I32> indices = cpPartitionIndices(kCup, 12, 2, rank);
-    ASSERT_TRUE(indices) << indices.error();
+    Result<I32> indices = cpPartitionIndices(kCup, 12, 2, rank);
+    ASSERT_TRUE(indices) << indices.status().message();
     EXPECT_VALUE(cpSlice(*positions, *indices),
                  rank == 0 ? (I64{0, 0, 0, 0, 0, 3}) : (I64{1, 2, 1, 0, 1, 2}));
   }
@@ -790,11 +791,11 @@ TEST(S8, SeqIdxErrors) {
 // S9
 //===----------------------------------------------------------------------===//
 
-void expectKwargs(const Expected<ThdPaddingKwargs> &kwargs,
+void expectKwargs(const Result<ThdPaddingKwargs> &kwargs,
                   std::optional<int64_t> alignment,
                   std::optional<int64_t> target,
                   std::optional<int64_t> maxNumSeqs) {
-  ASSERT_TRUE(kwargs) << kwargs.error();
+  ASSERT_TRUE(kwargs) << kwargs.status().message();
   EXPECT_EQ(kwargs->alignment, alignment);
   EXPECT_EQ(kwargs->targetLength, target);
   EXPECT_EQ(kwargs->maxNumSeqs, maxNumSeqs);
@@ -867,11 +868,11 @@ TailPaddingConfig tailConfig(int64_t cp, std::optional<int64_t> alignment,
 const Mask kTailMask12Of16 = withTail<uint8_t>(Mask(12, 0), 4, 1);
 
 TEST(S10, GoldenAlignment8WithDummy) {
-  Expected<TailPaddingResult> result =
+  Result<TailPaddingResult> result =
       padTailMetadata(kCup, kCup, 4, 12,
                       tailConfig(1, 8, std::nullopt, std::nullopt,
                                  TailPolicy::AppendDummySequence));
-  ASSERT_TRUE(result) << result.error();
+  ASSERT_TRUE(result) << result.status().message();
   EXPECT_EQ(result->localTarget, 16);
   EXPECT_EQ(result->globalTarget, 16);
   EXPECT_EQ(result->cuSeqlens, (I32{0, 4, 8, 12, 16}));
@@ -882,10 +883,10 @@ TEST(S10, GoldenAlignment8WithDummy) {
 }
 
 TEST(S10, GoldenAlignment8WithoutDummy) {
-  Expected<TailPaddingResult> result = padTailMetadata(
+  Result<TailPaddingResult> result = padTailMetadata(
       kCup, kCup, 4, 12,
       tailConfig(1, 8, std::nullopt, std::nullopt, TailPolicy::None));
-  ASSERT_TRUE(result) << result.error();
+  ASSERT_TRUE(result) << result.status().message();
   EXPECT_EQ(result->localTarget, 16);
   EXPECT_EQ(result->cuSeqlens, kCup);
   EXPECT_EQ(result->cuSeqlensPadded, kCup);
@@ -895,10 +896,10 @@ TEST(S10, GoldenAlignment8WithoutDummy) {
 }
 
 TEST(S10, GoldenGraphCp1Target16N6) {
-  Expected<TailPaddingResult> result = padTailMetadata(
+  Result<TailPaddingResult> result = padTailMetadata(
       kCup, kCup, 4, 12,
       tailConfig(1, std::nullopt, 16, 6, TailPolicy::AppendDummySequence));
-  ASSERT_TRUE(result) << result.error();
+  ASSERT_TRUE(result) << result.status().message();
   EXPECT_EQ(result->localTarget, 16);
   EXPECT_EQ(result->cuSeqlens, (I32{0, 4, 8, 12, 16, 16, 16}));
   EXPECT_EQ(result->cuSeqlensPadded, (I32{0, 4, 8, 12, 16, 16, 16}));
@@ -908,10 +909,10 @@ TEST(S10, GoldenGraphCp1Target16N6) {
 }
 
 TEST(S10, GoldenGraphCp2Target8N6Metadata) {
-  Expected<TailPaddingResult> result = padTailMetadata(
+  Result<TailPaddingResult> result = padTailMetadata(
       kCup, kCup, 4, 6,
       tailConfig(2, std::nullopt, 8, 6, TailPolicy::AppendDummySequence));
-  ASSERT_TRUE(result) << result.error();
+  ASSERT_TRUE(result) << result.status().message();
   EXPECT_EQ(result->localTarget, 8);
   EXPECT_EQ(result->globalTarget, 16);
   EXPECT_EQ(result->cuSeqlens, (I32{0, 4, 8, 12, 16, 16, 16}));
@@ -932,9 +933,9 @@ TEST(S10, GoldenSplitDummySequences) {
   TailPaddingConfig config = tailConfig(1, std::nullopt, 20, 5,
                                         TailPolicy::SplitDummySequences);
   config.dummyLength = 5;
-  Expected<TailPaddingResult> result =
+  Result<TailPaddingResult> result =
       padTailMetadata({0, 3, 6}, {0, 4, 8}, 4, 8, config);
-  ASSERT_TRUE(result) << result.error();
+  ASSERT_TRUE(result) << result.status().message();
   EXPECT_EQ(result->cuSeqlensPadded, (I32{0, 4, 8, 13, 18, 20}));
   EXPECT_EQ(result->cuSeqlens, (I32{0, 3, 6, 11, 16, 18}));
   EXPECT_EQ(result->numSeqs, 5);
@@ -942,19 +943,19 @@ TEST(S10, GoldenSplitDummySequences) {
   // N 3 leaves one spare entry: one dummy takes the whole tail.
   config.maxNumSeqs = 3;
   result = padTailMetadata({0, 3, 6}, {0, 4, 8}, 4, 8, config);
-  ASSERT_TRUE(result) << result.error();
+  ASSERT_TRUE(result) << result.status().message();
   EXPECT_EQ(result->cuSeqlensPadded, (I32{0, 4, 8, 20}));
   EXPECT_EQ(result->numSeqs, 3);
   // N 4: two spare entries, pieces of 5 and 7.
   config.maxNumSeqs = 4;
   result = padTailMetadata({0, 3, 6}, {0, 4, 8}, 4, 8, config);
-  ASSERT_TRUE(result) << result.error();
+  ASSERT_TRUE(result) << result.status().message();
   EXPECT_EQ(result->cuSeqlensPadded, (I32{0, 4, 8, 13, 20}));
   EXPECT_EQ(result->cuSeqlens, (I32{0, 3, 6, 11, 18}));
   // No tail: nothing added.
   config.target = 8;
   result = padTailMetadata({0, 3, 6}, {0, 4, 8}, 4, 8, config);
-  ASSERT_TRUE(result) << result.error();
+  ASSERT_TRUE(result) << result.status().message();
   EXPECT_EQ(result->cuSeqlensPadded, (I32{0, 4, 8, 8, 8}));
   EXPECT_EQ(result->numSeqs, 2);
 }
@@ -964,9 +965,9 @@ TEST(S10, GoldenSplitDummySequencesZigzagCp2) {
   TailPaddingConfig config = tailConfig(2, std::nullopt, 8, 6,
                                         TailPolicy::SplitDummySequences);
   config.dummyLength = 4;
-  Expected<TailPaddingResult> result =
+  Result<TailPaddingResult> result =
       padTailMetadata({0, 4}, {0, 4}, 4, 2, config);
-  ASSERT_TRUE(result) << result.error();
+  ASSERT_TRUE(result) << result.status().message();
   EXPECT_EQ(result->cuSeqlensPadded, (I32{0, 4, 8, 12, 16, 16, 16}));
   EXPECT_EQ(result->numSeqs, 4);
   config.dummyLength = 2;
@@ -982,19 +983,19 @@ TEST(S10, GoldenSplitDummySequencesZigzagCp2) {
 }
 
 TEST(S10, GoldenDevDummyWithGaps) {
-  Expected<TailPaddingResult> result = padTailMetadata(
+  Result<TailPaddingResult> result = padTailMetadata(
       kCu, kCup, 4, 12,
       tailConfig(1, std::nullopt, 16, 6, TailPolicy::AppendDummySequence));
-  ASSERT_TRUE(result) << result.error();
+  ASSERT_TRUE(result) << result.status().message();
   EXPECT_EQ(result->cuSeqlens, (I32{0, 3, 5, 9, 13, 13, 13}));
   EXPECT_EQ(result->cuSeqlensPadded, (I32{0, 4, 8, 12, 16, 16, 16}));
 }
 
 TEST(S10, GoldenDevExtendLastCp2Target8) {
-  Expected<TailPaddingResult> result = padTailMetadata(
+  Result<TailPaddingResult> result = padTailMetadata(
       kCu, kCup, 4, 6,
       tailConfig(2, std::nullopt, 8, std::nullopt, TailPolicy::ExtendLast));
-  ASSERT_TRUE(result) << result.error();
+  ASSERT_TRUE(result) << result.status().message();
   EXPECT_EQ(result->cuSeqlensPadded, (I32{0, 4, 8, 16}));
   EXPECT_EQ(result->cuSeqlens, kCu);
   EXPECT_EQ(result->maxSeqlen, 8);
@@ -1009,10 +1010,10 @@ TEST(S10, GoldenDevExtendLastCp2Target8) {
 }
 
 TEST(S10, GoldenRefExtendLastCp1Alignment8) {
-  Expected<TailPaddingResult> result = padTailMetadata(
+  Result<TailPaddingResult> result = padTailMetadata(
       kCu, kCup, 4, 12,
       tailConfig(1, 8, std::nullopt, std::nullopt, TailPolicy::ExtendLast));
-  ASSERT_TRUE(result) << result.error();
+  ASSERT_TRUE(result) << result.status().message();
   EXPECT_EQ(result->cuSeqlensPadded, (I32{0, 4, 8, 16}));
   EXPECT_EQ(result->cuSeqlens, kCu);
   EXPECT_EQ(result->maxSeqlen, 8);
@@ -1021,10 +1022,10 @@ TEST(S10, GoldenRefExtendLastCp1Alignment8) {
 
 TEST(S10, GoldenPrTestTarget256N8) {
   const I32 cu = {0, 100, 150, 180};
-  Expected<TailPaddingResult> result = padTailMetadata(
+  Result<TailPaddingResult> result = padTailMetadata(
       cu, cu, 100, 180,
       tailConfig(1, std::nullopt, 256, 8, TailPolicy::AppendDummySequence));
-  ASSERT_TRUE(result) << result.error();
+  ASSERT_TRUE(result) << result.status().message();
   const I32 expected = {0, 100, 150, 180, 256, 256, 256, 256, 256};
   EXPECT_EQ(result->cuSeqlens, expected);
   EXPECT_EQ(result->cuSeqlensPadded, expected);
@@ -1046,11 +1047,11 @@ TEST(S10, GoldenEagerVersusMetadataPathUnderCp) {
   // cup[-1] = 3200, cp = 2, a = 128: tensor path Lt 1664 / gT 3328, PR
   // metadata-only path gT 3200.
   const I32 cup = {0, 3200};
-  Expected<TailPaddingResult> tensorPath =
+  Result<TailPaddingResult> tensorPath =
       padTailMetadata(cup, cup, 3200, 1600,
                       tailConfig(2, 128, std::nullopt, std::nullopt,
                                  TailPolicy::AppendDummySequence));
-  ASSERT_TRUE(tensorPath) << tensorPath.error();
+  ASSERT_TRUE(tensorPath) << tensorPath.status().message();
   EXPECT_EQ(tensorPath->localTarget, 1664);
   EXPECT_EQ(tensorPath->globalTarget, 3328);
   EXPECT_EQ(tensorPath->cuSeqlensPadded, (I32{0, 3200, 3328}));
@@ -1062,18 +1063,18 @@ TEST(S10, GoldenEagerVersusMetadataPathUnderCp) {
 }
 
 TEST(S10, TargetEqualsActualAppendsNoDummy) {
-  Expected<TailPaddingResult> graph = padTailMetadata(
+  Result<TailPaddingResult> graph = padTailMetadata(
       kCu, kCup, 4, 12,
       tailConfig(1, std::nullopt, 12, 6, TailPolicy::AppendDummySequence));
-  ASSERT_TRUE(graph) << graph.error();
+  ASSERT_TRUE(graph) << graph.status().message();
   EXPECT_EQ(graph->cuSeqlensPadded, (I32{0, 4, 8, 12, 12, 12, 12}));
   EXPECT_EQ(graph->cuSeqlens, (I32{0, 3, 5, 9, 9, 9, 9}));
   EXPECT_EQ(graph->maxSeqlen, 12);
-  Expected<TailPaddingResult> eager =
+  Result<TailPaddingResult> eager =
       padTailMetadata(kCu, kCup, 4, 12,
                       tailConfig(1, 4, std::nullopt, std::nullopt,
                                  TailPolicy::AppendDummySequence));
-  ASSERT_TRUE(eager) << eager.error();
+  ASSERT_TRUE(eager) << eager.status().message();
   EXPECT_EQ(eager->cuSeqlensPadded, kCup);
   EXPECT_EQ(eager->cuSeqlens, kCu);
   EXPECT_EQ(eager->maxSeqlen, 4);
@@ -1109,9 +1110,9 @@ TEST(S10, DummyLengthNotDivisibleBy2CpUnderZigzag) {
   TailPaddingConfig contiguous = tailConfig(2, std::nullopt, 7, std::nullopt,
                                             TailPolicy::AppendDummySequence);
   contiguous.mode = CpMode::Contiguous;
-  Expected<TailPaddingResult> result =
+  Result<TailPaddingResult> result =
       padTailMetadata(kCup, kCup, 4, 6, contiguous);
-  ASSERT_TRUE(result) << result.error();
+  ASSERT_TRUE(result) << result.status().message();
   EXPECT_EQ(result->cuSeqlensPadded, (I32{0, 4, 8, 12, 14}));
 }
 
@@ -1238,12 +1239,12 @@ TEST(S14, TeDocstringSequenceToCpRankOrder) {
 
 TEST(EdgeCase, ZeroSequencesInPack) {
   // S3 emits an empty pack only when the first sequence exceeds C*cp.
-  Expected<PackingResult> packs = dpBalancedGroups({9, 3}, 4, 2, 1);
-  ASSERT_TRUE(packs) << packs.error();
+  Result<PackingResult> packs = dpBalancedGroups({9, 3}, 4, 2, 1);
+  ASSERT_TRUE(packs) << packs.status().message();
   EXPECT_TRUE(packs->packs[0].empty());
   // S4 on an empty pack (the PR raises IndexError; the reference defines it).
-  Expected<PackedBuffer<int64_t>> empty = pack(I64{1, 2}, {0}, {}, {}, {}, 0);
-  ASSERT_TRUE(empty) << empty.error();
+  Result<PackedBuffer<int64_t>> empty = pack(I64{1, 2}, {0}, {}, {}, {}, 0);
+  ASSERT_TRUE(empty) << empty.status().message();
   EXPECT_TRUE(empty->values.empty());
   EXPECT_EQ(empty->metadata.cuSeqlens, (I32{0}));
   EXPECT_EQ(empty->metadata.cuSeqlensPadded, (I32{0}));
@@ -1272,18 +1273,18 @@ TEST(EdgeCase, TotalLengthZero) {
                "total_tokens = 0 must be > 0");
   EXPECT_VALUE(cpPartitionIndices({0, 0}, 0, 1, 0), I32{});
   // S10 target mode: a single dummy [0, gT].
-  Expected<TailPaddingResult> cp1 =
+  Result<TailPaddingResult> cp1 =
       padTailMetadata({0}, {0}, 0, 0,
                       tailConfig(1, std::nullopt, 8, std::nullopt,
                                  TailPolicy::AppendDummySequence));
-  ASSERT_TRUE(cp1) << cp1.error();
+  ASSERT_TRUE(cp1) << cp1.status().message();
   EXPECT_EQ(cp1->cuSeqlensPadded, (I32{0, 8}));
   EXPECT_EQ(cp1->cuSeqlens, (I32{0, 8}));
   EXPECT_EQ(cp1->maxSeqlen, 8);
-  Expected<TailPaddingResult> cp2 = padTailMetadata(
+  Result<TailPaddingResult> cp2 = padTailMetadata(
       {0, 0, 0}, {0, 0, 0}, 0, 0,
       tailConfig(2, std::nullopt, 4, 4, TailPolicy::AppendDummySequence));
-  ASSERT_TRUE(cp2) << cp2.error();
+  ASSERT_TRUE(cp2) << cp2.status().message();
   EXPECT_EQ(cp2->cuSeqlensPadded, (I32{0, 0, 0, 8, 8}));
   EXPECT_EQ(cp2->cuSeqlens, (I32{0, 0, 0, 8, 8}));
   EXPECT_EQ(cp2->tailMask, Mask(4, 1));
@@ -1291,21 +1292,21 @@ TEST(EdgeCase, TotalLengthZero) {
 
 TEST(EdgeCase, AlignmentNotDividingC) {
   // Eager: only a <= C is checked, so Lt can exceed C.
-  Expected<ThdPaddingKwargs> eager = thdPaddingKwargs(
+  Result<ThdPaddingKwargs> eager = thdPaddingKwargs(
       PadAlignment::multipleOf(3), 8, 6, false, true, SemanticsVersion::PR4359);
-  ASSERT_TRUE(eager) << eager.error();
+  ASSERT_TRUE(eager) << eager.status().message();
   ASSERT_EQ(eager->alignment, std::optional<int64_t>(3));
-  Expected<TailPaddingResult> result = padTailMetadata(
+  Result<TailPaddingResult> result = padTailMetadata(
       {0, 8}, {0, 8}, 8, 8,
       tailConfig(1, *eager->alignment, std::nullopt, std::nullopt,
                  TailPolicy::AppendDummySequence));
-  ASSERT_TRUE(result) << result.error();
+  ASSERT_TRUE(result) << result.status().message();
   EXPECT_EQ(result->localTarget, 9);
   EXPECT_EQ(result->cuSeqlensPadded, (I32{0, 8, 9}));
   // Graph mode forces target_len = C ...
-  Expected<ThdPaddingKwargs> graph = thdPaddingKwargs(
+  Result<ThdPaddingKwargs> graph = thdPaddingKwargs(
       PadAlignment::maxLength(), 8, 6, true, true, SemanticsVersion::PR4359);
-  ASSERT_TRUE(graph) << graph.error();
+  ASSERT_TRUE(graph) << graph.status().message();
   EXPECT_EQ(graph->targetLength, std::optional<int64_t>(8));
   EXPECT_EQ(graph->alignment, std::nullopt);
   // ... and rejects an integer alignment other than C with the scheduler.
@@ -1320,11 +1321,11 @@ TEST(EdgeCase, Cp1) {
                (I32{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}));
   EXPECT_VALUE(ropePositions(kCup, 1, 0, 12),
                (I64{0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3}));
-  Expected<TailPaddingResult> result =
+  Result<TailPaddingResult> result =
       padTailMetadata(kCu, kCup, 4, 12,
                       tailConfig(1, 5, std::nullopt, std::nullopt,
                                  TailPolicy::AppendDummySequence));
-  ASSERT_TRUE(result) << result.error();
+  ASSERT_TRUE(result) << result.status().message();
   EXPECT_EQ(result->globalTarget, result->localTarget);
   EXPECT_EQ(result->globalTarget, 15);
 }
@@ -1353,11 +1354,10 @@ TEST(EdgeCase, MoreThanNEntries) {
                                           TailPolicy::AppendDummySequence)),
                "Actual num_seqs (4) exceeds thd_max_packed_sequences (3)");
   // The dp_balanced cap K = N - 1 prevents it.
-  Expected<std::optional<int64_t>> cap = schedulerMaxRealNumSeqs(4, true, true);
+  Result<std::optional<int64_t>> cap = schedulerMaxRealNumSeqs(4, true, true);
   ASSERT_TRUE(cap && *cap);
-  Expected<PackingResult> packs =
-      dpBalancedGroups(I32(10, 1), 1024, 1, 1, **cap);
-  ASSERT_TRUE(packs) << packs.error();
+  Result<PackingResult> packs = dpBalancedGroups(I32(10, 1), 1024, 1, 1, **cap);
+  ASSERT_TRUE(packs) << packs.status().message();
   for (const I32 &p : packs->packs)
     EXPECT_LE(static_cast<int64_t>(p.size()), **cap);
 }
@@ -1394,8 +1394,8 @@ GraphStepInput runningExampleInput(int32_t rank) {
 /// (sequences, tokens) of droppedCounts, for comparisons.
 std::pair<int32_t, int32_t> dropped(int32_t status, const I32 &cu,
                                     int64_t numSeqs) {
-  Expected<DroppedCounts> counts = droppedCounts(status, cu, numSeqs);
-  EXPECT_TRUE(counts) << counts.error();
+  Result<DroppedCounts> counts = droppedCounts(status, cu, numSeqs);
+  EXPECT_TRUE(counts) << counts.status().message();
   return counts ? std::make_pair(counts->sequences, counts->tokens)
                 : std::make_pair(-1, -1);
 }
@@ -1646,25 +1646,28 @@ TEST(GraphStepDeathTest, CapacityOverflowIsAPreconditionNotAWrap) {
 }
 
 TEST(GraphStep, PreconditionErrorReportsWithoutAborting) {
-  std::optional<std::string> problem =
-      graphStepPreconditionError(wrappedCapacityInput(), kWrapsTo32, 8, 6);
-  ASSERT_TRUE(problem);
-  EXPECT_EQ(*problem, "C * cp = 2305843009213693956 * 8 overflows int64, "
-                      "outside the int32 range of the cu arrays");
-  problem = graphStepPreconditionError(runningExampleInput(0), 1 << 30, 4, 6);
-  ASSERT_TRUE(problem);
-  EXPECT_EQ(*problem, "C * cp = 1073741824 * 4 = 4294967296, outside the "
-                      "int32 range of the cu arrays");
-  problem = graphStepPreconditionError(runningExampleInput(0), 8, 2, kInt64Max);
-  ASSERT_TRUE(problem);
-  EXPECT_NE(problem->find("N = 9223372036854775807 is outside the int32"),
+  Status problem =
+      checkGraphStepPreconditions(wrappedCapacityInput(), kWrapsTo32, 8, 6);
+  ASSERT_FALSE(problem);
+  EXPECT_EQ(problem.message(), "C * cp = 2305843009213693956 * 8 overflows "
+                               "int64, outside the int32 range of the cu "
+                               "arrays");
+  problem = checkGraphStepPreconditions(runningExampleInput(0), 1 << 30, 4, 6);
+  ASSERT_FALSE(problem);
+  EXPECT_EQ(problem.message(), "C * cp = 1073741824 * 4 = 4294967296, outside "
+                               "the int32 range of the cu arrays");
+  problem =
+      checkGraphStepPreconditions(runningExampleInput(0), 8, 2, kInt64Max);
+  ASSERT_FALSE(problem);
+  EXPECT_NE(problem.message().find("N = 9223372036854775807 is outside the "
+                                   "int32"),
             std::string::npos)
-      << *problem;
-  EXPECT_FALSE(
-      graphStepPreconditionError(runningExampleInput(0), 8, 2, 6).has_value());
-  problem = graphStepPreconditionError(runningExampleInput(0), 7, 2, 6);
-  ASSERT_TRUE(problem);
-  EXPECT_NE(problem->find("must be even"), std::string::npos) << *problem;
+      << problem.message();
+  EXPECT_TRUE(checkGraphStepPreconditions(runningExampleInput(0), 8, 2, 6));
+  problem = checkGraphStepPreconditions(runningExampleInput(0), 7, 2, 6);
+  ASSERT_FALSE(problem);
+  EXPECT_NE(problem.message().find("must be even"), std::string::npos)
+      << problem.message();
 }
 
 /// A random graph-step input in the static shapes of (C, cp, N): valid
@@ -1797,8 +1800,8 @@ TEST(GraphStep, MetadataMakesNoRows) {
 TEST(GraphStepDeathTest, MetadataPreconditionsAreTheStepsButTheData) {
   GraphStepInput input = runningExampleInput(0);
   input.tokens.clear();
-  EXPECT_FALSE(graphStepMetadataPreconditionError(input, 8, 2, 6));
-  EXPECT_TRUE(graphStepPreconditionError(input, 8, 2, 6));
+  EXPECT_TRUE(checkGraphStepMetadataPreconditions(input, 8, 2, 6));
+  EXPECT_FALSE(checkGraphStepPreconditions(input, 8, 2, 6));
   input.cuSeqlens.push_back(0);
   EXPECT_DEATH(graphStepMetadata(input, 8, 2, 6), "N\\+1 = 7");
   EXPECT_DEATH(graphStepMetadata(runningExampleInput(0), 7, 2, 6),
@@ -1960,8 +1963,8 @@ TEST(S1, LowPrecisionMultipleEveryRankShareIsAMultiple) {
     for (int64_t tp : {1, 2, 3})
       for (bool sp : {false, true})
         for (int64_t m : {1, 2, 5, 16, 32, 128}) {
-          Expected<int64_t> g = padGranularity(cp, tp, sp, 1, false, m);
-          ASSERT_TRUE(g) << g.error();
+          Result<int64_t> g = padGranularity(cp, tp, sp, 1, false, m);
+          ASSERT_TRUE(g) << g.status().message();
           const int64_t share = cp > 1 ? cp : 1, tpPad = sp ? tp : 1;
           EXPECT_EQ(*g % (share * tpPad * m), 0) << cp << " " << tp << " " << m;
           if (cp > 1) {
@@ -2012,11 +2015,13 @@ TEST(S1, CapacityAlignmentIsOnTheRowsARankFeedsItsGemms) {
   EXPECT_ERROR(checkCapacityAlignment(100, 1, false, 64),
                "C = 100 is not a multiple of m = 64");
   // Below the multiple: only the one above is offered, never 0.
-  Expected<int64_t> small = checkCapacityAlignment(16, 1, false, 64);
+  Result<int64_t> small = checkCapacityAlignment(16, 1, false, 64);
   ASSERT_FALSE(small);
-  EXPECT_NE(small.error().find("the nearest C that is: 64"), std::string::npos)
-      << small.error();
-  EXPECT_EQ(small.error().find("0 or"), std::string::npos) << small.error();
+  EXPECT_NE(small.status().message().find("the nearest C that is: 64"),
+            std::string::npos)
+      << small.status().message();
+  EXPECT_EQ(small.status().message().find("0 or"), std::string::npos)
+      << small.status().message();
   EXPECT_ERROR(capacityRowMultiple(0, true, 16), "tp and the multiple >= 1");
   EXPECT_ERROR(capacityRowMultiple(1 << 20, true, 1 << 20),
                "outside the int32 range");
@@ -2061,8 +2066,8 @@ TEST(Randomized, PaddingMaskAndPositionsMatchDefinition) {
       valid.push_back(
           std::uniform_int_distribution<int>(0, padded.back())(rng));
     }
-    Expected<PackMetadata> metadata = packMetadata(valid, padded);
-    ASSERT_TRUE(metadata) << metadata.error();
+    Result<PackMetadata> metadata = packMetadata(valid, padded);
+    ASSERT_TRUE(metadata) << metadata.status().message();
     const I32 &cu = metadata->cuSeqlens, &cup = metadata->cuSeqlensPadded;
     Mask expectedMask;
     I64 expectedPositions;
@@ -2093,8 +2098,8 @@ TEST(Randomized, GraphStepMicrobatches) {
       padded.push_back(static_cast<int32_t>(granularity * uniform(0, 6)));
       valid.push_back(static_cast<int32_t>(uniform(0, padded.back())));
     }
-    Expected<PackMetadata> metadata = packMetadata(valid, padded);
-    ASSERT_TRUE(metadata) << metadata.error();
+    Result<PackMetadata> metadata = packMetadata(valid, padded);
+    ASSERT_TRUE(metadata) << metadata.status().message();
     const I32 &cu = metadata->cuSeqlens, &cup = metadata->cuSeqlensPadded;
     const int64_t total = cup.back();
     int64_t c = std::max<int64_t>(1, (total + cp - 1) / cp);
@@ -2107,8 +2112,8 @@ TEST(Randomized, GraphStepMicrobatches) {
     if (total > 0 || cp == 1) {
       I32 all;
       for (int64_t rank = 0; rank < cp; ++rank) {
-        Expected<I32> indices = cpPartitionIndices(cup, total, cp, rank);
-        ASSERT_TRUE(indices) << indices.error();
+        Result<I32> indices = cpPartitionIndices(cup, total, cp, rank);
+        ASSERT_TRUE(indices) << indices.status().message();
         EXPECT_EQ(static_cast<int64_t>(indices->size()), total / cp);
         all.insert(all.end(), indices->begin(), indices->end());
       }
@@ -2184,9 +2189,9 @@ TEST(Randomized, GraphStepMicrobatches) {
       // TE assigns the local tail rows to the dummy: with the padded
       // metadata the first T/cp indices are unchanged and the rest lie in
       // [T, C*cp).
-      Expected<I32> paddedIndices =
+      Result<I32> paddedIndices =
           cpPartitionIndices(expectedCup, rows, cp, rank);
-      ASSERT_TRUE(paddedIndices) << paddedIndices.error();
+      ASSERT_TRUE(paddedIndices) << paddedIndices.status().message();
       for (int64_t t = 0; t < c; ++t) {
         if (t < total / cp)
           continue;
