@@ -32,6 +32,8 @@
 #include <vector>
 
 using namespace thdc::planner;
+using thdc::Result;
+using thdc::Status;
 
 namespace {
 
