@@ -23,7 +23,9 @@ over its repeats and its ratio to megatron-graphs (Megatron's per-layer
 graph path), and the share of each run's loss curve (a moving mean of 10
 iterations) inside the band the megatron-graphs runs span, their bf16
 run-to-run noise; OUT/losses.png plots the curves over that band
-(matplotlib). --report OUT makes both again from OUT/summary.json.
+(matplotlib). --report OUT makes both again from OUT/summary.json, or
+from the summary.json of each folder in OUT (one comparison run in parts,
+as separate invocations: gather), which it merges into OUT/summary.json.
 
 The data: Megatron's variable-length mock dataset (--use-varlen-dataset
 --mock-data) with the lognormal lengths of dev's own benchmark
@@ -298,13 +300,53 @@ def plot_losses(runs: List[dict], path: str, band: Optional[dict] = None,
     return True
 
 
+# What the runs of one comparison share: the parts of a run made by several
+# invocations (gather) must agree on each.
+SETTINGS = ("size", "C", "N", "iters", "global_batch", "steady_from", "text")
+
+
+def gather(out: str) -> List[dict]:
+    """The runs of OUT/summary.json; where OUT has none, the runs of every
+    OUT/*/summary.json in folder order (one comparison made by several
+    invocations, each in its own folder: the modes of one order, or one
+    mode each), written to OUT/summary.json, each run's log named by its
+    folder. ValueError where there are none or the parts' SETTINGS differ
+    (the text corpus by its file name)."""
+    top = os.path.join(out, "summary.json")
+    if os.path.isfile(top):
+        with open(top) as f:
+            return json.load(f)["runs"]
+    parts = sorted(d for d in os.listdir(out) if os.path.isfile(
+        os.path.join(out, d, "summary.json"))) if os.path.isdir(out) else []
+    if not parts:
+        raise ValueError("no summary.json of a run, in it or in a folder of it")
+    merged, first = None, None
+    for part in parts:
+        with open(os.path.join(out, part, "summary.json")) as f:
+            summary = json.load(f)
+        settings = {k: summary.get(k) for k in SETTINGS}
+        if settings["text"]:
+            settings["text"] = os.path.basename(settings["text"])
+        if merged is None:
+            merged, first = dict(summary, runs=[], modes={}, parts=[]), (part, settings)
+        elif settings != first[1]:
+            differ = ", ".join(f"{k} {first[1][k]} / {settings[k]}" for k in SETTINGS
+                               if settings[k] != first[1][k])
+            raise ValueError(f"{first[0]} and {part} are not one comparison ({differ})")
+        merged["parts"].append(part)
+        merged["modes"].update(summary.get("modes", {}))
+        merged["runs"] += [dict(run, log=f"{part}/{run['log']}") for run in summary["runs"]]
+    with open(top, "w") as f:
+        json.dump(merged, f, indent=1)
+    return merged["runs"]
+
+
 def report(out: str) -> List[str]:
-    """The table, the loss band and the plot from OUT/summary.json."""
+    """The table, the loss band and the plot from OUT/summary.json (gather)."""
     try:
-        with open(os.path.join(out, "summary.json")) as f:
-            runs = json.load(f)["runs"]
+        runs = gather(out)
     except (OSError, ValueError, KeyError) as error:
-        sys.exit(f"megatron_pretrain.py --report: {out}: no summary.json of a run ({error})")
+        sys.exit(f"megatron_pretrain.py --report: {out}: {error}")
     lines = table(runs)
     band = loss_band(runs)
     if band:
@@ -330,7 +372,8 @@ def main(argv=None) -> int:
         return child(argv[1:])
     if argv[:1] == ["--report"]:
         if len(argv) != 2:
-            sys.exit("usage: megatron_pretrain.py --report OUT (a folder with summary.json)")
+            sys.exit("usage: megatron_pretrain.py --report OUT (a folder with summary.json, "
+                     "or with folders that have one)")
         print("\n".join(report(argv[1])))
         return 0
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

@@ -155,6 +155,44 @@ def test_the_report_from_a_summary(tmp_path):
     assert plotted and (tmp_path / "losses.png").stat().st_size > 1000
 
 
+def test_the_report_gathers_a_comparison_run_in_parts(tmp_path):
+    """--report OUT on folders of one mode each (one comparison made by
+    several invocations): their runs merged into OUT/summary.json in folder
+    order, each log named by its folder; parts of other settings refused."""
+    import json
+
+    settings = {"size": "125m", "C": 8192, "N": 64, "iters": 30, "global_batch": 32,
+                "steady_from": 6, "text": None}
+    for index, (mode, start) in enumerate((("megatron-graphs", 5.0), ("thdc-graphs", 5.05),
+                                           ("megatron-graphs", 5.1))):
+        part = tmp_path / f"{index:02d}-{mode}"
+        part.mkdir()
+        run = dict(run_with_losses(mode, [start - i / 100 for i in range(30)]),
+                   log=f"00-{mode}.log")
+        (part / "summary.json").write_text(json.dumps(
+            dict(settings, modes={mode: bench.MODES[mode]}, runs=[run])))
+    lines = bench.report(str(tmp_path))
+    assert any(line.startswith("| megatron-graphs | 2 |") for line in lines)
+    assert "- thdc-graphs: 100% of iterations; farthest outside by 0.0% of the loss" in lines
+    merged = json.loads((tmp_path / "summary.json").read_text())
+    assert [r["log"] for r in merged["runs"]] == [
+        "00-megatron-graphs/00-megatron-graphs.log", "01-thdc-graphs/00-thdc-graphs.log",
+        "02-megatron-graphs/00-megatron-graphs.log"]
+    assert set(merged["modes"]) == {"megatron-graphs", "thdc-graphs"}
+    assert merged["C"] == 8192 and merged["parts"] == sorted(merged["parts"])
+    assert bench.report(str(tmp_path)) == lines  # again, from the merged summary
+
+    other = tmp_path / "other"
+    for name, C in (("a", 8192), ("b", 16384)):
+        (other / name).mkdir(parents=True)
+        (other / name / "summary.json").write_text(json.dumps(
+            dict(settings, C=C, runs=[dict(run_with_losses("thdc-graphs", [5.0] * 30),
+                                           log="00-thdc-graphs.log")])))
+    with pytest.raises(SystemExit, match="a and b are not one comparison .C 8192 / 16384"):
+        bench.report(str(other))
+    assert not (other / "summary.json").exists()
+
+
 def test_real_tokens_from_the_text_corpus(tmp_path):
     """--text: Megatron's mock data in its verification mode, real tokens of
     bench/text_corpus.py's indexed dataset cut to the same lognormal
