@@ -17,7 +17,13 @@ since the line before), and its memory reports as
   [Rank 0] (after 10 iterations) memory (MB) | allocated: ... | max allocated: ...
   | reserved: ... | max reserved: ...
 
-(report_memory, megatron/training/utils/common_utils.py:296-317).
+(report_memory, megatron/training/utils/common_utils.py:296-317). A run of
+bench/megatron_pretrain.py --count-syncs adds, at exit,
+
+  [Rank 0] (at exit) host synchronisations | iterations: 30 | per iteration
+  median: 4 | max: 6 | total: 130
+
+(one line: the synchronizing calls inside each of Megatron's train_step).
 
   python3 bench/megatron_log.py LOG[.xz] [--steady-from ITERATION] [--json OUT]
 
@@ -38,6 +44,7 @@ from typing import Dict, List, Optional
 _ITERATION = re.compile(r"iteration\s+(\d+)/\s*(\d+)\s*\|")
 _FIELD = re.compile(r"\|?\s*([A-Za-z][A-Za-z0-9 /()_.-]*?):\s*([-+0-9.eE]+|nan|inf)\s*\|")
 _MEMORY = re.compile(r"\[Rank (\d+)\] (.*?) memory \(MB\)((?:\s*\|\s*[a-z ]+: [0-9.]+)+)")
+_SYNCS = re.compile(r"\[Rank \d+\] \(at exit\) host synchronisations((?:\s*\|\s*[a-z ]+: [0-9.]+)+)")
 
 # The fields of a log line that are not losses (every other "name: number"
 # field is a loss: total_loss_dict's keys, training.py:3435-3441).
@@ -51,8 +58,9 @@ _NOT_LOSSES = {
 
 def parse(lines) -> Dict[str, list]:
     """{"intervals": one dict per log line, "memory": one per memory
-    report}; other lines are ignored."""
-    intervals, memory = [], []
+    report, "syncs": the host synchronisations' line as a dict, or None};
+    other lines are ignored."""
+    intervals, memory, syncs = [], [], None
     for line in lines:
         found = _ITERATION.search(line)
         if found:
@@ -72,7 +80,12 @@ def parse(lines) -> Dict[str, list]:
             fields = dict((k.strip(), float(v)) for k, v in
                           re.findall(r"\|\s*([a-z ]+): ([0-9.]+)", found.group(3)))
             memory.append({"rank": int(found.group(1)), "when": found.group(2).strip(), **fields})
-    return {"intervals": intervals, "memory": memory}
+            continue
+        found = _SYNCS.search(line)
+        if found:
+            syncs = dict((k.strip(), float(v)) for k, v in
+                         re.findall(r"\|\s*([a-z ]+): ([0-9.]+)", found.group(1)))
+    return {"intervals": intervals, "memory": memory, "syncs": syncs}
 
 
 def summarise(parsed: Dict[str, list], steady_from: Optional[int] = None) -> dict:
@@ -115,6 +128,10 @@ def summarise(parsed: Dict[str, list], steady_from: Optional[int] = None) -> dic
     for key in ("max allocated", "max reserved"):
         values = [m[key] for m in parsed["memory"] if key in m]
         result[f"peak_{key.replace(' ', '_')}_mb"] = max(values) if values else None
+    syncs = parsed.get("syncs")
+    result["syncs_per_iteration"] = None if syncs is None else {
+        "median": syncs.get("per iteration median"), "max": syncs.get("max"),
+        "iterations": syncs.get("iterations")}
     return result
 
 

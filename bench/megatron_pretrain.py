@@ -166,11 +166,84 @@ def child(argv: Sequence[str]) -> int:
 
     atexit.register(report)
     from thdc.megatron import run
+    if os.environ.get(COUNT_SYNCS) == "1":
+        script_runner = run.run_script
+
+        def run_script(script: str, args: Sequence[str]) -> None:
+            # After the launcher's own installs, as the script's imports come.
+            sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+            from megatron.training import training
+            count_syncs(training)
+            script_runner(script, args)
+
+        run.run_script = run_script
     return run.main(list(argv))
 
 
-def environment() -> Dict[str, str]:
+# The child's switch for count_syncs (--count-syncs); PyTorch's text of the
+# warning set_sync_debug_mode("warn") gives for each synchronizing call
+# (c10/cuda/CUDAFunctions.cpp, warn_or_error_on_sync).
+COUNT_SYNCS = "THDC_BENCH_COUNT_SYNCS"
+SYNC_WARNING = "called a synchronizing CUDA operation"
+
+
+def sync_line(counts: Sequence[int]) -> str:
+    """count_syncs's line at exit (bench/megatron_log.py's _SYNCS reads it)."""
+    return (f"[Rank 0] (at exit) host synchronisations | iterations: {len(counts)} | "
+            f"per iteration median: {statistics.median(counts):g} | max: {max(counts)} | "
+            f"total: {sum(counts)}")
+
+
+def count_syncs(training) -> List[int]:
+    """Counts the host synchronisations in each of Megatron's train_step
+    calls (training.train_step: the batch function, forward, backward and the
+    optimizer of one iteration; Megatron's own log line after it is not
+    counted) under torch.cuda.set_sync_debug_mode("warn"), which warns once
+    for every synchronizing call, and prints them at exit in Megatron's
+    memory-report format (bench/megatron_log.py reads the line). The
+    warnings themselves are swallowed: a run that counts is slower, so its
+    times are not the comparison's. Returns the list it fills."""
+    import atexit
+    import warnings
+
+    import torch
+
+    counts: List[int] = []
+    inside = [False]
+    train_step = training.train_step
+
+    def counted_train_step(*args, **kwargs):
+        counts.append(0)
+        inside[0] = True
+        try:
+            return train_step(*args, **kwargs)
+        finally:
+            inside[0] = False
+
+    shown = warnings.showwarning
+
+    def showwarning(message, category, *rest, **kwargs):
+        if SYNC_WARNING not in str(message):
+            return shown(message, category, *rest, **kwargs)
+        if inside[0]:
+            counts[-1] += 1
+
+    def report() -> None:
+        if counts:
+            print(sync_line(counts), flush=True)
+
+    training.train_step = counted_train_step
+    warnings.showwarning = showwarning
+    warnings.filterwarnings("always", message=f".*{SYNC_WARNING}")
+    torch.cuda.set_sync_debug_mode("warn")
+    atexit.register(report)
+    return counts
+
+
+def environment(count: bool = False) -> Dict[str, str]:
     env = dict(os.environ)
+    if count:
+        env[COUNT_SYNCS] = "1"
     env.setdefault("CUDA_DEVICE_MAX_CONNECTIONS", "1")
     for key, value in (("RANK", "0"), ("LOCAL_RANK", "0"), ("WORLD_SIZE", "1"),
                        ("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", "29511")):
@@ -187,6 +260,14 @@ def _ratio(base, value) -> str:
     return f"{base / value:.3f}x" if base and value else "-"
 
 
+def _syncs(summaries: List[dict]) -> str:
+    counts = [s["syncs_per_iteration"] for s in summaries if s.get("syncs_per_iteration")]
+    if not counts:
+        return "-"
+    return (f"{statistics.median(c['median'] for c in counts):g} "
+            f"({max(c['max'] for c in counts):g})")
+
+
 def table(runs: List[dict]) -> List[str]:
     """Per mode: the median over its runs, its ratio to BASELINE."""
     by_mode: Dict[str, List[dict]] = {}
@@ -200,8 +281,13 @@ def table(runs: List[dict]) -> List[str]:
 
     base_whole, base_steady = median(BASELINE, "whole_run_ms_per_iteration"), median(
         BASELINE, "steady_ms_per_iteration")
+    # Runs of --count-syncs add a column: the median over the runs of each
+    # run's median synchronisations per iteration, and the largest count.
+    counted = any((r.get("summary") or {}).get("syncs_per_iteration") for r in runs)
     lines = ["| mode | runs | whole run ms/iter | vs graphs | steady ms/iter (min-max) | "
-             "vs graphs | last loss | peak allocated MB |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+             "vs graphs | last loss | peak allocated MB |" + (" syncs/iter (max) |" if counted
+                                                              else ""),
+             "|---|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if counted else "")]
     for mode in MODES:
         if mode not in by_mode:
             continue
@@ -216,7 +302,8 @@ def table(runs: List[dict]) -> List[str]:
             f"| {mode} | {len(by_mode[mode])} | {_number(whole)} | {_ratio(base_whole, whole)} | "
             f"{_number(steady)} ({_number(min(spread, default=None))}-"
             f"{_number(max(spread, default=None))}) | {_ratio(base_steady, steady)} | "
-            f"{' / '.join(f'{x:.4f}' for x in losses)} | {_number(max(peaks, default=None), 0)} |")
+            f"{' / '.join(f'{x:.4f}' for x in losses)} | {_number(max(peaks, default=None), 0)} |"
+            + (f" {_syncs(by_mode[mode])} |" if counted else ""))
     return lines
 
 
@@ -302,7 +389,7 @@ def plot_losses(runs: List[dict], path: str, band: Optional[dict] = None,
 
 # What the runs of one comparison share: the parts of a run made by several
 # invocations (gather) must agree on each.
-SETTINGS = ("size", "C", "N", "iters", "global_batch", "steady_from", "text")
+SETTINGS = ("size", "C", "N", "iters", "global_batch", "steady_from", "text", "count_syncs")
 
 
 def gather(out: str) -> List[dict]:
@@ -327,6 +414,7 @@ def gather(out: str) -> List[dict]:
         settings = {k: summary.get(k) for k in SETTINGS}
         if settings["text"]:
             settings["text"] = os.path.basename(settings["text"])
+        settings["count_syncs"] = bool(settings["count_syncs"])
         if merged is None:
             merged, first = dict(summary, runs=[], modes={}, parts=[]), (part, settings)
         elif settings != first[1]:
@@ -392,6 +480,9 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=2, help="rounds, alternating order")
     parser.add_argument("--steady-from", type=int, help="default: a fifth of --iters")
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per run")
+    parser.add_argument("--count-syncs", action="store_true",
+                        help="count the host synchronisations of each iteration (count_syncs); "
+                             "slower, so its times are not the comparison's")
     parser.add_argument("--dry-run", action="store_true", help="print the commands only")
     args = parser.parse_args(argv)
     modes = [m for m in args.modes.split(",") if m]
@@ -420,7 +511,8 @@ def main(argv=None) -> int:
         with timing.host_window() as process, open(log, "w") as out:
             try:
                 code = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT,
-                                      cwd=os.path.dirname(script), env=environment(),
+                                      cwd=os.path.dirname(script),
+                                      env=environment(args.count_syncs),
                                       timeout=args.timeout).returncode
             except subprocess.TimeoutExpired:
                 code = "timeout"
@@ -440,7 +532,7 @@ def main(argv=None) -> int:
         with open(os.path.join(args.out, "summary.json"), "w") as f:
             json.dump({"size": args.size, "C": args.C, "N": args.N, "iters": args.iters,
                        "global_batch": args.global_batch, "steady_from": steady_from,
-                       "text": args.text,
+                       "text": args.text, "count_syncs": args.count_syncs,
                        "flags": common, "modes": {m: MODES[m] for m in modes},
                        "runs": runs}, f, indent=1)
     if runs:

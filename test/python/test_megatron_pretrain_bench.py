@@ -225,3 +225,47 @@ def test_the_report_of_the_kept_run(tmp_path):
     bench.report(str(tmp_path))
     with open(os.path.join(kept, "table.md")) as f:
         assert (tmp_path / "table.md").read_text() == f.read()
+
+
+def test_host_synchronisations_counted_per_train_step(monkeypatch):
+    """--count-syncs: every synchronizing call PyTorch warns of inside one of
+    Megatron's train_step calls counts for that iteration, none outside;
+    other warnings pass through; the line at exit is what megatron_log
+    reads back, and the table gains a column."""
+    import types
+    import warnings
+
+    torch = pytest.importorskip("torch")
+    modes = []
+    monkeypatch.setattr(torch.cuda, "set_sync_debug_mode", modes.append)
+    monkeypatch.setattr(warnings, "showwarning", warnings.showwarning)
+    monkeypatch.setattr(warnings, "filters", list(warnings.filters))
+    registered = []
+    monkeypatch.setattr("atexit.register", registered.append)
+
+    def train_step(syncs):
+        for _ in range(syncs):
+            warnings.warn(bench.SYNC_WARNING)  # as PyTorch's warn_or_error_on_sync
+        return syncs
+
+    training = types.SimpleNamespace(train_step=train_step)
+    counts = bench.count_syncs(training)
+    assert modes == ["warn"] and len(registered) == 1
+    warnings.warn(bench.SYNC_WARNING)  # outside an iteration: Megatron's log line
+    assert [training.train_step(n) for n in (2, 0, 5, 2)] == [2, 0, 5, 2]
+    assert counts == [2, 0, 5, 2]
+    with pytest.warns(UserWarning, match="something else"):
+        training.train_step(0)
+        warnings.warn("something else")
+    assert counts == [2, 0, 5, 2, 0]
+
+    line = bench.sync_line(counts)
+    parsed = bench.megatron_log.parse([line])
+    assert parsed["syncs"] == {"iterations": 5, "per iteration median": 2, "max": 5,
+                               "total": 9}
+    run = run_with_losses("thdc-graphs", [5.0] * 30)
+    run["summary"]["syncs_per_iteration"] = {"median": 0, "max": 1, "iterations": 5}
+    lines = bench.table([run])
+    assert lines[0].endswith("| syncs/iter (max) |") and lines[-1].endswith("| 0 (1) |")
+    assert not bench.table([run_with_losses("thdc-graphs", [5.0] * 30)])[0].endswith(
+        "(max) |")
