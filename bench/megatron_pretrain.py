@@ -5,6 +5,7 @@ own log: the comparison a Megatron user believes.
     python3 bench/megatron_pretrain.py --megatron DIR --out DIR
         [--size 125m] [--C 8192] [--N 64] [--iters 300]
         [--modes megatron-eager,megatron-graphs,thdc-eager,thdc-graphs,thdc-ladder,thdc-exact]
+        [--gdn] [--count-syncs]
         [--repeats 2] [--steady-from ITERATION] [--dry-run]
     python3 bench/megatron_pretrain.py --report OUT
 
@@ -80,6 +81,28 @@ MODES = {
                                        "--no-check-for-nan-in-loss-and-grad"]),
 }
 BASELINE = "megatron-graphs"
+# With Gated DeltaNet layers (--gdn) the baseline is Megatron's eager path: its
+# only working one with packing (the layer reads the offsets back to the host,
+# gdn.py:180-193 on dev, which no graph holds).
+GDN_BASELINE = "megatron-eager"
+GDN_MODES = ("megatron-eager", "thdc-graphs", "thdc-ladder", "thdc-full-iteration")
+
+
+def baseline_of(summary: dict) -> str:
+    """The mode a comparison's ratios and loss band are taken against."""
+    return GDN_BASELINE if summary.get("gdn") else BASELINE
+
+
+def gdn_flags(size: str) -> List[str]:
+    """Gated DeltaNet layers three of every four (Qwen3-Next's pattern;
+    --linear-attention-freq 4, megatron-core's experimental attention
+    variant), half as many key heads as value heads, heads of 64: the value
+    width the hidden size."""
+    _, _, heads = SIZES[size]
+    return ["--experimental-attention-variant", "gated_delta_net", "--linear-attention-freq", "4",
+            "--linear-num-key-heads", str(max(heads // 2, 1)),
+            "--linear-num-value-heads", str(heads),
+            "--linear-key-head-dim", "64", "--linear-value-head-dim", "64"]
 
 
 def mock_lengths(C: int, text: Optional[str] = None) -> str:
@@ -105,9 +128,9 @@ def text_vocabulary(text: str) -> int:
 
 def megatron_flags(size: str, C: int, N: int, iters: int, cache: str,
                    global_batch: int = 32, seed: int = 1234,
-                   text: Optional[str] = None) -> List[str]:
+                   text: Optional[str] = None, gdn: bool = False) -> List[str]:
     """The flags every mode shares (its own come from MODES); text: real
-    tokens (mock_lengths)."""
+    tokens (mock_lengths); gdn: Gated DeltaNet layers (gdn_flags)."""
     hidden, layers, heads = SIZES[size]
     vocabulary = 32768 if text is None else text_vocabulary(text)
     return [
@@ -131,7 +154,7 @@ def megatron_flags(size: str, C: int, N: int, iters: int, cache: str,
         "--log-interval", "1", "--log-throughput", "--timing-log-level", "0",
         "--eval-interval", "1000000", "--eval-iters", "1", "--save-interval", "1000000",
         "--distributed-backend", "nccl",
-    ]
+    ] + (gdn_flags(size) if gdn else [])
 
 
 def mode_command(mode: str, script: str, common: Sequence[str], N: int) -> List[str]:
@@ -268,8 +291,8 @@ def _syncs(summaries: List[dict]) -> str:
             f"({max(c['max'] for c in counts):g})")
 
 
-def table(runs: List[dict]) -> List[str]:
-    """Per mode: the median over its runs, its ratio to BASELINE."""
+def table(runs: List[dict], baseline: str = BASELINE) -> List[str]:
+    """Per mode: the median over its runs, its ratio to `baseline`."""
     by_mode: Dict[str, List[dict]] = {}
     for run in runs:
         if run.get("summary"):
@@ -279,13 +302,14 @@ def table(runs: List[dict]) -> List[str]:
         values = [s[key] for s in by_mode.get(mode, []) if s.get(key) is not None]
         return statistics.median(values) if values else None
 
-    base_whole, base_steady = median(BASELINE, "whole_run_ms_per_iteration"), median(
-        BASELINE, "steady_ms_per_iteration")
+    base_whole, base_steady = median(baseline, "whole_run_ms_per_iteration"), median(
+        baseline, "steady_ms_per_iteration")
+    versus = "vs " + baseline.split("-")[-1]
     # Runs of --count-syncs add a column: the median over the runs of each
     # run's median synchronisations per iteration, and the largest count.
     counted = any((r.get("summary") or {}).get("syncs_per_iteration") for r in runs)
-    lines = ["| mode | runs | whole run ms/iter | vs graphs | steady ms/iter (min-max) | "
-             "vs graphs | last loss | peak allocated MB |" + (" syncs/iter (max) |" if counted
+    lines = [f"| mode | runs | whole run ms/iter | {versus} | steady ms/iter (min-max) | "
+             f"{versus} | last loss | peak allocated MB |" + (" syncs/iter (max) |" if counted
                                                               else ""),
              "|---|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if counted else "")]
     for mode in MODES:
@@ -354,7 +378,7 @@ def loss_band(runs: List[dict], window: int = 10, baseline: str = BASELINE) -> D
 
 
 def plot_losses(runs: List[dict], path: str, band: Optional[dict] = None,
-                window: int = 10) -> bool:
+                window: int = 10, baseline: str = BASELINE) -> bool:
     """Every run's smoothed loss, mode against mode, over the baseline's band
     (loss_band's "band", or none); False where matplotlib is missing."""
     try:
@@ -366,7 +390,7 @@ def plot_losses(runs: List[dict], path: str, band: Optional[dict] = None,
     figure, axes = plt.subplots(figsize=(8, 4.5))
     if band:
         axes.fill_between(band["iterations"], band["low"], band["high"], color="0.8",
-                          label=f"{BASELINE}: band of its runs")
+                          label=f"{baseline}: band of its runs")
     labelled = set()
     for run in runs:
         losses = (run.get("summary") or {}).get("losses", {}).get("lm loss")
@@ -389,11 +413,12 @@ def plot_losses(runs: List[dict], path: str, band: Optional[dict] = None,
 
 # What the runs of one comparison share: the parts of a run made by several
 # invocations (gather) must agree on each.
-SETTINGS = ("size", "C", "N", "iters", "global_batch", "steady_from", "text", "count_syncs")
+SETTINGS = ("size", "C", "N", "iters", "global_batch", "steady_from", "text", "count_syncs",
+            "gdn")
 
 
-def gather(out: str) -> List[dict]:
-    """The runs of OUT/summary.json; where OUT has none, the runs of every
+def gather(out: str) -> dict:
+    """OUT/summary.json; where OUT has none, the runs of every
     OUT/*/summary.json in folder order (one comparison made by several
     invocations, each in its own folder: the modes of one order, or one
     mode each), written to OUT/summary.json, each run's log named by its
@@ -402,7 +427,9 @@ def gather(out: str) -> List[dict]:
     top = os.path.join(out, "summary.json")
     if os.path.isfile(top):
         with open(top) as f:
-            return json.load(f)["runs"]
+            summary = json.load(f)
+        summary["runs"]  # KeyError where it is not a run's
+        return summary
     parts = sorted(d for d in os.listdir(out) if os.path.isfile(
         os.path.join(out, d, "summary.json"))) if os.path.isdir(out) else []
     if not parts:
@@ -414,7 +441,8 @@ def gather(out: str) -> List[dict]:
         settings = {k: summary.get(k) for k in SETTINGS}
         if settings["text"]:
             settings["text"] = os.path.basename(settings["text"])
-        settings["count_syncs"] = bool(settings["count_syncs"])
+        settings["count_syncs"], settings["gdn"] = bool(settings["count_syncs"]), bool(
+            settings["gdn"])
         if merged is None:
             merged, first = dict(summary, runs=[], modes={}, parts=[]), (part, settings)
         elif settings != first[1]:
@@ -426,21 +454,22 @@ def gather(out: str) -> List[dict]:
         merged["runs"] += [dict(run, log=f"{part}/{run['log']}") for run in summary["runs"]]
     with open(top, "w") as f:
         json.dump(merged, f, indent=1)
-    return merged["runs"]
+    return merged
 
 
 def report(out: str) -> List[str]:
     """The table, the loss band and the plot from OUT/summary.json (gather)."""
     try:
-        runs = gather(out)
+        summary = gather(out)
     except (OSError, ValueError, KeyError) as error:
         sys.exit(f"megatron_pretrain.py --report: {out}: {error}")
-    lines = table(runs)
-    band = loss_band(runs)
+    runs, baseline = summary["runs"], baseline_of(summary)
+    lines = table(runs, baseline)
+    band = loss_band(runs, baseline=baseline)
     if band:
         lines.append("")
         lines.append(f"Smoothed losses ({band['band']['window']} iterations) inside the band of "
-                     f"the {BASELINE} runs:")
+                     f"the {baseline} runs:")
         for mode, figures in band.items():
             if mode != "band":
                 lines.append(f"- {mode}: " + ", ".join(f"{100 * x:.0f}%" for x in
@@ -449,7 +478,7 @@ def report(out: str) -> List[str]:
                                f"{100 * figures['farthest_outside_relative']:.1f}% of the loss")
     with open(os.path.join(out, "table.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
-    if plot_losses(runs, os.path.join(out, "losses.png"), band.get("band")):
+    if plot_losses(runs, os.path.join(out, "losses.png"), band.get("band"), baseline=baseline):
         lines.append(f"(loss curves: {os.path.join(out, 'losses.png')})")
     return lines
 
@@ -476,7 +505,10 @@ def main(argv=None) -> int:
                              "(OUT/tokens), cut to the mock data's lengths")
     parser.add_argument("--iters", type=int, default=300, help="--train-iters")
     parser.add_argument("--global-batch", type=int, default=32)
-    parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument("--gdn", action="store_true",
+                        help="Gated DeltaNet layers three of every four (gdn_flags); the "
+                             f"baseline {GDN_BASELINE}, the default modes {','.join(GDN_MODES)}")
+    parser.add_argument("--modes", help=f"default: {','.join(MODES)}")
     parser.add_argument("--repeats", type=int, default=2, help="rounds, alternating order")
     parser.add_argument("--steady-from", type=int, help="default: a fifth of --iters")
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per run")
@@ -485,7 +517,8 @@ def main(argv=None) -> int:
                              "slower, so its times are not the comparison's")
     parser.add_argument("--dry-run", action="store_true", help="print the commands only")
     args = parser.parse_args(argv)
-    modes = [m for m in args.modes.split(",") if m]
+    modes = [m for m in (args.modes or ",".join(GDN_MODES if args.gdn else MODES)).split(",")
+             if m]
     unknown = [m for m in modes if m not in MODES]
     if unknown:
         parser.error(f"unknown mode(s) {', '.join(unknown)}; the modes are {', '.join(MODES)}")
@@ -498,7 +531,8 @@ def main(argv=None) -> int:
     common = megatron_flags(args.size, args.C, args.N, args.iters,
                             os.path.join(os.path.abspath(args.out), "data-cache"),
                             args.global_batch,
-                            text=os.path.abspath(args.text) if args.text else None)
+                            text=os.path.abspath(args.text) if args.text else None,
+                            gdn=args.gdn)
     steady_from = args.steady_from if args.steady_from is not None else args.iters // 5
     runs = []
     for index, mode in enumerate(order(modes, args.repeats)):
@@ -532,7 +566,7 @@ def main(argv=None) -> int:
         with open(os.path.join(args.out, "summary.json"), "w") as f:
             json.dump({"size": args.size, "C": args.C, "N": args.N, "iters": args.iters,
                        "global_batch": args.global_batch, "steady_from": steady_from,
-                       "text": args.text, "count_syncs": args.count_syncs,
+                       "text": args.text, "count_syncs": args.count_syncs, "gdn": args.gdn,
                        "flags": common, "modes": {m: MODES[m] for m in modes},
                        "runs": runs}, f, indent=1)
     if runs:

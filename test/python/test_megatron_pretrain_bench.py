@@ -269,3 +269,34 @@ def test_host_synchronisations_counted_per_train_step(monkeypatch):
     assert lines[0].endswith("| syncs/iter (max) |") and lines[-1].endswith("| 0 (1) |")
     assert not bench.table([run_with_losses("thdc-graphs", [5.0] * 30)])[0].endswith(
         "(max) |")
+
+
+def test_gated_deltanet_layers_and_their_baseline(tmp_path):
+    """--gdn: megatron-core's GDN variant three layers of four, the rest of
+    the flags as without it; the ratios and the band are taken against
+    Megatron's eager path (its only working one with packing)."""
+    import json
+
+    plain = bench.megatron_flags("125m", 8192, 64, 300, "/tmp/cache")
+    gdn = bench.megatron_flags("125m", 8192, 64, 300, "/tmp/cache", gdn=True)
+    assert gdn[:len(plain)] == plain
+    extra = dict(zip(gdn[len(plain)::2], gdn[len(plain) + 1::2]))
+    assert extra == {"--experimental-attention-variant": "gated_delta_net",
+                     "--linear-attention-freq": "4", "--linear-num-key-heads": "6",
+                     "--linear-num-value-heads": "12", "--linear-key-head-dim": "64",
+                     "--linear-value-head-dim": "64"}
+    assert bench.baseline_of({"gdn": True}) == "megatron-eager"
+    assert bench.baseline_of({}) == "megatron-graphs"
+
+    runs = [dict(run_with_losses("megatron-eager", [5.0 - i / 100 for i in range(30)]),
+                 log="a.log"),
+            dict(run_with_losses("megatron-eager", [5.1 - i / 100 for i in range(30)]),
+                 log="b.log"),
+            dict(run_with_losses("thdc-ladder", [5.05 - i / 100 for i in range(30)]),
+                 log="c.log")]
+    runs[2]["summary"]["whole_run_ms_per_iteration"] = 50.0
+    (tmp_path / "summary.json").write_text(json.dumps({"gdn": True, "runs": runs}))
+    lines = bench.report(str(tmp_path))
+    assert "| vs eager |" in lines[0]
+    assert any(line.startswith("| thdc-ladder | 1 | 50.0 | 2.000x |") for line in lines)
+    assert "the megatron-eager runs:" in "\n".join(lines)
