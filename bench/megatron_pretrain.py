@@ -5,7 +5,7 @@ own log: the comparison a Megatron user believes.
     python3 bench/megatron_pretrain.py --megatron DIR --out DIR
         [--size 125m] [--C 8192] [--N 64] [--iters 300]
         [--modes megatron-eager,megatron-graphs,thdc-eager,thdc-graphs,thdc-ladder,thdc-exact]
-        [--gdn] [--count-syncs]
+        [--gdn] [--count-syncs] [--profile ITERATION]
         [--repeats 2] [--steady-from ITERATION] [--dry-run]
     python3 bench/megatron_pretrain.py --report OUT
 
@@ -51,6 +51,7 @@ from typing import Dict, List, Optional, Sequence
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import megatron_log  # noqa: E402
 import timing  # noqa: E402
+import torch_trace  # noqa: E402
 
 # hidden, layers, heads (GPT-3's table; megatron_gpt_batches.py's presets).
 SIZES = {
@@ -263,6 +264,30 @@ def count_syncs(training) -> List[int]:
     return counts
 
 
+def profile_flags(iteration: int, tensorboard: str) -> List[str]:
+    """Megatron's own flags for PyTorch's profiler over one iteration
+    (ProfilingConfig, training/config/common_config.py:25-60 on dev; the
+    trace goes to TENSORBOARD/../torch_profile/rank-0.json.gz,
+    training.py:4205-4208)."""
+    return ["--profile", "--use-pytorch-profiler", "--profile-step-start", str(iteration),
+            "--profile-step-end", str(iteration + 1), "--tensorboard-dir", tensorboard]
+
+
+def keep_trace(out: str, name: str) -> Optional[dict]:
+    """The trace a profiled run left in OUT/torch_profile, moved to
+    OUT/NAME.trace.json.gz (the next run writes the same file) and
+    summarised (torch_trace.summarise); None where there is none."""
+    trace = os.path.join(out, "torch_profile", "rank-0.json.gz")
+    if not os.path.isfile(trace):
+        return None
+    kept = os.path.join(out, f"{name}.trace.json.gz")
+    os.replace(trace, kept)
+    try:
+        return torch_trace.summarise(torch_trace.load(kept))
+    except (OSError, ValueError, KeyError) as error:
+        return {"error": str(error)}
+
+
 def environment(count: bool = False) -> Dict[str, str]:
     env = dict(os.environ)
     if count:
@@ -414,7 +439,7 @@ def plot_losses(runs: List[dict], path: str, band: Optional[dict] = None,
 # What the runs of one comparison share: the parts of a run made by several
 # invocations (gather) must agree on each.
 SETTINGS = ("size", "C", "N", "iters", "global_batch", "steady_from", "text", "count_syncs",
-            "gdn")
+            "gdn", "profile")
 
 
 def gather(out: str) -> dict:
@@ -515,6 +540,10 @@ def main(argv=None) -> int:
     parser.add_argument("--count-syncs", action="store_true",
                         help="count the host synchronisations of each iteration (count_syncs); "
                              "slower, so its times are not the comparison's")
+    parser.add_argument("--profile", type=int, metavar="ITERATION",
+                        help="PyTorch's profiler over this iteration of every run, through "
+                             "Megatron's own flags (profile_flags); its trace kept as "
+                             "NAME.trace.json.gz and summarised (bench/torch_trace.py)")
     parser.add_argument("--dry-run", action="store_true", help="print the commands only")
     args = parser.parse_args(argv)
     modes = [m for m in (args.modes or ",".join(GDN_MODES if args.gdn else MODES)).split(",")
@@ -524,6 +553,9 @@ def main(argv=None) -> int:
         parser.error(f"unknown mode(s) {', '.join(unknown)}; the modes are {', '.join(MODES)}")
     if args.N < 2 or args.C < 1 or args.iters < 1 or args.repeats < 1:
         parser.error("--N must be 2 or more, --C, --iters and --repeats 1 or more")
+    if args.profile is not None and not 1 <= args.profile < args.iters:
+        parser.error(f"--profile {args.profile}: an iteration from 1 to --iters - 1 "
+                     f"({args.iters - 1})")
     script = os.path.join(os.path.abspath(args.megatron), "pretrain_gpt.py")
     if not os.path.isfile(script):
         parser.error(f"no pretrain_gpt.py in {args.megatron}")
@@ -538,6 +570,9 @@ def main(argv=None) -> int:
     for index, mode in enumerate(order(modes, args.repeats)):
         command = mode_command(mode, script, common, args.N)
         name = f"{index:02d}-{mode}"
+        if args.profile is not None:
+            command += profile_flags(args.profile, os.path.join(os.path.abspath(args.out),
+                                                                f"{name}.tensorboard"))
         if args.dry_run:
             print(name, " ".join(command))
             continue
@@ -559,6 +594,8 @@ def main(argv=None) -> int:
                 print(f"{name}: {error}")
         runs.append({"mode": mode, "log": os.path.basename(log), "exit": code,
                      "process_seconds": round(seconds, 1), "summary": summary})
+        if args.profile is not None:
+            runs[-1]["profile"] = keep_trace(args.out, name)
         whole = summary and summary["whole_run_ms_per_iteration"]
         print(f"{name}: exit {code}, {seconds:.0f} s"
               + (f", whole run {whole:.1f} ms/iter, steady "
@@ -567,6 +604,7 @@ def main(argv=None) -> int:
             json.dump({"size": args.size, "C": args.C, "N": args.N, "iters": args.iters,
                        "global_batch": args.global_batch, "steady_from": steady_from,
                        "text": args.text, "count_syncs": args.count_syncs, "gdn": args.gdn,
+                       "profile": args.profile,
                        "flags": common, "modes": {m: MODES[m] for m in modes},
                        "runs": runs}, f, indent=1)
     if runs:

@@ -300,3 +300,28 @@ def test_gated_deltanet_layers_and_their_baseline(tmp_path):
     assert "| vs eager |" in lines[0]
     assert any(line.startswith("| thdc-ladder | 1 | 50.0 | 2.000x |") for line in lines)
     assert "the megatron-eager runs:" in "\n".join(lines)
+
+
+def test_a_profiled_iteration_through_megatrons_own_flags(tmp_path):
+    """--profile K: Megatron's own profiler flags over iteration K; the trace
+    it leaves in OUT/torch_profile is moved to the run's name and
+    summarised, so that the next run's cannot overwrite it."""
+    import gzip
+    import json
+
+    flags = bench.profile_flags(30, str(tmp_path / "00-thdc-ladder.tensorboard"))
+    assert flags == ["--profile", "--use-pytorch-profiler", "--profile-step-start", "30",
+                     "--profile-step-end", "31", "--tensorboard-dir",
+                     str(tmp_path / "00-thdc-ladder.tensorboard")]
+    assert bench.keep_trace(str(tmp_path), "00-thdc-ladder") is None  # none written
+    (tmp_path / "torch_profile").mkdir()
+    with gzip.open(tmp_path / "torch_profile" / "rank-0.json.gz", "wt") as f:
+        json.dump({"traceEvents": [
+            {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#30", "ts": 0, "dur": 10},
+            {"ph": "X", "cat": "kernel", "name": "nvjet_gemm", "ts": 2, "dur": 4}]}, f)
+    kept = bench.keep_trace(str(tmp_path), "00-thdc-ladder")
+    assert kept["busy_ms"] == pytest.approx(0.004) and kept["kinds"]["gemm"]["count"] == 1
+    assert (tmp_path / "00-thdc-ladder.trace.json.gz").is_file()
+    assert not (tmp_path / "torch_profile" / "rank-0.json.gz").exists()
+    (tmp_path / "torch_profile" / "rank-0.json.gz").write_text("not a trace")
+    assert "error" in bench.keep_trace(str(tmp_path), "01-megatron-graphs")
