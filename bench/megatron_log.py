@@ -23,7 +23,15 @@ bench/megatron_pretrain.py --count-syncs adds, at exit,
   [Rank 0] (at exit) host synchronisations | iterations: 30 | per iteration
   median: 4 | max: 6 | total: 130
 
-(one line: the synchronizing calls inside each of Megatron's train_step).
+(one line: the synchronizing calls inside each of Megatron's train_step),
+and thdc's launcher (thdc.megatron.run) says at exit how many microbatches
+ran at each rung of its ladder and how its whole-iteration graphs ran:
+
+  thdc.megatron.run: microbatches by rung (rows: count): 2048: 700, 4096: 300,
+  8192: 50; 38.1% of the rows at the top rung alone
+  thdc.megatron.run: whole-iteration graphs (training): 2 eager, 31 captured,
+  267 replayed iterations (40 shapes met; 12 run at a larger shape, 4096 rows
+  added; capture 20.5 s)
 
   python3 bench/megatron_log.py LOG[.xz] [--steady-from ITERATION] [--json OUT]
 
@@ -44,6 +52,11 @@ from typing import Dict, List, Optional
 _ITERATION = re.compile(r"iteration\s+(\d+)/\s*(\d+)\s*\|")
 _FIELD = re.compile(r"\|?\s*([A-Za-z][A-Za-z0-9 /()_.-]*?):\s*([-+0-9.eE]+|nan|inf)\s*\|")
 _MEMORY = re.compile(r"\[Rank (\d+)\] (.*?) memory \(MB\)((?:\s*\|\s*[a-z ]+: [0-9.]+)+)")
+_RUNGS = re.compile(r"thdc\.megatron\.run: microbatches by rung \(rows: count\): (.*?); "
+                    r"([0-9.]+)% of the rows at the top rung alone")
+_GRAPHS = re.compile(r"thdc\.megatron\.run: whole-iteration graphs \(training\): (\d+) eager, "
+                     r"(\d+) captured, (\d+) replayed iterations \((\d+) shapes met; (\d+) run "
+                     r"at a larger shape, (\d+) rows added; capture ([0-9.]+) s\)")
 _SYNCS = re.compile(r"\[Rank \d+\] \(at exit\) host synchronisations((?:\s*\|\s*[a-z ]+: [0-9.]+)+)")
 
 # The fields of a log line that are not losses (every other "name: number"
@@ -58,9 +71,10 @@ _NOT_LOSSES = {
 
 def parse(lines) -> Dict[str, list]:
     """{"intervals": one dict per log line, "memory": one per memory
-    report, "syncs": the host synchronisations' line as a dict, or None};
-    other lines are ignored."""
-    intervals, memory, syncs = [], [], None
+    report, "syncs": the host synchronisations' line as a dict, "thdc":
+    the launcher's lines at exit (rungs, iteration_graphs)}; other lines are
+    ignored."""
+    intervals, memory, syncs, thdc = [], [], None, {}
     for line in lines:
         found = _ITERATION.search(line)
         if found:
@@ -85,7 +99,19 @@ def parse(lines) -> Dict[str, list]:
         if found:
             syncs = dict((k.strip(), float(v)) for k, v in
                          re.findall(r"\|\s*([a-z ]+): ([0-9.]+)", found.group(1)))
-    return {"intervals": intervals, "memory": memory, "syncs": syncs}
+            continue
+        found = _RUNGS.search(line)
+        if found:
+            thdc["rungs"] = {int(rows): int(count) for rows, count in
+                             re.findall(r"(\d+): (\d+)", found.group(1))}
+            thdc["rows_of_top_rung"] = float(found.group(2)) / 100.0
+            continue
+        found = _GRAPHS.search(line)
+        if found:
+            keys = ("eager", "captured", "replayed", "shapes", "promoted", "promoted_rows")
+            thdc["iteration_graphs"] = dict(zip(keys, map(int, found.groups()[:6])),
+                                            capture_s=float(found.group(7)))
+    return {"intervals": intervals, "memory": memory, "syncs": syncs, "thdc": thdc}
 
 
 def summarise(parsed: Dict[str, list], steady_from: Optional[int] = None) -> dict:
@@ -128,6 +154,7 @@ def summarise(parsed: Dict[str, list], steady_from: Optional[int] = None) -> dic
     for key in ("max allocated", "max reserved"):
         values = [m[key] for m in parsed["memory"] if key in m]
         result[f"peak_{key.replace(' ', '_')}_mb"] = max(values) if values else None
+    result.update(parsed.get("thdc") or {})
     syncs = parsed.get("syncs")
     result["syncs_per_iteration"] = None if syncs is None else {
         "median": syncs.get("per iteration median"), "max": syncs.get("max"),

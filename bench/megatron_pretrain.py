@@ -482,6 +482,29 @@ def gather(out: str) -> dict:
     return merged
 
 
+def launcher_lines(runs: List[dict]) -> List[str]:
+    """What thdc's launcher said of each run at exit (megatron_log): the
+    rows its rungs ran against the top rung's, how its whole-iteration
+    graphs ran."""
+    lines = []
+    for index, run in enumerate(runs):
+        summary = run.get("summary") or {}
+        said = []
+        if summary.get("rungs"):
+            said.append(f"{100 * summary['rows_of_top_rung']:.1f}% of the top rung's rows "
+                        f"(microbatches by rung: " + ", ".join(
+                            f"{rows}: {count}" for rows, count in summary["rungs"].items()) + ")")
+        graphs = summary.get("iteration_graphs")
+        if graphs:
+            said.append(f"whole-iteration graphs: {graphs['eager']} eager, {graphs['captured']} "
+                        f"captured, {graphs['replayed']} replayed ({graphs['shapes']} shapes; "
+                        f"{graphs['promoted']} at a larger shape), capture "
+                        f"{graphs['capture_s']:.1f} s")
+        if said:
+            lines.append(f"- {run.get('log', index)} ({run['mode']}): " + "; ".join(said))
+    return [""] + lines if lines else []
+
+
 def report(out: str) -> List[str]:
     """The table, the loss band and the plot from OUT/summary.json (gather)."""
     try:
@@ -489,7 +512,7 @@ def report(out: str) -> List[str]:
     except (OSError, ValueError, KeyError) as error:
         sys.exit(f"megatron_pretrain.py --report: {out}: {error}")
     runs, baseline = summary["runs"], baseline_of(summary)
-    lines = table(runs, baseline)
+    lines = table(runs, baseline) + launcher_lines(runs)
     band = loss_band(runs, baseline=baseline)
     if band:
         lines.append("")

@@ -122,3 +122,37 @@ def test_an_xz_log_reads_as_its_text(tmp_path):
                               capture_output=True, text=True) for path in (plain, packed)]
     assert outputs[0].returncode == outputs[1].returncode == 0, outputs[1].stderr
     assert outputs[0].stdout == outputs[1].stdout and "steady state 141.5" in outputs[1].stdout
+
+
+def test_the_launchers_lines_at_exit(monkeypatch, capsys):
+    """thdc.megatron.run's lines at exit, written by its own code (the rungs'
+    counts, the whole-iteration graphs' report), read back into the run's
+    figures."""
+    import types
+
+    from thdc.megatron import run, trainer
+
+    hooks = []
+    monkeypatch.setattr("atexit.register", hooks.append)
+    monkeypatch.delenv("RANK", raising=False)
+    listeners = []
+    run.report_rungs([2048, 4096, 8192], listeners)
+    for rung in [0] * 7 + [1] * 3 + [2]:
+        listeners[0](rung)
+    stats = {"eager": 2, "captured": 31, "replayed": 267, "shapes": {(1,): 1, (2,): 2},
+             "promoted": 12, "promoted_rows": 4096, "capture_s": 20.54}
+    trainer._report_at_exit(types.SimpleNamespace(stats=stats), "training")
+    for hook in hooks:
+        hook()
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 2
+    result = megatron_log.summarise(megatron_log.parse(
+        [log_line(1, 2, 0.1, 100.0, 5.0)] + lines))
+    assert result["rungs"] == {2048: 7, 4096: 3, 8192: 1}
+    assert result["rows_of_top_rung"] == pytest.approx((7 * 2048 + 3 * 4096 + 8192) /
+                                                       (11 * 8192), abs=5e-4)
+    assert result["iteration_graphs"] == {"eager": 2, "captured": 31, "replayed": 267,
+                                          "shapes": 2, "promoted": 12,
+                                          "promoted_rows": 4096, "capture_s": 20.5}
+    assert "rungs" not in megatron_log.summarise(megatron_log.parse(
+        [log_line(1, 2, 0.1, 100.0, 5.0)]))

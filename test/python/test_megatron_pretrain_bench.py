@@ -325,3 +325,16 @@ def test_a_profiled_iteration_through_megatrons_own_flags(tmp_path):
     assert not (tmp_path / "torch_profile" / "rank-0.json.gz").exists()
     (tmp_path / "torch_profile" / "rank-0.json.gz").write_text("not a trace")
     assert "error" in bench.keep_trace(str(tmp_path), "01-megatron-graphs")
+
+
+def test_the_launchers_figures_under_the_table():
+    run = dict(run_with_losses("thdc-full-iteration", [5.0] * 30), log="02-x/00-x.log")
+    run["summary"].update(rungs={"2048": 7, "8192": 1}, rows_of_top_rung=0.3125,
+                          iteration_graphs={"eager": 2, "captured": 5, "replayed": 23,
+                                            "shapes": 9, "promoted": 4, "promoted_rows": 2048,
+                                            "capture_s": 3.25})
+    assert bench.launcher_lines([run_with_losses("megatron-graphs", [5.0] * 30), run]) == [
+        "", "- 02-x/00-x.log (thdc-full-iteration): 31.2% of the top rung's rows (microbatches "
+            "by rung: 2048: 7, 8192: 1); whole-iteration graphs: 2 eager, 5 captured, 23 "
+            "replayed (9 shapes; 4 at a larger shape), capture 3.2 s"]
+    assert bench.launcher_lines([run_with_losses("megatron-graphs", [5.0] * 30)]) == []
