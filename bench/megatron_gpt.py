@@ -41,6 +41,7 @@ if HERE not in sys.path:
     sys.path.insert(0, HERE)
 import megatron_gpt_batches as batches  # noqa: E402
 import timing  # noqa: E402
+import torch_trace  # noqa: E402
 
 
 # ---------------------------------------------------------------- the loss
@@ -401,35 +402,6 @@ RUNNERS = {
 
 # ---------------------------------------------------------------- measuring
 
-# Kernel families of one iteration's profile, by name (first match wins).
-KERNEL_FAMILIES = (
-    ("attention", ("fmha", "flash", "fused_attn", "cudnn", "sdpa", "attn")),
-    ("gemm", ("gemm", "sm90_xmma", "cutlass", "nvjet", "matmul", "wgmma")),
-    ("optimizer", ("adam", "multi_tensor", "l2norm")),
-    # TE's THD-format kernels (fused RoPE, partition, ...) and thdc's step
-    ("thd kernels", ("thd_", "thdc", "gather_segments")),
-    ("copy", ("memcpy", "memset", "copy")),
-)
-
-
-def device_timeline(intervals):
-    """Kernels as (start, end, name): the device's busy time (the union of
-    the intervals), its span (first start to last end; span - busy is the
-    device waiting between kernels: launches, host work, syncs) and each
-    wait as (length, kernel before, kernel after)."""
-    busy, end, last, gaps = 0.0, None, None, []
-    for a, b, kernel in sorted(intervals):
-        if end is None or a > end:
-            if end is not None:
-                gaps.append((a - end, last, kernel))
-            busy += b - a
-            end, last = b, kernel
-        elif b > end:
-            busy += b - end
-            end, last = b, kernel
-    span = max(i[1] for i in intervals) - min(i[0] for i in intervals) if intervals else 0.0
-    return busy, span, gaps
-
 
 @contextlib.contextmanager
 def profile_iteration(enabled, args, mode):
@@ -453,13 +425,11 @@ def profile_iteration(enabled, args, mode):
     families, names = {}, {}
     intervals = []
     for e in kernels:
-        lower = e.name.lower()
-        family = next((f for f, keys in KERNEL_FAMILIES if any(k in lower for k in keys)),
-                      "elementwise/other")
+        family = torch_trace.kind_of(e.name)
         families[family] = families.get(family, 0.0) + e.device_time
         names[e.name] = names.get(e.name, 0.0) + e.device_time
         intervals.append((e.time_range.start, e.time_range.end, e.name))
-    busy, span, gaps = device_timeline(intervals)
+    busy, span, gaps = torch_trace.device_timeline(intervals)
     # the host's side: where its time went, by CPU self time (CUDA runtime
     # calls among them: a launch that blocks, a cudaFree, a synchronize)
     host_us = {}

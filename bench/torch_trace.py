@@ -17,7 +17,7 @@ The figures, over the profiled steps (the `ProfilerStep#N` annotations):
   active steps);
 - busy: the union of every kernel, copy and set on the device, and idle the
   rest of the wall: the time the GPU waited for the host (launches, Python,
-  synchronisations);
+  synchronisations), its longest waits with what ran before and after;
 - per kind of kernel (KINDS: the first pattern its name holds), the summed
   time and count; a kernel that runs inside a replayed CUDA graph counts
   as any other (CUPTI traces graph nodes);
@@ -32,18 +32,20 @@ import json
 import sys
 from typing import Dict, Iterable, List, Tuple
 
-# (kind, patterns in the kernel's name, lower case): the first kind whose
-# pattern a name holds.
+# Kinds of device work by name, the bench's one list (bench/megatron_gpt.py's
+# profiles use it too): (kind, patterns in the name, lower case), the first
+# kind whose pattern a name holds; "other" where none does.
 KINDS: Tuple[Tuple[str, Tuple[str, ...]], ...] = (
-    ("thdc step", ("thdc",)),
-    ("attention", ("flash", "fmha", "attn", "sdpa", "cudnn")),
-    ("gemm", ("gemm", "nvjet", "cutlass", "xmma", "cublas", "matmul")),
-    ("nccl", ("nccl",)),
+    ("attention", ("fmha", "flash", "fused_attn", "cudnn", "sdpa", "attn")),
+    ("gemm", ("gemm", "sm90_xmma", "cutlass", "nvjet", "matmul", "wgmma", "cublas")),
     ("optimizer", ("adam", "multi_tensor", "l2norm")),
-    ("norm, softmax, cross entropy", ("norm", "softmax", "cross_entropy", "xentropy",
-                                      "logsoftmax")),
-    ("elementwise, reduce", ("elementwise", "vectorized", "reduce", "unrolled", "copy",
-                             "fill", "cast", "transpose", "cat", "index", "gather", "scatter")),
+    # TE's THD-format kernels (fused RoPE, partition, ...) and thdc's step
+    ("thd kernels", ("thd_", "thdc", "gather_segments")),
+    ("copy", ("memcpy", "memset", "copy")),
+    ("nccl", ("nccl",)),
+    ("norm, softmax, cross entropy", ("norm", "softmax", "cross_entropy", "xentropy")),
+    ("elementwise, reduce", ("elementwise", "vectorized", "reduce", "unrolled", "fill", "cast",
+                             "transpose", "cat", "index", "gather", "scatter")),
 )
 DEVICE_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 SYNCHRONISING = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize",
@@ -60,17 +62,24 @@ def kind_of(name: str) -> str:
     return "other"
 
 
-def union(intervals: Iterable[Tuple[float, float]]) -> float:
-    """The length of the union of [start, end) intervals."""
-    total, end = 0.0, None
-    for start, stop in sorted(intervals):
-        if end is None or start > end:
-            total += stop - start
-            end = stop
-        elif stop > end:
-            total += stop - end
-            end = stop
-    return total
+def device_timeline(intervals: Iterable[Tuple[float, float, str]]):
+    """Device work as (start, end, name): its busy time (the union of the
+    intervals), its span (first start to last end; span - busy is the
+    device waiting between kernels: launches, host work, syncs) and each
+    wait as (length, name before, name after)."""
+    intervals = sorted(intervals)
+    busy, end, last, gaps = 0.0, None, None, []
+    for a, b, name in intervals:
+        if end is None or a > end:
+            if end is not None:
+                gaps.append((a - end, last, name))
+            busy += b - a
+            end, last = b, name
+        elif b > end:
+            busy += b - end
+            end, last = b, name
+    span = max(i[1] for i in intervals) - intervals[0][0] if intervals else 0.0
+    return busy, span, gaps
 
 
 def load(path: str) -> List[dict]:
@@ -94,10 +103,10 @@ def summarise(events: List[dict]) -> dict:
                          "not recorded)")
     start = min(e["ts"] for e in steps)
     end = max(max(e["ts"] + e["dur"] for e in steps), max(e["ts"] + e["dur"] for e in device))
-    busy = union((e["ts"], e["ts"] + e["dur"]) for e in device)
+    busy, _, gaps = device_timeline((e["ts"], e["ts"] + e["dur"], e["name"]) for e in device)
     kinds: Dict[str, List[float]] = {}
     for e in device:
-        kind = kind_of(e["name"]) if e["cat"] == "kernel" else e["cat"].replace("gpu_", "")
+        kind = kind_of(e["name"])
         figures = kinds.setdefault(kind, [0.0, 0])
         figures[0] += e["dur"] / 1000.0
         figures[1] += 1
@@ -115,6 +124,9 @@ def summarise(events: List[dict]) -> dict:
         "graph_launches": sum(1 for e in host if e["name"] in GRAPH_LAUNCHES),
         "synchronising_ms": sum(e["dur"] for e in host if e["name"] in SYNCHRONISING) / 1000.0,
         "synchronising_calls": sum(1 for e in host if e["name"] in SYNCHRONISING),
+        # the longest waits between device work: (ms, before, after)
+        "longest_gaps": [[round(g / 1000.0, 3), before, after]
+                         for g, before, after in sorted(gaps, reverse=True)[:5]],
     }
 
 

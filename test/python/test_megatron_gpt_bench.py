@@ -68,16 +68,6 @@ def test_mode_registry(batches):
     assert "thdc-exact" in text and "10.4000" in text
 
 
-def test_device_timeline():
-    """Busy is the union of overlapping kernels, the span first start to
-    last end, each wait named by the kernels around it."""
-    assert megatron_gpt.device_timeline([]) == (0.0, 0.0, [])
-    busy, span, gaps = megatron_gpt.device_timeline(
-        [(10, 20, "b"), (0, 5, "a"), (12, 25, "c"), (25, 26, "d"), (30, 31, "e")])
-    assert (busy, span) == (5 + 15 + 1 + 1, 31)
-    assert gaps == [(5, "a", "b"), (4, "d", "e")]
-
-
 def test_count_syncs_names_each_site(monkeypatch):
     """The count is of PyTorch's synchronisation warnings only, each named
     by the line that made the call; nothing is counted when disabled."""

@@ -46,8 +46,12 @@ def test_busy_idle_and_kinds(tmp_path):
     assert summary["idle_ms"] == pytest.approx(0.65)
     assert summary["kinds"] == {"gemm": {"ms": 0.3, "count": 1},
                                 "attention": {"ms": 0.15, "count": 1},
-                                "thdc step": {"ms": 0.1, "count": 1},
-                                "memcpy": {"ms": 0.05, "count": 1}}
+                                "thd kernels": {"ms": 0.1, "count": 1},
+                                "copy": {"ms": 0.05, "count": 1}}
+    assert summary["longest_gaps"] == [[0.45, "Memcpy DtoH (Device -> Pageable)",
+                                        "thdc_step_kernel"],
+                                       [0.1, "cudnn_generated_fort_native_sdpa_sm90_flash_fprop",
+                                        "Memcpy DtoH (Device -> Pageable)"]]
     assert (summary["kernel_launches"], summary["graph_launches"]) == (3, 1)
     assert summary["synchronising_calls"] == 1
     assert summary["synchronising_ms"] == pytest.approx(0.25)
@@ -63,10 +67,14 @@ def test_busy_idle_and_kinds(tmp_path):
     assert json.loads((tmp_path / "out.json").read_text())["kinds"]["gemm"]["count"] == 1
 
 
-def test_union_of_intervals():
-    assert trace.union([]) == 0
-    assert trace.union([(0, 10), (5, 15), (20, 30), (21, 22)]) == 25
-    assert trace.union([(20, 30), (0, 10)]) == 20
+def test_device_timeline():
+    """Busy is the union of overlapping work, the span first start to last
+    end, each wait named by the work around it."""
+    assert trace.device_timeline([]) == (0.0, 0.0, [])
+    busy, span, gaps = trace.device_timeline(
+        [(10, 20, "b"), (0, 5, "a"), (12, 25, "c"), (25, 26, "d"), (30, 31, "e")])
+    assert (busy, span) == (5 + 15 + 1 + 1, 31)
+    assert gaps == [(5, "a", "b"), (4, "d", "e")]
 
 
 def test_a_trace_without_steps_or_device_work_is_refused():
