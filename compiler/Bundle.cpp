@@ -16,7 +16,7 @@ namespace {
 /// Writes `contents` as the manifest of the bundle in `folder`, with its
 /// hash beside it.
 thdc::Status writeManifest(const std::string &folder,
-                                    const thdc::runtime::Manifest &contents) {
+                           const thdc::runtime::Manifest &contents) {
   using namespace thdc::runtime;
   // The manifest's own hash goes beside it (written first: a reader that
   // finds the new manifest finds its hash).
@@ -30,8 +30,8 @@ thdc::Status writeManifest(const std::string &folder,
 } // namespace
 
 thdc::Status thdc::addCubinToBundle(const std::string &dir,
-                                             runtime::Manifest manifest,
-                                             std::string_view cubin) {
+                                    runtime::Manifest manifest,
+                                    std::string_view cubin) {
   using namespace thdc::runtime;
   if (cubin.empty())
     return Status::error("adding a cubin to " + dir + ": the cubin is empty");

@@ -15,10 +15,10 @@
 #ifndef THDC_COMPILER_JITCACHE_H
 #define THDC_COMPILER_JITCACHE_H
 
+#include "reference/Status.h"
 #include "runtime/Cache.h"
 #include "runtime/Executable.h"
 #include "runtime/Manifest.h"
-#include "reference/Status.h"
 
 #include "llvm/ADT/SmallString.h"
 
@@ -51,7 +51,7 @@ struct Staging {
 /// `dir`, beside the entry when `useDisk`; where the cache cannot be
 /// written, in the temporary folder with why in `cacheNote`.
 Result<Staging> stage(const std::string &dir, const std::string &entry,
-                               bool useDisk, std::string &cacheNote);
+                      bool useDisk, std::string &cacheNote);
 
 /// A fresh staging folder for cache entry `entry` in the temporary folder,
 /// in place of `staging` (whose folder the caller has removed): where a

@@ -84,8 +84,7 @@ readInputFile(llvm::ArrayRef<runtime::BufferDesc> specs) {
   Result<std::vector<runtime::HostBuffer>> inputs =
       runtime::readInputs((*inputText)->getBuffer(), specs);
   if (!inputs)
-    return Status::error(tool->inputFile + ": " +
-                                  inputs.status().message());
+    return Status::error(tool->inputFile + ": " + inputs.status().message());
   return inputs;
 }
 
@@ -103,13 +102,12 @@ exchangeBuffers(llvm::ArrayRef<runtime::BufferDesc> buffers) {
   for (const runtime::BufferDesc &buffer : buffers) {
     if (!runtime::parseElementType(buffer.type))
       return Status::error("buffer '" + buffer.name +
-                                    "' has the element type " + buffer.type +
-                                    ", which thd-run cannot exchange");
+                           "' has the element type " + buffer.type +
+                           ", which thd-run cannot exchange");
     (buffer.isOutput ? outputSpecs : inputSpecs).push_back(buffer);
   }
   // The inputs first: a bad input file fails before outputs are allocated.
-  Result<std::vector<runtime::HostBuffer>> inputs =
-      readInputFile(inputSpecs);
+  Result<std::vector<runtime::HostBuffer>> inputs = readInputFile(inputSpecs);
   if (!inputs)
     return inputs.status();
   ExchangedBuffers exchanged;
@@ -170,8 +168,7 @@ static int runOnGpu(const llvm::StringMap<int64_t> &overrides) {
   if (!pipeline)
     return fail(pipeline.status().message());
   const runtime::Manifest &manifest = (*pipeline)->manifest();
-  Result<ExchangedBuffers> exchanged =
-      exchangeBuffers(manifest.buffers);
+  Result<ExchangedBuffers> exchanged = exchangeBuffers(manifest.buffers);
   if (!exchanged)
     return fail(exchanged.status().message());
   auto &[inputs, outputs] = *exchanged;
@@ -207,8 +204,7 @@ static int runOnInterpreter(mlir::ModuleOp module) {
   auto function = module.lookupSymbol<mlir::func::FuncOp>(signature->entry);
   if (!function)
     return fail("no function named '" + signature->entry + "'");
-  Result<ExchangedBuffers> exchanged =
-      exchangeBuffers(signature->buffers);
+  Result<ExchangedBuffers> exchanged = exchangeBuffers(signature->buffers);
   if (!exchanged)
     return fail(exchanged.status().message());
   auto &[inputs, outputs] = *exchanged;
@@ -282,8 +278,7 @@ int thdc::tools::thdRunMain(int argc, char **argv) {
     return 1;
   const PipelineSignature &signature = (*compiled)->signature();
 
-  Result<ExchangedBuffers> exchanged =
-      exchangeBuffers(signature.buffers);
+  Result<ExchangedBuffers> exchanged = exchangeBuffers(signature.buffers);
   if (!exchanged)
     return fail(exchanged.status().message());
   auto &[inputs, outputs] = *exchanged;
