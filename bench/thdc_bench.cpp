@@ -56,7 +56,7 @@ namespace {
     }                                                                          \
   } while (0)
 
-void require(const runtime::Status &status, const char *what) {
+void require(const Status &status, const char *what) {
   if (!status) {
     std::fprintf(stderr, "error: %s: %s\n", what, status.message().c_str());
     std::exit(1);

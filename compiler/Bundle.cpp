@@ -15,8 +15,8 @@
 namespace {
 /// Writes `contents` as the manifest of the bundle in `folder`, with its
 /// hash beside it.
-thdc::runtime::Status writeManifest(const std::string &folder,
-                                    const thdc::runtime::Manifest &contents) {
+thdc::Status writeManifest(const std::string &folder,
+                           const thdc::runtime::Manifest &contents) {
   using namespace thdc::runtime;
   // The manifest's own hash goes beside it (written first: a reader that
   // finds the new manifest finds its hash).
@@ -29,9 +29,9 @@ thdc::runtime::Status writeManifest(const std::string &folder,
 }
 } // namespace
 
-thdc::runtime::Status thdc::addCubinToBundle(const std::string &dir,
-                                             runtime::Manifest manifest,
-                                             std::string_view cubin) {
+thdc::Status thdc::addCubinToBundle(const std::string &dir,
+                                    runtime::Manifest manifest,
+                                    std::string_view cubin) {
   using namespace thdc::runtime;
   if (cubin.empty())
     return Status::error("adding a cubin to " + dir + ": the cubin is empty");
@@ -51,7 +51,7 @@ mlir::LogicalResult thdc::writeBundle(mlir::ModuleOp module,
                                       const GpuOptions &gpu, bool withHost,
                                       llvm::StringRef dir,
                                       runtime::Manifest *written) {
-  using runtime::Status;
+  using thdc::Status;
   runtime::Manifest contents;
   mlir::FailureOr<PipelineSignature> signature = describePipeline(module);
   if (mlir::failed(signature))
@@ -87,7 +87,7 @@ mlir::LogicalResult thdc::writeBundle(mlir::ModuleOp module,
   if (gpu.cubinInProcess) {
     // Best effort: without nvJitLink, or where it fails (PTX newer than it
     // knows), the driver compiles the PTX when the bundle is loaded.
-    if (runtime::Result<std::string> cubin =
+    if (Result<std::string> cubin =
             runtime::compilePtxInProcess(*ptx, gpu.chip, gpu.ptxOptLevel)) {
       contents.cubinFile = contents.entry + runtime::kCubinFileSuffix;
       if (Status status = writeHashed(contents.cubinFile, *cubin); !status)
@@ -118,7 +118,7 @@ mlir::LogicalResult thdc::writeBundle(mlir::ModuleOp module,
       llvm::sys::fs::remove(temporary);
       return mlir::failure();
     }
-    runtime::Result<std::string> library =
+    Result<std::string> library =
         runtime::readWholeFile(std::string(temporary));
     if (!library) {
       llvm::sys::fs::remove(temporary);

@@ -21,8 +21,8 @@
 #define THDC_COMPILER_BUNDLE_H
 
 #include "compiler/Targets.h"
+#include "reference/Status.h"
 #include "runtime/Manifest.h"
-#include "runtime/Status.h"
 
 #include <string>
 #include <string_view>
@@ -46,9 +46,8 @@ mlir::LogicalResult writeBundle(mlir::ModuleOp module, const GpuOptions &gpu,
 /// (<entry>.cubin), then the manifest, with the cubin's hash, and the
 /// manifest's hash again. The files change one at a time: for a bundle no
 /// reader sees yet (the JIT's staging folder, published by a rename).
-runtime::Status addCubinToBundle(const std::string &dir,
-                                 runtime::Manifest manifest,
-                                 std::string_view cubin);
+Status addCubinToBundle(const std::string &dir, runtime::Manifest manifest,
+                        std::string_view cubin);
 
 } // namespace thdc
 

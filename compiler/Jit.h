@@ -109,7 +109,7 @@ public:
   /// Compiles `pipelineText` with `params` overriding its declared defaults
   /// (or returns the cached result). Compiler diagnostics, with locations in
   /// `sourceName`, are in the error.
-  runtime::Result<std::shared_ptr<runtime::Executable>>
+  Result<std::shared_ptr<runtime::Executable>>
   compile(const std::string &pipelineText,
           const std::map<std::string, int64_t> &params = {},
           CompileInfo *info = nullptr,
@@ -129,7 +129,7 @@ public:
                        const std::map<std::string, int64_t> &params) const;
 
 private:
-  runtime::Result<std::shared_ptr<runtime::Executable>>
+  Result<std::shared_ptr<runtime::Executable>>
   compileLocked(const std::string &pipelineText,
                 const std::map<std::string, int64_t> &params, CompileInfo &out,
                 const std::string &sourceName);

@@ -15,10 +15,10 @@
 #ifndef THDC_COMPILER_JITCACHE_H
 #define THDC_COMPILER_JITCACHE_H
 
+#include "reference/Status.h"
 #include "runtime/Cache.h"
 #include "runtime/Executable.h"
 #include "runtime/Manifest.h"
-#include "runtime/Status.h"
 
 #include "llvm/ADT/SmallString.h"
 
@@ -50,14 +50,14 @@ struct Staging {
 /// Phase 1, stage: a staging folder for cache entry `entry` of cache folder
 /// `dir`, beside the entry when `useDisk`; where the cache cannot be
 /// written, in the temporary folder with why in `cacheNote`.
-runtime::Result<Staging> stage(const std::string &dir, const std::string &entry,
-                               bool useDisk, std::string &cacheNote);
+Result<Staging> stage(const std::string &dir, const std::string &entry,
+                      bool useDisk, std::string &cacheNote);
 
 /// A fresh staging folder for cache entry `entry` in the temporary folder,
 /// in place of `staging` (whose folder the caller has removed): where a
 /// compile beside the entry failed, perhaps because the cache could not be
 /// written.
-runtime::Status stageOutsideCache(const std::string &entry, Staging &staging);
+Status stageOutsideCache(const std::string &entry, Staging &staging);
 
 /// Phase 3, publish: the bundle compiled into `staging` (manifest
 /// `written`) loaded with `load` and, when it was staged in the cache,
@@ -65,7 +65,7 @@ runtime::Status stageOutsideCache(const std::string &entry, Staging &staging);
 /// there when `replace`); `published` says whether it was. A bundle staged
 /// outside the cache, or one that could not be published (why in
 /// `cacheNote`), is removed once loaded.
-runtime::Result<std::unique_ptr<runtime::Executable>>
+Result<std::unique_ptr<runtime::Executable>>
 publish(Staging &staging, const runtime::Manifest &written,
         const std::string &dir, const std::string &entry,
         const runtime::LoadOptions &load, bool replace, bool &published,

@@ -355,8 +355,7 @@ FailureOr<std::string> thdc::assembleCubin(ModuleOp module,
     for (const auto &path : {input, output, log})
       llvm::sys::fs::remove(path);
   });
-  if (runtime::Status status =
-          runtime::writeFileAtomically(std::string(input), ptx);
+  if (Status status = runtime::writeFileAtomically(std::string(input), ptx);
       !status)
     return module.emitError() << status.message();
   std::string arch = ("-arch=" + chip).str();
@@ -369,8 +368,7 @@ FailureOr<std::string> thdc::assembleCubin(ModuleOp module,
       llvm::sys::ExecuteAndWait(ptxas, argv, std::nullopt, redirects,
                                 /*SecondsToWait=*/0, /*MemoryLimit=*/0, &error);
   if (rc != 0) {
-    runtime::Result<std::string> printed =
-        runtime::readWholeFile(std::string(log));
+    Result<std::string> printed = runtime::readWholeFile(std::string(log));
     return module.emitError()
            << "assembling the kernel for " << chip << " with " << ptxas
            << " failed ("
@@ -378,8 +376,7 @@ FailureOr<std::string> thdc::assembleCubin(ModuleOp module,
            << (printed && !printed->empty() ? ":\n" + *printed : "")
            << "; pass --no-cubin to write the bundle with the PTX only";
   }
-  runtime::Result<std::string> cubin =
-      runtime::readWholeFile(std::string(output));
+  Result<std::string> cubin = runtime::readWholeFile(std::string(output));
   if (!cubin)
     return module.emitError() << cubin.status().message();
   return *cubin;

@@ -76,16 +76,15 @@ static int fail(const llvm::Twine &message) {
 }
 
 /// Reads the JSON inputs for `specs`; reports errors naming the argument.
-static runtime::Result<std::vector<runtime::HostBuffer>>
+static Result<std::vector<runtime::HostBuffer>>
 readInputFile(llvm::ArrayRef<runtime::BufferDesc> specs) {
   auto inputText = readInputFile(tool->inputFile, kMaxJsonInputBytes);
   if (!inputText)
-    return runtime::Status::error(llvm::toString(inputText.takeError()));
-  runtime::Result<std::vector<runtime::HostBuffer>> inputs =
+    return Status::error(llvm::toString(inputText.takeError()));
+  Result<std::vector<runtime::HostBuffer>> inputs =
       runtime::readInputs((*inputText)->getBuffer(), specs);
   if (!inputs)
-    return runtime::Status::error(tool->inputFile + ": " +
-                                  inputs.status().message());
+    return Status::error(tool->inputFile + ": " + inputs.status().message());
   return inputs;
 }
 
@@ -97,19 +96,18 @@ struct ExchangedBuffers {
 
 /// Reads the inputs among `buffers` and allocates the outputs; fails naming a
 /// buffer whose element type thd-run cannot exchange, or the input error.
-static runtime::Result<ExchangedBuffers>
+static Result<ExchangedBuffers>
 exchangeBuffers(llvm::ArrayRef<runtime::BufferDesc> buffers) {
   std::vector<runtime::BufferDesc> inputSpecs, outputSpecs;
   for (const runtime::BufferDesc &buffer : buffers) {
     if (!runtime::parseElementType(buffer.type))
-      return runtime::Status::error("buffer '" + buffer.name +
-                                    "' has the element type " + buffer.type +
-                                    ", which thd-run cannot exchange");
+      return Status::error("buffer '" + buffer.name +
+                           "' has the element type " + buffer.type +
+                           ", which thd-run cannot exchange");
     (buffer.isOutput ? outputSpecs : inputSpecs).push_back(buffer);
   }
   // The inputs first: a bad input file fails before outputs are allocated.
-  runtime::Result<std::vector<runtime::HostBuffer>> inputs =
-      readInputFile(inputSpecs);
+  Result<std::vector<runtime::HostBuffer>> inputs = readInputFile(inputSpecs);
   if (!inputs)
     return inputs.status();
   ExchangedBuffers exchanged;
@@ -170,8 +168,7 @@ static int runOnGpu(const llvm::StringMap<int64_t> &overrides) {
   if (!pipeline)
     return fail(pipeline.status().message());
   const runtime::Manifest &manifest = (*pipeline)->manifest();
-  runtime::Result<ExchangedBuffers> exchanged =
-      exchangeBuffers(manifest.buffers);
+  Result<ExchangedBuffers> exchanged = exchangeBuffers(manifest.buffers);
   if (!exchanged)
     return fail(exchanged.status().message());
   auto &[inputs, outputs] = *exchanged;
@@ -180,7 +177,7 @@ static int runOnGpu(const llvm::StringMap<int64_t> &overrides) {
   auto stream = runtime::createStream(runtime::Backend::Cuda);
   if (!buffers || !stream)
     return fail((!buffers ? buffers.status() : stream.status()).message());
-  runtime::Status status;
+  Status status;
   size_t index = 0;
   for (runtime::HostBuffer &buffer : inputs)
     if (status)
@@ -207,8 +204,7 @@ static int runOnInterpreter(mlir::ModuleOp module) {
   auto function = module.lookupSymbol<mlir::func::FuncOp>(signature->entry);
   if (!function)
     return fail("no function named '" + signature->entry + "'");
-  runtime::Result<ExchangedBuffers> exchanged =
-      exchangeBuffers(signature->buffers);
+  Result<ExchangedBuffers> exchanged = exchangeBuffers(signature->buffers);
   if (!exchanged)
     return fail(exchanged.status().message());
   auto &[inputs, outputs] = *exchanged;
@@ -282,8 +278,7 @@ int thdc::tools::thdRunMain(int argc, char **argv) {
     return 1;
   const PipelineSignature &signature = (*compiled)->signature();
 
-  runtime::Result<ExchangedBuffers> exchanged =
-      exchangeBuffers(signature.buffers);
+  Result<ExchangedBuffers> exchanged = exchangeBuffers(signature.buffers);
   if (!exchanged)
     return fail(exchanged.status().message());
   auto &[inputs, outputs] = *exchanged;
