@@ -21,9 +21,11 @@ since the line before), and its memory reports as
 bench/megatron_pretrain.py --count-syncs adds, at exit,
 
   [Rank 0] (at exit) host synchronisations | iterations: 30 | per iteration
-  median: 4 | max: 6 | total: 130
+  median: 4 | max: 6 | total: 130 | forward backward median: 0 | forward
+  backward max: 0
 
-(one line: the synchronizing calls inside each of Megatron's train_step),
+(one line: the synchronizing calls inside each of Megatron's train_step, and
+within it in its forward_backward_func),
 and thdc's launcher (thdc.megatron.run) says at exit how many microbatches
 ran at each rung of its ladder and how its whole-iteration graphs ran:
 
@@ -158,7 +160,9 @@ def summarise(parsed: Dict[str, list], steady_from: Optional[int] = None) -> dic
     syncs = parsed.get("syncs")
     result["syncs_per_iteration"] = None if syncs is None else {
         "median": syncs.get("per iteration median"), "max": syncs.get("max"),
-        "iterations": syncs.get("iterations")}
+        "iterations": syncs.get("iterations"),
+        "forward_backward_median": syncs.get("forward backward median"),
+        "forward_backward_max": syncs.get("forward backward max")}
     return result
 
 

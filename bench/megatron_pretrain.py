@@ -211,46 +211,67 @@ COUNT_SYNCS = "THDC_BENCH_COUNT_SYNCS"
 SYNC_WARNING = "called a synchronizing CUDA operation"
 
 
-def sync_line(counts: Sequence[int]) -> str:
-    """count_syncs's line at exit (bench/megatron_log.py's _SYNCS reads it)."""
+def sync_line(counts: Sequence[Sequence[int]]) -> str:
+    """count_syncs's line at exit (bench/megatron_log.py's _SYNCS reads it):
+    counts holds (in train_step, in its forward_backward_func) per
+    iteration."""
+    steps = [c[0] for c in counts]
+    inner = [c[1] for c in counts]
     return (f"[Rank 0] (at exit) host synchronisations | iterations: {len(counts)} | "
-            f"per iteration median: {statistics.median(counts):g} | max: {max(counts)} | "
-            f"total: {sum(counts)}")
+            f"per iteration median: {statistics.median(steps):g} | max: {max(steps)} | "
+            f"total: {sum(steps)} | forward backward median: {statistics.median(inner):g} | "
+            f"forward backward max: {max(inner)}")
 
 
-def count_syncs(training) -> List[int]:
-    """Counts the host synchronisations in each of Megatron's train_step
-    calls (training.train_step: the batch function, forward, backward and the
-    optimizer of one iteration; Megatron's own log line after it is not
-    counted) under torch.cuda.set_sync_debug_mode("warn"), which warns once
-    for every synchronizing call, and prints them at exit in Megatron's
-    memory-report format (bench/megatron_log.py reads the line). The
+def count_syncs(training) -> List[List[int]]:
+    """Counts the host synchronisations of each iteration under
+    torch.cuda.set_sync_debug_mode("warn"), which warns once for every
+    synchronizing call: in Megatron's train_step (training.train_step: the
+    batch function, forward, backward and the optimizer; Megatron's own log
+    line after it is not counted), and within it in the forward_backward_func
+    it is given (the schedule: the batch function, forward and backward, or
+    the whole-iteration graph's replay), so that the optimizer's own reads
+    (the gradient norm) stand apart. Prints them at exit (sync_line). The
     warnings themselves are swallowed: a run that counts is slower, so its
-    times are not the comparison's. Returns the list it fills."""
+    times are not the comparison's. Returns the list it fills, one [in
+    train_step, in forward_backward_func] per iteration."""
     import atexit
+    import inspect
     import warnings
 
     import torch
 
-    counts: List[int] = []
-    inside = [False]
+    counts: List[List[int]] = []
+    depth = [0]  # 0 outside, 1 in train_step, 2 in its forward_backward_func
     train_step = training.train_step
+    signature = inspect.signature(train_step)
+
+    def counted(function, level):
+        def call(*args, **kwargs):
+            depth[0] = level
+            try:
+                return function(*args, **kwargs)
+            finally:
+                depth[0] = level - 1
+        return call
 
     def counted_train_step(*args, **kwargs):
-        counts.append(0)
-        inside[0] = True
-        try:
-            return train_step(*args, **kwargs)
-        finally:
-            inside[0] = False
+        counts.append([0, 0])
+        bound = signature.bind(*args, **kwargs)
+        if "forward_backward_func" in bound.arguments:
+            bound.arguments["forward_backward_func"] = counted(
+                bound.arguments["forward_backward_func"], 2)
+        return counted(train_step, 1)(*bound.args, **bound.kwargs)
 
     shown = warnings.showwarning
 
     def showwarning(message, category, *rest, **kwargs):
         if SYNC_WARNING not in str(message):
             return shown(message, category, *rest, **kwargs)
-        if inside[0]:
-            counts[-1] += 1
+        if depth[0] >= 1:
+            counts[-1][0] += 1
+        if depth[0] == 2:
+            counts[-1][1] += 1
 
     def report() -> None:
         if counts:
@@ -313,7 +334,9 @@ def _syncs(summaries: List[dict]) -> str:
     if not counts:
         return "-"
     return (f"{statistics.median(c['median'] for c in counts):g} "
-            f"({max(c['max'] for c in counts):g})")
+            f"({max(c['max'] for c in counts):g}); forward-backward "
+            f"{statistics.median(c['forward_backward_median'] for c in counts):g} "
+            f"({max(c['forward_backward_max'] for c in counts):g})")
 
 
 def table(runs: List[dict], baseline: str = BASELINE) -> List[str]:
@@ -334,7 +357,7 @@ def table(runs: List[dict], baseline: str = BASELINE) -> List[str]:
     # run's median synchronisations per iteration, and the largest count.
     counted = any((r.get("summary") or {}).get("syncs_per_iteration") for r in runs)
     lines = [f"| mode | runs | whole run ms/iter | {versus} | steady ms/iter (min-max) | "
-             f"{versus} | last loss | peak allocated MB |" + (" syncs/iter (max) |" if counted
+             f"{versus} | last loss | peak allocated MB |" + (" syncs/iter (max); in forward-backward |" if counted
                                                               else ""),
              "|---|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if counted else "")]
     for mode in MODES:

@@ -229,46 +229,65 @@ def test_the_report_of_the_kept_run(tmp_path):
 
 def test_host_synchronisations_counted_per_train_step(monkeypatch):
     """--count-syncs: every synchronizing call PyTorch warns of inside one of
-    Megatron's train_step calls counts for that iteration, none outside;
-    other warnings pass through; the line at exit is what megatron_log
-    reads back, and the table gains a column."""
+    Megatron's train_step calls counts for that iteration, and apart those
+    inside the forward_backward_func it was given; none outside; other
+    warnings pass through; the line at exit is what megatron_log reads back,
+    and the table gains a column."""
     import types
     import warnings
 
     torch = pytest.importorskip("torch")
     modes = []
     monkeypatch.setattr(torch.cuda, "set_sync_debug_mode", modes.append)
-    monkeypatch.setattr(warnings, "showwarning", warnings.showwarning)
+    passed = []  # what the hook hands on to the showwarning it found
+    monkeypatch.setattr(warnings, "showwarning",
+                        lambda message, *rest, **kwargs: passed.append(str(message)))
     monkeypatch.setattr(warnings, "filters", list(warnings.filters))
     registered = []
     monkeypatch.setattr("atexit.register", registered.append)
 
-    def train_step(syncs):
-        for _ in range(syncs):
+    def sync(n):
+        for _ in range(n):
             warnings.warn(bench.SYNC_WARNING)  # as PyTorch's warn_or_error_on_sync
-        return syncs
+
+    # Megatron's order of arguments (training.py:2724-2734 on dev).
+    def train_step(forward_step_func, data_iterator, model, optimizer, opt_param_scheduler,
+                   config, forward_backward_func, iteration=None):
+        sync(1)  # before the schedule
+        forward_backward_func(syncs=forward_step_func)
+        sync(data_iterator)  # after: the optimizer's
+        return forward_step_func, data_iterator
+
+    def forward_backward(syncs):
+        sync(syncs)
 
     training = types.SimpleNamespace(train_step=train_step)
     counts = bench.count_syncs(training)
     assert modes == ["warn"] and len(registered) == 1
-    warnings.warn(bench.SYNC_WARNING)  # outside an iteration: Megatron's log line
-    assert [training.train_step(n) for n in (2, 0, 5, 2)] == [2, 0, 5, 2]
-    assert counts == [2, 0, 5, 2]
-    with pytest.warns(UserWarning, match="something else"):
-        training.train_step(0)
-        warnings.warn("something else")
-    assert counts == [2, 0, 5, 2, 0]
+    sync(1)  # outside an iteration: Megatron's log line
+    step = training.train_step
+    assert step(2, 0, None, None, None, None, forward_backward) == (2, 0)
+    assert step(0, 3, None, None, None, None, forward_backward_func=forward_backward) == (0, 3)
+    assert step(5, 1, None, None, None, None, forward_backward, iteration=7) == (5, 1)
+    assert counts == [[3, 2], [4, 0], [7, 5]]
+    step(0, 0, None, None, None, None, forward_backward)
+    warnings.warn("something else")
+    assert counts[-1] == [1, 0] and passed == ["something else"]
 
     line = bench.sync_line(counts)
     parsed = bench.megatron_log.parse([line])
-    assert parsed["syncs"] == {"iterations": 5, "per iteration median": 2, "max": 5,
-                               "total": 9}
+    assert parsed["syncs"] == {"iterations": 4, "per iteration median": 3.5, "max": 7,
+                               "total": 15, "forward backward median": 1,
+                               "forward backward max": 5}
     run = run_with_losses("thdc-graphs", [5.0] * 30)
-    run["summary"]["syncs_per_iteration"] = {"median": 0, "max": 1, "iterations": 5}
+    run["summary"]["syncs_per_iteration"] = {"median": 2, "max": 3, "iterations": 5,
+                                             "forward_backward_median": 0,
+                                             "forward_backward_max": 0}
     lines = bench.table([run])
-    assert lines[0].endswith("| syncs/iter (max) |") and lines[-1].endswith("| 0 (1) |")
+    assert lines[0].endswith("| syncs/iter (max); in forward-backward |")
+    assert lines[-1].endswith("| 2 (3); forward-backward 0 (0) |")
     assert not bench.table([run_with_losses("thdc-graphs", [5.0] * 30)])[0].endswith(
-        "(max) |")
+        "backward |")
 
 
 def test_gated_deltanet_layers_and_their_baseline(tmp_path):
