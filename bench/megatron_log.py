@@ -22,7 +22,7 @@ bench/megatron_pretrain.py --count-syncs adds, at exit,
 
   [Rank 0] (at exit) host synchronisations | iterations: 30 | per iteration
   median: 4 | max: 6 | total: 130 | forward backward median: 0 | forward
-  backward max: 0
+  backward max: 2 | forward backward none: 28
 
 (one line: the synchronizing calls inside each of Megatron's train_step, and
 within it in its forward_backward_func),
@@ -162,7 +162,9 @@ def summarise(parsed: Dict[str, list], steady_from: Optional[int] = None) -> dic
         "median": syncs.get("per iteration median"), "max": syncs.get("max"),
         "iterations": syncs.get("iterations"),
         "forward_backward_median": syncs.get("forward backward median"),
-        "forward_backward_max": syncs.get("forward backward max")}
+        "forward_backward_max": syncs.get("forward backward max"),
+        # the iterations whose forward_backward_func made none
+        "forward_backward_none": syncs.get("forward backward none")}
     return result
 
 

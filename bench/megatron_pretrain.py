@@ -220,7 +220,8 @@ def sync_line(counts: Sequence[Sequence[int]]) -> str:
     return (f"[Rank 0] (at exit) host synchronisations | iterations: {len(counts)} | "
             f"per iteration median: {statistics.median(steps):g} | max: {max(steps)} | "
             f"total: {sum(steps)} | forward backward median: {statistics.median(inner):g} | "
-            f"forward backward max: {max(inner)}")
+            f"forward backward max: {max(inner)} | forward backward none: "
+            f"{sum(1 for c in inner if c == 0)}")
 
 
 def count_syncs(training) -> List[List[int]]:

@@ -278,7 +278,9 @@ def test_host_synchronisations_counted_per_train_step(monkeypatch):
     parsed = bench.megatron_log.parse([line])
     assert parsed["syncs"] == {"iterations": 4, "per iteration median": 3.5, "max": 7,
                                "total": 15, "forward backward median": 1,
-                               "forward backward max": 5}
+                               "forward backward max": 5, "forward backward none": 2}
+    assert bench.megatron_log.summarise(dict(parsed, intervals=[{
+        "iteration": 1, "losses": {}}]))["syncs_per_iteration"]["forward_backward_none"] == 2
     run = run_with_losses("thdc-graphs", [5.0] * 30)
     run["summary"]["syncs_per_iteration"] = {"median": 2, "max": 3, "iterations": 5,
                                              "forward_backward_median": 0,
