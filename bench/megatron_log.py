@@ -71,6 +71,11 @@ _NOT_LOSSES = {
 }
 
 
+def _fields(text: str) -> Dict[str, float]:
+    """The "| name: number" fields of a report line (memory, syncs)."""
+    return {k.strip(): float(v) for k, v in re.findall(r"\|\s*([a-z ]+): ([0-9.]+)", text)}
+
+
 def parse(lines) -> Dict[str, list]:
     """{"intervals": one dict per log line, "memory": one per memory
     report, "syncs": the host synchronisations' line as a dict, "thdc":
@@ -93,14 +98,12 @@ def parse(lines) -> Dict[str, list]:
             continue
         found = _MEMORY.search(line)
         if found:
-            fields = dict((k.strip(), float(v)) for k, v in
-                          re.findall(r"\|\s*([a-z ]+): ([0-9.]+)", found.group(3)))
+            fields = _fields(found.group(3))
             memory.append({"rank": int(found.group(1)), "when": found.group(2).strip(), **fields})
             continue
         found = _SYNCS.search(line)
         if found:
-            syncs = dict((k.strip(), float(v)) for k, v in
-                         re.findall(r"\|\s*([a-z ]+): ([0-9.]+)", found.group(1)))
+            syncs = _fields(found.group(1))
             continue
         found = _RUNGS.search(line)
         if found:
